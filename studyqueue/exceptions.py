@@ -1,0 +1,15 @@
+"""Exceptions raised by studyqueue."""
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+class StudyQueueError(Exception):
+    """Base class for studyqueue errors."""
+
+
+class EnqueueError(StudyQueueError, ValueError):
+    """A job could not be enqueued because the input is invalid."""
+
+
+class SettingsError(ImproperlyConfigured):
+    """A STUDYQUEUE setting or its environment variable has an invalid value."""

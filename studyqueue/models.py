@@ -1,0 +1,199 @@
+"""Study questions and the jobs that write their explanations."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import models
+from django.db.models import F, Q
+from django.utils import timezone
+
+
+class JobKind(models.TextChoices):
+    """What a job does."""
+
+    EXPLANATION = "explanation", "Explanation"  # write the question's explanation
+    SESSION_SUMMARY = "session_summary", "Session summary"  # reserved; skipped when seen
+
+
+class JobStatus(models.TextChoices):
+    """Where a job is in its life."""
+
+    PENDING = "pending", "Pending"  # waiting to be claimed (maybe not before run_after)
+    PROCESSING = "processing", "Processing"  # claimed by a worker holding claim_token
+    COMPLETED = "completed", "Completed"  # done; the result is stored
+    FAILED = "failed", "Failed"  # gave up: a permanent error or attempts used up
+    SKIPPED = "skipped", "Skipped"  # deliberately not run (reserved kind, operator)
+
+
+ACTIVE_STATUSES = (JobStatus.PENDING, JobStatus.PROCESSING)
+FINISHED_STATUSES = (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.SKIPPED)
+
+
+class ErrorCode(models.TextChoices):
+    """Why a job failed, was retried or was skipped."""
+
+    LLM_UNAVAILABLE = "llm_unavailable", "LLM server unreachable"
+    LLM_TIMEOUT = "llm_timeout", "LLM call timed out"
+    LLM_OVERLOADED = "llm_overloaded", "LLM server overloaded (429/503)"
+    LLM_SERVER_ERROR = "llm_server_error", "LLM server error (5xx)"
+    LLM_REJECTED = "llm_rejected", "LLM server rejected the request (4xx)"
+    LLM_BAD_RESPONSE = "llm_bad_response", "LLM reply could not be parsed"
+    LLM_EMPTY = "llm_empty", "LLM reply was empty"
+    QUESTION_MISSING = "question_missing", "Question no longer exists"
+    QUESTION_EMPTY = "question_empty", "Question has no text"
+    STALE = "stale", "Worker stopped sending heartbeats"
+    UNSUPPORTED_KIND = "unsupported_kind", "Kind is reserved, not implemented"
+    UNKNOWN_KIND = "unknown_kind", "Kind is not known to this version"
+    OPERATOR_SKIPPED = "operator_skipped", "Skipped by an operator"
+    INTERNAL = "internal", "Unexpected internal error"
+
+
+# Transient errors are retried with backoff until max_attempts; all others fail at once.
+TRANSIENT_ERRORS = frozenset(
+    {
+        ErrorCode.LLM_UNAVAILABLE,
+        ErrorCode.LLM_TIMEOUT,
+        ErrorCode.LLM_OVERLOADED,
+        ErrorCode.LLM_SERVER_ERROR,
+        ErrorCode.LLM_BAD_RESPONSE,
+        ErrorCode.LLM_EMPTY,
+        ErrorCode.STALE,
+        ErrorCode.INTERNAL,
+    }
+)
+
+
+def _choice_width(choices: type[models.TextChoices]) -> int:
+    return max(len(value) for value in choices.values)
+
+
+def default_max_attempts() -> int:
+    """The MAX_ATTEMPTS setting, read when a job is created."""
+    from studyqueue.conf import conf
+
+    return conf.MAX_ATTEMPTS
+
+
+class StudyQuestion(models.Model):
+    """A question a learner studies; its explanation is written by the LLM."""
+
+    text = models.TextField(help_text="The question as shown to the learner.")
+    choices = models.JSONField(default=list, blank=True, help_text="Answer options, if any.")
+    answer = models.TextField(blank=True, help_text="The correct answer, if known.")
+    explanation = models.TextField(blank=True)
+    explanation_model = models.CharField(max_length=200, blank=True)
+    explanation_truncated = models.BooleanField(
+        default=False, help_text="The LLM stopped at max_tokens: the text may be cut."
+    )
+    explained_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        excerpt = self.text if len(self.text) <= 60 else self.text[:57] + "..."
+        return f"#{self.pk} {excerpt}"
+
+
+class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
+    """Reusable filters for the states the queue and the admin ask about."""
+
+    def active(self) -> JobQuerySet:
+        return self.filter(status__in=ACTIVE_STATUSES)
+
+    def pending(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.PENDING)
+
+    def ready(self, now: datetime) -> JobQuerySet:
+        """Pending jobs that may be claimed now."""
+        return self.pending().filter(run_after__lte=now, attempts__lt=F("max_attempts"))
+
+    def processing(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.PROCESSING)
+
+    def stale(self, cutoff: datetime) -> JobQuerySet:
+        """Processing jobs whose last heartbeat is older than ``cutoff``."""
+        return self.processing().filter(heartbeat_at__lt=cutoff)
+
+    def finished(self) -> JobQuerySet:
+        return self.filter(status__in=FINISHED_STATUSES)
+
+
+class StudyQuestionJob(models.Model):
+    """One unit of work on a question; status changes only through ``studyqueue.queue``."""
+
+    study_question = models.ForeignKey(
+        StudyQuestion,
+        # Keep the job (and its history) when a question is deleted; the worker then
+        # fails it as question_missing instead of the row silently vanishing.
+        on_delete=models.SET_NULL,
+        null=True,
+        related_name="jobs",
+    )
+    kind = models.CharField(max_length=_choice_width(JobKind), choices=JobKind.choices)
+    status = models.CharField(
+        max_length=_choice_width(JobStatus), choices=JobStatus.choices, default=JobStatus.PENDING
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=default_max_attempts)
+    error_code = models.CharField(
+        max_length=_choice_width(ErrorCode), choices=ErrorCode.choices, blank=True
+    )
+    error_message = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    run_after = models.DateTimeField(default=timezone.now, help_text="Not claimed before this.")
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    claim_token = models.UUIDField(null=True, blank=True, help_text="Fences writes to one claim.")
+    worker_id = models.CharField(max_length=200, blank=True)
+    llm_model = models.CharField(max_length=200, blank=True)
+    llm_prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    llm_completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    llm_ms = models.PositiveIntegerField(null=True, blank=True, help_text="LLM call time (ms).")
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-id"]
+        permissions = [
+            ("retry_studyquestionjob", "Can retry failed or skipped jobs"),
+            ("skip_studyquestionjob", "Can skip pending or processing jobs"),
+            ("reset_stale_studyquestionjob", "Can reset stale jobs"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=JobStatus.values), name="studyqueue_job_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=JobKind.values), name="studyqueue_job_kind_valid"
+            ),
+            models.UniqueConstraint(
+                fields=["study_question", "kind"],
+                condition=Q(status__in=ACTIVE_STATUSES),
+                name="studyqueue_job_one_active",
+                violation_error_message="This question already has an active job of this kind.",
+            ),
+        ]
+        indexes = [
+            # Exactly the claim query: WHERE status='pending' ... ORDER BY id.
+            models.Index(
+                fields=["id"], condition=Q(status=JobStatus.PENDING), name="studyqueue_job_claim"
+            ),
+            # The stale scan: WHERE status='processing' AND heartbeat_at < cutoff.
+            models.Index(
+                fields=["heartbeat_at"],
+                condition=Q(status=JobStatus.PROCESSING),
+                name="studyqueue_job_stale",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} ({self.kind}, {self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_STATUSES

@@ -1,0 +1,541 @@
+"""The job state machine: every status write in studyqueue goes through this module.
+
+Consumer-side functions (``heartbeat``, ``complete``, ``fail``, ``release``,
+``skip_claimed``) are *fenced*: they apply only while the job is still
+``processing`` under the claim token the caller holds, and return whether they
+applied. A worker whose job was reset as stale and claimed again writes nothing.
+
+Operator-side functions (``retry``, ``skip``, ``reset_stale``) take job ids or
+thresholds and return what they changed. Every function has an ``a``-prefixed
+async twin that runs it on Django's sync thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, ParamSpec, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError, connections, router, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from studyqueue.conf import conf
+from studyqueue.exceptions import EnqueueError
+from studyqueue.models import (
+    ACTIVE_STATUSES,
+    TRANSIENT_ERRORS,
+    ErrorCode,
+    JobKind,
+    JobStatus,
+    StudyQuestion,
+    StudyQuestionJob,
+)
+
+logger = logging.getLogger("studyqueue.queue")
+
+Job = StudyQuestionJob
+P = ParamSpec("P")
+R = TypeVar("R")
+
+MAX_ERROR_MESSAGE = 2000
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _async(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """The async twin of a sync queue function (runs on Django's sync thread)."""
+
+    @functools.wraps(fn)
+    async def twin(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+
+    twin.__name__ = twin.__qualname__ = f"a{fn.__name__}"
+    return twin
+
+
+def _log(event: str, job: Job, level: int = logging.INFO, **extra: Any) -> None:
+    """One key=value line per transition."""
+    fields = {
+        "id": job.pk,
+        "question": job.study_question_id,
+        "kind": job.kind,
+        "status": job.status,
+        "error_code": job.error_code or "-",
+        "attempts": job.attempts,
+        **extra,
+    }
+    logger.log(level, "study_job_%s %s", event, " ".join(f"{k}={v}" for k, v in fields.items()))
+
+
+def _db() -> str:
+    return router.db_for_write(Job)
+
+
+def _clip(message: str) -> str:
+    return message if len(message) <= MAX_ERROR_MESSAGE else message[: MAX_ERROR_MESSAGE - 3] + "..."
+
+
+def _prep(field_name: str, value: Any, connection: Any) -> Any:
+    """A Python value as the database wants it for ``field_name`` (raw SQL params)."""
+    return Job._meta.get_field(field_name).get_db_prep_value(value, connection)
+
+
+def _update_returning(
+    set_sql: str, set_params: list[Any], where_sql: str, where_params: list[Any]
+) -> list[Job]:
+    """One ``UPDATE … RETURNING`` statement; the rows it changed, as jobs in id order.
+
+    A single statement is atomic on both databases and needs no transaction, which
+    is what lets the async consumer claim safely (there is no async ``atomic``).
+    """
+    db = _db()
+    connection = connections[db]
+    qn = connection.ops.quote_name
+    table = qn(Job._meta.db_table)
+    columns = ", ".join(qn(f.column) for f in Job._meta.concrete_fields)
+    sql = f"UPDATE {table} SET {set_sql} WHERE {where_sql} RETURNING {columns}"
+    jobs = list(Job.objects.using(db).raw(sql, [*set_params, *where_params]))
+    jobs.sort(key=lambda j: j.pk)
+    return jobs
+
+
+def _claim_where(connection: Any) -> str:
+    """The claim's WHERE clause (shared with tests that ``EXPLAIN`` it)."""
+    qn = connection.ops.quote_name
+    table = qn(Job._meta.db_table)
+    # Status literals are inlined, not parameters, so the planner can match the
+    # partial index even for a generic (prepared) plan.
+    lock = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+    return (
+        f"{qn('id')} IN (SELECT {qn('id')} FROM {table}"
+        f" WHERE {qn('status')} = '{JobStatus.PENDING.value}'"
+        f" AND {qn('run_after')} <= %s AND {qn('attempts')} < {qn('max_attempts')}"
+        f" ORDER BY {qn('id')} LIMIT %s{lock})"
+    )
+
+
+def claim_select_sql(connection: Any) -> str:
+    """The SELECT at the heart of ``claim`` (for ``EXPLAIN`` in tests and benchmarks)."""
+    inner = _claim_where(connection)
+    return inner[inner.index("(") + 1 : -1]
+
+
+def backoff_seconds(attempts: int) -> float:
+    """Delay before retry number ``attempts``: exponential, capped, with jitter."""
+    base = conf.BACKOFF_BASE_SECONDS * (2 ** max(attempts - 1, 0))
+    delay = min(base, conf.BACKOFF_MAX_SECONDS)
+    jitter = conf.BACKOFF_JITTER
+    return max(0.0, delay * (1 + random.uniform(-jitter, jitter)))
+
+
+def _fenced(job: Job):
+    """The rows a claimed job's holder may still write: its own, unchanged claim."""
+    return Job.objects.using(_db()).filter(
+        pk=job.pk, status=JobStatus.PROCESSING, claim_token=job.claim_token
+    )
+
+
+def _apply(job: Job, values: dict[str, Any]) -> None:
+    for name, value in values.items():
+        if not hasattr(value, "resolve_expression"):
+            setattr(job, name, value)
+
+
+# --------------------------------------------------------------------------- enqueue
+
+
+def _validate_kind(kind: str) -> str:
+    if kind not in JobKind.values:
+        raise EnqueueError(f"unknown job kind {kind!r}; expected one of {', '.join(JobKind.values)}")
+    return kind
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    """The active job for a (question, kind) and whether this call created it."""
+
+    job: Job
+    created: bool
+
+
+def enqueue(
+    question: StudyQuestion | int, kind: str = JobKind.EXPLANATION, *, run_after: datetime | None = None
+) -> EnqueueResult:
+    """Queue a job for ``question``; idempotent: returns the active job if there is one."""
+    _validate_kind(kind)
+    question_id = question.pk if isinstance(question, StudyQuestion) else int(question)
+    db = _db()
+    if not StudyQuestion.objects.using(db).filter(pk=question_id).exists():
+        raise EnqueueError(f"study question {question_id} does not exist")
+    now = timezone.now()
+    # The partial unique constraint is the arbiter: try to insert, and on a conflict
+    # return the job that won. Loop because that job may finish in between.
+    for _ in range(5):
+        try:
+            with transaction.atomic(using=db):
+                job = Job.objects.using(db).create(
+                    study_question_id=question_id, kind=kind, created_at=now, run_after=run_after or now
+                )
+        except IntegrityError:
+            existing = (
+                Job.objects.using(db)
+                .filter(study_question_id=question_id, kind=kind, status__in=ACTIVE_STATUSES)
+                .first()
+            )
+            if existing is not None:
+                return EnqueueResult(existing, created=False)
+            continue
+        _log("enqueued", job)
+        return EnqueueResult(job, created=True)
+    raise EnqueueError(f"could not enqueue question {question_id}: conflicting writes kept winning")
+
+
+def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -> int:
+    """Queue jobs for many questions in bulk; returns how many jobs were created.
+
+    Questions that already have an active job of this kind, and ids of questions
+    that do not exist, are left alone (conflict-safe: ``ON CONFLICT DO NOTHING``).
+    """
+    _validate_kind(kind)
+    db = _db()
+    connection = connections[db]
+    qn = connection.ops.quote_name
+    ids = sorted({int(i) for i in question_ids})
+    now = _prep("created_at", timezone.now(), connection)
+    columns = [
+        "study_question_id", "kind", "status", "attempts", "max_attempts", "error_code",
+        "error_message", "created_at", "run_after", "worker_id", "llm_model",
+    ]  # fmt: skip
+    max_attempts = conf.MAX_ATTEMPTS
+    per_row = len(columns)
+    batch = max(1, min(5000, (connection.features.max_query_params or 30000) // per_row))
+    head = (
+        f"INSERT INTO {qn(Job._meta.db_table)} ({', '.join(qn(c) for c in columns)}) VALUES "
+    )
+    row_sql = "(" + ", ".join(["%s"] * per_row) + ")"
+    created = 0
+    for start in range(0, len(ids), batch):
+        chunk = ids[start : start + batch]
+        existing = list(
+            StudyQuestion.objects.using(db).filter(pk__in=chunk).values_list("pk", flat=True)
+        )
+        if not existing:
+            continue
+        params: list[Any] = []
+        for qid in existing:
+            params.extend((qid, kind, JobStatus.PENDING.value, 0, max_attempts, "", "", now, now, "", ""))
+        sql = f"{head}{', '.join([row_sql] * len(existing))} ON CONFLICT DO NOTHING RETURNING {qn('id')}"
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            created += len(cursor.fetchall())
+    logger.info("study_jobs_enqueued kind=%s requested=%s created=%s", kind, len(ids), created)
+    return created
+
+
+# --------------------------------------------------------------------------- consumer side
+
+
+def claim(*, worker_id: str, limit: int | None = None) -> list[Job]:
+    """Atomically claim up to ``limit`` ready jobs in id order for ``worker_id``.
+
+    Counts the attempt, stamps a fresh claim token and heartbeat. On PostgreSQL one
+    ``UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED) RETURNING``; on SQLite
+    the same statement without the lock clause (SQLite serialises writers).
+    """
+    limit = conf.BATCH_SIZE if limit is None else limit
+    if limit < 1:
+        return []
+    connection = connections[_db()]
+    qn = connection.ops.quote_name
+    now = timezone.now()
+    token = uuid.uuid4()
+    stamp = _prep("started_at", now, connection)
+    set_sql = (
+        f"{qn('status')} = '{JobStatus.PROCESSING.value}', {qn('attempts')} = {qn('attempts')} + 1,"
+        f" {qn('claim_token')} = %s, {qn('worker_id')} = %s, {qn('started_at')} = %s,"
+        f" {qn('heartbeat_at')} = %s, {qn('completed_at')} = NULL"
+    )
+    jobs = _update_returning(
+        set_sql,
+        [_prep("claim_token", token, connection), worker_id[:200], stamp, stamp],
+        _claim_where(connection),
+        [stamp, limit],
+    )
+    for job in jobs:
+        _log("claimed", job, worker=worker_id)
+    return jobs
+
+
+def heartbeat(job: Job) -> bool:
+    """Refresh a claimed job's liveness; False if the claim is no longer ours."""
+    now = timezone.now()
+    applied = bool(_fenced(job).update(heartbeat_at=now))
+    if applied:
+        job.heartbeat_at = now
+    else:
+        _log("heartbeat_refused", job, level=logging.WARNING)
+    return applied
+
+
+def _finish(job: Job, event: str, values: dict[str, Any], level: int = logging.INFO) -> bool:
+    applied = bool(_fenced(job).update(**values))
+    if applied:
+        _apply(job, values)
+        if "attempts" in values:
+            job.refresh_from_db(fields=["attempts"])
+        _log(event, job, level=level)
+    else:
+        _log(f"{event}_refused", job, level=logging.WARNING, reason="claim_lost")
+    return applied
+
+
+def complete(
+    job: Job,
+    *,
+    llm_model: str = "",
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    llm_ms: int | None = None,
+) -> bool:
+    """Mark a claimed job completed with its LLM metrics; False if the claim was lost."""
+    values = {
+        "status": JobStatus.COMPLETED,
+        "completed_at": timezone.now(),
+        "error_code": "",
+        "error_message": "",
+        "claim_token": None,
+        "llm_model": llm_model[:200],
+        "llm_prompt_tokens": prompt_tokens,
+        "llm_completion_tokens": completion_tokens,
+        "llm_ms": llm_ms,
+    }
+    return _finish(job, "completed", values)
+
+
+def fail(
+    job: Job, code: str, message: str = "", *, retry_after: float | None = None
+) -> JobStatus | None:
+    """Record a failed attempt; the job's new status, or None if the claim was lost.
+
+    Transient codes go back to ``pending`` after a backoff (or ``retry_after``
+    seconds, e.g. from a Retry-After header) while attempts remain; permanent codes,
+    and transient ones on the last attempt, end ``failed``.
+    """
+    code = ErrorCode(code)
+    now = timezone.now()
+    values: dict[str, Any] = {"error_code": code, "error_message": _clip(message), "claim_token": None}
+    if code in TRANSIENT_ERRORS and job.attempts < job.max_attempts:
+        delay = backoff_seconds(job.attempts) if retry_after is None else max(0.0, retry_after)
+        values.update(status=JobStatus.PENDING, run_after=now + timedelta(seconds=delay))
+        event = "retry_scheduled"
+    else:
+        values.update(status=JobStatus.FAILED, completed_at=now)
+        event = "failed"
+    if not _finish(job, event, values, level=logging.WARNING):
+        return None
+    return JobStatus(values["status"])
+
+
+def release(job: Job, *, delay: float = 0.0, code: str = "", message: str = "") -> bool:
+    """Put a claimed job back to pending without counting the attempt.
+
+    For failures that are not the job's fault (the LLM server is down or
+    overloaded): the job waits ``delay`` seconds and keeps all its attempts.
+    """
+    values: dict[str, Any] = {
+        "status": JobStatus.PENDING,
+        "attempts": F("attempts") - 1,
+        "run_after": timezone.now() + timedelta(seconds=max(0.0, delay)),
+        "claim_token": None,
+        "error_code": ErrorCode(code) if code else "",
+        "error_message": _clip(message),
+    }
+    return _finish(job, "released", values)
+
+
+def skip_claimed(job: Job, code: str, message: str = "") -> bool:
+    """Mark a claimed job skipped (e.g. a reserved or unknown kind); fenced."""
+    values = {
+        "status": JobStatus.SKIPPED,
+        "error_code": ErrorCode(code),
+        "error_message": _clip(message),
+        "completed_at": timezone.now(),
+        "claim_token": None,
+    }
+    return _finish(job, "skipped", values)
+
+
+# --------------------------------------------------------------------------- operator side
+
+
+@dataclass
+class RetryResult:
+    """Outcome of an operator retry, by job id."""
+
+    retried: list[int] = field(default_factory=list)
+    wrong_state: list[int] = field(default_factory=list)  # pending, processing or completed
+    conflicts: list[int] = field(default_factory=list)  # another active job has the pair
+    missing: list[int] = field(default_factory=list)
+
+
+def retry(job_ids: Iterable[int]) -> RetryResult:
+    """Operator retry: failed or skipped jobs back to pending with attempts reset.
+
+    Refused for pending, processing and completed jobs, and for a job whose
+    (question, kind) already has an active job: retry never makes a second one.
+    """
+    db = _db()
+    result = RetryResult()
+    ids = sorted({int(i) for i in job_ids})
+    known = set(Job.objects.using(db).filter(pk__in=ids).values_list("pk", flat=True))
+    retryable = (JobStatus.FAILED, JobStatus.SKIPPED)
+    for job_id in ids:
+        if job_id not in known:
+            result.missing.append(job_id)
+            continue
+        now = timezone.now()
+        try:
+            # One savepoint per job: a unique-constraint conflict refuses this job only.
+            with transaction.atomic(using=db):
+                changed = (
+                    Job.objects.using(db)
+                    .filter(pk=job_id, status__in=retryable)
+                    .update(
+                        status=JobStatus.PENDING,
+                        attempts=0,
+                        run_after=now,
+                        error_code="",
+                        error_message="",
+                        started_at=None,
+                        heartbeat_at=None,
+                        completed_at=None,
+                        claim_token=None,
+                        worker_id="",
+                    )
+                )
+        except IntegrityError:
+            result.conflicts.append(job_id)
+            logger.warning("study_job_retry_refused id=%s reason=active_job_exists", job_id)
+            continue
+        if changed:
+            result.retried.append(job_id)
+            _log("retried", Job.objects.using(db).get(pk=job_id))
+        else:
+            result.wrong_state.append(job_id)
+            logger.warning("study_job_retry_refused id=%s reason=wrong_state", job_id)
+    return result
+
+
+@dataclass
+class SkipResult:
+    """Outcome of an operator skip, by job id."""
+
+    skipped: list[int] = field(default_factory=list)
+    wrong_state: list[int] = field(default_factory=list)  # already finished, or unknown
+
+
+def skip(
+    job_ids: Iterable[int],
+    *,
+    code: str = ErrorCode.OPERATOR_SKIPPED,
+    message: str = "Skipped by an operator",
+) -> SkipResult:
+    """Operator skip: pending or processing jobs become skipped.
+
+    A processing job's worker is fenced out: its later writes find the job no
+    longer processing and change nothing.
+    """
+    connection = connections[_db()]
+    qn = connection.ops.quote_name
+    ids = sorted({int(i) for i in job_ids})
+    if not ids:
+        return SkipResult()
+    active = ", ".join(f"'{s.value}'" for s in ACTIVE_STATUSES)
+    jobs = _update_returning(
+        f"{qn('status')} = '{JobStatus.SKIPPED.value}', {qn('error_code')} = %s,"
+        f" {qn('error_message')} = %s, {qn('completed_at')} = %s, {qn('claim_token')} = NULL",
+        [ErrorCode(code).value, _clip(message), _prep("completed_at", timezone.now(), connection)],
+        f"{qn('id')} IN ({', '.join(['%s'] * len(ids))}) AND {qn('status')} IN ({active})",
+        ids,
+    )
+    for job in jobs:
+        _log("skipped", job)
+    done = {job.pk for job in jobs}
+    return SkipResult(skipped=sorted(done), wrong_state=[i for i in ids if i not in done])
+
+
+@dataclass(frozen=True)
+class StaleResult:
+    """Outcome of a stale scan: jobs put back to pending, and jobs that ended failed."""
+
+    reset: int
+    failed: int
+
+
+def reset_stale(*, older_than: timedelta | None = None, dry_run: bool = False) -> StaleResult:
+    """Processing jobs with no heartbeat for ``older_than`` go back to pending.
+
+    A job that has used all its attempts ends ``failed`` with ``stale`` instead, so
+    a job that keeps killing its worker cannot loop forever. Clearing the claim
+    token fences out the old worker should it wake up.
+    """
+    if older_than is None:
+        older_than = timedelta(minutes=conf.STALE_MINUTES)
+    connection = connections[_db()]
+    qn = connection.ops.quote_name
+    now = timezone.now()
+    cutoff = now - older_than
+    if dry_run:
+        stale = Job.objects.using(_db()).stale(cutoff)
+        exhausted = stale.filter(attempts__gte=F("max_attempts")).count()
+        return StaleResult(reset=stale.count() - exhausted, failed=exhausted)
+    message = f"no heartbeat for {older_than.total_seconds():.0f}s; worker presumed dead"
+    stale_where = (
+        f"{qn('status')} = '{JobStatus.PROCESSING.value}' AND {qn('heartbeat_at')} < %s"
+    )
+    stamp = _prep("completed_at", now, connection)
+    common = (
+        f"{qn('claim_token')} = NULL, {qn('error_code')} = '{ErrorCode.STALE.value}',"
+        f" {qn('error_message')} = %s"
+    )
+    failed = _update_returning(
+        f"{qn('status')} = '{JobStatus.FAILED.value}', {qn('completed_at')} = %s, {common}",
+        [stamp, message],
+        f"{stale_where} AND {qn('attempts')} >= {qn('max_attempts')}",
+        [_prep("heartbeat_at", cutoff, connection)],
+    )
+    reset = _update_returning(
+        f"{qn('status')} = '{JobStatus.PENDING.value}', {qn('run_after')} = %s,"
+        f" {qn('started_at')} = NULL, {qn('heartbeat_at')} = NULL, {common}",
+        [stamp, message],
+        stale_where,
+        [_prep("heartbeat_at", cutoff, connection)],
+    )
+    for job in failed:
+        _log("stale_failed", job, level=logging.WARNING)
+    for job in reset:
+        _log("stale_reset", job, level=logging.WARNING)
+    return StaleResult(reset=len(reset), failed=len(failed))
+
+
+# --------------------------------------------------------------------------- async twins
+
+aenqueue = _async(enqueue)
+aenqueue_many = _async(enqueue_many)
+aclaim = _async(claim)
+aheartbeat = _async(heartbeat)
+acomplete = _async(complete)
+afail = _async(fail)
+arelease = _async(release)
+askip_claimed = _async(skip_claimed)
+aretry = _async(retry)
+askip = _async(skip)
+areset_stale = _async(reset_stale)

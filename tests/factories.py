@@ -1,0 +1,25 @@
+"""factory-boy factories for the studyqueue models."""
+
+import factory
+
+from studyqueue.models import JobKind, JobStatus, StudyQuestion, StudyQuestionJob
+
+
+class StudyQuestionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = StudyQuestion
+
+    text = factory.Sequence(lambda n: f"What is {n} + {n}?")
+    choices = factory.LazyAttribute(lambda q: [])
+    answer = ""
+
+
+class StudyQuestionJobFactory(factory.django.DjangoModelFactory):
+    """A job row in any state; tests build states directly to exercise transitions."""
+
+    class Meta:
+        model = StudyQuestionJob
+
+    study_question = factory.SubFactory(StudyQuestionFactory)
+    kind = JobKind.EXPLANATION
+    status = JobStatus.PENDING

@@ -1,0 +1,398 @@
+"""Every transition of the job state machine, including the refused ones."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.test import override_settings
+from django.utils import timezone
+
+from studyqueue import queue
+from studyqueue.exceptions import EnqueueError
+from studyqueue.models import ErrorCode, JobKind, JobStatus, StudyQuestionJob
+from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def make_stale(job: StudyQuestionJob, minutes: float = 60) -> None:
+    """Age a job's heartbeat as if its worker died ``minutes`` ago (test set-up only)."""
+    StudyQuestionJob.objects.filter(pk=job.pk).update(
+        heartbeat_at=timezone.now() - timedelta(minutes=minutes)
+    )
+
+
+def claim_one(worker: str = "w1") -> StudyQuestionJob:
+    jobs = queue.claim(worker_id=worker, limit=1)
+    assert len(jobs) == 1
+    return jobs[0]
+
+
+# --------------------------------------------------------------------------- enqueue
+
+
+def test_enqueue_creates_a_pending_job():
+    question = StudyQuestionFactory()
+    result = queue.enqueue(question)
+    assert result.created
+    job = StudyQuestionJob.objects.get()
+    assert job == result.job
+    assert (job.status, job.kind, job.attempts, job.max_attempts) == ("pending", "explanation", 0, 3)
+    assert job.run_after <= timezone.now()
+
+
+def test_enqueue_is_idempotent_while_a_job_is_active():
+    question = StudyQuestionFactory()
+    first = queue.enqueue(question)
+    second = queue.enqueue(question.pk)
+    assert not second.created
+    assert second.job.pk == first.job.pk
+    claim_one()
+    third = queue.enqueue(question)
+    assert not third.created and third.job.pk == first.job.pk
+    assert StudyQuestionJob.objects.count() == 1
+
+
+def test_enqueue_after_the_job_finished_creates_a_new_one():
+    question = StudyQuestionFactory()
+    queue.enqueue(question)
+    assert queue.complete(claim_one())
+    again = queue.enqueue(question)
+    assert again.created
+    assert StudyQuestionJob.objects.count() == 2
+
+
+def test_enqueue_kinds_are_independent():
+    question = StudyQuestionFactory()
+    assert queue.enqueue(question, JobKind.EXPLANATION).created
+    assert queue.enqueue(question, JobKind.SESSION_SUMMARY).created
+
+
+def test_enqueue_rejects_unknown_kind_and_missing_question():
+    question = StudyQuestionFactory()
+    with pytest.raises(EnqueueError, match="unknown job kind 'poem'"):
+        queue.enqueue(question, "poem")
+    with pytest.raises(EnqueueError, match="study question 999999 does not exist"):
+        queue.enqueue(999999)
+    assert not StudyQuestionJob.objects.exists()
+
+
+@override_settings(STUDYQUEUE={"MAX_ATTEMPTS": 5})
+def test_enqueue_takes_max_attempts_from_settings():
+    assert queue.enqueue(StudyQuestionFactory()).job.max_attempts == 5
+
+
+def test_enqueue_many_is_conflict_safe_and_counts_created():
+    questions = StudyQuestionFactory.create_batch(5)
+    ids = [q.pk for q in questions]
+    queue.enqueue(questions[0])
+    created = queue.enqueue_many([*ids, ids[1], 987654])  # a duplicate and a missing id
+    assert created == 4
+    assert queue.enqueue_many(ids) == 0
+    assert StudyQuestionJob.objects.filter(status="pending").count() == 5
+    job = StudyQuestionJob.objects.get(study_question=questions[2])
+    assert (job.attempts, job.max_attempts, job.error_code) == (0, 3, "")
+
+
+def test_enqueue_many_rejects_unknown_kind():
+    with pytest.raises(EnqueueError):
+        queue.enqueue_many([StudyQuestionFactory().pk], "nope")
+
+
+# --------------------------------------------------------------------------- claim
+
+
+def test_claim_takes_ready_jobs_in_id_order_and_counts_the_attempt():
+    jobs = [queue.enqueue(q).job for q in StudyQuestionFactory.create_batch(3)]
+    claimed = queue.claim(worker_id="host:1", limit=2)
+    assert [j.pk for j in claimed] == [jobs[0].pk, jobs[1].pk]
+    for job in claimed:
+        assert job.status == JobStatus.PROCESSING
+        assert job.attempts == 1
+        assert job.claim_token is not None
+        assert job.worker_id == "host:1"
+        assert job.started_at is not None and job.heartbeat_at is not None
+        job.refresh_from_db()
+        assert job.status == JobStatus.PROCESSING and job.attempts == 1
+    assert claimed[0].claim_token == claimed[1].claim_token
+    assert StudyQuestionJob.objects.get(pk=jobs[2].pk).status == JobStatus.PENDING
+
+
+def test_claim_claims_exactly_limit_rows():
+    for q in StudyQuestionFactory.create_batch(4):
+        queue.enqueue(q)
+    assert len(queue.claim(worker_id="w", limit=1)) == 1
+    assert StudyQuestionJob.objects.filter(status="processing").count() == 1
+
+
+def test_claim_uses_batch_size_setting():
+    for q in StudyQuestionFactory.create_batch(4):
+        queue.enqueue(q)
+    assert len(queue.claim(worker_id="w")) == 1
+    with override_settings(STUDYQUEUE={"BATCH_SIZE": 2}):
+        assert len(queue.claim(worker_id="w")) == 2
+
+
+def test_claim_skips_future_and_exhausted_jobs():
+    future = StudyQuestionJobFactory(run_after=timezone.now() + timedelta(hours=1))
+    exhausted = StudyQuestionJobFactory(attempts=3, max_attempts=3)
+    assert queue.claim(worker_id="w", limit=10) == []
+    ready = StudyQuestionJobFactory()
+    assert [j.pk for j in queue.claim(worker_id="w", limit=10)] == [ready.pk]
+    future.refresh_from_db()
+    exhausted.refresh_from_db()
+    assert future.status == exhausted.status == JobStatus.PENDING
+
+
+def test_claim_with_nothing_ready_or_zero_limit():
+    assert queue.claim(worker_id="w") == []
+    StudyQuestionJobFactory()
+    assert queue.claim(worker_id="w", limit=0) == []
+
+
+# --------------------------------------------------------------------------- fenced writes
+
+
+def test_heartbeat_is_fenced():
+    StudyQuestionJobFactory()
+    job = claim_one()
+    before = job.heartbeat_at
+    assert queue.heartbeat(job)
+    job.refresh_from_db()
+    assert job.heartbeat_at >= before
+    queue.complete(job)
+    assert not queue.heartbeat(job)
+
+
+def test_complete_records_metrics():
+    StudyQuestionJobFactory()
+    job = claim_one()
+    assert queue.complete(job, llm_model="m", prompt_tokens=10, completion_tokens=20, llm_ms=1234)
+    job.refresh_from_db()
+    assert job.status == JobStatus.COMPLETED
+    assert (job.llm_model, job.llm_prompt_tokens, job.llm_completion_tokens, job.llm_ms) == (
+        "m", 10, 20, 1234
+    )
+    assert job.completed_at is not None and job.claim_token is None
+    assert not queue.complete(job), "a second completion must be refused"
+
+
+def test_fail_transient_retries_with_backoff_then_fails():
+    StudyQuestionJobFactory()
+    job = claim_one()
+    assert queue.fail(job, ErrorCode.LLM_TIMEOUT, "slow") == JobStatus.PENDING
+    job.refresh_from_db()
+    assert job.status == JobStatus.PENDING
+    assert job.error_code == "llm_timeout" and job.error_message == "slow"
+    assert job.run_after > timezone.now() + timedelta(seconds=20)  # 30 s base, +/-20 % jitter
+    assert job.attempts == 1
+    for attempt in (2, 3):
+        StudyQuestionJob.objects.filter(pk=job.pk).update(run_after=timezone.now())
+        job = claim_one()
+        assert job.attempts == attempt
+        expected = JobStatus.PENDING if attempt < 3 else JobStatus.FAILED
+        assert queue.fail(job, ErrorCode.LLM_SERVER_ERROR, "500") == expected
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED and job.completed_at is not None
+
+
+def test_fail_permanent_fails_at_once():
+    StudyQuestionJobFactory()
+    job = claim_one()
+    assert queue.fail(job, ErrorCode.LLM_REJECTED, "404 model") == JobStatus.FAILED
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.error_code) == ("failed", 1, "llm_rejected")
+
+
+def test_fail_honours_retry_after_and_rejects_unknown_codes():
+    StudyQuestionJobFactory()
+    job = claim_one()
+    with pytest.raises(ValueError):
+        queue.fail(job, "bogus")
+    assert queue.fail(job, ErrorCode.LLM_OVERLOADED, "429", retry_after=7) == JobStatus.PENDING
+    job.refresh_from_db()
+    delay = (job.run_after - timezone.now()).total_seconds()
+    assert 5 < delay <= 7
+
+
+def test_fail_is_fenced():
+    StudyQuestionJobFactory()
+    job = claim_one()
+    queue.complete(job)
+    assert queue.fail(job, ErrorCode.LLM_TIMEOUT) is None
+    job.refresh_from_db()
+    assert job.status == JobStatus.COMPLETED
+
+
+def test_release_keeps_the_attempt():
+    StudyQuestionJobFactory()
+    job = claim_one()
+    assert queue.release(job, delay=30, code=ErrorCode.LLM_UNAVAILABLE, message="refused")
+    assert job.attempts == 0
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.error_code) == ("pending", 0, "llm_unavailable")
+    assert job.run_after > timezone.now() + timedelta(seconds=25)
+    assert not queue.release(job), "releasing a job that is no longer ours is refused"
+
+
+def test_skip_claimed():
+    StudyQuestionJobFactory(kind=JobKind.SESSION_SUMMARY)
+    job = claim_one()
+    assert queue.skip_claimed(job, ErrorCode.UNSUPPORTED_KIND, "not implemented")
+    job.refresh_from_db()
+    assert (job.status, job.error_code) == ("skipped", "unsupported_kind")
+    assert job.completed_at is not None
+    assert not queue.skip_claimed(job, ErrorCode.UNSUPPORTED_KIND)
+
+
+def test_fencing_after_stale_reset_and_reclaim():
+    StudyQuestionJobFactory()
+    job_a = claim_one("A")
+    make_stale(job_a)
+    assert queue.reset_stale() == queue.StaleResult(reset=1, failed=0)
+    job_b = claim_one("B")
+    assert job_b.pk == job_a.pk and job_b.claim_token != job_a.claim_token
+    assert not queue.complete(job_a, llm_model="old")
+    assert not queue.heartbeat(job_a)
+    assert queue.fail(job_a, ErrorCode.INTERNAL) is None
+    assert not queue.release(job_a)
+    row = StudyQuestionJob.objects.get(pk=job_a.pk)
+    assert (row.status, row.worker_id, row.claim_token) == ("processing", "B", job_b.claim_token)
+    assert queue.complete(job_b, llm_model="new")
+    row.refresh_from_db()
+    assert (row.status, row.llm_model, row.attempts) == ("completed", "new", 2)
+
+
+# --------------------------------------------------------------------------- operator
+
+
+def test_retry_moves_failed_and_skipped_back_with_attempts_reset():
+    failed = StudyQuestionJobFactory(status="failed", attempts=3, error_code="llm_timeout")
+    skipped = StudyQuestionJobFactory(status="skipped", error_code="operator_skipped")
+    result = queue.retry([failed.pk, skipped.pk])
+    assert result.retried == sorted([failed.pk, skipped.pk])
+    for job in (failed, skipped):
+        job.refresh_from_db()
+        assert (job.status, job.attempts, job.error_code, job.completed_at) == ("pending", 0, "", None)
+
+
+def test_retry_refuses_wrong_states_missing_and_conflicts():
+    pending = StudyQuestionJobFactory()
+    processing = StudyQuestionJobFactory(status="processing")
+    completed = StudyQuestionJobFactory(status="completed")
+    # A failed job whose question already has a new active job: retrying would duplicate.
+    old_failed = StudyQuestionJobFactory(status="failed", study_question=pending.study_question)
+    result = queue.retry([pending.pk, processing.pk, completed.pk, old_failed.pk, 424242])
+    assert result.retried == []
+    assert result.wrong_state == sorted([pending.pk, processing.pk, completed.pk])
+    assert result.conflicts == [old_failed.pk]
+    assert result.missing == [424242]
+    old_failed.refresh_from_db()
+    assert old_failed.status == "failed"
+    assert StudyQuestionJob.objects.filter(status="completed").count() == 1
+
+
+def test_retry_of_two_failed_jobs_for_one_pair_makes_one_active():
+    question = StudyQuestionFactory()
+    a = StudyQuestionJobFactory(status="failed", study_question=question)
+    b = StudyQuestionJobFactory(status="failed", study_question=question)
+    result = queue.retry([a.pk, b.pk])
+    assert result.retried == [a.pk] and result.conflicts == [b.pk]
+    assert StudyQuestionJob.objects.active().count() == 1
+
+
+def test_operator_skip_pending_and_processing_fences_the_worker():
+    pending = StudyQuestionJobFactory()
+    StudyQuestionJobFactory()
+    running = queue.claim(worker_id="w", limit=1)[0]
+    assert running.pk == pending.pk
+    other = StudyQuestionJob.objects.exclude(pk=running.pk).get()
+    done = StudyQuestionJobFactory(status="completed")
+    result = queue.skip([running.pk, other.pk, done.pk, 31337])
+    assert result.skipped == sorted([running.pk, other.pk])
+    assert result.wrong_state == sorted([done.pk, 31337])
+    assert not queue.complete(running), "the worker's late write must be refused"
+    running.refresh_from_db()
+    assert (running.status, running.error_code) == ("skipped", "operator_skipped")
+
+
+def test_reset_stale_resets_dead_jobs_and_fails_exhausted_ones():
+    for _ in range(3):
+        StudyQuestionJobFactory()
+    dead, exhausted_job, live = queue.claim(worker_id="w", limit=3)
+    StudyQuestionJob.objects.filter(pk=exhausted_job.pk).update(attempts=3)
+    make_stale(dead)
+    make_stale(exhausted_job)
+    assert queue.reset_stale(dry_run=True) == queue.StaleResult(reset=1, failed=1)
+    assert StudyQuestionJob.objects.filter(status="processing").count() == 3
+    assert queue.reset_stale() == queue.StaleResult(reset=1, failed=1)
+    dead.refresh_from_db()
+    exhausted_job.refresh_from_db()
+    live.refresh_from_db()
+    assert (dead.status, dead.error_code, dead.claim_token) == ("pending", "stale", None)
+    assert dead.attempts == 1, "the stale attempt stays counted"
+    assert (exhausted_job.status, exhausted_job.error_code) == ("failed", "stale")
+    assert live.status == "processing"
+    assert queue.reset_stale() == queue.StaleResult(reset=0, failed=0)
+
+
+def test_reset_stale_threshold_is_configurable():
+    StudyQuestionJobFactory()
+    job = claim_one()
+    make_stale(job, minutes=5)
+    assert queue.reset_stale().reset == 0  # default 10 minutes
+    assert queue.reset_stale(older_than=timedelta(minutes=4)).reset == 1
+
+
+def test_a_job_that_keeps_going_stale_ends_failed():
+    StudyQuestionJobFactory()
+    for attempt in (1, 2, 3):
+        job = claim_one()
+        assert job.attempts == attempt
+        make_stale(job)
+        queue.reset_stale()
+    job.refresh_from_db()
+    assert (job.status, job.error_code) == ("failed", "stale")
+    assert queue.claim(worker_id="w") == []
+
+
+# --------------------------------------------------------------------------- misc
+
+
+def test_backoff_grows_and_is_capped():
+    with override_settings(
+        STUDYQUEUE={"BACKOFF_BASE_SECONDS": 10, "BACKOFF_MAX_SECONDS": 50, "BACKOFF_JITTER": 0}
+    ):
+        assert [queue.backoff_seconds(n) for n in (1, 2, 3, 4)] == [10, 20, 40, 50]
+
+
+def test_async_twins_do_the_same_work():
+    question = StudyQuestionFactory()
+    result = async_to_sync(queue.aenqueue)(question)
+    assert result.created
+    (job,) = async_to_sync(queue.aclaim)(worker_id="async", limit=5)
+    assert async_to_sync(queue.aheartbeat)(job)
+    assert async_to_sync(queue.acomplete)(job, llm_ms=5)
+    assert StudyQuestionJob.objects.get().status == "completed"
+    assert queue.aclaim.__name__ == "aclaim"
+
+
+def test_transitions_log_key_value_lines(caplog):
+    caplog.set_level(logging.INFO, logger="studyqueue.queue")
+    question = StudyQuestionFactory()
+    job = queue.enqueue(question).job
+    claimed = claim_one("wk")
+    queue.fail(claimed, ErrorCode.LLM_REJECTED, "no")
+    lines = [r.getMessage() for r in caplog.records if r.name == "studyqueue.queue"]
+    assert lines[0] == (
+        f"study_job_enqueued id={job.pk} question={question.pk} kind=explanation "
+        "status=pending error_code=- attempts=0"
+    )
+    assert lines[1].startswith(f"study_job_claimed id={job.pk} ") and lines[1].endswith("worker=wk")
+    assert lines[2] == (
+        f"study_job_failed id={job.pk} question={question.pk} kind=explanation "
+        "status=failed error_code=llm_rejected attempts=1"
+    )

@@ -34,12 +34,16 @@ DEBUG = _env_bool("DEBUG")
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG and os.environ.get("STUDYQUEUE_ENV", "local") == "production":
-        raise ImproperlyConfigured("SECRET_KEY must be set in production (STUDYQUEUE_ENV=production)")
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set in production (STUDYQUEUE_ENV=production)"
+        )
     # A local-only key: fine on a developer's machine, refused in production above.
     SECRET_KEY = "studyqueue-insecure-local-key-change-me"
 
 ALLOWED_HOSTS = [
-    h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1").split(",") if h.strip()
+    h.strip()
+    for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1").split(",")
+    if h.strip()
 ]
 
 INSTALLED_APPS = [

@@ -13,7 +13,15 @@ class StudyQuestionAdmin(admin.ModelAdmin):
 
 @admin.register(StudyQuestionJob)
 class StudyQuestionJobAdmin(admin.ModelAdmin):
-    list_display = ("id", "study_question", "kind", "status", "attempts", "error_code", "created_at")
+    list_display = (
+        "id",
+        "study_question",
+        "kind",
+        "status",
+        "attempts",
+        "error_code",
+        "created_at",
+    )
     list_filter = ("status", "kind", "error_code")
     list_select_related = ("study_question",)
     show_full_result_count = False

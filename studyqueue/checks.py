@@ -26,12 +26,17 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
     for name in ("BATCH_SIZE", "GATE_PERMITS", "MAX_ATTEMPTS", "LLM_MAX_TOKENS"):
         if values[name] < 1:
             problems.append(
-                Error(f"STUDYQUEUE {name} must be at least 1, got {values[name]}", id="studyqueue.E002")
+                Error(
+                    f"STUDYQUEUE {name} must be at least 1, got {values[name]}",
+                    id="studyqueue.E002",
+                )
             )
     for name in ("INTERVAL_SECONDS", "STALE_MINUTES", "HEARTBEAT_SECONDS", "LLM_TIMEOUT_SECONDS"):
         if values[name] <= 0:
             problems.append(
-                Error(f"STUDYQUEUE {name} must be positive, got {values[name]}", id="studyqueue.E002")
+                Error(
+                    f"STUDYQUEUE {name} must be positive, got {values[name]}", id="studyqueue.E002"
+                )
             )
     if not str(values["LLM_URL"]).startswith(("http://", "https://")):
         problems.append(

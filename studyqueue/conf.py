@@ -29,7 +29,9 @@ SETTINGS: dict[str, Setting] = {
     "BATCH_SIZE": Setting(int, 1, "jobs claimed per claim call"),
     "INTERVAL_SECONDS": Setting(float, 60.0, "seconds between consume cycles"),
     "CYCLE_BUDGET_SECONDS": Setting(float, 50.0, "a cycle keeps draining this long at most"),
-    "STALE_MINUTES": Setting(float, 10.0, "a processing job with no heartbeat for this long is stale"),
+    "STALE_MINUTES": Setting(
+        float, 10.0, "a processing job with no heartbeat for this long is stale"
+    ),
     "HEARTBEAT_SECONDS": Setting(float, 30.0, "how often a running job refreshes its heartbeat"),
     "MAX_ATTEMPTS": Setting(int, 3, "attempts before a job ends failed"),
     "BACKOFF_BASE_SECONDS": Setting(float, 30.0, "first retry delay; doubles per attempt"),
@@ -59,9 +61,8 @@ def _parse(name: str, spec: Setting, raw: Any, source: str) -> Any:
         return spec.type(raw)
     except (TypeError, ValueError):
         shown = "<hidden>" if spec.secret else repr(raw)
-        raise SettingsError(
-            f"{source} must be a {spec.type.__name__}, got {shown}"
-        ) from None
+        kind = {int: "an integer", float: "a number"}.get(spec.type, spec.type.__name__)
+        raise SettingsError(f"{source} must be {kind}, got {shown}") from None
 
 
 class StudyQueueSettings:

@@ -80,7 +80,9 @@ def _db() -> str:
 
 
 def _clip(message: str) -> str:
-    return message if len(message) <= MAX_ERROR_MESSAGE else message[: MAX_ERROR_MESSAGE - 3] + "..."
+    return (
+        message if len(message) <= MAX_ERROR_MESSAGE else message[: MAX_ERROR_MESSAGE - 3] + "..."
+    )
 
 
 def _prep(field_name: str, value: Any, connection: Any) -> Any:
@@ -113,7 +115,9 @@ def _claim_where(connection: Any) -> str:
     table = qn(Job._meta.db_table)
     # Status literals are inlined, not parameters, so the planner can match the
     # partial index even for a generic (prepared) plan.
-    lock = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+    lock = (
+        " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+    )
     return (
         f"{qn('id')} IN (SELECT {qn('id')} FROM {table}"
         f" WHERE {qn('status')} = '{JobStatus.PENDING.value}'"
@@ -154,7 +158,9 @@ def _apply(job: Job, values: dict[str, Any]) -> None:
 
 def _validate_kind(kind: str) -> str:
     if kind not in JobKind.values:
-        raise EnqueueError(f"unknown job kind {kind!r}; expected one of {', '.join(JobKind.values)}")
+        raise EnqueueError(
+            f"unknown job kind {kind!r}; expected one of {', '.join(JobKind.values)}"
+        )
     return kind
 
 
@@ -167,7 +173,10 @@ class EnqueueResult:
 
 
 def enqueue(
-    question: StudyQuestion | int, kind: str = JobKind.EXPLANATION, *, run_after: datetime | None = None
+    question: StudyQuestion | int,
+    kind: str = JobKind.EXPLANATION,
+    *,
+    run_after: datetime | None = None,
 ) -> EnqueueResult:
     """Queue a job for ``question``; idempotent: returns the active job if there is one."""
     _validate_kind(kind)
@@ -182,7 +191,10 @@ def enqueue(
         try:
             with transaction.atomic(using=db):
                 job = Job.objects.using(db).create(
-                    study_question_id=question_id, kind=kind, created_at=now, run_after=run_after or now
+                    study_question_id=question_id,
+                    kind=kind,
+                    created_at=now,
+                    run_after=run_after or now,
                 )
         except IntegrityError:
             existing = (
@@ -217,9 +229,7 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
     max_attempts = conf.MAX_ATTEMPTS
     per_row = len(columns)
     batch = max(1, min(5000, (connection.features.max_query_params or 30000) // per_row))
-    head = (
-        f"INSERT INTO {qn(Job._meta.db_table)} ({', '.join(qn(c) for c in columns)}) VALUES "
-    )
+    head = f"INSERT INTO {qn(Job._meta.db_table)} ({', '.join(qn(c) for c in columns)}) VALUES "
     row_sql = "(" + ", ".join(["%s"] * per_row) + ")"
     created = 0
     for start in range(0, len(ids), batch):
@@ -231,8 +241,11 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
             continue
         params: list[Any] = []
         for qid in existing:
-            params.extend((qid, kind, JobStatus.PENDING.value, 0, max_attempts, "", "", now, now, "", ""))
-        sql = f"{head}{', '.join([row_sql] * len(existing))} ON CONFLICT DO NOTHING RETURNING {qn('id')}"
+            params.extend(
+                (qid, kind, JobStatus.PENDING.value, 0, max_attempts, "", "", now, now, "", "")
+            )
+        values = ", ".join([row_sql] * len(existing))
+        sql = f"{head}{values} ON CONFLICT DO NOTHING RETURNING {qn('id')}"
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             created += len(cursor.fetchall())
@@ -331,7 +344,11 @@ def fail(
     """
     code = ErrorCode(code)
     now = timezone.now()
-    values: dict[str, Any] = {"error_code": code, "error_message": _clip(message), "claim_token": None}
+    values: dict[str, Any] = {
+        "error_code": code,
+        "error_message": _clip(message),
+        "claim_token": None,
+    }
     if code in TRANSIENT_ERRORS and job.attempts < job.max_attempts:
         delay = backoff_seconds(job.attempts) if retry_after is None else max(0.0, retry_after)
         values.update(status=JobStatus.PENDING, run_after=now + timedelta(seconds=delay))
@@ -498,9 +515,7 @@ def reset_stale(*, older_than: timedelta | None = None, dry_run: bool = False) -
         exhausted = stale.filter(attempts__gte=F("max_attempts")).count()
         return StaleResult(reset=stale.count() - exhausted, failed=exhausted)
     message = f"no heartbeat for {older_than.total_seconds():.0f}s; worker presumed dead"
-    stale_where = (
-        f"{qn('status')} = '{JobStatus.PROCESSING.value}' AND {qn('heartbeat_at')} < %s"
-    )
+    stale_where = f"{qn('status')} = '{JobStatus.PROCESSING.value}' AND {qn('heartbeat_at')} < %s"
     stamp = _prep("completed_at", now, connection)
     common = (
         f"{qn('claim_token')} = NULL, {qn('error_code')} = '{ErrorCode.STALE.value}',"

@@ -40,6 +40,7 @@ def child_env() -> dict[str, str]:
         env["DATABASE_URL"] = f"sqlite:///{settings_dict['NAME']}"
     env["PYTHONPATH"] = str(ROOT)
     env["DJANGO_SETTINGS_MODULE"] = "project.settings"
+    env["LOG_LEVEL"] = "WARNING"
     return env
 
 

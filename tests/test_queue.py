@@ -40,7 +40,12 @@ def test_enqueue_creates_a_pending_job():
     assert result.created
     job = StudyQuestionJob.objects.get()
     assert job == result.job
-    assert (job.status, job.kind, job.attempts, job.max_attempts) == ("pending", "explanation", 0, 3)
+    assert (job.status, job.kind, job.attempts, job.max_attempts) == (
+        "pending",
+        "explanation",
+        0,
+        3,
+    )
     assert job.run_after <= timezone.now()
 
 
@@ -174,7 +179,10 @@ def test_complete_records_metrics():
     job.refresh_from_db()
     assert job.status == JobStatus.COMPLETED
     assert (job.llm_model, job.llm_prompt_tokens, job.llm_completion_tokens, job.llm_ms) == (
-        "m", 10, 20, 1234
+        "m",
+        10,
+        20,
+        1234,
     )
     assert job.completed_at is not None and job.claim_token is None
     assert not queue.complete(job), "a second completion must be refused"
@@ -276,7 +284,12 @@ def test_retry_moves_failed_and_skipped_back_with_attempts_reset():
     assert result.retried == sorted([failed.pk, skipped.pk])
     for job in (failed, skipped):
         job.refresh_from_db()
-        assert (job.status, job.attempts, job.error_code, job.completed_at) == ("pending", 0, "", None)
+        assert (job.status, job.attempts, job.error_code, job.completed_at) == (
+            "pending",
+            0,
+            "",
+            None,
+        )
 
 
 def test_retry_refuses_wrong_states_missing_and_conflicts():

@@ -1,0 +1,60 @@
+# studyqueue: `make run` starts the consumer on the SQLite default; `make test` runs every test.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+LOCAL_PG_URL := postgres://postgres@127.0.0.1:5432/studyqueue
+# PostgreSQL for the second test run: $DATABASE_URL if it names one, else the local default.
+PG_URL := $(if $(filter postgres%,$(DATABASE_URL)),$(DATABASE_URL),$(LOCAL_PG_URL))
+LATEST_VENV ?= .venv-django61
+PYTEST_ARGS ?=
+
+.PHONY: run test test-sqlite test-postgres test-django61 lint bench migrate clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+migrate: $(VENV)/.installed
+	$(PY) manage.py migrate --noinput -v 0
+
+run: migrate
+	$(PY) manage.py runconsumer
+
+test: test-sqlite test-postgres
+
+test-sqlite: $(VENV)/.installed-dev
+	DATABASE_URL= $(PY) -m pytest $(PYTEST_ARGS)
+
+test-postgres: $(VENV)/.installed-dev
+	@if $(PY) -m tests.helpers.pg_ready "$(PG_URL)"; then \
+		echo "== PostgreSQL run"; \
+		DATABASE_URL="$(PG_URL)" $(PY) -m pytest $(PYTEST_ARGS); \
+	elif [ -n "$$STUDYQUEUE_REQUIRE_PG" ]; then \
+		echo "PostgreSQL is required but not reachable"; exit 1; \
+	else \
+		echo "== PostgreSQL not reachable: PostgreSQL run skipped"; \
+	fi
+
+# The fast tests again on Django 6.1 (needs Python >= 3.12: LATEST_PYTHON=/path/to/python3.12).
+test-django61:
+	@test -n "$(LATEST_PYTHON)" || { echo "set LATEST_PYTHON to a Python >= 3.12"; exit 1; }
+	test -x $(LATEST_VENV)/bin/python || $(LATEST_PYTHON) -m venv $(LATEST_VENV)
+	$(LATEST_VENV)/bin/python -m pip install -q -e ".[dev]" "django>=6.1,<6.2"
+	$(LATEST_VENV)/bin/python -c "import django; print('== Django', django.get_version())"
+	DATABASE_URL= $(LATEST_VENV)/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	@if $(LATEST_VENV)/bin/python -m tests.helpers.pg_ready "$(PG_URL)"; then \
+		DATABASE_URL="$(PG_URL)" $(LATEST_VENV)/bin/python -m pytest -m "not slow" $(PYTEST_ARGS); \
+	fi
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) manage.py makemigrations --check --dry-run
+
+clean:
+	rm -rf $(VENV) $(LATEST_VENV) .pytest_cache .ruff_cache .test-db.sqlite3*

@@ -1,0 +1,46 @@
+"""Settings: defaults, STUDYQUEUE dict, environment overrides and bad values."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+
+from studyqueue.conf import SETTINGS, conf
+from studyqueue.exceptions import SettingsError
+
+
+def test_defaults(monkeypatch):
+    for name in SETTINGS:
+        monkeypatch.delenv(f"STUDYQUEUE_{name}", raising=False)
+    assert conf.BATCH_SIZE == 1
+    assert conf.STALE_MINUTES == 10
+    assert conf.MAX_ATTEMPTS == 3
+    assert conf.INTERVAL_SECONDS == 60
+    assert conf.GATE_PERMITS == 1
+    assert conf.LLM_URL == "http://127.0.0.1:8080/v1"
+
+
+def test_environment_overrides_default_and_settings_override_environment(monkeypatch):
+    monkeypatch.setenv("STUDYQUEUE_BATCH_SIZE", "4")
+    monkeypatch.setenv("STUDYQUEUE_STALE_MINUTES", "2.5")
+    assert conf.BATCH_SIZE == 4
+    assert conf.STALE_MINUTES == 2.5
+    with override_settings(STUDYQUEUE={"BATCH_SIZE": 7}):
+        assert conf.BATCH_SIZE == 7
+
+
+def test_bad_values_raise_a_clear_error_without_showing_secrets(monkeypatch):
+    monkeypatch.setenv("STUDYQUEUE_BATCH_SIZE", "many")
+    with pytest.raises(SettingsError, match="STUDYQUEUE_BATCH_SIZE must be an integer, got 'many'"):
+        _ = conf.BATCH_SIZE
+    with override_settings(STUDYQUEUE={"LLM_API_KEY": object()}):
+        _ = conf.LLM_API_KEY  # str() accepts anything; no error expected
+    monkeypatch.delenv("STUDYQUEUE_BATCH_SIZE")
+    monkeypatch.setenv("STUDYQUEUE_LLM_API_KEY", "sk-secret")
+    assert conf.as_dict()["LLM_API_KEY"] == "<set>"
+    assert "sk-secret" not in repr(conf.as_dict())
+
+
+def test_unknown_setting_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="unknown studyqueue setting 'NOPE'"):
+        _ = conf.NOPE

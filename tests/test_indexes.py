@@ -1,0 +1,63 @@
+"""PostgreSQL: the claim query and the stale scan use their partial indexes at scale."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from studyqueue import queue
+from studyqueue.models import StudyQuestionJob
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.slow]
+
+N_JOBS = 100_000
+
+
+def _fill() -> None:
+    """100,000 jobs as a queue that has run for a while: mostly finished, a few active."""
+    job = connection.ops.quote_name(StudyQuestionJob._meta.db_table)
+    question = connection.ops.quote_name("studyqueue_studyquestion")
+    with connection.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {question} (text, choices, answer, explanation, explanation_model,"
+            " explanation_truncated, created_at, updated_at)"
+            " SELECT 'q' || g, '[]', '', '', '', false, now(), now() FROM generate_series(1, 2000) g"
+        )
+        cur.execute(f"SELECT min(id) FROM {question}")
+        first = cur.fetchone()[0]
+        # 1 % pending, 1 % processing (distinct questions), the rest finished.
+        cur.execute(
+            f"INSERT INTO {job} (study_question_id, kind, status, attempts, max_attempts,"
+            " error_code, error_message, created_at, run_after, heartbeat_at, worker_id, llm_model)"
+            " SELECT %s + (g %% 2000), 'explanation',"
+            " CASE WHEN g <= 1000 THEN 'pending' WHEN g <= 2000 THEN 'processing'"
+            "      WHEN g %% 10 = 0 THEN 'failed' ELSE 'completed' END,"
+            " 1, 3, '', '', now(), now(), CASE WHEN g > 1000 AND g <= 2000 THEN now() END, '', ''"
+            " FROM generate_series(1, %s) g",
+            [first, N_JOBS],
+        )
+        cur.execute(f"ANALYZE {job}")
+
+
+def _plan(sql: str, params: list) -> str:
+    with connection.cursor() as cur:
+        cur.execute(f"EXPLAIN {sql}", params)
+        return "\n".join(row[0] for row in cur.fetchall())
+
+
+def test_claim_and_stale_scan_use_partial_indexes():
+    _fill()
+    assert StudyQuestionJob.objects.count() == N_JOBS
+    claim_plan = _plan(queue.claim_select_sql(connection), [timezone.now(), 1])
+    print(claim_plan)
+    assert "studyqueue_job_claim" in claim_plan
+    assert "Seq Scan" not in claim_plan
+    stale_plan = StudyQuestionJob.objects.stale(timezone.now() - timedelta(minutes=10)).explain()
+    print(stale_plan)
+    assert "studyqueue_job_stale" in stale_plan
+    # And the claim itself works on this table.
+    (job,) = queue.claim(worker_id="w", limit=1)
+    assert job.attempts == 2

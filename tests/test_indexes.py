@@ -24,7 +24,8 @@ def _fill() -> None:
         cur.execute(
             f"INSERT INTO {question} (text, choices, answer, explanation, explanation_model,"
             " explanation_truncated, created_at, updated_at)"
-            " SELECT 'q' || g, '[]', '', '', '', false, now(), now() FROM generate_series(1, 2000) g"
+            " SELECT 'q' || g, '[]', '', '', '', false, now(), now()"
+            " FROM generate_series(1, 2000) g"
         )
         cur.execute(f"SELECT min(id) FROM {question}")
         first = cur.fetchone()[0]

@@ -53,7 +53,8 @@ def test_four_processes_claim_every_job_exactly_once(child_env, python, vendor):
         per_worker.append(json.loads(out.strip().splitlines()[-1]))
     counts = Counter(job_id for ids in per_worker for job_id in ids)
     duplicates = [job_id for job_id, n in counts.items() if n > 1]
-    print(f"jobs={n_jobs} per_worker={[len(ids) for ids in per_worker]} duplicates={len(duplicates)}")
+    sizes = [len(ids) for ids in per_worker]
+    print(f"jobs={n_jobs} per_worker={sizes} duplicates={len(duplicates)}")
     assert duplicates == []
     assert len(counts) == n_jobs
     assert StudyQuestionJob.objects.filter(status=JobStatus.COMPLETED).count() == n_jobs

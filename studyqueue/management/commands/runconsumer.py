@@ -17,7 +17,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         result = queue.reset_stale()
-        logger.info("study_consumer_cycle stale_reset=%s stale_failed=%s", result.reset, result.failed)
+        logger.info(
+            "study_consumer_cycle stale_reset=%s stale_failed=%s", result.reset, result.failed
+        )
         self.stdout.write(
             f"Cycle done: {result.reset} stale job(s) reset, {result.failed} failed. "
             "The LLM consumer is not implemented yet."

@@ -46,6 +46,13 @@ SETTINGS: dict[str, Setting] = {
     "LLM_TEMPERATURE": Setting(float, 0.2, "sampling temperature"),
     "GATE_PERMITS": Setting(int, 1, "concurrent LLM calls allowed per endpoint"),
     "GATE_TIMEOUT_SECONDS": Setting(float, 600.0, "how long a caller waits for the gate"),
+    "BREAKER_BASE_SECONDS": Setting(
+        float, 2.0, "first pause after the LLM server fails as a whole"
+    ),
+    "BREAKER_MAX_SECONDS": Setting(float, 60.0, "longest pause while the LLM server stays down"),
+    "SHUTDOWN_GRACE_SECONDS": Setting(
+        float, 30.0, "on SIGTERM, running jobs get this long before being released"
+    ),
     "PRUNE_FINISHED_AFTER_DAYS": Setting(int, 0, "delete finished jobs older than this (0: keep)"),
     "EXECUTION_HISTORY_DAYS": Setting(int, 7, "keep scheduler execution rows this long"),
     "PROMPT_TEMPLATE": Setting(

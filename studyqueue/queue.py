@@ -45,6 +45,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 MAX_ERROR_MESSAGE = 2000
+NOTIFY_CHANNEL = "studyqueue_jobs"
 
 
 # --------------------------------------------------------------------------- helpers
@@ -77,6 +78,14 @@ def _log(event: str, job: Job, level: int = logging.INFO, **extra: Any) -> None:
 
 def _db() -> str:
     return router.db_for_write(Job)
+
+
+def _notify(db: str) -> None:
+    """Wake idle consumers (PostgreSQL LISTEN/NOTIFY; delivered when the transaction commits)."""
+    connection = connections[db]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, '')", [NOTIFY_CHANNEL])
 
 
 def _clip(message: str) -> str:
@@ -206,6 +215,7 @@ def enqueue(
                 return EnqueueResult(existing, created=False)
             continue
         _log("enqueued", job)
+        _notify(db)
         return EnqueueResult(job, created=True)
     raise EnqueueError(f"could not enqueue question {question_id}: conflicting writes kept winning")
 
@@ -250,6 +260,8 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
             cursor.execute(sql, params)
             created += len(cursor.fetchall())
     logger.info("study_jobs_enqueued kind=%s requested=%s created=%s", kind, len(ids), created)
+    if created:
+        _notify(db)
     return created
 
 
@@ -448,6 +460,8 @@ def retry(job_ids: Iterable[int]) -> RetryResult:
         else:
             result.wrong_state.append(job_id)
             logger.warning("study_job_retry_refused id=%s reason=wrong_state", job_id)
+    if result.retried:
+        _notify(db)
     return result
 
 
@@ -539,6 +553,14 @@ def reset_stale(*, older_than: timedelta | None = None, dry_run: bool = False) -
     for job in reset:
         _log("stale_reset", job, level=logging.WARNING)
     return StaleResult(reset=len(reset), failed=len(failed))
+
+
+def prune_finished(*, older_than: timedelta) -> int:
+    """Delete finished (completed, failed, skipped) jobs that ended before ``older_than`` ago."""
+    cutoff = timezone.now() - older_than
+    deleted, _ = Job.objects.using(_db()).finished().filter(completed_at__lt=cutoff).delete()
+    logger.info("study_jobs_pruned count=%s older_than_days=%s", deleted, older_than.days)
+    return deleted
 
 
 # --------------------------------------------------------------------------- async twins

@@ -47,3 +47,46 @@ def child_env() -> dict[str, str]:
 @pytest.fixture
 def python() -> str:
     return sys.executable
+
+
+@pytest.fixture
+def llm_server(settings):
+    """A real chat-completions server on 127.0.0.1, wired into the STUDYQUEUE settings."""
+    from studyqueue.consumer import BREAKER
+    from tests.llm_server import LLMServer
+
+    server = LLMServer().start()
+    settings.STUDYQUEUE = {
+        **getattr(settings, "STUDYQUEUE", {}),
+        "LLM_URL": server.url,
+        "LLM_TIMEOUT_SECONDS": 5,
+        "BREAKER_BASE_SECONDS": 0.2,
+    }
+    BREAKER.reset()
+    yield server
+    server.stop()
+    BREAKER.reset()
+
+
+@pytest.fixture
+def free_port() -> int:
+    """A port with nothing listening (connections are refused)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.02, what: str = "condition"):
+    """Poll ``predicate`` until it returns a truthy value or the deadline passes."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)

@@ -1,0 +1,64 @@
+"""A circuit breaker: while the LLM server fails as a whole, stop claiming for a while."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from studyqueue.conf import conf
+from studyqueue.models import ErrorCode
+from studyqueue.services.llm import LLMError
+
+logger = logging.getLogger("studyqueue.breaker")
+
+
+class CircuitBreaker:
+    """Tracks server-wide LLM failures and how long claiming should pause.
+
+    Each consecutive trip doubles the pause (``BREAKER_BASE_SECONDS`` up to
+    ``BREAKER_MAX_SECONDS``) unless the server named a Retry-After. Any success closes it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.failures = 0
+        self.open_until = 0.0
+
+    def remaining(self) -> float:
+        """Seconds until claiming may resume (0 when closed)."""
+        return max(0.0, self.open_until - time.monotonic())
+
+    def allows(self) -> bool:
+        return self.remaining() == 0.0
+
+    def trip(self, error: LLMError) -> float:
+        """Record a server-wide failure; returns the pause in seconds."""
+        with self._lock:
+            self.failures += 1
+            backoff = conf.BREAKER_BASE_SECONDS * 2 ** (self.failures - 1)
+            pause = min(conf.BREAKER_MAX_SECONDS, backoff)
+            if error.retry_after is not None:
+                pause = min(max(error.retry_after, 0.0), conf.BREAKER_MAX_SECONDS)
+            self.open_until = max(self.open_until, time.monotonic() + pause)
+        # A rejection that hits every job is a configuration error: say so loudly.
+        level = logging.ERROR if error.code == ErrorCode.LLM_REJECTED else logging.WARNING
+        logger.log(
+            level,
+            "study_llm_paused error_code=%s failures=%s pause_s=%.1f detail=%r",
+            error.code,
+            self.failures,
+            pause,
+            error.message[:200],
+        )
+        return pause
+
+    def success(self) -> None:
+        with self._lock:
+            was_open, self.failures, self.open_until = self.failures, 0, 0.0
+        if was_open:
+            logger.warning("study_llm_resumed after_failures=%s", was_open)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.failures, self.open_until = 0, 0.0

@@ -1,0 +1,195 @@
+"""One consume cycle: reset stale jobs, then claim and run jobs until the budget is spent.
+
+Order and guarantees kept from the original service: stale recovery first, claims in id
+order, dispatch by kind, each job isolated (its exception never touches another job; an
+unexpected error fails it as ``internal``, a crash leaves it to stale recovery).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from django.db.models import F
+from django.utils import timezone
+
+from studyqueue import queue
+from studyqueue.breaker import CircuitBreaker
+from studyqueue.conf import conf
+from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
+from studyqueue.services.llm import LLMClient
+from studyqueue.workers.explanation import WorkContext, run_explanation_job
+
+logger = logging.getLogger("studyqueue.consumer")
+
+Handler = Callable[[StudyQuestionJob, WorkContext], Awaitable[str]]
+
+# Kind -> handler. A kind listed in RESERVED is known but not built yet: its jobs are
+# skipped at once rather than left in the queue.
+HANDLERS: dict[str, Handler] = {JobKind.EXPLANATION: run_explanation_job}
+RESERVED: dict[str, str] = {
+    JobKind.SESSION_SUMMARY: "session_summary is reserved and not implemented yet",
+}
+
+# One breaker per process: it outlives cycles so that a pause spans them.
+BREAKER = CircuitBreaker()
+
+
+def default_worker_id() -> str:
+    """``host:pid``: unique per consumer process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class CycleResult:
+    """What one cycle did."""
+
+    claimed: int = 0
+    outcomes: Counter = field(default_factory=Counter)
+    stale_reset: int = 0
+    stale_failed: int = 0
+    paused_for: float = 0.0  # the breaker is open: claiming resumes after this many seconds
+    next_due_in: float | None = None  # seconds until a pending job is due (0: ready now)
+
+    @property
+    def more_ready(self) -> bool:
+        return self.next_due_in == 0.0
+
+    def summary(self) -> str:
+        parts = " ".join(f"{k}={v}" for k, v in sorted(self.outcomes.items()))
+        return (
+            f"claimed={self.claimed} {parts} stale_reset={self.stale_reset} "
+            f"stale_failed={self.stale_failed} paused_s={self.paused_for:.1f} "
+            f"next_due_s={'-' if self.next_due_in is None else f'{self.next_due_in:.1f}'}"
+        ).replace("  ", " ")
+
+
+async def dispatch(job: StudyQuestionJob, ctx: WorkContext) -> str:
+    """Run a claimed job by its kind."""
+    handler = HANDLERS.get(job.kind)
+    if handler is not None:
+        return await handler(job, ctx)
+    if job.kind in RESERVED:
+        applied = await queue.askip_claimed(job, ErrorCode.UNSUPPORTED_KIND, RESERVED[job.kind])
+    else:
+        applied = await queue.askip_claimed(
+            job, ErrorCode.UNKNOWN_KIND, f"unknown kind {job.kind!r}"
+        )
+    return "skipped" if applied else "lost"
+
+
+async def _heartbeat(job: StudyQuestionJob, runner: asyncio.Task, interval: float) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        if not await queue.aheartbeat(job):
+            # The claim was taken from us (stale reset, operator skip): stop the call
+            # so the LLM server stops generating for nobody.
+            runner.cancel("claim lost")
+            return
+
+
+async def run_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
+    """Run one job in isolation, with heartbeats; never raises except on cancellation."""
+    runner = asyncio.current_task()
+    assert runner is not None
+    beat = asyncio.create_task(_heartbeat(job, runner, conf.HEARTBEAT_SECONDS))
+    try:
+        return await dispatch(job, ctx)
+    except asyncio.CancelledError:
+        # Shutdown past its grace period, or the claim was lost: hand the job back
+        # (refused, and harmless, if it is no longer ours).
+        await asyncio.shield(
+            queue.arelease(job, delay=0, message="consumer stopped before the job finished")
+        )
+        raise
+    except Exception as exc:
+        logger.exception("study_job_crashed id=%s kind=%s", job.pk, job.kind)
+        status = await queue.afail(job, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        return "lost" if status is None else str(status)
+    finally:
+        beat.cancel()
+
+
+async def consume_study_queue(
+    *,
+    worker_id: str | None = None,
+    batch_size: int | None = None,
+    budget: float | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    breaker: CircuitBreaker | None = None,
+) -> CycleResult:
+    """One cycle: reset stale jobs, then keep up to GATE_PERMITS jobs running while jobs
+    are ready and the budget (``CYCLE_BUDGET_SECONDS``) lasts."""
+    worker_id = worker_id or default_worker_id()
+    batch_size = batch_size or conf.BATCH_SIZE
+    budget = conf.CYCLE_BUDGET_SECONDS if budget is None else budget
+    breaker = breaker or BREAKER
+    permits = conf.GATE_PERMITS
+    grace = conf.SHUTDOWN_GRACE_SECONDS
+    result = CycleResult()
+
+    stale = await queue.areset_stale()
+    result.stale_reset, result.stale_failed = stale.reset, stale.failed
+
+    deadline = time.monotonic() + budget
+    stop_seen_at: float | None = None
+    running: set[asyncio.Task[str]] = set()
+    async with LLMClient.from_settings() as client:
+        ctx = WorkContext(client, breaker, permits, conf.GATE_TIMEOUT_SECONDS)
+        while True:
+            if should_stop() and stop_seen_at is None:
+                stop_seen_at = time.monotonic()
+            claiming = stop_seen_at is None and time.monotonic() < deadline and breaker.allows()
+            free = permits - len(running)
+            if claiming and free > 0:
+                jobs = await queue.aclaim(worker_id=worker_id, limit=min(batch_size, free))
+                result.claimed += len(jobs)
+                for job in jobs:
+                    running.add(asyncio.create_task(run_job(job, ctx), name=f"job-{job.pk}"))
+                if jobs:
+                    continue
+                if not running:
+                    break  # nothing ready, nothing running
+            elif not running:
+                break
+            if stop_seen_at is None:
+                timeout = 0.5  # wake up to notice a stop request
+            else:
+                timeout = max(0.0, stop_seen_at + grace - time.monotonic())
+            done, running = await asyncio.wait(
+                running, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in done:
+                # A task cancelled by its heartbeat lost its claim; it wrote nothing.
+                result.outcomes["lost" if task.cancelled() else task.result()] += 1
+            if stop_seen_at is not None and time.monotonic() >= stop_seen_at + grace and running:
+                logger.warning("study_consumer_grace_expired releasing=%s", len(running))
+                for task in running:
+                    task.cancel()
+                await asyncio.gather(*running, return_exceptions=True)
+                result.outcomes["released"] += len(running)
+                running = set()
+    result.paused_for = breaker.remaining()
+    result.next_due_in = await _next_due_in()
+    logger.info("study_consumer_cycle worker=%s %s", worker_id, result.summary())
+    return result
+
+
+async def _next_due_in() -> float | None:
+    """Seconds until the earliest claimable pending job is due; None if there is none."""
+    run_after = await (
+        StudyQuestionJob.objects.pending()
+        .filter(attempts__lt=F("max_attempts"))
+        .order_by("run_after")
+        .values_list("run_after", flat=True)
+        .afirst()
+    )
+    if run_after is None:
+        return None
+    return max(0.0, (run_after - timezone.now()).total_seconds())

@@ -1,0 +1,113 @@
+"""run_explanation_job: build the prompt, ask the LLM through the gate, store the answer."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+from studyqueue import queue
+from studyqueue.breaker import CircuitBreaker
+from studyqueue.conf import conf
+from studyqueue.models import ErrorCode, StudyQuestion, StudyQuestionJob
+from studyqueue.services.llm import LLMClient, LLMError, LLMReply
+from studyqueue.services.mlx_gate import GateTimeout, MLXGate
+
+logger = logging.getLogger("studyqueue.worker")
+
+SYSTEM_TEMPLATE = "studyqueue/explanation_system.txt"
+
+
+@dataclass
+class WorkContext:
+    """What a worker needs from its cycle: the LLM client, the gate and the breaker."""
+
+    client: LLMClient
+    breaker: CircuitBreaker
+    gate_permits: int = 1
+    gate_timeout: float = 600.0
+
+    def gate(self) -> MLXGate:
+        return MLXGate(self.client.base_url, permits=self.gate_permits, timeout=self.gate_timeout)
+
+
+def build_messages(question: StudyQuestion) -> list[dict[str, str]]:
+    """The chat messages for a question, from the prompt templates."""
+    context = {"question": question, "choices": [str(c) for c in (question.choices or [])]}
+    return [
+        {"role": "system", "content": render_to_string(SYSTEM_TEMPLATE).strip()},
+        {"role": "user", "content": render_to_string(conf.PROMPT_TEMPLATE, context).strip()},
+    ]
+
+
+def _store(job: StudyQuestionJob, question_id: int, reply: LLMReply) -> bool:
+    """Complete the job and write the explanation in one transaction; fenced."""
+    with transaction.atomic():
+        if not queue.complete(
+            job,
+            llm_model=reply.model,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            llm_ms=reply.elapsed_ms,
+        ):
+            return False
+        StudyQuestion.objects.filter(pk=question_id).update(
+            explanation=reply.content,
+            explanation_model=reply.model,
+            explanation_truncated=reply.truncated,
+            explained_at=timezone.now(),
+            updated_at=timezone.now(),
+        )
+        return True
+
+
+async def _handle_llm_error(job: StudyQuestionJob, error: LLMError, ctx: WorkContext) -> str:
+    if error.affects_all:
+        # Not this job's fault: give it back with its attempt, and pause claiming.
+        pause = ctx.breaker.trip(error)
+        await queue.arelease(job, delay=pause, code=error.code, message=error.message)
+        return "released"
+    status = await queue.afail(job, error.code, error.message, retry_after=error.retry_after)
+    return "lost" if status is None else str(status)
+
+
+async def run_explanation_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
+    """Run one claimed explanation job; returns what became of it.
+
+    One of ``completed``, ``pending`` (retry later), ``failed``, ``released`` (back
+    without losing an attempt) or ``lost`` (the claim was taken from us; nothing written).
+    """
+    question = None
+    if job.study_question_id is not None:
+        question = await StudyQuestion.objects.filter(pk=job.study_question_id).afirst()
+    if question is None:
+        status = await queue.afail(job, ErrorCode.QUESTION_MISSING, "the question was deleted")
+        return "lost" if status is None else str(status)
+    if not question.text.strip():
+        status = await queue.afail(job, ErrorCode.QUESTION_EMPTY, "the question has no text")
+        return "lost" if status is None else str(status)
+
+    messages = build_messages(question)
+    try:
+        async with ctx.gate():
+            reply = await ctx.client.chat(messages)
+    except GateTimeout as exc:
+        await queue.arelease(job, delay=0, code=ErrorCode.LLM_OVERLOADED, message=str(exc))
+        return "released"
+    except LLMError as error:
+        return await _handle_llm_error(job, error, ctx)
+
+    ctx.breaker.success()
+    if reply.truncated:
+        logger.warning(
+            "study_job_truncated id=%s question=%s completion_tokens=%s",
+            job.pk,
+            question.pk,
+            reply.completion_tokens,
+        )
+    stored = await sync_to_async(_store, thread_sensitive=True)(job, question.pk, reply)
+    return "completed" if stored else "lost"

@@ -145,7 +145,9 @@ async def consume_study_queue(
         while True:
             if should_stop() and stop_seen_at is None:
                 stop_seen_at = time.monotonic()
-            claiming = stop_seen_at is None and time.monotonic() < deadline and breaker.allows()
+            # The budget bounds further claims; every cycle claims at least once.
+            in_budget = result.claimed == 0 or time.monotonic() < deadline
+            claiming = stop_seen_at is None and in_budget and breaker.allows()
             free = permits - len(running)
             if claiming and free > 0:
                 jobs = await queue.aclaim(worker_id=worker_id, limit=min(batch_size, free))

@@ -17,6 +17,7 @@ Faults (``fault`` for every request, or ``FAULT:<name>`` inside a question's tex
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import threading
@@ -273,10 +274,8 @@ def main() -> None:
     server = LLMServer(port=args.port)
     server.configure(delay=args.delay, capacity=args.capacity)
     print(f"port={server.port}", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         server.httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
 
 
 if __name__ == "__main__":

@@ -52,9 +52,11 @@ def test_acquire_times_out_while_all_slots_are_held():
 
 def test_endpoints_have_separate_slots():
     async def main() -> None:
-        async with MLXGate(ENDPOINT, permits=1, timeout=0.1):
-            async with MLXGate("http://127.0.0.1:10/v1", permits=1, timeout=0.1):
-                pass
+        async with (
+            MLXGate(ENDPOINT, permits=1, timeout=0.1),
+            MLXGate("http://127.0.0.1:10/v1", permits=1, timeout=0.1),
+        ):
+            pass
 
     async_to_sync(main)()
 

@@ -18,13 +18,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import psycopg
-from apscheduler.events import (
-    EVENT_JOB_ERROR,
-    EVENT_JOB_EXECUTED,
-    EVENT_JOB_MAX_INSTANCES,
-    EVENT_JOB_MISSED,
-    JobEvent,
-)
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.blocking import BlockingScheduler
 from asgiref.sync import async_to_sync
@@ -43,6 +37,7 @@ logger = logging.getLogger("studyqueue.scheduler")
 
 JOB_PREFIX = "studyqueue@"
 DEAD_CONSUMER_AFTER = timedelta(days=1)
+PARKED_SECONDS = 86400.0
 
 
 class ConsumerJobStore(DjangoJobStore):
@@ -105,6 +100,10 @@ class ConsumerRuntime:
         """Run one consume cycle on this thread (async ORM calls land on it too)."""
         with self._lock:
             self._running = True
+        # Park the interval trigger while the cycle runs: a cycle may outlast the
+        # interval (a long LLM call), and a tick then would only record "max instances".
+        # after_cycle() sets the real next run when this one ends.
+        self._run_at(PARKED_SECONDS)
         return async_to_sync(consume_study_queue)(
             worker_id=self.worker_id, batch_size=self.batch_size, should_stop=self.stop.is_set
         )
@@ -128,18 +127,18 @@ class ConsumerRuntime:
             logger.debug("study_scheduler_reschedule_failed", exc_info=True)
 
     def after_cycle(self, event: JobEvent) -> None:
-        """Scheduler listener: reschedule early when work is due before the next tick."""
+        """Scheduler listener: the next cycle runs after ``interval``, or sooner when work
+        is due sooner (a backlog, a retry coming up, a wake-up during the cycle)."""
         if event.job_id != self.consume_job_id:
             return
         with self._lock:
             self._running = False
             woken, self._wake_pending = self._wake_pending, False
+        delay = 0.0 if woken else self.interval
         result = getattr(event, "retval", None)
-        delays = [0.0] if woken else []
         if isinstance(result, CycleResult) and result.next_due_in is not None:
-            delays.append(result.next_due_in)
-        if delays and min(delays) < self.interval:
-            self._run_at(min(delays))
+            delay = min(delay, result.next_due_in)
+        self._run_at(delay)
 
 
 _runtime: ConsumerRuntime | None = None
@@ -206,10 +205,7 @@ def build_scheduler(runtime: ConsumerRuntime) -> BlockingScheduler:
         coalesce=True,
         replace_existing=True,
     )
-    scheduler.add_listener(
-        runtime.after_cycle,
-        EVENT_JOB_EXECUTED | EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES,
-    )
+    scheduler.add_listener(runtime.after_cycle, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
     runtime.scheduler = scheduler
     return scheduler
 
@@ -235,6 +231,7 @@ def listen_for_jobs(runtime: ConsumerRuntime) -> threading.Thread | None:
             try:
                 with psycopg.connect(autocommit=True, connect_timeout=5, **params) as conn:
                     conn.execute(f"LISTEN {queue.NOTIFY_CHANNEL}")
+                    logger.info("study_listen_ready channel=%s", queue.NOTIFY_CHANNEL)
                     while not runtime.stop.is_set():
                         for _ in conn.notifies(timeout=0.5, stop_after=1):
                             runtime.wake()

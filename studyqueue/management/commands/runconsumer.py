@@ -73,6 +73,7 @@ class Command(BaseCommand):
             interval=interval or conf.INTERVAL_SECONDS,
         )
         set_runtime(runtime)
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             if once or drain:
                 self._run_inline(runtime, drain=drain, verbosity=verbosity)
@@ -80,6 +81,8 @@ class Command(BaseCommand):
                 self._run_scheduler(runtime)
         finally:
             set_runtime(None)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def _install_signals(self, on_stop: Any) -> None:
         def handler(signum: int, frame: Any) -> None:

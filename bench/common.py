@@ -1,0 +1,64 @@
+"""Shared set-up for the benchmarks: a throwaway database and median reporting."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PG_DEFAULT = "postgres://postgres@127.0.0.1:5432/studyqueue_bench"
+
+
+def setup_django(database: str) -> str:
+    """Point Django at a fresh benchmark database (``sqlite`` or ``postgres``) and migrate it."""
+    if database == "postgres":
+        url = os.environ.get("BENCH_PG_URL", PG_DEFAULT)
+        _recreate_pg(url)
+    else:
+        url = f"sqlite:///{tempfile.mkdtemp(prefix='sq-bench-')}/bench.sqlite3"
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return url
+
+
+def _recreate_pg(url: str) -> None:
+    import dj_database_url
+    import psycopg
+
+    cfg = dj_database_url.parse(url)
+    with psycopg.connect(
+        dbname="postgres",
+        user=cfg["USER"] or None,
+        password=cfg["PASSWORD"] or None,
+        host=cfg["HOST"] or None,
+        port=cfg["PORT"] or None,
+        autocommit=True,
+    ) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{cfg["NAME"]}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{cfg["NAME"]}"')
+
+
+def reset_tables() -> None:
+    """Empty the studyqueue tables between runs."""
+    from studyqueue.models import StudyQuestion, StudyQuestionJob
+
+    StudyQuestionJob.objects.all().delete()
+    StudyQuestion.objects.all().delete()
+
+
+def median_of(runs: int, fn: Callable[[], float]) -> tuple[float, list[float]]:
+    values = [fn() for _ in range(runs)]
+    return statistics.median(values), values

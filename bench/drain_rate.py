@@ -1,0 +1,72 @@
+"""Drain rate: a backlog against a test LLM that answers in a fixed time, gate 1 and gate 4.
+
+    python -m bench.drain_rate [--db sqlite|postgres] [--jobs 200] [--delay 0.05] [--runs 3]
+
+Prints jobs/s per run, the median, and the ratio to the ideal (1 / delay per permit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from bench.common import median_of, reset_tables, setup_django
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--delay", type=float, default=0.05)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--permits", type=int, nargs="+", default=[1, 4])
+    args = parser.parse_args()
+    setup_django(args.db)
+
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from studyqueue import queue
+    from studyqueue.models import StudyQuestion, StudyQuestionJob
+    from tests.llm_server import LLMServer
+
+    server = LLMServer().start()
+
+    def one_run(permits: int) -> float:
+        reset_tables()
+        StudyQuestion.objects.bulk_create(StudyQuestion(text=f"q{i}") for i in range(args.jobs))
+        queue.enqueue_many(StudyQuestion.objects.values_list("pk", flat=True))
+        server.configure(delay=args.delay, capacity=permits)
+        settings.STUDYQUEUE = {
+            "LLM_URL": server.url,
+            "GATE_PERMITS": permits,
+            "BATCH_SIZE": permits,
+        }
+        started = time.perf_counter()
+        call_command("runconsumer", "--drain", verbosity=0)
+        elapsed = time.perf_counter() - started
+        done = StudyQuestionJob.objects.filter(status="completed").count()
+        assert done == args.jobs, f"only {done} of {args.jobs} completed"
+        return args.jobs / elapsed
+
+    print(f"db={args.db} jobs={args.jobs} llm_delay_s={args.delay} runs={args.runs}")
+    medians = {}
+    for permits in args.permits:
+        median, values = median_of(args.runs, lambda p=permits: one_run(p))
+        medians[permits] = median
+        ideal = permits / args.delay
+        wall = args.jobs / median
+        print(
+            f"gate={permits} jobs_per_s={median:.2f} (runs: {', '.join(f'{v:.2f}' for v in values)})"
+            f" ideal={ideal:.1f} ratio_to_ideal={median / ideal:.3f}"
+            f" wall_s={wall:.2f} wall_vs_ideal={wall / (args.jobs / ideal):.3f}"
+        )
+    if 1 in medians and len(medians) > 1:
+        for permits, value in medians.items():
+            if permits != 1:
+                print(f"speedup gate={permits} vs gate=1: {value / medians[1]:.2f}x")
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()

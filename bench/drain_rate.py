@@ -56,8 +56,9 @@ def main() -> None:
         medians[permits] = median
         ideal = permits / args.delay
         wall = args.jobs / median
+        runs = ", ".join(f"{v:.2f}" for v in values)
         print(
-            f"gate={permits} jobs_per_s={median:.2f} (runs: {', '.join(f'{v:.2f}' for v in values)})"
+            f"gate={permits} jobs_per_s={median:.2f} (runs: {runs})"
             f" ideal={ideal:.1f} ratio_to_ideal={median / ideal:.3f}"
             f" wall_s={wall:.2f} wall_vs_ideal={wall / (args.jobs / ideal):.3f}"
         )

@@ -189,6 +189,14 @@ class StudyQuestionJob(models.Model):
                 condition=Q(status=JobStatus.PROCESSING),
                 name="studyqueue_job_stale",
             ),
+            # The admin's status filter, newest first.
+            models.Index(fields=["status", "-id"], name="studyqueue_job_status_id"),
+            # The dashboard's last-24-hours figures.
+            models.Index(
+                fields=["completed_at"],
+                condition=Q(completed_at__isnull=False),
+                name="studyqueue_job_completed",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -197,3 +205,13 @@ class StudyQuestionJob(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in ACTIVE_STATUSES
+
+
+class QueueDashboard(StudyQuestionJob):
+    """The admin's queue dashboard (a proxy so that it appears in the app's admin index)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "queue dashboard"
+        verbose_name_plural = "queue dashboard"
+        default_permissions = ()

@@ -509,14 +509,22 @@ class StaleResult:
 
     reset: int
     failed: int
+    reset_ids: list[int] = field(default_factory=list, compare=False)
+    failed_ids: list[int] = field(default_factory=list, compare=False)
 
 
-def reset_stale(*, older_than: timedelta | None = None, dry_run: bool = False) -> StaleResult:
+def reset_stale(
+    *,
+    older_than: timedelta | None = None,
+    dry_run: bool = False,
+    job_ids: Iterable[int] | None = None,
+) -> StaleResult:
     """Processing jobs with no heartbeat for ``older_than`` go back to pending.
 
     A job that has used all its attempts ends ``failed`` with ``stale`` instead, so
     a job that keeps killing its worker cannot loop forever. Clearing the claim
-    token fences out the old worker should it wake up.
+    token fences out the old worker should it wake up. ``job_ids`` limits the scan
+    to those jobs (the admin's action on a selection).
     """
     if older_than is None:
         older_than = timedelta(minutes=conf.STALE_MINUTES)
@@ -524,12 +532,21 @@ def reset_stale(*, older_than: timedelta | None = None, dry_run: bool = False) -
     qn = connection.ops.quote_name
     now = timezone.now()
     cutoff = now - older_than
+    ids = None if job_ids is None else sorted({int(i) for i in job_ids})
+    if ids == []:
+        return StaleResult(reset=0, failed=0)
     if dry_run:
         stale = Job.objects.using(_db()).stale(cutoff)
+        if ids is not None:
+            stale = stale.filter(pk__in=ids)
         exhausted = stale.filter(attempts__gte=F("max_attempts")).count()
         return StaleResult(reset=stale.count() - exhausted, failed=exhausted)
     message = f"no heartbeat for {older_than.total_seconds():.0f}s; worker presumed dead"
     stale_where = f"{qn('status')} = '{JobStatus.PROCESSING.value}' AND {qn('heartbeat_at')} < %s"
+    stale_params: list[Any] = [_prep("heartbeat_at", cutoff, connection)]
+    if ids is not None:
+        stale_where += f" AND {qn('id')} IN ({', '.join(['%s'] * len(ids))})"
+        stale_params += ids
     stamp = _prep("completed_at", now, connection)
     common = (
         f"{qn('claim_token')} = NULL, {qn('error_code')} = '{ErrorCode.STALE.value}',"
@@ -539,20 +556,25 @@ def reset_stale(*, older_than: timedelta | None = None, dry_run: bool = False) -
         f"{qn('status')} = '{JobStatus.FAILED.value}', {qn('completed_at')} = %s, {common}",
         [stamp, message],
         f"{stale_where} AND {qn('attempts')} >= {qn('max_attempts')}",
-        [_prep("heartbeat_at", cutoff, connection)],
+        stale_params,
     )
     reset = _update_returning(
         f"{qn('status')} = '{JobStatus.PENDING.value}', {qn('run_after')} = %s,"
         f" {qn('started_at')} = NULL, {qn('heartbeat_at')} = NULL, {common}",
         [stamp, message],
         stale_where,
-        [_prep("heartbeat_at", cutoff, connection)],
+        stale_params,
     )
     for job in failed:
         _log("stale_failed", job, level=logging.WARNING)
     for job in reset:
         _log("stale_reset", job, level=logging.WARNING)
-    return StaleResult(reset=len(reset), failed=len(failed))
+    return StaleResult(
+        reset=len(reset),
+        failed=len(failed),
+        reset_ids=[job.pk for job in reset],
+        failed_ids=[job.pk for job in failed],
+    )
 
 
 def prune_finished(*, older_than: timedelta) -> int:

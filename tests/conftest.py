@@ -90,3 +90,9 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.02, what: str
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # The default PBKDF2 hasher costs ~0.3 s per user created; tests need no strength.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

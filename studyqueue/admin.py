@@ -522,7 +522,9 @@ class QueueDashboardAdmin(admin.ModelAdmin):
             "kinds": list(JobKind),
             "colours": {s.value: c for s, c in STATUS_COLOURS.items()},
             "total": number_format(stats.total_estimate, force_grouping=True),
-            "stale_minutes": conf.STALE_MINUTES,
+            "stale_minutes": f"{conf.STALE_MINUTES:g}",
+            "pending_total": sum(stats.active.get(JobStatus.PENDING, {}).values()),
+            "processing_total": sum(stats.active.get(JobStatus.PROCESSING, {}).values()),
             "oldest_pending": short_duration(stats.oldest_pending_age)
             if stats.oldest_pending_age is not None
             else None,

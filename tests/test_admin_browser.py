@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connections
 
 from studyqueue.models import StudyQuestionJob
 from tests.conftest import ROOT
@@ -48,6 +49,9 @@ def browser_page(monkeypatch):
         page.set_default_timeout(15_000)
         yield page
         browser.close()
+        # Inside Playwright's loop the ORM got connections of its own (asgiref keys them
+        # by context): close them, or the test database cannot be dropped at the end.
+        connections.close_all()
 
 
 def test_operator_logs_in_filters_failed_jobs_retries_them_and_opens_the_dashboard(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import connections
 from django.utils import timezone
 
 from studyqueue import consumer, queue
@@ -225,8 +226,11 @@ def test_a_job_skipped_by_an_operator_mid_call_is_abandoned(llm_server, settings
     from tests.conftest import wait_for
 
     def skip_when_running() -> None:
-        wait_for(lambda: llm_server.stats()["active"] == 1, what="the LLM call")
-        queue.skip([job.pk])
+        try:
+            wait_for(lambda: llm_server.stats()["active"] == 1, what="the LLM call")
+            queue.skip([job.pk])
+        finally:
+            connections.close_all()  # this thread's own DB connection
 
     thread = threading.Thread(target=skip_when_running)
     thread.start()

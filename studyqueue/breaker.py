@@ -24,6 +24,7 @@ class CircuitBreaker:
         self._lock = threading.Lock()
         self.failures = 0
         self.open_until = 0.0
+        self.last_error: LLMError | None = None
 
     def remaining(self) -> float:
         """Seconds until claiming may resume (0 when closed)."""
@@ -35,6 +36,7 @@ class CircuitBreaker:
     def trip(self, error: LLMError) -> float:
         """Record a server-wide failure; returns the pause in seconds."""
         with self._lock:
+            self.last_error = error
             self.failures += 1
             backoff = conf.BREAKER_BASE_SECONDS * 2 ** (self.failures - 1)
             pause = min(conf.BREAKER_MAX_SECONDS, backoff)

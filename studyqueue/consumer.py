@@ -124,13 +124,17 @@ async def consume_study_queue(
     should_stop: Callable[[], bool] = lambda: False,
     breaker: CircuitBreaker | None = None,
 ) -> CycleResult:
-    """One cycle: reset stale jobs, then keep up to GATE_PERMITS jobs running while jobs
-    are ready and the budget (``CYCLE_BUDGET_SECONDS``) lasts."""
+    """One cycle: reset stale jobs, then keep up to 2 x GATE_PERMITS jobs in flight (at most
+    GATE_PERMITS calling the LLM) while jobs are ready and the budget
+    (``CYCLE_BUDGET_SECONDS``) lasts."""
     worker_id = worker_id or default_worker_id()
     batch_size = batch_size or conf.BATCH_SIZE
     budget = conf.CYCLE_BUDGET_SECONDS if budget is None else budget
     breaker = breaker or BREAKER
     permits = conf.GATE_PERMITS
+    # One job ready behind each gate slot: while a call runs, the next job is claimed,
+    # loaded and waiting, and the gate hands it the slot the moment the call ends.
+    in_flight = 2 * permits
     grace = conf.SHUTDOWN_GRACE_SECONDS
     result = CycleResult()
 
@@ -148,7 +152,7 @@ async def consume_study_queue(
             # The budget bounds further claims; every cycle claims at least once.
             in_budget = result.claimed == 0 or time.monotonic() < deadline
             claiming = stop_seen_at is None and in_budget and breaker.allows()
-            free = permits - len(running)
+            free = in_flight - len(running)
             if claiming and free > 0:
                 jobs = await queue.aclaim(worker_id=worker_id, limit=min(batch_size, free))
                 result.claimed += len(jobs)

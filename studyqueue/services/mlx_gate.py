@@ -15,10 +15,12 @@ Usage::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
 import zlib
+from collections import deque
 from types import TracebackType
 
 from asgiref.sync import sync_to_async
@@ -34,6 +36,8 @@ _LOCK_NAMESPACE = 0x5347  # "SG"
 
 _held_lock = threading.Lock()
 _held: dict[str, set[int]] = {}
+# Callers waiting for a slot, per endpoint, with the event loop each waits on.
+_waiters: dict[str, deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[int]]]] = {}
 
 
 class GateTimeout(StudyQueueError):
@@ -108,15 +112,34 @@ class MLXGate:
         return None
 
     async def acquire(self) -> int:
-        """Wait for a free slot (polling with backoff); raises ``GateTimeout``."""
+        """Wait for a free slot; raises ``GateTimeout``.
+
+        A waiter on the releasing caller's event loop is handed the slot directly (no
+        database round trip, no polling delay); other waiters poll with backoff.
+        """
+        loop = asyncio.get_running_loop()
         started = time.monotonic()
         deadline = started + self.timeout
         pause = 0.005
-        waited_logged = False
+        waited = False
         while True:
             slot = await self._try_acquire()
+            if slot is None:
+                if not waited:
+                    logger.info(
+                        "study_gate_wait endpoint=%s permits=%s", self.endpoint, self.permits
+                    )
+                    waited = True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise GateTimeout(
+                        f"no gate slot for {self.endpoint} within {self.timeout:g}s "
+                        f"({self.permits} permit(s) busy)"
+                    )
+                slot = await self._wait_for_handoff(loop, min(pause, remaining))
+                pause = min(pause * 2, 0.05)
             if slot is not None:
-                if waited_logged:
+                if waited:
                     logger.info(
                         "study_gate_acquired endpoint=%s slot=%s waited_ms=%d",
                         self.endpoint,
@@ -125,22 +148,40 @@ class MLXGate:
                     )
                 self._slot = slot
                 return slot
-            if not waited_logged:
-                logger.info("study_gate_wait endpoint=%s permits=%s", self.endpoint, self.permits)
-                waited_logged = True
-            if time.monotonic() >= deadline:
-                raise GateTimeout(
-                    f"no gate slot for {self.endpoint} within {self.timeout:g}s "
-                    f"({self.permits} permit(s) busy)"
-                )
-            await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-            pause = min(pause * 2, 0.05)
 
-    async def release(self) -> None:
-        """Give the slot back (a no-op when none is held)."""
-        slot, self._slot = self._slot, None
-        if slot is None:
-            return
+    async def _wait_for_handoff(
+        self, loop: asyncio.AbstractEventLoop, timeout: float
+    ) -> int | None:
+        future: asyncio.Future[int] = loop.create_future()
+        entry = (loop, future)
+        with _held_lock:
+            _waiters.setdefault(self.endpoint, deque()).append(entry)
+        try:
+            await asyncio.wait({future}, timeout=timeout)
+        except BaseException:
+            # Cancelled while a slot was being handed to us: pass it on, then stop.
+            if future.done() and not future.cancelled():
+                await self._give_back(future.result())
+            raise
+        finally:
+            with _held_lock, contextlib.suppress(ValueError):
+                _waiters.get(self.endpoint, deque()).remove(entry)
+            if not future.done():
+                future.cancel()
+        return future.result() if future.done() and not future.cancelled() else None
+
+    async def _give_back(self, slot: int) -> None:
+        loop = asyncio.get_running_loop()
+        with _held_lock:
+            queue = _waiters.get(self.endpoint, deque())
+            for entry in list(queue):
+                waiter_loop, future = entry
+                # Only a waiter on this loop shares this task's DB session, and so the
+                # advisory lock: hand the slot over as it is.
+                if waiter_loop is loop and not future.done():
+                    queue.remove(entry)
+                    future.set_result(slot)
+                    return
         try:
             if _use_advisory_locks():
                 await sync_to_async(_unlock, thread_sensitive=True)(self._lock_key(slot))
@@ -149,6 +190,12 @@ class MLXGate:
             logger.warning("study_gate_unlock_failed endpoint=%s slot=%s", self.endpoint, slot)
         finally:
             self._free_local(slot)
+
+    async def release(self) -> None:
+        """Give the slot back (a no-op when none is held)."""
+        slot, self._slot = self._slot, None
+        if slot is not None:
+            await self._give_back(slot)
 
     async def __aenter__(self) -> MLXGate:
         await self.acquire()

@@ -94,6 +94,12 @@ async def run_explanation_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
     messages = build_messages(question)
     try:
         async with ctx.gate():
+            paused = ctx.breaker.remaining()
+            if paused and ctx.breaker.last_error is not None:
+                # The server failed while this job waited for the gate: do not knock again.
+                error = ctx.breaker.last_error
+                await queue.arelease(job, delay=paused, code=error.code, message=error.message)
+                return "released"
             reply = await ctx.client.chat(messages)
     except GateTimeout as exc:
         await queue.arelease(job, delay=0, code=ErrorCode.LLM_OVERLOADED, message=str(exc))

@@ -106,3 +106,44 @@ def test_a_held_slot_blocks_another_session():
                 probe.close()
 
     assert async_to_sync(hold_and_probe)() is False
+
+
+def test_a_waiter_on_the_same_loop_is_handed_the_slot(vendor):
+    order: list[str] = []
+
+    async def holder(release: asyncio.Event) -> None:
+        async with MLXGate(ENDPOINT, permits=1, timeout=5):
+            order.append("a-in")
+            await release.wait()
+            order.append("a-out")
+
+    async def waiter(started: asyncio.Event) -> bool:
+        started.set()
+        async with MLXGate(ENDPOINT, permits=1, timeout=5) as gate:
+            order.append("b-in")
+            if vendor != "postgresql":
+                return True
+            # While b is inside, this session holds the advisory lock: others are kept out.
+            probe = _other_session()
+            try:
+                key = gate._lock_key(0)
+                row = probe.execute(
+                    "SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_NAMESPACE, key]
+                ).fetchone()
+                return not row[0]
+            finally:
+                probe.close()
+
+    async def main() -> bool:
+        release, started = asyncio.Event(), asyncio.Event()
+        a = asyncio.create_task(holder(release))
+        await asyncio.sleep(0)
+        b = asyncio.create_task(waiter(started))
+        await started.wait()
+        await asyncio.sleep(0.02)  # b usually waits at the gate by now; the asserts hold either way
+        release.set()
+        await a
+        return await b
+
+    assert async_to_sync(main)() is True
+    assert order == ["a-in", "a-out", "b-in"]

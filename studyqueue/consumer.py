@@ -16,7 +16,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from django.db.models import F
+from asgiref.sync import sync_to_async
+from django.db.models import F, prefetch_related_objects
 from django.utils import timezone
 
 from studyqueue import queue
@@ -134,7 +135,9 @@ async def consume_study_queue(
     permits = conf.GATE_PERMITS
     # One job ready behind each gate slot: while a call runs, the next job is claimed,
     # loaded and waiting, and the gate hands it the slot the moment the call ends.
-    in_flight = 2 * permits
+    # A larger BATCH_SIZE claims more at once (fewer commits per job); the extra jobs
+    # wait for the gate with their heartbeats running.
+    in_flight = max(2 * permits, batch_size)
     grace = conf.SHUTDOWN_GRACE_SECONDS
     result = CycleResult()
 
@@ -154,7 +157,7 @@ async def consume_study_queue(
             claiming = stop_seen_at is None and in_budget and breaker.allows()
             free = in_flight - len(running)
             if claiming and free > 0:
-                jobs = await queue.aclaim(worker_id=worker_id, limit=min(batch_size, free))
+                jobs = await _claim_with_questions(worker_id, min(batch_size, free))
                 result.claimed += len(jobs)
                 for job in jobs:
                     running.add(asyncio.create_task(run_job(job, ctx), name=f"job-{job.pk}"))
@@ -185,6 +188,14 @@ async def consume_study_queue(
     result.next_due_in = await _next_due_in()
     logger.info("study_consumer_cycle worker=%s %s", worker_id, result.summary())
     return result
+
+
+@sync_to_async(thread_sensitive=True)
+def _claim_with_questions(worker_id: str, limit: int) -> list[StudyQuestionJob]:
+    """Claim, and load the jobs' questions in the same trip to the sync thread."""
+    jobs = queue.claim(worker_id=worker_id, limit=limit)
+    prefetch_related_objects(jobs, "study_question")
+    return jobs
 
 
 async def _next_due_in() -> float | None:

@@ -64,6 +64,8 @@ def _async(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
 
 def _log(event: str, job: Job, level: int = logging.INFO, **extra: Any) -> None:
     """One key=value line per transition."""
+    if not logger.isEnabledFor(level):
+        return
     fields = {
         "id": job.pk,
         "question": job.study_question_id,

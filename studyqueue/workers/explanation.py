@@ -82,7 +82,9 @@ async def run_explanation_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
     without losing an attempt) or ``lost`` (the claim was taken from us; nothing written).
     """
     question = None
-    if job.study_question_id is not None:
+    if StudyQuestionJob.study_question.is_cached(job):  # loaded with the claim
+        question = job.study_question
+    elif job.study_question_id is not None:
         question = await StudyQuestion.objects.filter(pk=job.study_question_id).afirst()
     if question is None:
         status = await queue.afail(job, ErrorCode.QUESTION_MISSING, "the question was deleted")

@@ -238,29 +238,28 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
         "study_question_id", "kind", "status", "attempts", "max_attempts", "error_code",
         "error_message", "created_at", "run_after", "worker_id", "llm_model",
     ]  # fmt: skip
-    max_attempts = conf.MAX_ATTEMPTS
-    per_row = len(columns)
-    batch = max(1, min(5000, (connection.features.max_query_params or 30000) // per_row))
-    head = f"INSERT INTO {qn(Job._meta.db_table)} ({', '.join(qn(c) for c in columns)}) VALUES "
-    row_sql = "(" + ", ".join(["%s"] * per_row) + ")"
+    # INSERT … SELECT from the question table: ids of missing questions simply match no
+    # row, and the database builds the rows (one array parameter on PostgreSQL).
+    select = (
+        f"SELECT {qn('id')}, %s, '{JobStatus.PENDING.value}', 0, %s, '', '', %s, %s, '', ''"
+        f" FROM {qn(StudyQuestion._meta.db_table)} WHERE {qn('id')}"
+    )
+    head = f"INSERT INTO {qn(Job._meta.db_table)} ({', '.join(qn(c) for c in columns)}) {select}"
+    postgres = connection.vendor == "postgresql"
+    batch = 50_000 if postgres else 500  # SQLite: stay under its bound-parameter limit
     created = 0
     for start in range(0, len(ids), batch):
         chunk = ids[start : start + batch]
-        existing = list(
-            StudyQuestion.objects.using(db).filter(pk__in=chunk).values_list("pk", flat=True)
-        )
-        if not existing:
-            continue
-        params: list[Any] = []
-        for qid in existing:
-            params.extend(
-                (qid, kind, JobStatus.PENDING.value, 0, max_attempts, "", "", now, now, "", "")
-            )
-        values = ", ".join([row_sql] * len(existing))
-        sql = f"{head}{values} ON CONFLICT DO NOTHING RETURNING {qn('id')}"
+        if postgres:
+            where, chunk_params = " = ANY(%s)", [chunk]
+        else:
+            where, chunk_params = f" IN ({', '.join(['%s'] * len(chunk))})", chunk
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            created += len(cursor.fetchall())
+            cursor.execute(
+                f"{head}{where} ON CONFLICT DO NOTHING",
+                [kind, conf.MAX_ATTEMPTS, now, now, *chunk_params],
+            )
+            created += cursor.rowcount
     logger.info("study_jobs_enqueued kind=%s requested=%s created=%s", kind, len(ids), created)
     if created:
         _notify(db)

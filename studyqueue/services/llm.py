@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import json
 import logging
+import ssl
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import certifi
 import httpx
 
 from studyqueue.conf import conf
@@ -190,6 +193,13 @@ class _Accumulator:
         )
 
 
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One TLS context per process: building one loads the CA bundle (~50 ms), and a
+    client is made per consume cycle."""
+    return ssl.create_default_context(cafile=certifi.where())
+
+
 class LLMClient:
     """An async chat-completions client; use ``async with LLMClient.from_settings() as c``.
 
@@ -219,6 +229,7 @@ class LLMClient:
             headers["Authorization"] = f"Bearer {api_key}"
         self._http = httpx.AsyncClient(
             headers=headers,
+            verify=_ssl_context(),
             timeout=httpx.Timeout(timeout, connect=connect_timeout),
             # mlx_lm.server has a listen backlog of 5 and serves one request per
             # connection: more simultaneous connects only produce errors and stalls.

@@ -1,0 +1,95 @@
+"""Wake-up: an idle consumer on PostgreSQL, enqueue -> claimed latency over many enqueues.
+
+    .venv/bin/python -m bench.wakeup [--enqueues 200] [--gap 0.05]
+
+Starts a real ``runconsumer`` process (poll interval 600 s, so only LISTEN/NOTIFY can wake
+it) against a test LLM answering at once, enqueues one job at a time, waits for it to
+finish, pauses ``--gap`` seconds, and reports claimed_at - enqueued_at percentiles.
+Targets: p50 <= 50 ms, p99 <= 250 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+from bench.common import ROOT, setup_django
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--enqueues", type=int, default=200)
+    parser.add_argument("--gap", type=float, default=0.05)
+    args = parser.parse_args()
+    url = setup_django("postgres")
+
+    from studyqueue import queue
+    from studyqueue.models import StudyQuestion, StudyQuestionJob
+    from tests.llm_server import LLMServer
+
+    server = LLMServer().start()
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "STUDYQUEUE_LLM_URL": server.url,
+        "LOG_LEVEL": "INFO",
+        "PYTHONPATH": str(ROOT),
+    }
+    log = open(os.devnull, "w")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "runconsumer", "--interval", "600", "--worker-id", "wake"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for line in proc.stderr:  # wait until the consumer listens
+            if "study_listen_ready" in line:
+                break
+        # Drain stderr in the background so the consumer never blocks on a full pipe.
+        import threading
+
+        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+        questions = StudyQuestion.objects.bulk_create(
+            StudyQuestion(text=f"wake {i}") for i in range(args.enqueues)
+        )
+        latencies = []
+        for question in questions:
+            job = queue.enqueue(question).job
+            deadline = time.monotonic() + 30
+            while True:
+                row = StudyQuestionJob.objects.filter(pk=job.pk).values(
+                    "status", "started_at", "created_at"
+                )[0]
+                if row["status"] == "completed":
+                    break
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"job {job.pk} not completed within 30 s")
+                time.sleep(0.002)
+            latencies.append((row["started_at"] - row["created_at"]).total_seconds() * 1000)
+            time.sleep(args.gap)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        server.stop()
+    latencies.sort()
+
+    def pct(p: float) -> float:
+        return latencies[min(len(latencies) - 1, int(round(p / 100 * (len(latencies) - 1))))]
+
+    print(
+        f"enqueues={len(latencies)} claim_latency_ms p50={pct(50):.1f} p90={pct(90):.1f}"
+        f" p99={pct(99):.1f} max={latencies[-1]:.1f} mean={statistics.mean(latencies):.1f}"
+        " targets: p50<=50 p99<=250"
+    )
+
+
+if __name__ == "__main__":
+    main()

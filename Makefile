@@ -51,6 +51,15 @@ test-django61:
 		DATABASE_URL="$(PG_URL)" $(LATEST_VENV)/bin/python -m pytest -m "not slow" $(PYTEST_ARGS); \
 	fi
 
+# Benchmarks (PostgreSQL at $$BENCH_PG_URL or the local default; not part of the tests).
+# QUICK=1 runs each with small sizes as a smoke test.
+bench: $(VENV)/.installed-dev
+	$(PY) -m bench.queue_overhead $(if $(QUICK),--jobs 1000 --runs 1,)
+	$(PY) -m bench.drain_rate --db postgres $(if $(QUICK),--jobs 40 --runs 1,)
+	$(PY) -m bench.wakeup $(if $(QUICK),--enqueues 20,)
+	$(PY) -m bench.bulk_enqueue $(if $(QUICK),--questions 10000 --runs 1,)
+	$(PY) -m bench.admin_scale $(if $(QUICK),--rows 100000 --runs 2,)
+
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

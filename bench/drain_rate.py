@@ -62,10 +62,15 @@ def main() -> None:
             f" ideal={ideal:.1f} ratio_to_ideal={median / ideal:.3f}"
             f" wall_s={wall:.2f} wall_vs_ideal={wall / (args.jobs / ideal):.3f}"
         )
+    if 1 in medians:
+        print("target: gate=1 wall_vs_ideal <= 1.05")
     if 1 in medians and len(medians) > 1:
         for permits, value in medians.items():
             if permits != 1:
-                print(f"speedup gate={permits} vs gate=1: {value / medians[1]:.2f}x")
+                print(
+                    f"speedup gate={permits} vs gate=1: {value / medians[1]:.2f}x"
+                    f" (target >= {0.875 * permits:.1f}x)"
+                )
     server.stop()
 
 

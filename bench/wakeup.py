@@ -82,7 +82,7 @@ def main() -> None:
     latencies.sort()
 
     def pct(p: float) -> float:
-        return latencies[min(len(latencies) - 1, int(round(p / 100 * (len(latencies) - 1))))]
+        return latencies[min(len(latencies) - 1, round(p / 100 * (len(latencies) - 1)))]
 
     print(
         f"enqueues={len(latencies)} claim_latency_ms p50={pct(50):.1f} p90={pct(90):.1f}"

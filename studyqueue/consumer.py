@@ -8,6 +8,7 @@ unexpected error fails it as ``internal``, a crash leaves it to stale recovery).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -17,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
+from django.db import DatabaseError
 from django.db.models import F, prefetch_related_objects
 from django.utils import timezone
 
@@ -88,7 +90,14 @@ async def dispatch(job: StudyQuestionJob, ctx: WorkContext) -> str:
 async def _heartbeat(job: StudyQuestionJob, runner: asyncio.Task, interval: float) -> None:
     while True:
         await asyncio.sleep(interval)
-        if not await queue.aheartbeat(job):
+        try:
+            alive = await queue.aheartbeat(job)
+        except DatabaseError as exc:
+            # The database is away: keep trying; if it stays away past the stale
+            # threshold, stale recovery gives the job to someone else (fenced).
+            logger.warning("study_heartbeat_failed id=%s error=%s", job.pk, type(exc).__name__)
+            continue
+        if not alive:
             # The claim was taken from us (stale reset, operator skip): stop the call
             # so the LLM server stops generating for nobody.
             runner.cancel("claim lost")
@@ -96,7 +105,12 @@ async def _heartbeat(job: StudyQuestionJob, runner: asyncio.Task, interval: floa
 
 
 async def run_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
-    """Run one job in isolation, with heartbeats; never raises except on cancellation."""
+    """Run one job in isolation, with heartbeats; never raises except on cancellation.
+
+    If even recording the outcome fails (the database is away), the job is left
+    ``processing``: stale recovery hands it to another attempt, and fencing keeps
+    this worker's late writes out.
+    """
     runner = asyncio.current_task()
     assert runner is not None
     beat = asyncio.create_task(_heartbeat(job, runner, conf.HEARTBEAT_SECONDS))
@@ -105,13 +119,17 @@ async def run_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
     except asyncio.CancelledError:
         # Shutdown past its grace period, or the claim was lost: hand the job back
         # (refused, and harmless, if it is no longer ours).
-        await asyncio.shield(
-            queue.arelease(job, delay=0, message="consumer stopped before the job finished")
-        )
+        with contextlib.suppress(DatabaseError):
+            await asyncio.shield(
+                queue.arelease(job, delay=0, message="consumer stopped before the job finished")
+            )
         raise
     except Exception as exc:
         logger.exception("study_job_crashed id=%s kind=%s", job.pk, job.kind)
-        status = await queue.afail(job, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        try:
+            status = await queue.afail(job, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        except DatabaseError:
+            return "lost"
         return "lost" if status is None else str(status)
     finally:
         beat.cancel()
@@ -147,6 +165,7 @@ async def consume_study_queue(
     deadline = time.monotonic() + budget
     stop_seen_at: float | None = None
     running: set[asyncio.Task[str]] = set()
+    db_error: DatabaseError | None = None
     async with LLMClient.from_settings() as client:
         ctx = WorkContext(client, breaker, permits, conf.GATE_TIMEOUT_SECONDS)
         while True:
@@ -154,10 +173,16 @@ async def consume_study_queue(
                 stop_seen_at = time.monotonic()
             # The budget bounds further claims; every cycle claims at least once.
             in_budget = result.claimed == 0 or time.monotonic() < deadline
-            claiming = stop_seen_at is None and in_budget and breaker.allows()
+            claiming = stop_seen_at is None and in_budget and breaker.allows() and db_error is None
             free = in_flight - len(running)
             if claiming and free > 0:
-                jobs = await _claim_with_questions(worker_id, min(batch_size, free))
+                try:
+                    jobs = await _claim_with_questions(worker_id, min(batch_size, free))
+                except DatabaseError as exc:
+                    # Let the running jobs finish, then fail the cycle so that it is
+                    # retried soon on a fresh connection.
+                    db_error = exc
+                    continue
                 result.claimed += len(jobs)
                 for job in jobs:
                     running.add(asyncio.create_task(run_job(job, ctx), name=f"job-{job.pk}"))
@@ -184,6 +209,9 @@ async def consume_study_queue(
                 await asyncio.gather(*running, return_exceptions=True)
                 result.outcomes["released"] += len(running)
                 running = set()
+    if db_error is not None:
+        logger.warning("study_consumer_db_error worker=%s error=%r", worker_id, db_error)
+        raise db_error
     result.paused_for = breaker.remaining()
     result.next_due_in = await _next_due_in()
     logger.info("study_consumer_cycle worker=%s %s", worker_id, result.summary())

@@ -312,15 +312,23 @@ def heartbeat(job: Job) -> bool:
 
 
 def _finish(job: Job, event: str, values: dict[str, Any], level: int = logging.INFO) -> bool:
+    db = _db()
     applied = bool(_fenced(job).update(**values))
-    if applied:
+    if not applied:
+        _log(f"{event}_refused", job, level=logging.WARNING, reason="claim_lost")
+        return False
+
+    def committed() -> None:
+        # Only once the write is durable: inside a transaction that later rolls back
+        # (the connection dies before COMMIT) the job keeps its claim token, so that
+        # this worker can still record what happened, and no false line is logged.
         _apply(job, values)
         if "attempts" in values:
             job.refresh_from_db(fields=["attempts"])
         _log(event, job, level=level)
-    else:
-        _log(f"{event}_refused", job, level=logging.WARNING, reason="claim_lost")
-    return applied
+
+    transaction.on_commit(committed, using=db)
+    return True
 
 
 def complete(

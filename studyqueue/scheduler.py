@@ -38,6 +38,7 @@ logger = logging.getLogger("studyqueue.scheduler")
 JOB_PREFIX = "studyqueue@"
 DEAD_CONSUMER_AFTER = timedelta(days=1)
 PARKED_SECONDS = 86400.0
+ERROR_RETRY_SECONDS = 2.0
 
 
 class ConsumerJobStore(DjangoJobStore):
@@ -135,6 +136,10 @@ class ConsumerRuntime:
             self._running = False
             woken, self._wake_pending = self._wake_pending, False
         delay = 0.0 if woken else self.interval
+        if getattr(event, "exception", None) is not None:
+            # A failed cycle (typically the database went away) is retried soon; the next
+            # run starts with fresh, health-checked connections.
+            delay = min(delay, ERROR_RETRY_SECONDS)
         result = getattr(event, "retval", None)
         if isinstance(result, CycleResult) and result.next_due_in is not None:
             delay = min(delay, result.next_due_in)

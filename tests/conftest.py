@@ -96,3 +96,41 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.02, what: str
 def _fast_password_hashing(settings):
     # The default PBKDF2 hasher costs ~0.3 s per user created; tests need no strength.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def consumers(child_env, python, llm_server, tmp_path):
+    """Start runconsumer processes; each is stopped (SIGKILL) at teardown if still alive.
+
+    ``start(*args, **settings)`` passes ``settings`` as STUDYQUEUE_<NAME> variables; each
+    process logs to its own file (``proc.log``).
+    """
+    import subprocess
+
+    procs: list[subprocess.Popen] = []
+
+    def start(*args: str, **settings: object) -> subprocess.Popen:
+        env = dict(child_env)
+        env["LOG_LEVEL"] = "INFO"
+        env["STUDYQUEUE_LLM_URL"] = llm_server.url
+        for key, value in settings.items():
+            env[f"STUDYQUEUE_{key}"] = str(value)
+        log = tmp_path / f"consumer-{len(procs)}.log"
+        with log.open("w") as stderr:
+            proc = subprocess.Popen(
+                [python, "manage.py", "runconsumer", *args],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                start_new_session=True,
+            )
+        proc.log = log  # type: ignore[attr-defined]
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

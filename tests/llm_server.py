@@ -147,6 +147,7 @@ class LLMServer:
 
             def _json(self, status: int, data: Any, headers: dict | None = None) -> None:
                 payload = json.dumps(data).encode()
+                getattr(self, "finished", lambda: None)()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -157,6 +158,7 @@ class LLMServer:
 
             def _text(self, status: int, text: str) -> None:
                 payload = text.encode()
+                getattr(self, "finished", lambda: None)()
                 self.send_response(status)
                 self.send_header("Content-Type", "text/plain")
                 self.send_header("Content-Length", str(len(payload)))
@@ -178,6 +180,20 @@ class LLMServer:
             self.active += 1
             self.max_active = max(self.max_active, self.active)
             self.per_question[question] += 1
+        open_ = [True]
+
+        def finished() -> None:
+            # Called just before the last bytes go out: a client can never see the end
+            # of a reply while the server still counts it as active.
+            with self._lock:
+                if not open_[0]:
+                    return
+                open_[0] = False
+                self.active -= 1
+            if slots is not None:
+                slots.release()
+
+        h.finished = finished
         try:
             self._reply(h, body, fault)
             with self._lock:
@@ -185,10 +201,7 @@ class LLMServer:
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client went away (timeout, shutdown): stop "generating"
         finally:
-            with self._lock:
-                self.active -= 1
-            if slots is not None:
-                slots.release()
+            finished()
 
     def _reply(self, h: Any, body: dict, fault: str) -> None:
         if fault in ("500", "503", "400"):
@@ -246,6 +259,7 @@ class LLMServer:
 
         h.wfile.write(b": keepalive 1/2\n\n")
         if fault == "malformed":
+            h.finished()
             h.wfile.write(b"data: {not json\n\n")
             return
         words = (content or "").split(" ") if content is not None else []
@@ -254,6 +268,7 @@ class LLMServer:
         for i, word in enumerate(words):
             event(chunk({"role": "assistant", "content": word if i == 0 else " " + word}))
             if fault == "drop" and i == 1:
+                h.finished()
                 h.wfile.flush()
                 h.connection.shutdown(2)  # cut the connection mid-reply
                 return
@@ -262,6 +277,7 @@ class LLMServer:
             event(
                 {"object": "chat.completion.chunk", "model": model, "choices": [], "usage": usage}
             )
+        h.finished()
         h.wfile.write(b"data: [DONE]\n\n")
 
 

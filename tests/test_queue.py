@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
@@ -235,10 +236,11 @@ def test_fail_is_fenced():
     assert job.status == JobStatus.COMPLETED
 
 
-def test_release_keeps_the_attempt():
+def test_release_keeps_the_attempt(django_capture_on_commit_callbacks):
     StudyQuestionJobFactory()
     job = claim_one()
-    assert queue.release(job, delay=30, code=ErrorCode.LLM_UNAVAILABLE, message="refused")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert queue.release(job, delay=30, code=ErrorCode.LLM_UNAVAILABLE, message="refused")
     assert job.attempts == 0
     job.refresh_from_db()
     assert (job.status, job.attempts, job.error_code) == ("pending", 0, "llm_unavailable")
@@ -393,12 +395,13 @@ def test_async_twins_do_the_same_work():
     assert queue.aclaim.__name__ == "aclaim"
 
 
-def test_transitions_log_key_value_lines(caplog):
+def test_transitions_log_key_value_lines(caplog, django_capture_on_commit_callbacks):
     caplog.set_level(logging.INFO, logger="studyqueue.queue")
     question = StudyQuestionFactory()
     job = queue.enqueue(question).job
     claimed = claim_one("wk")
-    queue.fail(claimed, ErrorCode.LLM_REJECTED, "no")
+    with django_capture_on_commit_callbacks(execute=True):
+        queue.fail(claimed, ErrorCode.LLM_REJECTED, "no")
     lines = [r.getMessage() for r in caplog.records if r.name == "studyqueue.queue"]
     assert lines[0] == (
         f"study_job_enqueued id={job.pk} question={question.pk} kind=explanation "
@@ -409,3 +412,21 @@ def test_transitions_log_key_value_lines(caplog):
         f"study_job_failed id={job.pk} question={question.pk} kind=explanation "
         "status=failed error_code=llm_rejected attempts=1"
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_write_rolled_back_leaves_the_claim_usable_and_logs_nothing(caplog):
+    """The connection dies between complete() and COMMIT: nothing happened, and the worker
+    can still record the failure under its claim."""
+    caplog.set_level(logging.INFO, logger="studyqueue.queue")
+    StudyQuestionJobFactory()
+    job = claim_one()
+    token = job.claim_token
+    with pytest.raises(RuntimeError), transaction.atomic():
+        assert queue.complete(job, llm_model="m")
+        raise RuntimeError("connection lost before COMMIT")
+    assert (job.status, job.claim_token) == ("processing", token)
+    assert not any("study_job_completed" in r.getMessage() for r in caplog.records)
+    assert queue.fail(job, ErrorCode.INTERNAL, "commit failed") == JobStatus.PENDING
+    job.refresh_from_db()
+    assert (job.status, job.error_code) == ("pending", "internal")

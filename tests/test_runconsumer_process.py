@@ -3,61 +3,18 @@
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from django_apscheduler.models import DjangoJob, DjangoJobExecution
 
 from studyqueue import queue
 from studyqueue.models import StudyQuestion, StudyQuestionJob
-from tests.conftest import ROOT, wait_for
+from tests.conftest import wait_for
+from tests.helpers.processes import bulk_jobs, log_text
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-@pytest.fixture
-def consumers(child_env, python, llm_server, tmp_path):
-    """Start runconsumer processes; each is stopped (SIGKILL) at teardown if still alive."""
-    procs: list[subprocess.Popen] = []
-
-    def start(*args: str, **settings: object) -> subprocess.Popen:
-        env = dict(child_env)
-        env["LOG_LEVEL"] = "INFO"
-        env["STUDYQUEUE_LLM_URL"] = llm_server.url
-        for key, value in settings.items():
-            env[f"STUDYQUEUE_{key}"] = str(value)
-        log = tmp_path / f"consumer-{len(procs)}.log"
-        proc = subprocess.Popen(
-            [python, "manage.py", "runconsumer", *args],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=log.open("w"),
-            start_new_session=True,
-        )
-        proc.log = log  # type: ignore[attr-defined]
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
-def log_text(proc: subprocess.Popen) -> str:
-    return Path(proc.log).read_text()  # type: ignore[attr-defined]
-
-
-def bulk_jobs(n: int) -> list[int]:
-    StudyQuestion.objects.bulk_create(StudyQuestion(text=f"question {i}") for i in range(n))
-    ids = list(StudyQuestion.objects.values_list("pk", flat=True))
-    assert queue.enqueue_many(ids) == n
-    return ids
 
 
 def test_sigkill_mid_call_is_recovered_and_written_once(consumers, llm_server):

@@ -8,11 +8,13 @@ import threading
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
 from studyqueue.conf import conf
 from studyqueue.consumer import default_worker_id
 from studyqueue.management.commands._options import non_empty, positive_float, positive_int
 from studyqueue.scheduler import (
+    ERROR_RETRY_SECONDS,
     ConsumerRuntime,
     build_scheduler,
     consume_job,
@@ -96,7 +98,15 @@ class Command(BaseCommand):
         self._install_signals(runtime.stop.set)
         cycles = 0
         while True:
-            result = consume_job()
+            try:
+                result = consume_job()
+            except DatabaseError as exc:
+                # consume_job closed the broken connection; the next cycle reconnects.
+                logger.warning("study_consumer_cycle_failed error=%r", exc)
+                cycles += 1
+                if runtime.stop.wait(ERROR_RETRY_SECONDS) or not drain:
+                    break
+                continue
             cycles += 1
             if verbosity:
                 self.stdout.write(f"cycle {cycles}: {result.summary()}")

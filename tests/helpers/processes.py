@@ -1,0 +1,22 @@
+"""Helpers for tests that run runconsumer as real processes."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from studyqueue import queue
+from studyqueue.models import StudyQuestion
+
+
+def log_text(proc: subprocess.Popen) -> str:
+    """Everything a consumer started by the ``consumers`` fixture logged so far."""
+    return Path(proc.log).read_text()  # type: ignore[attr-defined]
+
+
+def bulk_jobs(n: int, text: str = "question {i}") -> list[int]:
+    """``n`` new questions with one pending explanation job each; their ids."""
+    StudyQuestion.objects.bulk_create(StudyQuestion(text=text.format(i=i)) for i in range(n))
+    ids = list(StudyQuestion.objects.order_by("-pk").values_list("pk", flat=True)[:n])
+    assert queue.enqueue_many(ids) == n
+    return ids

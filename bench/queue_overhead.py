@@ -77,9 +77,7 @@ def studyqueue_drain(jobs: int, batch_size: int) -> float:
     consumer.HANDLERS[JobKind.EXPLANATION] = noop
     try:
         started = time.perf_counter()
-        call_command(
-            "runconsumer", "--drain", "--batch-size", str(batch_size), verbosity=0
-        )
+        call_command("runconsumer", "--drain", "--batch-size", str(batch_size), verbosity=0)
         elapsed = time.perf_counter() - started
     finally:
         consumer.HANDLERS[JobKind.EXPLANATION] = real

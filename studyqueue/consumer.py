@@ -17,9 +17,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from asgiref.sync import sync_to_async
 from django.db import DatabaseError
-from django.db.models import F, prefetch_related_objects
+from django.db.models import F
 from django.utils import timezone
 
 from studyqueue import queue
@@ -177,7 +176,7 @@ async def consume_study_queue(
             free = in_flight - len(running)
             if claiming and free > 0:
                 try:
-                    jobs = await _claim_with_questions(worker_id, min(batch_size, free))
+                    jobs = await queue.aclaim(worker_id=worker_id, limit=min(batch_size, free))
                 except DatabaseError as exc:
                     # Let the running jobs finish, then fail the cycle so that it is
                     # retried soon on a fresh connection.
@@ -216,14 +215,6 @@ async def consume_study_queue(
     result.next_due_in = await _next_due_in()
     logger.info("study_consumer_cycle worker=%s %s", worker_id, result.summary())
     return result
-
-
-@sync_to_async(thread_sensitive=True)
-def _claim_with_questions(worker_id: str, limit: int) -> list[StudyQuestionJob]:
-    """Claim, and load the jobs' questions in the same trip to the sync thread."""
-    jobs = queue.claim(worker_id=worker_id, limit=limit)
-    prefetch_related_objects(jobs, "study_question")
-    return jobs
 
 
 async def _next_due_in() -> float | None:

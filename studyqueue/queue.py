@@ -151,16 +151,39 @@ def backoff_seconds(attempts: int) -> float:
     return max(0.0, delay * (1 + random.uniform(-jitter, jitter)))
 
 
-def _fenced(job: Job):
-    """The rows a claimed job's holder may still write: its own, unchanged claim."""
-    return Job.objects.using(_db()).filter(
-        pk=job.pk, status=JobStatus.PROCESSING, claim_token=job.claim_token
+class _SQL(str):
+    """A raw SQL expression as a value in a fenced update, e.g. ``_SQL("attempts - 1")``."""
+
+
+def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
+    """Apply ``values`` only while the job is still processing under the caller's claim.
+
+    One hand-built statement: on this hot path (every heartbeat and every outcome) the
+    ORM's query compilation cost more than the database round trip itself.
+    """
+    connection = connections[_db()]
+    qn = connection.ops.quote_name
+    sets, params = [], []
+    for name, value in values.items():
+        field = Job._meta.get_field(name)
+        if isinstance(value, _SQL):
+            sets.append(f"{qn(field.column)} = {value}")
+        else:
+            sets.append(f"{qn(field.column)} = %s")
+            params.append(field.get_db_prep_save(value, connection))
+    sql = (
+        f"UPDATE {qn(Job._meta.db_table)} SET {', '.join(sets)} WHERE {qn('id')} = %s"
+        f" AND {qn('status')} = '{JobStatus.PROCESSING.value}' AND {qn('claim_token')} = %s"
     )
+    params += [job.pk, _prep("claim_token", job.claim_token, connection)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount == 1
 
 
 def _apply(job: Job, values: dict[str, Any]) -> None:
     for name, value in values.items():
-        if not hasattr(value, "resolve_expression"):
+        if not isinstance(value, _SQL):
             setattr(job, name, value)
 
 
@@ -303,7 +326,7 @@ def claim(*, worker_id: str, limit: int | None = None) -> list[Job]:
 def heartbeat(job: Job) -> bool:
     """Refresh a claimed job's liveness; False if the claim is no longer ours."""
     now = timezone.now()
-    applied = bool(_fenced(job).update(heartbeat_at=now))
+    applied = _fenced_update(job, {"heartbeat_at": now})
     if applied:
         job.heartbeat_at = now
     else:
@@ -313,7 +336,7 @@ def heartbeat(job: Job) -> bool:
 
 def _finish(job: Job, event: str, values: dict[str, Any], level: int = logging.INFO) -> bool:
     db = _db()
-    applied = bool(_fenced(job).update(**values))
+    applied = _fenced_update(job, values)
     if not applied:
         _log(f"{event}_refused", job, level=logging.WARNING, reason="claim_lost")
         return False
@@ -390,7 +413,7 @@ def release(job: Job, *, delay: float = 0.0, code: str = "", message: str = "") 
     """
     values: dict[str, Any] = {
         "status": JobStatus.PENDING,
-        "attempts": F("attempts") - 1,
+        "attempts": _SQL(f"{connections[_db()].ops.quote_name('attempts')} - 1"),
         "run_after": timezone.now() + timedelta(seconds=max(0.0, delay)),
         "claim_token": None,
         "error_code": ErrorCode(code) if code else "",

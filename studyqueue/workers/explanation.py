@@ -81,10 +81,10 @@ async def run_explanation_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
     One of ``completed``, ``pending`` (retry later), ``failed``, ``released`` (back
     without losing an attempt) or ``lost`` (the claim was taken from us; nothing written).
     """
+    # Loaded here, not with the claim: with the cycle's pipelining this runs while the
+    # previous job's LLM call is still going, off the critical path.
     question = None
-    if StudyQuestionJob.study_question.is_cached(job):  # loaded with the claim
-        question = job.study_question
-    elif job.study_question_id is not None:
+    if job.study_question_id is not None:
         question = await StudyQuestion.objects.filter(pk=job.study_question_id).afirst()
     if question is None:
         status = await queue.afail(job, ErrorCode.QUESTION_MISSING, "the question was deleted")

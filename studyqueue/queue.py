@@ -112,12 +112,37 @@ def _update_returning(
     db = _db()
     connection = connections[db]
     qn = connection.ops.quote_name
-    table = qn(Job._meta.db_table)
-    columns = ", ".join(qn(f.column) for f in Job._meta.concrete_fields)
-    sql = f"UPDATE {table} SET {set_sql} WHERE {where_sql} RETURNING {columns}"
-    jobs = list(Job.objects.using(db).raw(sql, [*set_params, *where_params]))
+    fields = Job._meta.concrete_fields
+    columns = ", ".join(qn(f.column) for f in fields)
+    sql = f"UPDATE {qn(Job._meta.db_table)} SET {set_sql} WHERE {where_sql} RETURNING {columns}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*set_params, *where_params])
+        rows = cursor.fetchall()
+    converters = _row_converters(connection)
+    names = [f.attname for f in fields]
+    jobs = []
+    for row in rows:
+        values = list(row)
+        for index, expression, funcs in converters:
+            for func in funcs:
+                values[index] = func(values[index], expression, connection)
+        jobs.append(Job.from_db(db, names, values))
     jobs.sort(key=lambda j: j.pk)
     return jobs
+
+
+def _row_converters(connection: Any) -> list[tuple[int, Any, list]]:
+    """The backend's and the fields' value converters for a full job row (as the ORM
+    applies them), for rows read with a plain cursor."""
+    out = []
+    for index, model_field in enumerate(Job._meta.concrete_fields):
+        expression = model_field.get_col(Job._meta.db_table)
+        funcs = connection.ops.get_db_converters(expression) + model_field.get_db_converters(
+            connection
+        )
+        if funcs:
+            out.append((index, expression, funcs))
+    return out
 
 
 def _claim_where(connection: Any) -> str:

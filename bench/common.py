@@ -38,15 +38,10 @@ def _recreate_pg(url: str) -> None:
     import dj_database_url
     import psycopg
 
+    from studyqueue.pg import psycopg_kwargs
+
     cfg = dj_database_url.parse(url)
-    with psycopg.connect(
-        dbname="postgres",
-        user=cfg["USER"] or None,
-        password=cfg["PASSWORD"] or None,
-        host=cfg["HOST"] or None,
-        port=cfg["PORT"] or None,
-        autocommit=True,
-    ) as conn:
+    with psycopg.connect(**psycopg_kwargs(cfg, dbname="postgres"), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{cfg["NAME"]}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{cfg["NAME"]}"')
 

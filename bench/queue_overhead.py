@@ -24,15 +24,10 @@ def reference_loop(jobs: int) -> float:
     import psycopg
     from django.db import connection
 
+    from studyqueue.pg import psycopg_kwargs
+
     cfg = connection.settings_dict
-    with psycopg.connect(
-        dbname=cfg["NAME"],
-        user=cfg["USER"] or None,
-        password=cfg["PASSWORD"] or None,
-        host=cfg["HOST"] or None,
-        port=cfg["PORT"] or None,
-        autocommit=True,
-    ) as conn:
+    with psycopg.connect(**psycopg_kwargs(cfg), autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS bench_jobs")
         conn.execute(
             "CREATE TABLE bench_jobs (id bigserial PRIMARY KEY, status text NOT NULL,"

@@ -32,6 +32,7 @@ from django_apscheduler.util import close_old_connections, get_django_internal_d
 from studyqueue import queue
 from studyqueue.conf import conf
 from studyqueue.consumer import CycleResult, consume_study_queue
+from studyqueue.pg import psycopg_kwargs
 
 logger = logging.getLogger("studyqueue.scheduler")
 
@@ -222,14 +223,7 @@ def listen_for_jobs(runtime: ConsumerRuntime) -> threading.Thread | None:
     """
     if connection.vendor != "postgresql":
         return None
-    cfg = connection.settings_dict
-    params = {
-        "dbname": cfg["NAME"],
-        "user": cfg.get("USER") or None,
-        "password": cfg.get("PASSWORD") or None,
-        "host": cfg.get("HOST") or None,
-        "port": cfg.get("PORT") or None,
-    }
+    params = psycopg_kwargs(connection.settings_dict)
 
     def run() -> None:
         while not runtime.stop.is_set():

@@ -7,18 +7,13 @@ import sys
 import dj_database_url
 import psycopg
 
+from studyqueue.pg import psycopg_kwargs
+
 
 def main() -> int:
     cfg = dj_database_url.parse(sys.argv[1])
     try:
-        psycopg.connect(
-            dbname="postgres",
-            user=cfg.get("USER") or None,
-            password=cfg.get("PASSWORD") or None,
-            host=cfg.get("HOST") or None,
-            port=cfg.get("PORT") or None,
-            connect_timeout=3,
-        ).close()
+        psycopg.connect(**psycopg_kwargs(cfg, dbname="postgres"), connect_timeout=3).close()
     except psycopg.Error:
         return 1
     return 0

@@ -9,6 +9,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.db import connection
 
+from studyqueue.pg import psycopg_kwargs
 from studyqueue.services.mlx_gate import _LOCK_NAMESPACE, GateTimeout, MLXGate
 
 pytestmark = pytest.mark.django_db
@@ -63,14 +64,7 @@ def test_endpoints_have_separate_slots():
 
 def _other_session() -> psycopg.Connection:
     cfg = connection.settings_dict
-    return psycopg.connect(
-        dbname=cfg["NAME"],
-        user=cfg["USER"] or None,
-        password=cfg["PASSWORD"] or None,
-        host=cfg["HOST"] or None,
-        port=cfg["PORT"] or None,
-        autocommit=True,
-    )
+    return psycopg.connect(**psycopg_kwargs(cfg), autocommit=True)
 
 
 @pytest.mark.postgres

@@ -166,7 +166,7 @@ async def consume_study_queue(
     running: set[asyncio.Task[str]] = set()
     db_error: DatabaseError | None = None
     async with LLMClient.from_settings() as client:
-        ctx = WorkContext(client, breaker, permits, conf.GATE_TIMEOUT_SECONDS)
+        ctx = WorkContext(client, breaker, permits, conf.GATE_TIMEOUT_SECONDS, should_stop)
         while True:
             if should_stop() and stop_seen_at is None:
                 stop_seen_at = time.monotonic()

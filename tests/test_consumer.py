@@ -248,3 +248,18 @@ def test_stop_request_stops_claiming(llm_server):
     enqueue(3)
     result = cycle(should_stop=lambda: True)
     assert result.claimed == 0 and result.more_ready
+
+
+def test_on_stop_jobs_waiting_for_the_gate_are_released_not_started(llm_server):
+    llm_server.configure(delay=0.3)
+    jobs = enqueue(2)
+
+    def should_stop() -> bool:
+        # Stop once the first call has reached the server: the second job, claimed
+        # ahead, is then waiting at the gate.
+        return llm_server.stats()["requests"] >= 1
+
+    result = cycle(should_stop=should_stop)
+    assert result.outcomes == {"completed": 1, "released": 1}
+    assert llm_server.stats()["requests"] == 1
+    assert [job_state(j)[0::2] for j in jobs] == [("completed", 1), ("pending", 0)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -30,6 +31,7 @@ class WorkContext:
     breaker: CircuitBreaker
     gate_permits: int = 1
     gate_timeout: float = 600.0
+    stopping: Callable[[], bool] = lambda: False
 
     def gate(self) -> MLXGate:
         return MLXGate(self.client.base_url, permits=self.gate_permits, timeout=self.gate_timeout)
@@ -96,6 +98,11 @@ async def run_explanation_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
     messages = build_messages(question)
     try:
         async with ctx.gate():
+            if ctx.stopping():
+                # Claimed ahead, but the consumer is shutting down: give it back now
+                # rather than start a call the grace period may cut short.
+                await queue.arelease(job, delay=0, message="consumer stopping")
+                return "released"
             paused = ctx.breaker.remaining()
             if paused and ctx.breaker.last_error is not None:
                 # The server failed while this job waited for the gate: do not knock again.

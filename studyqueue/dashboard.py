@@ -7,7 +7,7 @@ table's total is PostgreSQL's planner estimate (an exact count on SQLite).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connections, router
@@ -16,7 +16,7 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from studyqueue.conf import conf
-from studyqueue.models import ACTIVE_STATUSES, JobKind, JobStatus, StudyQuestionJob
+from studyqueue.models import ACTIVE_STATUSES, JobStatus, StudyQuestionJob
 
 Job = StudyQuestionJob
 
@@ -44,7 +44,6 @@ class DashboardStats:
     top_errors: list[tuple[str, int]]
     total_estimate: int
     total_is_estimate: bool
-    kinds: list[str] = field(default_factory=lambda: list(JobKind.values))
 
     @property
     def max_hour_jobs(self) -> int:

@@ -202,10 +202,6 @@ class StudyQuestionJob(models.Model):
     def __str__(self) -> str:
         return f"job {self.pk} ({self.kind}, {self.status})"
 
-    @property
-    def is_active(self) -> bool:
-        return self.status in ACTIVE_STATUSES
-
 
 class QueueDashboard(StudyQuestionJob):
     """The admin's queue dashboard (a proxy so that it appears in the app's admin index)."""

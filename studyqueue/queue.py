@@ -176,10 +176,6 @@ def backoff_seconds(attempts: int) -> float:
     return max(0.0, delay * (1 + random.uniform(-jitter, jitter)))
 
 
-class _SQL(str):
-    """A raw SQL expression as a value in a fenced update, e.g. ``_SQL("attempts - 1")``."""
-
-
 def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
     """Apply ``values`` only while the job is still processing under the caller's claim.
 
@@ -191,11 +187,8 @@ def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
     sets, params = [], []
     for name, value in values.items():
         field = Job._meta.get_field(name)
-        if isinstance(value, _SQL):
-            sets.append(f"{qn(field.column)} = {value}")
-        else:
-            sets.append(f"{qn(field.column)} = %s")
-            params.append(field.get_db_prep_save(value, connection))
+        sets.append(f"{qn(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
     sql = (
         f"UPDATE {qn(Job._meta.db_table)} SET {', '.join(sets)} WHERE {qn('id')} = %s"
         f" AND {qn('status')} = '{JobStatus.PROCESSING.value}' AND {qn('claim_token')} = %s"
@@ -204,12 +197,6 @@ def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount == 1
-
-
-def _apply(job: Job, values: dict[str, Any]) -> None:
-    for name, value in values.items():
-        if not isinstance(value, _SQL):
-            setattr(job, name, value)
 
 
 # --------------------------------------------------------------------------- enqueue
@@ -370,9 +357,8 @@ def _finish(job: Job, event: str, values: dict[str, Any], level: int = logging.I
         # Only once the write is durable: inside a transaction that later rolls back
         # (the connection dies before COMMIT) the job keeps its claim token, so that
         # this worker can still record what happened, and no false line is logged.
-        _apply(job, values)
-        if "attempts" in values:
-            job.refresh_from_db(fields=["attempts"])
+        for name, value in values.items():
+            setattr(job, name, value)
         _log(event, job, level=level)
 
     transaction.on_commit(committed, using=db)
@@ -438,7 +424,8 @@ def release(job: Job, *, delay: float = 0.0, code: str = "", message: str = "") 
     """
     values: dict[str, Any] = {
         "status": JobStatus.PENDING,
-        "attempts": _SQL(f"{connections[_db()].ops.quote_name('attempts')} - 1"),
+        # Under the fence nobody else can change attempts: undo the claim's count.
+        "attempts": job.attempts - 1,
         "run_after": timezone.now() + timedelta(seconds=max(0.0, delay)),
         "claim_token": None,
         "error_code": ErrorCode(code) if code else "",

@@ -6,7 +6,11 @@ streams with keep-alive comments, a usage chunk and ``[DONE]``.
 
 Run in a thread (``LLMServer().start()``) or as a process
 (``python -m tests.llm_server --port 0``, which prints ``port=N``). Control it through
-attributes, or over HTTP: ``POST /_control`` with JSON fields, ``GET /_stats``.
+attributes, or over HTTP: ``POST /_control`` with JSON fields, ``GET /_stats``,
+``GET /_gaps`` (idle ms between consecutive replies), ``POST /_reset``.
+
+A reply "in ``delay`` seconds" is timed from the moment the request line arrives (or a
+queued request gets its slot), so the server's own parsing is not billed to the client.
 
 Faults (``fault`` for every request, or ``FAULT:<name>`` inside a question's text):
 ``500``, ``429`` (with ``Retry-After: retry_after``), ``503``, ``404`` (unknown model),
@@ -18,12 +22,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import re
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 QUESTION_RE = re.compile(r"Question:\n(.*?)\n", re.S)
@@ -50,6 +60,15 @@ class LLMServer:
         self.max_active = 0
         self.per_question: Counter[str] = Counter()
         self.completed_per_question: Counter[str] = Counter()
+        # (received, finished) monotonic times of chat requests: the idle time between
+        # one reply and the next request is what a client costs a GPU.
+        self.timeline: list[tuple[float, float]] = []
+        # Per chat request: seconds its connection was open before the request came
+        # (a client that connects ahead shows the length of the previous call here).
+        self.connection_ages: list[float] = []
+        self.connections = 0
+        self._sockets: set[Any] = set()
+        self._idle: set[Any] = set()  # connected, no request line yet
         self.httpd = ThreadingHTTPServer((host, port), self._handler_class())
         self.httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -70,8 +89,43 @@ class LLMServer:
         return self
 
     def stop(self) -> None:
+        """Stop as a server process would: stop listening and drop every open connection
+        (including idle ones a client opened ahead)."""
         self.httpd.shutdown()
         self.httpd.server_close()
+        with self._lock:
+            sockets, self._sockets = set(self._sockets), set()
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def stop_once_active(self, timeout: float = 10.0) -> threading.Thread:
+        """Stop the server (see ``stop``) as soon as a chat request is being served; the
+        watcher thread, already started, fails if none comes within ``timeout``."""
+
+        def watch() -> None:
+            deadline = time.monotonic() + timeout
+            while self.stats()["active"] == 0:
+                if time.monotonic() > deadline:
+                    raise AssertionError("no request reached the server")
+                time.sleep(0.005)
+            self.stop()
+
+        thread = threading.Thread(target=watch, daemon=True)
+        thread.start()
+        return thread
+
+    def stop_idle_connections(self) -> None:
+        """Close connections that carry no request (as servers with an idle timeout do)."""
+        with self._lock:
+            idle = set(self._idle)
+        for sock in idle:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def connections_open(self) -> int:
+        with self._lock:
+            return len(self._sockets)
 
     def configure(self, **values: Any) -> None:
         for key, value in values.items():
@@ -91,9 +145,22 @@ class LLMServer:
                 "completed_per_question": dict(self.completed_per_question),
             }
 
+    def idle_gaps_ms(self) -> list[float]:
+        """Between consecutive requests that did not overlap: ms from a reply's end to
+        the next request's arrival (``GET /_gaps``)."""
+        with self._lock:
+            spans = sorted(self.timeline)
+        return [
+            round((nxt[0] - cur[1]) * 1000, 3)
+            for cur, nxt in itertools.pairwise(spans)
+            if nxt[0] >= cur[1]
+        ]
+
     def reset_stats(self) -> None:
         with self._lock:
-            self.requests = self.max_active = 0
+            self.requests = self.max_active = self.connections = 0
+            self.timeline.clear()
+            self.connection_ages.clear()
             self.per_question.clear()
             self.completed_per_question.clear()
 
@@ -108,9 +175,33 @@ class LLMServer:
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
 
+            def setup(self) -> None:
+                super().setup()
+                self.accepted_at = time.monotonic()
+                with server._lock:
+                    server._sockets.add(self.connection)
+                    server._idle.add(self.connection)
+                    server.connections += 1
+
+            def finish(self) -> None:
+                with server._lock:
+                    server._sockets.discard(self.connection)
+                    server._idle.discard(self.connection)
+                super().finish()
+
+            def parse_request(self) -> bool:
+                # The request line has just been read: a reply "in `delay` seconds"
+                # counts from here, so the server's own parsing is not billed to clients.
+                self.received_at = time.monotonic()
+                with server._lock:
+                    server._idle.discard(self.connection)
+                return super().parse_request()
+
             def do_GET(self) -> None:
                 if self.path == "/_stats":
                     self._json(200, server.stats())
+                elif self.path == "/_gaps":
+                    self._json(200, server.idle_gaps_ms())
                 elif self.path == "/health":
                     self._json(200, {"status": "ok"})
                 elif self.path == "/v1/models":
@@ -143,7 +234,9 @@ class LLMServer:
                     self._json(400, {"error": "malformed request"})
                     return
                 server.last_authorization = self.headers.get("Authorization", "")
-                server._serve_chat(self, body, prompt)
+                with server._lock:
+                    server.connection_ages.append(self.received_at - self.accepted_at)
+                server._serve_chat(self, body, prompt, self.received_at)
 
             def _json(self, status: int, data: Any, headers: dict | None = None) -> None:
                 payload = json.dumps(data).encode()
@@ -167,14 +260,15 @@ class LLMServer:
 
         return Handler
 
-    def _serve_chat(self, h: Any, body: dict, prompt: str) -> None:
+    def _serve_chat(self, h: Any, body: dict, prompt: str, received_at: float) -> None:
         match = QUESTION_RE.search(prompt)
         question = match.group(1).strip() if match else prompt[:60]
         fault_match = FAULT_RE.search(prompt)
         fault = fault_match.group(1) if fault_match else self.fault
         slots = self._slots
-        if slots is not None:
+        if slots is not None and not slots.acquire(blocking=False):
             slots.acquire()
+            received_at = time.monotonic()  # a queued request's time starts with its slot
         with self._lock:
             self.requests += 1
             self.active += 1
@@ -190,12 +284,13 @@ class LLMServer:
                     return
                 open_[0] = False
                 self.active -= 1
+                self.timeline.append((received_at, time.monotonic()))
             if slots is not None:
                 slots.release()
 
         h.finished = finished
         try:
-            self._reply(h, body, fault)
+            self._reply(h, body, fault, received_at)
             with self._lock:
                 self.completed_per_question[question] += 1
         except (BrokenPipeError, ConnectionResetError):
@@ -203,7 +298,7 @@ class LLMServer:
         finally:
             finished()
 
-    def _reply(self, h: Any, body: dict, fault: str) -> None:
+    def _reply(self, h: Any, body: dict, fault: str, received_at: float) -> None:
         if fault in ("500", "503", "400"):
             h._json(int(fault), {"error": f"injected {fault}"})
             return
@@ -213,14 +308,18 @@ class LLMServer:
         if fault == "404":
             h._json(404, {"error": f"model {body.get('model')!r} not found"})
             return
-        if fault == "slow":
-            time.sleep(self.slow_seconds)
-        elif self.delay:
-            time.sleep(self.delay)
+        deadline = received_at + (self.slow_seconds if fault == "slow" else self.delay)
+
+        def generate() -> None:  # "generation" ends at the deadline
+            remaining = deadline - time.monotonic()
+            if remaining > 0:
+                time.sleep(remaining)
+
         content: str | None = None if fault == "null" else self.answer
         finish = "length" if fault == "length" else "stop"
         usage = {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}
         if not body.get("stream") or self.ignore_stream:
+            generate()
             if fault == "malformed":
                 h._text(200, '{"choices": [ {"message": ')
                 return
@@ -241,9 +340,13 @@ class LLMServer:
                 },
             )
             return
+        # Like mlx_lm.server: status, headers and a keep-alive comment go out at once,
+        # the tokens when they are generated.
         h.send_response(200)
         h.send_header("Content-Type", "text/event-stream")
         h.end_headers()
+        h.wfile.write(b": keepalive 1/2\n\n")
+        generate()
         model = body.get("model") or "default_model"
 
         def event(data: Any) -> None:
@@ -257,7 +360,6 @@ class LLMServer:
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
             }
 
-        h.wfile.write(b": keepalive 1/2\n\n")
         if fault == "malformed":
             h.finished()
             h.wfile.write(b"data: {not json\n\n")
@@ -279,6 +381,50 @@ class LLMServer:
             )
         h.finished()
         h.wfile.write(b"data: [DONE]\n\n")
+
+
+class LLMServerProcess:
+    """The same server in a process of its own, as a real LLM server would be: the
+    client being measured does not share an interpreter (and its GIL) with it."""
+
+    def __init__(self, **knobs: Any) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.llm_server", "--port", "0"],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline().strip()
+        if not line.startswith("port="):
+            self._proc.kill()
+            raise RuntimeError(f"the test LLM server did not start: {line!r}")
+        self.port = int(line.split("=", 1)[1])
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        if knobs:
+            self.configure(**knobs)
+
+    def _call(self, path: str, data: Any = None) -> Any:
+        body = None if data is None else json.dumps(data).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=body)
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return json.load(reply)
+
+    def configure(self, **values: Any) -> None:
+        self._call("/_control", values)
+
+    def reset_stats(self) -> None:
+        self._call("/_reset", {})
+
+    def stats(self) -> dict[str, Any]:
+        return self._call("/_stats")
+
+    def idle_gaps_ms(self) -> list[float]:
+        return self._call("/_gaps")
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        self._proc.wait(timeout=10)
 
 
 def main() -> None:

@@ -263,3 +263,34 @@ def test_on_stop_jobs_waiting_for_the_gate_are_released_not_started(llm_server):
     assert result.outcomes == {"completed": 1, "released": 1}
     assert llm_server.stats()["requests"] == 1
     assert [job_state(j)[0::2] for j in jobs] == [("completed", 1), ("pending", 0)]
+
+
+def test_a_job_cut_off_by_a_dying_server_twice_in_a_row_loses_an_attempt(llm_server):
+    from tests.conftest import wait_for
+    from tests.llm_server import LLMServer
+
+    (job,) = enqueue(1)
+    port, server, revived = llm_server.port, llm_server, []
+    states = []
+    try:
+        for _ in range(2):
+            server.configure(delay=5)  # the reply starts at once; the tokens never come
+            stopper = server.stop_once_active()
+            assert cycle().outcomes in ({"released": 1}, {"pending": 1})
+            stopper.join()
+            job.refresh_from_db()
+            states.append((job.status, job.error_code, job.attempts, job.error_message))
+            server = LLMServer(port=port).start()  # the server comes back
+            revived.append(server)
+            wait_for(BREAKER.allows, timeout=5, what="the breaker to close")
+            StudyQuestionJob.objects.update(run_after=timezone.now())
+    finally:
+        for srv in revived:
+            srv.stop()
+    first, second = states
+    # Once: an outage like any other, the attempt is given back.
+    assert first[:3] == ("pending", "llm_unavailable", 0)
+    assert first[3].startswith("reply cut off and the server is gone")
+    # Twice in a row: this question may be what brings the server down; it counts.
+    assert second[:3] == ("pending", "llm_server_error", 1)
+    assert second[3].startswith("cut off twice in a row")

@@ -14,6 +14,7 @@ import json
 import logging
 import ssl
 import time
+import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -23,11 +24,14 @@ import httpx
 
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode
+from studyqueue.services.http_transport import DirectHTTPTransport
 
 logger = logging.getLogger("studyqueue.llm")
 
 # Codes that describe the server, not the job: the job waits without losing an attempt.
 SERVER_WIDE = frozenset({ErrorCode.LLM_UNAVAILABLE, ErrorCode.LLM_OVERLOADED})
+# Message prefix of a call cut off because the server went away mid-reply.
+CUT_OFF_BY_OUTAGE = "reply cut off and the server is gone"
 
 
 class LLMError(Exception):
@@ -40,6 +44,7 @@ class LLMError(Exception):
         *,
         retry_after: float | None = None,
         affects_all: bool = False,
+        cut_off: bool = False,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -48,6 +53,8 @@ class LLMError(Exception):
         # True when every job would hit the same error (server down, unknown model,
         # wrong URL, bad key): the consumer pauses instead of failing jobs one by one.
         self.affects_all = affects_all or code in SERVER_WIDE
+        # The reply stopped midway because the server went away (not a refused call).
+        self.cut_off = cut_off
 
 
 @dataclass(frozen=True)
@@ -193,6 +200,20 @@ class _Accumulator:
         )
 
 
+def _direct(base_url: str) -> bool:
+    """Plain HTTP with no proxy configured for it: our lean transport applies.
+
+    HTTPS, and URLs that the environment routes through a proxy, keep httpx's own.
+    """
+    url = httpx.URL(base_url)
+    if url.scheme != "http":
+        return False
+    proxies = urllib.request.getproxies_environment()
+    if not (proxies.get("http") or proxies.get("all")):
+        return True
+    return bool(urllib.request.proxy_bypass_environment(url.host, proxies))
+
+
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     """One TLS context per process: building one loads the CA bundle (~50 ms), and a
@@ -222,18 +243,23 @@ class LLMClient:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.max_tokens = max_tokens
         self.temperature = temperature
         headers = {"Accept": "text/event-stream, application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
+        # mlx_lm.server has a listen backlog of 5 and serves one request per
+        # connection: more simultaneous connects only produce errors and stalls.
+        transport = None
+        if _direct(self.base_url):
+            transport = DirectHTTPTransport(max_connections=max_connections)
         self._http = httpx.AsyncClient(
             headers=headers,
             verify=_ssl_context(),
             timeout=httpx.Timeout(timeout, connect=connect_timeout),
-            # mlx_lm.server has a listen backlog of 5 and serves one request per
-            # connection: more simultaneous connects only produce errors and stalls.
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=0),
+            transport=transport,
         )
 
     @classmethod
@@ -335,10 +361,32 @@ class LLMClient:
                 raise LLMError(
                     ErrorCode.LLM_UNAVAILABLE, f"connection dropped before a reply: {exc!r}"
                 ) from None
-            # Dropped mid-reply: count it against the job, so a question that crashes
-            # the server cannot loop forever.
-            raise LLMError(ErrorCode.LLM_SERVER_ERROR, f"reply cut off: {exc!r}") from None
+            raise await self._cut_off(repr(exc)) from None
         if not acc.done and not acc.finish_reason:
             # HTTP/1.0 servers end a body by closing: a close before [DONE] is a cut reply.
-            raise LLMError(ErrorCode.LLM_SERVER_ERROR, "reply cut off before [DONE]")
+            raise await self._cut_off("closed before [DONE]")
         return acc
+
+    async def _cut_off(self, detail: str) -> LLMError:
+        """The error for a reply that stopped midway.
+
+        A server that is still up dropped this call: count it against the job, so a
+        question that breaks the server cannot loop forever. A server that went away
+        (stopped, restarted, crashed) is an outage: no attempt is burned; the worker
+        counts it only when the same job is cut off that way twice in a row.
+        """
+        if await self._reachable():
+            return LLMError(ErrorCode.LLM_SERVER_ERROR, f"reply cut off: {detail}")
+        return LLMError(ErrorCode.LLM_UNAVAILABLE, f"{CUT_OFF_BY_OUTAGE}: {detail}", cut_off=True)
+
+    async def _reachable(self) -> bool:
+        """Whether the server accepts a TCP connection right now."""
+        url = httpx.URL(self.base_url)
+        port = url.port or (443 if url.scheme == "https" else 80)
+        try:
+            async with asyncio.timeout(min(self.connect_timeout, 2.0)):
+                _, writer = await asyncio.open_connection(url.host, port)
+        except (OSError, TimeoutError):
+            return False
+        writer.close()
+        return True

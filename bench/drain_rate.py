@@ -2,12 +2,20 @@
 
     python -m bench.drain_rate [--db sqlite|postgres] [--jobs 200] [--delay 0.05] [--runs 3]
 
-Prints jobs/s per run, the median, and the ratio to the ideal (1 / delay per permit).
+Prints jobs/s per run, the median, the ratio to the ideal (1 / delay per permit), and,
+for gate 1, the LLM server's idle time between two calls as the server itself saw it
+(reply finished -> next request line read): the consumer's own cost per job.
+
+The test LLM server runs in a process of its own, like a real one (in-process, it would
+share the consumer's GIL). It answers ``delay`` after it reads a request line, so its own
+parsing is not billed to the consumer. One untimed warm-up run (imports, first
+connections) precedes the timed ones.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 from bench.common import median_of, reset_tables, setup_django
@@ -28,15 +36,17 @@ def main() -> None:
 
     from studyqueue import queue
     from studyqueue.models import StudyQuestion, StudyQuestionJob
-    from tests.llm_server import LLMServer
+    from tests.llm_server import LLMServerProcess
 
-    server = LLMServer().start()
+    server = LLMServerProcess()
+    gaps: dict[int, list[float]] = {}
 
     def one_run(permits: int) -> float:
         reset_tables()
         StudyQuestion.objects.bulk_create(StudyQuestion(text=f"q{i}") for i in range(args.jobs))
         queue.enqueue_many(StudyQuestion.objects.values_list("pk", flat=True))
         server.configure(delay=args.delay, capacity=permits)
+        server.reset_stats()
         settings.STUDYQUEUE = {
             "LLM_URL": server.url,
             "GATE_PERMITS": permits,
@@ -47,11 +57,14 @@ def main() -> None:
         elapsed = time.perf_counter() - started
         done = StudyQuestionJob.objects.filter(status="completed").count()
         assert done == args.jobs, f"only {done} of {args.jobs} completed"
+        gaps.setdefault(permits, []).extend(server.idle_gaps_ms())
         return args.jobs / elapsed
 
     print(f"db={args.db} jobs={args.jobs} llm_delay_s={args.delay} runs={args.runs}")
     medians = {}
     for permits in args.permits:
+        one_run(permits)  # warm-up, not counted
+        gaps.pop(permits, None)
         median, values = median_of(args.runs, lambda p=permits: one_run(p))
         medians[permits] = median
         ideal = permits / args.delay
@@ -62,6 +75,12 @@ def main() -> None:
             f" ideal={ideal:.1f} ratio_to_ideal={median / ideal:.3f}"
             f" wall_s={wall:.2f} wall_vs_ideal={wall / (args.jobs / ideal):.3f}"
         )
+        if permits == 1 and gaps.get(1):
+            idle = sorted(gaps[1])
+            print(
+                f"gate=1 llm_idle_between_calls_ms p50={statistics.median(idle):.2f}"
+                f" p90={idle[int(len(idle) * 0.9)]:.2f} (as seen by the server)"
+            )
     if 1 in medians:
         print("target: gate=1 wall_vs_ideal <= 1.05")
     if 1 in medians and len(medians) > 1:

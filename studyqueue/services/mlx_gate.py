@@ -126,7 +126,8 @@ class MLXGate:
             slot = await self._try_acquire()
             if slot is None:
                 if not waited:
-                    logger.info(
+                    # DEBUG: with claims pipelined, every job waits for its predecessor.
+                    logger.debug(
                         "study_gate_wait endpoint=%s permits=%s", self.endpoint, self.permits
                     )
                     waited = True
@@ -140,7 +141,7 @@ class MLXGate:
                 pause = min(pause * 2, 0.05)
             if slot is not None:
                 if waited:
-                    logger.info(
+                    logger.debug(
                         "study_gate_acquired endpoint=%s slot=%s waited_ms=%d",
                         self.endpoint,
                         slot,
@@ -157,7 +158,11 @@ class MLXGate:
         with _held_lock:
             _waiters.setdefault(self.endpoint, deque()).append(entry)
         try:
-            await asyncio.wait({future}, timeout=timeout)
+            # Awaited directly: a handed-over slot wakes this task in one loop step.
+            async with asyncio.timeout(timeout):
+                await future
+        except TimeoutError:
+            pass  # a slot handed over just as the timeout fired is still taken below
         except BaseException:
             # Cancelled while a slot was being handed to us: pass it on, then stop.
             if future.done() and not future.cancelled():

@@ -47,11 +47,35 @@ def _recreate_pg(url: str) -> None:
 
 
 def reset_tables() -> None:
-    """Empty the studyqueue tables between runs."""
+    """Empty the studyqueue tables between runs.
+
+    On PostgreSQL by TRUNCATE: rows deleted run after run leave dead tuples and index
+    entries behind faster than autovacuum clears them, and each run would measure a
+    more bloated table than the last (seen: 620 -> 280 jobs/s over five runs).
+    """
+    from django.db import connection
+
     from studyqueue.models import StudyQuestion, StudyQuestionJob
 
+    if connection.vendor == "postgresql":
+        tables = ", ".join(
+            connection.ops.quote_name(m._meta.db_table) for m in (StudyQuestionJob, StudyQuestion)
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(f"TRUNCATE {tables} RESTART IDENTITY")
+        return
     StudyQuestionJob.objects.all().delete()
     StudyQuestion.objects.all().delete()
+
+
+def analyze() -> None:
+    """Fresh planner statistics after filling the tables (PostgreSQL), as the reference
+    loop takes for its own table."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
 
 
 def median_of(runs: int, fn: Callable[[], float]) -> tuple[float, list[float]]:

@@ -16,7 +16,7 @@ import argparse
 import statistics
 import time
 
-from bench.common import reset_tables, setup_django
+from bench.common import analyze, reset_tables, setup_django
 
 
 def reference_loop(jobs: int) -> float:
@@ -68,6 +68,7 @@ def studyqueue_drain(jobs: int, batch_size: int) -> float:
     reset_tables()
     StudyQuestion.objects.bulk_create(StudyQuestion(text=f"q{i}") for i in range(jobs))
     queue.enqueue_many(StudyQuestion.objects.values_list("pk", flat=True))
+    analyze()
     real = consumer.HANDLERS[JobKind.EXPLANATION]
     consumer.HANDLERS[JobKind.EXPLANATION] = noop
     try:

@@ -88,6 +88,17 @@ WSGI_APPLICATION = "project.wsgi.application"
 ASGI_APPLICATION = "project.asgi.application"
 
 
+def _flag(name: str, *, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be on or off, got {raw!r}")
+
+
 def _database_config() -> dict:
     url = os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
     # Persistent, health-checked connections: the consumer is long-running and a
@@ -106,6 +117,13 @@ def _database_config() -> dict:
         }
         # A file, not :memory:, so that test threads and helper processes share it.
         config["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
+    elif config["ENGINE"] == "django.db.backends.postgresql" and _flag(
+        "DATABASE_PREPARED_STATEMENTS", default=True
+    ):
+        # Prepared statements for the queue's per-job statements (Django's own queries
+        # use client-side binding and are never prepared). Turn off behind a pooler in
+        # transaction mode that cannot keep them (PgBouncer < 1.21).
+        config.setdefault("OPTIONS", {})["prepare_threshold"] = 5
     return config
 
 

@@ -87,20 +87,39 @@ async def dispatch(job: StudyQuestionJob, ctx: WorkContext) -> str:
 
 
 async def _heartbeat(job: StudyQuestionJob, runner: asyncio.Task, interval: float) -> None:
+    """Beat now, then every ``interval`` seconds, until cancelled or the claim is lost."""
     while True:
-        await asyncio.sleep(interval)
         try:
             alive = await queue.aheartbeat(job)
         except DatabaseError as exc:
             # The database is away: keep trying; if it stays away past the stale
             # threshold, stale recovery gives the job to someone else (fenced).
             logger.warning("study_heartbeat_failed id=%s error=%s", job.pk, type(exc).__name__)
-            continue
+            alive = True
         if not alive:
             # The claim was taken from us (stale reset, operator skip): stop the call
             # so the LLM server stops generating for nobody.
             runner.cancel("claim lost")
             return
+        await asyncio.sleep(interval)
+
+
+class _Heartbeats:
+    """Heartbeats for one running job, started only once it outlives the first interval:
+    most jobs of a busy queue finish sooner, and a timer costs less than a task."""
+
+    def __init__(self, job: StudyQuestionJob, runner: asyncio.Task, interval: float) -> None:
+        self._task: asyncio.Task | None = None
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(interval, self._start, job, runner, interval)
+
+    def _start(self, job: StudyQuestionJob, runner: asyncio.Task, interval: float) -> None:
+        self._task = asyncio.get_running_loop().create_task(_heartbeat(job, runner, interval))
+
+    def stop(self) -> None:
+        self._timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
 
 
 async def run_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
@@ -112,7 +131,7 @@ async def run_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
     """
     runner = asyncio.current_task()
     assert runner is not None
-    beat = asyncio.create_task(_heartbeat(job, runner, conf.HEARTBEAT_SECONDS))
+    beats = _Heartbeats(job, runner, conf.HEARTBEAT_SECONDS)
     try:
         return await dispatch(job, ctx)
     except asyncio.CancelledError:
@@ -131,7 +150,7 @@ async def run_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
             return "lost"
         return "lost" if status is None else str(status)
     finally:
-        beat.cancel()
+        beats.stop()
 
 
 async def consume_study_queue(
@@ -164,6 +183,12 @@ async def consume_study_queue(
     deadline = time.monotonic() + budget
     stop_seen_at: float | None = None
     running: set[asyncio.Task[str]] = set()
+    # Claims in progress, with their limits. A claim runs as a task beside the jobs, so
+    # its database work queues up behind theirs: the database thread goes from one
+    # job's write to the next claim without waiting for this loop to come round.
+    claims: dict[asyncio.Task[list[StudyQuestionJob]], int] = {}
+    claims_started = 0
+    nothing_ready = False  # a claim came back short: claim again once a job ends
     db_error: DatabaseError | None = None
     async with LLMClient.from_settings() as client:
         ctx = WorkContext(client, breaker, permits, conf.GATE_TIMEOUT_SECONDS, should_stop)
@@ -171,43 +196,64 @@ async def consume_study_queue(
             if should_stop() and stop_seen_at is None:
                 stop_seen_at = time.monotonic()
             # The budget bounds further claims; every cycle claims at least once.
-            in_budget = result.claimed == 0 or time.monotonic() < deadline
-            claiming = stop_seen_at is None and in_budget and breaker.allows() and db_error is None
-            free = in_flight - len(running)
+            in_budget = claims_started == 0 or time.monotonic() < deadline
+            claiming = (
+                stop_seen_at is None
+                and in_budget
+                and not nothing_ready
+                and db_error is None
+                and breaker.allows()
+            )
+            free = in_flight - len(running) - sum(claims.values())
             if claiming and free > 0:
-                try:
-                    jobs = await queue.aclaim(worker_id=worker_id, limit=min(batch_size, free))
-                except DatabaseError as exc:
-                    # Let the running jobs finish, then fail the cycle so that it is
-                    # retried soon on a fresh connection.
-                    db_error = exc
-                    continue
-                result.claimed += len(jobs)
-                for job in jobs:
-                    running.add(asyncio.create_task(run_job(job, ctx), name=f"job-{job.pk}"))
-                if jobs:
-                    continue
-                if not running:
-                    break  # nothing ready, nothing running
-            elif not running:
-                break
+                limit = min(batch_size, free)
+                claims[asyncio.create_task(queue.aclaim(worker_id=worker_id, limit=limit))] = limit
+                claims_started += 1
+                continue
+            if not running and not claims:
+                break  # nothing ready (or no more claiming), nothing running
             if stop_seen_at is None:
                 timeout = 0.5  # wake up to notice a stop request
             else:
                 timeout = max(0.0, stop_seen_at + grace - time.monotonic())
-            done, running = await asyncio.wait(
-                running, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            done, _ = await asyncio.wait(
+                {*running, *claims}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
             )
             for task in done:
-                # A task cancelled by its heartbeat lost its claim; it wrote nothing.
-                result.outcomes["lost" if task.cancelled() else task.result()] += 1
-            if stop_seen_at is not None and time.monotonic() >= stop_seen_at + grace and running:
-                logger.warning("study_consumer_grace_expired releasing=%s", len(running))
-                for task in running:
-                    task.cancel()
-                await asyncio.gather(*running, return_exceptions=True)
-                result.outcomes["released"] += len(running)
-                running = set()
+                if task in claims:
+                    limit = claims.pop(task)
+                    try:
+                        jobs = task.result()
+                    except DatabaseError as exc:
+                        # Let the running jobs finish, then fail the cycle so that it is
+                        # retried soon on a fresh connection.
+                        db_error = exc
+                        continue
+                    result.claimed += len(jobs)
+                    nothing_ready = nothing_ready or len(jobs) < limit
+                    if stop_seen_at is not None:
+                        # Claimed as the stop came: start nothing new.
+                        result.outcomes["released"] += await _release(jobs)
+                        continue
+                    for job in jobs:
+                        running.add(asyncio.create_task(run_job(job, ctx), name=f"job-{job.pk}"))
+                else:
+                    running.discard(task)
+                    nothing_ready = False
+                    # A task cancelled by its heartbeat lost its claim; it wrote nothing.
+                    result.outcomes["lost" if task.cancelled() else task.result()] += 1
+            if stop_seen_at is not None and time.monotonic() >= stop_seen_at + grace:
+                if running:
+                    logger.warning("study_consumer_grace_expired releasing=%s", len(running))
+                    for task in running:
+                        task.cancel()
+                    await asyncio.gather(*running, return_exceptions=True)
+                    result.outcomes["released"] += len(running)
+                    running = set()
+                for claimed in await asyncio.gather(*claims, return_exceptions=True):
+                    if isinstance(claimed, list):
+                        result.outcomes["released"] += await _release(claimed)
+                claims = {}
     if db_error is not None:
         logger.warning("study_consumer_db_error worker=%s error=%r", worker_id, db_error)
         raise db_error
@@ -215,6 +261,15 @@ async def consume_study_queue(
     result.next_due_in = await _next_due_in()
     logger.info("study_consumer_cycle worker=%s %s", worker_id, result.summary())
     return result
+
+
+async def _release(jobs: list[StudyQuestionJob]) -> int:
+    """Hand claimed jobs that will not be started back (attempt kept); how many."""
+    released = 0
+    for job in jobs:
+        with contextlib.suppress(DatabaseError):  # else stale recovery gets them
+            released += await queue.arelease(job, delay=0, message="consumer stopping")
+    return released
 
 
 async def _next_due_in() -> float | None:

@@ -12,11 +12,13 @@ async twin that runs it on Django's sync thread.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import random
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+import weakref
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
@@ -54,9 +56,11 @@ NOTIFY_CHANNEL = "studyqueue_jobs"
 def _async(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     """The async twin of a sync queue function (runs on Django's sync thread)."""
 
+    runner = sync_to_async(fn, thread_sensitive=True)  # built once: it inspects fn
+
     @functools.wraps(fn)
     async def twin(*args: P.args, **kwargs: P.kwargs) -> R:
-        return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+        return await runner(*args, **kwargs)
 
     twin.__name__ = twin.__qualname__ = f"a{fn.__name__}"
     return twin
@@ -101,25 +105,27 @@ def _prep(field_name: str, value: Any, connection: Any) -> Any:
     return Job._meta.get_field(field_name).get_db_prep_value(value, connection)
 
 
-def _update_returning(
-    set_sql: str, set_params: list[Any], where_sql: str, where_params: list[Any]
-) -> list[Job]:
-    """One ``UPDATE … RETURNING`` statement; the rows it changed, as jobs in id order.
+def _returning_sql(connection: Any, set_sql: str, where_sql: str) -> str:
+    """``UPDATE job SET … WHERE … RETURNING`` every column, in ``_ATTNAMES`` order."""
+    qn = connection.ops.quote_name
+    columns = ", ".join(qn(f.column) for f in Job._meta.concrete_fields)
+    return f"UPDATE {qn(Job._meta.db_table)} SET {set_sql} WHERE {where_sql} RETURNING {columns}"
+
+
+def _update_returning(sql: str, params: list[Any], *, hot: bool = False) -> list[Job]:
+    """Run one ``UPDATE … RETURNING`` statement (see ``_returning_sql``); the rows it
+    changed, as jobs in id order. ``hot``: a per-job statement (see ``_hot_cursor``).
 
     A single statement is atomic on both databases and needs no transaction, which
     is what lets the async consumer claim safely (there is no async ``atomic``).
     """
     db = _db()
     connection = connections[db]
-    qn = connection.ops.quote_name
-    fields = Job._meta.concrete_fields
-    columns = ", ".join(qn(f.column) for f in fields)
-    sql = f"UPDATE {qn(Job._meta.db_table)} SET {set_sql} WHERE {where_sql} RETURNING {columns}"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*set_params, *where_params])
+    with _hot_cursor(connection) if hot else connection.cursor() as cursor:
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
     converters = _row_converters(connection)
-    names = [f.attname for f in fields]
+    names = _ATTNAMES
     jobs = []
     for row in rows:
         values = list(row)
@@ -131,9 +137,58 @@ def _update_returning(
     return jobs
 
 
+_ATTNAMES = [f.attname for f in Job._meta.concrete_fields]
+_converters: weakref.WeakKeyDictionary[Any, list[tuple[int, Any, list]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+_hot_cursors: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+@contextlib.contextmanager
+def _hot_cursor(connection: Any) -> Iterator[Any]:
+    """A cursor for the statements run once or twice per job (claim, fenced writes).
+
+    On PostgreSQL it binds parameters on the server (Django's default cursor quotes
+    them into the SQL in Python), so that psycopg can prepare these fixed-shape
+    statements when the connection allows it (``prepare_threshold``, set from
+    DATABASE_PREPARED_STATEMENTS), and it is kept open for the next statement on the
+    same connection. Wrapped like Django's own cursors: database errors become
+    ``django.db`` errors, health checks and execute wrappers apply.
+    """
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            yield cursor
+        return
+    from django.db.backends.postgresql.base import ServerBindingCursor
+    from django.db.backends.utils import CursorDebugWrapper
+
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    raw_connection, cursor = _hot_cursors.get(connection, (None, None))
+    if (
+        raw_connection is not connection.connection
+        or cursor.cursor.closed
+        or connection.queries_logged != isinstance(cursor, CursorDebugWrapper)
+    ):
+        with connection.wrap_database_errors:
+            raw = ServerBindingCursor(connection.connection)
+        if connection.queries_logged:
+            cursor = connection.make_debug_cursor(raw)
+        else:
+            cursor = connection.make_cursor(raw)
+        _hot_cursors[connection] = (connection.connection, cursor)
+    yield cursor
+
+
 def _row_converters(connection: Any) -> list[tuple[int, Any, list]]:
     """The backend's and the fields' value converters for a full job row (as the ORM
-    applies them), for rows read with a plain cursor."""
+    applies them), for rows read with a plain cursor. Worked out once per connection."""
+    cached = _converters.get(connection)
+    if cached is not None:
+        return cached
     out = []
     for index, model_field in enumerate(Job._meta.concrete_fields):
         expression = model_field.get_col(Job._meta.db_table)
@@ -142,30 +197,54 @@ def _row_converters(connection: Any) -> list[tuple[int, Any, list]]:
         )
         if funcs:
             out.append((index, expression, funcs))
+    _converters[connection] = out
     return out
 
 
-def _claim_where(connection: Any) -> str:
-    """The claim's WHERE clause (shared with tests that ``EXPLAIN`` it)."""
+_SQL: dict[tuple, str] = {}
+
+
+def _cached_sql(connection: Any, key: tuple, build: Callable[[], str]) -> str:
+    """Per-job statements are built once per database vendor, not on every call."""
+    cache_key = (connection.vendor, *key)
+    sql = _SQL.get(cache_key)
+    if sql is None:
+        sql = _SQL[cache_key] = build()
+    return sql
+
+
+def claim_select_sql(connection: Any) -> str:
+    """The SELECT at the heart of ``claim`` (for ``EXPLAIN`` in tests and benchmarks);
+    parameters: the time now, the limit."""
     qn = connection.ops.quote_name
-    table = qn(Job._meta.db_table)
     # Status literals are inlined, not parameters, so the planner can match the
     # partial index even for a generic (prepared) plan.
     lock = (
         " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
     )
     return (
-        f"{qn('id')} IN (SELECT {qn('id')} FROM {table}"
+        f"SELECT {qn('id')} FROM {qn(Job._meta.db_table)}"
         f" WHERE {qn('status')} = '{JobStatus.PENDING.value}'"
         f" AND {qn('run_after')} <= %s AND {qn('attempts')} < {qn('max_attempts')}"
-        f" ORDER BY {qn('id')} LIMIT %s{lock})"
+        f" ORDER BY {qn('id')} LIMIT %s{lock}"
     )
 
 
-def claim_select_sql(connection: Any) -> str:
-    """The SELECT at the heart of ``claim`` (for ``EXPLAIN`` in tests and benchmarks)."""
-    inner = _claim_where(connection)
-    return inner[inner.index("(") + 1 : -1]
+def _claim_sql(connection: Any) -> str:
+    qn = connection.ops.quote_name
+    if connection.vendor == "postgresql":
+        # ARRAY(subquery) runs the locking SELECT once, as an init plan, and the update
+        # finds its rows by primary key; "IN (subquery)" plans a semi-join instead
+        # (measured: 0.09 vs 0.22 ms per claim).
+        where = f"{qn('id')} = ANY(ARRAY({claim_select_sql(connection)}))"
+    else:
+        where = f"{qn('id')} IN ({claim_select_sql(connection)})"
+    set_sql = (
+        f"{qn('status')} = '{JobStatus.PROCESSING.value}', {qn('attempts')} = {qn('attempts')} + 1,"
+        f" {qn('claim_token')} = %s, {qn('worker_id')} = %s, {qn('started_at')} = %s,"
+        f" {qn('heartbeat_at')} = %s, {qn('completed_at')} = NULL"
+    )
+    return _returning_sql(connection, set_sql, where)
 
 
 def backoff_seconds(attempts: int) -> float:
@@ -183,18 +262,29 @@ def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
     ORM's query compilation cost more than the database round trip itself.
     """
     connection = connections[_db()]
-    qn = connection.ops.quote_name
-    sets, params = [], []
-    for name, value in values.items():
-        field = Job._meta.get_field(name)
-        sets.append(f"{qn(field.column)} = %s")
-        params.append(field.get_db_prep_save(value, connection))
-    sql = (
-        f"UPDATE {qn(Job._meta.db_table)} SET {', '.join(sets)} WHERE {qn('id')} = %s"
-        f" AND {qn('status')} = '{JobStatus.PROCESSING.value}' AND {qn('claim_token')} = %s"
-    )
+    # NULLs go into the statement itself (one shape per pattern of NULLs, cached):
+    # fewer parameters to adapt and send on every outcome.
+    nulls = tuple(value is None for value in values.values())
+    params = [
+        Job._meta.get_field(name).get_db_prep_save(value, connection)
+        for name, value in values.items()
+        if value is not None
+    ]
     params += [job.pk, _prep("claim_token", job.claim_token, connection)]
-    with connection.cursor() as cursor:
+
+    def build() -> str:
+        qn = connection.ops.quote_name
+        sets = ", ".join(
+            f"{qn(Job._meta.get_field(name).column)} = {'NULL' if null else '%s'}"
+            for name, null in zip(values, nulls, strict=True)
+        )
+        return (
+            f"UPDATE {qn(Job._meta.db_table)} SET {sets} WHERE {qn('id')} = %s"
+            f" AND {qn('status')} = '{JobStatus.PROCESSING.value}' AND {qn('claim_token')} = %s"
+        )
+
+    sql = _cached_sql(connection, ("fenced", *values, *nulls), build)
+    with _hot_cursor(connection) as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount == 1
 
@@ -315,20 +405,19 @@ def claim(*, worker_id: str, limit: int | None = None) -> list[Job]:
     if limit < 1:
         return []
     connection = connections[_db()]
-    qn = connection.ops.quote_name
-    now = timezone.now()
-    token = uuid.uuid4()
-    stamp = _prep("started_at", now, connection)
-    set_sql = (
-        f"{qn('status')} = '{JobStatus.PROCESSING.value}', {qn('attempts')} = {qn('attempts')} + 1,"
-        f" {qn('claim_token')} = %s, {qn('worker_id')} = %s, {qn('started_at')} = %s,"
-        f" {qn('heartbeat_at')} = %s, {qn('completed_at')} = NULL"
-    )
+    stamp = _prep("started_at", timezone.now(), connection)
     jobs = _update_returning(
-        set_sql,
-        [_prep("claim_token", token, connection), worker_id[:200], stamp, stamp],
-        _claim_where(connection),
-        [stamp, limit],
+        _cached_sql(connection, ("claim",), lambda: _claim_sql(connection)),
+        # SET claim_token, worker_id, started_at, heartbeat_at; WHERE run_after <= now, LIMIT
+        [
+            _prep("claim_token", uuid.uuid4(), connection),
+            worker_id[:200],
+            stamp,
+            stamp,
+            stamp,
+            limit,
+        ],
+        hot=True,
     )
     for job in jobs:
         _log("claimed", job, worker=worker_id)
@@ -534,13 +623,14 @@ def skip(
     if not ids:
         return SkipResult()
     active = ", ".join(f"'{s.value}'" for s in ACTIVE_STATUSES)
-    jobs = _update_returning(
+    sql = _returning_sql(
+        connection,
         f"{qn('status')} = '{JobStatus.SKIPPED.value}', {qn('error_code')} = %s,"
         f" {qn('error_message')} = %s, {qn('completed_at')} = %s, {qn('claim_token')} = NULL",
-        [ErrorCode(code).value, _clip(message), _prep("completed_at", timezone.now(), connection)],
         f"{qn('id')} IN ({', '.join(['%s'] * len(ids))}) AND {qn('status')} IN ({active})",
-        ids,
     )
+    stamp = _prep("completed_at", timezone.now(), connection)
+    jobs = _update_returning(sql, [ErrorCode(code).value, _clip(message), stamp, *ids])
     for job in jobs:
         _log("skipped", job)
     done = {job.pk for job in jobs}
@@ -597,17 +687,21 @@ def reset_stale(
         f" {qn('error_message')} = %s"
     )
     failed = _update_returning(
-        f"{qn('status')} = '{JobStatus.FAILED.value}', {qn('completed_at')} = %s, {common}",
-        [stamp, message],
-        f"{stale_where} AND {qn('attempts')} >= {qn('max_attempts')}",
-        stale_params,
+        _returning_sql(
+            connection,
+            f"{qn('status')} = '{JobStatus.FAILED.value}', {qn('completed_at')} = %s, {common}",
+            f"{stale_where} AND {qn('attempts')} >= {qn('max_attempts')}",
+        ),
+        [stamp, message, *stale_params],
     )
     reset = _update_returning(
-        f"{qn('status')} = '{JobStatus.PENDING.value}', {qn('run_after')} = %s,"
-        f" {qn('started_at')} = NULL, {qn('heartbeat_at')} = NULL, {common}",
-        [stamp, message],
-        stale_where,
-        stale_params,
+        _returning_sql(
+            connection,
+            f"{qn('status')} = '{JobStatus.PENDING.value}', {qn('run_after')} = %s,"
+            f" {qn('started_at')} = NULL, {qn('heartbeat_at')} = NULL, {common}",
+            stale_where,
+        ),
+        [stamp, message, *stale_params],
     )
     for job in failed:
         _log("stale_failed", job, level=logging.WARNING)

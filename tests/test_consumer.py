@@ -265,6 +265,23 @@ def test_on_stop_jobs_waiting_for_the_gate_are_released_not_started(llm_server):
     assert [job_state(j)[0::2] for j in jobs] == [("completed", 1), ("pending", 0)]
 
 
+def test_jobs_claimed_as_the_stop_comes_are_released_not_started(llm_server):
+    jobs = enqueue(3)
+    calls = []
+
+    def should_stop() -> bool:
+        # False only when the loop first looks: its first claims are then in flight
+        # when it sees the stop.
+        calls.append(1)
+        return len(calls) > 1
+
+    result = cycle(should_stop=should_stop)
+    assert result.claimed >= 1
+    assert result.outcomes == {"released": result.claimed}
+    assert llm_server.stats()["requests"] == 0
+    assert [job_state(j) for j in jobs] == [("pending", "", 0)] * 3
+
+
 def test_a_job_cut_off_by_a_dying_server_twice_in_a_row_loses_an_attempt(llm_server):
     from tests.conftest import wait_for
     from tests.llm_server import LLMServer

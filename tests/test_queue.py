@@ -430,3 +430,18 @@ def test_a_write_rolled_back_leaves_the_claim_usable_and_logs_nothing(caplog):
     assert queue.fail(job, ErrorCode.INTERNAL, "commit failed") == JobStatus.PENDING
     job.refresh_from_db()
     assert (job.status, job.error_code) == ("pending", "internal")
+
+
+@pytest.mark.postgres
+def test_per_job_statements_are_prepared_on_postgresql():
+    from django.db import connection
+
+    for _ in range(7):
+        queue.enqueue(StudyQuestionFactory())
+    for _ in range(7):
+        assert queue.complete(claim_one())
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert any("FOR UPDATE SKIP LOCKED" in sql for sql in prepared), prepared
+    assert any('"status" = $1' in sql and 'claim_token" = $' in sql for sql in prepared)

@@ -189,6 +189,14 @@ async def consume_study_queue(
     claims: dict[asyncio.Task[list[StudyQuestionJob]], int] = {}
     claims_started = 0
     nothing_ready = False  # a claim came back short: claim again once a job ends
+    # Tasks report here when done: one callback per task, where asyncio.wait would add
+    # and remove one on every task in flight at every wake-up.
+    finished: asyncio.Queue[asyncio.Task] = asyncio.Queue()
+
+    def track(task: asyncio.Task) -> asyncio.Task:
+        task.add_done_callback(finished.put_nowait)
+        return task
+
     db_error: DatabaseError | None = None
     async with LLMClient.from_settings() as client:
         ctx = WorkContext(client, breaker, permits, conf.GATE_TIMEOUT_SECONDS, should_stop)
@@ -207,7 +215,9 @@ async def consume_study_queue(
             free = in_flight - len(running) - sum(claims.values())
             if claiming and free > 0:
                 limit = min(batch_size, free)
-                claims[asyncio.create_task(queue.aclaim(worker_id=worker_id, limit=limit))] = limit
+                claims[
+                    track(asyncio.create_task(queue.aclaim(worker_id=worker_id, limit=limit)))
+                ] = limit
                 claims_started += 1
                 continue
             if not running and not claims:
@@ -216,10 +226,7 @@ async def consume_study_queue(
                 timeout = 0.5  # wake up to notice a stop request
             else:
                 timeout = max(0.0, stop_seen_at + grace - time.monotonic())
-            done, _ = await asyncio.wait(
-                {*running, *claims}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-            for task in done:
+            for task in await _finished_tasks(finished, timeout):
                 if task in claims:
                     limit = claims.pop(task)
                     try:
@@ -236,8 +243,10 @@ async def consume_study_queue(
                         result.outcomes["released"] += await _release(jobs)
                         continue
                     for job in jobs:
-                        running.add(asyncio.create_task(run_job(job, ctx), name=f"job-{job.pk}"))
-                else:
+                        running.add(
+                            track(asyncio.create_task(run_job(job, ctx), name=f"job-{job.pk}"))
+                        )
+                elif task in running:
                     running.discard(task)
                     nothing_ready = False
                     # A task cancelled by its heartbeat lost its claim; it wrote nothing.
@@ -261,6 +270,19 @@ async def consume_study_queue(
     result.next_due_in = await _next_due_in()
     logger.info("study_consumer_cycle worker=%s %s", worker_id, result.summary())
     return result
+
+
+async def _finished_tasks(finished: asyncio.Queue[asyncio.Task], timeout: float) -> list:
+    """The tasks that have finished: at least one, unless ``timeout`` passes first."""
+    try:
+        async with asyncio.timeout(timeout):
+            first = await finished.get()
+    except TimeoutError:
+        return []
+    done = [first]
+    while not finished.empty():
+        done.append(finished.get_nowait())
+    return done
 
 
 async def _release(jobs: list[StudyQuestionJob]) -> int:

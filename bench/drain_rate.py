@@ -26,7 +26,7 @@ def main() -> None:
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--delay", type=float, default=0.05)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--permits", type=int, nargs="+", default=[1, 4])
     args = parser.parse_args()
     setup_django(args.db)

@@ -11,16 +11,8 @@ import pytest
 from studyqueue.models import ErrorCode
 from studyqueue.services.http_transport import DirectHTTPTransport
 from studyqueue.services.llm import LLMClient, LLMError, _direct
-from tests.llm_server import LLMServer
 
 MESSAGES = [{"role": "user", "content": "Question:\nWhat is 2 + 2?\n"}]
-
-
-@pytest.fixture
-def server():
-    srv = LLMServer().start()
-    yield srv
-    srv.stop()
 
 
 async def _chats(url: str, n: int, *, concurrent: bool = False, **kwargs) -> list:

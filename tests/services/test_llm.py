@@ -9,16 +9,8 @@ import pytest
 
 from studyqueue.models import ErrorCode
 from studyqueue.services.llm import LLMClient, LLMError, LLMReply, parse_retry_after
-from tests.llm_server import LLMServer
 
 MESSAGES = [{"role": "user", "content": "Question:\nWhat is 2 + 2?\n"}]
-
-
-@pytest.fixture
-def server():
-    srv = LLMServer().start()
-    yield srv
-    srv.stop()
 
 
 def chat(url: str, **kwargs) -> LLMReply:

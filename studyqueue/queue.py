@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import random
+import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
@@ -23,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, connections, router, transaction
+from django.db import IntegrityError, NotSupportedError, connections, router, transaction
 from django.db.backends.utils import CursorDebugWrapper
 from django.db.models import F
 from django.utils import timezone
@@ -124,9 +125,7 @@ def _update_returning(
     """
     db = connection.alias
     if hot:
-        cursor = _hot_cursor(connection)
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+        rows = _hot_execute(connection, sql, params).fetchall()
     else:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -189,6 +188,21 @@ def _hot_cursor(connection: Any) -> Any:
     else:
         cursor = connection.make_cursor(raw)
     _hot_cursors[connection] = (connection.connection, cursor)
+    return cursor
+
+
+def _hot_execute(connection: Any, sql: str, params: list[Any]) -> Any:
+    """Run a per-job statement on the connection's kept cursor; the cursor."""
+    cursor = _hot_cursor(connection)
+    try:
+        cursor.execute(sql, params)
+    except NotSupportedError:
+        # "cached plan must not change result type": a migration changed a column
+        # under a prepared statement, which then fails for the rest of the session.
+        # Retire the connection: Django replaces it before the next cycle.
+        logger.warning("study_db_connection_retired reason=prepared_statement_invalidated")
+        connection.close_at = time.monotonic()
+        raise
     return cursor
 
 
@@ -291,9 +305,8 @@ def _fenced_update(connection: Any, job: Job, values: dict[str, Any]) -> bool:
             f" AND {qn('status')} = '{JobStatus.PROCESSING.value}' AND {qn('claim_token')} = %s"
         )
 
-    cursor = _hot_cursor(connection)
-    cursor.execute(_cached_sql(connection, ("fenced", *values, *nulls), build), params)
-    return cursor.rowcount == 1
+    sql = _cached_sql(connection, ("fenced", *values, *nulls), build)
+    return _hot_execute(connection, sql, params).rowcount == 1
 
 
 # --------------------------------------------------------------------------- enqueue

@@ -445,3 +445,30 @@ def test_per_job_statements_are_prepared_on_postgresql():
         prepared = [row[0] for row in cursor.fetchall()]
     assert any("FOR UPDATE SKIP LOCKED" in sql for sql in prepared), prepared
     assert any('"status" = $1' in sql and 'claim_token" = $' in sql for sql in prepared)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_migration_under_a_prepared_claim_retires_the_connection():
+    """A column type change makes a prepared statement fail for the rest of its session;
+    the connection is retired so the next cycle (after close_old_connections) works."""
+    import psycopg
+    from django.db import DatabaseError, close_old_connections, connection
+
+    from studyqueue.pg import psycopg_kwargs
+
+    for _ in range(10):
+        queue.enqueue(StudyQuestionFactory())
+    for _ in range(6):  # past psycopg's prepare threshold
+        assert queue.complete(claim_one())
+    table = StudyQuestionJob._meta.db_table
+    with psycopg.connect(**psycopg_kwargs(connection.settings_dict), autocommit=True) as other:
+        other.execute(f"ALTER TABLE {table} ALTER COLUMN worker_id TYPE varchar(250)")
+        try:
+            with pytest.raises(DatabaseError, match="cached plan must not change result type"):
+                queue.claim(worker_id="w", limit=1)
+            close_old_connections()  # what runs between two consume cycles
+            assert queue.complete(claim_one())
+        finally:
+            other.execute(f"ALTER TABLE {table} ALTER COLUMN worker_id TYPE varchar(200)")
+            connection.close()

@@ -55,6 +55,7 @@ test-django61:
 # QUICK=1 runs each with small sizes as a smoke test.
 bench: $(VENV)/.installed-dev
 	$(PY) -m bench.queue_overhead $(if $(QUICK),--jobs 1000 --runs 1,)
+	$(PY) -m bench.llm_floor $(if $(QUICK),--calls 40 --runs 1,)
 	$(PY) -m bench.drain_rate --db postgres $(if $(QUICK),--jobs 40 --runs 1,)
 	$(PY) -m bench.wakeup $(if $(QUICK),--enqueues 20,)
 	$(PY) -m bench.bulk_enqueue $(if $(QUICK),--questions 10000 --runs 1,)

@@ -124,6 +124,49 @@ def test_a_dead_spare_is_replaced_by_a_fresh_connection_once():
     assert srv.requests_seen[:2] == [1, 2] and len(srv.requests_seen) == 3
 
 
+def test_an_http11_chunked_stream_is_read_like_vllm_or_ollama_send_it():
+    """HTTP/1.1 servers (uvicorn under vLLM, Ollama) stream SSE with chunked encoding."""
+    events = [
+        b'data: {"choices": [{"delta": {"content": "fo"}}]}\n\n',
+        b'data: {"choices": [{"delta": {"content": "ur"}, "finish_reason": "stop"}]}\n\n',
+        b"data: [DONE]\n\n",
+    ]
+    seen_headers: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()  # the client's spare, closed unused
+            return
+        seen_headers.append(head)
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        for event in events:  # one chunk per event, flushed apart
+            writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def go() -> list:
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        try:
+            return await _chats(f"http://127.0.0.1:{port}/v1", 2)
+        finally:
+            srv.close()
+
+    replies = asyncio.run(go())
+    assert [(r.content, r.finish_reason) for r in replies] == [("four", "stop")] * 2
+    assert all(b"connection: close" in h.lower() for h in seen_headers)
+    assert all(h.startswith(b"POST /v1/chat/completions HTTP/1.1") for h in seen_headers)
+
+
 def test_connections_are_bounded(server):
     server.configure(delay=0.05)
     asyncio.run(_chats(server.url, 4, concurrent=True, max_connections=2))

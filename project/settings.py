@@ -23,10 +23,15 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 def _env_bool(name: str, default: bool = False) -> bool:
-    value = os.environ.get(name)
-    if value is None or value == "":
+    """An on/off environment variable; anything unrecognised is a clear error."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
         return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be on or off, got {raw!r}")
 
 
 DEBUG = _env_bool("DEBUG")
@@ -88,17 +93,6 @@ WSGI_APPLICATION = "project.wsgi.application"
 ASGI_APPLICATION = "project.asgi.application"
 
 
-def _flag(name: str, *, default: bool) -> bool:
-    raw = os.environ.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in {"1", "true", "yes", "on"}:
-        return True
-    if raw in {"0", "false", "no", "off"}:
-        return False
-    raise ImproperlyConfigured(f"{name} must be on or off, got {raw!r}")
-
-
 def _database_config() -> dict:
     url = os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
     # Persistent, health-checked connections: the consumer is long-running and a
@@ -117,7 +111,7 @@ def _database_config() -> dict:
         }
         # A file, not :memory:, so that test threads and helper processes share it.
         config["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
-    elif config["ENGINE"] == "django.db.backends.postgresql" and _flag(
+    elif config["ENGINE"] == "django.db.backends.postgresql" and _env_bool(
         "DATABASE_PREPARED_STATEMENTS", default=True
     ):
         # Prepared statements for the queue's per-job statements (Django's own queries

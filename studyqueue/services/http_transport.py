@@ -12,7 +12,7 @@ What it does:
 - at most ``max_connections`` requests at once (``pool`` timeout while waiting);
 - while a request runs, the connection for the next one is opened ahead (``spare``):
   the next call starts with a write instead of a TCP handshake. A spare that the server
-  closed, or that sat idle longer than ``spare_max_idle``, is dropped; a spare that turns
+  closed, or that sat idle longer than ``SPARE_MAX_IDLE_SECONDS``, is dropped; a spare that turns
   out dead when used (closed before any reply byte) is replaced by a fresh connection
   once, so a server that drops idle connections costs nothing but that reconnect.
 - httpx's timeouts (connect/read/write/pool) and exception types, so callers see exactly
@@ -33,6 +33,9 @@ import h11
 import httpx
 
 Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+# A spare older than this is not trusted (servers with idle timeouts drop connections
+# quietly); after a call that long, the reconnect it saves does not matter anyway.
+SPARE_MAX_IDLE_SECONDS = 10.0
 _READ_SIZE = 64 * 1024
 
 
@@ -116,12 +119,8 @@ class _ResponseStream(httpx.AsyncByteStream):
 class DirectHTTPTransport(httpx.AsyncBaseTransport):
     """HTTP/1.1 client transport for ``http://`` URLs; see the module docstring."""
 
-    def __init__(
-        self, *, max_connections: int = 4, preconnect: bool = True, spare_max_idle: float = 10.0
-    ) -> None:
+    def __init__(self, *, max_connections: int = 4) -> None:
         self._slots = asyncio.Semaphore(max_connections)
-        self._preconnect = preconnect
-        self._spare_max_idle = spare_max_idle
         self._spare: asyncio.Task[Stream] | None = None
         self._spare_key: tuple[str, int] | None = None
         self._spare_at = 0.0
@@ -195,14 +194,14 @@ class DirectHTTPTransport(httpx.AsyncBaseTransport):
         if task.cancelled() or task.exception() is not None:
             return None
         reader, writer = task.result()
-        fresh = time.monotonic() - self._spare_at < self._spare_max_idle
+        fresh = time.monotonic() - self._spare_at < SPARE_MAX_IDLE_SECONDS
         if key != self._spare_key or not fresh or reader.at_eof() or writer.is_closing():
             writer.close()
             return None
         return reader, writer
 
     def _open_spare(self, key: tuple[str, int]) -> None:
-        if not self._preconnect or self._closed or self._spare is not None:
+        if self._closed or self._spare is not None:
             return
         task = asyncio.ensure_future(asyncio.open_connection(*key))
         # A server that is down fails the spare: the next call connects (and reports) itself.

@@ -131,24 +131,23 @@ def _update_returning(
             cursor.execute(sql, params)
             rows = cursor.fetchall()
     converters = _row_converters(connection)
-    names = _ATTNAMES
     jobs = []
     for row in rows:
         values = list(row)
         for index, expression, funcs in converters:
             for func in funcs:
                 values[index] = func(values[index], expression, connection)
-        jobs.append(Job.from_db(db, names, values))
+        jobs.append(Job.from_db(db, _ATTNAMES, values))
     jobs.sort(key=lambda j: j.pk)
     return jobs
 
 
+# Worked out once: column order of every RETURNING, and per connection the row
+# converters and the kept per-job cursor.
 _ATTNAMES = [f.attname for f in Job._meta.concrete_fields]
 _converters: weakref.WeakKeyDictionary[Any, list[tuple[int, Any, list]]] = (
     weakref.WeakKeyDictionary()
 )
-
-
 _hot_cursors: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
 
 
@@ -418,8 +417,9 @@ def claim(*, worker_id: str, limit: int | None = None) -> list[Job]:
     """Atomically claim up to ``limit`` ready jobs in id order for ``worker_id``.
 
     Counts the attempt, stamps a fresh claim token and heartbeat. On PostgreSQL one
-    ``UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED) RETURNING``; on SQLite
-    the same statement without the lock clause (SQLite serialises writers).
+    ``UPDATE … WHERE id = ANY(ARRAY(SELECT … FOR UPDATE SKIP LOCKED)) RETURNING``; on
+    SQLite ``… WHERE id IN (SELECT …)`` without the lock clause (SQLite serialises
+    writers).
     """
     limit = conf.BATCH_SIZE if limit is None else limit
     if limit < 1:
@@ -691,7 +691,7 @@ def reset_stale(
     if ids == []:
         return StaleResult(reset=0, failed=0)
     if dry_run:
-        stale = Job.objects.using(_db()).stale(cutoff)
+        stale = Job.objects.using(connection.alias).stale(cutoff)
         if ids is not None:
             stale = stale.filter(pk__in=ids)
         exhausted = stale.filter(attempts__gte=F("max_attempts")).count()

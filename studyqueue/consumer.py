@@ -26,7 +26,7 @@ from studyqueue.breaker import CircuitBreaker
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
 from studyqueue.services.llm import LLMClient
-from studyqueue.workers.explanation import WorkContext, run_explanation_job
+from studyqueue.workers.explanation import WorkContext, record_failure, run_explanation_job
 
 logger = logging.getLogger("studyqueue.consumer")
 
@@ -145,10 +145,9 @@ async def run_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
     except Exception as exc:
         logger.exception("study_job_crashed id=%s kind=%s", job.pk, job.kind)
         try:
-            status = await queue.afail(job, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            return await record_failure(job, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
         except DatabaseError:
             return "lost"
-        return "lost" if status is None else str(status)
     finally:
         beats.stop()
 

@@ -68,6 +68,14 @@ def _store(job: StudyQuestionJob, question_id: int, reply: LLMReply) -> bool:
         return True
 
 
+async def record_failure(
+    job: StudyQuestionJob, code: str, message: str, *, retry_after: float | None = None
+) -> str:
+    """Fail a claimed job (``queue.fail``); its new status, or ``lost`` if the claim was."""
+    status = await queue.afail(job, code, message, retry_after=retry_after)
+    return "lost" if status is None else str(status)
+
+
 def _cut_off_again(job: StudyQuestionJob, error: LLMError) -> bool:
     """This job's call was cut off by the server going away, and so was its last one:
     the question itself may be what brings the server down."""
@@ -88,8 +96,7 @@ async def _handle_llm_error(job: StudyQuestionJob, error: LLMError, ctx: WorkCon
             return "released"
         # Counted, and retried after the usual backoff.
         error = LLMError(ErrorCode.LLM_SERVER_ERROR, f"cut off twice in a row: {error.message}")
-    status = await queue.afail(job, error.code, error.message, retry_after=error.retry_after)
-    return "lost" if status is None else str(status)
+    return await record_failure(job, error.code, error.message, retry_after=error.retry_after)
 
 
 async def run_explanation_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
@@ -104,11 +111,9 @@ async def run_explanation_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
     if job.study_question_id is not None:
         question = await StudyQuestion.objects.filter(pk=job.study_question_id).afirst()
     if question is None:
-        status = await queue.afail(job, ErrorCode.QUESTION_MISSING, "the question was deleted")
-        return "lost" if status is None else str(status)
+        return await record_failure(job, ErrorCode.QUESTION_MISSING, "the question was deleted")
     if not question.text.strip():
-        status = await queue.afail(job, ErrorCode.QUESTION_EMPTY, "the question has no text")
-        return "lost" if status is None else str(status)
+        return await record_failure(job, ErrorCode.QUESTION_EMPTY, "the question has no text")
 
     messages = build_messages(question)
     try:

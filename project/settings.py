@@ -77,7 +77,7 @@ ROOT_URLCONF = "project.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -111,13 +111,6 @@ def _database_config() -> dict:
         }
         # A file, not :memory:, so that test threads and helper processes share it.
         config["TEST"] = {"NAME": str(BASE_DIR / ".test-db.sqlite3")}
-    elif config["ENGINE"] == "django.db.backends.postgresql" and _env_bool(
-        "DATABASE_PREPARED_STATEMENTS", default=True
-    ):
-        # Prepared statements for the queue's per-job statements (Django's own queries
-        # use client-side binding and are never prepared). Turn off behind a pooler in
-        # transaction mode that cannot keep them (PgBouncer < 1.21).
-        config.setdefault("OPTIONS", {})["prepare_threshold"] = 5
     return config
 
 

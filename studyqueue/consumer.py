@@ -1,46 +1,46 @@
-"""One consume cycle: reset stale jobs, then claim and run jobs until the budget is spent.
+"""The consumer: one long-lived object per process that turns pending jobs into results.
 
-Order and guarantees kept from the original service: stale recovery first, claims in id
-order, dispatch by kind, each job isolated (its exception never touches another job; an
-unexpected error fails it as ``internal``, a crash leaves it to stale recovery).
+A ``Consumer`` owns, for the life of the process, its event loop, the thread that does
+its database work, the LLM client, the circuit breaker and the gate. django-apscheduler
+calls ``Consumer.run_cycle()`` as its scheduled job (``studyqueue.scheduler``).
+
+One cycle (``Cycle``): reset stale jobs, then claim jobs in id order and keep up to
+``2 x GATE_PERMITS`` of them in flight (at most ``GATE_PERMITS`` calling the LLM, the
+others loaded and waiting at the gate) until nothing is ready or the budget is spent.
+Each job runs in isolation: its exception never touches another job, an unexpected
+error fails it as ``internal``, and a crash leaves it to stale recovery.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import logging
 import os
 import socket
+import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, TypeVar
 
-from django.db import DatabaseError
-from django.db.models import F
-from django.utils import timezone
+from django.db import DatabaseError, close_old_connections, connections
 
 from studyqueue import queue
-from studyqueue.breaker import CircuitBreaker
 from studyqueue.conf import conf
-from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
+from studyqueue.models import ErrorCode, StudyQuestionJob
+from studyqueue.services.breaker import CircuitBreaker
 from studyqueue.services.llm import LLMClient
-from studyqueue.workers.explanation import WorkContext, record_failure, run_explanation_job
+from studyqueue.services.mlx_gate import MLXGate
+from studyqueue.workers import registry
+from studyqueue.workers.base import Outcome, WorkContext, fail_job
 
 logger = logging.getLogger("studyqueue.consumer")
 
-Handler = Callable[[StudyQuestionJob, WorkContext], Awaitable[str]]
-
-# Kind -> handler. A kind listed in RESERVED is known but not built yet: its jobs are
-# skipped at once rather than left in the queue.
-HANDLERS: dict[str, Handler] = {JobKind.EXPLANATION: run_explanation_job}
-RESERVED: dict[str, str] = {
-    JobKind.SESSION_SUMMARY: "session_summary is reserved and not implemented yet",
-}
-
-# One breaker per process: it outlives cycles so that a pause spans them.
-BREAKER = CircuitBreaker()
+T = TypeVar("T")
 
 
 def default_worker_id() -> str:
@@ -53,7 +53,7 @@ class CycleResult:
     """What one cycle did."""
 
     claimed: int = 0
-    outcomes: Counter = field(default_factory=Counter)
+    outcomes: Counter[Outcome] = field(default_factory=Counter)
     stale_reset: int = 0
     stale_failed: int = 0
     paused_for: float = 0.0  # the breaker is open: claiming resumes after this many seconds
@@ -64,244 +64,251 @@ class CycleResult:
         return self.next_due_in == 0.0
 
     def summary(self) -> str:
-        parts = " ".join(f"{k}={v}" for k, v in sorted(self.outcomes.items()))
-        return (
-            f"claimed={self.claimed} {parts} stale_reset={self.stale_reset} "
-            f"stale_failed={self.stale_failed} paused_s={self.paused_for:.1f} "
-            f"next_due_s={'-' if self.next_due_in is None else f'{self.next_due_in:.1f}'}"
-        ).replace("  ", " ")
+        """The cycle as ``key=value`` pairs."""
+        due = "-" if self.next_due_in is None else f"{self.next_due_in:.1f}"
+        fields = {
+            "claimed": self.claimed,
+            **{str(k): v for k, v in sorted(self.outcomes.items())},
+            "stale_reset": self.stale_reset,
+            "stale_failed": self.stale_failed,
+            "paused_s": f"{self.paused_for:.1f}",
+            "next_due_s": due,
+        }
+        return " ".join(f"{k}={v}" for k, v in fields.items())
 
 
-async def dispatch(job: StudyQuestionJob, ctx: WorkContext) -> str:
-    """Run a claimed job by its kind."""
-    handler = HANDLERS.get(job.kind)
-    if handler is not None:
-        return await handler(job, ctx)
-    if job.kind in RESERVED:
-        applied = await queue.askip_claimed(job, ErrorCode.UNSUPPORTED_KIND, RESERVED[job.kind])
-    else:
-        applied = await queue.askip_claimed(
-            job, ErrorCode.UNKNOWN_KIND, f"unknown kind {job.kind!r}"
-        )
-    return "skipped" if applied else "lost"
+class Consumer:
+    """Claims and runs jobs, one ``run_cycle()`` at a time; close it when done.
 
-
-async def _heartbeat(job: StudyQuestionJob, runner: asyncio.Task, interval: float) -> None:
-    """Beat now, then every ``interval`` seconds, until cancelled or the claim is lost."""
-    while True:
-        try:
-            alive = await queue.aheartbeat(job)
-        except DatabaseError as exc:
-            # The database is away: keep trying; if it stays away past the stale
-            # threshold, stale recovery gives the job to someone else (fenced).
-            logger.warning("study_heartbeat_failed id=%s error=%s", job.pk, type(exc).__name__)
-            alive = True
-        if not alive:
-            # The claim was taken from us (stale reset, operator skip): stop the call
-            # so the LLM server stops generating for nobody.
-            runner.cancel("claim lost")
-            return
-        await asyncio.sleep(interval)
-
-
-class _Heartbeats:
-    """Heartbeats for one running job, started only once it outlives the first interval:
-    most jobs of a busy queue finish sooner, and a timer costs less than a task."""
-
-    def __init__(self, job: StudyQuestionJob, runner: asyncio.Task, interval: float) -> None:
-        self._task: asyncio.Task | None = None
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(interval, self._start, job, runner, interval)
-
-    def _start(self, job: StudyQuestionJob, runner: asyncio.Task, interval: float) -> None:
-        self._task = asyncio.get_running_loop().create_task(_heartbeat(job, runner, interval))
-
-    def stop(self) -> None:
-        self._timer.cancel()
-        if self._task is not None:
-            self._task.cancel()
-
-
-async def run_job(job: StudyQuestionJob, ctx: WorkContext) -> str:
-    """Run one job in isolation, with heartbeats; never raises except on cancellation.
-
-    If even recording the outcome fails (the database is away), the job is left
-    ``processing``: stale recovery hands it to another attempt, and fencing keeps
-    this worker's late writes out.
+    ``should_stop`` (default: ``request_stop()`` was called) is polled: once true, no
+    new job starts, running ones get ``SHUTDOWN_GRACE_SECONDS`` to finish, and jobs
+    still running then are handed back without losing their attempt.
     """
-    runner = asyncio.current_task()
-    assert runner is not None
-    beats = _Heartbeats(job, runner, conf.HEARTBEAT_SECONDS)
-    try:
-        return await dispatch(job, ctx)
-    except asyncio.CancelledError:
-        # Shutdown past its grace period, or the claim was lost: hand the job back
-        # (refused, and harmless, if it is no longer ours).
-        with contextlib.suppress(DatabaseError):
-            await asyncio.shield(
-                queue.arelease(job, delay=0, message="consumer stopped before the job finished")
-            )
-        raise
-    except Exception as exc:
-        logger.exception("study_job_crashed id=%s kind=%s", job.pk, job.kind)
+
+    def __init__(
+        self,
+        *,
+        worker_id: str | None = None,
+        batch_size: int | None = None,
+        budget: float | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None:
+        self.worker_id = worker_id or default_worker_id()
+        self.batch_size = batch_size or conf.BATCH_SIZE
+        self.budget = conf.CYCLE_BUDGET_SECONDS if budget is None else budget
+        self._stop = threading.Event()
+        self.stopping: Callable[[], bool] = should_stop or self._stop.is_set
+        self.database = queue.database()
+        # One thread does all database work: one connection, health-checked between
+        # cycles, which also holds the gate's advisory locks.
+        self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-db")
+        self._runner = asyncio.Runner()
+        self.breaker = CircuitBreaker()
+        self.client = LLMClient.from_settings()
+        self.gate = MLXGate(
+            conf.LLM_URL,
+            permits=conf.GATE_PERMITS,
+            timeout=conf.GATE_TIMEOUT_SECONDS,
+            run_db=self.db,
+            db=self.database,
+        )
+        self.ctx = WorkContext(
+            self.client, self.breaker, self.gate, self.db, self.database, self.stopping
+        )
+
+    def request_stop(self) -> None:
+        """Stop claiming; running jobs finish within the grace period (thread-safe)."""
+        self._stop.set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, waking early on ``request_stop()``; True if stopping."""
+        return self._stop.wait(seconds) or self.stopping()
+
+    async def db(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run a sync (ORM) function on the consumer's database thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._db_thread, functools.partial(fn, *args, **kwargs))
+
+    def run_cycle(self) -> CycleResult:
+        """Run one cycle on the consumer's event loop (blocking); see ``Cycle``."""
+        return self._runner.run(self._cycle())
+
+    async def _cycle(self) -> CycleResult:
+        # Between cycles, drop connections that are too old or broken (a restarted
+        # database); health checks catch the rest before the next use.
+        await self.db(close_old_connections)
         try:
-            return await record_failure(job, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-        except DatabaseError:
-            return "lost"
-    finally:
-        beats.stop()
+            result = await Cycle(self).run()
+        finally:
+            await self.db(close_old_connections)
+        logger.info("study_consumer_cycle worker=%s %s", self.worker_id, result.summary())
+        return result
 
+    async def run_job(self, job: StudyQuestionJob) -> Outcome:
+        """Run one claimed job with heartbeats; returns its outcome, never raises."""
+        runner = asyncio.current_task()
+        assert runner is not None
+        beats = asyncio.create_task(self._heartbeat(job, runner))
+        try:
+            return await registry.dispatch(job, self.ctx)
+        except asyncio.CancelledError:
+            # The claim was lost (a refused heartbeat) or the grace period ran out: hand
+            # the job back. Refused, and harmless, if it is no longer ours.
+            return await self.release(job, "consumer stopped before the job finished")
+        except Exception as exc:
+            logger.exception("study_job_crashed id=%s kind=%s", job.pk, job.kind)
+            try:
+                return await fail_job(
+                    self.ctx, job, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}"
+                )
+            except DatabaseError:
+                return Outcome.LOST  # left processing: stale recovery retries it
+        finally:
+            beats.cancel()
 
-async def consume_study_queue(
-    *,
-    worker_id: str | None = None,
-    batch_size: int | None = None,
-    budget: float | None = None,
-    should_stop: Callable[[], bool] = lambda: False,
-    breaker: CircuitBreaker | None = None,
-) -> CycleResult:
-    """One cycle: reset stale jobs, then keep up to 2 x GATE_PERMITS jobs in flight (at most
-    GATE_PERMITS calling the LLM) while jobs are ready and the budget
-    (``CYCLE_BUDGET_SECONDS``) lasts."""
-    worker_id = worker_id or default_worker_id()
-    batch_size = batch_size or conf.BATCH_SIZE
-    budget = conf.CYCLE_BUDGET_SECONDS if budget is None else budget
-    breaker = breaker or BREAKER
-    permits = conf.GATE_PERMITS
-    # One job ready behind each gate slot: while a call runs, the next job is claimed,
-    # loaded and waiting, and the gate hands it the slot the moment the call ends.
-    # A larger BATCH_SIZE claims more at once (fewer commits per job); the extra jobs
-    # wait for the gate with their heartbeats running.
-    in_flight = max(2 * permits, batch_size)
-    grace = conf.SHUTDOWN_GRACE_SECONDS
-    result = CycleResult()
-
-    stale = await queue.areset_stale()
-    result.stale_reset, result.stale_failed = stale.reset, stale.failed
-
-    deadline = time.monotonic() + budget
-    stop_seen_at: float | None = None
-    running: set[asyncio.Task[str]] = set()
-    # Claims in progress, with their limits. A claim runs as a task beside the jobs, so
-    # its database work queues up behind theirs: the database thread goes from one
-    # job's write to the next claim without waiting for this loop to come round.
-    claims: dict[asyncio.Task[list[StudyQuestionJob]], int] = {}
-    claims_started = 0
-    nothing_ready = False  # a claim came back short: claim again once a job ends
-    # Tasks report here when done: one callback per task, where asyncio.wait would add
-    # and remove one on every task in flight at every wake-up.
-    finished: asyncio.Queue[asyncio.Task] = asyncio.Queue()
-
-    def track(task: asyncio.Task) -> asyncio.Task:
-        task.add_done_callback(finished.put_nowait)
-        return task
-
-    db_error: DatabaseError | None = None
-    async with LLMClient.from_settings() as client:
-        ctx = WorkContext(client, breaker, permits, conf.GATE_TIMEOUT_SECONDS, should_stop)
+    async def _heartbeat(self, job: StudyQuestionJob, runner: asyncio.Task[Any]) -> None:
+        """Every HEARTBEAT_SECONDS while the job runs; cancels it if the claim is lost."""
         while True:
-            if should_stop() and stop_seen_at is None:
-                stop_seen_at = time.monotonic()
-            # The budget bounds further claims; every cycle claims at least once.
-            in_budget = claims_started == 0 or time.monotonic() < deadline
-            claiming = (
-                stop_seen_at is None
-                and in_budget
-                and not nothing_ready
-                and db_error is None
-                and breaker.allows()
-            )
-            free = in_flight - len(running) - sum(claims.values())
-            if claiming and free > 0:
-                limit = min(batch_size, free)
-                claims[
-                    track(asyncio.create_task(queue.aclaim(worker_id=worker_id, limit=limit)))
-                ] = limit
-                claims_started += 1
+            await asyncio.sleep(conf.HEARTBEAT_SECONDS)
+            try:
+                alive = await self.db(queue.heartbeat, job)
+            except DatabaseError as exc:
+                # The database is away: keep trying; if it stays away past the stale
+                # threshold, stale recovery gives the job to someone else (fenced).
+                logger.warning("study_heartbeat_failed id=%s error=%s", job.pk, type(exc).__name__)
                 continue
-            if not running and not claims:
-                break  # nothing ready (or no more claiming), nothing running
-            if stop_seen_at is None:
-                timeout = 0.5  # wake up to notice a stop request
-            else:
-                timeout = max(0.0, stop_seen_at + grace - time.monotonic())
-            for task in await _finished_tasks(finished, timeout):
-                if task in claims:
-                    limit = claims.pop(task)
-                    try:
-                        jobs = task.result()
-                    except DatabaseError as exc:
-                        # Let the running jobs finish, then fail the cycle so that it is
-                        # retried soon on a fresh connection.
-                        db_error = exc
-                        continue
-                    result.claimed += len(jobs)
-                    nothing_ready = nothing_ready or len(jobs) < limit
-                    if stop_seen_at is not None:
-                        # Claimed as the stop came: start nothing new.
-                        result.outcomes["released"] += await _release(jobs)
-                        continue
-                    for job in jobs:
-                        running.add(
-                            track(asyncio.create_task(run_job(job, ctx), name=f"job-{job.pk}"))
-                        )
-                elif task in running:
-                    running.discard(task)
-                    nothing_ready = False
-                    # A task cancelled by its heartbeat lost its claim; it wrote nothing.
-                    result.outcomes["lost" if task.cancelled() else task.result()] += 1
-            if stop_seen_at is not None and time.monotonic() >= stop_seen_at + grace:
-                if running:
-                    logger.warning("study_consumer_grace_expired releasing=%s", len(running))
-                    for task in running:
-                        task.cancel()
-                    await asyncio.gather(*running, return_exceptions=True)
-                    result.outcomes["released"] += len(running)
-                    running = set()
-                for claimed in await asyncio.gather(*claims, return_exceptions=True):
-                    if isinstance(claimed, list):
-                        result.outcomes["released"] += await _release(claimed)
-                claims = {}
-    if db_error is not None:
-        logger.warning("study_consumer_db_error worker=%s error=%r", worker_id, db_error)
-        raise db_error
-    result.paused_for = breaker.remaining()
-    result.next_due_in = await _next_due_in()
-    logger.info("study_consumer_cycle worker=%s %s", worker_id, result.summary())
-    return result
+            if not alive:
+                # Taken from us (stale reset, operator skip): stop the call, so that the
+                # LLM server stops generating for nobody.
+                runner.cancel()
+                return
+
+    async def release(self, job: StudyQuestionJob, message: str) -> Outcome:
+        """Hand back a job this consumer will not finish, attempt kept."""
+        try:
+            released = await asyncio.shield(self.db(queue.release, job, message=message))
+        except DatabaseError:
+            return Outcome.LOST  # stale recovery gets it
+        return Outcome.RELEASED if released else Outcome.LOST
+
+    def close(self) -> None:
+        """Close the LLM client, the database connection and the event loop."""
+        self._runner.run(self.client.aclose())
+        self._db_thread.submit(connections.close_all).result()
+        self._db_thread.shutdown()
+        self._runner.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
-async def _finished_tasks(finished: asyncio.Queue[asyncio.Task], timeout: float) -> list:
-    """The tasks that have finished: at least one, unless ``timeout`` passes first."""
-    try:
-        async with asyncio.timeout(timeout):
-            first = await finished.get()
-    except TimeoutError:
-        return []
-    done = [first]
-    while not finished.empty():
-        done.append(finished.get_nowait())
-    return done
+class Cycle:
+    """One consume cycle's bookkeeping: the jobs in flight and what became of them."""
 
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.result = CycleResult()
+        self.running: set[asyncio.Task[Outcome]] = set()
+        # One job ready behind each gate slot: while a call runs, the next job is
+        # claimed, loaded and waiting, and the gate hands it the slot when the call
+        # ends. A larger BATCH_SIZE claims more at once; the extra jobs wait their turn.
+        self.in_flight = max(2 * conf.GATE_PERMITS, consumer.batch_size)
+        self.deadline = time.monotonic() + consumer.budget
+        self.claims = 0
+        self.nothing_ready = False  # a claim came back short: claim again once a job ends
+        self.db_error: DatabaseError | None = None
+        self.stop_seen_at: float | None = None
 
-async def _release(jobs: list[StudyQuestionJob]) -> int:
-    """Hand claimed jobs that will not be started back (attempt kept); how many."""
-    released = 0
-    for job in jobs:
-        with contextlib.suppress(DatabaseError):  # else stale recovery gets them
-            released += await queue.arelease(job, delay=0, message="consumer stopping")
-    return released
+    async def run(self) -> CycleResult:
+        """Reset stale jobs, then claim and run jobs until nothing is ready or the budget
+        (``CYCLE_BUDGET_SECONDS``; every cycle claims once) is spent."""
+        consumer = self.consumer
+        stale = await consumer.db(queue.reset_stale)
+        self.result.stale_reset, self.result.stale_failed = stale.reset, stale.failed
+        while True:
+            if self.stop_seen_at is None and consumer.stopping():
+                self.stop_seen_at = time.monotonic()
+            if self.may_claim() and len(self.running) < self.in_flight:
+                await self.claim_more()
+                continue
+            if not self.running:
+                break
+            done, _ = await asyncio.wait(
+                self.running, timeout=self.wait_timeout(), return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in done:
+                self.job_finished(task)
+            if self.stop_seen_at is not None and self.wait_timeout() == 0:
+                await self.grace_expired()
+        if self.db_error is not None:
+            # Running jobs have finished; the scheduler retries the cycle soon, on a
+            # fresh connection.
+            logger.warning(
+                "study_consumer_db_error worker=%s error=%r", consumer.worker_id, self.db_error
+            )
+            raise self.db_error
+        self.result.paused_for = consumer.breaker.remaining()
+        self.result.next_due_in = await consumer.db(queue.next_due_in)
+        return self.result
 
+    def may_claim(self) -> bool:
+        in_budget = self.claims == 0 or time.monotonic() < self.deadline
+        return (
+            self.stop_seen_at is None
+            and in_budget
+            and not self.nothing_ready
+            and self.db_error is None
+            and self.consumer.breaker.allows()
+        )
 
-async def _next_due_in() -> float | None:
-    """Seconds until the earliest claimable pending job is due; None if there is none."""
-    run_after = await (
-        StudyQuestionJob.objects.pending()
-        .filter(attempts__lt=F("max_attempts"))
-        .order_by("run_after")
-        .values_list("run_after", flat=True)
-        .afirst()
-    )
-    if run_after is None:
-        return None
-    return max(0.0, (run_after - timezone.now()).total_seconds())
+    def wait_timeout(self) -> float:
+        """How long to wait for a job to finish: until a stop request could be seen,
+        or until the grace period after one is over."""
+        if self.stop_seen_at is None:
+            return 0.5
+        return max(0.0, self.stop_seen_at + conf.SHUTDOWN_GRACE_SECONDS - time.monotonic())
+
+    async def claim_more(self) -> None:
+        """Claim up to the free places in flight and start what came back."""
+        consumer = self.consumer
+        limit = min(consumer.batch_size, self.in_flight - len(self.running))
+        self.claims += 1
+        try:
+            jobs = await consumer.db(queue.claim, worker_id=consumer.worker_id, limit=limit)
+        except DatabaseError as exc:
+            self.db_error = exc  # claim no more; let the running jobs finish
+            return
+        self.result.claimed += len(jobs)
+        self.nothing_ready = len(jobs) < limit
+        for job in jobs:
+            if consumer.stopping():
+                # Claimed as the stop came: start nothing new.
+                self.result.outcomes[await consumer.release(job, "consumer stopping")] += 1
+                continue
+            task = asyncio.create_task(consumer.run_job(job), name=f"job-{job.pk}")
+            self.running.add(task)
+
+    def job_finished(self, task: asyncio.Task[Outcome]) -> None:
+        """Count a finished job; a place in flight is free, so claiming may go on."""
+        self.running.discard(task)
+        self.nothing_ready = False
+        # A task cancelled before it ever ran wrote nothing: its job is left to stale
+        # recovery.
+        self.result.outcomes[Outcome.LOST if task.cancelled() else task.result()] += 1
+
+    async def grace_expired(self) -> None:
+        """Stop every job still running: each hands its job back (attempt kept)."""
+        logger.warning("study_consumer_grace_expired releasing=%s", len(self.running))
+        for task in self.running:
+            task.cancel()
+        await asyncio.wait(self.running)
+        for task in list(self.running):
+            self.job_finished(task)

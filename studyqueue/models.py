@@ -107,9 +107,13 @@ class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
     def pending(self) -> JobQuerySet:
         return self.filter(status=JobStatus.PENDING)
 
+    def claimable(self) -> JobQuerySet:
+        """Pending jobs with attempts left: claimable now or once their ``run_after`` is due."""
+        return self.pending().filter(attempts__lt=F("max_attempts"))
+
     def ready(self, now: datetime) -> JobQuerySet:
-        """Pending jobs that may be claimed now."""
-        return self.pending().filter(run_after__lte=now, attempts__lt=F("max_attempts"))
+        """Claimable jobs that are due at ``now`` (exactly what ``queue.claim`` takes)."""
+        return self.claimable().filter(run_after__lte=now)
 
     def processing(self) -> JobQuerySet:
         return self.filter(status=JobStatus.PROCESSING)
@@ -139,6 +143,12 @@ class StudyQuestionJob(models.Model):
     )
     attempts = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=default_max_attempts)
+    free_releases = models.PositiveSmallIntegerField(
+        default=0,
+        db_default=0,  # rows inserted by older code or raw SQL get it too
+        help_text="Times in a row the job was handed back without counting its attempt "
+        "after its call reached the LLM server (bounded: every job ends).",
+    )
     error_code = models.CharField(
         max_length=_choice_width(ErrorCode), choices=ErrorCode.choices, blank=True
     )

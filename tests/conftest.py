@@ -52,7 +52,6 @@ def python() -> str:
 @pytest.fixture
 def llm_server(settings):
     """A real chat-completions server on 127.0.0.1, wired into the STUDYQUEUE settings."""
-    from studyqueue.consumer import BREAKER
     from tests.llm_server import LLMServer
 
     server = LLMServer().start()
@@ -62,10 +61,27 @@ def llm_server(settings):
         "LLM_TIMEOUT_SECONDS": 5,
         "BREAKER_BASE_SECONDS": 0.2,
     }
-    BREAKER.reset()
     yield server
     server.stop()
-    BREAKER.reset()
+
+
+@pytest.fixture
+def make_consumer():
+    """Build ``Consumer`` objects from the settings in force (``make_consumer(**kwargs)``);
+    each is closed at teardown, with its database connection."""
+    from studyqueue.consumer import Consumer
+
+    made = []
+
+    def make(**kwargs):
+        kwargs.setdefault("worker_id", "test")
+        consumer = Consumer(**kwargs)
+        made.append(consumer)
+        return consumer
+
+    yield make
+    for consumer in made:
+        consumer.close()
 
 
 @pytest.fixture

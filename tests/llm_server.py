@@ -15,7 +15,8 @@ queued request gets its slot), so the server's own parsing is not billed to the 
 Faults (``fault`` for every request, or ``FAULT:<name>`` inside a question's text):
 ``500``, ``429`` (with ``Retry-After: retry_after``), ``503``, ``404`` (unknown model),
 ``400``, ``slow`` (answers after ``slow_seconds``), ``malformed`` (broken JSON),
-``null`` (content null), ``length`` (finish_reason "length"), ``drop`` (closes mid-stream).
+``null`` (content null), ``length`` (finish_reason "length"), ``drop`` (closes mid-stream),
+``hangup`` (reads the request, then closes the connection without a byte of reply).
 """
 
 from __future__ import annotations
@@ -299,6 +300,10 @@ class LLMServer:
             finished()
 
     def _reply(self, h: Any, body: dict, fault: str, received_at: float) -> None:
+        if fault == "hangup":
+            h.finished()
+            h.connection.shutdown(socket.SHUT_RDWR)
+            return
         if fault in ("500", "503", "400"):
             h._json(int(fault), {"error": f"injected {fault}"})
             return

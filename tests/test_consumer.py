@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
-from asgiref.sync import async_to_sync
 from django.db import connections
 from django.utils import timezone
 
-from studyqueue import consumer, queue
-from studyqueue.consumer import BREAKER, consume_study_queue
+from studyqueue import queue
+from studyqueue.consumer import Consumer, CycleResult
 from studyqueue.models import ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
+from studyqueue.workers import registry
+from studyqueue.workers.base import MAX_FREE_RELEASES
+from tests.conftest import wait_for
 from tests.factories import StudyQuestionFactory
+from tests.llm_server import LLMServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def cycle(**kwargs) -> consumer.CycleResult:
-    kwargs.setdefault("worker_id", "test")
-    return async_to_sync(consume_study_queue)(**kwargs)
+@pytest.fixture
+def consumer(llm_server, make_consumer) -> Consumer:
+    """A consumer of the test LLM server, with the settings in force when it is made."""
+    return make_consumer()
 
 
 def enqueue(n: int = 1, **question_fields) -> list[StudyQuestionJob]:
@@ -29,9 +35,14 @@ def job_state(job: StudyQuestionJob) -> tuple:
     return job.status, job.error_code, job.attempts
 
 
-def test_a_cycle_writes_the_explanation_and_completes_the_job(llm_server):
+def make_due() -> None:
+    """Test set-up: every pending job is due now (skip its backoff)."""
+    StudyQuestionJob.objects.update(run_after=timezone.now())
+
+
+def test_a_cycle_writes_the_explanation_and_completes_the_job(consumer, llm_server):
     (job,) = enqueue(text="What is 2 + 2?", choices=["3", "4"], answer="4")
-    result = cycle()
+    result = consumer.run_cycle()
     assert result.claimed == 1 and result.outcomes == {"completed": 1}
     assert job_state(job) == ("completed", "", 1)
     assert (job.llm_model, job.llm_prompt_tokens, job.llm_completion_tokens) == (
@@ -47,7 +58,14 @@ def test_a_cycle_writes_the_explanation_and_completes_the_job(llm_server):
     assert llm_server.stats()["per_question"] == {"What is 2 + 2?": 1}
 
 
-def test_the_prompt_carries_question_choices_and_answer(llm_server):
+def test_one_consumer_runs_many_cycles_on_one_client_and_loop(consumer, llm_server):
+    for n in range(3):
+        enqueue()
+        assert consumer.run_cycle().outcomes == {"completed": 1}, f"cycle {n}"
+    assert llm_server.stats()["requests"] == 3
+
+
+def test_the_prompt_carries_question_choices_and_answer():
     from studyqueue.workers.explanation import build_messages
 
     question = StudyQuestionFactory(
@@ -61,137 +79,160 @@ def test_the_prompt_carries_question_choices_and_answer(llm_server):
     assert "same language as the question" in user["content"]
 
 
-def test_a_backlog_drains_in_one_cycle(llm_server):
+def test_a_backlog_drains_in_one_cycle(consumer, llm_server):
     jobs = enqueue(5)
-    result = cycle()
+    result = consumer.run_cycle()
     assert result.outcomes == {"completed": 5}
     assert result.next_due_in is None
     assert all(job_state(j)[0] == "completed" for j in jobs)
     assert llm_server.stats()["max_active"] == 1
 
 
-def test_gate_permits_run_jobs_side_by_side(llm_server, settings):
+def test_gate_permits_run_jobs_side_by_side(llm_server, settings, make_consumer):
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "GATE_PERMITS": 3, "BATCH_SIZE": 3}
     llm_server.configure(delay=0.2)
     enqueue(6)
-    assert cycle().outcomes == {"completed": 6}
+    assert make_consumer().run_cycle().outcomes == {"completed": 6}
     assert llm_server.stats()["max_active"] == 3
 
 
-def test_budget_stops_claiming_and_reports_more_ready(llm_server):
+def test_budget_stops_claiming_and_reports_more_ready(llm_server, make_consumer):
     llm_server.configure(delay=0.1)
     enqueue(5)
-    result = cycle(budget=0)
+    result = make_consumer(budget=0).run_cycle()
     assert result.claimed == 1
     assert result.more_ready
 
 
 @pytest.mark.parametrize(
-    "fault,status,code,attempts",
+    "fault,status,code",
     [
-        ("500", "pending", ErrorCode.LLM_SERVER_ERROR, 1),
-        ("malformed", "pending", ErrorCode.LLM_BAD_RESPONSE, 1),
-        ("null", "pending", ErrorCode.LLM_EMPTY, 1),
-        ("drop", "pending", ErrorCode.LLM_SERVER_ERROR, 1),
-        ("400", "failed", ErrorCode.LLM_REJECTED, 1),
+        ("500", "pending", ErrorCode.LLM_SERVER_ERROR),
+        ("malformed", "pending", ErrorCode.LLM_BAD_RESPONSE),
+        ("null", "pending", ErrorCode.LLM_EMPTY),
+        ("drop", "pending", ErrorCode.LLM_SERVER_ERROR),
+        ("400", "failed", ErrorCode.LLM_REJECTED),
     ],
 )
-def test_job_level_faults(llm_server, fault, status, code, attempts):
+def test_job_level_faults(consumer, llm_server, fault, status, code):
     llm_server.configure(fault=fault)
     (job,) = enqueue()
-    cycle()
-    assert job_state(job) == (status, code, attempts)
+    consumer.run_cycle()
+    assert job_state(job) == (status, code, 1)
     if status == "pending":
         assert job.run_after > timezone.now(), "a retry waits for its backoff"
-    assert BREAKER.allows(), "a job-level fault must not pause the queue"
+    assert consumer.breaker.allows(), "a job-level fault must not pause the queue"
 
 
-def test_timeout_is_retried_later(llm_server, settings):
+def test_timeout_is_retried_later(llm_server, settings, make_consumer):
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_TIMEOUT_SECONDS": 0.3}
     llm_server.configure(fault="slow", slow_seconds=2)
     (job,) = enqueue()
-    cycle()
+    make_consumer().run_cycle()
     assert job_state(job) == ("pending", "llm_timeout", 1)
 
 
-def test_truncated_reply_is_stored_but_flagged(llm_server):
+def test_truncated_reply_is_stored_but_flagged(consumer, llm_server):
     llm_server.configure(fault="length")
     (job,) = enqueue()
-    cycle()
+    consumer.run_cycle()
     assert job_state(job)[0] == "completed"
     question = StudyQuestion.objects.get()
     assert question.explanation and question.explanation_truncated
 
 
-def test_transient_faults_end_failed_after_max_attempts(llm_server):
+def test_transient_faults_end_failed_after_max_attempts(consumer, llm_server):
     llm_server.configure(fault="500")
     (job,) = enqueue()
     for _ in range(3):
-        StudyQuestionJob.objects.filter(pk=job.pk).update(run_after=timezone.now())
-        cycle()
+        make_due()
+        consumer.run_cycle()
     assert job_state(job) == ("failed", "llm_server_error", 3)
 
 
 @pytest.mark.parametrize("fault", ["refused", "429", "503", "404"])
 def test_server_wide_faults_release_jobs_without_burning_attempts(
-    llm_server, settings, free_port, fault
+    llm_server, settings, free_port, make_consumer, fault
 ):
     if fault == "refused":
         settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_URL": f"http://127.0.0.1:{free_port}/v1"}
     else:
         llm_server.configure(fault=fault, retry_after="1")
+    consumer = make_consumer()
     jobs = enqueue(3)
-    result = cycle()
+    result = consumer.run_cycle()
     # The job that failed and the one ready behind it are released; no more are claimed,
     # and the server is not asked again.
     assert result.claimed == 2, "the consumer stops claiming after a server-wide failure"
+    assert result.outcomes == {"released": 2}
     assert llm_server.stats()["requests"] == (0 if fault == "refused" else 1)
     assert result.paused_for > 0
     states = [job_state(j) for j in jobs]
     assert [s[2] for s in states] == [0, 0, 0], "no attempt is burned"
     assert all(s[0] == "pending" for s in states)
     # While paused, a new cycle claims nothing.
-    assert cycle().claimed == 0
+    assert consumer.run_cycle().claimed == 0
 
 
-def test_consumer_resumes_by_itself_after_an_outage(llm_server, settings, free_port):
-    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_URL": f"http://127.0.0.1:{free_port}/v1"}
+def test_consumer_resumes_by_itself_after_an_outage(llm_server, make_consumer):
+    port = llm_server.port
+    llm_server.stop()  # down: connections are refused
+    consumer = make_consumer()
     jobs = enqueue(2)
-    first = cycle()
-    assert first.outcomes == {"released": 2}
-    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_URL": llm_server.url}
-    from tests.conftest import wait_for
-
-    wait_for(lambda: BREAKER.allows(), timeout=5, what="the breaker to close")
-    StudyQuestionJob.objects.update(run_after=timezone.now())
-    assert cycle().outcomes == {"completed": 2}
+    assert consumer.run_cycle().outcomes == {"released": 2}
+    revived = LLMServer(port=port).start()  # the same server comes back
+    try:
+        wait_for(consumer.breaker.allows, timeout=5, what="the breaker to close")
+        make_due()
+        assert consumer.run_cycle().outcomes == {"completed": 2}
+    finally:
+        revived.stop()
     assert [job_state(j) for j in jobs] == [("completed", "", 1)] * 2
 
 
-def test_missing_and_empty_questions_fail_permanently(llm_server):
+def test_missing_and_empty_questions_fail_permanently(llm_server, make_consumer):
     (missing,) = enqueue()
     (empty,) = enqueue(text="   ")
     StudyQuestion.objects.filter(pk=missing.study_question_id).delete()
-    cycle(batch_size=2)
+    make_consumer(batch_size=2).run_cycle()
     assert job_state(missing) == ("failed", "question_missing", 1)
     assert job_state(empty) == ("failed", "question_empty", 1)
     assert llm_server.stats()["requests"] == 0
 
 
-def test_reserved_and_unknown_kinds_are_skipped(llm_server, monkeypatch):
+def test_a_question_deleted_during_its_call_ends_failed(consumer, llm_server):
+    llm_server.configure(delay=0.5)
+    (job,) = enqueue()
+
+    def delete_when_running() -> None:
+        try:
+            wait_for(lambda: llm_server.stats()["active"] == 1, what="the LLM call")
+            StudyQuestion.objects.all().delete()
+        finally:
+            connections.close_all()  # this thread's own DB connection
+
+    thread = threading.Thread(target=delete_when_running)
+    thread.start()
+    result = consumer.run_cycle()
+    thread.join()
+    assert result.outcomes == {"failed": 1}
+    assert job_state(job) == ("failed", "question_missing", 1)
+
+
+def test_reserved_and_unknown_kinds_are_skipped(consumer, monkeypatch):
     question = StudyQuestionFactory()
     summary = queue.enqueue(question, JobKind.SESSION_SUMMARY).job
-    cycle()
+    assert consumer.run_cycle().outcomes == {"skipped": 1}
     assert job_state(summary) == ("skipped", "unsupported_kind", 1)
     # A kind this version has no handler for (e.g. written by a newer release).
-    monkeypatch.delitem(consumer.RESERVED, JobKind.SESSION_SUMMARY)
+    monkeypatch.delitem(registry.RESERVED, JobKind.SESSION_SUMMARY)
     other = queue.enqueue(StudyQuestionFactory(), JobKind.SESSION_SUMMARY).job
-    cycle()
+    consumer.run_cycle()
     assert job_state(other) == ("skipped", "unknown_kind", 1)
 
 
-def test_a_crashing_handler_fails_only_its_own_job(llm_server, monkeypatch):
-    real = consumer.HANDLERS[JobKind.EXPLANATION]
+def test_a_crashing_handler_fails_only_its_own_job(consumer, monkeypatch):
+    real = registry.HANDLERS[JobKind.EXPLANATION]
 
     async def flaky(job, ctx):
         if job.study_question_id == boom.pk:
@@ -201,32 +242,29 @@ def test_a_crashing_handler_fails_only_its_own_job(llm_server, monkeypatch):
     boom = StudyQuestionFactory(text="boom")
     bad = queue.enqueue(boom).job
     (good,) = enqueue()
-    monkeypatch.setitem(consumer.HANDLERS, JobKind.EXPLANATION, flaky)
-    result = cycle()
-    assert result.outcomes == {"pending": 1, "completed": 1}
+    monkeypatch.setitem(registry.HANDLERS, JobKind.EXPLANATION, flaky)
+    result = consumer.run_cycle()
+    assert result.outcomes == {"retrying": 1, "completed": 1}
     status, code, _ = job_state(bad)
     assert (status, code) == ("pending", "internal")
     assert "RuntimeError: handler bug" in bad.error_message
     assert job_state(good)[0] == "completed"
 
 
-def test_running_jobs_send_heartbeats(llm_server, settings):
+def test_running_jobs_send_heartbeats(llm_server, settings, make_consumer):
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "HEARTBEAT_SECONDS": 0.05}
     llm_server.configure(delay=0.4)
     (job,) = enqueue()
-    cycle()
+    make_consumer().run_cycle()
     job.refresh_from_db()
     assert job.status == "completed"
-    assert (job.heartbeat_at - job.started_at).total_seconds() >= 0.2
+    assert job.heartbeat_at > job.started_at, "a heartbeat came after the claim's stamp"
 
 
-def test_a_job_skipped_by_an_operator_mid_call_is_abandoned(llm_server, settings):
+def test_a_job_skipped_by_an_operator_mid_call_is_abandoned(llm_server, settings, make_consumer):
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "HEARTBEAT_SECONDS": 0.05}
     llm_server.configure(fault="slow", slow_seconds=3)
     (job,) = enqueue()
-    import threading
-
-    from tests.conftest import wait_for
 
     def skip_when_running() -> None:
         try:
@@ -237,20 +275,21 @@ def test_a_job_skipped_by_an_operator_mid_call_is_abandoned(llm_server, settings
 
     thread = threading.Thread(target=skip_when_running)
     thread.start()
-    result = cycle()
+    result = make_consumer().run_cycle()
     thread.join()
     assert result.outcomes == {"lost": 1}
     assert job_state(job) == ("skipped", "operator_skipped", 1)
     assert StudyQuestion.objects.get().explanation == ""
+    wait_for(lambda: llm_server.stats()["active"] == 0, timeout=5, what="the call to be closed")
 
 
-def test_stop_request_stops_claiming(llm_server):
+def test_stop_request_stops_claiming(llm_server, make_consumer):
     enqueue(3)
-    result = cycle(should_stop=lambda: True)
+    result = make_consumer(should_stop=lambda: True).run_cycle()
     assert result.claimed == 0 and result.more_ready
 
 
-def test_on_stop_jobs_waiting_for_the_gate_are_released_not_started(llm_server):
+def test_on_stop_jobs_waiting_for_the_gate_are_released_not_started(llm_server, make_consumer):
     llm_server.configure(delay=0.3)
     jobs = enqueue(2)
 
@@ -259,55 +298,82 @@ def test_on_stop_jobs_waiting_for_the_gate_are_released_not_started(llm_server):
         # ahead, is then waiting at the gate.
         return llm_server.stats()["requests"] >= 1
 
-    result = cycle(should_stop=should_stop)
+    result = make_consumer(should_stop=should_stop).run_cycle()
     assert result.outcomes == {"completed": 1, "released": 1}
     assert llm_server.stats()["requests"] == 1
     assert [job_state(j)[0::2] for j in jobs] == [("completed", 1), ("pending", 0)]
 
 
-def test_jobs_claimed_as_the_stop_comes_are_released_not_started(llm_server):
+def test_jobs_claimed_as_the_stop_comes_are_released_not_started(llm_server, make_consumer):
     jobs = enqueue(3)
     calls = []
 
     def should_stop() -> bool:
-        # False only when the loop first looks: its first claims are then in flight
-        # when it sees the stop.
+        # False only when the loop first looks: its first claim then returns after the
+        # stop request.
         calls.append(1)
         return len(calls) > 1
 
-    result = cycle(should_stop=should_stop)
+    result = make_consumer(should_stop=should_stop).run_cycle()
     assert result.claimed >= 1
     assert result.outcomes == {"released": result.claimed}
     assert llm_server.stats()["requests"] == 0
     assert [job_state(j) for j in jobs] == [("pending", "", 0)] * 3
 
 
-def test_a_job_cut_off_by_a_dying_server_twice_in_a_row_loses_an_attempt(llm_server):
-    from tests.conftest import wait_for
-    from tests.llm_server import LLMServer
+def test_grace_period_expiry_hands_running_jobs_back(llm_server, settings, make_consumer):
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "SHUTDOWN_GRACE_SECONDS": 0.2}
+    llm_server.configure(fault="slow", slow_seconds=3)
+    (job,) = enqueue()
+    result = make_consumer(should_stop=lambda: llm_server.stats()["active"] == 1).run_cycle()
+    assert result.outcomes == {"released": 1}
+    assert job_state(job) == ("pending", "", 0)
 
-    (job,) = enqueue(1)
-    port, server, revived = llm_server.port, llm_server, []
-    states = []
+
+def test_a_server_that_hangs_up_on_a_job_cannot_loop_it_forever(
+    llm_server, settings, make_consumer
+):
+    """The server accepts the call and closes it without a reply, every time, while it stays
+    up: released (attempt kept) MAX_FREE_RELEASES times in a row, then attempts count."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "BREAKER_MAX_SECONDS": 0.3}
+    consumer = make_consumer()
+    llm_server.configure(fault="hangup")
+    (job,) = enqueue()
+    outcomes: list[str] = []
+    calls = 0
+    while job_state(job)[0] == "pending":
+        calls += 1
+        assert calls <= (MAX_FREE_RELEASES + 1) * job.max_attempts, "the job never ends"
+        wait_for(consumer.breaker.allows, timeout=5, what="the breaker to close")
+        make_due()
+        result: CycleResult = consumer.run_cycle()
+        outcomes += [str(o) for o in result.outcomes.elements()]
+    assert job_state(job) == ("failed", "llm_unavailable", 3)
+    assert llm_server.stats()["requests"] == calls == (MAX_FREE_RELEASES + 1) * 3
+    assert outcomes[: MAX_FREE_RELEASES + 1] == ["released"] * MAX_FREE_RELEASES + ["retrying"]
+
+
+def test_a_call_cut_off_by_a_dying_server_is_released(llm_server, make_consumer):
+    consumer = make_consumer()
+    (job,) = enqueue()
+    port = llm_server.port
+    llm_server.configure(delay=5)  # the reply starts at once; the tokens never come
+    stopper = llm_server.stop_once_active()
+    assert consumer.run_cycle().outcomes == {"released": 1}
+    stopper.join()
+    job.refresh_from_db()
+    assert (job.status, job.error_code, job.attempts, job.free_releases) == (
+        "pending",
+        "llm_unavailable",
+        0,
+        1,
+    )
+    revived = LLMServer(port=port).start()  # it comes back; the job completes
     try:
-        for _ in range(2):
-            server.configure(delay=5)  # the reply starts at once; the tokens never come
-            stopper = server.stop_once_active()
-            assert cycle().outcomes in ({"released": 1}, {"pending": 1})
-            stopper.join()
-            job.refresh_from_db()
-            states.append((job.status, job.error_code, job.attempts, job.error_message))
-            server = LLMServer(port=port).start()  # the server comes back
-            revived.append(server)
-            wait_for(BREAKER.allows, timeout=5, what="the breaker to close")
-            StudyQuestionJob.objects.update(run_after=timezone.now())
+        wait_for(consumer.breaker.allows, timeout=5, what="the breaker to close")
+        make_due()
+        assert consumer.run_cycle().outcomes == {"completed": 1}
     finally:
-        for srv in revived:
-            srv.stop()
-    first, second = states
-    # Once: an outage like any other, the attempt is given back.
-    assert first[:3] == ("pending", "llm_unavailable", 0)
-    assert first[3].startswith("reply cut off and the server is gone")
-    # Twice in a row: this question may be what brings the server down; it counts.
-    assert second[:3] == ("pending", "llm_server_error", 1)
-    assert second[3].startswith("cut off twice in a row")
+        revived.stop()
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.free_releases) == ("completed", 1, 0)

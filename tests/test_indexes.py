@@ -43,7 +43,7 @@ def _fill() -> None:
         cur.execute(f"ANALYZE {job}")
 
 
-def _plan(sql: str, params: list) -> str:
+def _plan(sql: str, params: dict) -> str:
     with connection.cursor() as cur:
         cur.execute(f"EXPLAIN {sql}", params)
         return "\n".join(row[0] for row in cur.fetchall())
@@ -52,7 +52,9 @@ def _plan(sql: str, params: list) -> str:
 def test_claim_and_stale_scan_use_partial_indexes():
     _fill()
     assert StudyQuestionJob.objects.count() == N_JOBS
-    claim_plan = _plan(queue.claim_select_sql(connection), [timezone.now(), 1])
+    claim_sql = queue.CLAIM_SQL.format(lock="FOR UPDATE SKIP LOCKED")
+    params = {"token": None, "worker_id": "w", "now": timezone.now(), "limit": 1}
+    claim_plan = _plan(claim_sql, params)  # EXPLAIN plans the UPDATE without running it
     print(claim_plan)
     assert "studyqueue_job_claim" in claim_plan
     assert "Seq Scan" not in claim_plan

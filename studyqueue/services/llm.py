@@ -9,29 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import functools
 import json
 import logging
-import ssl
 import time
-import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import certifi
 import httpx
 
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode
-from studyqueue.services.http_transport import DirectHTTPTransport
 
 logger = logging.getLogger("studyqueue.llm")
 
 # Codes that describe the server, not the job: the job waits without losing an attempt.
 SERVER_WIDE = frozenset({ErrorCode.LLM_UNAVAILABLE, ErrorCode.LLM_OVERLOADED})
-# Message prefix of a call cut off because the server went away mid-reply.
-CUT_OFF_BY_OUTAGE = "reply cut off and the server is gone"
 
 
 class LLMError(Exception):
@@ -44,7 +37,7 @@ class LLMError(Exception):
         *,
         retry_after: float | None = None,
         affects_all: bool = False,
-        cut_off: bool = False,
+        reached_server: bool = True,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -53,8 +46,9 @@ class LLMError(Exception):
         # True when every job would hit the same error (server down, unknown model,
         # wrong URL, bad key): the consumer pauses instead of failing jobs one by one.
         self.affects_all = affects_all or code in SERVER_WIDE
-        # The reply stopped midway because the server went away (not a refused call).
-        self.cut_off = cut_off
+        # False only when no connection could be made: the server is provably down, and
+        # the call cost it nothing. Releases of calls that reached it are bounded per job.
+        self.reached_server = reached_server
 
 
 @dataclass(frozen=True)
@@ -169,7 +163,7 @@ class _Accumulator:
 
     def feed_sse_line(self, line: str) -> None:
         line = line.strip()
-        if not line or line.startswith(":"):  # blank separators, keep-alive comments
+        if self.done or not line or line.startswith(":"):  # blank separators, keep-alive comments
             return
         if not line.startswith("data:"):
             return  # event:/id:/retry: fields carry nothing we need
@@ -200,32 +194,13 @@ class _Accumulator:
         )
 
 
-def _direct(base_url: str) -> bool:
-    """Plain HTTP with no proxy configured for it: our lean transport applies.
-
-    HTTPS, and URLs that the environment routes through a proxy, keep httpx's own.
-    """
-    url = httpx.URL(base_url)
-    if url.scheme != "http":
-        return False
-    proxies = urllib.request.getproxies_environment()
-    if not (proxies.get("http") or proxies.get("all")):
-        return True
-    return bool(urllib.request.proxy_bypass_environment(url.host, proxies))
-
-
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """One TLS context per process: building one loads the CA bundle (~50 ms), and a
-    client is made per consume cycle."""
-    return ssl.create_default_context(cafile=certifi.where())
-
-
 class LLMClient:
     """An async chat-completions client; use ``async with LLMClient.from_settings() as c``.
 
-    Create one per event loop (per consume cycle): an ``httpx.AsyncClient`` must not
-    outlive the loop it was made on.
+    A consumer keeps one for its life, on its own event loop (an ``httpx.AsyncClient``
+    must not outlive the loop it was made on). httpx's own transport: keep-alive where
+    the server allows it (mlx_lm.server closes after each reply), at most
+    ``max_connections`` at once, system proxy settings honoured.
     """
 
     def __init__(
@@ -249,17 +224,14 @@ class LLMClient:
         headers = {"Accept": "text/event-stream, application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        # mlx_lm.server has a listen backlog of 5 and serves one request per
-        # connection: more simultaneous connects only produce errors and stalls.
-        transport = None
-        if _direct(self.base_url):
-            transport = DirectHTTPTransport(max_connections=max_connections)
+        # mlx_lm.server has a listen backlog of 5: more simultaneous connects than
+        # calls allowed through the gate would only produce errors and stalls.
         self._http = httpx.AsyncClient(
             headers=headers,
-            verify=_ssl_context(),
             timeout=httpx.Timeout(timeout, connect=connect_timeout),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=0),
-            transport=transport,
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
         )
 
     @classmethod
@@ -319,7 +291,9 @@ class LLMClient:
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 if attempt == 2:
                     raise LLMError(
-                        ErrorCode.LLM_UNAVAILABLE, f"cannot connect to {self.base_url}: {exc!r}"
+                        ErrorCode.LLM_UNAVAILABLE,
+                        f"cannot connect to {self.base_url}: {exc!r}",
+                        reached_server=False,
                     ) from None
                 await asyncio.sleep(0.2)
         raise AssertionError("unreachable")
@@ -344,6 +318,8 @@ class LLMClient:
                             ErrorCode.LLM_BAD_RESPONSE, f"bad JSON reply: {exc}"
                         ) from None
                     return acc
+                # Read to the end, past [DONE] (nothing more is fed), so that a keep-alive
+                # connection goes back to the pool.
                 async for line in response.aiter_lines():
                     received_any = True
                     try:
@@ -352,11 +328,11 @@ class LLMClient:
                         raise LLMError(
                             ErrorCode.LLM_BAD_RESPONSE, f"bad stream chunk: {exc}"
                         ) from None
-                    if acc.done:
-                        break
         except httpx.ReadTimeout:
             raise LLMError(ErrorCode.LLM_TIMEOUT, "the server stopped sending") from None
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            if acc.done:
+                return acc  # the whole reply came; only the connection's end was rough
             if not received_any:
                 raise LLMError(
                     ErrorCode.LLM_UNAVAILABLE, f"connection dropped before a reply: {exc!r}"
@@ -370,14 +346,15 @@ class LLMClient:
     async def _cut_off(self, detail: str) -> LLMError:
         """The error for a reply that stopped midway.
 
-        A server that is still up dropped this call: count it against the job, so a
-        question that breaks the server cannot loop forever. A server that went away
-        (stopped, restarted, crashed) is an outage: no attempt is burned; the worker
-        counts it only when the same job is cut off that way twice in a row.
+        A server that is still up dropped this call: count it against the job. A server
+        that went away (stopped, restarted, crashed) is an outage: the job is released,
+        and the worker bounds how often in a row that may happen to one job.
         """
         if await self._reachable():
             return LLMError(ErrorCode.LLM_SERVER_ERROR, f"reply cut off: {detail}")
-        return LLMError(ErrorCode.LLM_UNAVAILABLE, f"{CUT_OFF_BY_OUTAGE}: {detail}", cut_off=True)
+        return LLMError(
+            ErrorCode.LLM_UNAVAILABLE, f"reply cut off and the server is gone: {detail}"
+        )
 
     async def _reachable(self) -> bool:
         """Whether the server accepts a TCP connection right now."""

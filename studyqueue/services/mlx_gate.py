@@ -1,14 +1,19 @@
-"""The gate that bounds concurrent calls to one LLM endpoint, for every caller.
+"""The gate that bounds concurrent calls to one LLM endpoint.
 
-A gate has ``permits`` numbered slots per endpoint. Inside a process a slot is taken
-from a process-wide set (so callers on different threads or event loops share the
-bound). On PostgreSQL a slot is also a session advisory lock, so the bound holds across
-processes and hosts; the database releases it if the holder dies. On SQLite the
-process bound is the only one: run one consumer per LLM server there.
+A gate has ``permits`` numbered slots. Inside a consumer, callers share the gate object,
+so its slots bound them. On PostgreSQL each slot taken is also a session advisory lock
+on the consumer's database connection, so the bound holds across processes and hosts;
+PostgreSQL frees it if the holder dies. On SQLite the process bound is the only one: run
+one consumer per LLM server there.
+
+A caller that gives a slot back while another caller of the same gate waits hands it
+over directly: the advisory lock stays with the session, and the next call starts
+without a database round trip.
 
 Usage::
 
-    async with MLXGate.for_settings():
+    gate = MLXGate(url, permits=1, timeout=600, run_db=consumer.db, db="default")
+    async with gate.slot():
         reply = await client.chat(messages)
 """
 
@@ -17,199 +22,157 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 import time
 import zlib
 from collections import deque
-from types import TracebackType
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connections
 
-from studyqueue.conf import conf
 from studyqueue.exceptions import StudyQueueError
 
 logger = logging.getLogger("studyqueue.gate")
 
-# First int of the two-int advisory lock key: "studyqueue gate" namespace.
-_LOCK_NAMESPACE = 0x5347  # "SG"
+# First int of the two-int advisory lock key: the "studyqueue gate" namespace.
+LOCK_NAMESPACE = 0x5347  # "SG"
 
-_held_lock = threading.Lock()
-_held: dict[str, set[int]] = {}
-# Callers waiting for a slot, per endpoint, with the event loop each waits on.
-_waiters: dict[str, deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[int]]]] = {}
+RunDB = Callable[..., Awaitable[Any]]
 
 
 class GateTimeout(StudyQueueError):
     """No gate slot became free within the timeout."""
 
 
-def _endpoint_key(endpoint: str) -> int:
-    # Advisory keys are int4 pairs; the second half encodes endpoint and slot.
-    return zlib.crc32(endpoint.encode()) & 0x7FFF
+def lock_key(endpoint: str, slot: int) -> int:
+    """The second int of a slot's advisory lock key: endpoint hash and slot number."""
+    return ((zlib.crc32(endpoint.encode()) & 0x7FFF) << 16 | slot) & 0x7FFFFFFF
 
 
-def _use_advisory_locks() -> bool:
-    return connection.vendor == "postgresql"
+def _try_lock(db: str, key: int) -> bool:
+    with connections[db].cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, key])
+        return bool(cursor.fetchone()[0])
 
 
-def _try_lock(key: int) -> bool:
-    with connection.cursor() as cur:
-        cur.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_NAMESPACE, key])
-        return bool(cur.fetchone()[0])
+def _unlock(db: str, key: int) -> None:
+    with connections[db].cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, key])
 
 
-def _unlock(key: int) -> None:
-    with connection.cursor() as cur:
-        cur.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_NAMESPACE, key])
+async def _run_here(fn: Callable[..., Any], *args: Any) -> Any:
+    return fn(*args)
 
 
 class MLXGate:
-    """An async context manager holding one of ``permits`` slots for ``endpoint``."""
+    """``permits`` slots for one endpoint, shared by every caller of this object.
 
-    def __init__(self, endpoint: str, *, permits: int = 1, timeout: float = 600.0) -> None:
+    ``run_db`` runs a sync function on the thread that owns the database connection
+    (the consumer's); advisory locks are taken when database ``db`` is PostgreSQL.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        permits: int = 1,
+        timeout: float = 600.0,
+        run_db: RunDB = _run_here,
+        db: str = "default",
+    ) -> None:
         if permits < 1:
             raise ValueError("a gate needs at least one permit")
         self.endpoint = endpoint
         self.permits = permits
         self.timeout = timeout
-        self._slot: int | None = None
+        self._run_db = run_db
+        self._db = db
+        self._free = list(range(permits))  # slots nobody in this process holds
+        self._waiters: deque[asyncio.Future[int]] = deque()
 
-    @classmethod
-    def for_settings(cls) -> MLXGate:
-        """The gate for the configured LLM endpoint."""
-        return cls(conf.LLM_URL, permits=conf.GATE_PERMITS, timeout=conf.GATE_TIMEOUT_SECONDS)
+    @property
+    def _locks(self) -> bool:
+        return connections[self._db].vendor == "postgresql"
 
-    def _lock_key(self, slot: int) -> int:
-        return (_endpoint_key(self.endpoint) << 16 | slot) & 0x7FFFFFFF
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[int]:
+        """Hold one slot for the body of the ``async with``."""
+        slot = await self.acquire()
+        try:
+            yield slot
+        finally:
+            await asyncio.shield(self.release(slot))
 
-    def _reserve_local(self, slot: int) -> bool:
-        with _held_lock:
-            held = _held.setdefault(self.endpoint, set())
-            if slot in held:
-                return False
-            held.add(slot)
-            return True
+    async def acquire(self) -> int:
+        """Wait for a slot (its number); raises ``GateTimeout``.
 
-    def _free_local(self, slot: int) -> None:
-        with _held_lock:
-            _held.get(self.endpoint, set()).discard(slot)
-
-    async def _try_acquire(self) -> int | None:
-        for slot in range(self.permits):
-            if not self._reserve_local(slot):
-                continue  # another caller in this process holds it
-            if not _use_advisory_locks():
+        Waits for a hand-over from a caller of this gate; a slot held by another
+        process is polled for with a growing pause.
+        """
+        deadline = time.monotonic() + self.timeout
+        pause = 0.01
+        while True:
+            slot = await self._try_take()
+            if slot is not None:
                 return slot
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise GateTimeout(
+                    f"no gate slot for {self.endpoint} within {self.timeout:g}s "
+                    f"({self.permits} permit(s) busy)"
+                )
+            slot = await self._wait_for_handover(min(pause, remaining))
+            if slot is not None:
+                return slot
+            pause = min(pause * 2, 0.25)
+
+    async def _try_take(self) -> int | None:
+        for slot in list(self._free):
+            self._free.remove(slot)  # ours while we ask the database
             try:
-                locked = await sync_to_async(_try_lock, thread_sensitive=True)(self._lock_key(slot))
-            except DatabaseError:
-                self._free_local(slot)
+                locked = not self._locks or await self._run_db(
+                    _try_lock, self._db, lock_key(self.endpoint, slot)
+                )
+            except BaseException:
+                self._free.append(slot)
                 raise
             if locked:
                 return slot
-            self._free_local(slot)  # another process holds it
+            self._free.append(slot)  # another process holds it
         return None
 
-    async def acquire(self) -> int:
-        """Wait for a free slot; raises ``GateTimeout``.
-
-        A waiter on the releasing caller's event loop is handed the slot directly (no
-        database round trip, no polling delay); other waiters poll with backoff.
-        """
-        loop = asyncio.get_running_loop()
-        started = time.monotonic()
-        deadline = started + self.timeout
-        pause = 0.005
-        waited = False
-        while True:
-            slot = await self._try_acquire()
-            if slot is None:
-                if not waited:
-                    # DEBUG: with claims pipelined, every job waits for its predecessor.
-                    logger.debug(
-                        "study_gate_wait endpoint=%s permits=%s", self.endpoint, self.permits
-                    )
-                    waited = True
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise GateTimeout(
-                        f"no gate slot for {self.endpoint} within {self.timeout:g}s "
-                        f"({self.permits} permit(s) busy)"
-                    )
-                slot = await self._wait_for_handoff(loop, min(pause, remaining))
-                pause = min(pause * 2, 0.05)
-            if slot is not None:
-                if waited:
-                    logger.debug(
-                        "study_gate_acquired endpoint=%s slot=%s waited_ms=%d",
-                        self.endpoint,
-                        slot,
-                        (time.monotonic() - started) * 1000,
-                    )
-                self._slot = slot
-                return slot
-
-    async def _wait_for_handoff(
-        self, loop: asyncio.AbstractEventLoop, timeout: float
-    ) -> int | None:
-        future: asyncio.Future[int] = loop.create_future()
-        entry = (loop, future)
-        with _held_lock:
-            _waiters.setdefault(self.endpoint, deque()).append(entry)
+    async def _wait_for_handover(self, timeout: float) -> int | None:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiters.append(future)
         try:
-            # Awaited directly: a handed-over slot wakes this task in one loop step.
             async with asyncio.timeout(timeout):
                 await future
         except TimeoutError:
             pass  # a slot handed over just as the timeout fired is still taken below
-        except BaseException:
-            # Cancelled while a slot was being handed to us: pass it on, then stop.
+        except asyncio.CancelledError:
             if future.done() and not future.cancelled():
-                await self._give_back(future.result())
+                await self.release(future.result())  # handed one as we were cancelled
             raise
         finally:
-            with _held_lock, contextlib.suppress(ValueError):
-                _waiters.get(self.endpoint, deque()).remove(entry)
-            if not future.done():
-                future.cancel()
-        return future.result() if future.done() and not future.cancelled() else None
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(future)
+        if future.done() and not future.cancelled():
+            return future.result()
+        future.cancel()
+        return None
 
-    async def _give_back(self, slot: int) -> None:
-        loop = asyncio.get_running_loop()
-        with _held_lock:
-            queue = _waiters.get(self.endpoint, deque())
-            for entry in list(queue):
-                waiter_loop, future = entry
-                # Only a waiter on this loop shares this task's DB session, and so the
-                # advisory lock: hand the slot over as it is.
-                if waiter_loop is loop and not future.done():
-                    queue.remove(entry)
-                    future.set_result(slot)
-                    return
+    async def release(self, slot: int) -> None:
+        """Give a slot back: to a waiting caller as it is, else to everyone."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(slot)
+                return
         try:
-            if _use_advisory_locks():
-                await sync_to_async(_unlock, thread_sensitive=True)(self._lock_key(slot))
+            if self._locks:
+                await self._run_db(_unlock, self._db, lock_key(self.endpoint, slot))
         except DatabaseError:
-            # The connection is gone, and with it the session lock.
+            # The connection is gone, and with it the session's lock.
             logger.warning("study_gate_unlock_failed endpoint=%s slot=%s", self.endpoint, slot)
         finally:
-            self._free_local(slot)
-
-    async def release(self) -> None:
-        """Give the slot back (a no-op when none is held)."""
-        slot, self._slot = self._slot, None
-        if slot is not None:
-            await self._give_back(slot)
-
-    async def __aenter__(self) -> MLXGate:
-        await self.acquire()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.release()
+            self._free.append(slot)

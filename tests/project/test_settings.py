@@ -18,22 +18,18 @@ def test_sqlite_is_the_default(monkeypatch):
     assert config["CONN_HEALTH_CHECKS"] is True
 
 
-@pytest.mark.parametrize(
-    "value,threshold", [(None, 5), ("on", 5), ("1", 5), ("off", None), ("false", None)]
-)
-def test_prepared_statements_on_postgresql_can_be_turned_off(monkeypatch, value, threshold):
+def test_postgresql_uses_djangos_default_client_side_binding(monkeypatch):
+    """No prepared statements: nothing for a pooler or a migration to invalidate."""
     monkeypatch.setenv("DATABASE_URL", PG_URL)
-    if value is None:
-        monkeypatch.delenv("DATABASE_PREPARED_STATEMENTS", raising=False)
-    else:
-        monkeypatch.setenv("DATABASE_PREPARED_STATEMENTS", value)
-    assert _database_config().get("OPTIONS", {}).get("prepare_threshold") == threshold
+    config = _database_config()
+    assert config["ENGINE"] == "django.db.backends.postgresql"
+    assert "prepare_threshold" not in config.get("OPTIONS", {})
+    assert "server_side_binding" not in config.get("OPTIONS", {})
 
 
 def test_a_bad_flag_is_a_clear_error(monkeypatch):
-    monkeypatch.setenv("DATABASE_URL", PG_URL)
-    monkeypatch.setenv("DATABASE_PREPARED_STATEMENTS", "maybe")
-    with pytest.raises(
-        ImproperlyConfigured, match="DATABASE_PREPARED_STATEMENTS must be on or off"
-    ):
-        _database_config()
+    from project.settings import _env_bool
+
+    monkeypatch.setenv("DEBUG", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="DEBUG must be on or off"):
+        _env_bool("DEBUG")

@@ -48,9 +48,20 @@ def test_api_key_is_sent_as_bearer_and_never_logged(server, caplog):
     assert "sk-very-secret" not in caplog.text
 
 
-def test_refused_connection_is_unavailable(free_port):
+def test_refused_connection_is_unavailable_and_never_reached_the_server(free_port):
     error = chat_error(f"http://127.0.0.1:{free_port}/v1")
     assert error.code == ErrorCode.LLM_UNAVAILABLE and error.affects_all
+    assert not error.reached_server
+
+
+def test_a_server_that_hangs_up_without_a_reply_is_unavailable_but_was_reached(server):
+    server.configure(fault="hangup")
+    error = chat_error(server.url)
+    assert (error.code, error.affects_all, error.reached_server) == (
+        ErrorCode.LLM_UNAVAILABLE,
+        True,
+        True,
+    ), error.message
 
 
 @pytest.mark.parametrize(
@@ -108,3 +119,105 @@ def test_parse_retry_after():
     assert parse_retry_after(None) is None
     assert parse_retry_after("soon") is None
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0
+
+
+async def _chats(url: str, n: int, *, concurrent: bool = False, **kwargs) -> list:
+    async with LLMClient(base_url=url, **kwargs) as client:
+        if concurrent:
+            return await asyncio.gather(*(client.chat(MESSAGES) for _ in range(n)))
+        return [await client.chat(MESSAGES) for _ in range(n)]
+
+
+def test_connections_are_bounded(server):
+    server.configure(delay=0.05)
+    asyncio.run(_chats(server.url, 4, concurrent=True, max_connections=2))
+    assert server.stats()["max_active"] == 2
+
+
+def test_a_server_that_goes_away_mid_reply_is_an_outage(server):
+    server.configure(delay=2.0)  # headers and a keep-alive go out at once, tokens at 2 s
+    stopper = server.stop_once_active()
+    with pytest.raises(LLMError) as info:
+        asyncio.run(_chats(server.url, 1))
+    stopper.join()
+    error = info.value
+    assert (error.code, error.affects_all) == (ErrorCode.LLM_UNAVAILABLE, True), error.message
+    assert error.message.startswith("reply cut off and the server is gone")
+
+
+def test_a_live_server_that_drops_a_reply_is_a_server_error(server):
+    server.configure(fault="drop")
+    with pytest.raises(LLMError) as info:
+        asyncio.run(_chats(server.url, 1))
+    assert (info.value.code, info.value.affects_all) == (ErrorCode.LLM_SERVER_ERROR, False)
+
+
+SSE_EVENTS = [
+    b'data: {"choices": [{"delta": {"content": "fo"}}]}\n\n',
+    b'data: {"choices": [{"delta": {"content": "ur"}, "finish_reason": "stop"}]}\n\n',
+    b"data: [DONE]\n\n",
+]
+
+
+class _KeepAliveServer:
+    """A raw HTTP/1.1 server that streams SSE with chunked encoding (as uvicorn under vLLM,
+    or Ollama, do) and keeps each connection open for the next request."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.request_lines: list[bytes] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                self.request_lines.append(head.split(b"\r\n")[0])
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                    b"Transfer-Encoding: chunked\r\n\r\n"
+                )
+                for event in SSE_EVENTS:  # one chunk per event, flushed apart
+                    writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+                    await writer.drain()
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()  # the client closed the connection
+
+
+def _serve(handler, calls) -> list:  # type: ignore[no-untyped-def]
+    async def go() -> list:
+        srv = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        try:
+            return await calls(f"http://127.0.0.1:{port}/v1")
+        finally:
+            srv.close()
+
+    return asyncio.run(go())
+
+
+def test_an_http11_chunked_stream_is_read_and_its_connection_kept_alive():
+    srv = _KeepAliveServer()
+    replies = _serve(srv.handle, lambda url: _chats(url, 3))
+    assert [(r.content, r.finish_reason) for r in replies] == [("four", "stop")] * 3
+    assert srv.request_lines == [b"POST /v1/chat/completions HTTP/1.1"] * 3
+    assert srv.connections == 1, "keep-alive: three calls on one connection"
+
+
+def test_system_proxy_settings_are_honoured(monkeypatch):
+    """HTTP_PROXY routes the call through the proxy, as for any httpx client."""
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    srv = _KeepAliveServer()  # stands in for the proxy: it answers whatever it is asked
+
+    async def via_proxy(proxy_url: str) -> list:
+        monkeypatch.setenv("HTTP_PROXY", proxy_url.removesuffix("/v1"))
+        return await _chats("http://llm.internal:8080/v1", 1)
+
+    (reply,) = _serve(srv.handle, via_proxy)
+    assert reply.content == "four"
+    assert srv.request_lines == [b"POST http://llm.internal:8080/v1/chat/completions HTTP/1.1"]

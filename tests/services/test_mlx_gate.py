@@ -1,143 +1,162 @@
-"""The gate: a bound on concurrent LLM calls inside a process and, on PostgreSQL, across them."""
+"""The gate: a bound on concurrent LLM calls inside a consumer and, on PostgreSQL, across them."""
 
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
-from asgiref.sync import async_to_sync
-from django.db import connection
+from django.db import connection, connections
 
 from studyqueue.pg import psycopg_kwargs
-from studyqueue.services.mlx_gate import _LOCK_NAMESPACE, GateTimeout, MLXGate
+from studyqueue.services.mlx_gate import LOCK_NAMESPACE, GateTimeout, MLXGate, lock_key
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)
 
 ENDPOINT = "http://127.0.0.1:9/v1"
 
 
-def test_permits_bound_concurrent_holders():
-    active = 0
-    peak = 0
+@pytest.fixture
+def db_thread():
+    """A thread for the gate's database work, as a consumer has (``run_db``)."""
+    pool = ThreadPoolExecutor(max_workers=1)
 
-    async def call(gate: MLXGate) -> None:
+    async def run_db(fn, *args):  # type: ignore[no-untyped-def]
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+    yield run_db
+    pool.submit(connections.close_all).result()
+    pool.shutdown()
+
+
+def gate(run_db, *, permits: int = 1, timeout: float = 5.0, endpoint: str = ENDPOINT) -> MLXGate:
+    return MLXGate(endpoint, permits=permits, timeout=timeout, run_db=run_db)
+
+
+def _other_session() -> psycopg.Connection:
+    return psycopg.connect(**psycopg_kwargs(connection.settings_dict), autocommit=True)
+
+
+def _locked_elsewhere(slot: int = 0) -> bool:
+    """Whether another session holds the slot's advisory lock (probed from a new one)."""
+    with _other_session() as probe:
+        row = probe.execute(
+            "SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, lock_key(ENDPOINT, slot)]
+        ).fetchone()
+        return not row[0]
+
+
+def test_permits_bound_concurrent_holders(db_thread):
+    shared = gate(db_thread, permits=2)
+    active = peak = 0
+
+    async def call() -> None:
         nonlocal active, peak
-        async with gate:
+        async with shared.slot():
             active += 1
             peak = max(peak, active)
             await asyncio.sleep(0.02)
             active -= 1
 
     async def main() -> None:
-        await asyncio.gather(*(call(MLXGate(ENDPOINT, permits=2, timeout=5)) for _ in range(6)))
+        await asyncio.gather(*(call() for _ in range(6)))
 
-    async_to_sync(main)()
+    asyncio.run(main())
     assert peak == 2
 
 
-def test_acquire_times_out_while_all_slots_are_held():
+def test_acquire_times_out_while_all_slots_are_held(db_thread):
+    shared = gate(db_thread, timeout=0.1)
+
     async def main() -> None:
-        holder = MLXGate(ENDPOINT, permits=1, timeout=1)
-        await holder.acquire()
+        slot = await shared.acquire()
         try:
             with pytest.raises(GateTimeout, match="1 permit"):
-                await MLXGate(ENDPOINT, permits=1, timeout=0.1).acquire()
+                await shared.acquire()
         finally:
-            await holder.release()
-        async with MLXGate(ENDPOINT, permits=1, timeout=0.1):
+            await shared.release(slot)
+        async with shared.slot():
             pass
 
-    async_to_sync(main)()
+    asyncio.run(main())
 
 
-def test_endpoints_have_separate_slots():
-    async def main() -> None:
-        async with (
-            MLXGate(ENDPOINT, permits=1, timeout=0.1),
-            MLXGate("http://127.0.0.1:10/v1", permits=1, timeout=0.1),
-        ):
-            pass
-
-    async_to_sync(main)()
-
-
-def _other_session() -> psycopg.Connection:
-    cfg = connection.settings_dict
-    return psycopg.connect(**psycopg_kwargs(cfg), autocommit=True)
-
-
-@pytest.mark.postgres
-def test_slots_are_shared_across_sessions_and_freed_when_a_holder_dies():
-    gate = MLXGate(ENDPOINT, permits=1, timeout=0.2)
-    other = _other_session()  # another consumer process's connection
-    other.execute("SELECT pg_advisory_lock(%s, %s)", [_LOCK_NAMESPACE, gate._lock_key(0)])
-
-    async def try_acquire() -> bool:
-        try:
-            async with MLXGate(ENDPOINT, permits=1, timeout=0.2):
-                return True
-        except GateTimeout:
-            return False
-
-    assert async_to_sync(try_acquire)() is False
-    other.close()  # the holder dies: PostgreSQL releases its session lock
-    assert async_to_sync(try_acquire)() is True
-
-
-@pytest.mark.postgres
-def test_a_held_slot_blocks_another_session():
-    async def hold_and_probe() -> bool:
-        async with MLXGate(ENDPOINT, permits=1, timeout=1):
-            probe = _other_session()
-            try:
-                key = MLXGate(ENDPOINT)._lock_key(0)
-                row = probe.execute(
-                    "SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_NAMESPACE, key]
-                ).fetchone()
-                return bool(row[0])
-            finally:
-                probe.close()
-
-    assert async_to_sync(hold_and_probe)() is False
-
-
-def test_a_waiter_on_the_same_loop_is_handed_the_slot(vendor):
+def test_a_waiter_is_handed_the_slot_as_it_is_released(db_thread, vendor):
+    shared = gate(db_thread)
     order: list[str] = []
 
     async def holder(release: asyncio.Event) -> None:
-        async with MLXGate(ENDPOINT, permits=1, timeout=5):
+        async with shared.slot():
             order.append("a-in")
             await release.wait()
             order.append("a-out")
 
-    async def waiter(started: asyncio.Event) -> bool:
-        started.set()
-        async with MLXGate(ENDPOINT, permits=1, timeout=5) as gate:
+    async def waiter() -> bool:
+        async with shared.slot():
             order.append("b-in")
-            if vendor != "postgresql":
-                return True
-            # While b is inside, this session holds the advisory lock: others are kept out.
-            probe = _other_session()
-            try:
-                key = gate._lock_key(0)
-                row = probe.execute(
-                    "SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_NAMESPACE, key]
-                ).fetchone()
-                return not row[0]
-            finally:
-                probe.close()
+            # While b holds the slot, this consumer's session keeps the advisory lock.
+            return vendor != "postgresql" or await asyncio.to_thread(_locked_elsewhere)
 
     async def main() -> bool:
-        release, started = asyncio.Event(), asyncio.Event()
+        release = asyncio.Event()
         a = asyncio.create_task(holder(release))
-        await asyncio.sleep(0)
-        b = asyncio.create_task(waiter(started))
-        await started.wait()
-        await asyncio.sleep(0.02)  # b usually waits at the gate by now; the asserts hold either way
+        while not order:
+            await asyncio.sleep(0)
+        b = asyncio.create_task(waiter())
+        while not shared._waiters:  # b waits at the gate
+            await asyncio.sleep(0.001)
         release.set()
         await a
         return await b
 
-    assert async_to_sync(main)() is True
+    assert asyncio.run(main()) is True
     assert order == ["a-in", "a-out", "b-in"]
+
+
+def test_a_cancelled_waiter_loses_no_slot(db_thread):
+    shared = gate(db_thread)
+
+    async def main() -> None:
+        slot = await shared.acquire()
+        waiter = asyncio.create_task(shared.acquire())
+        while not shared._waiters:
+            await asyncio.sleep(0.001)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        await shared.release(slot)
+        async with asyncio.timeout(1):
+            async with shared.slot():
+                pass
+
+    asyncio.run(main())
+
+
+@pytest.mark.postgres
+def test_slots_are_shared_across_sessions_and_freed_when_a_holder_dies(db_thread):
+    other = _other_session()  # another consumer process's connection
+    other.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, lock_key(ENDPOINT, 0)])
+
+    async def try_acquire() -> bool:
+        try:
+            async with gate(db_thread, timeout=0.2).slot():
+                return True
+        except GateTimeout:
+            return False
+
+    assert asyncio.run(try_acquire()) is False
+    other.close()  # the holder dies: PostgreSQL releases its session lock
+    assert asyncio.run(try_acquire()) is True
+
+
+@pytest.mark.postgres
+def test_a_held_slot_blocks_another_session_and_is_unlocked_after(db_thread):
+    shared = gate(db_thread)
+
+    async def hold_and_probe() -> bool:
+        async with shared.slot():
+            return await asyncio.to_thread(_locked_elsewhere)
+
+    assert asyncio.run(hold_and_probe()) is True
+    assert _locked_elsewhere() is False

@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import logging
 import signal
-import threading
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
 from studyqueue.conf import conf
-from studyqueue.consumer import default_worker_id
+from studyqueue.consumer import Consumer
 from studyqueue.management.commands._options import non_empty, positive_float, positive_int
-from studyqueue.scheduler import (
-    ERROR_RETRY_SECONDS,
-    ConsumerRuntime,
-    build_scheduler,
-    consume_job,
-    listen_for_jobs,
-    set_runtime,
-)
+from studyqueue.scheduler import ERROR_RETRY_SECONDS, ScheduledConsumer
 
 logger = logging.getLogger("studyqueue.consumer")
 
@@ -69,22 +61,21 @@ class Command(BaseCommand):
             raise CommandError(
                 "--interval applies to the scheduler; it cannot go with --once/--drain"
             )
-        runtime = ConsumerRuntime(
-            worker_id=worker_id or default_worker_id(),
-            batch_size=batch_size,
-            interval=interval or conf.INTERVAL_SECONDS,
-        )
-        set_runtime(runtime)
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            if once or drain:
-                self._run_inline(runtime, drain=drain, verbosity=verbosity)
-            else:
-                self._run_scheduler(runtime)
-        finally:
-            set_runtime(None)
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        with Consumer(worker_id=worker_id, batch_size=batch_size) as consumer:
+            try:
+                if once or drain:
+                    self._install_signals(consumer.request_stop)
+                    self._run_inline(consumer, drain=drain, verbosity=verbosity)
+                else:
+                    scheduled = ScheduledConsumer(
+                        consumer, interval=interval or conf.INTERVAL_SECONDS
+                    )
+                    self._install_signals(scheduled.stop)
+                    self._run_scheduler(scheduled)
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
 
     def _install_signals(self, on_stop: Any) -> None:
         def handler(signum: int, frame: Any) -> None:
@@ -94,53 +85,36 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
 
-    def _run_inline(self, runtime: ConsumerRuntime, *, drain: bool, verbosity: int) -> None:
-        self._install_signals(runtime.stop.set)
+    def _run_inline(self, consumer: Consumer, *, drain: bool, verbosity: int) -> None:
         cycles = 0
         while True:
+            cycles += 1
             try:
-                result = consume_job()
+                result = consumer.run_cycle()
             except DatabaseError as exc:
-                # consume_job closed the broken connection; the next cycle reconnects.
+                # The cycle closed the broken connection; the next one reconnects.
                 logger.warning("study_consumer_cycle_failed error=%r", exc)
-                cycles += 1
-                if runtime.stop.wait(ERROR_RETRY_SECONDS) or not drain:
+                if not drain or consumer.wait(ERROR_RETRY_SECONDS):
                     break
                 continue
-            cycles += 1
             if verbosity:
                 self.stdout.write(f"cycle {cycles}: {result.summary()}")
-            if not drain or runtime.stop.is_set() or not result.more_ready:
+            if not drain or consumer.stopping() or not result.more_ready:
                 break
 
-    def _run_scheduler(self, runtime: ConsumerRuntime) -> None:
-        scheduler = build_scheduler(runtime)
-        stopper: list[threading.Thread] = []
-
-        def stop() -> None:
-            if runtime.stop.is_set():
-                return
-            runtime.stop.set()
-            # shutdown(wait=True) blocks until the running cycle ends; the signal handler
-            # must return at once, so it runs on a helper thread.
-            thread = threading.Thread(target=scheduler.shutdown, kwargs={"wait": True})
-            thread.start()
-            stopper.append(thread)
-
-        self._install_signals(stop)
-        listen_for_jobs(runtime)
+    def _run_scheduler(self, scheduled: ScheduledConsumer) -> None:
+        scheduled.listen_for_jobs()
+        worker_id = scheduled.consumer.worker_id
         logger.info(
             "study_consumer_started worker=%s interval_s=%s gate_permits=%s llm_url=%s",
-            runtime.worker_id,
-            runtime.interval,
+            worker_id,
+            scheduled.interval,
             conf.GATE_PERMITS,
             conf.LLM_URL,
         )
         self.stdout.write(
-            f"Consumer {runtime.worker_id} running every {runtime.interval:g}s "
+            f"Consumer {worker_id} running every {scheduled.interval:g}s "
             f"against {conf.LLM_URL}. Ctrl-C to stop."
         )
-        scheduler.start()
-        for thread in stopper:
-            thread.join()
-        logger.info("study_consumer_stopped worker=%s", runtime.worker_id)
+        scheduled.start()
+        logger.info("study_consumer_stopped worker=%s", worker_id)

@@ -31,6 +31,7 @@ class CircuitBreaker:
         return max(0.0, self.open_until - time.monotonic())
 
     def allows(self) -> bool:
+        """Whether claiming may go on."""
         return self.remaining() == 0.0
 
     def trip(self, error: LLMError) -> float:
@@ -38,7 +39,9 @@ class CircuitBreaker:
         with self._lock:
             self.last_error = error
             self.failures += 1
-            backoff = conf.BREAKER_BASE_SECONDS * 2 ** (self.failures - 1)
+            # The exponent stops growing long before it could overflow a float: an outage
+            # of any length pauses like its first minutes did.
+            backoff = conf.BREAKER_BASE_SECONDS * 2 ** min(self.failures - 1, 30)
             pause = min(conf.BREAKER_MAX_SECONDS, backoff)
             if error.retry_after is not None:
                 pause = min(max(error.retry_after, 0.0), conf.BREAKER_MAX_SECONDS)

@@ -17,11 +17,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def runtime():
-    rt = scheduler.ConsumerRuntime(worker_id="me", interval=30)
-    scheduler.set_runtime(rt)
-    yield rt
-    scheduler.set_runtime(None)
+def scheduled(make_consumer):
+    return scheduler.ScheduledConsumer(make_consumer(worker_id="me"), interval=30)
 
 
 def job_row(job_id: str, next_run: timezone.datetime | None) -> DjangoJob:
@@ -41,15 +38,18 @@ def test_a_consumer_store_sees_only_its_own_rows():
             scheduler.prune_job,
             "interval",
             seconds=60,
+            kwargs={"worker_id": name},
             id=f"studyqueue@{name}/prune",
             next_run_time=past,
         )
         schedulers.append(sched)
     try:
-        store_a = schedulers[0]._lookup_jobstore("default")
+        assert [j.id for j in schedulers[0].get_jobs()] == ["studyqueue@a/prune"]
+        store_a = scheduler.ConsumerJobStore("studyqueue@a/")
+        store_a.start(schedulers[0], "a")
         assert [j.id for j in store_a.get_due_jobs(timezone.now())] == ["studyqueue@a/prune"]
         assert [j.id for j in store_a.get_all_jobs()] == ["studyqueue@a/prune"]
-        assert store_a.get_next_run_time() is not None
+        assert store_a.get_next_run_time() == past.replace(microsecond=past.microsecond)
         store_a.remove_all_jobs()
         assert set(DjangoJob.objects.values_list("id", flat=True)) == {"studyqueue@b/prune"}
     finally:
@@ -58,7 +58,7 @@ def test_a_consumer_store_sees_only_its_own_rows():
 
 
 @pytest.mark.django_db(transaction=True)  # prune_job closes connections, as in production
-def test_prune_drops_old_executions_dead_consumers_and_optionally_old_jobs(runtime, settings):
+def test_prune_drops_old_executions_dead_consumers_and_optionally_old_jobs(settings):
     now = timezone.now()
     mine = job_row("studyqueue@me/consume", now - timedelta(days=3))
     dead = job_row("studyqueue@dead/consume", now - timedelta(days=2))
@@ -72,14 +72,14 @@ def test_prune_drops_old_executions_dead_consumers_and_optionally_old_jobs(runti
     recent_done = StudyQuestionJobFactory(status="failed", completed_at=now - timedelta(days=1))
     pending = StudyQuestionJobFactory()
 
-    scheduler.prune_job()  # PRUNE_FINISHED_AFTER_DAYS defaults to 0: keep every job
+    scheduler.prune_job(worker_id="me")  # PRUNE_FINISHED_AFTER_DAYS defaults to 0: keep every job
     assert set(DjangoJob.objects.values_list("id", flat=True)) == {mine.id, alive.id, foreign.id}
     assert dead.id not in DjangoJob.objects.values_list("id", flat=True)
     assert DjangoJobExecution.objects.count() == 1  # the 10-day-old one is gone (7-day history)
     assert StudyQuestionJob.objects.count() == 3
 
     settings.STUDYQUEUE = {"PRUNE_FINISHED_AFTER_DAYS": 30}
-    scheduler.prune_job()
+    scheduler.prune_job(worker_id="me")
     assert set(StudyQuestionJob.objects.values_list("pk", flat=True)) == {
         recent_done.pk,
         pending.pk,
@@ -87,12 +87,12 @@ def test_prune_drops_old_executions_dead_consumers_and_optionally_old_jobs(runti
     assert old_done.pk not in StudyQuestionJob.objects.values_list("pk", flat=True)
 
 
-def test_after_cycle_reschedules_sooner_when_work_is_due(runtime):
+def test_after_cycle_reschedules_sooner_when_work_is_due(scheduled):
     seen: list[float] = []
-    runtime._run_at = seen.append  # record instead of touching a scheduler
+    scheduled._run_at = seen.append  # record instead of touching a scheduler
 
     class Event:
-        job_id = runtime.consume_job_id
+        job_id = scheduled.consume_job_id
         exception = None
 
         def __init__(self, retval):
@@ -100,12 +100,12 @@ def test_after_cycle_reschedules_sooner_when_work_is_due(runtime):
 
     from studyqueue.consumer import CycleResult
 
-    runtime.after_cycle(Event(CycleResult(next_due_in=None)))
-    runtime.after_cycle(Event(CycleResult(next_due_in=0.0)))
-    runtime.after_cycle(Event(CycleResult(next_due_in=5.0)))
+    scheduled.after_cycle(Event(CycleResult(next_due_in=None)))
+    scheduled.after_cycle(Event(CycleResult(next_due_in=0.0)))
+    scheduled.after_cycle(Event(CycleResult(next_due_in=5.0)))
     failed = Event(None)
     failed.exception = RuntimeError("db gone")
-    runtime.after_cycle(failed)
-    runtime._wake_pending = True
-    runtime.after_cycle(Event(CycleResult(next_due_in=None)))
+    scheduled.after_cycle(failed)
+    scheduled._wake_pending = True
+    scheduled.after_cycle(Event(CycleResult(next_due_in=None)))
     assert seen == [30, 0.0, 5.0, scheduler.ERROR_RETRY_SECONDS, 0.0]

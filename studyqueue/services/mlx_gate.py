@@ -128,6 +128,8 @@ class MLXGate:
 
     async def _try_take(self) -> int | None:
         for slot in list(self._free):
+            if slot not in self._free:
+                continue  # taken by another caller while we awaited the database
             self._free.remove(slot)  # ours while we ask the database
             try:
                 locked = not self._locks or await self._run_db(

@@ -99,9 +99,13 @@ class Consumer:
         self._stop = threading.Event()
         self.stopping: Callable[[], bool] = should_stop or self._stop.is_set
         self.database = queue.database()
-        # One thread does all database work: one connection, health-checked between
-        # cycles, which also holds the gate's advisory locks.
+        # Two threads do the database work, each on its own connection, health-checked
+        # between cycles: one for the jobs (their writes and the gate's advisory locks),
+        # one for the cycle's claims, which so never queue behind a job's write.
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-db")
+        self._claim_thread = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="studyqueue-claims"
+        )
         self._runner = asyncio.Runner()
         self.breaker = CircuitBreaker()
         self.client = LLMClient.from_settings()
@@ -125,9 +129,16 @@ class Consumer:
         return self._stop.wait(seconds) or self.stopping()
 
     async def db(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Run a sync (ORM) function on the consumer's database thread."""
+        """Run a sync (ORM) function for a job on the consumer's database thread."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._db_thread, functools.partial(fn, *args, **kwargs))
+
+    async def claims_db(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run a sync (ORM) function for the cycle (claims, stale scan) on its own thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._claim_thread, functools.partial(fn, *args, **kwargs)
+        )
 
     def run_cycle(self) -> CycleResult:
         """Run one cycle on the consumer's event loop (blocking); see ``Cycle``."""
@@ -137,10 +148,12 @@ class Consumer:
         # Between cycles, drop connections that are too old or broken (a restarted
         # database); health checks catch the rest before the next use.
         await self.db(close_old_connections)
+        await self.claims_db(close_old_connections)
         try:
             result = await Cycle(self).run()
         finally:
             await self.db(close_old_connections)
+            await self.claims_db(close_old_connections)
         logger.info("study_consumer_cycle worker=%s %s", self.worker_id, result.summary())
         return result
 
@@ -194,8 +207,9 @@ class Consumer:
     def close(self) -> None:
         """Close the LLM client, the database connection and the event loop."""
         self._runner.run(self.client.aclose())
-        self._db_thread.submit(connections.close_all).result()
-        self._db_thread.shutdown()
+        for thread in (self._db_thread, self._claim_thread):
+            thread.submit(connections.close_all).result()
+            thread.shutdown()
         self._runner.close()
 
     def __enter__(self) -> Consumer:
@@ -231,7 +245,7 @@ class Cycle:
         """Reset stale jobs, then claim and run jobs until nothing is ready or the budget
         (``CYCLE_BUDGET_SECONDS``; every cycle claims once) is spent."""
         consumer = self.consumer
-        stale = await consumer.db(queue.reset_stale)
+        stale = await consumer.claims_db(queue.reset_stale)
         self.result.stale_reset, self.result.stale_failed = stale.reset, stale.failed
         while True:
             if self.stop_seen_at is None and consumer.stopping():
@@ -256,7 +270,7 @@ class Cycle:
             )
             raise self.db_error
         self.result.paused_for = consumer.breaker.remaining()
-        self.result.next_due_in = await consumer.db(queue.next_due_in)
+        self.result.next_due_in = await consumer.claims_db(queue.next_due_in)
         return self.result
 
     def may_claim(self) -> bool:
@@ -282,7 +296,9 @@ class Cycle:
         limit = min(consumer.batch_size, self.in_flight - len(self.running))
         self.claims += 1
         try:
-            jobs = await consumer.db(queue.claim, worker_id=consumer.worker_id, limit=limit)
+            jobs = await consumer.claims_db(
+                queue.claim, worker_id=consumer.worker_id, limit=limit
+            )
         except DatabaseError as exc:
             self.db_error = exc  # claim no more; let the running jobs finish
             return

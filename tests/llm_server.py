@@ -7,7 +7,8 @@ streams with keep-alive comments, a usage chunk and ``[DONE]``.
 Run in a thread (``LLMServer().start()``) or as a process
 (``python -m tests.llm_server --port 0``, which prints ``port=N``). Control it through
 attributes, or over HTTP: ``POST /_control`` with JSON fields, ``GET /_stats``,
-``GET /_gaps`` (idle ms between consecutive replies), ``POST /_reset``.
+``GET /_gaps`` (idle ms between consecutive replies), ``GET /_busy`` (busy share),
+``POST /_reset``.
 
 A reply "in ``delay`` seconds" is timed from the moment the request line arrives (or a
 queued request gets its slot), so the server's own parsing is not billed to the client.
@@ -157,6 +158,25 @@ class LLMServer:
             if nxt[0] >= cur[1]
         ]
 
+    def busy_share(self) -> float:
+        """The share of time, from the first chat request to the last reply, during which
+        at least one reply was being generated (``GET /_busy``): a GPU's utilisation."""
+        with self._lock:
+            spans = sorted(self.timeline)
+        if not spans:
+            return 0.0
+        busy, (start, end) = 0.0, spans[0]
+        first = start
+        for nxt_start, nxt_end in spans[1:]:
+            if nxt_start > end:
+                busy += end - start
+                start, end = nxt_start, nxt_end
+            else:
+                end = max(end, nxt_end)
+        busy += end - start
+        total = end - first
+        return busy / total if total > 0 else 1.0
+
     def reset_stats(self) -> None:
         with self._lock:
             self.requests = self.max_active = self.connections = 0
@@ -203,6 +223,8 @@ class LLMServer:
                     self._json(200, server.stats())
                 elif self.path == "/_gaps":
                     self._json(200, server.idle_gaps_ms())
+                elif self.path == "/_busy":
+                    self._json(200, server.busy_share())
                 elif self.path == "/health":
                     self._json(200, {"status": "ok"})
                 elif self.path == "/v1/models":
@@ -426,6 +448,9 @@ class LLMServerProcess:
 
     def idle_gaps_ms(self) -> list[float]:
         return self._call("/_gaps")
+
+    def busy_share(self) -> float:
+        return self._call("/_busy")
 
     def stop(self) -> None:
         self._proc.terminate()

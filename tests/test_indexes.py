@@ -52,7 +52,7 @@ def _plan(sql: str, params: dict) -> str:
 def test_claim_and_stale_scan_use_partial_indexes():
     _fill()
     assert StudyQuestionJob.objects.count() == N_JOBS
-    claim_sql = queue.CLAIM_SQL.format(lock="FOR UPDATE SKIP LOCKED")
+    claim_sql = queue.CLAIM_SQL["postgresql"]
     params = {"token": None, "worker_id": "w", "now": timezone.now(), "limit": 1}
     claim_plan = _plan(claim_sql, params)  # EXPLAIN plans the UPDATE without running it
     print(claim_plan)

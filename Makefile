@@ -55,7 +55,8 @@ test-django61:
 # QUICK=1 runs each with small sizes as a smoke test.
 bench: $(VENV)/.installed-dev
 	$(PY) -m bench.queue_overhead $(if $(QUICK),--jobs 1000 --runs 1,)
-	$(PY) -m bench.llm_floor $(if $(QUICK),--calls 40 --runs 1,)
+	$(PY) -m bench.job_overhead $(if $(QUICK),--jobs 50 --runs 1,)
+	$(PY) -m bench.drain_rate --db postgres --delay 1 --jobs 20 --permits 1 $(if $(QUICK),--jobs 3 --runs 1,--runs 3)
 	$(PY) -m bench.drain_rate --db postgres $(if $(QUICK),--jobs 40 --runs 1,)
 	$(PY) -m bench.wakeup $(if $(QUICK),--enqueues 20,)
 	$(PY) -m bench.bulk_enqueue $(if $(QUICK),--questions 10000 --runs 1,)
@@ -64,6 +65,7 @@ bench: $(VENV)/.installed-dev
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(PY) manage.py makemigrations --check --dry-run
 
 clean:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -93,15 +94,16 @@ WSGI_APPLICATION = "project.wsgi.application"
 ASGI_APPLICATION = "project.asgi.application"
 
 
-def _database_config() -> dict:
+def _database_config() -> dict[str, Any]:
     url = os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
     # Persistent, health-checked connections: the consumer is long-running and a
     # restarted database must not break every later cycle.
-    config = dj_database_url.parse(
+    parsed = dj_database_url.parse(
         url,
         conn_max_age=int(os.environ.get("CONN_MAX_AGE", "600")),
         conn_health_checks=True,
     )
+    config: dict[str, Any] = dict(parsed)
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["OPTIONS"] = {
             # Writers queue up instead of failing with "database is locked".

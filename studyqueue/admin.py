@@ -7,7 +7,7 @@ functions as the commands and the consumer); every field of a job is read-only.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -25,6 +25,7 @@ from studyqueue import dashboard, queue
 from studyqueue.conf import conf
 from studyqueue.models import (
     JobKind,
+    JobQuerySet,
     JobStatus,
     QueueDashboard,
     StudyQuestion,
@@ -32,7 +33,7 @@ from studyqueue.models import (
 )
 
 # Badge colours per status; a test checks that every status has one.
-STATUS_COLOURS = {
+STATUS_COLOURS: dict[str, str] = {
     JobStatus.PENDING: "#64748b",
     JobStatus.PROCESSING: "#2563eb",
     JobStatus.COMPLETED: "#16a34a",
@@ -74,7 +75,7 @@ class CappedCountPaginator(Paginator):
     CAP = 10_000
 
     @cached_property
-    def count(self) -> int:  # type: ignore[override]
+    def count(self) -> int:
         qs = self.object_list
         if isinstance(qs, QuerySet):
             return qs.order_by().values("pk")[: self.CAP].count()
@@ -97,7 +98,7 @@ class StaleFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
         if self.value() == "yes":
             cutoff = timezone.now() - timedelta(minutes=conf.STALE_MINUTES)
-            return queryset.stale(cutoff)
+            return cast(JobQuerySet, queryset).stale(cutoff)  # the jobs' own QuerySet
         return None
 
 
@@ -162,7 +163,7 @@ class StudyQuestionJobAdmin(admin.ModelAdmin):
     # -- read-only everywhere: state changes only through actions
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [name for fieldset in self.fieldsets for name in fieldset[1]["fields"]]
+        return [str(name) for fieldset in self.fieldsets for name in fieldset[1]["fields"]]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # jobs are created by enqueueing
@@ -189,9 +190,8 @@ class StudyQuestionJobAdmin(admin.ModelAdmin):
         if job.study_question_id is None:
             return "(deleted)"
         url = reverse("admin:studyqueue_studyquestion_change", args=[job.study_question_id])
-        return format_html(
-            '<a href="{}">#{}</a> {}', url, job.study_question_id, excerpt(job.study_question.text)
-        )
+        text = job.study_question.text if job.study_question else ""
+        return format_html('<a href="{}">#{}</a> {}', url, job.study_question_id, excerpt(text))
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, job: StudyQuestionJob) -> str:
@@ -424,7 +424,7 @@ class StudyQuestionAdmin(admin.ModelAdmin):
         status = getattr(question, "latest_status", None)
         if not status:
             return "-"
-        return format_html("{} {}", question.latest_kind, status_badge(status))
+        return format_html("{} {}", getattr(question, "latest_kind", ""), status_badge(status))
 
     @admin.action(permissions=["change"], description="Enqueue explanation")
     def enqueue_explanation(self, request: HttpRequest, queryset: QuerySet) -> None:

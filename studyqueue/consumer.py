@@ -296,9 +296,7 @@ class Cycle:
         limit = min(consumer.batch_size, self.in_flight - len(self.running))
         self.claims += 1
         try:
-            jobs = await consumer.claims_db(
-                queue.claim, worker_id=consumer.worker_id, limit=limit
-            )
+            jobs = await consumer.claims_db(queue.claim, worker_id=consumer.worker_id, limit=limit)
         except DatabaseError as exc:
             self.db_error = exc  # claim no more; let the running jobs finish
             return

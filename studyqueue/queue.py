@@ -21,13 +21,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connections, router, transaction
-from django.db.models import F
+from django.db.models import F, Field
 from django.utils import timezone
 
 from studyqueue.conf import conf
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import (
-    ACTIVE_STATUSES,
     TRANSIENT_ERRORS,
     ErrorCode,
     JobKind,
@@ -118,7 +117,9 @@ def _clip(message: str) -> str:
 
 def _db_value(field_name: str, value: Any, db: str) -> Any:
     """A Python value as the database wants it for ``field_name`` (raw SQL parameters)."""
-    return Job._meta.get_field(field_name).get_db_prep_value(value, connections[db])
+    model_field = Job._meta.get_field(field_name)
+    assert isinstance(model_field, Field)  # a concrete column, not a relation
+    return model_field.get_db_prep_value(value, connections[db])
 
 
 def backoff_seconds(attempts: int) -> float:
@@ -229,6 +230,7 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
     created = 0
     for start in range(0, len(ids), batch):
         chunk = ids[start : start + batch]
+        chunk_params: dict[str, Any]
         if postgres:
             where, chunk_params = "id = ANY(%(ids)s)", {"ids": chunk}
         else:

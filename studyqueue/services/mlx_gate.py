@@ -60,10 +60,6 @@ def _unlock(db: str, key: int) -> None:
         cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, key])
 
 
-async def _run_here(fn: Callable[..., Any], *args: Any) -> Any:
-    return fn(*args)
-
-
 class MLXGate:
     """``permits`` slots for one endpoint, shared by every caller of this object.
 
@@ -75,9 +71,9 @@ class MLXGate:
         self,
         endpoint: str,
         *,
+        run_db: RunDB,
         permits: int = 1,
         timeout: float = 600.0,
-        run_db: RunDB = _run_here,
         db: str = "default",
     ) -> None:
         if permits < 1:

@@ -1,0 +1,171 @@
+"""Per-job overhead on the real path, with a breakdown of where it goes.
+
+    python -m bench.job_overhead [--db sqlite|postgres] [--jobs 300] [--runs 5]
+
+The real path: ``runconsumer --drain`` (gate 1, BATCH_SIZE 1) against the test LLM
+server in its own process answering at once (delay 0), so every millisecond per job is
+the consumer's: claim -> load the question -> gate -> HTTP call -> store -> complete.
+The breakdown times each step alone, in the same run, on the same database:
+
+- claim + complete: ``queue.claim`` then ``queue.complete``, one job at a time;
+- load + prompt: the question read and the prompt templates rendered;
+- gate: acquire and release one slot (an advisory lock and unlock on PostgreSQL);
+- HTTP call: ``LLMClient.chat`` to the instant server (httpx, streaming);
+- store: the explanation written and the job completed in one transaction.
+
+The parts overlap in the consumer (the next job is claimed and loaded while a call
+runs), so their sum is more than the path's own time per job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from bench.common import median_of, reset_tables, setup_django
+
+
+def _fill(jobs: int) -> None:
+    from studyqueue import queue
+    from studyqueue.models import StudyQuestion
+
+    reset_tables()
+    StudyQuestion.objects.bulk_create(
+        StudyQuestion(text=f"q{i}", choices=["a", "b"], answer="a") for i in range(jobs)
+    )
+    queue.enqueue_many(StudyQuestion.objects.values_list("pk", flat=True))
+
+
+def _per_job_ms(jobs: int, step: Callable[[], None]) -> float:
+    started = time.perf_counter()
+    for _ in range(jobs):
+        step()
+    return (time.perf_counter() - started) * 1000 / jobs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="postgres")
+    parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    setup_django(args.db)
+
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connections
+
+    from studyqueue import queue
+    from studyqueue.models import StudyQuestion, StudyQuestionJob
+    from studyqueue.services.llm import LLMClient, LLMReply
+    from studyqueue.services.mlx_gate import MLXGate
+    from studyqueue.workers.explanation import _store, build_messages
+    from tests.llm_server import LLMServerProcess
+
+    server = LLMServerProcess(delay=0.0)
+    settings.STUDYQUEUE = {"LLM_URL": server.url, "GATE_PERMITS": 1, "BATCH_SIZE": 1}
+    db = queue.database()
+    n = args.jobs
+
+    def path() -> float:
+        _fill(n)
+        started = time.perf_counter()
+        call_command("runconsumer", "--drain", verbosity=0)
+        elapsed = time.perf_counter() - started
+        assert StudyQuestionJob.objects.filter(status="completed").count() == n
+        return elapsed * 1000 / n
+
+    def claim_complete() -> float:
+        _fill(n)
+        return _per_job_ms(n, lambda: queue.complete(queue.claim(worker_id="b", limit=1)[0]))
+
+    def load_prompt() -> float:
+        ids = list(StudyQuestion.objects.values_list("pk", flat=True)[:n])
+        it = iter(ids)
+        return _per_job_ms(
+            n, lambda: build_messages(StudyQuestion.objects.using(db).get(pk=next(it)))
+        )
+
+    def gate() -> float:
+        thread = ThreadPoolExecutor(max_workers=1)  # the consumer's database thread
+
+        async def run_db(fn, *args):  # type: ignore[no-untyped-def]
+            return await asyncio.get_running_loop().run_in_executor(thread, fn, *args)
+
+        async def go() -> float:
+            shared = MLXGate(server.url, run_db=run_db, permits=1, timeout=5, db=db)
+            started = time.perf_counter()
+            for _ in range(n):
+                async with shared.slot():
+                    pass
+            return (time.perf_counter() - started) * 1000 / n
+
+        try:
+            return asyncio.run(go())
+        finally:
+            thread.submit(connections.close_all).result()
+            thread.shutdown()
+
+    def http_call() -> float:
+        messages = [{"role": "user", "content": "Question:\nq\n"}]
+
+        async def go() -> float:
+            async with LLMClient(base_url=server.url) as client:
+                await client.chat(messages)  # connect once, as a running consumer has
+                started = time.perf_counter()
+                for _ in range(n):
+                    await client.chat(messages)
+                return (time.perf_counter() - started) * 1000 / n
+
+        return asyncio.run(go())
+
+    def store() -> float:
+        _fill(n)
+        jobs = [queue.claim(worker_id="b", limit=1)[0] for _ in range(n)]
+        reply = LLMReply("An explanation.", "m", "stop", 42, 7, 5)
+        it = iter(jobs)
+
+        def one() -> None:
+            job = next(it)
+            _store(job, job.study_question_id, reply, db)
+
+        return _per_job_ms(n, one)
+
+    try:
+        _report(args, n, steps_of(path, claim_complete, load_prompt, gate, http_call, store))
+    finally:
+        server.stop()
+
+
+def steps_of(*fns: Callable[[], float]) -> dict[str, Callable[[], float]]:
+    names = [
+        "real path (runconsumer --drain)",
+        "claim + complete",
+        "load + prompt",
+        "gate acquire + release",
+        "HTTP call (instant server)",
+        "store (explanation + complete)",
+    ]
+    return dict(zip(names, fns, strict=True))
+
+
+def _report(args: argparse.Namespace, n: int, steps: dict[str, Callable[[], float]]) -> None:
+    path = next(iter(steps.values()))
+    path()  # warm-up: imports, first connections
+    print(f"db={args.db} jobs={n} runs={args.runs} (ms per job, median of runs)")
+    results = {}
+    for name, fn in steps.items():
+        median, values = median_of(args.runs, fn)
+        results[name] = median
+        runs = ", ".join(f"{v:.2f}" for v in values)
+        print(f"{name:34} {median:6.2f} ms  (runs: {runs})")
+    parts = sum(v for k, v in results.items() if not k.startswith("real path"))
+    print(f"{'sum of the parts':34} {parts:6.2f} ms (they overlap in the consumer)")
+    print(f"jobs_per_s on the real path: {1000 / results[next(iter(steps))]:.0f}")
+
+
+if __name__ == "__main__":
+    main()

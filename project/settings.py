@@ -3,8 +3,9 @@
 Environment variables:
     DATABASE_URL      sqlite:///path or postgres://user:pass@host:port/name
                       (default: SQLite file db.sqlite3 beside manage.py)
-    SECRET_KEY        required when DEBUG is off
-    DEBUG             1/true/yes to enable (default: off)
+    SECRET_KEY        required in production and for any non-local ALLOWED_HOSTS
+    DEBUG             1/true/yes to enable (default: off; refused in production)
+    STUDYQUEUE_ENV    local (default) or production
     ALLOWED_HOSTS     comma-separated (default: localhost,127.0.0.1)
     CONN_MAX_AGE      seconds to keep DB connections (default: 600)
     LOG_LEVEL         root level for the studyqueue loggers (default: INFO)
@@ -36,21 +37,37 @@ def _env_bool(name: str, default: bool = False) -> bool:
 
 
 DEBUG = _env_bool("DEBUG")
-
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG and os.environ.get("STUDYQUEUE_ENV", "local") == "production":
-        raise ImproperlyConfigured(
-            "SECRET_KEY must be set in production (STUDYQUEUE_ENV=production)"
-        )
-    # A local-only key: fine on a developer's machine, refused in production above.
-    SECRET_KEY = "studyqueue-insecure-local-key-change-me"
+STUDYQUEUE_ENV = os.environ.get("STUDYQUEUE_ENV", "local").strip().lower()
+if STUDYQUEUE_ENV not in {"local", "production"}:
+    raise ImproperlyConfigured(
+        f"STUDYQUEUE_ENV must be local or production, got {STUDYQUEUE_ENV!r}"
+    )
+PRODUCTION = STUDYQUEUE_ENV == "production"
+if PRODUCTION and DEBUG:
+    # DEBUG pages show settings, SQL and tracebacks to anyone who triggers an error.
+    raise ImproperlyConfigured("DEBUG must be off in production (STUDYQUEUE_ENV=production)")
 
 ALLOWED_HOSTS = [
     h.strip()
     for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1").split(",")
     if h.strip()
 ]
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
+
+# A local-only key: fine on a developer's machine, refused wherever others could reach
+# the site (sessions and password resets signed with a published key are forgeable).
+DEVELOPMENT_SECRET_KEY = "studyqueue-insecure-local-key-change-me"
+SECRET_KEY = os.environ.get("SECRET_KEY", "") or DEVELOPMENT_SECRET_KEY
+if SECRET_KEY == DEVELOPMENT_SECRET_KEY:
+    if PRODUCTION:
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set in production (STUDYQUEUE_ENV=production)"
+        )
+    if not set(ALLOWED_HOSTS) <= LOCAL_HOSTS:
+        raise ImproperlyConfigured(
+            "the built-in development SECRET_KEY serves only local hosts; set SECRET_KEY "
+            "to serve ALLOWED_HOSTS beyond localhost"
+        )
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -10,10 +10,12 @@ from datetime import timedelta
 from typing import Any, cast
 
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import OuterRef, QuerySet, Subquery
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Left
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -23,6 +25,7 @@ from django.utils.html import format_html
 
 from studyqueue import dashboard, queue
 from studyqueue.conf import conf
+from studyqueue.forms import StudyQuestionForm
 from studyqueue.models import (
     JobKind,
     JobQuerySet,
@@ -42,11 +45,36 @@ STATUS_COLOURS: dict[str, str] = {
 }
 
 EXCERPT = 60
+# A long text shows this much in a scroll box; the rest is behind a link. A reply may be
+# megabytes (up to LLM_MAX_REPLY_BYTES): a page never renders it whole.
+LONG_TEXT_SHOWN = 20_000
+# Search terms that are job ids: a bigint.
+MAX_ID = 2**63 - 1
 
 
 def excerpt(text: str, length: int = EXCERPT) -> str:
-    text = " ".join(text.split())
+    text = " ".join(text[: length * 4].split())
     return text if len(text) <= length else text[: length - 1] + "…"
+
+
+def long_text(text: str, full_text_url: str | None = None) -> str:
+    """``text`` in a scroll box, capped at ``LONG_TEXT_SHOWN`` characters (escaped)."""
+    if not text:
+        return "-"
+    shown = text[:LONG_TEXT_SHOWN]
+    box = format_html(
+        '<div class="sq-long" style="max-height:24em;max-width:60em;overflow:auto;'
+        'white-space:pre-wrap">{}</div>',
+        shown,
+    )
+    more = len(text) - len(shown)
+    if more and full_text_url:
+        box += format_html(
+            '<p>{} more characters not shown: <a href="{}">the full text</a>.</p>',
+            number_format(more, force_grouping=True),
+            full_text_url,
+        )
+    return box
 
 
 def short_duration(delta: timedelta) -> str:
@@ -140,7 +168,16 @@ class StudyQuestionJobAdmin(admin.ModelAdmin):
         (None, {"fields": ("question_link", "kind", "status_badge", "worker_id")}),
         (
             "Attempts",
-            {"fields": ("attempts", "max_attempts", "error_code", "error_message", "run_after")},
+            {
+                "fields": (
+                    "attempts",
+                    "max_attempts",
+                    "free_releases",
+                    "error_code",
+                    "error_message_box",
+                    "run_after",
+                )
+            },
         ),
         (
             "Times",
@@ -190,7 +227,7 @@ class StudyQuestionJobAdmin(admin.ModelAdmin):
         if job.study_question_id is None:
             return "(deleted)"
         url = reverse("admin:studyqueue_studyquestion_change", args=[job.study_question_id])
-        text = job.study_question.text if job.study_question else ""
+        text = getattr(job, "question_start", None) or ""
         return format_html('<a href="{}">#{}</a> {}', url, job.study_question_id, excerpt(text))
 
     @admin.display(description="status", ordering="status")
@@ -221,7 +258,29 @@ class StudyQuestionJobAdmin(admin.ModelAdmin):
     @admin.display(description="explanation")
     def explanation(self, job: StudyQuestionJob) -> str:
         question = job.study_question
-        return question.explanation if question and question.explanation else "-"
+        if question is None:
+            return "-"
+        url = reverse("admin:studyqueue_studyquestion_explanation", args=[question.pk])
+        return long_text(question.explanation, url)
+
+    @admin.display(description="error message")
+    def error_message_box(self, job: StudyQuestionJob) -> str:
+        return long_text(job.error_message)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # The list shows an excerpt of each question: its long columns stay in the database.
+        return (
+            super()
+            .get_queryset(request)
+            .defer(
+                "error_message",
+                "study_question__text",
+                "study_question__explanation",
+                "study_question__choices",
+                "study_question__answer",
+            )
+            .annotate(question_start=Left("study_question__text", EXCERPT * 4))
+        )
 
     # -- search: a number is a job id (fast, exact); anything else searches text
 
@@ -229,7 +288,8 @@ class StudyQuestionJobAdmin(admin.ModelAdmin):
         self, request: HttpRequest, queryset: QuerySet, search_term: str
     ) -> tuple[QuerySet, bool]:
         term = search_term.strip().lstrip("#")
-        if term.isdigit():
+        # ASCII digits only: "²".isdigit() is true too, and int("²") fails.
+        if term.isascii() and term.isdigit() and int(term) <= MAX_ID:
             return queryset.filter(pk=int(term)), False
         return super().get_search_results(request, queryset, search_term)
 
@@ -377,6 +437,17 @@ class JobInline(admin.TabularInline):
         return False
 
 
+class DeferringChangeList(ChangeList):
+    """The question list reads an excerpt of each text, never the long columns."""
+
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet:
+        queryset = super().get_queryset(request, exclude_parameters)
+        return queryset.defer("text", "explanation", "choices", "answer").annotate(
+            text_start=Left("text", EXCERPT * 4),
+            explained=ExpressionWrapper(~Q(explanation=""), output_field=BooleanField()),
+        )
+
+
 @admin.register(StudyQuestion)
 class StudyQuestionAdmin(admin.ModelAdmin):
     list_display = ("id", "text_excerpt", "has_explanation", "latest_job", "explained_at")
@@ -388,16 +459,28 @@ class StudyQuestionAdmin(admin.ModelAdmin):
     ordering = ("-id",)
     actions = ("enqueue_explanation",)
     inlines = (JobInline,)
-    readonly_fields = ("explanation_model", "explanation_truncated", "explained_at", "created_at")
-    fields = (
-        "text",
-        "choices",
-        "answer",
-        "explanation",
+    form = StudyQuestionForm
+    readonly_fields = (
+        "explanation_box",
         "explanation_model",
         "explanation_truncated",
         "explained_at",
         "created_at",
+    )
+    fieldsets = (
+        (None, {"fields": ("text", "choices", "answer")}),
+        (
+            "Explanation (written by the LLM)",
+            {
+                "fields": (
+                    "explanation_box",
+                    "explanation_model",
+                    "explanation_truncated",
+                    "explained_at",
+                    "created_at",
+                )
+            },
+        ),
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
@@ -411,13 +494,44 @@ class StudyQuestionAdmin(admin.ModelAdmin):
             )
         )
 
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
+        return DeferringChangeList
+
+    def get_urls(self) -> list:
+        urls = [
+            path(
+                "<path:object_id>/explanation.txt",
+                self.admin_site.admin_view(self.explanation_text_view),
+                name="studyqueue_studyquestion_explanation",
+            ),
+        ]
+        return urls + super().get_urls()
+
+    def explanation_text_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The whole explanation as plain text (it may be too long for a page)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        question = self.get_object(request, object_id)
+        if question is None:
+            raise Http404("no such question")
+        return HttpResponse(question.explanation, content_type="text/plain; charset=utf-8")
+
+    @admin.display(description="explanation")
+    def explanation_box(self, question: StudyQuestion) -> str:
+        if question.pk is None:
+            return "-"
+        url = reverse("admin:studyqueue_studyquestion_explanation", args=[question.pk])
+        return long_text(question.explanation, url)
+
     @admin.display(description="question", ordering="text")
     def text_excerpt(self, question: StudyQuestion) -> str:
-        return excerpt(question.text, 80)
+        start = getattr(question, "text_start", None)  # annotated in the list
+        return excerpt(question.text if start is None else start, 80)
 
     @admin.display(description="explained", boolean=True)
     def has_explanation(self, question: StudyQuestion) -> bool:
-        return bool(question.explanation)
+        explained = getattr(question, "explained", None)  # annotated in the list
+        return bool(question.explanation) if explained is None else bool(explained)
 
     @admin.display(description="latest job")
     def latest_job(self, question: StudyQuestion) -> str:

@@ -1,19 +1,40 @@
-"""System checks for STUDYQUEUE misconfiguration (ids studyqueue.E00x / W00x)."""
+"""System checks for STUDYQUEUE misconfiguration (ids studyqueue.E00x / W00x).
+
+E001 a value does not parse; E002 a number is out of range; E003 LLM_URL is not http(s);
+E004 LLM_URL does not parse; E005 a number is NaN or infinite; E006 LLM_API_KEY holds
+control or non-ASCII characters; W001/W002 timeouts that nest badly.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
+from urllib.parse import urlsplit
 
-from django.core.checks import Error, Warning, register
+from django.core.checks import CheckMessage, Error, Warning, register
 
 from studyqueue.conf import SETTINGS, conf
 from studyqueue.exceptions import SettingsError
+from studyqueue.services.redact import is_header_safe
+
+AT_LEAST_ONE = ("BATCH_SIZE", "GATE_PERMITS", "MAX_ATTEMPTS", "LLM_MAX_TOKENS")
+POSITIVE = (
+    "INTERVAL_SECONDS",
+    "STALE_MINUTES",
+    "HEARTBEAT_SECONDS",
+    "LLM_TIMEOUT_SECONDS",
+    "LLM_STALL_SECONDS",
+    "LLM_CONNECT_TIMEOUT_SECONDS",
+    "GATE_TIMEOUT_SECONDS",
+)
+MIN_REPLY_BYTES = 1024
 
 
 @register()
-def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
-    """Every setting parses, numbers are in range, and timeouts nest sensibly."""
-    problems: list = []
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Every setting parses, numbers are finite and in range, URL and key are usable, and
+    timeouts nest sensibly."""
+    problems: list[CheckMessage] = []
     values: dict[str, Any] = {}
     for name in SETTINGS:
         try:
@@ -22,29 +43,74 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
             problems.append(Error(str(exc), id="studyqueue.E001"))
     if problems:
         return problems
-
-    for name in ("BATCH_SIZE", "GATE_PERMITS", "MAX_ATTEMPTS", "LLM_MAX_TOKENS"):
-        if values[name] < 1:
-            problems.append(
-                Error(
-                    f"STUDYQUEUE {name} must be at least 1, got {values[name]}",
-                    id="studyqueue.E002",
-                )
-            )
-    for name in ("INTERVAL_SECONDS", "STALE_MINUTES", "HEARTBEAT_SECONDS", "LLM_TIMEOUT_SECONDS"):
-        if values[name] <= 0:
-            problems.append(
-                Error(
-                    f"STUDYQUEUE {name} must be positive, got {values[name]}", id="studyqueue.E002"
-                )
-            )
-    if not str(values["LLM_URL"]).startswith(("http://", "https://")):
-        problems.append(
-            Error("STUDYQUEUE LLM_URL must start with http:// or https://", id="studyqueue.E003")
-        )
+    problems += _non_finite(values) or _out_of_range(values)
+    problems += _url_problems(str(values["LLM_URL"]))
+    problems += _key_problems(str(values["LLM_API_KEY"]))
     if problems:
         return problems
+    return _nesting(values)
 
+
+def _non_finite(values: dict[str, Any]) -> list[CheckMessage]:
+    return [
+        Error(f"STUDYQUEUE {name} must be a finite number, got {value}", id="studyqueue.E005")
+        for name, value in values.items()
+        if isinstance(value, float) and not math.isfinite(value)
+    ]
+
+
+def _out_of_range(values: dict[str, Any]) -> list[CheckMessage]:
+    problems: list[CheckMessage] = [
+        Error(f"STUDYQUEUE {name} must be at least 1, got {values[name]}", id="studyqueue.E002")
+        for name in AT_LEAST_ONE
+        if values[name] < 1
+    ]
+    problems += [
+        Error(f"STUDYQUEUE {name} must be positive, got {values[name]}", id="studyqueue.E002")
+        for name in POSITIVE
+        if values[name] <= 0
+    ]
+    if values["LLM_MAX_REPLY_BYTES"] < MIN_REPLY_BYTES:
+        problems.append(
+            Error(
+                f"STUDYQUEUE LLM_MAX_REPLY_BYTES must be at least {MIN_REPLY_BYTES}",
+                id="studyqueue.E002",
+            )
+        )
+    return problems
+
+
+def _url_problems(url: str) -> list[CheckMessage]:
+    if not url.startswith(("http://", "https://")):
+        return [
+            Error("STUDYQUEUE LLM_URL must start with http:// or https://", id="studyqueue.E003")
+        ]
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        # The message names the problem, never the URL (it may hold a password).
+        return [Error(f"STUDYQUEUE LLM_URL does not parse: {exc}", id="studyqueue.E004")]
+    if not parts.hostname:
+        return [Error("STUDYQUEUE LLM_URL has no host", id="studyqueue.E004")]
+    return []
+
+
+def _key_problems(key: str) -> list[CheckMessage]:
+    if is_header_safe(key):
+        return []
+    return [
+        Error(
+            "STUDYQUEUE LLM_API_KEY holds control, space or non-ASCII characters "
+            "(a pasted line end?); it cannot be sent in an HTTP header",
+            hint="Set the key exactly as issued, without surrounding white space.",
+            id="studyqueue.E006",
+        )
+    ]
+
+
+def _nesting(values: dict[str, Any]) -> list[CheckMessage]:
+    problems: list[CheckMessage] = []
     stale_seconds = values["STALE_MINUTES"] * 60
     if values["LLM_TIMEOUT_SECONDS"] >= stale_seconds:
         problems.append(

@@ -41,6 +41,12 @@ SETTINGS: dict[str, Setting] = {
     "LLM_MODEL": Setting(str, "", "model id sent to the server (empty: the server's default)"),
     "LLM_API_KEY": Setting(str, "", "bearer token for the LLM server", secret=True),
     "LLM_TIMEOUT_SECONDS": Setting(float, 300.0, "whole-call timeout for one LLM request"),
+    "LLM_STALL_SECONDS": Setting(
+        float, 60.0, "a call that receives no byte for this long ends as llm_timeout"
+    ),
+    "LLM_MAX_REPLY_BYTES": Setting(
+        int, 8 * 1024 * 1024, "a reply larger than this ends the call (llm_bad_response)"
+    ),
     "LLM_CONNECT_TIMEOUT_SECONDS": Setting(float, 5.0, "connect timeout for the LLM server"),
     "LLM_MAX_TOKENS": Setting(int, 1024, "max_tokens sent with each request"),
     "LLM_TEMPERATURE": Setting(float, 0.2, "sampling temperature"),

@@ -110,7 +110,7 @@ class Consumer:
         self.breaker = CircuitBreaker()
         self.client = LLMClient.from_settings()
         self.gate = MLXGate(
-            conf.LLM_URL,
+            self.client.redact(conf.LLM_URL),  # names the gate in messages: no secrets
             permits=conf.GATE_PERMITS,
             timeout=conf.GATE_TIMEOUT_SECONDS,
             run_db=self.db,
@@ -123,6 +123,10 @@ class Consumer:
     def request_stop(self) -> None:
         """Stop claiming; running jobs finish within the grace period (thread-safe)."""
         self._stop.set()
+
+    def wait_for_stop(self) -> None:
+        """Block until ``request_stop()`` (from a signal handler or another thread)."""
+        self._stop.wait()
 
     def wait(self, seconds: float) -> bool:
         """Sleep up to ``seconds``, waking early on ``request_stop()``; True if stopping."""
@@ -154,7 +158,15 @@ class Consumer:
         finally:
             await self.db(close_old_connections)
             await self.claims_db(close_old_connections)
-        logger.info("study_consumer_cycle worker=%s %s", self.worker_id, result.summary())
+        # Enough to tell a stuck consumer from an idle one: the breaker and the gate.
+        logger.info(
+            "study_consumer_cycle worker=%s %s breaker_failures=%s gate_free=%s/%s",
+            self.worker_id,
+            result.summary(),
+            self.breaker.failures,
+            self.gate.free_slots,
+            self.gate.permits,
+        )
         return result
 
     async def run_job(self, job: StudyQuestionJob) -> Outcome:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
@@ -42,6 +43,7 @@ class ErrorCode(models.TextChoices):
     LLM_EMPTY = "llm_empty", "LLM reply was empty"
     QUESTION_MISSING = "question_missing", "Question no longer exists"
     QUESTION_EMPTY = "question_empty", "Question has no text"
+    QUESTION_INVALID = "question_invalid", "Question data is invalid (choices)"
     STALE = "stale", "Worker stopped sending heartbeats"
     UNSUPPORTED_KIND = "unsupported_kind", "Kind is reserved, not implemented"
     UNKNOWN_KIND = "unknown_kind", "Kind is not known to this version"
@@ -75,11 +77,37 @@ def default_max_attempts() -> int:
     return conf.MAX_ATTEMPTS
 
 
+def validate_choices(value: object) -> None:
+    """Choices are a list of strings (possibly empty); anything else is refused."""
+    if not isinstance(value, list):
+        raise ValidationError(
+            "Choices must be a list of strings, not %(kind)s.",
+            code="invalid_choices",
+            params={"kind": type(value).__name__},
+        )
+    for number, choice in enumerate(value, start=1):
+        if not isinstance(choice, str):
+            raise ValidationError(
+                "Choice %(number)s must be a string, not %(kind)s.",
+                code="invalid_choices",
+                params={"number": number, "kind": type(choice).__name__},
+            )
+        if not choice.strip():
+            raise ValidationError(
+                "Choice %(number)s is empty.", code="invalid_choices", params={"number": number}
+            )
+
+
 class StudyQuestion(models.Model):
     """A question a learner studies; its explanation is written by the LLM."""
 
     text = models.TextField(help_text="The question as shown to the learner.")
-    choices = models.JSONField(default=list, blank=True, help_text="Answer options, if any.")
+    choices = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_choices],
+        help_text="Answer options, if any: a list of strings.",
+    )
     answer = models.TextField(blank=True, help_text="The correct answer, if known.")
     explanation = models.TextField(blank=True)
     explanation_model = models.CharField(max_length=200, blank=True)
@@ -94,8 +122,17 @@ class StudyQuestion(models.Model):
         ordering = ["id"]
 
     def __str__(self) -> str:
+        if "text" in self.get_deferred_fields():
+            return f"#{self.pk}"  # a list that deferred the text: do not load it for this
         excerpt = self.text if len(self.text) <= 60 else self.text[:57] + "..."
         return f"#{self.pk} {excerpt}"
+
+    def clean(self) -> None:
+        # Also for an empty value: field validators skip None, which the column refuses.
+        try:
+            validate_choices(self.choices)
+        except ValidationError as exc:
+            raise ValidationError({"choices": exc.messages}) from None
 
 
 class JobQuerySet(models.QuerySet["StudyQuestionJob"]):

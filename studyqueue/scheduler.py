@@ -1,6 +1,7 @@
 """django-apscheduler wiring for ``runconsumer``: the consume cycle as a scheduled job.
 
-Each consumer process runs its own ``BlockingScheduler``. APScheduler 3 does not support
+Each consumer process runs its own scheduler (a ``BackgroundScheduler``: the main thread
+waits for the stop request, so a signal needs no helper thread). APScheduler 3 does not support
 several schedulers sharing one job store (they run each other's jobs), so every process
 keeps its own rows in django-apscheduler's tables, with ids prefixed ``studyqueue@<worker
 id>/``: the admin lists each consumer's jobs and executions, and no process runs another's.
@@ -21,7 +22,7 @@ import psycopg
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.job import Job as SchedulerJob
-from apscheduler.schedulers.blocking import BlockingScheduler
+from apscheduler.schedulers.background import BackgroundScheduler
 from django.conf import settings
 from django.db import connections
 from django.utils import timezone
@@ -100,8 +101,8 @@ def prune_job(worker_id: str = "") -> None:
 
 
 class ScheduledConsumer:
-    """A ``Consumer`` whose cycles a django-apscheduler ``BlockingScheduler`` runs every
-    ``interval`` seconds, or sooner when work is due; ``start()`` blocks until ``stop()``."""
+    """A ``Consumer`` whose cycles a django-apscheduler scheduler runs every ``interval``
+    seconds, or sooner when work is due; ``start()`` blocks until ``stop()``."""
 
     def __init__(self, consumer: Consumer, *, interval: float) -> None:
         self.consumer = consumer
@@ -111,12 +112,11 @@ class ScheduledConsumer:
         self._lock = threading.Lock()
         self._cycle_running = False
         self._wake_pending = False
-        self._stopper: threading.Thread | None = None
         self.scheduler = self._build_scheduler()
 
-    def _build_scheduler(self) -> BlockingScheduler:
+    def _build_scheduler(self) -> BackgroundScheduler:
         worker_id = self.consumer.worker_id
-        scheduler = BlockingScheduler(
+        scheduler = BackgroundScheduler(
             timezone=settings.TIME_ZONE,
             # One worker thread: cycles never overlap.
             executors={"default": ThreadPoolExecutor(max_workers=1)},
@@ -151,24 +151,19 @@ class ScheduledConsumer:
         return scheduler
 
     def start(self) -> None:
-        """Run the scheduler until ``stop()`` (blocking)."""
+        """Run the scheduler until ``stop()`` (blocking); then let the running cycle end."""
         _running[self.consumer.worker_id] = self
         try:
             self.scheduler.start()
-            if self._stopper is not None:
-                self._stopper.join()
+            self.consumer.wait_for_stop()
+            self.scheduler.shutdown(wait=True)
         finally:
             _running.pop(self.consumer.worker_id, None)
 
     def stop(self) -> None:
-        """Stop claiming, let the running cycle end, stop the scheduler (signal-safe)."""
-        if self.consumer.stopping():
-            return
+        """Stop claiming and end ``start()`` once the running cycle is over (signal-safe:
+        it only sets a flag, whether or not the scheduler has started yet)."""
         self.consumer.request_stop()
-        # shutdown(wait=True) blocks until the running cycle ends; a signal handler must
-        # return at once, so it runs on a helper thread.
-        self._stopper = threading.Thread(target=self.scheduler.shutdown, kwargs={"wait": True})
-        self._stopper.start()
 
     def cycle(self) -> CycleResult:
         """Run one consume cycle (the scheduled job's body)."""

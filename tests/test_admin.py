@@ -336,3 +336,90 @@ def test_question_page_shows_jobs_inline_and_escapes_the_explanation(admin_clien
     assert "<script>evil()</script>" not in html
     assert "&lt;script&gt;evil()&lt;/script&gt;" in html
     assert StudyQuestion.objects.get(pk=question.pk).explanation == "<script>evil()</script>"
+
+
+@pytest.mark.parametrize("term", ["²", "٣", "99999999999999999999", "#", "🙂", "-1"])
+def test_any_unicode_search_term_works(admin_client, term):
+    StudyQuestionJobFactory(study_question__text=f"about {term}")
+    response = admin_client.get(JOBS_URL, {"q": term})
+    assert response.status_code == 200
+    assert len(response.context["cl"].result_list) == 1  # found as text
+
+
+def test_long_texts_are_capped_on_pages_with_the_full_text_behind_a_link(admin_client):
+    from studyqueue.admin import LONG_TEXT_SHOWN
+
+    long_text = "word " * 100_000  # 500,000 characters
+    question = StudyQuestionFactory(explanation=long_text)
+    job = StudyQuestionJobFactory(study_question=question, status="completed")
+    full = reverse("admin:studyqueue_studyquestion_explanation", args=[question.pk])
+    for url in (
+        reverse("admin:studyqueue_studyquestion_change", args=[question.pk]),
+        reverse("admin:studyqueue_studyquestionjob_change", args=[job.pk]),
+    ):
+        html = admin_client.get(url).content.decode()
+        assert len(html) < LONG_TEXT_SHOWN + 100_000, url
+        assert f'href="{full}"' in html and "more characters not shown" in html
+    response = admin_client.get(full)
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    assert response.content.decode() == long_text
+
+
+def test_the_full_text_view_needs_view_permission(client):
+    question = StudyQuestionFactory(explanation="secret-ish")
+    staff = User.objects.create_user("viewer", password="pw", is_staff=True)
+    client.force_login(staff)
+    url = reverse("admin:studyqueue_studyquestion_explanation", args=[question.pk])
+    assert client.get(url).status_code == 403
+    staff.user_permissions.add(Permission.objects.get(codename="view_studyquestion"))
+    assert client.get(url).status_code == 200
+
+
+def test_lists_do_not_read_the_long_columns(admin_client):
+    question = StudyQuestionFactory(explanation="x" * 10_000)
+    StudyQuestionJobFactory(study_question=question)
+    (job,) = admin_client.get(JOBS_URL).context["cl"].result_list
+    assert "error_message" in job.get_deferred_fields()
+    assert {"text", "explanation"} <= job.study_question.get_deferred_fields()
+    (row,) = admin_client.get(QUESTIONS_URL).context["cl"].result_list
+    assert {"text", "explanation", "choices"} <= row.get_deferred_fields()
+
+
+def _question_form(question: StudyQuestion, choices: str) -> dict[str, str]:
+    return {
+        "text": question.text,
+        "choices": choices,
+        "answer": question.answer,
+        "jobs-TOTAL_FORMS": "0",
+        "jobs-INITIAL_FORMS": "0",
+    }
+
+
+@pytest.mark.parametrize(
+    "typed,stored",
+    [
+        ("Paris\nRome\n\n  Berlin  \n", ["Paris", "Rome", "Berlin"]),
+        ("", []),
+        ("null", ["null"]),
+        ("42\ntrue", ["42", "true"]),
+    ],
+)
+def test_choices_are_edited_one_per_line(admin_client, typed, stored):
+    question = StudyQuestionFactory(choices=["old"])
+    url = reverse("admin:studyqueue_studyquestion_change", args=[question.pk])
+    form_page = admin_client.get(url).content.decode()
+    assert "\nold</textarea>" in form_page
+    response = admin_client.post(url, _question_form(question, typed))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    question.refresh_from_db()
+    assert question.choices == stored
+
+
+@pytest.mark.parametrize("value", [None, 42, True, "Paris", {"a": "b"}, ["ok", 3], ["ok", " "]])
+def test_the_model_refuses_choices_that_are_not_a_list_of_strings(value):
+    from django.core.exceptions import ValidationError
+
+    question = StudyQuestionFactory.build(choices=value)
+    with pytest.raises(ValidationError) as info:
+        question.full_clean()
+    assert "choices" in info.value.message_dict

@@ -34,3 +34,39 @@ def test_w001_llm_timeout_not_shorter_than_stale_threshold():
 
 def test_w002_heartbeat_too_slow():
     assert ids(HEARTBEAT_SECONDS=400, STALE_MINUTES=10) == ["studyqueue.W002"]
+
+
+def test_e002_reply_cap_too_small():
+    assert ids(LLM_MAX_REPLY_BYTES=10) == ["studyqueue.E002"]
+
+
+def test_e004_llm_url_that_does_not_parse():
+    assert ids(LLM_URL="http://[::1") == ["studyqueue.E004"]
+    assert ids(LLM_URL="http://127.0.0.1:port/v1") == ["studyqueue.E004"]
+    assert ids(LLM_URL="http:///v1") == ["studyqueue.E004"]
+
+
+def test_e004_never_shows_the_url():
+    with override_settings(STUDYQUEUE={"LLM_URL": "http://user:hunter22@[::1"}):
+        (message,) = check_settings()
+    assert "hunter22" not in str(message)
+
+
+def test_e005_nan_and_infinite_numbers():
+    assert ids(LLM_TIMEOUT_SECONDS="nan") == ["studyqueue.E005"]
+    assert ids(STALE_MINUTES=float("inf"), HEARTBEAT_SECONDS="-inf") == [
+        "studyqueue.E005",
+        "studyqueue.E005",
+    ]
+
+
+def test_e006_api_key_with_control_or_non_ascii_characters():
+    assert ids(LLM_API_KEY="sk-abc123\r") == ["studyqueue.E006"]
+    assert ids(LLM_API_KEY="sk-äbc123") == ["studyqueue.E006"]
+    assert ids(LLM_API_KEY="sk-abc123") == []
+
+
+def test_e006_never_shows_the_key():
+    with override_settings(STUDYQUEUE={"LLM_API_KEY": "sk-secret\n"}):
+        (message,) = check_settings()
+    assert "sk-secret" not in f"{message.msg} {message.hint}"

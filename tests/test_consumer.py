@@ -174,20 +174,24 @@ def test_server_wide_faults_release_jobs_without_burning_attempts(
     assert consumer.run_cycle().claimed == 0
 
 
-def test_consumer_resumes_by_itself_after_an_outage(llm_server, make_consumer):
+def test_consumer_resumes_by_itself_after_each_of_several_outages(llm_server, make_consumer):
+    """One long-lived consumer (one client, one gate, one breaker) through five outages:
+    nothing it keeps between cycles may wedge it once the server is back."""
     port = llm_server.port
     llm_server.stop()  # down: connections are refused
     consumer = make_consumer()
-    jobs = enqueue(2)
-    assert consumer.run_cycle().outcomes == {"released": 2}
-    revived = LLMServer(port=port).start()  # the same server comes back
-    try:
-        wait_for(consumer.breaker.allows, timeout=5, what="the breaker to close")
-        make_due()
-        assert consumer.run_cycle().outcomes == {"completed": 2}
-    finally:
-        revived.stop()
-    assert [job_state(j) for j in jobs] == [("completed", "", 1)] * 2
+    for outage in range(5):
+        jobs = enqueue(2)
+        assert consumer.run_cycle().outcomes == {"released": 2}, f"outage {outage}"
+        revived = LLMServer(port=port).start()  # the same server comes back
+        try:
+            wait_for(consumer.breaker.allows, timeout=5, what="the breaker to close")
+            make_due()
+            assert consumer.run_cycle().outcomes == {"completed": 2}, f"after outage {outage}"
+        finally:
+            revived.stop()
+        assert [job_state(j) for j in jobs] == [("completed", "", 1)] * 2
+    assert consumer.gate.free_slots == consumer.gate.permits, "no gate slot leaked"
 
 
 def test_missing_and_empty_questions_fail_permanently(llm_server, make_consumer):

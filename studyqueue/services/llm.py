@@ -2,196 +2,38 @@
 
 Built for mlx_lm.server (see the README): replies are streamed so that a timeout or a
 shutdown closes the connection, which stops generation on the server; connections per
-server are bounded; every failure maps to one ``ErrorCode``.
+server are bounded; every failure maps to one ``ErrorCode``. What a server sends is
+bounded too: no byte for ``stall_seconds`` ends the call, and a reply (or error body)
+larger than ``max_reply_bytes`` ends it without being held in memory. Every message that
+leaves the client is redacted: neither the API key nor URL credentials escape.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import json
 import logging
-import time
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode
+from studyqueue.services.llm_reply import (
+    LLMError,
+    LLMReply,
+    ReplyParser,
+    bad_response,
+    classify_status,
+)
+from studyqueue.services.redact import is_header_safe, redact, secrets_of
+
+__all__ = ["LLMClient", "LLMError", "LLMReply"]
 
 logger = logging.getLogger("studyqueue.llm")
 
-# Codes that describe the server, not the job: the job waits without losing an attempt.
-SERVER_WIDE = frozenset({ErrorCode.LLM_UNAVAILABLE, ErrorCode.LLM_OVERLOADED})
-
-
-class LLMError(Exception):
-    """A failed LLM call, classified by ``code``."""
-
-    def __init__(
-        self,
-        code: ErrorCode,
-        message: str,
-        *,
-        retry_after: float | None = None,
-        affects_all: bool = False,
-        reached_server: bool = True,
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.retry_after = retry_after
-        # True when every job would hit the same error (server down, unknown model,
-        # wrong URL, bad key): the consumer pauses instead of failing jobs one by one.
-        self.affects_all = affects_all or code in SERVER_WIDE
-        # False only when no connection could be made: the server is provably down, and
-        # the call cost it nothing. Releases of calls that reached it are bounded per job.
-        self.reached_server = reached_server
-
-
-@dataclass(frozen=True)
-class LLMReply:
-    """A successful completion."""
-
-    content: str
-    model: str
-    finish_reason: str
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    elapsed_ms: int
-
-    @property
-    def truncated(self) -> bool:
-        """The server stopped at max_tokens: the text may be cut mid-sentence."""
-        return self.finish_reason == "length"
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _error_text(body: bytes) -> str:
-    """The server's error message: mlx's ``{"error": "..."}``, OpenAI's nested form, or text."""
-    text = body.decode("utf-8", "replace").strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text[:300]
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict):
-            err = err.get("message")
-        if isinstance(err, str):
-            return err[:300]
-    return text[:300]
-
-
-def classify_status(status: int, body: bytes, headers: httpx.Headers) -> LLMError:
-    """The LLMError for a non-2xx reply."""
-    detail = f"HTTP {status}: {_error_text(body)}"
-    if status in (429, 503):
-        return LLMError(
-            ErrorCode.LLM_OVERLOADED,
-            detail,
-            retry_after=parse_retry_after(headers.get("retry-after")),
-        )
-    if status >= 500:
-        return LLMError(ErrorCode.LLM_SERVER_ERROR, detail)
-    # 401/403: bad key; 404: unknown model or wrong URL path; 405/411: not a chat endpoint.
-    # None of these is the job's fault, and every other job would fail the same way.
-    affects_all = status in (401, 403, 404, 405, 411)
-    return LLMError(ErrorCode.LLM_REJECTED, detail, affects_all=affects_all)
-
-
-class _Accumulator:
-    """Collects a chat completion from stream chunks or one whole JSON body."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.saw_content_field = False
-        self.finish_reason = ""
-        self.model = ""
-        self.usage: dict[str, Any] = {}
-        self.done = False
-
-    def feed(self, data: Any, *, whole: bool) -> None:
-        if not isinstance(data, dict):
-            raise ValueError("reply is not a JSON object")
-        if data.get("error"):
-            raise ValueError(f"server reported an error: {_error_text(json.dumps(data).encode())}")
-        self.model = str(data.get("model") or self.model)
-        if isinstance(data.get("usage"), dict):
-            self.usage = data["usage"]
-        choices = data.get("choices")
-        if not isinstance(choices, list):
-            raise ValueError("reply has no 'choices' list")
-        if not choices:
-            if whole:
-                raise ValueError("reply has an empty 'choices' list")
-            return  # the usage-only chunk of a stream
-        choice = choices[0]
-        if not isinstance(choice, dict):
-            raise ValueError("choice is not an object")
-        part = choice.get("message" if whole else "delta")
-        if not isinstance(part, dict):
-            raise ValueError(f"choice has no '{'message' if whole else 'delta'}' object")
-        if "content" in part:
-            self.saw_content_field = True
-            content = part["content"]
-            if content is not None and not isinstance(content, str):
-                raise ValueError("content is not a string")
-            if content:
-                self.parts.append(content)
-        if choice.get("finish_reason"):
-            self.finish_reason = str(choice["finish_reason"])
-
-    def feed_sse_line(self, line: str) -> None:
-        line = line.strip()
-        if self.done or not line or line.startswith(":"):  # blank separators, keep-alive comments
-            return
-        if not line.startswith("data:"):
-            return  # event:/id:/retry: fields carry nothing we need
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            self.done = True
-            return
-        self.feed(json.loads(payload), whole=False)
-
-    def reply(self, elapsed_ms: int) -> LLMReply:
-        content = "".join(self.parts).strip()
-        if not content:
-            raise LLMError(
-                ErrorCode.LLM_EMPTY, "the model returned no text (content null or blank)"
-            )
-
-        def tokens(key: str) -> int | None:
-            value = self.usage.get(key)
-            return value if isinstance(value, int) and value >= 0 else None
-
-        return LLMReply(
-            content=content,
-            model=self.model,
-            finish_reason=self.finish_reason or "stop",
-            prompt_tokens=tokens("prompt_tokens"),
-            completion_tokens=tokens("completion_tokens"),
-            elapsed_ms=elapsed_ms,
-        )
+ERROR_BODY_MAX = 64 * 1024  # an error body is read this far, the rest ignored
 
 
 class LLMClient:
@@ -210,25 +52,38 @@ class LLMClient:
         model: str = "",
         api_key: str = "",
         timeout: float = 300.0,
+        stall_seconds: float = 60.0,
         connect_timeout: float = 5.0,
         max_tokens: int = 1024,
         temperature: float = 0.2,
         max_connections: int = 4,
+        max_reply_bytes: int = 8 * 1024 * 1024,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.timeout = timeout
+        self.stall_seconds = min(stall_seconds, timeout)
         self.connect_timeout = connect_timeout
         self.max_tokens = max_tokens
         self.temperature = temperature
-        headers = {"Accept": "text/event-stream, application/json"}
-        if api_key:
+        self.max_reply_bytes = max_reply_bytes
+        self._secrets = secrets_of(base_url, api_key)
+        headers = {
+            "Accept": "text/event-stream, application/json",
+            # No compression: a reply is read raw, so its size bound is its real size.
+            "Accept-Encoding": "identity",
+        }
+        # A key an HTTP header cannot carry (a pasted line end, a non-ASCII character) is
+        # never handed to httpx: its errors and debug logs would show it. Every call then
+        # fails as a configuration error instead (``manage.py check`` says so first).
+        self._unsendable_key = bool(api_key) and not is_header_safe(api_key)
+        if api_key and not self._unsendable_key:
             headers["Authorization"] = f"Bearer {api_key}"
         # mlx_lm.server has a listen backlog of 5: more simultaneous connects than
         # calls allowed through the gate would only produce errors and stalls.
         self._http = httpx.AsyncClient(
             headers=headers,
-            timeout=httpx.Timeout(timeout, connect=connect_timeout),
+            timeout=httpx.Timeout(timeout, connect=connect_timeout, read=self.stall_seconds),
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections
             ),
@@ -242,10 +97,12 @@ class LLMClient:
             model=conf.LLM_MODEL,
             api_key=conf.LLM_API_KEY,
             timeout=conf.LLM_TIMEOUT_SECONDS,
+            stall_seconds=conf.LLM_STALL_SECONDS,
             connect_timeout=conf.LLM_CONNECT_TIMEOUT_SECONDS,
             max_tokens=conf.LLM_MAX_TOKENS,
             temperature=conf.LLM_TEMPERATURE,
             max_connections=max(conf.GATE_PERMITS, 1),
+            max_reply_bytes=conf.LLM_MAX_REPLY_BYTES,
         )
 
     async def __aenter__(self) -> LLMClient:
@@ -261,8 +118,12 @@ class LLMClient:
     def url(self) -> str:
         return f"{self.base_url}/chat/completions"
 
+    def redact(self, text: str) -> str:
+        """``text`` without this client's secrets (API key, URL credentials)."""
+        return redact(text, self._secrets)
+
     async def chat(self, messages: list[dict[str, str]]) -> LLMReply:
-        """One chat completion; raises ``LLMError`` with the failure's code."""
+        """One chat completion; raises ``LLMError`` (redacted) with the failure's code."""
         body: dict[str, Any] = {
             "messages": messages,
             "max_tokens": self.max_tokens,
@@ -272,17 +133,28 @@ class LLMClient:
         }
         if self.model:
             body["model"] = self.model
-        started = time.monotonic()
+        if self._unsendable_key:
+            raise LLMError(
+                ErrorCode.LLM_REJECTED,
+                "LLM_API_KEY holds characters an HTTP header cannot carry (control, space or "
+                "non-ASCII); fix the setting (see manage.py check)",
+                affects_all=True,
+                reached_server=False,
+            )
         try:
             async with asyncio.timeout(self.timeout):
-                acc = await self._post(body)
+                return (await self._post(body)).reply()
         except TimeoutError:
-            raise LLMError(
-                ErrorCode.LLM_TIMEOUT, f"no complete reply within {self.timeout:g}s"
-            ) from None
-        return acc.reply(int((time.monotonic() - started) * 1000))
+            error = LLMError(ErrorCode.LLM_TIMEOUT, f"no complete reply within {self.timeout:g}s")
+        except LLMError as exc:
+            error = exc
+        except Exception as exc:  # anything else is ours to classify, never to leak
+            error = LLMError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        # Raised outside the handlers, so that no traceback chains back to a message
+        # that still holds a secret.
+        raise error.with_message(self.redact(error.message))
 
-    async def _post(self, body: dict[str, Any]) -> _Accumulator:
+    async def _post(self, body: dict[str, Any]) -> ReplyParser:
         # A refused or reset connect is retried once: mlx_lm.server's small listen
         # backlog drops connects under bursts even when it is healthy.
         for attempt in (1, 2):
@@ -298,50 +170,84 @@ class LLMClient:
                 await asyncio.sleep(0.2)
         raise AssertionError("unreachable")
 
-    async def _stream(self, body: dict[str, Any]) -> _Accumulator:
-        acc = _Accumulator()
+    async def _stream(self, body: dict[str, Any]) -> ReplyParser:
+        parser = ReplyParser()
         received_any = False
         try:
             async with self._http.stream("POST", self.url, json=body) as response:
                 if response.status_code >= 400:
-                    raise classify_status(
-                        response.status_code, await response.aread(), response.headers
-                    )
-                ctype = response.headers.get("content-type", "")
-                if "text/event-stream" not in ctype:
+                    error_body = await self._read_error_body(response)
+                    raise classify_status(response.status_code, error_body, response.headers)
+                if "text/event-stream" not in response.headers.get("content-type", ""):
                     # A server that ignores "stream": one whole JSON body.
-                    raw = await response.aread()
-                    try:
-                        acc.feed(json.loads(raw), whole=True)
-                    except ValueError as exc:
-                        raise LLMError(
-                            ErrorCode.LLM_BAD_RESPONSE, f"bad JSON reply: {exc}"
-                        ) from None
-                    return acc
+                    parser.feed_body(b"".join([c async for c in self._raw(response)]))
+                    return parser
                 # Read to the end, past [DONE] (nothing more is fed), so that a keep-alive
                 # connection goes back to the pool.
-                async for line in response.aiter_lines():
+                async for line in self._lines(response):
                     received_any = True
-                    try:
-                        acc.feed_sse_line(line)
-                    except ValueError as exc:
-                        raise LLMError(
-                            ErrorCode.LLM_BAD_RESPONSE, f"bad stream chunk: {exc}"
-                        ) from None
+                    parser.feed_line(line)
         except httpx.ReadTimeout:
-            raise LLMError(ErrorCode.LLM_TIMEOUT, "the server stopped sending") from None
+            raise LLMError(
+                ErrorCode.LLM_TIMEOUT, f"no byte from the server for {self.stall_seconds:g}s"
+            ) from None
+        except (httpx.LocalProtocolError, httpx.UnsupportedProtocol) as exc:
+            # The request itself cannot be sent (e.g. a key with a control character):
+            # a configuration error that every job would hit; nothing reached the server.
+            raise LLMError(
+                ErrorCode.LLM_REJECTED,
+                f"the request could not be sent: {exc}",
+                affects_all=True,
+                reached_server=False,
+            ) from None
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-            if acc.done:
-                return acc  # the whole reply came; only the connection's end was rough
+            if parser.done:
+                return parser  # the whole reply came; only the connection's end was rough
             if not received_any:
                 raise LLMError(
                     ErrorCode.LLM_UNAVAILABLE, f"connection dropped before a reply: {exc!r}"
                 ) from None
             raise await self._cut_off(repr(exc)) from None
-        if not acc.done and not acc.finish_reason:
+        if not parser.done and not parser.finish_reason:
             # HTTP/1.0 servers end a body by closing: a close before [DONE] is a cut reply.
             raise await self._cut_off("closed before [DONE]")
-        return acc
+        return parser
+
+    async def _raw(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        """The body as sent, at most ``max_reply_bytes``; a larger one ends the call."""
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise bad_response(f"compressed reply ({encoding[:40]}) though none was accepted")
+        total = 0
+        async for chunk in response.aiter_raw():
+            total += len(chunk)
+            if total > self.max_reply_bytes:
+                raise bad_response(
+                    f"reply larger than LLM_MAX_REPLY_BYTES ({self.max_reply_bytes} bytes)"
+                )
+            yield chunk
+
+    async def _lines(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        """The body's lines (without line ends); a line is held only until it ends."""
+        buffer = bytearray()
+        async for chunk in self._raw(response):
+            scan_from = len(buffer)
+            buffer += chunk
+            start = 0
+            while (end := buffer.find(b"\n", scan_from)) != -1:
+                yield bytes(buffer[start:end])
+                start = scan_from = end + 1
+            del buffer[:start]
+        if buffer:
+            yield bytes(buffer)
+
+    async def _read_error_body(self, response: httpx.Response) -> bytes:
+        body = bytearray()
+        async for chunk in response.aiter_raw():
+            body += chunk[: ERROR_BODY_MAX - len(body)]
+            if len(body) >= ERROR_BODY_MAX:
+                break  # the rest is not needed: closing the response drops it
+        return bytes(body)
 
     async def _cut_off(self, detail: str) -> LLMError:
         """The error for a reply that stopped midway.
@@ -358,12 +264,12 @@ class LLMClient:
 
     async def _reachable(self) -> bool:
         """Whether the server accepts a TCP connection right now."""
-        url = httpx.URL(self.base_url)
+        url = urlsplit(self.base_url)
         port = url.port or (443 if url.scheme == "https" else 80)
         try:
             async with asyncio.timeout(min(self.connect_timeout, 2.0)):
-                _, writer = await asyncio.open_connection(url.host, port)
-        except (OSError, TimeoutError):
+                _, writer = await asyncio.open_connection(url.hostname, port)
+        except (OSError, TimeoutError, ValueError):
             return False
         writer.close()
         return True

@@ -87,6 +87,11 @@ class MLXGate:
         self._waiters: deque[asyncio.Future[int]] = deque()
 
     @property
+    def free_slots(self) -> int:
+        """Slots no caller of this gate holds (another process may hold them)."""
+        return len(self._free)
+
+    @property
     def _locks(self) -> bool:
         return connections[self._db].vendor == "postgresql"
 
@@ -128,9 +133,7 @@ class MLXGate:
                 continue  # taken by another caller while we awaited the database
             self._free.remove(slot)  # ours while we ask the database
             try:
-                locked = not self._locks or await self._run_db(
-                    _try_lock, self._db, lock_key(self.endpoint, slot)
-                )
+                locked = await self._lock(slot)
             except BaseException:
                 self._free.append(slot)
                 raise
@@ -138,6 +141,21 @@ class MLXGate:
                 return slot
             self._free.append(slot)  # another process holds it
         return None
+
+    async def _lock(self, slot: int) -> bool:
+        """Take the slot's advisory lock (PostgreSQL); True on SQLite."""
+        if not self._locks:
+            return True
+        key = lock_key(self.endpoint, slot)
+        attempt = asyncio.ensure_future(self._run_db(_try_lock, self._db, key))
+        try:
+            return bool(await asyncio.shield(attempt))
+        except asyncio.CancelledError:
+            # The lock may be taken on the database thread all the same: undo it, or the
+            # session would keep it (advisory locks stack) and other processes lose a slot.
+            if await attempt:
+                await self._run_db(_unlock, self._db, key)
+            raise
 
     async def _wait_for_handover(self, timeout: float) -> int | None:
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()

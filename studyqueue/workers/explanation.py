@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.template.loader import render_to_string
 from django.utils import timezone
 
 from studyqueue import queue
 from studyqueue.conf import conf
-from studyqueue.models import ErrorCode, StudyQuestion, StudyQuestionJob
+from studyqueue.models import ErrorCode, StudyQuestion, StudyQuestionJob, validate_choices
 from studyqueue.services.llm import LLMError, LLMReply
 from studyqueue.services.mlx_gate import GateTimeout
 from studyqueue.workers.base import (
@@ -28,8 +29,9 @@ SYSTEM_TEMPLATE = "studyqueue/explanation_system.txt"
 
 
 def build_messages(question: StudyQuestion) -> list[dict[str, str]]:
-    """The chat messages for a question, from the prompt templates."""
-    context = {"question": question, "choices": [str(c) for c in (question.choices or [])]}
+    """The chat messages for a question, from the prompt templates (valid choices only)."""
+    validate_choices(question.choices)
+    context = {"question": question, "choices": question.choices}
     return [
         {"role": "system", "content": render_to_string(SYSTEM_TEMPLATE).strip()},
         {"role": "user", "content": render_to_string(conf.PROMPT_TEMPLATE, context).strip()},
@@ -79,8 +81,12 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
         return await fail_job(ctx, job, ErrorCode.QUESTION_MISSING, "the question was deleted")
     if not question.text.strip():
         return await fail_job(ctx, job, ErrorCode.QUESTION_EMPTY, "the question has no text")
-
-    messages = build_messages(question)
+    try:
+        messages = build_messages(question)
+    except ValidationError as exc:
+        # Stored data no form let through (raw SQL, an old import): no retry can fix it.
+        message = f"the question's choices are invalid: {' '.join(exc.messages)}"
+        return await fail_job(ctx, job, ErrorCode.QUESTION_INVALID, message)
     try:
         async with ctx.gate.slot():
             if ctx.stopping():

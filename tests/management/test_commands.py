@@ -56,6 +56,11 @@ def test_runconsumer_drain_with_nothing_to_do(llm_server):
         (["--batch-size", "two"], "expected a whole number"),
         (["--interval", "-5"], "must be greater than 0"),
         (["--worker-id", " "], "must not be empty"),
+        (["--worker-id", "w" * 201], "must be at most 200 characters"),
+        (["--interval", "inf"], "must be a finite number"),
+        (["--interval", "nan"], "must be a finite number"),
+        (["--interval", "1e10"], "must be at most 86400"),
+        (["--batch-size", "99999999999999999999"], "must be at most 1000000"),
         (["--once", "--drain"], "not allowed with argument"),
         (["--once", "--interval", "5"], "cannot go with --once/--drain"),
     ],
@@ -84,9 +89,18 @@ def test_resetstale_dry_run_changes_nothing_then_resets():
     assert StudyQuestionJob.objects.get().status == "pending"
 
 
-def test_resetstale_rejects_bad_minutes():
-    with pytest.raises(CommandError, match="must be greater than 0"):
-        call_command("resetstale", "--minutes", "0")
+@pytest.mark.parametrize(
+    "minutes,message",
+    [
+        ("0", "must be greater than 0"),
+        ("inf", "must be a finite number"),
+        ("1e10", "must be at most"),
+        ("soon", "expected a number"),
+    ],
+)
+def test_resetstale_rejects_bad_minutes(minutes, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("resetstale", "--minutes", minutes)
 
 
 # --------------------------------------------------------------------------- enqueue
@@ -121,7 +135,9 @@ def test_enqueue_questions_by_id_reports_already_queued():
         ([], "give --missing or --question"),
         (["--question", "987654"], "no study question with id 987654; nothing queued"),
         (["--missing", "--kind", "poem"], "invalid choice: 'poem'"),
-        (["--question", "x"], "invalid int value"),
+        (["--question", "x"], "expected a whole number"),
+        (["--question", "99999999999999999999"], "must be at most 9223372036854775807"),
+        (["--question", "0"], "must be at least 1"),
     ],
 )
 def test_enqueue_rejects_bad_input(args, message):

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from project.settings import _database_config
 
 PG_URL = "postgres://postgres@127.0.0.1:5432/studyqueue"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_sqlite_is_the_default(monkeypatch):
@@ -33,3 +39,42 @@ def test_a_bad_flag_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("DEBUG", "maybe")
     with pytest.raises(ImproperlyConfigured, match="DEBUG must be on or off"):
         _env_bool("DEBUG")
+
+
+def _check(**env: str) -> subprocess.CompletedProcess:
+    """``manage.py check`` in a fresh process with these environment variables."""
+    environ = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG"}}
+    environ.update(DATABASE_URL="", **env)
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        (
+            {"STUDYQUEUE_ENV": "production", "DEBUG": "1", "SECRET_KEY": "x" * 50},
+            "DEBUG must be off",
+        ),
+        ({"STUDYQUEUE_ENV": "production"}, "SECRET_KEY must be set in production"),
+        ({"ALLOWED_HOSTS": "queue.example.com"}, "development SECRET_KEY serves only local"),
+        ({"STUDYQUEUE_ENV": "staging"}, "STUDYQUEUE_ENV must be local or production"),
+    ],
+)
+def test_unsafe_combinations_are_refused_at_startup(env, message):
+    result = _check(**env)
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_production_with_its_own_key_and_hosts_starts():
+    result = _check(
+        STUDYQUEUE_ENV="production", SECRET_KEY="s" * 50, ALLOWED_HOSTS="queue.example.com"
+    )
+    assert result.returncode == 0, result.stderr

@@ -8,7 +8,8 @@ import logging
 import pytest
 
 from studyqueue.models import ErrorCode
-from studyqueue.services.llm import LLMClient, LLMError, LLMReply, parse_retry_after
+from studyqueue.services.llm import LLMClient, LLMError, LLMReply
+from studyqueue.services.llm_reply import parse_retry_after
 
 MESSAGES = [{"role": "user", "content": "Question:\nWhat is 2 + 2?\n"}]
 
@@ -221,3 +222,10 @@ def test_system_proxy_settings_are_honoured(monkeypatch):
     (reply,) = _serve(srv.handle, via_proxy)
     assert reply.content == "four"
     assert srv.request_lines == [b"POST http://llm.internal:8080/v1/chat/completions HTTP/1.1"]
+
+
+def test_retry_after_that_is_not_a_number_gives_no_advice():
+    assert parse_retry_after("nan") is None
+    assert parse_retry_after("inf") is None
+    assert parse_retry_after("1e30") == 86400
+    assert parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT") == 86400

@@ -1,31 +1,65 @@
-"""argparse validators shared by the studyqueue commands."""
+"""argparse validators shared by the studyqueue commands: a bad value is a one-line error
+(``CommandError`` when called from code), never a traceback later on."""
 
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
+
+MAX_ID = 2**63 - 1  # a bigint primary key
+WORKER_ID_MAX = 200  # the job's worker_id column
 
 
-def positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
-    return number
+def bounded_int(lower: int, upper: int) -> Callable[[str], int]:
+    """A whole number in ``lower..upper``."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+        if number < lower:
+            raise argparse.ArgumentTypeError(f"must be at least {lower}, got {number}")
+        if number > upper:
+            raise argparse.ArgumentTypeError(f"must be at most {upper}, got {number}")
+        return number
+
+    return parse
 
 
-def positive_float(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
-    if not number > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
-    return number
+def bounded_float(upper: float) -> Callable[[str], float]:
+    """A finite number greater than 0 and at most ``upper``."""
+
+    def parse(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+        if not math.isfinite(number):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {value}")
+        if not number > 0:
+            raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
+        if number > upper:
+            raise argparse.ArgumentTypeError(f"must be at most {upper:g}, got {value}")
+        return number
+
+    return parse
 
 
-def non_empty(value: str) -> str:
-    if not value.strip():
+positive_int = bounded_int(1, 1_000_000)
+object_id = bounded_int(1, MAX_ID)
+
+
+def worker_id(value: str) -> str:
+    """A consumer's name: printable, not empty, fits its column."""
+    value = value.strip()
+    if not value:
         raise argparse.ArgumentTypeError("must not be empty")
-    return value.strip()
+    if len(value) > WORKER_ID_MAX:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {WORKER_ID_MAX} characters, got {len(value)}"
+        )
+    if not value.isprintable():
+        raise argparse.ArgumentTypeError("must hold printable characters only")
+    return value

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from studyqueue import queue
+from studyqueue.management.commands._options import object_id
 from studyqueue.models import JobKind, StudyQuestion, StudyQuestionJob
 
 
@@ -20,7 +21,7 @@ class Command(BaseCommand):
             help="every question with text, no explanation and no active job of this kind",
         )
         parser.add_argument(
-            "--question", type=int, nargs="+", default=[], metavar="ID", help="question ids"
+            "--question", type=object_id, nargs="+", default=[], metavar="ID", help="question ids"
         )
         parser.add_argument(
             "--kind",

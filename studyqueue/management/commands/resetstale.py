@@ -9,7 +9,10 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from studyqueue import queue
 from studyqueue.conf import conf
-from studyqueue.management.commands._options import positive_float
+from studyqueue.management.commands._options import bounded_float
+
+# A century: far past any real threshold, and still a date the database can hold.
+MAX_MINUTES = 100 * 365 * 24 * 60
 
 
 class Command(BaseCommand):
@@ -18,7 +21,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--minutes",
-            type=positive_float,
+            type=bounded_float(MAX_MINUTES),
             default=None,
             help="stale threshold in minutes (default: STUDYQUEUE STALE_MINUTES)",
         )

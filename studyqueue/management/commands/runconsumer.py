@@ -11,7 +11,7 @@ from django.db import DatabaseError
 
 from studyqueue.conf import conf
 from studyqueue.consumer import Consumer
-from studyqueue.management.commands._options import non_empty, positive_float, positive_int
+from studyqueue.management.commands._options import bounded_float, positive_int, worker_id
 from studyqueue.scheduler import ERROR_RETRY_SECONDS, ScheduledConsumer
 
 logger = logging.getLogger("studyqueue.consumer")
@@ -28,9 +28,9 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--interval",
-            type=positive_float,
+            type=bounded_float(86400),
             default=None,
-            help="seconds between cycles (default: STUDYQUEUE INTERVAL_SECONDS)",
+            help="seconds between cycles, at most a day (default: STUDYQUEUE INTERVAL_SECONDS)",
         )
         parser.add_argument(
             "--batch-size",
@@ -40,7 +40,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--worker-id",
-            type=non_empty,
+            type=worker_id,
             default=None,
             help="name of this consumer in logs and the admin; unique per process "
             "(default: host:pid)",
@@ -105,16 +105,17 @@ class Command(BaseCommand):
     def _run_scheduler(self, scheduled: ScheduledConsumer) -> None:
         scheduled.listen_for_jobs()
         worker_id = scheduled.consumer.worker_id
+        llm_url = scheduled.consumer.client.redact(conf.LLM_URL)
         logger.info(
             "study_consumer_started worker=%s interval_s=%s gate_permits=%s llm_url=%s",
             worker_id,
             scheduled.interval,
             conf.GATE_PERMITS,
-            conf.LLM_URL,
+            llm_url,
         )
         self.stdout.write(
             f"Consumer {worker_id} running every {scheduled.interval:g}s "
-            f"against {conf.LLM_URL}. Ctrl-C to stop."
+            f"against {llm_url}. Ctrl-C to stop."
         )
         scheduled.start()
         logger.info("study_consumer_stopped worker=%s", worker_id)

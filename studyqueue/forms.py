@@ -1,0 +1,43 @@
+"""Forms for the operator's admin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from studyqueue.models import StudyQuestion, validate_choices
+
+
+class ChoicesField(forms.CharField):
+    """A question's choices edited as text, one choice per line (blank lines dropped)."""
+
+    widget = forms.Textarea(attrs={"rows": 5, "cols": 60})
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("strip", False)
+        kwargs.setdefault("help_text", "One answer option per line.")
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return "\n".join(str(choice) for choice in value)
+        return value
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        text = super().to_python(value) or ""
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+    def validate(self, value: Any) -> None:
+        validate_choices(value)
+
+
+class StudyQuestionForm(forms.ModelForm):
+    """A question as an operator edits it; the explanation is written by the LLM only."""
+
+    choices = ChoicesField()
+
+    class Meta:
+        model = StudyQuestion
+        fields = ("text", "choices", "answer")

@@ -1,0 +1,248 @@
+"""What an LLM call returns: the reply, the error, and the parsing between them.
+
+Parsing is strict about shape and lenient about size and content only within bounds:
+whatever is accepted fits the database columns on every backend (text without NUL bytes,
+a model name of at most 200 characters, token counts within 32 bits).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from studyqueue.models import ErrorCode
+
+# Codes that describe the server, not the job: the job waits without losing an attempt.
+SERVER_WIDE = frozenset({ErrorCode.LLM_UNAVAILABLE, ErrorCode.LLM_OVERLOADED})
+MODEL_MAX = 200  # the width of the model columns
+TOKENS_MAX = 2**31 - 1  # PositiveIntegerField on PostgreSQL
+ERROR_TEXT_MAX = 300
+RETRY_AFTER_MAX = 86400.0
+
+
+class LLMError(Exception):
+    """A failed LLM call, classified by ``code``."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        affects_all: bool = False,
+        reached_server: bool = True,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+        # True when every job would hit the same error (server down, unknown model,
+        # wrong URL, bad key): the consumer pauses instead of failing jobs one by one.
+        self.affects_all = affects_all or code in SERVER_WIDE
+        # False only when the request never reached the server (no connection, or it
+        # could not be sent): such failures cost the server nothing and are never
+        # counted against a job. Releases of calls that reached it are bounded per job.
+        self.reached_server = reached_server
+
+    def with_message(self, message: str) -> LLMError:
+        """The same error with another message (e.g. redacted)."""
+        return LLMError(
+            self.code,
+            message,
+            retry_after=self.retry_after,
+            affects_all=self.affects_all,
+            reached_server=self.reached_server,
+        )
+
+
+def bad_response(message: str) -> LLMError:
+    return LLMError(ErrorCode.LLM_BAD_RESPONSE, message)
+
+
+@dataclass(frozen=True)
+class LLMReply:
+    """A successful completion."""
+
+    content: str
+    model: str
+    finish_reason: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    elapsed_ms: int
+    first_token_ms: int | None = None  # from sending the request to the first text
+
+    @property
+    def truncated(self) -> bool:
+        """The server stopped at max_tokens: the text may be cut mid-sentence."""
+        return self.finish_reason == "length"
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        """Completion tokens over the generation time (after the first token)."""
+        if not self.completion_tokens or self.first_token_ms is None:
+            return None
+        generating = (self.elapsed_ms - self.first_token_ms) / 1000
+        return round(self.completion_tokens / generating, 2) if generating > 0 else None
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        # NaN or infinity is no advice; a day is the longest we take.
+        return min(max(0.0, seconds), RETRY_AFTER_MAX) if math.isfinite(seconds) else None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return min(max(0.0, (when - datetime.now(UTC)).total_seconds()), RETRY_AFTER_MAX)
+
+
+def error_text(body: bytes) -> str:
+    """The server's error message: mlx's ``{"error": "..."}``, OpenAI's nested form, or text."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return text[:ERROR_TEXT_MAX]
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict):
+            err = err.get("message")
+        if isinstance(err, str):
+            return err[:ERROR_TEXT_MAX]
+    return text[:ERROR_TEXT_MAX]
+
+
+def classify_status(status: int, body: bytes, headers: httpx.Headers) -> LLMError:
+    """The LLMError for a non-2xx reply."""
+    detail = f"HTTP {status}: {error_text(body)}"
+    if status in (429, 503):
+        return LLMError(
+            ErrorCode.LLM_OVERLOADED,
+            detail,
+            retry_after=parse_retry_after(headers.get("retry-after")),
+        )
+    if status >= 500:
+        return LLMError(ErrorCode.LLM_SERVER_ERROR, detail)
+    # 401/403: bad key; 404: unknown model or wrong URL path; 405/411: not a chat endpoint.
+    # None of these is the job's fault, and every other job would fail the same way.
+    affects_all = status in (401, 403, 404, 405, 411)
+    return LLMError(ErrorCode.LLM_REJECTED, detail, affects_all=affects_all)
+
+
+def _clean(text: str) -> str:
+    """Text as every database column can hold it: no NUL characters."""
+    return text.replace("\x00", "")
+
+
+def _tokens(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return min(value, TOKENS_MAX)
+
+
+def _json(payload: bytes | str) -> Any:
+    try:
+        return json.loads(payload)
+    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
+        raise bad_response(f"bad JSON: {type(exc).__name__}") from None
+
+
+class ReplyParser:
+    """Collects a chat completion from stream lines or one whole JSON body."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.started = clock()
+        self.parts: list[str] = []
+        self.finish_reason = ""
+        self.model = ""
+        self.usage: dict[str, Any] = {}
+        self.done = False
+        self.first_token_at: float | None = None
+
+    def feed(self, data: Any, *, whole: bool) -> None:
+        """One chunk (stream) or the whole reply, already decoded from JSON."""
+        if not isinstance(data, dict):
+            raise bad_response("reply is not a JSON object")
+        if data.get("error"):
+            raise bad_response(f"server reported an error: {error_text(json.dumps(data).encode())}")
+        if data.get("model"):
+            self.model = _clean(str(data["model"]))[:MODEL_MAX]
+        if isinstance(data.get("usage"), dict):
+            self.usage = data["usage"]
+        choices = data.get("choices")
+        if not isinstance(choices, list):
+            raise bad_response("reply has no 'choices' list")
+        if not choices:
+            if whole:
+                raise bad_response("reply has an empty 'choices' list")
+            return  # the usage-only chunk of a stream
+        choice = choices[0]
+        if not isinstance(choice, dict):
+            raise bad_response("choice is not an object")
+        part = choice.get("message" if whole else "delta")
+        if not isinstance(part, dict):
+            raise bad_response(f"choice has no '{'message' if whole else 'delta'}' object")
+        content = part.get("content")
+        if content is not None and not isinstance(content, str):
+            raise bad_response("content is not a string")
+        if content:
+            if self.first_token_at is None:
+                self.first_token_at = self._clock()
+            self.parts.append(content)
+        if choice.get("finish_reason"):
+            self.finish_reason = _clean(str(choice["finish_reason"]))[:20]
+
+    def feed_line(self, raw: bytes) -> None:
+        """One line of a server-sent event stream (UTF-8, as the SSE format defines)."""
+        line = raw.decode("utf-8", "replace").strip()
+        if self.done or not line or line.startswith(":"):  # separators, keep-alive comments
+            return
+        if not line.startswith("data:"):
+            return  # event:/id:/retry: fields carry nothing we need
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            self.done = True
+            return
+        self.feed(_json(payload), whole=False)
+
+    def feed_body(self, body: bytes) -> None:
+        """A whole JSON reply (a server that ignores ``"stream"``)."""
+        self.feed(_json(body), whole=True)
+
+    def reply(self) -> LLMReply:
+        """The finished reply; ``LLMError`` (``llm_empty``) when it holds no text."""
+        content = _clean("".join(self.parts)).strip()
+        if not content:
+            raise LLMError(
+                ErrorCode.LLM_EMPTY, "the model returned no text (content null or blank)"
+            )
+        now = self._clock()
+        first = self.first_token_at
+        return LLMReply(
+            content=content,
+            model=self.model,
+            finish_reason=self.finish_reason or "stop",
+            prompt_tokens=_tokens(self.usage.get("prompt_tokens")),
+            completion_tokens=_tokens(self.usage.get("completion_tokens")),
+            elapsed_ms=int((now - self.started) * 1000),
+            first_token_ms=None if first is None else int((first - self.started) * 1000),
+        )

@@ -1,4 +1,5 @@
-# studyqueue: `make run` starts the consumer on the SQLite default; `make test` runs every test.
+# studyqueue: `make run` starts the admin web site and the consumer on the SQLite default;
+# `make test` runs every test.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -23,7 +24,7 @@ migrate: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput -v 0
 
 run: migrate
-	$(PY) manage.py runconsumer
+	$(PY) manage.py serve
 
 test: test-sqlite test-postgres
 

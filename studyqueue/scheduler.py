@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -150,20 +151,31 @@ class ScheduledConsumer:
         scheduler.add_listener(self.after_cycle, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
         return scheduler
 
-    def start(self) -> None:
-        """Run the scheduler until ``stop()`` (blocking); then let the running cycle end."""
-        _running[self.consumer.worker_id] = self
+    def run(self, announce: Callable[[str], object] = print) -> None:
+        """Run until the consumer is asked to stop (``Consumer.request_stop()``, e.g. from a
+        signal handler, even before this starts); then let the running cycle end."""
+        worker_id = self.consumer.worker_id
+        llm_url = self.consumer.client.redact(conf.LLM_URL)
+        self.listen_for_jobs()
+        _running[worker_id] = self
         try:
             self.scheduler.start()
+            logger.info(
+                "study_consumer_started worker=%s interval_s=%s gate_permits=%s llm_url=%s",
+                worker_id,
+                self.interval,
+                conf.GATE_PERMITS,
+                llm_url,
+            )
+            announce(
+                f"Consumer {worker_id} running every {self.interval:g}s against {llm_url}. "
+                "Ctrl-C to stop."
+            )
             self.consumer.wait_for_stop()
             self.scheduler.shutdown(wait=True)
         finally:
-            _running.pop(self.consumer.worker_id, None)
-
-    def stop(self) -> None:
-        """Stop claiming and end ``start()`` once the running cycle is over (signal-safe:
-        it only sets a flag, whether or not the scheduler has started yet)."""
-        self.consumer.request_stop()
+            _running.pop(worker_id, None)
+        logger.info("study_consumer_stopped worker=%s", worker_id)
 
     def cycle(self) -> CycleResult:
         """Run one consume cycle (the scheduled job's body)."""

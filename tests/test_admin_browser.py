@@ -1,23 +1,29 @@
-"""The admin in a real browser: Playwright driving Debian's Chromium against a live server.
+"""The admin in a real browser, against what ``make run`` starts: ``manage.py serve`` (gunicorn,
+static files by WhiteNoise, the consumer) in a process of its own, not Django's test server.
 
-Screenshots land in artifacts/screenshots/ (git-ignored).
+Playwright drives Debian's Chromium. Every page must have the admin's stylesheet applied: a
+page served without its CSS fails. Screenshots land in artifacts/screenshots/ (git-ignored).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import User
 from django.db import connections
+from django.urls import reverse
 
 from studyqueue.models import StudyQuestionJob
-from tests.conftest import ROOT
-from tests.factories import StudyQuestionJobFactory
+from tests.conftest import ROOT, wait_for
+from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = os.environ.get("STUDYQUEUE_CHROMIUM", "/usr/bin/chromium")
 SHOTS = ROOT / "artifacts" / "screenshots"
@@ -30,10 +36,57 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+OPERATOR, PASSWORD = "operator", "correct-horse-battery"
+# The admin's header colour (--header-bg) when its stylesheet is applied.
+STYLED_HEADER = "rgb(65, 118, 144)"
 
 
 @pytest.fixture
-def browser_page(monkeypatch):
+def site(child_env, python, free_port) -> Iterator[str]:
+    """``manage.py serve`` on a free port, on the test database; its base URL."""
+    env = {
+        **child_env,
+        "DJANGO_SUPERUSER_USERNAME": OPERATOR,
+        "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
+        "DJANGO_SUPERUSER_EMAIL": "op@example.com",
+        "STUDYQUEUE_LLM_URL": f"http://127.0.0.1:{free_port}/v1",  # no LLM: jobs wait
+    }
+    bind = f"127.0.0.1:{free_port + 1 if free_port < 65535 else free_port - 1}"
+    proc = subprocess.Popen(
+        [python, "manage.py", "serve", "--bind", bind, "--web-workers", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    url = f"http://{bind}"
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert f"Admin: {url}/admin/ (log in as '{OPERATOR}')" in first, first
+
+        def answers() -> bool:
+            try:
+                with urllib.request.urlopen(f"{url}/admin/login/", timeout=2) as reply:
+                    return reply.status == 200
+            except OSError:
+                return False
+
+        wait_for(answers, timeout=30, interval=0.1, what="the web server")
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, "serve stops cleanly on SIGTERM"
+
+
+@pytest.fixture
+def page(monkeypatch):  # type: ignore[no-untyped-def]
     if not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None:
         if os.environ.get("STUDYQUEUE_REQUIRE_BROWSER"):
             pytest.fail(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
@@ -45,54 +98,89 @@ def browser_page(monkeypatch):
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.set_default_timeout(15_000)
-        yield page
+        tab = browser.new_page(viewport={"width": 1400, "height": 900})
+        tab.set_default_timeout(15_000)
+        yield tab
         browser.close()
-        # Inside Playwright's loop the ORM got connections of its own (asgiref keys them
-        # by context): close them, or the test database cannot be dropped at the end.
+        # Inside Playwright's loop the ORM got connections of its own: close them, or the
+        # test database cannot be dropped at the end.
         connections.close_all()
 
 
-def test_operator_logs_in_filters_failed_jobs_retries_them_and_opens_the_dashboard(
-    live_server, browser_page
-):
-    User.objects.create_superuser("operator", "op@example.com", "correct-horse")
+def assert_styled(tab, what: str) -> None:  # type: ignore[no-untyped-def]
+    """The admin's stylesheet was served and applied to this page."""
+    sheets = tab.evaluate(
+        "[...document.styleSheets].filter(s => s.href && s.href.includes('/static/admin/css/'))"
+        ".map(s => { try { return s.cssRules.length } catch (e) { return 0 } })"
+    )
+    assert sheets and all(rules > 0 for rules in sheets), f"{what}: admin CSS not loaded"
+    header = tab.evaluate("getComputedStyle(document.querySelector('#header')).backgroundColor")
+    assert header == STYLED_HEADER, f"{what}: the header is not styled ({header})"
+
+
+def test_the_served_admin_is_styled_on_every_studyqueue_page(site, page):
+    question = StudyQuestionFactory(text="What is 2 + 2?", explanation="Because " * 5000)
+    job = StudyQuestionJobFactory(study_question=question, status="completed", llm_ms=1800)
+
+    page.goto(f"{site}/admin/login/?next=/admin/")
+    assert_styled(page, "login")
+    page.screenshot(path=str(SHOTS / "00-login.png"), full_page=True)
+    page.fill("#id_username", OPERATOR)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_selector("#content-main")
+
+    pages = {
+        "01-index": "/admin/",
+        "02-app-index": "/admin/studyqueue/",
+        "03-job-list": reverse("admin:studyqueue_studyquestionjob_changelist"),
+        "04-job-page": reverse("admin:studyqueue_studyquestionjob_change", args=[job.pk]),
+        "05-question-list": reverse("admin:studyqueue_studyquestion_changelist"),
+        "06-question-page": reverse("admin:studyqueue_studyquestion_change", args=[question.pk]),
+        "07-question-add": reverse("admin:studyqueue_studyquestion_add"),
+        "08-dashboard": reverse("admin:studyqueue_queuedashboard_changelist"),
+    }
+    for name, path in pages.items():
+        page.goto(f"{site}{path}")
+        assert_styled(page, name)
+        page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    # The explanation's full text, behind the link on the question's page.
+    page.goto(f"{site}{pages['06-question-page']}")
+    page.click("text=the full text")
+    assert page.inner_text("body").startswith("Because Because")
+
+
+def test_operator_filters_failed_jobs_retries_them_and_opens_the_dashboard(site, page):
     failed = StudyQuestionJobFactory.create_batch(
         3, status="failed", error_code="llm_timeout", error_message="no reply in 300s", attempts=3
     )
     StudyQuestionJobFactory.create_batch(2, status="completed", llm_ms=1800)
-    StudyQuestionJobFactory(status="pending")
-    page = browser_page
+    StudyQuestionJobFactory(status="pending", run_after="2999-01-01T00:00:00Z")
 
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/studyqueue/studyquestionjob/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", "correct-horse")
+    page.goto(f"{site}/admin/login/?next=/admin/studyqueue/studyquestionjob/")
+    page.fill("#id_username", OPERATOR)
+    page.fill("#id_password", PASSWORD)
     page.click("input[type=submit]")
     page.wait_for_selector("#result_list")
-    page.screenshot(path=str(SHOTS / "01-job-list.png"), full_page=True)
 
     page.click("#changelist-filter a[href*='status__exact=failed']")
     page.wait_for_url("**status__exact=failed**")
     assert page.locator("#result_list tbody tr").count() == 3
-    page.screenshot(path=str(SHOTS / "02-failed-filter.png"), full_page=True)
+    page.screenshot(path=str(SHOTS / "10-failed-filter.png"), full_page=True)
 
     page.check("#action-toggle")
     page.select_option("select[name=action]", "retry_jobs")
     page.click("button[name=index]")
     page.wait_for_selector("ul.messagelist")
     assert "Retried 3 job(s)." in page.inner_text("ul.messagelist")
-    page.goto(f"{live_server.url}/admin/studyqueue/studyquestionjob/?status__exact=pending")
-    assert page.locator("#result_list tbody tr").count() == 4
-    assert page.locator("#result_list .sq-badge", has_text="Pending").count() == 4
-    page.screenshot(path=str(SHOTS / "03-after-retry.png"), full_page=True)
+    assert_styled(page, "after the action")
+    page.screenshot(path=str(SHOTS / "11-after-retry.png"), full_page=True)
 
     page.click("text=Queue dashboard")
     page.wait_for_selector("#sq-status-kind")
-    pending_row = page.locator("#sq-status-kind tr[data-status=pending] td").nth(2)
-    assert pending_row.inner_text().strip() == "4"
-    page.screenshot(path=str(SHOTS / "04-dashboard.png"), full_page=True)
-
-    assert {j.status for j in StudyQuestionJob.objects.filter(pk__in=[f.pk for f in failed])} == {
-        "pending"
-    }
+    assert_styled(page, "dashboard")
+    page.screenshot(path=str(SHOTS / "12-dashboard.png"), full_page=True)
+    retried = StudyQuestionJob.objects.filter(pk__in=[f.pk for f in failed])
+    # Retried jobs went back to pending; with no LLM server the consumer hands them back.
+    assert {j.error_code for j in retried} <= {"", "llm_unavailable"}
+    assert {j.status for j in retried} == {"pending"}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import signal
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -12,6 +11,7 @@ from django.db import DatabaseError
 from studyqueue.conf import conf
 from studyqueue.consumer import Consumer
 from studyqueue.management.commands._options import bounded_float, positive_int, worker_id
+from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.scheduler import ERROR_RETRY_SECONDS, ScheduledConsumer
 
 logger = logging.getLogger("studyqueue.consumer")
@@ -61,29 +61,15 @@ class Command(BaseCommand):
             raise CommandError(
                 "--interval applies to the scheduler; it cannot go with --once/--drain"
             )
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-        with Consumer(worker_id=worker_id, batch_size=batch_size) as consumer:
-            try:
-                if once or drain:
-                    self._install_signals(consumer.request_stop)
-                    self._run_inline(consumer, drain=drain, verbosity=verbosity)
-                else:
-                    scheduled = ScheduledConsumer(
-                        consumer, interval=interval or conf.INTERVAL_SECONDS
-                    )
-                    self._install_signals(scheduled.stop)
-                    self._run_scheduler(scheduled)
-            finally:
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
-
-    def _install_signals(self, on_stop: Any) -> None:
-        def handler(signum: int, frame: Any) -> None:
-            logger.warning("study_consumer_stopping signal=%s", signal.Signals(signum).name)
-            on_stop()
-
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
+        with (
+            Consumer(worker_id=worker_id, batch_size=batch_size) as consumer,
+            stop_on_signals(consumer.request_stop),
+        ):
+            if once or drain:
+                self._run_inline(consumer, drain=drain, verbosity=verbosity)
+            else:
+                interval = interval or conf.INTERVAL_SECONDS
+                ScheduledConsumer(consumer, interval=interval).run(self.stdout.write)
 
     def _run_inline(self, consumer: Consumer, *, drain: bool, verbosity: int) -> None:
         cycles = 0
@@ -101,21 +87,3 @@ class Command(BaseCommand):
                 self.stdout.write(f"cycle {cycles}: {result.summary()}")
             if not drain or consumer.stopping() or not result.more_ready:
                 break
-
-    def _run_scheduler(self, scheduled: ScheduledConsumer) -> None:
-        scheduled.listen_for_jobs()
-        worker_id = scheduled.consumer.worker_id
-        llm_url = scheduled.consumer.client.redact(conf.LLM_URL)
-        logger.info(
-            "study_consumer_started worker=%s interval_s=%s gate_permits=%s llm_url=%s",
-            worker_id,
-            scheduled.interval,
-            conf.GATE_PERMITS,
-            llm_url,
-        )
-        self.stdout.write(
-            f"Consumer {worker_id} running every {scheduled.interval:g}s "
-            f"against {llm_url}. Ctrl-C to stop."
-        )
-        scheduled.start()
-        logger.info("study_consumer_stopped worker=%s", worker_id)

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from django.db import DatabaseError, close_old_connections, connections
 
-from studyqueue import queue
+from studyqueue import consumers, queue
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode, StudyQuestionJob
 from studyqueue.services.breaker import CircuitBreaker
@@ -91,9 +91,11 @@ class Consumer:
         worker_id: str | None = None,
         batch_size: int | None = None,
         budget: float | None = None,
+        interval: float | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> None:
         self.worker_id = worker_id or default_worker_id()
+        self.interval = interval or conf.INTERVAL_SECONDS
         self.batch_size = batch_size or conf.BATCH_SIZE
         self.budget = conf.CYCLE_BUDGET_SECONDS if budget is None else budget
         self._stop = threading.Event()
@@ -119,6 +121,10 @@ class Consumer:
         self.ctx = WorkContext(
             self.client, self.breaker, self.gate, self.db, self.database, self.stopping
         )
+        self._jobs: dict[int, asyncio.Task[Outcome]] = {}  # running, by job id
+        self._started = False  # reported its start (QueueConsumer)
+        self._completed_unreported = 0
+        self._reported_at = 0.0
 
     def request_stop(self) -> None:
         """Stop claiming; running jobs finish within the grace period (thread-safe)."""
@@ -154,7 +160,15 @@ class Consumer:
         await self.db(close_old_connections)
         await self.claims_db(close_old_connections)
         try:
+            if not self._started:
+                llm_url = self.client.redact(conf.LLM_URL)
+                await self.claims_db(
+                    consumers.record_start, self.worker_id, interval=self.interval, llm_url=llm_url
+                )
+                self._started = True
+            await self.report()
             result = await Cycle(self).run()
+            await self.report()
         finally:
             await self.db(close_old_connections)
             await self.claims_db(close_old_connections)
@@ -169,10 +183,47 @@ class Consumer:
         )
         return result
 
+    async def report(self, *, if_due: bool = False) -> None:
+        """Write this consumer's record (``QueueConsumer``); with ``if_due``, only when half
+        an interval has passed since the last (so a long cycle never looks silent)."""
+        if if_due and time.monotonic() - self._reported_at < self.interval / 2:
+            return
+        breaker, error = self.breaker, self.breaker.last_error
+        report = consumers.Report(
+            jobs_running=len(self._jobs),
+            completed_since_last=self._completed_unreported,
+            breaker_open=not breaker.allows(),
+            breaker_since=breaker.failing_since,
+            breaker_error=error.code if error and breaker.failures else "",
+        )
+        try:
+            await self.claims_db(consumers.record_report, self.worker_id, report)
+        except DatabaseError as exc:
+            logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
+            return
+        self._completed_unreported -= report.completed_since_last
+        self._reported_at = time.monotonic()
+
+    def job_done(self, outcome: Outcome) -> None:
+        """Count a finished job for the next report."""
+        if outcome == Outcome.COMPLETED:
+            self._completed_unreported += 1
+
+    def cancel_job(self, job_id: int) -> bool:
+        """Stop a running job's LLM call now (thread-safe; its claim was taken from us).
+        Whether this consumer runs that job."""
+        task = self._jobs.get(job_id)
+        if task is None:
+            return False
+        self._runner.get_loop().call_soon_threadsafe(task.cancel)
+        logger.info("study_job_cancel_requested id=%s", job_id)
+        return True
+
     async def run_job(self, job: StudyQuestionJob) -> Outcome:
         """Run one claimed job with heartbeats; returns its outcome, never raises."""
         runner = asyncio.current_task()
         assert runner is not None
+        self._jobs[job.pk] = runner
         beats = asyncio.create_task(self._heartbeat(job, runner))
         try:
             return await registry.dispatch(job, self.ctx)
@@ -190,6 +241,7 @@ class Consumer:
                 return Outcome.LOST  # left processing: stale recovery retries it
         finally:
             beats.cancel()
+            self._jobs.pop(job.pk, None)
 
     async def _heartbeat(self, job: StudyQuestionJob, runner: asyncio.Task[Any]) -> None:
         """Every HEARTBEAT_SECONDS while the job runs; cancels it if the claim is lost."""
@@ -217,7 +269,12 @@ class Consumer:
         return Outcome.RELEASED if released else Outcome.LOST
 
     def close(self) -> None:
-        """Close the LLM client, the database connection and the event loop."""
+        """Record the stop; close the LLM client, the database connections and the loop."""
+        if self._started:
+            try:
+                self._runner.run(self.claims_db(consumers.record_stop, self.worker_id))
+            except DatabaseError as exc:
+                logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
         self._runner.run(self.client.aclose())
         for thread in (self._db_thread, self._claim_thread):
             thread.submit(connections.close_all).result()
@@ -272,6 +329,7 @@ class Cycle:
             )
             for task in done:
                 self.job_finished(task)
+            await consumer.report(if_due=True)
             if self.stop_seen_at is not None and self.wait_timeout() == 0:
                 await self.grace_expired()
         if self.db_error is not None:
@@ -328,7 +386,9 @@ class Cycle:
         self.nothing_ready = False
         # A task cancelled before it ever ran wrote nothing: its job is left to stale
         # recovery.
-        self.result.outcomes[Outcome.LOST if task.cancelled() else task.result()] += 1
+        outcome = Outcome.LOST if task.cancelled() else task.result()
+        self.result.outcomes[outcome] += 1
+        self.consumer.job_done(outcome)
 
     async def grace_expired(self) -> None:
         """Stop every job still running: each hands its job back (attempt kept)."""

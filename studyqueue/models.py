@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 
@@ -145,8 +145,10 @@ class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
         return self.filter(status=JobStatus.PENDING)
 
     def claimable(self) -> JobQuerySet:
-        """Pending jobs with attempts left: claimable now or once their ``run_after`` is due."""
-        return self.pending().filter(attempts__lt=F("max_attempts"))
+        """Pending jobs with attempts left, of a kind that is not paused: claimable now or
+        once their ``run_after`` is due."""
+        paused = QueuePause.objects.filter(Q(kind="") | Q(kind=OuterRef("kind")))
+        return self.pending().filter(attempts__lt=F("max_attempts")).exclude(Exists(paused))
 
     def ready(self, now: datetime) -> JobQuerySet:
         """Claimable jobs that are due at ``now`` (exactly what ``queue.claim`` takes)."""
@@ -201,6 +203,12 @@ class StudyQuestionJob(models.Model):
     llm_prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     llm_completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     llm_ms = models.PositiveIntegerField(null=True, blank=True, help_text="LLM call time (ms).")
+    llm_first_token_ms = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Time to the first token (ms)."
+    )
+    llm_tokens_per_second = models.FloatField(
+        null=True, blank=True, help_text="Completion tokens per second after the first."
+    )
 
     objects = JobQuerySet.as_manager()
 
@@ -258,3 +266,56 @@ class QueueDashboard(StudyQuestionJob):
         verbose_name = "queue dashboard"
         verbose_name_plural = "queue dashboard"
         default_permissions = ()
+
+
+class QueuePause(models.Model):
+    """The queue paused for one kind, or for all (``kind`` blank); deleting it resumes.
+
+    Consumers claim nothing of a paused kind (the claim itself checks this table); running
+    jobs finish and enqueueing goes on. Written only through ``queue.pause``/``resume``.
+    """
+
+    kind = models.CharField(
+        max_length=_choice_width(JobKind),
+        choices=JobKind.choices,
+        blank=True,
+        unique=True,
+        help_text="Blank: every kind.",
+    )
+    reason = models.CharField(max_length=500, blank=True)
+    paused_by = models.CharField(max_length=150, blank=True)
+    paused_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["kind"]
+        verbose_name = "queue pause"
+        permissions = [("pause_queue", "Can pause and resume the queue")]
+
+    def __str__(self) -> str:
+        return f"paused: {self.kind or 'all kinds'}"
+
+
+class QueueConsumer(models.Model):
+    """A consumer process as it last reported itself (start, every cycle, stop)."""
+
+    worker_id = models.CharField(max_length=200, unique=True)
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    seen_at = models.DateTimeField(help_text="Last report: start, each cycle, stop.")
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    interval_seconds = models.FloatField()
+    jobs_completed = models.PositiveIntegerField(default=0, help_text="Since it started.")
+    jobs_running = models.PositiveIntegerField(default=0)
+    breaker_open = models.BooleanField(default=False)
+    breaker_since = models.DateTimeField(null=True, blank=True)
+    breaker_error = models.CharField(max_length=_choice_width(ErrorCode), blank=True)
+    llm_url = models.CharField(max_length=500, help_text="Credentials redacted.")
+    paused_kinds = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-seen_at"]
+        verbose_name = "consumer"
+
+    def __str__(self) -> str:
+        return self.worker_id

@@ -32,6 +32,7 @@ from studyqueue.models import (
     JobKind,
     JobQuerySet,
     JobStatus,
+    QueuePause,
     StudyQuestion,
     StudyQuestionJob,
 )
@@ -41,7 +42,8 @@ logger = logging.getLogger("studyqueue.queue")
 Job = StudyQuestionJob
 
 MAX_ERROR_MESSAGE = 2000
-NOTIFY_CHANNEL = "studyqueue_jobs"
+NOTIFY_CHANNEL = "studyqueue_jobs"  # a job may be claimable: idle consumers wake
+CONTROL_CHANNEL = "studyqueue_control"  # "cancel:<job id>": stop that job's LLM call now
 
 # The claim: ``JobQuerySet.ready()`` in SQL, taken and marked in one statement. A single
 # statement is atomic on both databases without a transaction (there is no async
@@ -51,8 +53,11 @@ NOTIFY_CHANNEL = "studyqueue_jobs"
 # Status literals are inlined so that the planner matches the partial index
 # ``studyqueue_job_claim``. tests/test_queue.py checks that it takes exactly ready().
 _READY_IDS = """
-    SELECT id FROM studyqueue_studyquestionjob
+    SELECT id FROM studyqueue_studyquestionjob AS job
     WHERE status = 'pending' AND run_after <= %(now)s AND attempts < max_attempts
+      AND NOT EXISTS (
+        SELECT 1 FROM studyqueue_queuepause AS pause WHERE pause.kind IN ('', job.kind)
+      )
     ORDER BY id
     LIMIT %(limit)s"""
 _CLAIM = """
@@ -101,12 +106,13 @@ def _jobs() -> JobQuerySet:
     return Job.objects.using(database())
 
 
-def _notify(db: str) -> None:
-    """Wake idle consumers (PostgreSQL LISTEN/NOTIFY; delivered when the transaction commits)."""
+def _notify(db: str, channel: str = NOTIFY_CHANNEL, payload: str = "") -> None:
+    """Tell the consumers (PostgreSQL LISTEN/NOTIFY; delivered when the transaction commits;
+    SQLite consumers poll instead)."""
     connection = connections[db]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, '')", [NOTIFY_CHANNEL])
+            cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload])
 
 
 def _clip(message: str) -> str:
@@ -308,6 +314,8 @@ def complete(
     prompt_tokens: int | None = None,
     completion_tokens: int | None = None,
     llm_ms: int | None = None,
+    first_token_ms: int | None = None,
+    tokens_per_second: float | None = None,
 ) -> bool:
     """Mark a claimed job completed with its LLM metrics; False if the claim was lost."""
     values = {
@@ -321,6 +329,8 @@ def complete(
         "llm_prompt_tokens": prompt_tokens,
         "llm_completion_tokens": completion_tokens,
         "llm_ms": llm_ms,
+        "llm_first_token_ms": first_token_ms,
+        "llm_tokens_per_second": tokens_per_second,
     }
     return _finish(job, "completed", values)
 
@@ -479,7 +489,13 @@ def skip(
     db = database()
     with transaction.atomic(using=db):
         active = Job.objects.using(db).active().filter(pk__in=ids).select_for_update()
-        done = sorted(active.values_list("pk", flat=True))
+        running = dict(active.values_list("pk", "status"))
+        done = sorted(running)
+        for job_id in done:
+            if running[job_id] == JobStatus.PROCESSING:
+                # Its consumer stops the LLM call at once (PostgreSQL; on SQLite at its
+                # next heartbeat, which finds the claim gone).
+                _notify(db, CONTROL_CHANNEL, f"cancel:{job_id}")
         Job.objects.using(db).active().filter(pk__in=done).update(
             status=JobStatus.SKIPPED,
             error_code=ErrorCode(code),
@@ -555,6 +571,43 @@ def prune_finished(*, older_than: timedelta) -> int:
     deleted, _ = _jobs().finished().filter(completed_at__lt=cutoff).delete()
     logger.info("study_jobs_pruned count=%s older_than_days=%s", deleted, older_than.days)
     return deleted
+
+
+# --------------------------------------------------------------------------- pause
+
+
+def pause(kind: str = "", *, reason: str = "", by: str = "") -> QueuePause:
+    """Pause the queue for ``kind`` (blank: every kind); idempotent, keeps the first pause.
+
+    Consumers claim nothing of it from their next claim on (the claim checks the pauses);
+    running jobs finish; enqueueing goes on. The pause lasts until ``resume``.
+    """
+    if kind:
+        _validate_kind(kind)
+    db = database()
+    row, created = QueuePause.objects.using(db).get_or_create(
+        kind=kind, defaults={"reason": reason[:500], "paused_by": by[:150]}
+    )
+    if created:
+        logger.warning(
+            "study_queue_paused kind=%s by=%s reason=%r", kind or "all", by or "-", reason
+        )
+    return row
+
+
+def resume(kind: str = "") -> bool:
+    """Lift the pause for ``kind`` (blank: the pause of every kind); whether there was one."""
+    db = database()
+    deleted, _ = QueuePause.objects.using(db).filter(kind=kind).delete()
+    if deleted:
+        logger.warning("study_queue_resumed kind=%s", kind or "all")
+        _notify(db)  # idle consumers claim at once
+    return bool(deleted)
+
+
+def paused_kinds() -> list[str]:
+    """The paused kinds (``""`` stands for every kind)."""
+    return list(QueuePause.objects.using(database()).values_list("kind", flat=True))
 
 
 def next_due_in(now: datetime | None = None) -> float | None:

@@ -105,9 +105,9 @@ class ScheduledConsumer:
     """A ``Consumer`` whose cycles a django-apscheduler scheduler runs every ``interval``
     seconds, or sooner when work is due; ``start()`` blocks until ``stop()``."""
 
-    def __init__(self, consumer: Consumer, *, interval: float) -> None:
+    def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
-        self.interval = interval
+        self.interval = consumer.interval
         self.prefix = job_prefix(consumer.worker_id)
         self.consume_job_id = f"{self.prefix}consume"
         self._lock = threading.Lock()
@@ -222,6 +222,12 @@ class ScheduledConsumer:
             delay = min(delay, event.retval.next_due_in)
         self._run_at(delay)
 
+    def _on_notice(self, channel: str, payload: str) -> None:
+        if channel == queue.NOTIFY_CHANNEL:
+            self.wake()
+        elif payload.startswith("cancel:") and payload[7:].isdecimal():
+            self.consumer.cancel_job(int(payload[7:]))
+
     def listen_for_jobs(self) -> threading.Thread | None:
         """On PostgreSQL, a thread that wakes the consumer on every enqueue (LISTEN/NOTIFY).
 
@@ -242,10 +248,11 @@ class ScheduledConsumer:
             try:
                 with psycopg.connect(autocommit=True, connect_timeout=5, **params) as conn:
                     conn.execute(f"LISTEN {queue.NOTIFY_CHANNEL}")
+                    conn.execute(f"LISTEN {queue.CONTROL_CHANNEL}")
                     logger.info("study_listen_ready channel=%s", queue.NOTIFY_CHANNEL)
                     while not self.consumer.stopping():
-                        for _ in conn.notifies(timeout=0.5, stop_after=1):
-                            self.wake()
+                        for notice in conn.notifies(timeout=0.5, stop_after=1):
+                            self._on_notice(notice.channel, notice.payload)
             except psycopg.Error as exc:
                 logger.warning("study_listen_failed error=%s; retrying", type(exc).__name__)
                 self.consumer.wait(1.0)

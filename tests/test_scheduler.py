@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def scheduled(make_consumer):
-    return scheduler.ScheduledConsumer(make_consumer(worker_id="me"), interval=30)
+    return scheduler.ScheduledConsumer(make_consumer(worker_id="me", interval=30))
 
 
 def job_row(job_id: str, next_run: timezone.datetime | None) -> DjangoJob:

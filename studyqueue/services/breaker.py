@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import UTC, datetime
 
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode
@@ -25,6 +26,7 @@ class CircuitBreaker:
         self.failures = 0
         self.open_until = 0.0
         self.last_error: LLMError | None = None
+        self.failing_since: datetime | None = None  # the first failure of this run of them
 
     def remaining(self) -> float:
         """Seconds until claiming may resume (0 when closed)."""
@@ -39,6 +41,8 @@ class CircuitBreaker:
         with self._lock:
             self.last_error = error
             self.failures += 1
+            if self.failing_since is None:
+                self.failing_since = datetime.now(UTC)
             # The exponent stops growing long before it could overflow a float: an outage
             # of any length pauses like its first minutes did.
             backoff = conf.BREAKER_BASE_SECONDS * 2 ** min(self.failures - 1, 30)
@@ -59,11 +63,14 @@ class CircuitBreaker:
         return pause
 
     def success(self) -> None:
+        """A call went through: the server is back; close the breaker."""
         with self._lock:
             was_open, self.failures, self.open_until = self.failures, 0, 0.0
+            self.failing_since = None
         if was_open:
             logger.warning("study_llm_resumed after_failures=%s", was_open)
 
     def reset(self) -> None:
+        """Forget every failure (tests, operators)."""
         with self._lock:
-            self.failures, self.open_until = 0, 0.0
+            self.failures, self.open_until, self.failing_since = 0, 0.0, None

@@ -53,6 +53,8 @@ def _store(job: StudyQuestionJob, question_id: int, reply: LLMReply, db: str) ->
             prompt_tokens=reply.prompt_tokens,
             completion_tokens=reply.completion_tokens,
             llm_ms=reply.elapsed_ms,
+            first_token_ms=reply.first_token_ms,
+            tokens_per_second=reply.tokens_per_second,
         ):
             return Outcome.LOST
         now = timezone.now()

@@ -8,7 +8,6 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
-from studyqueue.conf import conf
 from studyqueue.consumer import Consumer
 from studyqueue.management.commands._options import bounded_float, positive_int, worker_id
 from studyqueue.management.commands._signals import stop_on_signals
@@ -62,14 +61,13 @@ class Command(BaseCommand):
                 "--interval applies to the scheduler; it cannot go with --once/--drain"
             )
         with (
-            Consumer(worker_id=worker_id, batch_size=batch_size) as consumer,
+            Consumer(worker_id=worker_id, batch_size=batch_size, interval=interval) as consumer,
             stop_on_signals(consumer.request_stop),
         ):
             if once or drain:
                 self._run_inline(consumer, drain=drain, verbosity=verbosity)
             else:
-                interval = interval or conf.INTERVAL_SECONDS
-                ScheduledConsumer(consumer, interval=interval).run(self.stdout.write)
+                ScheduledConsumer(consumer).run(self.stdout.write)
 
     def _run_inline(self, consumer: Consumer, *, drain: bool, verbosity: int) -> None:
         cycles = 0

@@ -16,7 +16,6 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from studyqueue.conf import conf
 from studyqueue.consumer import Consumer
 from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._signals import stop_on_signals
@@ -79,7 +78,7 @@ class Command(BaseCommand):
             try:
                 self.stdout.write(f"Admin: http://{browsable(bind)}/admin/ ({account})")
                 self.stdout.flush()
-                ScheduledConsumer(consumer, interval=conf.INTERVAL_SECONDS).run(self._announce)
+                ScheduledConsumer(consumer).run(self._announce)
             finally:
                 consumer.request_stop()
                 if web.poll() is None:

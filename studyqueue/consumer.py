@@ -123,6 +123,7 @@ class Consumer:
         )
         self._jobs: dict[int, asyncio.Task[Outcome]] = {}  # running, by job id
         self._started = False  # reported its start (QueueConsumer)
+        self._closed = False
         self._completed_unreported = 0
         self._reported_at = 0.0
 
@@ -269,7 +270,11 @@ class Consumer:
         return Outcome.RELEASED if released else Outcome.LOST
 
     def close(self) -> None:
-        """Record the stop; close the LLM client, the database connections and the loop."""
+        """Record the stop; close the LLM client, the database connections and the loop
+        (once; later calls do nothing)."""
+        if self._closed:
+            return
+        self._closed = True
         if self._started:
             try:
                 self._runner.run(self.claims_db(consumers.record_stop, self.worker_id))

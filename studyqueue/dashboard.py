@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connections, router
-from django.db.models import Count, Min, Q, Sum
+from django.db.models import Avg, Count, Min, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from studyqueue.conf import conf
-from studyqueue.models import ACTIVE_STATUSES, JobStatus, StudyQuestionJob
+from studyqueue.consumers import ConsumerState, consumer_states
+from studyqueue.models import ACTIVE_STATUSES, ErrorCode, JobStatus, QueuePause, StudyQuestionJob
 
 Job = StudyQuestionJob
 
@@ -29,6 +30,8 @@ class HourBucket:
     completed: int = 0
     failed: int = 0
     llm_ms: int = 0
+    first_token_ms: float | None = None  # mean over completed jobs
+    tokens_per_second: float | None = None  # mean over completed jobs
 
 
 @dataclass
@@ -44,6 +47,32 @@ class DashboardStats:
     top_errors: list[tuple[str, int]]
     total_estimate: int
     total_is_estimate: bool
+    consumers: list[ConsumerState]
+    pauses: list[QueuePause]
+
+    @property
+    def live_consumers(self) -> list[ConsumerState]:
+        return [c for c in self.consumers if c.state == "live"]
+
+    @property
+    def llm_unreachable_since(self) -> datetime | None:
+        """When every live consumer finds the LLM server down (breaker open on
+        ``llm_unavailable``): since the earliest of them; None otherwise."""
+        live = self.live_consumers
+        if not live or not all(
+            c.record.breaker_open and c.record.breaker_error == ErrorCode.LLM_UNAVAILABLE
+            for c in live
+        ):
+            return None
+        return min((c.record.breaker_since or self.now for c in live), default=None)
+
+    @property
+    def max_hour_first_token_ms(self) -> float:
+        return max((h.first_token_ms or 0 for h in self.hours), default=0)
+
+    @property
+    def max_hour_tokens_per_second(self) -> float:
+        return max((h.tokens_per_second or 0 for h in self.hours), default=0)
 
     @property
     def max_hour_jobs(self) -> int:
@@ -107,6 +136,8 @@ def collect(now: datetime | None = None) -> DashboardStats:
             completed=Count("id", filter=Q(status=JobStatus.COMPLETED)),
             failed=Count("id", filter=Q(status=JobStatus.FAILED)),
             llm_ms=Sum("llm_ms"),
+            first_token_ms=Avg("llm_first_token_ms", filter=Q(status=JobStatus.COMPLETED)),
+            tokens_per_second=Avg("llm_tokens_per_second", filter=Q(status=JobStatus.COMPLETED)),
         )
     )
     for row in per_hour:
@@ -115,6 +146,8 @@ def collect(now: datetime | None = None) -> DashboardStats:
             bucket.completed = row["completed"]
             bucket.failed = row["failed"]
             bucket.llm_ms = row["llm_ms"] or 0
+            bucket.first_token_ms = row["first_token_ms"]
+            bucket.tokens_per_second = row["tokens_per_second"]
 
     # Errors seen in the last 24 hours: finished jobs, plus pending ones waiting to retry.
     errors = (
@@ -135,4 +168,6 @@ def collect(now: datetime | None = None) -> DashboardStats:
         top_errors=[(row["error_code"], row["n"]) for row in errors],
         total_estimate=total,
         total_is_estimate=is_estimate,
+        consumers=consumer_states(now),
+        pauses=list(QueuePause.objects.using(db).all()),
     )

@@ -576,8 +576,9 @@ def prune_finished(*, older_than: timedelta) -> int:
 # --------------------------------------------------------------------------- pause
 
 
-def pause(kind: str = "", *, reason: str = "", by: str = "") -> QueuePause:
+def pause(kind: str = "", *, reason: str = "", by: str = "") -> tuple[QueuePause, bool]:
     """Pause the queue for ``kind`` (blank: every kind); idempotent, keeps the first pause.
+    The pause, and whether this call made it.
 
     Consumers claim nothing of it from their next claim on (the claim checks the pauses);
     running jobs finish; enqueueing goes on. The pause lasts until ``resume``.
@@ -592,7 +593,7 @@ def pause(kind: str = "", *, reason: str = "", by: str = "") -> QueuePause:
         logger.warning(
             "study_queue_paused kind=%s by=%s reason=%r", kind or "all", by or "-", reason
         )
-    return row
+    return row, created
 
 
 def resume(kind: str = "") -> bool:

@@ -27,6 +27,7 @@ import contextlib
 import itertools
 import json
 import re
+import select
 import socket
 import subprocess
 import sys
@@ -337,10 +338,14 @@ class LLMServer:
             return
         deadline = received_at + (self.slow_seconds if fault == "slow" else self.delay)
 
-        def generate() -> None:  # "generation" ends at the deadline
-            remaining = deadline - time.monotonic()
-            if remaining > 0:
-                time.sleep(remaining)
+        def generate() -> None:
+            """ "Generation" ends at the deadline, or at once when the client closes the
+            connection (mlx_lm.server stops generating for a closed stream)."""
+            sock = h.connection
+            while (remaining := deadline - time.monotonic()) > 0:
+                readable, _, _ = select.select([sock], [], [], min(remaining, 0.05))
+                if readable and not sock.recv(1, socket.MSG_PEEK):
+                    raise ConnectionResetError("the client closed the stream")
 
         content: str | None = None if fault == "null" else self.answer
         finish = "length" if fault == "length" else "stop"

@@ -423,3 +423,77 @@ def test_the_model_refuses_choices_that_are_not_a_list_of_strings(value):
     with pytest.raises(ValidationError) as info:
         question.full_clean()
     assert "choices" in info.value.message_dict
+
+
+# --------------------------------------------------------------------------- pause, consumers, live
+
+
+PAUSES_URL = reverse("admin:studyqueue_queuepause_changelist")
+PAUSE_ADD_URL = reverse("admin:studyqueue_queuepause_add")
+DATA_URL = reverse("admin:studyqueue_queuedashboard_data")
+
+
+def test_an_operator_pauses_and_resumes_from_the_admin_with_the_log_written(admin_client):
+    from django.contrib.admin.models import ADDITION, DELETION
+
+    from studyqueue.models import QueuePause
+
+    response = admin_client.post(PAUSE_ADD_URL, {"kind": "", "reason": "GPU for training"})
+    assert response.status_code == 302
+    pause = QueuePause.objects.get()
+    assert (pause.kind, pause.reason, pause.paused_by) == ("", "GPU for training", "admin")
+    assert LogEntry.objects.filter(action_flag=ADDITION, object_id=str(pause.pk)).exists()
+    jobs_page = admin_client.get(JOBS_URL).content.decode()
+    assert "Queue paused for" in jobs_page and "GPU for training" in jobs_page
+    dashboard_page = admin_client.get(DASHBOARD_URL).content.decode()
+    assert 'class="sq-note sq-paused" data-kind="all"' in dashboard_page
+
+    response = admin_client.post(
+        PAUSES_URL, {"action": "resume_selected", "_selected_action": [pause.pk]}, follow=True
+    )
+    assert "Resumed for every kind." in response.content.decode()
+    assert not QueuePause.objects.exists()
+    assert LogEntry.objects.filter(action_flag=DELETION, object_id=str(pause.pk)).exists()
+
+
+def test_pausing_needs_its_own_permission(client):
+    staff = User.objects.create_user("viewer", password="pw", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_studyquestionjob"))
+    client.force_login(staff)
+    assert client.get(PAUSES_URL).status_code == 200  # may see the pauses
+    assert client.post(PAUSE_ADD_URL, {"kind": "", "reason": "x"}).status_code == 403
+    staff.user_permissions.add(Permission.objects.get(codename="pause_queue"))
+    assert client.post(PAUSE_ADD_URL, {"kind": "", "reason": "x"}).status_code == 302
+
+
+def test_the_dashboard_says_when_no_consumer_runs_and_when_the_llm_is_down(admin_client):
+    from studyqueue.models import QueueConsumer
+
+    assert 'id="sq-no-consumer"' in admin_client.get(DASHBOARD_URL).content.decode()
+    now = timezone.now()
+    QueueConsumer.objects.create(
+        worker_id="gpu-box:42",
+        host="gpu-box",
+        pid=42,
+        started_at=now,
+        seen_at=now,
+        interval_seconds=60,
+        llm_url="http://[redacted]@127.0.0.1:8080/v1",
+        breaker_open=True,
+        breaker_since=now,
+        breaker_error="llm_unavailable",
+    )
+    html = admin_client.get(DASHBOARD_URL).content.decode()
+    assert 'id="sq-no-consumer"' not in html
+    assert 'id="sq-llm-down"' in html
+    assert 'data-worker="gpu-box:42" data-state="live"' in html
+
+
+def test_the_live_data_view_needs_the_same_permission(admin_client, client):
+    StudyQuestionJobFactory(status="pending")
+    data = admin_client.get(DATA_URL).json()
+    assert (data["pending"], data["consumers_live"], data["paused"]) == (1, 0, [])
+    assert 'id="sq-status-kind"' in data["html"] and data["updated_at"]
+    staff = User.objects.create_user("nobody", password="pw", is_staff=True)
+    client.force_login(staff)
+    assert client.get(DATA_URL).status_code == 403

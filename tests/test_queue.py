@@ -459,3 +459,38 @@ def test_a_migration_between_claims_does_not_break_the_next_claim():
         finally:
             other.execute(f"ALTER TABLE {table} ALTER COLUMN worker_id TYPE varchar(200)")
             connection.close()
+
+
+# --------------------------------------------------------------------------- pause
+
+
+def test_a_paused_kind_is_not_claimed_and_ready_agrees():
+    explanation = StudyQuestionJobFactory()
+    summary = StudyQuestionJobFactory(kind=JobKind.SESSION_SUMMARY)
+    row, created = queue.pause(JobKind.EXPLANATION, reason="GPU busy", by="ops")
+    assert created and (row.reason, row.paused_by) == ("GPU busy", "ops")
+    assert list(StudyQuestionJob.objects.ready(timezone.now())) == [summary]
+    assert [j.pk for j in queue.claim(worker_id="w", limit=10)] == [summary.pk]
+    assert queue.next_due_in() is None, "a paused kind is not due: no busy cycling"
+    assert queue.enqueue(StudyQuestionFactory()).created, "enqueueing still works"
+    assert queue.resume(JobKind.EXPLANATION)
+    assert {j.pk for j in queue.claim(worker_id="w", limit=10)} >= {explanation.pk}
+
+
+def test_pausing_everything_stops_every_kind_and_pause_is_idempotent():
+    StudyQuestionJobFactory()
+    StudyQuestionJobFactory(kind=JobKind.SESSION_SUMMARY)
+    first, created = queue.pause(reason="maintenance", by="a")
+    again, created_again = queue.pause(reason="other", by="b")
+    assert created and not created_again and again.pk == first.pk
+    assert again.reason == "maintenance", "the first pause is kept"
+    assert queue.claim(worker_id="w", limit=10) == []
+    assert queue.paused_kinds() == [""]
+    assert not queue.resume(JobKind.EXPLANATION), "only the pause of every kind exists"
+    assert queue.resume()
+    assert len(queue.claim(worker_id="w", limit=10)) == 2
+
+
+def test_pausing_an_unknown_kind_is_refused():
+    with pytest.raises(EnqueueError, match="unknown job kind"):
+        queue.pause("poem")

@@ -7,6 +7,8 @@ import time
 from collections import Counter
 
 import pytest
+from django.db.models import Max
+from django.utils import timezone
 from django_apscheduler.models import DjangoJob, DjangoJobExecution
 
 from studyqueue import queue
@@ -123,3 +125,85 @@ def test_an_idle_consumer_wakes_on_enqueue(consumers, llm_server):
     print(f"wake_to_completed_s={time.monotonic() - enqueued:.3f}")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
+
+
+def _closed_after_skip(llm_server, job: StudyQuestionJob) -> float:  # type: ignore[no-untyped-def]
+    """Skip the job mid-call; seconds until the LLM server sees its stream closed."""
+    wait_for(lambda: llm_server.stats()["active"] == 1, what="the LLM call")
+    skipped = time.monotonic()
+    assert queue.skip([job.pk]).skipped == [job.pk]
+    wait_for(lambda: llm_server.stats()["active"] == 0, timeout=30, what="the stream to close")
+    return time.monotonic() - skipped
+
+
+@pytest.mark.postgres
+def test_skipping_a_running_job_stops_its_llm_call_at_once(consumers, llm_server):
+    """PostgreSQL: the consumer LISTENs; the skip's NOTIFY cancels the call and the stream is
+    closed, so the server stops generating; no heartbeat is waited for (30 s here)."""
+    llm_server.configure(fault="slow", slow_seconds=60)  # a long reply
+    (question_id,) = bulk_jobs(1)
+    job = StudyQuestionJob.objects.get(study_question_id=question_id)
+    proc = consumers("--worker-id", "cancel", HEARTBEAT_SECONDS=30, LLM_TIMEOUT_SECONDS=90)
+    wait_for(lambda: "study_listen_ready" in log_text(proc), what="LISTEN to be set up")
+    elapsed = _closed_after_skip(llm_server, job)
+    print(f"skip_to_stream_closed_s={elapsed:.3f}")
+    assert elapsed < 2.0
+    job.refresh_from_db()
+    assert (job.status, job.error_code) == ("skipped", "operator_skipped")
+    assert llm_server.stats()["completed_per_question"] == {}, "no reply was finished"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert "study_job_cancel_requested id=" in log_text(proc)
+
+
+def test_skipping_a_running_job_stops_its_call_within_a_heartbeat(consumers, llm_server):
+    """Any database (SQLite has no NOTIFY): the next heartbeat finds the claim gone."""
+    llm_server.configure(fault="slow", slow_seconds=60)
+    (question_id,) = bulk_jobs(1)
+    job = StudyQuestionJob.objects.get(study_question_id=question_id)
+    consumers("--drain", "--worker-id", "beat", HEARTBEAT_SECONDS=1, LLM_TIMEOUT_SECONDS=90)
+    elapsed = _closed_after_skip(llm_server, job)
+    print(f"skip_to_stream_closed_s={elapsed:.3f} (heartbeat 1 s)")
+    assert elapsed < 1.0 + 2.0  # one heartbeat, plus a margin for a loaded machine
+    job.refresh_from_db()
+    assert job.status == "skipped"
+
+
+@pytest.mark.postgres
+def test_a_pause_stops_every_consumer_claiming_and_resume_restarts_them(consumers, llm_server):
+    llm_server.configure(delay=0.05)
+    bulk_jobs(400)
+    procs = [consumers("--worker-id", f"p{i}", GATE_PERMITS=2) for i in range(2)]
+    wait_for(
+        lambda: StudyQuestionJob.objects.filter(status="completed").count() >= 20,
+        what="some jobs done",
+    )
+    paused_at = timezone.now()
+    queue.pause(reason="GPU needed elsewhere", by="test")
+    # Whatever was claimed before the pause runs to its end; nothing is claimed after it.
+    wait_for(
+        lambda: not StudyQuestionJob.objects.filter(status="processing").exists(),
+        timeout=30,
+        what="running jobs to finish",
+    )
+    last_claim = StudyQuestionJob.objects.aggregate(last=Max("started_at"))["last"]
+    done = StudyQuestionJob.objects.filter(status="completed").count()
+    settle = time.monotonic() + 2  # an observation window: no claim may happen in it
+    while time.monotonic() < settle:
+        assert not StudyQuestionJob.objects.filter(started_at__gt=last_claim).exists()
+        time.sleep(0.1)
+    print(f"pause_to_last_claim_s={(last_claim - paused_at).total_seconds():.3f}")
+    assert (last_claim - paused_at).total_seconds() < 1.0
+    assert StudyQuestionJob.objects.filter(status="completed").count() == done
+    assert StudyQuestionJob.objects.filter(status="pending").count() == 400 - done
+    resumed = time.monotonic()
+    queue.resume()
+    wait_for(
+        lambda: StudyQuestionJob.objects.filter(started_at__gt=last_claim).exists(),
+        timeout=10,
+        what="a claim after the resume",
+    )
+    print(f"resume_to_first_claim_s={time.monotonic() - resumed:.3f}")
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0

@@ -144,3 +144,32 @@ def test_enqueue_rejects_bad_input(args, message):
     with pytest.raises(CommandError, match=message):
         call_command("enqueue", *args)
     assert not StudyQuestionJob.objects.exists()
+
+
+# --------------------------------------------------------------------------- pause, resume
+
+
+def test_pausequeue_and_resumequeue():
+    from studyqueue.models import QueuePause
+
+    assert run("pausequeue", "--reason", "GPU needed").startswith("Paused for every kind.")
+    pause = QueuePause.objects.get()
+    assert (pause.kind, pause.reason, pause.paused_by) == (
+        "",
+        "GPU needed",
+        "manage.py pausequeue",
+    )
+    assert run("pausequeue").startswith("Already paused for every kind since")
+    assert run("pausequeue", "--kind", "explanation").startswith("Paused for explanation.")
+    assert run("resumequeue").strip() == "Resumed for every kind."
+    assert run("resumequeue").strip() == (
+        "The queue was not paused for every kind. Still paused: explanation."
+    )
+    assert run("resumequeue", "--kind", "explanation").strip() == "Resumed for explanation."
+    assert not QueuePause.objects.exists()
+
+
+@pytest.mark.parametrize("command", ["pausequeue", "resumequeue"])
+def test_pause_commands_reject_unknown_kinds(command):
+    with pytest.raises(CommandError, match="invalid choice: 'poem'"):
+        call_command(command, "--kind", "poem")

@@ -1,0 +1,10 @@
+"""The operator's admin: jobs, questions, pauses and the queue dashboard.
+
+State changes happen only through actions that call ``studyqueue.queue`` (the same
+functions as the commands and the consumer); every field of a job is read-only.
+"""
+
+from studyqueue.admin import dashboard, jobs, pauses, questions  # noqa: F401 - registers them
+from studyqueue.admin.common import LONG_TEXT_SHOWN, STATUS_COLOURS
+
+__all__ = ["LONG_TEXT_SHOWN", "STATUS_COLOURS"]

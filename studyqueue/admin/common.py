@@ -1,0 +1,115 @@
+"""What the admin pages share: badges, excerpts, capped long texts, a capped paginator."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, cast
+
+from django.contrib import admin
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.formats import number_format
+from django.utils.functional import cached_property
+from django.utils.html import format_html
+
+from studyqueue.conf import conf
+from studyqueue.models import (
+    JobQuerySet,
+    JobStatus,
+)
+
+# Badge colours per status; a test checks that every status has one.
+STATUS_COLOURS: dict[str, str] = {
+    JobStatus.PENDING: "#64748b",
+    JobStatus.PROCESSING: "#2563eb",
+    JobStatus.COMPLETED: "#16a34a",
+    JobStatus.FAILED: "#dc2626",
+    JobStatus.SKIPPED: "#d97706",
+}
+
+EXCERPT = 60
+# A long text shows this much in a scroll box; the rest is behind a link. A reply may be
+# megabytes (up to LLM_MAX_REPLY_BYTES): a page never renders it whole.
+LONG_TEXT_SHOWN = 20_000
+# Search terms that are job ids: a bigint.
+MAX_ID = 2**63 - 1
+
+
+def excerpt(text: str, length: int = EXCERPT) -> str:
+    text = " ".join(text[: length * 4].split())
+    return text if len(text) <= length else text[: length - 1] + "…"
+
+
+def long_text(text: str, full_text_url: str | None = None) -> str:
+    """``text`` in a scroll box, capped at ``LONG_TEXT_SHOWN`` characters (escaped)."""
+    if not text:
+        return "-"
+    shown = text[:LONG_TEXT_SHOWN]
+    box = format_html(
+        '<div class="sq-long" style="max-height:24em;max-width:60em;overflow:auto;'
+        'white-space:pre-wrap">{}</div>',
+        shown,
+    )
+    more = len(text) - len(shown)
+    if more and full_text_url:
+        box += format_html(
+            '<p>{} more characters not shown: <a href="{}">the full text</a>.</p>',
+            number_format(more, force_grouping=True),
+            full_text_url,
+        )
+    return box
+
+
+def short_duration(delta: timedelta) -> str:
+    seconds = int(max(delta.total_seconds(), 0))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h {seconds % 3600 // 60}m"
+    return f"{seconds // 86400}d"
+
+
+def status_badge(status: str) -> str:
+    colour = STATUS_COLOURS.get(status, "#6b7280")
+    return format_html(
+        '<span class="sq-badge" style="background:{}">{}</span>',
+        colour,
+        JobStatus(status).label if status in JobStatus.values else status,
+    )
+
+
+class CappedCountPaginator(Paginator):
+    """Counts at most ``CAP`` rows, so a page view never counts a huge table."""
+
+    CAP = 10_000
+
+    @cached_property
+    def count(self) -> int:
+        qs = self.object_list
+        if isinstance(qs, QuerySet):
+            return qs.order_by().values("pk")[: self.CAP].count()
+        return len(qs)
+
+    @property
+    def capped(self) -> bool:
+        return self.count >= self.CAP
+
+
+class StaleFilter(admin.SimpleListFilter):
+    """Processing jobs whose heartbeat is older than the stale threshold."""
+
+    title = "stale"
+    parameter_name = "stale"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", f"No heartbeat for {conf.STALE_MINUTES:g} min")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
+        if self.value() == "yes":
+            cutoff = timezone.now() - timedelta(minutes=conf.STALE_MINUTES)
+            return cast(JobQuerySet, queryset).stale(cutoff)  # the jobs' own QuerySet
+        return None

@@ -1,0 +1,149 @@
+"""The queue dashboard: index-friendly numbers, drawn as CSS bars."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, JsonResponse
+from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
+from django.urls import path
+from django.utils.formats import number_format
+
+from studyqueue import dashboard
+from studyqueue.admin.common import short_duration, status_badge
+from studyqueue.conf import conf
+from studyqueue.models import (
+    JobKind,
+    JobStatus,
+    QueueDashboard,
+)
+
+REFRESH_SECONDS = 5
+
+
+def _pct(value: float, top: float) -> float:
+    return round(100.0 * value / top, 1) if top else 0.0
+
+
+def _chart_rows(stats: dashboard.DashboardStats) -> dict[str, Any]:
+    """Bar lengths (percent of the largest) beside the numbers they draw."""
+    top_jobs, top_ms, top_err = stats.max_hour_jobs, stats.max_hour_llm_ms, stats.max_error_count
+    hours = [
+        {
+            "label": h.start.strftime("%H:00"),
+            "completed": h.completed,
+            "failed": h.failed,
+            "completed_pct": _pct(h.completed, top_jobs),
+            "failed_pct": _pct(h.failed, top_jobs),
+            "llm_s": round(h.llm_ms / 1000, 1),
+            "llm_pct": _pct(h.llm_ms, top_ms),
+            "ttft": "-" if h.first_token_ms is None else f"{h.first_token_ms / 1000:.2f} s",
+            "ttft_pct": _pct(h.first_token_ms or 0, stats.max_hour_first_token_ms),
+            "tps": "-" if h.tokens_per_second is None else f"{h.tokens_per_second:.1f}",
+            "tps_pct": _pct(h.tokens_per_second or 0, stats.max_hour_tokens_per_second),
+        }
+        for h in stats.hours
+    ]
+    errors = [{"code": code, "count": n, "pct": _pct(n, top_err)} for code, n in stats.top_errors]
+    table = [
+        {
+            "status": status,
+            "badge": status_badge(status),
+            "window": "now" if status in (JobStatus.PENDING, JobStatus.PROCESSING) else "24 h",
+            "counts": [
+                (stats.active if status in stats.active else stats.finished_24h)
+                .get(status, {})
+                .get(kind, 0)
+                for kind in JobKind.values
+            ],
+        }
+        for status in JobStatus.values
+    ]
+    return {"hour_rows": hours, "error_rows": errors, "status_rows": table}
+
+
+@admin.register(QueueDashboard)
+class QueueDashboardAdmin(admin.ModelAdmin):
+    """Staff with view permission on jobs see the dashboard; nothing here changes data."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        user = request.user
+        return bool(
+            user.is_active and user.is_staff and user.has_perm("studyqueue.view_studyquestionjob")
+        )
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self.has_view_permission(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list:
+        return [
+            path(
+                "",
+                self.admin_site.admin_view(self.changelist_view),
+                name="studyqueue_queuedashboard_changelist",
+            ),
+            path(
+                "data.json",
+                self.admin_site.admin_view(self.data_view),
+                name="studyqueue_queuedashboard_data",
+            ),
+        ]
+
+    def _context(self, request: HttpRequest) -> dict[str, Any]:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        stats = dashboard.collect()
+        return {
+            **_chart_rows(stats),
+            "stats": stats,
+            "kinds": list(JobKind),
+            "total": number_format(stats.total_estimate, force_grouping=True),
+            "stale_minutes": f"{conf.STALE_MINUTES:g}",
+            "pending_total": sum(stats.active.get(JobStatus.PENDING, {}).values()),
+            "processing_total": sum(stats.active.get(JobStatus.PROCESSING, {}).values()),
+            "oldest_pending": short_duration(stats.oldest_pending_age)
+            if stats.oldest_pending_age is not None
+            else None,
+            "can_pause": request.user.has_perm("studyqueue.pause_queue"),
+        }
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
+        context = {
+            **self._context(request),
+            **self.admin_site.each_context(request),
+            "title": "Queue dashboard",
+            "opts": self.model._meta,
+            "refresh_seconds": REFRESH_SECONDS,
+            **(extra_context or {}),
+        }
+        return TemplateResponse(request, "admin/studyqueue/dashboard.html", context)
+
+    def data_view(self, request: HttpRequest) -> JsonResponse:
+        """The dashboard's numbers for the page to refresh itself (same permission)."""
+        context = self._context(request)
+        stats: dashboard.DashboardStats = context["stats"]
+        return JsonResponse(
+            {
+                "updated_at": stats.now.isoformat(),
+                "pending": context["pending_total"],
+                "processing": context["processing_total"],
+                "stale": stats.stale,
+                "consumers_live": len(stats.live_consumers),
+                "paused": [pause.kind or "all" for pause in stats.pauses],
+                "llm_unreachable": stats.llm_unreachable_since is not None,
+                # The page's body as the server renders it (escaped by the template).
+                "html": render_to_string("admin/studyqueue/dashboard_body.html", context, request),
+            }
+        )

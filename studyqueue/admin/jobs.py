@@ -1,0 +1,285 @@
+"""The job list and job pages: every field read-only; state changes only through actions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.db.models.functions import Left
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from studyqueue import queue
+from studyqueue.admin.common import (
+    EXCERPT,
+    MAX_ID,
+    CappedCountPaginator,
+    StaleFilter,
+    excerpt,
+    long_text,
+    short_duration,
+    status_badge,
+)
+from studyqueue.conf import conf
+from studyqueue.models import (
+    JobStatus,
+    QueuePause,
+    StudyQuestionJob,
+)
+
+
+@admin.register(StudyQuestionJob)
+class StudyQuestionJobAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "question_link",
+        "kind",
+        "status_badge",
+        "attempts_display",
+        "error_code",
+        "age",
+        "started_at",
+        "completed_at",
+        "llm_time",
+    )
+    list_display_links = ("id",)
+    list_filter = (
+        "status",
+        "kind",
+        "error_code",
+        StaleFilter,
+        ("created_at", admin.DateFieldListFilter),
+    )
+    list_select_related = ("study_question",)
+    list_per_page = 50
+    search_fields = ("study_question__text", "error_message")
+    search_help_text = "Question text or error message; a number finds that job id."
+    show_full_result_count = False
+    paginator = CappedCountPaginator
+    ordering = ("-id",)
+    actions = ("retry_jobs", "skip_jobs", "reset_stale_jobs")
+    change_list_template = "admin/studyqueue/studyquestionjob/change_list.html"
+    fieldsets = (
+        (None, {"fields": ("question_link", "kind", "status_badge", "worker_id")}),
+        (
+            "Attempts",
+            {
+                "fields": (
+                    "attempts",
+                    "max_attempts",
+                    "free_releases",
+                    "error_code",
+                    "error_message_box",
+                    "run_after",
+                )
+            },
+        ),
+        (
+            "Times",
+            {"fields": ("created_at", "started_at", "heartbeat_at", "completed_at", "claim_token")},
+        ),
+        (
+            "LLM",
+            {
+                "fields": (
+                    "llm_model",
+                    "llm_prompt_tokens",
+                    "llm_completion_tokens",
+                    "llm_time",
+                    "explanation",
+                )
+            },
+        ),
+    )
+
+    # -- read-only everywhere: state changes only through actions
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [str(name) for fieldset in self.fieldsets for name in fieldset[1]["fields"]]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # jobs are created by enqueueing
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("studyqueue.retry_studyquestionjob")
+
+    def has_skip_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("studyqueue.skip_studyquestionjob")
+
+    def has_reset_stale_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("studyqueue.reset_stale_studyquestionjob")
+
+    # -- columns
+
+    @admin.display(description="question", ordering="study_question")
+    def question_link(self, job: StudyQuestionJob) -> str:
+        if job.study_question_id is None:
+            return "(deleted)"
+        url = reverse("admin:studyqueue_studyquestion_change", args=[job.study_question_id])
+        text = getattr(job, "question_start", None) or ""
+        return format_html('<a href="{}">#{}</a> {}', url, job.study_question_id, excerpt(text))
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, job: StudyQuestionJob) -> str:
+        return status_badge(job.status)
+
+    @admin.display(description="attempts")
+    def attempts_display(self, job: StudyQuestionJob) -> str:
+        return f"{job.attempts} / {job.max_attempts}"
+
+    @admin.display(description="waiting / running")
+    def age(self, job: StudyQuestionJob) -> str:
+        now = timezone.now()
+        if job.status == JobStatus.PENDING:
+            return f"waiting {short_duration(now - job.created_at)}"
+        if job.status == JobStatus.PROCESSING and job.started_at:
+            return f"running {short_duration(now - job.started_at)}"
+        if job.started_at and job.completed_at:
+            return f"took {short_duration(job.completed_at - job.started_at)}"
+        return "-"
+
+    @admin.display(description="LLM time", ordering="llm_ms")
+    def llm_time(self, job: StudyQuestionJob) -> str:
+        if job.llm_ms is None:
+            return "-"
+        return f"{job.llm_ms / 1000:.1f}s" if job.llm_ms >= 1000 else f"{job.llm_ms} ms"
+
+    @admin.display(description="explanation")
+    def explanation(self, job: StudyQuestionJob) -> str:
+        question = job.study_question
+        if question is None:
+            return "-"
+        url = reverse("admin:studyqueue_studyquestion_explanation", args=[question.pk])
+        return long_text(question.explanation, url)
+
+    @admin.display(description="error message")
+    def error_message_box(self, job: StudyQuestionJob) -> str:
+        return long_text(job.error_message)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # The list shows an excerpt of each question: its long columns stay in the database.
+        return (
+            super()
+            .get_queryset(request)
+            .defer(
+                "error_message",
+                "study_question__text",
+                "study_question__explanation",
+                "study_question__choices",
+                "study_question__answer",
+            )
+            .annotate(question_start=Left("study_question__text", EXCERPT * 4))
+        )
+
+    # -- search: a number is a job id (fast, exact); anything else searches text
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        term = search_term.strip().lstrip("#")
+        # ASCII digits only: "²".isdigit() is true too, and int("²") fails.
+        if term.isascii() and term.isdigit() and int(term) <= MAX_ID:
+            return queryset.filter(pk=int(term)), False
+        return super().get_search_results(request, queryset, search_term)
+
+    # -- actions
+
+    def _log_each(self, request: HttpRequest, ids: list[int], message: str) -> None:
+        for job in StudyQuestionJob.objects.filter(pk__in=ids):
+            self.log_change(request, job, message)
+
+    @admin.action(permissions=["retry"], description="Retry selected failed or skipped jobs")
+    def retry_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
+        result = queue.retry(queryset.values_list("pk", flat=True))
+        self._log_each(request, result.retried, "Retried: back to pending, attempts reset")
+        self.message_user(request, f"Retried {len(result.retried)} job(s).", messages.SUCCESS)
+        problems = []
+        if result.wrong_state:
+            problems.append(
+                f"{len(result.wrong_state)} job(s) left alone: only failed or skipped jobs "
+                "can be retried"
+            )
+        if result.conflicts:
+            problems.append(
+                f"{len(result.conflicts)} job(s) refused: their question already has an active "
+                "job of the same kind"
+            )
+        if problems:
+            self.message_user(request, "; ".join(problems) + ".", messages.WARNING)
+
+    @admin.action(permissions=["skip"], description="Skip selected pending or processing jobs")
+    def skip_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
+        result = queue.skip(queryset.values_list("pk", flat=True))
+        self._log_each(request, result.skipped, "Skipped by an operator")
+        self.message_user(request, f"Skipped {len(result.skipped)} job(s).", messages.SUCCESS)
+        if result.wrong_state:
+            self.message_user(
+                request,
+                f"{len(result.wrong_state)} job(s) left alone: already finished.",
+                messages.WARNING,
+            )
+
+    @admin.action(permissions=["reset_stale"], description="Reset selected stale jobs")
+    def reset_stale_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
+        ids = list(queryset.values_list("pk", flat=True))
+        result = queue.reset_stale(job_ids=ids)
+        self._report_stale(request, result, selected=len(ids))
+
+    def _report_stale(
+        self, request: HttpRequest, result: queue.StaleResult, selected: int | None
+    ) -> None:
+        self._log_each(request, result.reset_ids, "Reset as stale: back to pending")
+        self._log_each(request, result.failed_ids, "Stale with no attempts left: failed")
+        self.message_user(
+            request,
+            f"Reset {result.reset} stale job(s) to pending; {result.failed} ended failed "
+            "(no attempts left).",
+            messages.SUCCESS,
+        )
+        left = None if selected is None else selected - result.reset - result.failed
+        if left:
+            self.message_user(
+                request,
+                f"{left} job(s) left alone: not processing, or their heartbeat is recent "
+                f"(threshold {conf.STALE_MINUTES:g} min).",
+                messages.WARNING,
+            )
+
+    # -- the "Reset all stale jobs" button and the dashboard link
+
+    def get_urls(self) -> list:
+        urls = [
+            path(
+                "reset-stale/",
+                self.admin_site.admin_view(self.reset_all_stale_view),
+                name="studyqueue_studyquestionjob_reset_stale",
+            ),
+        ]
+        return urls + super().get_urls()
+
+    def reset_all_stale_view(self, request: HttpRequest) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponse("POST required", status=405)
+        if not self.has_reset_stale_permission(request):
+            raise PermissionDenied
+        self._report_stale(request, queue.reset_stale(), selected=None)
+        return HttpResponseRedirect(reverse("admin:studyqueue_studyquestionjob_changelist"))
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
+        extra_context = {
+            **(extra_context or {}),
+            "can_reset_stale": self.has_reset_stale_permission(request),
+            "pauses": QueuePause.objects.using(queue.database()).all(),
+            "count_cap": CappedCountPaginator.CAP,
+        }
+        return super().changelist_view(request, extra_context)

@@ -1,0 +1,67 @@
+"""Pausing and resuming the queue from the admin: adding a pause pauses, deleting resumes.
+
+Its own permission (``studyqueue.pause_queue``); both go through ``queue.pause`` and
+``queue.resume``, as the ``pausequeue`` and ``resumequeue`` commands do, and write the
+admin log.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from studyqueue import queue
+from studyqueue.models import QueuePause
+
+
+@admin.register(QueuePause)
+class QueuePauseAdmin(admin.ModelAdmin):
+    list_display = ("scope", "reason", "paused_by", "paused_at")
+    fields = ("kind", "reason", "paused_by", "paused_at")
+    readonly_fields = ("paused_by", "paused_at")
+    actions = ("resume_selected",)
+
+    @admin.display(description="paused", ordering="kind")
+    def scope(self, pause: QueuePause) -> str:
+        return pause.get_kind_display() if pause.kind else "every kind"
+
+    def _may_pause(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("studyqueue.pause_queue")
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may_pause(request) or request.user.has_perm("studyqueue.view_studyquestionjob")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return self._may_pause(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a pause is added (pause) or removed (resume), never edited
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may_pause(request)
+
+    def get_actions(self, request: HttpRequest) -> dict:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # "resume" says what it does
+        return actions
+
+    def save_model(self, request: HttpRequest, obj: QueuePause, form: Any, change: bool) -> None:
+        row, _ = queue.pause(obj.kind, reason=obj.reason, by=request.user.get_username())
+        obj.pk, obj.paused_by, obj.paused_at = row.pk, row.paused_by, row.paused_at
+
+    def delete_model(self, request: HttpRequest, obj: QueuePause) -> None:
+        queue.resume(obj.kind)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for kind in queryset.values_list("kind", flat=True):
+            queue.resume(kind)
+
+    @admin.action(permissions=["delete"], description="Resume: lift the selected pauses")
+    def resume_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self.log_deletions(request, queryset)
+        kinds = [kind or "every kind" for kind in queryset.values_list("kind", flat=True)]
+        self.delete_queryset(request, queryset)
+        self.message_user(request, f"Resumed for {', '.join(kinds)}.", messages.SUCCESS)

@@ -1,0 +1,186 @@
+"""Questions: edited by operators (text, choices, answer); the explanation is the LLM's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
+from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Left
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from studyqueue import queue
+from studyqueue.admin.common import EXCERPT, CappedCountPaginator, excerpt, long_text, status_badge
+from studyqueue.forms import StudyQuestionForm
+from studyqueue.models import (
+    JobKind,
+    StudyQuestion,
+    StudyQuestionJob,
+)
+
+
+class HasExplanationFilter(admin.SimpleListFilter):
+    title = "has explanation"
+    parameter_name = "explained"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Yes"), ("no", "No")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
+        if self.value() == "yes":
+            return queryset.exclude(explanation="")
+        if self.value() == "no":
+            return queryset.filter(explanation="")
+        return None
+
+
+class JobInline(admin.TabularInline):
+    model = StudyQuestionJob
+    fields = (
+        "job_link",
+        "kind",
+        "status_badge",
+        "attempts",
+        "error_code",
+        "created_at",
+        "completed_at",
+    )
+    readonly_fields = fields
+    extra = 0
+    max_num = 0
+    can_delete = False
+    ordering = ("-id",)
+    show_change_link = False
+
+    @admin.display(description="job")
+    def job_link(self, job: StudyQuestionJob) -> str:
+        url = reverse("admin:studyqueue_studyquestionjob_change", args=[job.pk])
+        return format_html('<a href="{}">#{}</a>', url, job.pk)
+
+    @admin.display(description="status")
+    def status_badge(self, job: StudyQuestionJob) -> str:
+        return status_badge(job.status)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class DeferringChangeList(ChangeList):
+    """The question list reads an excerpt of each text, never the long columns."""
+
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet:
+        queryset = super().get_queryset(request, exclude_parameters)
+        return queryset.defer("text", "explanation", "choices", "answer").annotate(
+            text_start=Left("text", EXCERPT * 4),
+            explained=ExpressionWrapper(~Q(explanation=""), output_field=BooleanField()),
+        )
+
+
+@admin.register(StudyQuestion)
+class StudyQuestionAdmin(admin.ModelAdmin):
+    list_display = ("id", "text_excerpt", "has_explanation", "latest_job", "explained_at")
+    list_display_links = ("id", "text_excerpt")
+    list_filter = (HasExplanationFilter, "explanation_truncated")
+    search_fields = ("text",)
+    show_full_result_count = False
+    paginator = CappedCountPaginator
+    ordering = ("-id",)
+    actions = ("enqueue_explanation",)
+    inlines = (JobInline,)
+    form = StudyQuestionForm
+    readonly_fields = (
+        "explanation_box",
+        "explanation_model",
+        "explanation_truncated",
+        "explained_at",
+        "created_at",
+    )
+    fieldsets = (
+        (None, {"fields": ("text", "choices", "answer")}),
+        (
+            "Explanation (written by the LLM)",
+            {
+                "fields": (
+                    "explanation_box",
+                    "explanation_model",
+                    "explanation_truncated",
+                    "explained_at",
+                    "created_at",
+                )
+            },
+        ),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        latest = StudyQuestionJob.objects.filter(study_question=OuterRef("pk")).order_by("-id")
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                latest_status=Subquery(latest.values("status")[:1]),
+                latest_kind=Subquery(latest.values("kind")[:1]),
+            )
+        )
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
+        return DeferringChangeList
+
+    def get_urls(self) -> list:
+        urls = [
+            path(
+                "<path:object_id>/explanation.txt",
+                self.admin_site.admin_view(self.explanation_text_view),
+                name="studyqueue_studyquestion_explanation",
+            ),
+        ]
+        return urls + super().get_urls()
+
+    def explanation_text_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The whole explanation as plain text (it may be too long for a page)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        question = self.get_object(request, object_id)
+        if question is None:
+            raise Http404("no such question")
+        return HttpResponse(question.explanation, content_type="text/plain; charset=utf-8")
+
+    @admin.display(description="explanation")
+    def explanation_box(self, question: StudyQuestion) -> str:
+        if question.pk is None:
+            return "-"
+        url = reverse("admin:studyqueue_studyquestion_explanation", args=[question.pk])
+        return long_text(question.explanation, url)
+
+    @admin.display(description="question", ordering="text")
+    def text_excerpt(self, question: StudyQuestion) -> str:
+        start = getattr(question, "text_start", None)  # annotated in the list
+        return excerpt(question.text if start is None else start, 80)
+
+    @admin.display(description="explained", boolean=True)
+    def has_explanation(self, question: StudyQuestion) -> bool:
+        explained = getattr(question, "explained", None)  # annotated in the list
+        return bool(question.explanation) if explained is None else bool(explained)
+
+    @admin.display(description="latest job")
+    def latest_job(self, question: StudyQuestion) -> str:
+        status = getattr(question, "latest_status", None)
+        if not status:
+            return "-"
+        return format_html("{} {}", getattr(question, "latest_kind", ""), status_badge(status))
+
+    @admin.action(permissions=["change"], description="Enqueue explanation")
+    def enqueue_explanation(self, request: HttpRequest, queryset: QuerySet) -> None:
+        ids = list(queryset.values_list("pk", flat=True))
+        created = queue.enqueue_many(ids, JobKind.EXPLANATION)
+        self.message_user(
+            request,
+            f"Queued {created} explanation job(s); {len(ids) - created} already queued.",
+            messages.SUCCESS,
+        )

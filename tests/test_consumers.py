@@ -1,0 +1,60 @@
+"""Each consumer's record of itself, and how the dashboard reads it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from studyqueue import consumers, queue
+from studyqueue.models import QueueConsumer
+from tests.factories import StudyQuestionFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_consumer_records_its_start_its_cycles_and_its_stop(llm_server, make_consumer):
+    consumer = make_consumer(worker_id="c1", interval=30)
+    queue.pause("session_summary", reason="later")
+    for _ in range(3):
+        queue.enqueue(StudyQuestionFactory())
+    consumer.run_cycle()
+    record = QueueConsumer.objects.get(worker_id="c1")
+    assert (record.jobs_completed, record.jobs_running, record.interval_seconds) == (3, 0, 30)
+    assert record.llm_url == llm_server.url
+    assert record.paused_kinds == "session_summary"
+    assert not record.breaker_open and record.stopped_at is None
+    (state,) = consumers.consumer_states()
+    assert state.state == "live"
+    consumer.close()
+    record.refresh_from_db()
+    assert record.stopped_at is not None
+    assert consumers.consumer_states()[0].state == "stopped"
+
+
+def test_a_consumer_that_stops_reporting_is_silent_after_two_intervals(make_consumer, settings):
+    now = timezone.now()
+    QueueConsumer.objects.create(
+        worker_id="gone",
+        host="h",
+        pid=1,
+        started_at=now - timedelta(hours=1),
+        seen_at=now - timedelta(seconds=121),
+        interval_seconds=60,
+        llm_url="http://x/v1",
+    )
+    (state,) = consumers.consumer_states(now)
+    assert (state.state, state.silent_for) == ("silent", timedelta(seconds=121))
+    assert consumers.consumer_states(now - timedelta(seconds=2))[0].state == "live"
+
+
+def test_a_consumer_whose_llm_is_down_records_its_open_breaker(settings, free_port, make_consumer):
+    settings.STUDYQUEUE = {"LLM_URL": f"http://user:secret-pw@127.0.0.1:{free_port}/v1"}
+    consumer = make_consumer(worker_id="c2")
+    queue.enqueue(StudyQuestionFactory())
+    consumer.run_cycle()
+    record = QueueConsumer.objects.get(worker_id="c2")
+    assert record.breaker_open and record.breaker_error == "llm_unavailable"
+    assert record.breaker_since is not None
+    assert "secret-pw" not in record.llm_url and "[redacted]@" in record.llm_url

@@ -172,8 +172,9 @@ def test_database_connections_killed_mid_run(consumers, llm_server, settings):
     procs = [consumers("--worker-id", f"d{i}", GATE_PERMITS=2, **FAST) for i in range(2)]
     killed = []
     for _ in range(5):
-        wait_for(lambda: llm_server.stats()["requests"] > 0, what="the consumers to work")
-        time.sleep(0.4)  # let them get into their stride between kills
+        # Between two kills the consumers get back into their stride: 20 more calls.
+        target = llm_server.stats()["requests"] + 20
+        wait_for(lambda: llm_server.stats()["requests"] >= target, what="the consumers to work")
         killed.append(_kill_consumer_connections())
     elapsed = wait_all_finished(400, timeout=180)
     assert all(proc.poll() is None for proc in procs), "consumers survive losing the database"

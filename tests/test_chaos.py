@@ -174,7 +174,7 @@ def test_database_connections_killed_mid_run(consumers, llm_server, settings):
     for _ in range(5):
         # Between two kills the consumers get back into their stride: 20 more calls.
         target = llm_server.stats()["requests"] + 20
-        wait_for(lambda: llm_server.stats()["requests"] >= target, what="the consumers to work")
+        wait_for(lambda t=target: llm_server.stats()["requests"] >= t, what="the consumers to work")
         killed.append(_kill_consumer_connections())
     elapsed = wait_all_finished(400, timeout=180)
     assert all(proc.poll() is None for proc in procs), "consumers survive losing the database"

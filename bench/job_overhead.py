@@ -60,9 +60,10 @@ def main() -> None:
 
     from studyqueue import queue
     from studyqueue.models import StudyQuestion, StudyQuestionJob
+    from studyqueue.prompts import build_messages, current_version
     from studyqueue.services.llm import LLMClient, LLMReply
     from studyqueue.services.mlx_gate import MLXGate
-    from studyqueue.workers.explanation import _store, build_messages
+    from studyqueue.workers.explanation import store as store_reply
     from tests.llm_server import LLMServerProcess
 
     server = LLMServerProcess(delay=0.0)
@@ -125,12 +126,14 @@ def main() -> None:
     def store() -> float:
         _fill(n)
         jobs = [queue.claim(worker_id="b", limit=1)[0] for _ in range(n)]
-        reply = LLMReply("An explanation.", "m", "stop", 42, 7, 5)
+        reply = LLMReply("An explanation of the answer, long enough.", "m", "stop", 42, 7, 5)
+        version = current_version()
         it = iter(jobs)
 
         def one() -> None:
             job = next(it)
-            _store(job, job.study_question_id, reply, db)
+            question = StudyQuestion.objects.get(pk=job.study_question_id)
+            store_reply(job, question, reply, version, db)
 
         return _per_job_ms(n, one)
 

@@ -2,7 +2,8 @@
 
 E001 a value does not parse; E002 a number is out of range; E003 LLM_URL is not http(s);
 E004 LLM_URL does not parse; E005 a number is NaN or infinite; E006 LLM_API_KEY holds
-control or non-ASCII characters; W001/W002 timeouts that nest badly.
+control or non-ASCII characters; E007 a prompt template is missing or fails to render;
+E008 QUALITY_RETRY names an unknown flag; W001/W002 timeouts that nest badly.
 """
 
 from __future__ import annotations
@@ -46,9 +47,46 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     problems += _non_finite(values) or _out_of_range(values)
     problems += _url_problems(str(values["LLM_URL"]))
     problems += _key_problems(str(values["LLM_API_KEY"]))
+    problems += _prompt_problems() + _quality_problems()
     if problems:
         return problems
     return _nesting(values)
+
+
+def _prompt_problems() -> list[CheckMessage]:
+    """The prompt templates render for a sample question: an override that does not is
+    an error at startup, not a failure per job."""
+    from studyqueue import prompts  # the models must be ready first
+
+    try:
+        messages = prompts.build_messages(prompts.sample_question())
+        prompts.current_version()
+    except Exception as exc:  # TemplateDoesNotExist, TemplateSyntaxError, a failing tag...
+        return [
+            Error(
+                f"the prompt templates do not render: {type(exc).__name__}: {exc}",
+                hint="Check STUDYQUEUE PROMPT_TEMPLATE and SYSTEM_PROMPT_TEMPLATE.",
+                id="studyqueue.E007",
+            )
+        ]
+    if not all(message["content"] for message in messages):
+        return [Error("a prompt template renders empty text", id="studyqueue.E007")]
+    return []
+
+
+def _quality_problems() -> list[CheckMessage]:
+    from studyqueue import quality
+
+    unknown = quality.flags_to_retry() - set(quality.FLAGS)
+    if not unknown:
+        return []
+    return [
+        Error(
+            f"STUDYQUEUE QUALITY_RETRY names unknown flags: {', '.join(sorted(unknown))}",
+            hint=f"Known flags: {', '.join(quality.FLAGS)}.",
+            id="studyqueue.E008",
+        )
+    ]
 
 
 def _non_finite(values: dict[str, Any]) -> list[CheckMessage]:

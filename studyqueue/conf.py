@@ -62,7 +62,17 @@ SETTINGS: dict[str, Setting] = {
     "PRUNE_FINISHED_AFTER_DAYS": Setting(int, 0, "delete finished jobs older than this (0: keep)"),
     "EXECUTION_HISTORY_DAYS": Setting(int, 7, "keep scheduler execution rows this long"),
     "PROMPT_TEMPLATE": Setting(
-        str, "studyqueue/explanation_prompt.txt", "template that renders the prompt"
+        str, "studyqueue/explanation_prompt.txt", "template that renders the user prompt"
+    ),
+    "SYSTEM_PROMPT_TEMPLATE": Setting(
+        str, "studyqueue/explanation_system.txt", "template that renders the system prompt"
+    ),
+    "QUALITY_MIN_CHARS": Setting(int, 40, "an explanation shorter than this is flagged"),
+    "QUALITY_RETRY": Setting(
+        str,
+        "",
+        "comma-separated flags that retry the job once instead of only flagging "
+        "(truncated, too_short, wrong_script; truncated retries with doubled max_tokens)",
     ),
 }
 

@@ -184,6 +184,16 @@ class Consumer:
         )
         return result
 
+    def run_one(self, job: StudyQuestionJob) -> Outcome:
+        """Run one job this caller claimed, now, through the same gate, client and storage
+        as a cycle (``manage.py explain``); blocking."""
+
+        async def go() -> Outcome:
+            await self.db(close_old_connections)
+            return await self.run_job(job)
+
+        return self._runner.run(go())
+
     async def report(self, *, if_due: bool = False) -> None:
         """Write this consumer's record (``QueueConsumer``); with ``if_due``, only when half
         an interval has passed since the last (so a long cycle never looks silent)."""

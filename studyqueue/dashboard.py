@@ -17,7 +17,16 @@ from django.utils import timezone
 
 from studyqueue.conf import conf
 from studyqueue.consumers import ConsumerState, consumer_states
-from studyqueue.models import ACTIVE_STATUSES, ErrorCode, JobStatus, QueuePause, StudyQuestionJob
+from studyqueue.models import (
+    ACTIVE_STATUSES,
+    ErrorCode,
+    JobStatus,
+    QuestionQuerySet,
+    QueuePause,
+    StudyQuestion,
+    StudyQuestionJob,
+)
+from studyqueue.prompts import current_version
 
 Job = StudyQuestionJob
 
@@ -49,6 +58,8 @@ class DashboardStats:
     total_is_estimate: bool
     consumers: list[ConsumerState]
     pauses: list[QueuePause]
+    outdated: int  # explanations another prompt version wrote (counted up to OUTDATED_CAP)
+    needs_review: int  # current explanations with a quality flag (same cap)
 
     @property
     def live_consumers(self) -> list[ConsumerState]:
@@ -170,4 +181,14 @@ def collect(now: datetime | None = None) -> DashboardStats:
         total_is_estimate=is_estimate,
         consumers=consumer_states(now),
         pauses=list(QueuePause.objects.using(db).all()),
+        outdated=_capped(StudyQuestion.objects.using(db).outdated(current_version().hash)),
+        needs_review=_capped(StudyQuestion.objects.using(db).needs_review()),
     )
+
+
+OUTDATED_CAP = 10_000
+
+
+def _capped(questions: QuestionQuerySet) -> int:
+    """How many, counted up to ``OUTDATED_CAP`` (never a full count of a huge table)."""
+    return questions.order_by().values("pk")[:OUTDATED_CAP].count()

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q, Value
 from django.utils import timezone
 
 
@@ -98,6 +98,27 @@ def validate_choices(value: object) -> None:
             )
 
 
+class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
+    """Questions by the state of their explanation."""
+
+    def explained(self) -> QuestionQuerySet:
+        return self.exclude(explanation="")
+
+    def missing(self) -> QuestionQuerySet:
+        return self.filter(explanation="")
+
+    def outdated(self, version: str) -> QuestionQuerySet:
+        """Explained by another prompt version than ``version`` (today's)."""
+        return self.explained().exclude(explanation_prompt_version=version)
+
+    def current(self, version: str) -> QuestionQuerySet:
+        return self.explained().filter(explanation_prompt_version=version)
+
+    def needs_review(self) -> QuestionQuerySet:
+        """The current explanation carries a quality flag."""
+        return self.explained().exclude(explanation_flags=[])
+
+
 class StudyQuestion(models.Model):
     """A question a learner studies; its explanation is written by the LLM."""
 
@@ -115,8 +136,33 @@ class StudyQuestion(models.Model):
         default=False, help_text="The LLM stopped at max_tokens: the text may be cut."
     )
     explained_at = models.DateTimeField(null=True, blank=True)
+    # Database defaults too: rows inserted by raw SQL or by older code get them.
+    explanation_prompt_version = models.CharField(
+        max_length=12,
+        blank=True,
+        default="",
+        db_default="",
+        db_index=True,
+        help_text="The prompt version that wrote it.",
+    )
+    explanation_flags = models.JSONField(
+        default=list,
+        db_default=Value([], models.JSONField()),
+        blank=True,
+        help_text="Quality flags of the current explanation.",
+    )
+    current_revision = models.ForeignKey(
+        "ExplanationRevision",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The revision the explanation fields above copy.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = QuestionQuerySet.as_manager()
 
     class Meta:
         ordering = ["id"]
@@ -208,6 +254,19 @@ class StudyQuestionJob(models.Model):
     )
     llm_tokens_per_second = models.FloatField(
         null=True, blank=True, help_text="Completion tokens per second after the first."
+    )
+    prompt_version = models.CharField(
+        max_length=12,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The prompt version of its last LLM call.",
+    )
+    max_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="max_tokens for its calls (blank: LLM_MAX_TOKENS)."
+    )
+    quality_retried = models.BooleanField(
+        default=False, db_default=False, help_text="Already retried once for a quality flag."
     )
 
     objects = JobQuerySet.as_manager()
@@ -319,3 +378,32 @@ class QueueConsumer(models.Model):
 
     def __str__(self) -> str:
         return self.worker_id
+
+
+class ExplanationRevision(models.Model):
+    """One generated explanation of a question, kept for good; the question points at its
+    current one. Written only through ``studyqueue.revisions``."""
+
+    question = models.ForeignKey(StudyQuestion, on_delete=models.CASCADE, related_name="revisions")
+    job = models.ForeignKey(
+        StudyQuestionJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    text = models.TextField()
+    model = models.CharField(max_length=200, blank=True)
+    prompt_version = models.CharField(max_length=12, blank=True)
+    prompt_label = models.CharField(max_length=200, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    first_token_ms = models.PositiveIntegerField(null=True, blank=True)
+    tokens_per_second = models.FloatField(null=True, blank=True)
+    finish_reason = models.CharField(max_length=20, blank=True)
+    flags = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name = "explanation revision"
+        permissions = [("restore_explanationrevision", "Can make an older revision current")]
+
+    def __str__(self) -> str:
+        return f"revision {self.pk} of question {self.question_id}"

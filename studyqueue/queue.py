@@ -72,6 +72,11 @@ SET status = 'processing',
 WHERE {ids}
 RETURNING *
 """
+# One given job, for an operator who runs it now (``manage.py explain``): not before its
+# turn in the queue matters, nor a pause; attempts and the fence are as for any claim.
+CLAIM_ONE_SQL = _CLAIM.format(
+    ids="id = %(job_id)s AND status = 'pending' AND attempts < max_attempts"
+)
 CLAIM_SQL = {
     "postgresql": _CLAIM.format(ids=f"id = ANY(ARRAY({_READY_IDS}\n    FOR UPDATE SKIP LOCKED))"),
     "sqlite": _CLAIM.format(ids=f"id IN ({_READY_IDS})"),
@@ -279,6 +284,21 @@ def claim(*, worker_id: str, limit: int | None = None) -> list[Job]:
     return jobs
 
 
+def claim_job(job_id: int, *, worker_id: str) -> Job | None:
+    """Claim one given pending job (``CLAIM_ONE_SQL``); None if it is not claimable."""
+    db = database()
+    params = {
+        "job_id": job_id,
+        "token": _db_value("claim_token", uuid.uuid4(), db),
+        "worker_id": worker_id[:200],
+        "now": _db_value("started_at", timezone.now(), db),
+    }
+    jobs = list(Job.objects.db_manager(db).raw(CLAIM_ONE_SQL, params))
+    for job in jobs:
+        _log("claimed", job, worker=worker_id)
+    return jobs[0] if jobs else None
+
+
 def heartbeat(job: Job) -> bool:
     """Refresh a claimed job's liveness; False if the claim is no longer ours."""
     now = timezone.now()
@@ -316,6 +336,7 @@ def complete(
     llm_ms: int | None = None,
     first_token_ms: int | None = None,
     tokens_per_second: float | None = None,
+    prompt_version: str = "",
 ) -> bool:
     """Mark a claimed job completed with its LLM metrics; False if the claim was lost."""
     values = {
@@ -331,8 +352,24 @@ def complete(
         "llm_ms": llm_ms,
         "llm_first_token_ms": first_token_ms,
         "llm_tokens_per_second": tokens_per_second,
+        "prompt_version": prompt_version,
     }
     return _finish(job, "completed", values)
+
+
+def retry_for_quality(job: Job, *, reason: str, max_tokens: int | None = None) -> bool:
+    """A finished call whose reply was flagged: run the job once more, at once (with
+    ``max_tokens`` if given); the next claim counts its attempt. Only once per job. Fenced."""
+    values: dict[str, Any] = {
+        "status": JobStatus.PENDING,
+        "run_after": timezone.now(),
+        "claim_token": None,
+        "quality_retried": True,
+        "max_tokens": max_tokens if max_tokens is not None else job.max_tokens,
+        "error_code": "",
+        "error_message": _clip(reason),
+    }
+    return _finish(job, "quality_retry", values)
 
 
 def fail(

@@ -20,6 +20,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             pytest.skip("PostgreSQL-only behaviour")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _static_root() -> None:
+    """WhiteNoise serves STATIC_ROOT; in tests nothing has been collected there yet."""
+    from django.conf import settings
+
+    Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)
+
+
 @pytest.fixture
 def vendor() -> str:
     return connection.vendor

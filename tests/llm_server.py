@@ -48,6 +48,7 @@ class LLMServer:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.delay = 0.0  # seconds per reply
+        self.word_delay = 0.0  # seconds between two streamed words
         self.capacity = 0  # replies served at once (0: unlimited); others queue
         self.fault = ""
         self.retry_after = "1"
@@ -56,6 +57,7 @@ class LLMServer:
         self.answer = "Because 2 + 2 equals 4."
         self.ignore_stream = False  # answer with one JSON body even when asked to stream
         self.last_authorization = ""
+        self.bodies: list[dict] = []  # every chat request's JSON body, in order
         self._lock = threading.Lock()
         self._slots: threading.Semaphore | None = None
         self.requests = 0
@@ -258,6 +260,7 @@ class LLMServer:
                     self._json(400, {"error": "malformed request"})
                     return
                 server.last_authorization = self.headers.get("Authorization", "")
+                server.bodies.append(body)
                 with server._lock:
                     server.connection_ages.append(self.received_at - self.accepted_at)
                 server._serve_chat(self, body, prompt, self.received_at)
@@ -400,6 +403,8 @@ class LLMServer:
         if content is None:
             event(chunk({"role": "assistant", "content": None}))
         for i, word in enumerate(words):
+            if i and self.word_delay:
+                time.sleep(self.word_delay)  # tokens come one by one
             event(chunk({"role": "assistant", "content": word if i == 0 else " " + word}))
             if fault == "drop" and i == 1:
                 h.finished()

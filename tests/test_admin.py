@@ -319,7 +319,7 @@ def test_question_list_filter_latest_job_and_enqueue_action(admin_client):
     StudyQuestionJobFactory(study_question=fresh)  # already queued
     response = admin_client.post(
         QUESTIONS_URL,
-        {"action": "enqueue_explanation", "_selected_action": [waiting.pk, fresh.pk]},
+        {"action": "regenerate_explanation", "_selected_action": [waiting.pk, fresh.pk]},
         follow=True,
     )
     messages = [str(m) for m in get_messages(response.wsgi_request)]
@@ -392,6 +392,8 @@ def _question_form(question: StudyQuestion, choices: str) -> dict[str, str]:
         "answer": question.answer,
         "jobs-TOTAL_FORMS": "0",
         "jobs-INITIAL_FORMS": "0",
+        "revisions-TOTAL_FORMS": "0",
+        "revisions-INITIAL_FORMS": "0",
     }
 
 

@@ -70,3 +70,18 @@ def test_e006_never_shows_the_key():
     with override_settings(STUDYQUEUE={"LLM_API_KEY": "sk-secret\n"}):
         (message,) = check_settings()
     assert "sk-secret" not in f"{message.msg} {message.hint}"
+
+
+def test_e007_a_prompt_template_that_is_missing_or_does_not_render(settings, tmp_path):
+    assert ids(PROMPT_TEMPLATE="no/such/template.txt") == ["studyqueue.E007"]
+    broken = tmp_path / "broken.txt"
+    broken.write_text("Question: {{ question.text|no_such_filter }}")
+    settings.TEMPLATES = [
+        {**settings.TEMPLATES[0], "DIRS": [str(tmp_path)]},
+    ]
+    assert ids(PROMPT_TEMPLATE="broken.txt") == ["studyqueue.E007"]
+
+
+def test_e008_quality_retry_with_an_unknown_flag():
+    assert ids(QUALITY_RETRY="truncated, too_long") == ["studyqueue.E008"]
+    assert ids(QUALITY_RETRY="truncated,wrong_script") == []

@@ -4,7 +4,7 @@ State changes happen only through actions that call ``studyqueue.queue`` (the sa
 functions as the commands and the consumer); every field of a job is read-only.
 """
 
-from studyqueue.admin import dashboard, jobs, pauses, questions  # noqa: F401 - registers them
+from studyqueue.admin import dashboard, jobs, pauses, questions, revisions  # noqa: F401
 from studyqueue.admin.common import LONG_TEXT_SHOWN, STATUS_COLOURS
 
 __all__ = ["LONG_TEXT_SHOWN", "STATUS_COLOURS"]

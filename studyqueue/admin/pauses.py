@@ -43,11 +43,6 @@ class QueuePauseAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self._may_pause(request)
 
-    def get_actions(self, request: HttpRequest) -> dict:
-        actions = super().get_actions(request)
-        actions.pop("delete_selected", None)  # "resume" says what it does
-        return actions
-
     def save_model(self, request: HttpRequest, obj: QueuePause, form: Any, change: bool) -> None:
         row, _ = queue.pause(obj.kind, reason=obj.reason, by=request.user.get_username())
         obj.pk, obj.paused_by, obj.paused_at = row.pk, row.paused_by, row.paused_at

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
@@ -13,14 +13,17 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from studyqueue import queue
+from studyqueue import quality, queue
 from studyqueue.admin.common import EXCERPT, CappedCountPaginator, excerpt, long_text, status_badge
 from studyqueue.forms import StudyQuestionForm
 from studyqueue.models import (
+    ExplanationRevision,
     JobKind,
+    QuestionQuerySet,
     StudyQuestion,
     StudyQuestionJob,
 )
+from studyqueue.prompts import current_version
 
 
 class HasExplanationFilter(admin.SimpleListFilter):
@@ -36,6 +39,69 @@ class HasExplanationFilter(admin.SimpleListFilter):
         if self.value() == "no":
             return queryset.filter(explanation="")
         return None
+
+
+class ExplanationStateFilter(admin.SimpleListFilter):
+    """Current: written by today's prompt version; outdated: by another; missing: none."""
+
+    title = "explanation"
+    parameter_name = "explanation"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("current", "Current"), ("outdated", "Outdated"), ("missing", "Missing")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
+        questions = cast(QuestionQuerySet, queryset)  # the questions' own QuerySet
+        version = current_version().hash
+        if self.value() == "current":
+            return questions.current(version)
+        if self.value() == "outdated":
+            return questions.outdated(version)
+        if self.value() == "missing":
+            return questions.missing()
+        return None
+
+
+class ReviewFilter(admin.SimpleListFilter):
+    """Explanations with a quality flag: all of them, or one flag."""
+
+    title = "needs review"
+    parameter_name = "review"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("any", "Any flag"), *((flag, flag.replace("_", " ")) for flag in quality.FLAGS)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
+        questions = cast(QuestionQuerySet, queryset)
+        if self.value() == "any":
+            return questions.needs_review()
+        if self.value() in quality.FLAGS:
+            return questions.filter(explanation_flags__contains=[self.value()])
+        return None
+
+
+class RevisionInline(admin.TabularInline):
+    model = ExplanationRevision
+    fk_name = "question"
+    fields = ("revision_link", "created_at", "model", "prompt_label", "flags", "finish_reason")
+    readonly_fields = fields
+    extra = 0
+    max_num = 0
+    can_delete = False
+    ordering = ("-id",)
+    verbose_name_plural = "explanation revisions (newest first)"
+
+    @admin.display(description="revision")
+    def revision_link(self, revision: ExplanationRevision) -> str:
+        url = reverse("admin:studyqueue_explanationrevision_change", args=[revision.pk])
+        current = " (current)" if revision.pk == revision.question.current_revision_id else ""
+        return format_html('<a href="{}">#{}</a>{}', url, revision.pk, current)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 class JobInline(admin.TabularInline):
@@ -87,18 +153,20 @@ class DeferringChangeList(ChangeList):
 class StudyQuestionAdmin(admin.ModelAdmin):
     list_display = ("id", "text_excerpt", "has_explanation", "latest_job", "explained_at")
     list_display_links = ("id", "text_excerpt")
-    list_filter = (HasExplanationFilter, "explanation_truncated")
+    list_filter = (ExplanationStateFilter, ReviewFilter, HasExplanationFilter)
     search_fields = ("text",)
     show_full_result_count = False
     paginator = CappedCountPaginator
     ordering = ("-id",)
-    actions = ("enqueue_explanation",)
-    inlines = (JobInline,)
+    actions = ("regenerate_explanation",)
+    inlines = (RevisionInline, JobInline)
     form = StudyQuestionForm
     readonly_fields = (
         "explanation_box",
         "explanation_model",
         "explanation_truncated",
+        "explanation_prompt",
+        "explanation_flags",
         "explained_at",
         "created_at",
     )
@@ -110,7 +178,9 @@ class StudyQuestionAdmin(admin.ModelAdmin):
                 "fields": (
                     "explanation_box",
                     "explanation_model",
+                    "explanation_prompt",
                     "explanation_truncated",
+                    "explanation_flags",
                     "explained_at",
                     "created_at",
                 )
@@ -151,6 +221,15 @@ class StudyQuestionAdmin(admin.ModelAdmin):
             raise Http404("no such question")
         return HttpResponse(question.explanation, content_type="text/plain; charset=utf-8")
 
+    @admin.display(description="prompt version")
+    def explanation_prompt(self, question: StudyQuestion) -> str:
+        revision = question.current_revision
+        if not question.explanation_prompt_version:
+            return "-"
+        label = revision.prompt_label if revision else question.explanation_prompt_version
+        outdated = question.explanation_prompt_version != current_version().hash
+        return f"{label}{' (outdated: the prompt changed since)' if outdated else ''}"
+
     @admin.display(description="explanation")
     def explanation_box(self, question: StudyQuestion) -> str:
         if question.pk is None:
@@ -175,8 +254,8 @@ class StudyQuestionAdmin(admin.ModelAdmin):
             return "-"
         return format_html("{} {}", getattr(question, "latest_kind", ""), status_badge(status))
 
-    @admin.action(permissions=["change"], description="Enqueue explanation")
-    def enqueue_explanation(self, request: HttpRequest, queryset: QuerySet) -> None:
+    @admin.action(permissions=["change"], description="Regenerate explanation")
+    def regenerate_explanation(self, request: HttpRequest, queryset: QuerySet) -> None:
         ids = list(queryset.values_list("pk", flat=True))
         created = queue.enqueue_many(ids, JobKind.EXPLANATION)
         self.message_user(

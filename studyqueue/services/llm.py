@@ -122,11 +122,13 @@ class LLMClient:
         """``text`` without this client's secrets (API key, URL credentials)."""
         return redact(text, self._secrets)
 
-    async def chat(self, messages: list[dict[str, str]]) -> LLMReply:
+    async def chat(
+        self, messages: list[dict[str, str]], *, max_tokens: int | None = None
+    ) -> LLMReply:
         """One chat completion; raises ``LLMError`` (redacted) with the failure's code."""
         body: dict[str, Any] = {
             "messages": messages,
-            "max_tokens": self.max_tokens,
+            "max_tokens": max_tokens or self.max_tokens,
             "temperature": self.temperature,
             "stream": True,
             "stream_options": {"include_usage": True},

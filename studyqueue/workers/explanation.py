@@ -1,4 +1,5 @@
-"""The explanation handler: build the prompt, ask the LLM through the gate, store the answer."""
+"""The explanation handler: build the prompt, ask the LLM through the gate, keep the answer
+as a revision, check its quality, make it current."""
 
 from __future__ import annotations
 
@@ -6,12 +7,11 @@ import logging
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.template.loader import render_to_string
-from django.utils import timezone
 
-from studyqueue import queue
+from studyqueue import quality, queue, revisions
 from studyqueue.conf import conf
-from studyqueue.models import ErrorCode, StudyQuestion, StudyQuestionJob, validate_choices
+from studyqueue.models import ErrorCode, StudyQuestion, StudyQuestionJob
+from studyqueue.prompts import PromptVersion, build_messages, current_version
 from studyqueue.services.llm import LLMError, LLMReply
 from studyqueue.services.mlx_gate import GateTimeout
 from studyqueue.workers.base import (
@@ -25,17 +25,7 @@ from studyqueue.workers.base import (
 
 logger = logging.getLogger("studyqueue.worker")
 
-SYSTEM_TEMPLATE = "studyqueue/explanation_system.txt"
-
-
-def build_messages(question: StudyQuestion) -> list[dict[str, str]]:
-    """The chat messages for a question, from the prompt templates (valid choices only)."""
-    validate_choices(question.choices)
-    context = {"question": question, "choices": question.choices}
-    return [
-        {"role": "system", "content": render_to_string(SYSTEM_TEMPLATE).strip()},
-        {"role": "user", "content": render_to_string(conf.PROMPT_TEMPLATE, context).strip()},
-    ]
+__all__ = ["build_messages", "run"]
 
 
 def _load(job: StudyQuestionJob, db: str) -> StudyQuestion | None:
@@ -44,9 +34,35 @@ def _load(job: StudyQuestionJob, db: str) -> StudyQuestion | None:
     return StudyQuestion.objects.using(db).filter(pk=job.study_question_id).first()
 
 
-def _store(job: StudyQuestionJob, question_id: int, reply: LLMReply, db: str) -> Outcome:
-    """Complete the job and write the explanation in one transaction; fenced."""
+def _quality_retry(job: StudyQuestionJob, flags: list[str]) -> str | None:
+    """The flag that earns this job its one quality retry, if any."""
+    wanted = [flag for flag in flags if flag in quality.flags_to_retry()]
+    if not wanted or job.quality_retried or job.attempts >= job.max_attempts:
+        return None
+    return wanted[0]
+
+
+def store(
+    job: StudyQuestionJob,
+    question: StudyQuestion,
+    reply: LLMReply,
+    version: PromptVersion,
+    db: str,
+) -> Outcome:
+    """Keep the reply as a revision and, in the same transaction, either complete the job
+    and make the revision current, or (a flag set to retry) run the job once more; fenced."""
+    flags = quality.flags_for(question.text, reply.content, reply.finish_reason)
+    retry_for = _quality_retry(job, flags)
     with transaction.atomic(using=db):
+        if retry_for is not None:
+            max_tokens = (job.max_tokens or conf.LLM_MAX_TOKENS) * 2
+            reason = f"retried once: the reply was flagged {retry_for}"
+            if retry_for != quality.TRUNCATED:
+                max_tokens = job.max_tokens
+            if not queue.retry_for_quality(job, reason=reason, max_tokens=max_tokens):
+                return Outcome.LOST
+            revisions.add(job, question.pk, reply, version, flags)  # kept, not current
+            return Outcome.RETRYING
         if not queue.complete(
             job,
             llm_model=reply.model,
@@ -55,21 +71,18 @@ def _store(job: StudyQuestionJob, question_id: int, reply: LLMReply, db: str) ->
             llm_ms=reply.elapsed_ms,
             first_token_ms=reply.first_token_ms,
             tokens_per_second=reply.tokens_per_second,
+            prompt_version=version.hash,
         ):
             return Outcome.LOST
-        now = timezone.now()
-        written = (
-            StudyQuestion.objects.using(db)
-            .filter(pk=question_id)
-            .update(
-                explanation=reply.content,
-                explanation_model=reply.model,
-                explanation_truncated=reply.truncated,
-                explained_at=now,
-                updated_at=now,
-            )
-        )
-        if written:
+        revision = revisions.add(job, question.pk, reply, version, flags)
+        if revisions.make_current(revision):
+            if flags:
+                logger.warning(
+                    "study_explanation_flagged id=%s question=%s flags=%s",
+                    job.pk,
+                    question.pk,
+                    ",".join(flags),
+                )
             return Outcome.COMPLETED
         transaction.set_rollback(True, using=db)  # undo "completed": nothing was stored
     message = "the question was deleted while its explanation was being written"
@@ -89,6 +102,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
         # Stored data no form let through (raw SQL, an old import): no retry can fix it.
         message = f"the question's choices are invalid: {' '.join(exc.messages)}"
         return await fail_job(ctx, job, ErrorCode.QUESTION_INVALID, message)
+    version = current_version(max_tokens=job.max_tokens)
     try:
         async with ctx.gate.slot():
             if ctx.stopping():
@@ -102,7 +116,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
                     ctx, job, delay=ctx.breaker.remaining(), code=error.code, message=error.message
                 )
             try:
-                reply = await ctx.client.chat(messages)
+                reply = await ctx.client.chat(messages, max_tokens=job.max_tokens)
             except LLMError as error:
                 # Inside the gate: a job waiting for the slot must see the breaker open.
                 return await handle_llm_error(ctx, job, error)
@@ -117,4 +131,4 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
             question.pk,
             reply.completion_tokens,
         )
-    return await ctx.db(_store, job, question.pk, reply, ctx.database)
+    return await ctx.db(store, job, question, reply, version, ctx.database)

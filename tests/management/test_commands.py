@@ -132,7 +132,8 @@ def test_enqueue_questions_by_id_reports_already_queued():
 @pytest.mark.parametrize(
     "args,message",
     [
-        ([], "give --missing or --question"),
+        ([], "give --missing, --outdated or --question"),
+        (["--question", "1", "--limit", "5"], "--limit goes with --missing or --outdated"),
         (["--question", "987654"], "no study question with id 987654; nothing queued"),
         (["--missing", "--kind", "poem"], "invalid choice: 'poem'"),
         (["--question", "x"], "expected a whole number"),

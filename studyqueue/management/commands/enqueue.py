@@ -7,18 +7,33 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from studyqueue import queue
-from studyqueue.management.commands._options import object_id
+from studyqueue.management.commands._options import bounded_int, object_id
 from studyqueue.models import JobKind, StudyQuestion, StudyQuestionJob
+from studyqueue.prompts import current_version
 
 
 class Command(BaseCommand):
-    help = "Queue jobs: for given questions, or for every question still missing an explanation."
+    help = (
+        "Queue jobs: for given questions, every question missing an explanation, or every "
+        "one whose explanation an older prompt version wrote."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--missing",
             action="store_true",
             help="every question with text, no explanation and no active job of this kind",
+        )
+        parser.add_argument(
+            "--outdated",
+            action="store_true",
+            help="every question whose explanation another prompt version wrote (regenerate)",
+        )
+        parser.add_argument(
+            "--limit",
+            type=bounded_int(1, 10_000_000),
+            default=None,
+            help="with --missing/--outdated: at most this many questions, oldest first",
         )
         parser.add_argument(
             "--question", type=object_id, nargs="+", default=[], metavar="ID", help="question ids"
@@ -31,10 +46,21 @@ class Command(BaseCommand):
         )
 
     def handle(
-        self, *args: Any, missing: bool, question: list[int], kind: str, **options: Any
+        self,
+        *args: Any,
+        missing: bool,
+        outdated: bool,
+        limit: int | None,
+        question: list[int],
+        kind: str,
+        **options: Any,
     ) -> None:
-        if not missing and not question:
-            raise CommandError("nothing to enqueue: give --missing or --question ID ...")
+        if not (missing or outdated or question):
+            raise CommandError(
+                "nothing to enqueue: give --missing, --outdated or --question ID ..."
+            )
+        if limit is not None and not (missing or outdated):
+            raise CommandError("--limit goes with --missing or --outdated")
         ids: set[int] = set()
         if question:
             found = set(StudyQuestion.objects.filter(pk__in=question).values_list("pk", flat=True))
@@ -44,13 +70,16 @@ class Command(BaseCommand):
                     f"no study question with id {', '.join(map(str, unknown))}; nothing queued"
                 )
             ids |= found
+        active = StudyQuestionJob.objects.active().filter(kind=kind)
+        waiting = StudyQuestion.objects.exclude(text="").exclude(
+            pk__in=active.values("study_question_id")
+        )
+        wanted = StudyQuestion.objects.none()
         if missing:
-            active = StudyQuestionJob.objects.active().filter(kind=kind)
-            ids |= set(
-                StudyQuestion.objects.filter(explanation="")
-                .exclude(text="")
-                .exclude(pk__in=active.values("study_question_id"))
-                .values_list("pk", flat=True)
-            )
+            wanted |= waiting.missing()
+        if outdated:
+            wanted |= waiting.outdated(current_version().hash)
+        if missing or outdated:
+            ids |= set(wanted.order_by("pk").values_list("pk", flat=True)[:limit])
         created = queue.enqueue_many(sorted(ids), kind)
         self.stdout.write(f"Created {created} {kind} job(s); {len(ids) - created} already queued.")

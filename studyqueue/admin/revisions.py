@@ -1,0 +1,96 @@
+"""Explanation revisions: every generated text, read-only; an older one can be made current."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+
+from studyqueue import revisions
+from studyqueue.admin.common import excerpt, long_text
+from studyqueue.models import ExplanationRevision
+
+
+@admin.register(ExplanationRevision)
+class ExplanationRevisionAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "question_link",
+        "created_at",
+        "model",
+        "prompt_label",
+        "flags",
+        "is_current",
+    )
+    list_filter = ("prompt_version", "finish_reason")
+    list_select_related = ("question",)
+    ordering = ("-id",)
+    actions = ("make_current",)
+    fields = (
+        "question_link",
+        "text_box",
+        "model",
+        "prompt_label",
+        "prompt_version",
+        "flags",
+        "finish_reason",
+        "prompt_tokens",
+        "completion_tokens",
+        "first_token_ms",
+        "tokens_per_second",
+        "job",
+        "created_at",
+    )
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).defer("text", "question__explanation")
+
+    @admin.display(description="question")
+    def question_link(self, revision: ExplanationRevision) -> str:
+        url = reverse("admin:studyqueue_studyquestion_change", args=[revision.question_id])
+        return format_html('<a href="{}">#{}</a>', url, revision.question_id)
+
+    @admin.display(description="current", boolean=True)
+    def is_current(self, revision: ExplanationRevision) -> bool:
+        return revision.question.current_revision_id == revision.pk
+
+    @admin.display(description="text")
+    def text_box(self, revision: ExplanationRevision) -> str:
+        return long_text(revision.text)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # written by the consumer
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # kept for good
+
+    def has_restore_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("studyqueue.restore_explanationrevision")
+
+    @admin.action(permissions=["restore"], description="Make the selected revision current")
+    def make_current(self, request: HttpRequest, queryset: QuerySet) -> None:
+        chosen = list(queryset[:2])
+        if len(chosen) != 1:
+            self.message_user(request, "Select exactly one revision.", messages.WARNING)
+            return
+        (revision,) = chosen
+        if not revisions.restore(revision):
+            self.message_user(request, "Its question no longer exists.", messages.WARNING)
+            return
+        self.log_change(
+            request, revision.question, f"Made revision {revision.pk} the current explanation"
+        )
+        self.message_user(
+            request,
+            f"Revision {revision.pk} is now the explanation of question "
+            f"#{revision.question_id}: {excerpt(revision.text)}",
+            messages.SUCCESS,
+        )

@@ -1,0 +1,74 @@
+"""The explanation prompt: its templates, how a question renders into messages, and the
+prompt version, derived from everything that shapes the output.
+
+The templates are Django template files a project may override (``SYSTEM_PROMPT_TEMPLATE``,
+``PROMPT_TEMPLATE``); they render with autoescape off (a prompt is not HTML) and the
+question's fields as context: ``question``, ``choices``, ``answer``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.template import Context, Engine, Template
+
+from studyqueue.conf import conf
+from studyqueue.models import StudyQuestion, validate_choices
+
+
+@dataclass(frozen=True)
+class PromptVersion:
+    """A short stable hash of what shapes the output, and a label a person can read."""
+
+    hash: str
+    label: str
+
+
+def _template(name: str) -> tuple[Template, str]:
+    """A prompt template and its source text (the text is part of the version)."""
+    template = Engine.get_default().get_template(name)
+    # A file-based loader's origin name is the file's path (the app's or the project's).
+    source = Path(template.origin.name).read_text(encoding="utf-8")
+    return template, source
+
+
+def current_version(*, max_tokens: int | None = None) -> PromptVersion:
+    """The prompt version of today's settings and templates."""
+    _, system = _template(conf.SYSTEM_PROMPT_TEMPLATE)
+    _, user = _template(conf.PROMPT_TEMPLATE)
+    shape = {
+        "system": system,
+        "user": user,
+        "model": conf.LLM_MODEL,
+        "max_tokens": max_tokens or conf.LLM_MAX_TOKENS,
+        "temperature": conf.LLM_TEMPERATURE,
+    }
+    digest = hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:12]
+    model = conf.LLM_MODEL or "server default"
+    label = f"{model} · max {shape['max_tokens']} · t {conf.LLM_TEMPERATURE:g} · {digest[:7]}"
+    return PromptVersion(digest, label[:200])
+
+
+def render(name: str, context: dict[str, Any]) -> str:
+    """Render one prompt template with autoescape off."""
+    template, _ = _template(name)
+    return template.render(Context(context, autoescape=False)).strip()
+
+
+def build_messages(question: StudyQuestion) -> list[dict[str, str]]:
+    """The chat messages for a question (its choices must be valid: ``ValidationError``)."""
+    validate_choices(question.choices)
+    context = {"question": question, "choices": question.choices, "answer": question.answer}
+    return [
+        {"role": "system", "content": render(conf.SYSTEM_PROMPT_TEMPLATE, context)},
+        {"role": "user", "content": render(conf.PROMPT_TEMPLATE, context)},
+    ]
+
+
+def sample_question() -> StudyQuestion:
+    """An unsaved question to try the templates on (the system check)."""
+    return StudyQuestion(text="What is 2 + 2?", choices=["3", "4"], answer="4")

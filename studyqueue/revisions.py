@@ -1,0 +1,74 @@
+"""Explanation revisions: every generated explanation is kept; a question shows its current
+one. A new revision becomes current only when its job completes; an older one can be made
+current again. The only module that writes revisions and a question's explanation fields."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from studyqueue import queue
+from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
+from studyqueue.prompts import PromptVersion
+from studyqueue.services.llm import LLMReply
+
+logger = logging.getLogger("studyqueue.revisions")
+
+
+def add(
+    job: StudyQuestionJob,
+    question_id: int,
+    reply: LLMReply,
+    version: PromptVersion,
+    flags: list[str],
+) -> ExplanationRevision:
+    """Keep a reply as a revision of the question (not current yet)."""
+    return ExplanationRevision.objects.using(queue.database()).create(
+        question_id=question_id,
+        job_id=job.pk,
+        text=reply.content,
+        model=reply.model,
+        prompt_version=version.hash,
+        prompt_label=version.label,
+        prompt_tokens=reply.prompt_tokens,
+        completion_tokens=reply.completion_tokens,
+        first_token_ms=reply.first_token_ms,
+        tokens_per_second=reply.tokens_per_second,
+        finish_reason=reply.finish_reason,
+        flags=flags,
+    )
+
+
+def make_current(revision: ExplanationRevision) -> bool:
+    """Show ``revision`` as its question's explanation; False if the question is gone."""
+    now = timezone.now()
+    updated = (
+        StudyQuestion.objects.using(queue.database())
+        .filter(pk=revision.question_id)
+        .update(
+            current_revision=revision,
+            explanation=revision.text,
+            explanation_model=revision.model,
+            explanation_truncated=revision.finish_reason == "length",
+            explanation_prompt_version=revision.prompt_version,
+            explanation_flags=revision.flags,
+            explained_at=revision.created_at,
+            updated_at=now,
+        )
+    )
+    if updated:
+        logger.info(
+            "study_revision_current question=%s revision=%s prompt_version=%s",
+            revision.question_id,
+            revision.pk,
+            revision.prompt_version or "-",
+        )
+    return bool(updated)
+
+
+def restore(revision: ExplanationRevision) -> bool:
+    """An operator makes an older revision current again (one transaction)."""
+    with transaction.atomic(using=queue.database()):
+        return make_current(revision)

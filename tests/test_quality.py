@@ -1,0 +1,77 @@
+"""Quality flags: scripts, lengths, cuts; and on real replies from the test LLM server."""
+
+from __future__ import annotations
+
+import pytest
+
+from studyqueue import quality, queue
+from studyqueue.models import ExplanationRevision, StudyQuestion
+from tests.factories import StudyQuestionFactory
+
+KOREAN = "대한민국의 수도는 어디입니까?"
+LONG_ENGLISH = "Seoul has been the capital of South Korea since the country was founded."
+LONG_KOREAN = "서울은 대한민국이 세워진 이후로 줄곧 수도였습니다. 그래서 정답은 서울입니다."
+
+
+@pytest.mark.parametrize(
+    "text,script",
+    [
+        (KOREAN, "HANGUL"),
+        ("What is 2 + 2?", "LATIN"),
+        ("東京は日本の首都です", "CJK"),
+        ("Столица России — Москва", "CYRILLIC"),
+        ("2 + 2 = 4 !", None),
+    ],
+)
+def test_dominant_script(text, script):
+    assert quality.dominant_script(text) == script
+
+
+def test_flags_for():
+    assert quality.flags_for(KOREAN, LONG_KOREAN, "stop") == []
+    assert quality.flags_for(KOREAN, LONG_ENGLISH, "stop") == ["wrong_script"]
+    assert quality.flags_for("Why?", "Because.", "length") == ["truncated", "too_short"]
+    assert quality.flags_for("2 + 2?", "4 " * 30, "stop") == []  # no letters: no script
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "question,answer,fault,flags",
+    [
+        (KOREAN, LONG_ENGLISH, "", ["wrong_script"]),
+        (KOREAN, LONG_KOREAN, "", []),
+        ("What is 2 + 2?", "Four.", "", ["too_short"]),
+        ("What is 2 + 2?", LONG_ENGLISH, "length", ["truncated"]),
+    ],
+)
+def test_real_replies_are_flagged(llm_server, make_consumer, question, answer, fault, flags):
+    llm_server.configure(answer=answer, fault=fault)
+    queue.enqueue(StudyQuestionFactory(text=question))
+    assert make_consumer().run_cycle().outcomes == {"completed": 1}
+    stored = StudyQuestion.objects.get()
+    assert stored.explanation_flags == flags
+    assert ExplanationRevision.objects.get().flags == flags
+    assert list(StudyQuestion.objects.needs_review()) == ([stored] if flags else [])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_flag_set_to_retry_retries_once_with_doubled_max_tokens(
+    llm_server, settings, make_consumer
+):
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "QUALITY_RETRY": "truncated"}
+    llm_server.configure(answer=LONG_ENGLISH, fault="length")  # always cut
+    job = queue.enqueue(StudyQuestionFactory(text="Why is Seoul the capital?")).job
+    consumer = make_consumer()
+    assert consumer.run_cycle().outcomes == {"retrying": 1, "completed": 1}
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.quality_retried, job.max_tokens) == (
+        "completed",
+        2,
+        True,
+        2048,
+    )
+    assert [body["max_tokens"] for body in llm_server.bodies] == [1024, 2048]
+    first, second = ExplanationRevision.objects.order_by("pk")
+    question = StudyQuestion.objects.get()
+    assert question.current_revision == second, "the retry's reply is current"
+    assert first.flags == second.flags == ["truncated"], "still cut: flagged, not retried again"

@@ -16,7 +16,7 @@ import time
 
 from bench.common import setup_django
 
-TARGETS_MS = {"claim": 2.0, "stale scan": 20.0}
+TARGETS_MS = {"claim": 2.0, "stale scan": 20.0, "metrics": 100.0}
 PAGE_TARGET_MS = 300.0
 
 
@@ -120,6 +120,9 @@ def main() -> None:
             assert len(queue.claim(worker_id="bench", limit=1)) == 1
             transaction.set_rollback(True)
 
+    def readyz() -> None:
+        assert client.get("/studyqueue/readyz").status_code == 503  # no consumer, no LLM
+
     def stale_scan() -> None:
         cutoff = timezone.now() - timezone.timedelta(minutes=10)
         list(StudyQuestionJob.objects.stale(cutoff).values_list("pk", flat=True))
@@ -135,6 +138,11 @@ def main() -> None:
         "job changelist ?stale=yes": get("/admin/studyqueue/studyquestionjob/?stale=yes"),
         "dashboard": get("/admin/studyqueue/queuedashboard/"),
         "question changelist": get("/admin/studyqueue/studyquestion/"),
+        "question changelist ?explanation=outdated": get(
+            "/admin/studyqueue/studyquestion/?explanation=outdated"
+        ),
+        "metrics": get("/studyqueue/metrics"),
+        "readyz (db, consumers, LLM: none)": readyz,
         "claim": claim_and_roll_back,
         "stale scan": stale_scan,
     }

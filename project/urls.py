@@ -1,10 +1,11 @@
 """URL configuration: the Django admin is the operator's interface."""
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 from django.views.generic import RedirectView
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("studyqueue/", include("studyqueue.urls")),
 ]

@@ -67,6 +67,9 @@ SETTINGS: dict[str, Setting] = {
     "SYSTEM_PROMPT_TEMPLATE": Setting(
         str, "studyqueue/explanation_system.txt", "template that renders the system prompt"
     ),
+    "METRICS_TOKEN": Setting(
+        str, "", "bearer token for /studyqueue/metrics (empty: staff login only)", secret=True
+    ),
     "QUALITY_MIN_CHARS": Setting(int, 40, "an explanation shorter than this is flagged"),
     "QUALITY_RETRY": Setting(
         str,

@@ -123,6 +123,13 @@ class StudyQuestion(models.Model):
     """A question a learner studies; its explanation is written by the LLM."""
 
     text = models.TextField(help_text="The question as shown to the learner.")
+    external_id = models.CharField(
+        max_length=200,
+        null=True,  # NULLs do not collide: only ids that are set are unique
+        blank=True,
+        unique=True,
+        help_text="Your id for it (imports update the question with the same id).",
+    )
     choices = models.JSONField(
         default=list,
         blank=True,

@@ -9,11 +9,11 @@ from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Left
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from studyqueue import quality, queue
+from studyqueue import quality, queue, transfer
 from studyqueue.admin.common import EXCERPT, CappedCountPaginator, excerpt, long_text, status_badge
 from studyqueue.forms import StudyQuestionForm
 from studyqueue.models import (
@@ -158,7 +158,7 @@ class StudyQuestionAdmin(admin.ModelAdmin):
     show_full_result_count = False
     paginator = CappedCountPaginator
     ordering = ("-id",)
-    actions = ("regenerate_explanation",)
+    actions = ("regenerate_explanation", "download_csv")
     inlines = (RevisionInline, JobInline)
     form = StudyQuestionForm
     readonly_fields = (
@@ -253,6 +253,16 @@ class StudyQuestionAdmin(admin.ModelAdmin):
         if not status:
             return "-"
         return format_html("{} {}", getattr(question, "latest_kind", ""), status_badge(status))
+
+    @admin.action(permissions=["view"], description="Download explanations as CSV")
+    def download_csv(self, request: HttpRequest, queryset: QuerySet) -> StreamingHttpResponse:
+        ids = list(queryset.values_list("pk", flat=True))
+        response = StreamingHttpResponse(
+            transfer.lines(transfer.export_rows(ids=ids), "csv"),
+            content_type="text/csv; charset=utf-8",
+        )
+        response["Content-Disposition"] = 'attachment; filename="explanations.csv"'
+        return response
 
     @admin.action(permissions=["change"], description="Regenerate explanation")
     def regenerate_explanation(self, request: HttpRequest, queryset: QuerySet) -> None:

@@ -1,0 +1,64 @@
+"""Export questions with their current explanation, streamed (constant memory)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, time
+from pathlib import Path
+from typing import IO, Any, cast
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+from studyqueue import transfer
+from studyqueue.prompts import current_version
+
+
+def moment(value: str) -> datetime:
+    """A date (midnight UTC) or an ISO date-time; argparse's ``type``."""
+    parsed = parse_datetime(value)
+    if parsed is None:
+        day = parse_date(value)
+        if day is None:
+            raise ValueError(value)
+        parsed = datetime.combine(day, time.min)
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+
+
+moment.__name__ = "date"  # argparse's error: "invalid date value"
+
+
+class Command(BaseCommand):
+    help = "Export explained questions with their explanation, model, prompt version and flags."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--format", choices=transfer.FORMATS, default="jsonl")
+        parser.add_argument("--since", type=moment, help="explained at or after (a date)")
+        parser.add_argument(
+            "--outdated", action="store_true", help="only explanations of an older prompt"
+        )
+        parser.add_argument("--output", help="a file (default: standard output)")
+
+    def handle(
+        self,
+        *args: Any,
+        format: str,
+        since: datetime | None,
+        outdated: bool,
+        output: str | None,
+        **options: Any,
+    ) -> None:
+        rows = transfer.export_rows(
+            since=since, outdated_for=current_version().hash if outdated else None
+        )
+        if output is None:
+            # The command's own stdout (a TextIOBase), so that call_command can capture it.
+            count = transfer.write(rows, cast(IO[str], self.stdout), format)
+            self.stderr.write(f"exported {count} question(s)")
+            return
+        try:
+            with Path(output).open("w", encoding="utf-8", newline="") as out:
+                count = transfer.write(rows, out, format)
+        except OSError as exc:
+            raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
+        self.stderr.write(f"exported {count} question(s) to {output}")

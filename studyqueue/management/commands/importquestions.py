@@ -1,0 +1,101 @@
+"""Import questions from JSON Lines or CSV: every row checked first; re-imports update."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from studyqueue import queue, transfer
+from studyqueue.models import JobKind
+
+SHOWN_ERRORS = 50
+
+
+class Command(BaseCommand):
+    help = (
+        "Import questions (text, choices, answer, external_id) from a .jsonl or .csv file; "
+        "a file with a bad row imports nothing unless --skip-invalid."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("file", help="a .jsonl or .csv file, or - for standard input")
+        parser.add_argument("--format", choices=transfer.FORMATS, help="default: by extension")
+        parser.add_argument(
+            "--skip-invalid", action="store_true", help="import the good rows, report the rest"
+        )
+        parser.add_argument(
+            "--enqueue",
+            action="store_true",
+            help="queue explanation jobs for the questions created or changed",
+        )
+
+    def handle(
+        self,
+        *args: Any,
+        file: str,
+        format: str | None,
+        skip_invalid: bool,
+        enqueue: bool,
+        **options: Any,
+    ) -> None:
+        try:
+            fmt = transfer.format_of(file, format)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        parsed = self._parse(file, fmt)
+        if parsed.errors:
+            report = self._report(parsed.errors)
+            if not skip_invalid:
+                raise CommandError(
+                    f"{len(parsed.errors)} invalid row(s); nothing imported "
+                    f"(--skip-invalid imports the {len(parsed.rows)} valid ones):\n{report}"
+                )
+            self.stderr.write(f"skipped {len(parsed.errors)} invalid row(s):\n{report}")
+        result = transfer.store(parsed.rows, self._progress(len(parsed.rows)))
+        queued = ""
+        if enqueue:
+            created = queue.enqueue_many(result.created + result.updated, JobKind.EXPLANATION)
+            queued = f"; queued {created} explanation job(s)"
+        self.stdout.write(
+            f"Imported {len(parsed.rows)} row(s): {len(result.created)} created, "
+            f"{len(result.updated)} updated, {result.unchanged} unchanged{queued}."
+        )
+
+    def _parse(self, file: str, fmt: str) -> transfer.Parsed:
+        try:
+            if file == "-":
+                return transfer.parse(sys.stdin, fmt)
+            with Path(file).open(encoding="utf-8-sig", newline="") as stream:
+                return transfer.parse(stream, fmt)
+        except OSError as exc:
+            raise CommandError(f"cannot read {file}: {exc.strerror or exc}") from None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CommandError(f"cannot read {file}: {exc}") from None
+
+    def _report(self, errors: list[tuple[int, str]]) -> str:
+        lines = [f"  line {line}: {reason}" for line, reason in errors[:SHOWN_ERRORS]]
+        if len(errors) > SHOWN_ERRORS:
+            lines.append(f"  … and {len(errors) - SHOWN_ERRORS} more")
+        return "\n".join(lines)
+
+    def _progress(self, total: int) -> Callable[[int], None]:
+        """A progress bar on a terminal; a line every few seconds otherwise."""
+        if self.stderr.isatty():
+            bar = tqdm(total=total, unit="row", file=sys.stderr, leave=False)
+            return bar.update
+        state = {"done": 0, "at": time.monotonic()}
+
+        def line(n: int) -> None:
+            state["done"] += n
+            now = time.monotonic()
+            if now - state["at"] >= 5 or state["done"] == total:
+                self.stderr.write(f"imported {state['done']}/{total} rows")
+                state["at"] = now
+
+        return line

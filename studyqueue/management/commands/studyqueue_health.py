@@ -1,0 +1,29 @@
+"""Exit 0 when studyqueue is healthy, else non-zero with a one-line reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from studyqueue.health import CHECKS, run_checks
+
+
+class Command(BaseCommand):
+    help = (
+        "Check the database (reachable, migrated), the consumers (one ran a cycle lately) and "
+        "the LLM server (reachable); pick some with --db, --consumer, --llm (default: all)."
+    )
+    requires_system_checks: list[str] = []  # a probe: fast, and it says itself what is wrong
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        for name in CHECKS:
+            parser.add_argument(f"--{name}", action="store_true", help=f"check the {name}")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        chosen = tuple(name for name in CHECKS if options[name]) or CHECKS
+        checks = run_checks(chosen)
+        failed = [c for c in checks if not c.ok]
+        if failed:
+            raise CommandError("; ".join(f"{c.name}: {c.detail}" for c in failed))
+        self.stdout.write("ok: " + "; ".join(f"{c.name}: {c.detail}" for c in checks))

@@ -1,0 +1,56 @@
+"""Endpoints for orchestrators and monitoring: health, readiness, Prometheus metrics."""
+
+from __future__ import annotations
+
+import hmac
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from studyqueue.conf import conf
+from studyqueue.health import as_json, run_checks
+from studyqueue.metrics import QueueCollector
+
+
+def _health(names: tuple[str, ...]) -> HttpResponse:
+    checks = run_checks(names)
+    status = 200 if all(c.ok for c in checks) else 503
+    return HttpResponse(as_json(checks), status=status, content_type="application/json")
+
+
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> HttpResponse:
+    """Liveness: the web process answers and so does its database. No login."""
+    return _health(("db",))
+
+
+@never_cache
+@require_GET
+def readyz(request: HttpRequest) -> HttpResponse:
+    """Readiness: the database, a live consumer and the LLM server. No login."""
+    return _health(("db", "consumer", "llm"))
+
+
+def _allowed(request: HttpRequest) -> bool:
+    token = conf.METRICS_TOKEN
+    given = request.headers.get("Authorization", "")
+    if token and hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        return True
+    user = request.user
+    return bool(user.is_authenticated and user.is_active and user.is_staff)
+
+
+@never_cache
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """The queue in the Prometheus text format: a bearer token (METRICS_TOKEN) or staff."""
+    if not _allowed(request):
+        response = HttpResponse("metrics need a bearer token or a staff login\n", status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="studyqueue"'
+        return response
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(QueueCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

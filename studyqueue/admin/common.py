@@ -74,9 +74,11 @@ def short_duration(delta: timedelta) -> str:
 
 
 def status_badge(status: str) -> str:
+    """A coloured status label; styled inline, so it looks the same on every admin page."""
     colour = STATUS_COLOURS.get(status, "#6b7280")
     return format_html(
-        '<span class="sq-badge" style="background:{}">{}</span>',
+        '<span class="sq-badge" style="background:{};color:#fff;padding:2px 8px;'
+        'border-radius:10px;font-size:11px;font-weight:600;white-space:nowrap">{}</span>',
         colour,
         JobStatus(status).label if status in JobStatus.values else status,
     )

@@ -87,9 +87,14 @@ class StudyQuestionJobAdmin(admin.ModelAdmin):
             {
                 "fields": (
                     "llm_model",
+                    "prompt_version",
+                    "max_tokens",
+                    "quality_retried",
                     "llm_prompt_tokens",
                     "llm_completion_tokens",
                     "llm_time",
+                    "llm_first_token_ms",
+                    "llm_tokens_per_second",
                     "explanation",
                 )
             },

@@ -58,9 +58,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, bind: str, web_workers: int, **options: Any) -> None:
+        # Before the signal handlers: Ctrl-C at the account prompt cancels as usual.
+        call_command("collectstatic", interactive=False, verbosity=0)
+        account = self._operator_account()
         with Consumer() as consumer, stop_on_signals(consumer.request_stop):
-            call_command("collectstatic", interactive=False, verbosity=0)
-            account = self._operator_account()
             web = subprocess.Popen(
                 [
                     sys.executable, "-m", "gunicorn", wsgi_target(),

@@ -62,6 +62,7 @@ bench: $(VENV)/.installed-dev
 	$(PY) -m bench.wakeup $(if $(QUICK),--enqueues 20,)
 	$(PY) -m bench.bulk_enqueue $(if $(QUICK),--questions 10000 --runs 1,)
 	$(PY) -m bench.admin_scale $(if $(QUICK),--rows 100000 --runs 2,)
+	$(PY) -m bench.import_export $(if $(QUICK),--rows 10000 --export-rows 100000 --runs 1,)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .

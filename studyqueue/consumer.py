@@ -36,7 +36,7 @@ from studyqueue.services.breaker import CircuitBreaker
 from studyqueue.services.llm import LLMClient
 from studyqueue.services.mlx_gate import MLXGate
 from studyqueue.workers import registry
-from studyqueue.workers.base import Outcome, WorkContext, fail_job
+from studyqueue.workers.base import Outcome, WorkContext, fail_job, release_job
 
 logger = logging.getLogger("studyqueue.consumer")
 
@@ -274,10 +274,9 @@ class Consumer:
     async def release(self, job: StudyQuestionJob, message: str) -> Outcome:
         """Hand back a job this consumer will not finish, attempt kept."""
         try:
-            released = await asyncio.shield(self.db(queue.release, job, message=message))
+            return await asyncio.shield(release_job(self.ctx, job, message=message))
         except DatabaseError:
             return Outcome.LOST  # stale recovery gets it
-        return Outcome.RELEASED if released else Outcome.LOST
 
     def close(self) -> None:
         """Record the stop; close the LLM client, the database connections and the loop

@@ -260,6 +260,20 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
 # --------------------------------------------------------------------------- consumer side
 
 
+def _run_claim(sql: str, worker_id: str, **params: Any) -> list[Job]:
+    """Run a claim statement with a fresh claim token; the claimed jobs in id order."""
+    db = database()
+    params.update(
+        token=_db_value("claim_token", uuid.uuid4(), db),
+        worker_id=worker_id[:200],
+        now=_db_value("started_at", timezone.now(), db),
+    )
+    jobs = sorted(Job.objects.db_manager(db).raw(sql, params), key=lambda j: j.pk)
+    for job in jobs:
+        _log("claimed", job, worker=worker_id)
+    return jobs
+
+
 def claim(*, worker_id: str, limit: int | None = None) -> list[Job]:
     """Atomically claim up to ``limit`` ready jobs in id order for ``worker_id``.
 
@@ -268,34 +282,13 @@ def claim(*, worker_id: str, limit: int | None = None) -> list[Job]:
     limit = conf.BATCH_SIZE if limit is None else limit
     if limit < 1:
         return []
-    db = database()
-    params = {
-        "token": _db_value("claim_token", uuid.uuid4(), db),
-        "worker_id": worker_id[:200],
-        "now": _db_value("started_at", timezone.now(), db),
-        "limit": limit,
-    }
-    jobs = sorted(
-        Job.objects.db_manager(db).raw(CLAIM_SQL[connections[db].vendor], params),
-        key=lambda j: j.pk,
-    )
-    for job in jobs:
-        _log("claimed", job, worker=worker_id)
-    return jobs
+    sql = CLAIM_SQL[connections[database()].vendor]
+    return _run_claim(sql, worker_id, limit=limit)
 
 
 def claim_job(job_id: int, *, worker_id: str) -> Job | None:
     """Claim one given pending job (``CLAIM_ONE_SQL``); None if it is not claimable."""
-    db = database()
-    params = {
-        "job_id": job_id,
-        "token": _db_value("claim_token", uuid.uuid4(), db),
-        "worker_id": worker_id[:200],
-        "now": _db_value("started_at", timezone.now(), db),
-    }
-    jobs = list(Job.objects.db_manager(db).raw(CLAIM_ONE_SQL, params))
-    for job in jobs:
-        _log("claimed", job, worker=worker_id)
+    jobs = _run_claim(CLAIM_ONE_SQL, worker_id, job_id=job_id)
     return jobs[0] if jobs else None
 
 

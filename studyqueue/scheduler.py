@@ -167,10 +167,7 @@ class ScheduledConsumer:
                 conf.GATE_PERMITS,
                 llm_url,
             )
-            announce(
-                f"Consumer {worker_id} running every {self.interval:g}s against {llm_url}. "
-                "Ctrl-C to stop."
-            )
+            announce(f"Consumer {worker_id} running every {self.interval:g}s against {llm_url}.")
             self.consumer.wait_for_stop()
             self.scheduler.shutdown(wait=True)
         finally:

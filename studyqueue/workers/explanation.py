@@ -25,8 +25,6 @@ from studyqueue.workers.base import (
 
 logger = logging.getLogger("studyqueue.worker")
 
-__all__ = ["build_messages", "run"]
-
 
 def _load(job: StudyQuestionJob, db: str) -> StudyQuestion | None:
     if job.study_question_id is None:
@@ -55,10 +53,10 @@ def store(
     retry_for = _quality_retry(job, flags)
     with transaction.atomic(using=db):
         if retry_for is not None:
-            max_tokens = (job.max_tokens or conf.LLM_MAX_TOKENS) * 2
+            # A cut reply gets room to finish; other flags retry as they were.
+            doubled = (job.max_tokens or conf.LLM_MAX_TOKENS) * 2
             reason = f"retried once: the reply was flagged {retry_for}"
-            if retry_for != quality.TRUNCATED:
-                max_tokens = job.max_tokens
+            max_tokens = doubled if retry_for == quality.TRUNCATED else None
             if not queue.retry_for_quality(job, reason=reason, max_tokens=max_tokens):
                 return Outcome.LOST
             revisions.add(job, question.pk, reply, version, flags)  # kept, not current

@@ -67,7 +67,9 @@ class Command(BaseCommand):
             if once or drain:
                 self._run_inline(consumer, drain=drain, verbosity=verbosity)
             else:
-                ScheduledConsumer(consumer).run(self.stdout.write)
+                ScheduledConsumer(consumer).run(
+                    lambda line: self.stdout.write(f"{line} Ctrl-C to stop.")
+                )
 
     def _run_inline(self, consumer: Consumer, *, drain: bool, verbosity: int) -> None:
         cycles = 0

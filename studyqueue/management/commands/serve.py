@@ -89,9 +89,7 @@ class Command(BaseCommand):
             raise CommandError(f"the web server stopped with exit code {web.returncode}")
 
     def _announce(self, line: str) -> None:
-        self.stdout.write(
-            line.replace("Ctrl-C to stop.", "Ctrl-C stops the site and the consumer.")
-        )
+        self.stdout.write(f"{line} Ctrl-C stops the site and the consumer.")
         self.stdout.flush()
 
     def _watch_web(

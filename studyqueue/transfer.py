@@ -141,6 +141,8 @@ class _Lines:
             raise _LineTooLong
         if self.number == 1:
             line = line.removeprefix("\ufeff")  # standard input keeps its byte order mark
+            if line.startswith(("\udcff\udcfe", "\udcfe\udcff")):  # read as UTF-8
+                raise FileError(1, _("the file is UTF-16: save it as UTF-8"))
         if self.columns:
             self.record.append(line)
             self.row_like = self.row_like and self._looks_like_row(line)
@@ -214,6 +216,9 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+_JSON = json.JSONDecoder(object_pairs_hook=_object)
+
+
 def _jsonl_records(lines: _Lines) -> Iterator[tuple[int, Any]]:
     while True:
         try:
@@ -226,7 +231,7 @@ def _jsonl_records(lines: _Lines) -> Iterator[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            yield lines.number, json.loads(line, object_pairs_hook=_object)
+            yield lines.number, _JSON.decode(line)
         except _FieldTwice as exc:
             yield lines.number, exc
         except RecursionError:
@@ -364,19 +369,22 @@ def _string(value: Any, name: str | None, *, one_line: bool = False) -> str:
     if not isinstance(value, str):
         raise ValueError(_("%(name)s must be text") % {"name": name})
     if _SURROGATE.search(value):
-        invalid = _("not valid Unicode (a lone surrogate, or bytes that are not UTF-8)")
-        raise ValueError(
-            invalid
-            if name is None
-            else _("%(name)s is %(invalid)s") % {"name": name, "invalid": invalid}
-        )
+        raise _not_unicode(name)
     return clean(value, one_line=one_line)
+
+
+def _not_unicode(name: str | None) -> ValueError:
+    invalid = _("not valid Unicode (a lone surrogate, or bytes that are not UTF-8)")
+    if name is None:
+        return ValueError(invalid)
+    return ValueError(_("%(name)s is %(invalid)s") % {"name": name, "invalid": invalid})
 
 
 def clean(text: str, *, one_line: bool = False) -> str:
     """``text`` without control characters (NUL fits no column; the others show as
     nothing or garble a terminal), line ends as ``\\n``; ``one_line`` drops those too."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     return (_ANY_CONTROL if one_line else _CONTROL).sub("", text)
 
 
@@ -400,12 +408,10 @@ def _choices(value: Any, fmt: str) -> list[str]:
     if value is None:
         return []
     if isinstance(value, list):
-        value = [
-            _string(choice, _("choice %(number)s") % {"number": number})
-            if isinstance(choice, str)
-            else choice
-            for number, choice in enumerate(value, start=1)
-        ]
+        for number, choice in enumerate(value, start=1):
+            if isinstance(choice, str) and _SURROGATE.search(choice):
+                raise _not_unicode(_("choice %(number)s") % {"number": number})
+        value = [clean(choice) if isinstance(choice, str) else choice for choice in value]
     validate_choices(value)  # after cleaning: a NUL-only choice is an empty one
     if sum(len(choice) for choice in value) > FIELD_MAX:
         raise _too_long("choices", FIELD_MAX)

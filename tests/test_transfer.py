@@ -497,3 +497,27 @@ def test_export_to_a_full_disk_ends_with_one_line(child_env, python, many_explai
     assert export.returncode == 1
     with pytest.raises(CommandError, match=r"^cannot write /dev/full: No space left on device$"):
         run("exportexplanations", "--output", "/dev/full")
+
+
+def test_a_utf16_file_is_refused_as_a_whole(tmp_path):
+    path = csv_file(tmp_path, "text\nWhat is 2 + 2?\n".encode("utf-16"))
+    with pytest.raises(CommandError, match=r"line 1: the file is UTF-16: save it as UTF-8"):
+        run("importquestions", path, "--skip-invalid")
+
+
+def test_standard_input_with_a_bom_crlf_and_bytes_that_are_not_utf8(child_env, python):
+    import subprocess
+
+    data = b"\xef\xbb\xbfexternal_id,text\r\ns1,caf\xe9\r\ns2,\xc3\xa9t\xc3\xa9\r\n"
+    result = subprocess.run(
+        [python, "manage.py", "importquestions", "-", "--format", "csv", "--skip-invalid"],
+        cwd=str(Path(__file__).resolve().parent.parent),
+        env=child_env,
+        input=data,
+        capture_output=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert b"line 2: 'text' is not valid Unicode" in result.stderr
+    assert result.stdout.startswith(b"Imported 1 row(s): 1 created")
+    assert StudyQuestion.objects.get().text == "\u00e9t\u00e9"

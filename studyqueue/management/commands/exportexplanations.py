@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import closing
 from datetime import UTC, datetime, time
 from pathlib import Path
 from typing import IO, Any, cast
@@ -9,6 +12,7 @@ from typing import IO, Any, cast
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
+from django.utils.translation import gettext as _
 
 from studyqueue import transfer
 from studyqueue.prompts import current_version
@@ -51,9 +55,22 @@ class Command(BaseCommand):
         rows = transfer.export_rows(
             since=since, outdated_for=current_version().hash if outdated else None
         )
+        # An export that stops early closes its database cursor now, not at exit.
+        with closing(rows):
+            self._export(rows, format, output)
+
+    def _export(self, rows: Iterator[dict[str, Any]], format: str, output: str | None) -> None:
         if output is None:
             # The command's own stdout (a TextIOBase), so that call_command can capture it.
-            count = transfer.write(rows, cast(IO[str], self.stdout), format)
+            try:
+                count = transfer.write(rows, cast(IO[str], self.stdout), format)
+                self.stdout.flush()
+            except OSError as exc:  # a closed pipe (``| head``), a full disk
+                self._discard_stdout()
+                raise CommandError(
+                    _("cannot write to standard output: %(reason)s; the export stopped")
+                    % {"reason": exc.strerror or exc}
+                ) from None
             self.stderr.write(f"exported {count} question(s)")
             return
         try:
@@ -62,3 +79,16 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
         self.stderr.write(f"exported {count} question(s) to {output}")
+
+    def _discard_stdout(self) -> None:
+        """Point standard output at /dev/null, so that the interpreter's last flush of what
+        could not be written does not fail again at exit with a second error."""
+        try:
+            descriptor = self.stdout.fileno()
+        except (AttributeError, OSError, ValueError):
+            return  # not a real file (call_command's StringIO): nothing is flushed at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, descriptor)
+        finally:
+            os.close(devnull)

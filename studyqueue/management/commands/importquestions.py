@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sys
 import time
 from collections.abc import Callable
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.translation import gettext as _
 from tqdm import tqdm
 
 from studyqueue import queue, transfer
@@ -68,13 +70,27 @@ class Command(BaseCommand):
         )
 
     def _parse(self, file: str, fmt: str) -> transfer.Parsed:
+        # Bytes that are not UTF-8 become lone surrogates, which the row they stand in
+        # reports; a byte order mark is dropped.
         try:
+            if file == "-" and not hasattr(sys.stdin, "buffer"):
+                return transfer.parse(sys.stdin, fmt)  # already text (a test's StringIO)
             if file == "-":
-                return transfer.parse(sys.stdin, fmt)
-            with Path(file).open(encoding="utf-8-sig", newline="") as stream:
-                return transfer.parse(stream, fmt)
+                stdin = io.TextIOWrapper(
+                    sys.stdin.buffer, encoding="utf-8-sig", errors="surrogateescape", newline=""
+                )
+                try:
+                    return transfer.parse(stdin, fmt)
+                finally:
+                    stdin.detach()  # standard input stays open
+            with Path(file).open(encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+                return transfer.parse(f, fmt)
         except OSError as exc:
             raise CommandError(f"cannot read {file}: {exc.strerror or exc}") from None
+        except transfer.FileError as exc:
+            raise CommandError(
+                _("%(file)s, %(error)s; nothing imported") % {"file": file, "error": exc}
+            ) from None
         except (ValueError, UnicodeDecodeError) as exc:
             raise CommandError(f"cannot read {file}: {exc}") from None
 

@@ -32,10 +32,13 @@ from studyqueue.services.redact import REDACTED, is_valid_api_key, redact, secre
 
 CHECKS = ("db", "consumer", "llm")
 MAX_PROBED_URLS = 5  # distinct consumer URLs probed at once; more are named, not probed
-# readyz waits this long for a probe, then answers with the last result (the probe goes on
-# in the background): a slow LLM server never holds a web worker for its whole deadline.
+# readyz answers from a probe this young; an older one (up to STALE_SECONDS) is answered at
+# once while a new probe runs in the background; with none, it waits READY_WAIT_SECONDS for
+# one. So a slow LLM server never holds a web worker (which healthz may be waiting for) for
+# the probe's deadline.
+FRESH_SECONDS = 5.0
+STALE_SECONDS = 60.0
 READY_WAIT_SECONDS = 1.0
-FRESH_SECONDS = 5.0  # readyz reuses a probe this young
 
 
 @dataclass(frozen=True)
@@ -219,8 +222,7 @@ def _probe(targets: list[LLMTarget]) -> dict[tuple[str, str, bool], Probe]:
 
 
 class _ProbeCache:
-    """readyz's probes: one at a time per set of URLs, reused while fresh, run in a thread so
-    that a request waits at most ``READY_WAIT_SECONDS`` for one."""
+    """readyz's probes, per set of URLs: one at a time, in a thread of their own."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -230,12 +232,13 @@ class _ProbeCache:
     def get(
         self, targets: list[LLMTarget], wait: float
     ) -> tuple[dict[tuple[str, str, bool], Probe] | None, float]:
-        """The probes of ``targets`` and their age in seconds; None when none has finished."""
+        """The probes of ``targets`` and their age in seconds; None when none has finished
+        within ``wait`` seconds (see ``FRESH_SECONDS``)."""
         key = tuple(sorted({_probe_key(t) for t in targets if t.url}))
         with self._lock:
-            result = self._results.get(key)
-            if result and time.monotonic() - result[0] < FRESH_SECONDS:
-                return result[1], time.monotonic() - result[0]
+            result = self._result(key)
+            if result and result[1] < FRESH_SECONDS:
+                return result
             done = self._running.get(key)
             if done is None:
                 done = self._running[key] = threading.Event()
@@ -246,10 +249,16 @@ class _ProbeCache:
                     daemon=True,
                 )
                 runner.start()
+            if result:
+                return result
         done.wait(wait)
         with self._lock:
-            result = self._results.get(key)
-        return (result[1], time.monotonic() - result[0]) if result else (None, 0.0)
+            return self._result(key) or (None, 0.0)
+
+    def _result(self, key: tuple) -> tuple[dict, float] | None:
+        found = self._results.get(key)
+        age = time.monotonic() - found[0] if found else STALE_SECONDS
+        return (found[1], age) if found and age < STALE_SECONDS else None
 
     def _run(self, key: tuple, targets: list[LLMTarget], done: threading.Event) -> None:
         try:
@@ -258,7 +267,7 @@ class _ProbeCache:
             probes = {k: Probe(None, None, type(exc).__name__) for k in key}
         with self._lock:
             now = time.monotonic()
-            self._results = {k: v for k, v in self._results.items() if now - v[0] < 60}
+            self._results = {k: v for k, v in self._results.items() if now - v[0] < STALE_SECONDS}
             self._results[key] = (now, probes)
             del self._running[key]
         done.set()

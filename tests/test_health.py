@@ -389,3 +389,140 @@ def test_a_plain_mlx_lm_server_reads_as_reachable(hostile):
     text = health_output("--llm")
     assert text.startswith(f"ok: llm: the LLM server at {server.url} (this process's LLM_URL")
     assert "serves 0 models (an empty body, as mlx_lm.server sends" in text
+
+
+def test_readyz_answers_from_its_last_probe_while_a_new_one_runs(hostile, client, monkeypatch):
+    """Past its first answer, readyz never waits for the LLM: it answers with the last probe
+    (saying how old) and probes again in the background."""
+    hostile("drip_models")
+    monkeypatch.setattr(health, "FRESH_SECONDS", 0.0)  # every answer is old at once
+    wait_for(
+        lambda: "no complete answer" in ready(client)[1]["checks"]["llm"]["detail"],
+        timeout=PROBE_DEADLINE_SECONDS + 10,
+        what="the first probe's answer",
+    )
+    status, body, seconds = ready(client)
+    assert status == 503 and seconds < 0.5, seconds
+    assert "no complete answer within 3s (as of " in body["checks"]["llm"]["detail"]
+
+
+# --------------------------------------------------------------------------- real processes
+
+
+@pytest.fixture
+def gunicorn(child_env, python, free_port):
+    """``gunicorn(**settings)``: the project under gunicorn (2 sync workers, as ``serve``
+    runs it by default) on 127.0.0.1; its base URL. Stopped at teardown."""
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    procs: list[subprocess.Popen] = []
+
+    def start(**settings: str) -> str:
+        env = {**child_env, **{f"STUDYQUEUE_{k}": v for k, v in settings.items()}}
+        bind = f"127.0.0.1:{free_port}"
+        command = [python, "-m", "gunicorn", "project.wsgi:application", "--bind", bind]
+        procs.append(
+            subprocess.Popen(
+                [*command, "--workers", "2"],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        wait_for(lambda: _get(f"http://{bind}/studyqueue/healthz")[0] == 200, what="gunicorn")
+        return f"http://{bind}"
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _get(url: str, timeout: float = 30.0) -> tuple[int, str, float]:
+    """A plain GET (no login): status, body, seconds; status 0 when nothing answers."""
+    import urllib.error
+    import urllib.request
+
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            status, body = response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        status, body = exc.code, exc.read().decode()
+    except OSError:
+        status, body = 0, ""
+    return status, body, time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_gunicorn_readyz_with_a_line_break_in_the_key(gunicorn, hostile):
+    key = "sk-live-0123456789abcdef\r\n"
+    server = hostile("echo_key")
+    base = gunicorn(LLM_URL=server.url, LLM_API_KEY=key)
+    status, body, _ = _get(f"{base}/studyqueue/readyz")
+    assert status == 503 and "LLM_API_KEY is invalid" in body
+    assert "0123456789abcdef" not in body and server.requests == 0
+
+
+@pytest.mark.slow
+def test_gunicorn_healthz_stays_fast_while_readyz_meets_a_dripping_llm(gunicorn, hostile):
+    """Two sync workers, readyz hammered by four clients while the LLM server sends a byte
+    every 2 s: no readyz holds a worker past its wait, and healthz keeps answering at once."""
+    server = hostile("drip_models")
+    base = gunicorn(LLM_URL=server.url)
+    stop = threading.Event()
+    readies: list[tuple[float, int, float]] = []  # started, status, seconds
+
+    def hammer() -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            status, _, seconds = _get(f"{base}/studyqueue/readyz")
+            readies.append((started, status, seconds))
+
+    clients = [threading.Thread(target=hammer) for _ in range(4)]
+    for thread in clients:
+        thread.start()
+    try:
+        time.sleep(PROBE_DEADLINE_SECONDS + 2)  # every worker has its first probe's answer
+        measured_from = time.monotonic()
+        timings = []
+        for _ in range(40):
+            status, _, seconds = _get(f"{base}/studyqueue/healthz")
+            assert status == 200
+            timings.append(seconds)
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for thread in clients:
+            thread.join(30)
+    timings.sort()
+    steady = [seconds for started, _, seconds in readies if started >= measured_from]
+    first = max(seconds for started, _, seconds in readies if started < measured_from)
+    print(
+        f"healthz_ms median={timings[20] * 1000:.0f} max={timings[-1] * 1000:.0f}; "
+        f"readyz first_max_s={first:.2f} then n={len(steady)} max_ms={max(steady) * 1000:.0f}"
+    )
+    assert {status for _, status, _ in readies} == {503}
+    assert first < 2 * health.READY_WAIT_SECONDS + 3  # one wait, maybe queued behind another
+    assert max(steady) < 1.0, "past the first probe, readyz never waits for the LLM"
+    assert timings[20] < 0.1 and timings[-1] < 1.0, timings
+
+
+@pytest.mark.slow
+def test_the_command_checks_a_running_consumer_s_server_not_the_shell_s(
+    consumers, llm_server, settings, free_port
+):
+    """A real runconsumer on a dead LLM URL; this shell's URL answers: the check fails and
+    names that consumer and its URL."""
+    dead = f"http://127.0.0.1:{free_port}/v1"
+    consumers("--interval", "0.5", "--worker-id", "gpu-1", LLM_URL=dead)
+    wait_for(
+        lambda: QueueConsumer.objects.filter(worker_id="gpu-1", stopped_at=None).exists(),
+        what="the consumer's record",
+    )
+    error = health_error("--llm")
+    assert error.startswith(f"llm: the LLM server at {dead} (consumer gpu-1) is unreachable")
+    assert llm_server.url not in error

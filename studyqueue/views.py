@@ -10,12 +10,11 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from studyqueue.conf import conf
-from studyqueue.health import as_json, run_checks
+from studyqueue.health import READY_WAIT_SECONDS, Check, as_json, liveness, run_checks
 from studyqueue.metrics import QueueCollector
 
 
-def _health(names: tuple[str, ...]) -> HttpResponse:
-    checks = run_checks(names)
+def _health(checks: list[Check]) -> HttpResponse:
     status = 200 if all(c.ok for c in checks) else 503
     return HttpResponse(as_json(checks), status=status, content_type="application/json")
 
@@ -23,15 +22,17 @@ def _health(names: tuple[str, ...]) -> HttpResponse:
 @never_cache
 @require_GET
 def healthz(request: HttpRequest) -> HttpResponse:
-    """Liveness: the web process answers and so does its database. No login."""
-    return _health(("db",))
+    """Liveness: the web process answers and so does its database (``SELECT 1``): no
+    migration, consumer or LLM work, so it answers at once whatever they do. No login."""
+    return _health(liveness())
 
 
 @never_cache
 @require_GET
 def readyz(request: HttpRequest) -> HttpResponse:
-    """Readiness: the database, a live consumer and the LLM server. No login."""
-    return _health(("db", "consumer", "llm"))
+    """Readiness: the database, a live consumer and its LLM server. No login. The LLM probe
+    is bounded (``health.check_llm``) and waited for at most ``READY_WAIT_SECONDS``."""
+    return _health(run_checks(("db", "consumer", "llm"), llm_wait=READY_WAIT_SECONDS))
 
 
 def _allowed(request: HttpRequest) -> bool:

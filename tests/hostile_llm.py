@@ -12,6 +12,12 @@ RST), ``stall`` (sends headers and a keep-alive comment, then nothing), ``huge_s
 (JSON nested 100,000 deep), ``bad_charset`` (a JSON body in a charset nobody knows),
 ``wide_values`` (a valid reply whose model name is 300 characters, with NUL bytes in the
 text and token counts past 32 bits), ``huge_error`` (a 500 with a 256 MB body).
+
+Modes aimed at the health probe's ``GET /v1/models`` (they answer any request the same way):
+``deep_models`` (a model list nested 100,000 deep), ``drip_models`` (a valid model list sent
+one byte every ``drip_seconds``, 2 s by default), ``huge_models`` (a 300 MB model list),
+``empty_models`` (200 and an empty body, as a plain mlx_lm.server answers ``/v1/models`` when
+it finds no Hugging Face cache: it sends its headers, fails to scan the cache, and closes).
 """
 
 from __future__ import annotations
@@ -42,7 +48,12 @@ MODES = (
     "bad_charset",
     "wide_values",
     "huge_error",
+    "deep_models",
+    "drip_models",
+    "huge_models",
+    "empty_models",
 )
+MODELS = b'{"object": "list", "data": [{"id": "test-model", "object": "model"}]}'
 
 
 @functools.cache
@@ -74,6 +85,7 @@ class HostileServer:
         self.requests = 0
         self.bytes_sent = 0
         self.last_authorization = ""
+        self.drip_seconds = 2.0
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -210,3 +222,32 @@ class HostileServer:
     async def _huge_error(self, writer: asyncio.StreamWriter) -> None:
         await self._head(writer, "500 Internal Server Error", "Content-Type: text/plain")
         await self._repeat(writer, b"error ", BIG)
+
+    async def _deep_models(self, writer: asyncio.StreamWriter) -> None:
+        depth = 100_000
+        body = b'{"object": "list", "data": ' + b"[" * depth + b"]" * depth + b"}"
+        await self._head(
+            writer, "200 OK", "Content-Type: application/json", f"Content-Length: {len(body)}"
+        )
+        await self._send(writer, body)
+
+    async def _drip_models(self, writer: asyncio.StreamWriter) -> None:
+        reply = f"HTTP/1.0 200 OK\r\nContent-Length: {len(MODELS)}\r\n\r\n".encode() + MODELS
+        for byte in reply:
+            await self._send(writer, bytes([byte]))
+            await asyncio.sleep(self.drip_seconds)
+
+    async def _huge_models(self, writer: asyncio.StreamWriter) -> None:
+        await self._head(writer, "200 OK", "Content-Type: application/json")
+        await self._send(writer, b'{"object": "list", "data": [')
+        await self._repeat(writer, b'{"id": "m", "object": "model"}, ', 300 * MB)
+        await self._send(writer, b'{"id": "m"}]}')
+
+    async def _empty_models(self, writer: asyncio.StreamWriter) -> None:
+        await self._head(
+            writer,
+            "200 OK",
+            "Server: BaseHTTP/0.6 Python/3.12.3",
+            "Content-type: application/json",
+            "Access-Control-Allow-Origin: *",
+        )

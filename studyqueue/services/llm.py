@@ -5,18 +5,23 @@ shutdown closes the connection, which stops generation on the server; connection
 server are bounded; every failure maps to one ``ErrorCode``. What a server sends is
 bounded too: no byte for ``stall_seconds`` ends the call, and a reply (or error body)
 larger than ``max_reply_bytes`` ends it without being held in memory. Every message that
-leaves the client is redacted: neither the API key nor URL credentials escape.
+leaves the client is redacted: neither the API key nor URL credentials escape, and a key an
+HTTP header cannot carry is never sent (``probe()`` and ``chat()`` say "LLM_API_KEY is
+invalid" instead).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import httpx
+from django.utils.translation import gettext
 
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode
@@ -27,13 +32,34 @@ from studyqueue.services.llm_reply import (
     bad_response,
     classify_status,
 )
-from studyqueue.services.redact import is_header_safe, redact, secrets_of
+from studyqueue.services.redact import is_valid_api_key, redact, secrets_of, without_credentials
 
-__all__ = ["LLMClient", "LLMError", "LLMReply"]
+__all__ = ["LLMClient", "LLMError", "LLMReply", "Probe", "invalid_key_message", "probe_servers"]
 
 logger = logging.getLogger("studyqueue.llm")
 
 ERROR_BODY_MAX = 64 * 1024  # an error body is read this far, the rest ignored
+# The health probe: a whole GET /models within this, and a model list is small.
+PROBE_DEADLINE_SECONDS = 3.0
+PROBE_MAX_BYTES = 1024 * 1024
+
+
+def invalid_key_message() -> str:
+    """What every call and probe says instead of sending a key a header cannot carry."""
+    return gettext(
+        "LLM_API_KEY is invalid: the configured LLM_API_KEY holds characters an HTTP header "
+        "cannot carry (control, space or non-ASCII), so it is never sent; set it exactly as "
+        "issued (manage.py check says the same)"
+    )
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What ``GET /models`` showed of a server; ``error`` is redacted."""
+
+    status: int | None  # the HTTP status; None: no answer (refused, timed out, not sent)
+    models: int | None  # how many models it lists; None: no model list
+    detail: str = ""  # why there is no answer or no list, or what was unusual about it
 
 
 class LLMClient:
@@ -68,6 +94,14 @@ class LLMClient:
         self.temperature = temperature
         self.max_reply_bytes = max_reply_bytes
         self._secrets = secrets_of(base_url, api_key)
+        # httpx logs the URL it requests (INFO): it gets one without credentials, which
+        # travel as Basic auth like httpx would send them from the URL.
+        try:
+            parts = urlsplit(self.base_url)
+            user, password = unquote(parts.username or ""), unquote(parts.password or "")
+        except ValueError:  # a URL that does not parse: every call says so
+            user = password = ""
+        self._request_base = without_credentials(self.base_url)
         headers = {
             "Accept": "text/event-stream, application/json",
             # No compression: a reply is read raw, so its size bound is its real size.
@@ -76,13 +110,14 @@ class LLMClient:
         # A key an HTTP header cannot carry (a pasted line end, a non-ASCII character) is
         # never handed to httpx: its errors and debug logs would show it. Every call then
         # fails as a configuration error instead (``manage.py check`` says so first).
-        self._unsendable_key = bool(api_key) and not is_header_safe(api_key)
+        self._unsendable_key = not is_valid_api_key(api_key)
         if api_key and not self._unsendable_key:
             headers["Authorization"] = f"Bearer {api_key}"
         # mlx_lm.server has a listen backlog of 5: more simultaneous connects than
         # calls allowed through the gate would only produce errors and stalls.
         self._http = httpx.AsyncClient(
             headers=headers,
+            auth=httpx.BasicAuth(user, password) if user or password else None,
             timeout=httpx.Timeout(timeout, connect=connect_timeout, read=self.stall_seconds),
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections
@@ -116,11 +151,55 @@ class LLMClient:
 
     @property
     def url(self) -> str:
-        return f"{self.base_url}/chat/completions"
+        return f"{self._request_base}/chat/completions"
 
     def redact(self, text: str) -> str:
         """``text`` without this client's secrets (API key, URL credentials)."""
         return redact(text, self._secrets)
+
+    async def probe(self) -> Probe:
+        """``GET /models`` within ``timeout`` (the whole request) and ``max_reply_bytes``; a
+        nesting too deep to parse is no list. Never raises; the error is redacted.
+
+        An empty 200 body counts as a list of no models: a plain mlx_lm.server sends one
+        when it finds no Hugging Face cache to list, and it serves its model all the same.
+        """
+        if self._unsendable_key:
+            return Probe(None, None, invalid_key_message())
+        try:
+            async with asyncio.timeout(self.timeout):
+                probe = await self._probe()
+        except TimeoutError:
+            probe = Probe(None, None, f"no complete answer within {self.timeout:g}s")
+        except Exception as exc:  # a probe reports, it never raises
+            probe = Probe(None, None, f"{type(exc).__name__}: {exc}")
+        return Probe(probe.status, probe.models, self.redact(probe.detail)[:300])
+
+    async def _probe(self) -> Probe:
+        try:
+            async with self._http.stream("GET", f"{self._request_base}/models") as response:
+                status = response.status_code
+                if status != 200:
+                    return Probe(status, None, f"HTTP {status}")
+                body = bytearray()
+                async for chunk in response.aiter_raw():  # raw: a compressed body is no list
+                    body += chunk
+                    if len(body) > self.max_reply_bytes:  # not read further
+                        return Probe(status, None, f"a body over {self.max_reply_bytes} bytes")
+        except httpx.TimeoutException:
+            return Probe(None, None, f"no complete answer within {self.timeout:g}s")
+        except httpx.HTTPError as exc:
+            return Probe(None, None, f"{type(exc).__name__}: {exc}")
+        if not body.strip():
+            return Probe(status, 0, "an empty body, as mlx_lm.server sends without a model cache")
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
+            return Probe(status, None, f"not JSON ({type(exc).__name__})")
+        models = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(models, list):
+            return Probe(status, None, "JSON without a model list")
+        return Probe(status, len(models))
 
     async def chat(
         self, messages: list[dict[str, str]], *, max_tokens: int | None = None
@@ -138,8 +217,7 @@ class LLMClient:
         if self._unsendable_key:
             raise LLMError(
                 ErrorCode.LLM_REJECTED,
-                "LLM_API_KEY holds characters an HTTP header cannot carry (control, space or "
-                "non-ASCII); fix the setting (see manage.py check)",
+                invalid_key_message(),
                 affects_all=True,
                 reached_server=False,
             )
@@ -275,3 +353,36 @@ class LLMClient:
             return False
         writer.close()
         return True
+
+
+async def _probe_one(url: str, api_key: str, deadline: float, connect_timeout: float) -> Probe:
+    client = LLMClient(
+        base_url=url,
+        api_key=api_key,
+        timeout=deadline,
+        stall_seconds=deadline,
+        connect_timeout=min(connect_timeout, deadline),
+        max_connections=1,
+        max_reply_bytes=PROBE_MAX_BYTES,
+    )
+    async with client:
+        return await client.probe()
+
+
+def probe_servers(
+    targets: Sequence[tuple[str, str]],
+    *,
+    deadline: float = PROBE_DEADLINE_SECONDS,
+    connect_timeout: float = PROBE_DEADLINE_SECONDS,
+) -> list[Probe]:
+    """``Probe`` each ``(url, api_key)`` at once, all within ``deadline`` seconds (blocking;
+    call it where no event loop runs, as a view, a command or a thread does)."""
+
+    async def run() -> list[Probe]:
+        return list(
+            await asyncio.gather(
+                *(_probe_one(url, key, deadline, connect_timeout) for url, key in targets)
+            )
+        )
+
+    return asyncio.run(run())

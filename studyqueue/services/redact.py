@@ -2,26 +2,60 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from collections.abc import Iterable
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 REDACTED = "[redacted]"
 # user:password@ (or a bare token@) in any URL-looking text.
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+# The pieces of a key between characters a header cannot carry: ``sk-a\r\nb`` -> ``sk-a``, ``b``.
+_VISIBLE_RUNS = re.compile(r"[!-~]+")
+MIN_SECRET = 4  # shorter strings would redact ordinary words; a real key or password is longer
+
+
+def is_header_safe(value: str) -> bool:
+    """Whether ``value`` can travel in an HTTP header as a token: visible ASCII only."""
+    return all(33 <= ord(char) < 127 for char in value)
+
+
+def is_valid_api_key(key: str) -> bool:
+    """Whether ``key`` may be sent as a bearer token (empty: no key, which is valid).
+
+    The one predicate behind ``manage.py check`` (E006), the LLM client and the health
+    probe: a key that fails it is never put in a header by any process."""
+    return is_header_safe(key)
+
+
+def _forms(secret: str) -> set[str]:
+    """``secret`` as it may appear in a text: as is, and as Python, bytes, JSON and URL
+    escapes write it (an exception's repr of a header shows ``b'sk-a\\r\\n'``)."""
+    forms = {secret, quote(secret, safe=""), json.dumps(secret)[1:-1]}
+    forms.add(repr(secret)[1:-1])
+    forms.add(repr(secret.encode("utf-8", "backslashreplace"))[2:-1])
+    forms.add(secret.encode("unicode_escape").decode("ascii"))
+    return forms
 
 
 def secrets_of(url: str, api_key: str) -> list[str]:
-    """The strings to hide for a client of ``url`` with ``api_key``: the key as given and
-    stripped of surrounding white space, and the URL's password and user info."""
-    found = [api_key, api_key.strip()]
+    """The strings to hide for a client of ``url`` with ``api_key``: the key as given, stripped,
+    escaped, and each run of visible characters in it; the URL's user info, password, and the
+    Basic credentials they make."""
+    found = {api_key, api_key.strip(), *_VISIBLE_RUNS.findall(api_key)}
     try:
         parts = urlsplit(url)
-        found += [parts.password or "", parts.username or ""]
+        user, password = parts.username or "", parts.password or ""
     except ValueError:
-        pass  # a URL that does not parse: the pattern below still hides user info
-    # Short strings would redact ordinary words; a real key or password is longer.
-    return sorted({s for s in found if len(s) >= 4}, key=len, reverse=True)
+        user = password = ""  # a URL that does not parse: the pattern below still hides user info
+    for value in (user, password):
+        found |= {value, unquote(value)}
+    if user or password:
+        pair = f"{unquote(user)}:{unquote(password)}".encode()
+        found.add(base64.b64encode(pair).decode("ascii"))  # an echoed Basic header
+    every = set().union(*(_forms(s) for s in found if s))
+    return sorted({s for s in every if len(s) >= MIN_SECRET}, key=len, reverse=True)
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
@@ -31,6 +65,12 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return _USERINFO.sub(rf"\1{REDACTED}@", text)
 
 
-def is_header_safe(value: str) -> bool:
-    """Whether ``value`` can travel in an HTTP header as a token: visible ASCII only."""
-    return all(33 <= ord(char) < 127 for char in value)
+def without_credentials(url: str) -> str:
+    """``url`` without its user info (httpx logs the URL it is given: give it this one)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 
 import pytest
 
 from studyqueue.models import ErrorCode
-from studyqueue.services.llm import LLMClient, LLMError, LLMReply
+from studyqueue.services.llm import LLMClient, LLMError, LLMReply, Probe, probe_servers
 from studyqueue.services.llm_reply import parse_retry_after
 
 MESSAGES = [{"role": "user", "content": "Question:\nWhat is 2 + 2?\n"}]
@@ -229,3 +230,53 @@ def test_retry_after_that_is_not_a_number_gives_no_advice():
     assert parse_retry_after("inf") is None
     assert parse_retry_after("1e30") == 86400
     assert parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT") == 86400
+
+
+# --------------------------------------------------------------------------- secrets
+
+INVALID_KEYS = [
+    "sk-0123456789\r\n",
+    "sk-0123\r\nX-Injected: 456789",
+    "sk-0123456789é",
+    "sk-01234 56789",
+]
+
+
+@pytest.mark.parametrize("key", INVALID_KEYS, ids=["crlf-end", "crlf-inside", "non-ascii", "space"])
+def test_an_invalid_key_is_never_sent_by_a_call_or_a_probe(server, key):
+    async def go() -> tuple[LLMError, Probe]:
+        async with LLMClient(base_url=server.url, api_key=key) as client:
+            with pytest.raises(LLMError) as info:
+                await client.chat(MESSAGES)
+            return info.value, await client.probe()
+
+    error, probe = asyncio.run(go())
+    assert error.code == ErrorCode.LLM_REJECTED and error.affects_all and not error.reached_server
+    assert error.message.startswith("LLM_API_KEY is invalid")
+    assert (probe.status, probe.models) == (None, None)
+    assert probe.detail.startswith("LLM_API_KEY is invalid")
+    assert "0123" not in error.message + probe.detail
+    assert server.stats()["requests"] == 0
+
+
+def test_url_credentials_travel_as_basic_auth_and_never_into_a_log(server, caplog):
+    """httpx logs each request's URL (INFO): it never gets the one with credentials."""
+    caplog.set_level(logging.DEBUG)
+    reply = chat(server.url.replace("://", "://llmuser:pa55%40word@"))
+    assert reply.content == "Because 2 + 2 equals 4."
+    assert server.last_authorization == "Basic " + base64.b64encode(b"llmuser:pa55@word").decode()
+    assert "HTTP Request: POST http://127.0.0.1:" in caplog.text  # the line is there, clean
+    for secret in ("pa55", "llmuser", base64.b64encode(b"llmuser:pa55@word").decode()):
+        assert secret not in caplog.text
+
+
+def test_the_probe_counts_the_models_it_is_served(server):
+    async def go() -> Probe:
+        async with LLMClient(base_url=server.url, api_key="sk-0123456789") as client:
+            return await client.probe()
+
+    assert asyncio.run(go()) == Probe(200, 1, "")
+    assert probe_servers([(server.url, ""), (server.url + "/nope", "")]) == [
+        Probe(200, 1, ""),
+        Probe(404, None, "HTTP 404"),
+    ]

@@ -12,7 +12,8 @@ from studyqueue.health import CHECKS, run_checks
 class Command(BaseCommand):
     help = (
         "Check the database (reachable, migrated), the consumers (one ran a cycle lately) and "
-        "the LLM server (reachable); pick some with --db, --consumer, --llm (default: all)."
+        "the LLM servers the live consumers use (reachable; this process's LLM_URL when none "
+        "is live), each named; pick some with --db, --consumer, --llm (default: all)."
     )
     requires_system_checks: list[str] = []  # a probe: fast, and it says itself what is wrong
 

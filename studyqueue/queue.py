@@ -13,6 +13,7 @@ runs them on its database thread.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import uuid
 from collections.abc import Iterable
@@ -140,6 +141,15 @@ def backoff_seconds(attempts: int) -> float:
     delay = min(base, conf.BACKOFF_MAX_SECONDS)
     jitter = conf.BACKOFF_JITTER
     return max(0.0, delay * (1 + random.uniform(-jitter, jitter)))
+
+
+def retry_delay(attempts: int, retry_after: float | None = None) -> float:
+    """Delay before a transient failure's retry (the one place that decides it): the
+    server's Retry-After up to ``BACKOFF_MAX_SECONDS``; without one, or with one that is
+    negative or not finite, the backoff for retry number ``attempts``."""
+    if retry_after is None or not math.isfinite(retry_after) or retry_after < 0:
+        return backoff_seconds(attempts)
+    return min(retry_after, conf.BACKOFF_MAX_SECONDS)
 
 
 def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
@@ -370,9 +380,9 @@ def fail(
 ) -> JobStatus | None:
     """Record a failed attempt; the job's new status, or None if the claim was lost.
 
-    Transient codes go back to ``pending`` after a backoff (or ``retry_after``
-    seconds, e.g. from a Retry-After header) while attempts remain; permanent codes,
-    and transient ones on the last attempt, end ``failed``.
+    Transient codes go back to ``pending`` after ``retry_delay`` (the backoff, or the
+    server's ``retry_after`` up to ``BACKOFF_MAX_SECONDS``) while attempts remain;
+    permanent codes, and transient ones on the last attempt, end ``failed``.
     """
     code = ErrorCode(code)
     now = timezone.now()
@@ -383,7 +393,7 @@ def fail(
         "free_releases": 0,
     }
     if code in TRANSIENT_ERRORS and job.attempts < job.max_attempts:
-        delay = backoff_seconds(job.attempts) if retry_after is None else max(0.0, retry_after)
+        delay = retry_delay(job.attempts, retry_after)
         values.update(status=JobStatus.PENDING, run_after=now + timedelta(seconds=delay))
         event = "retry_scheduled"
     else:

@@ -126,6 +126,7 @@ class Consumer:
         self._closed = False
         self._completed_unreported = 0
         self._reported_at = 0.0
+        self._wait_logged_for = 0.0  # the breaker pause whose wait was last logged
 
     def request_stop(self) -> None:
         """Stop claiming; running jobs finish within the grace period (thread-safe)."""
@@ -183,6 +184,25 @@ class Consumer:
             self.gate.permits,
         )
         return result
+
+    def pause_before_next_cycle(self) -> float:
+        """Seconds before a cycle could claim anything: the rest of the breaker's pause (0
+        when it is closed). A cycle sooner would find nothing to do, so callers wait this
+        long; the log says why, once per pause."""
+        breaker = self.breaker
+        remaining = breaker.remaining()
+        if remaining > 0 and breaker.open_until != self._wait_logged_for:
+            self._wait_logged_for = breaker.open_until
+            error = breaker.last_error
+            logger.info(
+                "study_consumer_waiting worker=%s reason=llm_paused wait_s=%.1f "
+                "error_code=%s breaker_failures=%s",
+                self.worker_id,
+                remaining,
+                error.code if error else "-",
+                breaker.failures,
+            )
+        return remaining
 
     def run_one(self, job: StudyQuestionJob) -> Outcome:
         """Run one job this caller claimed, now, through the same gate, client and storage

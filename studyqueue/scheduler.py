@@ -8,7 +8,8 @@ id>/``: the admin lists each consumer's jobs and executions, and no process runs
 
 A cycle that stops with work left (budget spent, jobs due soon, a wake-up from
 PostgreSQL's LISTEN/NOTIFY during the cycle) reschedules the next cycle early, so a
-backlog drains at the LLM's speed and an idle consumer wakes within moments of an enqueue.
+backlog drains at the LLM's speed and an idle consumer wakes within moments of an enqueue;
+but never before the circuit breaker's pause ends (nothing could be claimed).
 """
 
 from __future__ import annotations
@@ -185,12 +186,14 @@ class ScheduledConsumer:
         return self.consumer.run_cycle()
 
     def wake(self) -> None:
-        """Run the next cycle now, or right after the running one."""
+        """Run the next cycle now, or right after the running one; not while the breaker
+        pauses claiming (the next cycle is already set for the pause's end)."""
         with self._lock:
             if self._cycle_running:
                 self._wake_pending = True
                 return
-        self._run_at(0.0)
+        if self.consumer.breaker.allows():
+            self._run_at(0.0)
 
     def _run_at(self, delay: float) -> None:
         if self.consumer.stopping():
@@ -217,6 +220,11 @@ class ScheduledConsumer:
             delay = min(delay, ERROR_RETRY_SECONDS)
         if isinstance(event.retval, CycleResult) and event.retval.next_due_in is not None:
             delay = min(delay, event.retval.next_due_in)
+        # While the breaker pauses claiming, ready jobs wait for its end: an earlier cycle
+        # would claim nothing and start again at once. A pause longer than the interval
+        # still lets a cycle report every interval.
+        pause = self.consumer.pause_before_next_cycle()
+        delay = max(delay, min(pause, self.interval))
         self._run_at(delay)
 
     def _on_notice(self, channel: str, payload: str) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,10 +32,9 @@ from django_apscheduler.jobstores import DjangoJobStore
 from django_apscheduler.models import DjangoJob, DjangoJobExecution
 from django_apscheduler.util import close_old_connections
 
-from studyqueue import queue
+from studyqueue import pg, queue
 from studyqueue.conf import conf
 from studyqueue.consumer import Consumer, CycleResult
-from studyqueue.pg import psycopg_kwargs
 
 logger = logging.getLogger("studyqueue.scheduler")
 
@@ -241,17 +240,20 @@ class ScheduledConsumer:
         connection = connections[self.consumer.database]
         if connection.vendor != "postgresql":
             return None
-        params = psycopg_kwargs(connection.settings_dict)
+        # Django's own connection parameters, OPTIONS included (TLS, service files…).
         thread = threading.Thread(
-            target=self._listen, args=(params,), name="studyqueue-listen", daemon=True
+            target=self._listen,
+            args=(connection.settings_dict,),
+            name="studyqueue-listen",
+            daemon=True,
         )
         thread.start()
         return thread
 
-    def _listen(self, params: dict[str, Any]) -> None:
+    def _listen(self, settings_dict: Mapping[str, Any]) -> None:
         while not self.consumer.stopping():
             try:
-                with psycopg.connect(autocommit=True, connect_timeout=5, **params) as conn:
+                with pg.connect(settings_dict, autocommit=True) as conn:
                     conn.execute(f"LISTEN {queue.NOTIFY_CHANNEL}")
                     conn.execute(f"LISTEN {queue.CONTROL_CHANNEL}")
                     logger.info("study_listen_ready channel=%s", queue.NOTIFY_CHANNEL)

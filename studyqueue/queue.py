@@ -45,6 +45,7 @@ Job = StudyQuestionJob
 MAX_ERROR_MESSAGE = 2000
 NOTIFY_CHANNEL = "studyqueue_jobs"  # a job may be claimable: idle consumers wake
 CONTROL_CHANNEL = "studyqueue_control"  # "cancel:<job id>": stop that job's LLM call now
+PAUSE_NOTICE = "pause:"  # + kind ("" for every kind), on CONTROL_CHANNEL: hand back its jobs
 
 # The claim: ``JobQuerySet.ready()`` in SQL, taken and marked in one statement. A single
 # statement is atomic on both databases without a transaction (there is no async
@@ -620,8 +621,10 @@ def pause(kind: str = "", *, reason: str = "", by: str = "") -> tuple[QueuePause
     """Pause the queue for ``kind`` (blank: every kind); idempotent, keeps the first pause.
     The pause, and whether this call made it.
 
-    Consumers claim nothing of it from their next claim on (the claim checks the pauses);
-    running jobs finish; enqueueing goes on. The pause lasts until ``resume``.
+    Consumers claim nothing of it from their next claim on (the claim checks the pauses),
+    and hand back at once the jobs they claimed but have not started calling the LLM for
+    (told by ``NOTIFY`` on PostgreSQL, seen by the cycle on SQLite); running calls finish;
+    enqueueing goes on. The pause lasts until ``resume``.
     """
     if kind:
         _validate_kind(kind)
@@ -633,6 +636,7 @@ def pause(kind: str = "", *, reason: str = "", by: str = "") -> tuple[QueuePause
         logger.warning(
             "study_queue_paused kind=%s by=%s reason=%r", kind or "all", by or "-", reason
         )
+        _notify(db, CONTROL_CHANNEL, f"{PAUSE_NOTICE}{kind}")
     return row, created
 
 
@@ -649,6 +653,11 @@ def resume(kind: str = "") -> bool:
 def paused_kinds() -> list[str]:
     """The paused kinds (``""`` stands for every kind)."""
     return list(QueuePause.objects.using(database()).values_list("kind", flat=True))
+
+
+def is_paused(kind: str, paused: Iterable[str]) -> bool:
+    """Whether ``kind`` is among ``paused`` (``paused_kinds()``), directly or as every kind."""
+    return any(p in ("", kind) for p in paused)
 
 
 def next_due_in(now: datetime | None = None) -> float | None:

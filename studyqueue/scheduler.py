@@ -231,6 +231,8 @@ class ScheduledConsumer:
             self.wake()
         elif payload.startswith("cancel:") and payload[7:].isdecimal():
             self.consumer.cancel_job(int(payload[7:]))
+        elif payload.startswith(queue.PAUSE_NOTICE):
+            self.consumer.hand_back_paused_soon(payload.removeprefix(queue.PAUSE_NOTICE))
 
     def listen_for_jobs(self) -> threading.Thread | None:
         """On PostgreSQL, a thread that wakes the consumer on every enqueue (LISTEN/NOTIFY).

@@ -370,6 +370,49 @@ def test_jobs_claimed_as_the_stop_comes_are_released_not_started(llm_server, mak
     assert [job_state(j) for j in jobs] == [("pending", "", 0)] * 3
 
 
+def test_a_pause_hands_back_at_once_the_jobs_waiting_at_the_gate(
+    llm_server, settings, make_consumer
+):
+    """Gate 1, three jobs claimed: one calls the LLM, two wait at the gate. A pause hands
+    the two back (attempt kept) while the first call still runs; they are never sent."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "GATE_PERMITS": 1, "LLM_TIMEOUT_SECONDS": 30}
+    llm_server.configure(fault="slow", slow_seconds=4)
+    first, *waiting = enqueue(3)
+    consumer = make_consumer(batch_size=3)
+    results: list[CycleResult] = []
+    cycle = threading.Thread(target=lambda: results.append(consumer.run_cycle()))
+    cycle.start()
+    try:
+        wait_for(lambda: llm_server.stats()["active"] == 1, what="the first call")
+        wait_for(
+            lambda: StudyQuestionJob.objects.filter(status="processing").count() == 3,
+            what="two more jobs claimed, waiting at the gate",
+        )
+        queue.pause(reason="test")
+        wait_for(
+            lambda: all(job_state(job) == ("pending", "", 0) for job in waiting),
+            timeout=10,
+            what="the waiting jobs handed back",
+        )
+        assert llm_server.stats()["active"] == 1, "handed back while the first call runs"
+    finally:
+        cycle.join(timeout=30)
+    assert results[0].outcomes == {"completed": 1, "released": 2}
+    assert job_state(first) == ("completed", "", 1)
+    assert llm_server.stats()["per_question"] == {first.study_question.text: 1}
+    for job in waiting:
+        assert "paused" in job.error_message and job.free_releases == 0
+
+
+def test_an_explicit_run_ignores_a_pause(llm_server, make_consumer):
+    """``run_one`` (``manage.py explain``) runs the job it was given, paused or not."""
+    (job,) = enqueue()
+    queue.pause()
+    claimed = queue.claim_job(job.pk, worker_id="operator")
+    assert claimed is not None
+    assert make_consumer().run_one(claimed) == "completed"
+
+
 def test_grace_period_expiry_hands_running_jobs_back(llm_server, settings, make_consumer):
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "SHUTDOWN_GRACE_SECONDS": 0.2}
     llm_server.configure(fault="slow", slow_seconds=3)

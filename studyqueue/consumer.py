@@ -281,7 +281,9 @@ class Consumer:
         for job in waiting:
             del self._not_started[job.pk]
             self._handed_back[job.pk] = _paused_message(job.kind, paused)
-            self._jobs[job.pk].cancel()  # run_job hands it back
+            task = self._jobs.get(job.pk)
+            if task is not None:
+                task.cancel()  # run_job hands it back
         if waiting:
             logger.info(
                 "study_consumer_paused_jobs_handed_back worker=%s ids=%s paused=%s",

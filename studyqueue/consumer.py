@@ -14,6 +14,7 @@ error fails it as ``internal``, and a crash leaves it to stale recovery.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -119,13 +120,24 @@ class Consumer:
             db=self.database,
         )
         self.ctx = WorkContext(
-            self.client, self.breaker, self.gate, self.db, self.database, self.stopping
+            self.client,
+            self.breaker,
+            self.gate,
+            self.db,
+            self.database,
+            self.stopping,
+            starting=self._starting,
         )
         self._jobs: dict[int, asyncio.Task[Outcome]] = {}  # running, by job id
+        # Jobs a cycle claimed whose LLM call has not started (loading, waiting at the
+        # gate): a pause of their kind hands them back at once.
+        self._not_started: dict[int, StudyQuestionJob] = {}
+        self._handed_back: dict[int, str] = {}  # cancelled to be handed back: why
         self._started = False  # reported its start (QueueConsumer)
         self._closed = False
         self._completed_unreported = 0
         self._reported_at = 0.0
+        self._wait_logged_for = 0.0  # the breaker pause whose wait was last logged
 
     def request_stop(self) -> None:
         """Stop claiming; running jobs finish within the grace period (thread-safe)."""
@@ -184,6 +196,25 @@ class Consumer:
         )
         return result
 
+    def pause_before_next_cycle(self) -> float:
+        """Seconds before a cycle could claim anything: the rest of the breaker's pause (0
+        when it is closed). A cycle sooner would find nothing to do, so callers wait this
+        long; the log says why, once per pause."""
+        breaker = self.breaker
+        remaining = breaker.remaining()
+        if remaining > 0 and breaker.open_until != self._wait_logged_for:
+            self._wait_logged_for = breaker.open_until
+            error = breaker.last_error
+            logger.info(
+                "study_consumer_waiting worker=%s reason=llm_paused wait_s=%.1f "
+                "error_code=%s breaker_failures=%s",
+                self.worker_id,
+                remaining,
+                error.code if error else "-",
+                breaker.failures,
+            )
+        return remaining
+
     def run_one(self, job: StudyQuestionJob) -> Outcome:
         """Run one job this caller claimed, now, through the same gate, client and storage
         as a cycle (``manage.py explain``); blocking."""
@@ -230,6 +261,54 @@ class Consumer:
         logger.info("study_job_cancel_requested id=%s", job_id)
         return True
 
+    @property
+    def not_started(self) -> int:
+        """Jobs a cycle claimed whose LLM call has not started."""
+        return len(self._not_started)
+
+    def hand_back_paused_soon(self, kind: str) -> None:
+        """``hand_back_paused([kind])`` on the consumer's loop (thread-safe: the listener's
+        pause notice)."""
+        if not self._not_started or self._closed:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed: no job waits any more
+            self._runner.get_loop().call_soon_threadsafe(self.hand_back_paused, [kind])
+
+    def hand_back_paused(self, paused: list[str]) -> int:
+        """Hand back (attempt kept) every job a cycle claimed whose kind is ``paused``
+        (``queue.paused_kinds()``) and whose LLM call has not started; how many."""
+        waiting = [job for job in self._not_started.values() if queue.is_paused(job.kind, paused)]
+        for job in waiting:
+            del self._not_started[job.pk]
+            self._handed_back[job.pk] = _paused_message(job.kind, paused)
+            task = self._jobs.get(job.pk)
+            if task is not None:
+                task.cancel()  # run_job hands it back
+        if waiting:
+            logger.info(
+                "study_consumer_paused_jobs_handed_back worker=%s ids=%s paused=%s",
+                self.worker_id,
+                ",".join(str(job.pk) for job in waiting),
+                ",".join(kind or "all" for kind in paused),
+            )
+        return len(waiting)
+
+    async def _starting(self, job: StudyQuestionJob) -> str | None:
+        """``WorkContext.starting``: inside the gate, the last look at the pauses before a
+        cycle's job calls the LLM (``run_one`` runs its job whatever the pauses)."""
+        if self._not_started.pop(job.pk, None) is None:
+            return None
+        paused = await self.db(queue.paused_kinds)
+        return _paused_message(job.kind, paused) if queue.is_paused(job.kind, paused) else None
+
+    async def run_claimed(self, job: StudyQuestionJob) -> Outcome:
+        """Run a job a cycle claimed: until its LLM call starts, a pause hands it back."""
+        self._not_started[job.pk] = job
+        try:
+            return await self.run_job(job)
+        finally:
+            self._not_started.pop(job.pk, None)
+
     async def run_job(self, job: StudyQuestionJob) -> Outcome:
         """Run one claimed job with heartbeats; returns its outcome, never raises."""
         runner = asyncio.current_task()
@@ -239,9 +318,11 @@ class Consumer:
         try:
             return await registry.dispatch(job, self.ctx)
         except asyncio.CancelledError:
-            # The claim was lost (a refused heartbeat) or the grace period ran out: hand
-            # the job back. Refused, and harmless, if it is no longer ours.
-            return await self.release(job, "consumer stopped before the job finished")
+            # A pause came before the call started, the claim was lost (a refused
+            # heartbeat) or the grace period ran out: hand the job back. Refused, and
+            # harmless, if it is no longer ours.
+            reason = self._handed_back.pop(job.pk, "consumer stopped before the job finished")
+            return await self.release(job, reason)
         except Exception as exc:
             logger.exception("study_job_crashed id=%s kind=%s", job.pk, job.kind)
             try:
@@ -253,6 +334,7 @@ class Consumer:
         finally:
             beats.cancel()
             self._jobs.pop(job.pk, None)
+            self._handed_back.pop(job.pk, None)
 
     async def _heartbeat(self, job: StudyQuestionJob, runner: asyncio.Task[Any]) -> None:
         """Every HEARTBEAT_SECONDS while the job runs; cancels it if the claim is lost."""
@@ -307,6 +389,11 @@ class Consumer:
         self.close()
 
 
+def _paused_message(kind: str, paused: list[str]) -> str:
+    scope = "every kind" if "" in paused else kind
+    return f"the queue was paused ({scope}) before the LLM call started; handed back"
+
+
 class Cycle:
     """One consume cycle's bookkeeping: the jobs in flight and what became of them."""
 
@@ -323,6 +410,7 @@ class Cycle:
         self.nothing_ready = False  # a claim came back short: claim again once a job ends
         self.db_error: DatabaseError | None = None
         self.stop_seen_at: float | None = None
+        self.pauses_checked_at = time.monotonic()
 
     async def run(self) -> CycleResult:
         """Reset stale jobs, then claim and run jobs until nothing is ready or the budget
@@ -343,6 +431,7 @@ class Cycle:
             )
             for task in done:
                 self.job_finished(task)
+            await self.check_pauses()
             await consumer.report(if_due=True)
             if self.stop_seen_at is not None and self.wait_timeout() == 0:
                 await self.grace_expired()
@@ -391,8 +480,23 @@ class Cycle:
                 # Claimed as the stop came: start nothing new.
                 self.result.outcomes[await consumer.release(job, "consumer stopping")] += 1
                 continue
-            task = asyncio.create_task(consumer.run_job(job), name=f"job-{job.pk}")
+            task = asyncio.create_task(consumer.run_claimed(job), name=f"job-{job.pk}")
             self.running.add(task)
+
+    async def check_pauses(self) -> None:
+        """While claimed jobs wait to start, look for a pause of their kind twice a second
+        (on PostgreSQL the pause's NOTIFY is sooner; this covers SQLite and a lost one)."""
+        consumer = self.consumer
+        if not consumer.not_started or time.monotonic() - self.pauses_checked_at < 0.5:
+            return
+        self.pauses_checked_at = time.monotonic()
+        try:
+            paused = await consumer.claims_db(queue.paused_kinds)
+        except DatabaseError as exc:
+            self.db_error = exc  # as for a claim: claim no more, let running jobs finish
+            return
+        if paused:
+            consumer.hand_back_paused(paused)
 
     def job_finished(self, task: asyncio.Task[Outcome]) -> None:
         """Count a finished job; a place in flight is free, so claiming may go on."""

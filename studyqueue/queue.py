@@ -13,6 +13,7 @@ runs them on its database thread.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import uuid
 from collections.abc import Iterable
@@ -44,6 +45,7 @@ Job = StudyQuestionJob
 MAX_ERROR_MESSAGE = 2000
 NOTIFY_CHANNEL = "studyqueue_jobs"  # a job may be claimable: idle consumers wake
 CONTROL_CHANNEL = "studyqueue_control"  # "cancel:<job id>": stop that job's LLM call now
+PAUSE_NOTICE = "pause:"  # + kind ("" for every kind), on CONTROL_CHANNEL: hand back its jobs
 
 # The claim: ``JobQuerySet.ready()`` in SQL, taken and marked in one statement. A single
 # statement is atomic on both databases without a transaction (there is no async
@@ -140,6 +142,15 @@ def backoff_seconds(attempts: int) -> float:
     delay = min(base, conf.BACKOFF_MAX_SECONDS)
     jitter = conf.BACKOFF_JITTER
     return max(0.0, delay * (1 + random.uniform(-jitter, jitter)))
+
+
+def retry_delay(attempts: int, retry_after: float | None = None) -> float:
+    """Delay before a transient failure's retry (the one place that decides it): the
+    server's Retry-After up to ``BACKOFF_MAX_SECONDS``; without one, or with one that is
+    negative or not finite, the backoff for retry number ``attempts``."""
+    if retry_after is None or not math.isfinite(retry_after) or retry_after < 0:
+        return backoff_seconds(attempts)
+    return min(retry_after, conf.BACKOFF_MAX_SECONDS)
 
 
 def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
@@ -370,9 +381,9 @@ def fail(
 ) -> JobStatus | None:
     """Record a failed attempt; the job's new status, or None if the claim was lost.
 
-    Transient codes go back to ``pending`` after a backoff (or ``retry_after``
-    seconds, e.g. from a Retry-After header) while attempts remain; permanent codes,
-    and transient ones on the last attempt, end ``failed``.
+    Transient codes go back to ``pending`` after ``retry_delay`` (the backoff, or the
+    server's ``retry_after`` up to ``BACKOFF_MAX_SECONDS``) while attempts remain;
+    permanent codes, and transient ones on the last attempt, end ``failed``.
     """
     code = ErrorCode(code)
     now = timezone.now()
@@ -383,7 +394,7 @@ def fail(
         "free_releases": 0,
     }
     if code in TRANSIENT_ERRORS and job.attempts < job.max_attempts:
-        delay = backoff_seconds(job.attempts) if retry_after is None else max(0.0, retry_after)
+        delay = retry_delay(job.attempts, retry_after)
         values.update(status=JobStatus.PENDING, run_after=now + timedelta(seconds=delay))
         event = "retry_scheduled"
     else:
@@ -610,8 +621,10 @@ def pause(kind: str = "", *, reason: str = "", by: str = "") -> tuple[QueuePause
     """Pause the queue for ``kind`` (blank: every kind); idempotent, keeps the first pause.
     The pause, and whether this call made it.
 
-    Consumers claim nothing of it from their next claim on (the claim checks the pauses);
-    running jobs finish; enqueueing goes on. The pause lasts until ``resume``.
+    Consumers claim nothing of it from their next claim on (the claim checks the pauses),
+    and hand back at once the jobs they claimed but have not started calling the LLM for
+    (told by ``NOTIFY`` on PostgreSQL, seen by the cycle on SQLite); running calls finish;
+    enqueueing goes on. The pause lasts until ``resume``.
     """
     if kind:
         _validate_kind(kind)
@@ -623,6 +636,7 @@ def pause(kind: str = "", *, reason: str = "", by: str = "") -> tuple[QueuePause
         logger.warning(
             "study_queue_paused kind=%s by=%s reason=%r", kind or "all", by or "-", reason
         )
+        _notify(db, CONTROL_CHANNEL, f"{PAUSE_NOTICE}{kind}")
     return row, created
 
 
@@ -639,6 +653,11 @@ def resume(kind: str = "") -> bool:
 def paused_kinds() -> list[str]:
     """The paused kinds (``""`` stands for every kind)."""
     return list(QueuePause.objects.using(database()).values_list("kind", flat=True))
+
+
+def is_paused(kind: str, paused: Iterable[str]) -> bool:
+    """Whether ``kind`` is among ``paused`` (``paused_kinds()``), directly or as every kind."""
+    return any(p in ("", kind) for p in paused)
 
 
 def next_due_in(now: datetime | None = None) -> float | None:

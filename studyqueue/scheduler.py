@@ -8,14 +8,15 @@ id>/``: the admin lists each consumer's jobs and executions, and no process runs
 
 A cycle that stops with work left (budget spent, jobs due soon, a wake-up from
 PostgreSQL's LISTEN/NOTIFY during the cycle) reschedules the next cycle early, so a
-backlog drains at the LLM's speed and an idle consumer wakes within moments of an enqueue.
+backlog drains at the LLM's speed and an idle consumer wakes within moments of an enqueue;
+but never before the circuit breaker's pause ends (nothing could be claimed).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -31,10 +32,9 @@ from django_apscheduler.jobstores import DjangoJobStore
 from django_apscheduler.models import DjangoJob, DjangoJobExecution
 from django_apscheduler.util import close_old_connections
 
-from studyqueue import queue
+from studyqueue import pg, queue
 from studyqueue.conf import conf
 from studyqueue.consumer import Consumer, CycleResult
-from studyqueue.pg import psycopg_kwargs
 
 logger = logging.getLogger("studyqueue.scheduler")
 
@@ -185,12 +185,14 @@ class ScheduledConsumer:
         return self.consumer.run_cycle()
 
     def wake(self) -> None:
-        """Run the next cycle now, or right after the running one."""
+        """Run the next cycle now, or right after the running one; not while the breaker
+        pauses claiming (the next cycle is already set for the pause's end)."""
         with self._lock:
             if self._cycle_running:
                 self._wake_pending = True
                 return
-        self._run_at(0.0)
+        if self.consumer.breaker.allows():
+            self._run_at(0.0)
 
     def _run_at(self, delay: float) -> None:
         if self.consumer.stopping():
@@ -217,6 +219,11 @@ class ScheduledConsumer:
             delay = min(delay, ERROR_RETRY_SECONDS)
         if isinstance(event.retval, CycleResult) and event.retval.next_due_in is not None:
             delay = min(delay, event.retval.next_due_in)
+        # While the breaker pauses claiming, ready jobs wait for its end: an earlier cycle
+        # would claim nothing and start again at once. A pause longer than the interval
+        # still lets a cycle report every interval.
+        pause = self.consumer.pause_before_next_cycle()
+        delay = max(delay, min(pause, self.interval))
         self._run_at(delay)
 
     def _on_notice(self, channel: str, payload: str) -> None:
@@ -224,6 +231,8 @@ class ScheduledConsumer:
             self.wake()
         elif payload.startswith("cancel:") and payload[7:].isdecimal():
             self.consumer.cancel_job(int(payload[7:]))
+        elif payload.startswith(queue.PAUSE_NOTICE):
+            self.consumer.hand_back_paused_soon(payload.removeprefix(queue.PAUSE_NOTICE))
 
     def listen_for_jobs(self) -> threading.Thread | None:
         """On PostgreSQL, a thread that wakes the consumer on every enqueue (LISTEN/NOTIFY).
@@ -233,17 +242,20 @@ class ScheduledConsumer:
         connection = connections[self.consumer.database]
         if connection.vendor != "postgresql":
             return None
-        params = psycopg_kwargs(connection.settings_dict)
+        # Django's own connection parameters, OPTIONS included (TLS, service files…).
         thread = threading.Thread(
-            target=self._listen, args=(params,), name="studyqueue-listen", daemon=True
+            target=self._listen,
+            args=(connection.settings_dict,),
+            name="studyqueue-listen",
+            daemon=True,
         )
         thread.start()
         return thread
 
-    def _listen(self, params: dict[str, Any]) -> None:
+    def _listen(self, settings_dict: Mapping[str, Any]) -> None:
         while not self.consumer.stopping():
             try:
-                with psycopg.connect(autocommit=True, connect_timeout=5, **params) as conn:
+                with pg.connect(settings_dict, autocommit=True) as conn:
                     conn.execute(f"LISTEN {queue.NOTIFY_CHANNEL}")
                     conn.execute(f"LISTEN {queue.CONTROL_CHANNEL}")
                     logger.info("study_listen_ready channel=%s", queue.NOTIFY_CHANNEL)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import pytest
 from django.db import connections
@@ -130,6 +131,50 @@ def test_timeout_is_retried_later(llm_server, settings, make_consumer):
     (job,) = enqueue()
     make_consumer().run_cycle()
     assert job_state(job) == ("pending", "llm_timeout", 1)
+
+
+@pytest.mark.parametrize(
+    "header,job_delay,breaker_pause",
+    [
+        ("2", 0.5, 2.0),
+        ("0.3", 0.3, 1.0),  # the breaker pauses at least BREAKER_BASE_SECONDS
+        ("0", 0.0, 1.0),
+        ("99999999", 0.5, 3.0),  # capped by BACKOFF_MAX_SECONDS and BREAKER_MAX_SECONDS
+        ("Fri, 01 Jan 2100 00:00:00 GMT", 0.5, 3.0),
+        # No usable advice: the job's backoff (0.2 s) and the breaker's own pause (1 s).
+        ("-5", 0.2, 1.0),
+        ("soon", 0.2, 1.0),
+        ("nan", 0.2, 1.0),
+        ("", 0.2, 1.0),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 0.2, 1.0),
+    ],
+)
+def test_retry_after_is_honoured_up_to_the_caps_and_ignored_when_unusable(
+    llm_server, settings, make_consumer, header, job_delay, breaker_pause
+):
+    """A 429 with this Retry-After, on a job that has used its free releases: the attempt
+    counts and the job waits ``job_delay``; the breaker pauses ``breaker_pause``."""
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "BACKOFF_BASE_SECONDS": 0.2,
+        "BACKOFF_MAX_SECONDS": 0.5,
+        "BACKOFF_JITTER": 0,
+        "BREAKER_BASE_SECONDS": 1.0,
+        "BREAKER_MAX_SECONDS": 3.0,
+    }
+    llm_server.configure(fault="429", retry_after=header)
+    (job,) = enqueue()
+    StudyQuestionJob.objects.filter(pk=job.pk).update(free_releases=MAX_FREE_RELEASES)
+    consumer = make_consumer()
+    before = timezone.now()
+    result = consumer.run_cycle()
+    after = timezone.now()
+    assert result.outcomes == {"retrying": 1}
+    assert job_state(job) == ("pending", "llm_overloaded", 1)
+    assert before + timedelta(seconds=job_delay) <= job.run_after
+    assert job.run_after <= after + timedelta(seconds=job_delay)
+    assert consumer.breaker.remaining() <= breaker_pause
+    assert consumer.breaker.remaining() >= breaker_pause - (after - before).total_seconds() - 0.5
 
 
 def test_truncated_reply_is_stored_but_flagged(consumer, llm_server):
@@ -323,6 +368,49 @@ def test_jobs_claimed_as_the_stop_comes_are_released_not_started(llm_server, mak
     assert result.outcomes == {"released": result.claimed}
     assert llm_server.stats()["requests"] == 0
     assert [job_state(j) for j in jobs] == [("pending", "", 0)] * 3
+
+
+def test_a_pause_hands_back_at_once_the_jobs_waiting_at_the_gate(
+    llm_server, settings, make_consumer
+):
+    """Gate 1, three jobs claimed: one calls the LLM, two wait at the gate. A pause hands
+    the two back (attempt kept) while the first call still runs; they are never sent."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "GATE_PERMITS": 1, "LLM_TIMEOUT_SECONDS": 30}
+    llm_server.configure(fault="slow", slow_seconds=4)
+    first, *waiting = enqueue(3)
+    consumer = make_consumer(batch_size=3)
+    results: list[CycleResult] = []
+    cycle = threading.Thread(target=lambda: results.append(consumer.run_cycle()))
+    cycle.start()
+    try:
+        wait_for(lambda: llm_server.stats()["active"] == 1, what="the first call")
+        wait_for(
+            lambda: StudyQuestionJob.objects.filter(status="processing").count() == 3,
+            what="two more jobs claimed, waiting at the gate",
+        )
+        queue.pause(reason="test")
+        wait_for(
+            lambda: all(job_state(job) == ("pending", "", 0) for job in waiting),
+            timeout=10,
+            what="the waiting jobs handed back",
+        )
+        assert llm_server.stats()["active"] == 1, "handed back while the first call runs"
+    finally:
+        cycle.join(timeout=30)
+    assert results[0].outcomes == {"completed": 1, "released": 2}
+    assert job_state(first) == ("completed", "", 1)
+    assert llm_server.stats()["per_question"] == {first.study_question.text: 1}
+    for job in waiting:
+        assert "paused" in job.error_message and job.free_releases == 0
+
+
+def test_an_explicit_run_ignores_a_pause(llm_server, make_consumer):
+    """``run_one`` (``manage.py explain``) runs the job it was given, paused or not."""
+    (job,) = enqueue()
+    queue.pause()
+    claimed = queue.claim_job(job.pk, worker_id="operator")
+    assert claimed is not None
+    assert make_consumer().run_one(claimed) == "completed"
 
 
 def test_grace_period_expiry_hands_running_jobs_back(llm_server, settings, make_consumer):

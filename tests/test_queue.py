@@ -383,6 +383,25 @@ def test_backoff_grows_and_is_capped():
         assert [queue.backoff_seconds(n) for n in (1, 2, 3, 4)] == [10, 20, 40, 50]
 
 
+@pytest.mark.parametrize(
+    "retry_after,expected",
+    [
+        (None, 10),  # no advice: the backoff
+        (7, 7),
+        (0, 0),
+        (99999999, 50),  # honoured only up to BACKOFF_MAX_SECONDS
+        (-5, 10),
+        (float("nan"), 10),
+        (float("inf"), 10),
+    ],
+)
+def test_retry_delay_honours_retry_after_up_to_the_backoff_cap(retry_after, expected):
+    with override_settings(
+        STUDYQUEUE={"BACKOFF_BASE_SECONDS": 10, "BACKOFF_MAX_SECONDS": 50, "BACKOFF_JITTER": 0}
+    ):
+        assert queue.retry_delay(1, retry_after) == expected
+
+
 def test_claim_takes_exactly_the_ready_jobs():
     """CLAIM_SQL is JobQuerySet.ready() in SQL: the two must agree on every state."""
     now = timezone.now()

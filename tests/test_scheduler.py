@@ -109,3 +109,42 @@ def test_after_cycle_reschedules_sooner_when_work_is_due(scheduled):
     scheduled._wake_pending = True
     scheduled.after_cycle(Event(CycleResult(next_due_in=None)))
     assert seen == [30, 0.0, 5.0, scheduler.ERROR_RETRY_SECONDS, 0.0]
+
+
+def test_while_the_breaker_pauses_the_next_cycle_waits_for_its_end(scheduled, settings, caplog):
+    """Jobs are ready (next_due_in=0) but nothing can be claimed: the next cycle runs when
+    the pause ends (at most an interval away, so that the consumer keeps reporting), a
+    wake-up does not start one sooner, and the log says why once per pause."""
+    from studyqueue.consumer import CycleResult
+    from studyqueue.models import ErrorCode
+    from studyqueue.services.llm import LLMError
+
+    settings.STUDYQUEUE = {"BREAKER_BASE_SECONDS": 8, "BREAKER_MAX_SECONDS": 45}
+    seen: list[float] = []
+    scheduled._run_at = seen.append  # record instead of touching a scheduler
+
+    class Event:
+        job_id = scheduled.consume_job_id
+        exception = None
+        retval = CycleResult(next_due_in=0.0)
+
+    down = LLMError(ErrorCode.LLM_UNAVAILABLE, "refused", reached_server=False)
+    scheduled.consumer.breaker.trip(down)  # an 8 s pause
+    with caplog.at_level("INFO", logger="studyqueue.consumer"):
+        scheduled.after_cycle(Event())
+        scheduled.wake()
+        scheduled.after_cycle(Event())
+    assert len(seen) == 2 and all(7 < delay <= 8 for delay in seen)
+    waits = [r.getMessage() for r in caplog.records if "study_consumer_waiting" in r.message]
+    assert len(waits) == 1 and "reason=llm_paused wait_s=" in waits[0]
+    assert "error_code=llm_unavailable" in waits[0]
+
+    for _ in range(3):
+        scheduled.consumer.breaker.trip(down)  # 16, 32, then 45 s: longer than the interval
+    scheduled.after_cycle(Event())
+    assert seen[-1] == 30
+
+    scheduled.consumer.breaker.success()
+    scheduled.after_cycle(Event())
+    scheduled.wake()
+    assert seen[-2:] == [0.0, 0.0]

@@ -18,7 +18,8 @@ class CircuitBreaker:
     """Tracks server-wide LLM failures and how long claiming should pause.
 
     Each consecutive trip doubles the pause (``BREAKER_BASE_SECONDS`` up to
-    ``BREAKER_MAX_SECONDS``) unless the server named a Retry-After. Any success closes it.
+    ``BREAKER_MAX_SECONDS``) unless the server named a Retry-After, which is kept within
+    the same bounds. Any success closes it.
     """
 
     def __init__(self) -> None:
@@ -47,8 +48,13 @@ class CircuitBreaker:
             # of any length pauses like its first minutes did.
             backoff = conf.BREAKER_BASE_SECONDS * 2 ** min(self.failures - 1, 30)
             pause = min(conf.BREAKER_MAX_SECONDS, backoff)
-            if error.retry_after is not None:
-                pause = min(max(error.retry_after, 0.0), conf.BREAKER_MAX_SECONDS)
+            # The server's Retry-After (parsed once for every caller; None when it gives
+            # no usable advice) within the breaker's bounds: a "retry at once" still
+            # pauses the first step, so that a server answering 429 cannot make us spin.
+            if error.retry_after is not None and error.retry_after >= 0:
+                pause = min(
+                    max(error.retry_after, conf.BREAKER_BASE_SECONDS), conf.BREAKER_MAX_SECONDS
+                )
             self.open_until = max(self.open_until, time.monotonic() + pause)
         # A rejection that hits every job is a configuration error: say so loudly.
         level = logging.ERROR if error.code == ErrorCode.LLM_REJECTED else logging.WARNING

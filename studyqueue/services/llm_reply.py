@@ -94,7 +94,10 @@ class LLMReply:
 
 
 def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date)."""
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None when it
+    gives no usable advice (absent, garbage, negative, not finite, a date not in the
+    future), so that the caller falls back to its own backoff. At most a day: each
+    caller caps it further by its own setting."""
     if not value:
         return None
     value = value.strip()
@@ -103,15 +106,17 @@ def parse_retry_after(value: str | None) -> float | None:
     except ValueError:
         pass
     else:
-        # NaN or infinity is no advice; a day is the longest we take.
-        return min(max(0.0, seconds), RETRY_AFTER_MAX) if math.isfinite(seconds) else None
+        if not math.isfinite(seconds) or seconds < 0:
+            return None
+        return min(seconds, RETRY_AFTER_MAX)
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return min(max(0.0, (when - datetime.now(UTC)).total_seconds()), RETRY_AFTER_MAX)
+    seconds = (when - datetime.now(UTC)).total_seconds()
+    return min(seconds, RETRY_AFTER_MAX) if seconds > 0 else None
 
 
 def error_text(body: bytes) -> str:

@@ -36,6 +36,11 @@ class Outcome(StrEnum):
 
 
 RunDB = Callable[..., Awaitable[Any]]
+Starting = Callable[[StudyQuestionJob], Awaitable[str | None]]
+
+
+async def _always_start(job: StudyQuestionJob) -> str | None:
+    return None
 
 
 @dataclass
@@ -48,6 +53,9 @@ class WorkContext:
     db: RunDB  # ``await ctx.db(fn, *args)`` runs a sync function on the database thread
     database: str  # the alias every query uses
     stopping: Callable[[], bool]
+    # Right before a job's LLM call: a reason not to start it (its kind was paused since
+    # the claim), or None; from then on the job counts as started (``hold_back``).
+    starting: Starting = _always_start
 
 
 def outcome_of(status: JobStatus | None) -> Outcome:
@@ -83,6 +91,20 @@ async def release_job(
         queue.release, job, delay=delay, code=code, message=message, reached_server=reached_server
     )
     return Outcome.RELEASED if applied else Outcome.LOST
+
+
+async def hold_back(ctx: WorkContext, job: StudyQuestionJob) -> Outcome | None:
+    """Call inside the gate, right before the LLM call: hand the job back (attempt kept)
+    when the consumer is stopping or the job's kind was paused since its claim; None: the
+    call may start."""
+    if ctx.stopping():
+        # Claimed ahead, but the consumer is shutting down: give it back now rather than
+        # start a call the grace period may cut short.
+        return await release_job(ctx, job, message="consumer stopping")
+    reason = await ctx.starting(job)
+    if reason is not None:
+        return await release_job(ctx, job, message=reason)
+    return None
 
 
 async def handle_llm_error(ctx: WorkContext, job: StudyQuestionJob, error: LLMError) -> Outcome:

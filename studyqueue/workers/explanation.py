@@ -19,6 +19,7 @@ from studyqueue.workers.base import (
     WorkContext,
     fail_job,
     handle_llm_error,
+    hold_back,
     outcome_of,
     release_job,
 )
@@ -103,10 +104,9 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
     version = current_version(max_tokens=job.max_tokens)
     try:
         async with ctx.gate.slot():
-            if ctx.stopping():
-                # Claimed ahead, but the consumer is shutting down: give it back now
-                # rather than start a call the grace period may cut short.
-                return await release_job(ctx, job, message="consumer stopping")
+            held_back = await hold_back(ctx, job)  # stopping, or its kind was paused
+            if held_back is not None:
+                return held_back
             error = ctx.breaker.last_error
             if not ctx.breaker.allows() and error is not None:
                 # The server failed while this job waited for the gate: do not knock again.

@@ -120,7 +120,10 @@ def test_parse_retry_after():
     assert parse_retry_after("3") == 3
     assert parse_retry_after(None) is None
     assert parse_retry_after("soon") is None
-    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0
+    # A date in the past, or a negative delay, is no advice: the caller's backoff applies.
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") is None
+    assert parse_retry_after("-5") is None
+    assert parse_retry_after("0") == 0
 
 
 async def _chats(url: str, n: int, *, concurrent: bool = False, **kwargs) -> list:

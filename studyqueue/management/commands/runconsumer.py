@@ -87,3 +87,5 @@ class Command(BaseCommand):
                 self.stdout.write(f"cycle {cycles}: {result.summary()}")
             if not drain or consumer.stopping() or not result.more_ready:
                 break
+            if consumer.wait(consumer.pause_before_next_cycle()):
+                break

@@ -417,6 +417,61 @@ def test_choices_are_edited_one_per_line(admin_client, typed, stored):
     assert question.choices == stored
 
 
+@pytest.mark.parametrize("field", ["text", "choices", "answer"])
+@pytest.mark.parametrize("page", ["add", "change"])
+def test_a_nul_in_any_question_field_is_a_form_error(admin_client, field, page):
+    # PostgreSQL holds no NUL in text, nor as an escape in JSON: a form error, never a 500.
+    question = StudyQuestionFactory(text="Capital of France?", choices=["Paris", "Rome"])
+    if page == "add":
+        url = reverse("admin:studyqueue_studyquestion_add")
+    else:
+        url = reverse("admin:studyqueue_studyquestion_change", args=[question.pk])
+    data = _question_form(question, "Paris\nRome")
+    data[field] = "Ber\x00lin"
+    response = admin_client.post(url, data)
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == [field]
+    assert StudyQuestion.objects.count() == 1
+    question.refresh_from_db()
+    assert (question.text, question.choices) == ("Capital of France?", ["Paris", "Rome"])
+
+
+def test_a_choice_with_a_nul_names_the_choice(admin_client):
+    question = StudyQuestionFactory()
+    url = reverse("admin:studyqueue_studyquestion_change", args=[question.pk])
+    response = admin_client.post(url, _question_form(question, "Paris\nRo\x00me"))
+    assert response.context["adminform"].form.errors["choices"] == [
+        "Choice 2 holds a character that cannot be stored (a NUL or a lone surrogate)."
+    ]
+
+
+@pytest.mark.parametrize(
+    "model", ["studyquestionjob", "studyquestion", "explanationrevision", "queuepause"]
+)
+def test_a_nul_in_a_list_filter_or_search_is_no_server_error(admin_client, model):
+    StudyQuestionJobFactory(status="failed")
+    url = reverse(f"admin:studyqueue_{model}_changelist")
+    params = ("q", "status", "kind", "error_code", "prompt_version", "finish_reason", "review")
+    for param in params:
+        response = admin_client.get(url, {param: "a\x00"})
+        # The admin's own answer to parameters it cannot use: its list, flagged ?e=1.
+        assert (response.status_code, response.url) == (302, url + "?e=1"), param
+
+
+@pytest.mark.parametrize("selected", ["1\x00", "abc", str(2**63), "-1"])
+def test_a_crafted_selection_is_refused_with_a_message(admin_client, selected):
+    job = StudyQuestionJobFactory(status="failed")
+    response = admin_client.post(
+        JOBS_URL, {"action": "retry_jobs", "_selected_action": [str(job.pk), selected]}, follow=True
+    )
+    assert response.status_code == 200
+    assert [str(m) for m in get_messages(response.wsgi_request)] == [
+        "The selection holds something that is not an id; nothing was changed."
+    ]
+    assert StudyQuestionJob.objects.get(pk=job.pk).status == "failed"
+
+
 @pytest.mark.parametrize("value", [None, 42, True, "Paris", {"a": "b"}, ["ok", 3], ["ok", " "]])
 def test_the_model_refuses_choices_that_are_not_a_list_of_strings(value):
     from django.core.exceptions import ValidationError

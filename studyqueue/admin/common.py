@@ -5,16 +5,21 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, cast
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseRedirect
 from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.functional import cached_property
 from django.utils.html import format_html
+from django.utils.translation import gettext
 
 from studyqueue.conf import conf
+from studyqueue.forms import unstorable
 from studyqueue.models import (
     JobQuerySet,
     JobStatus,
@@ -115,3 +120,34 @@ class StaleFilter(admin.SimpleListFilter):
             cutoff = timezone.now() - timedelta(minutes=conf.STALE_MINUTES)
             return cast(JobQuerySet, queryset).stale(cutoff)  # the jobs' own QuerySet
         return None
+
+
+class GuardedInputAdmin(admin.ModelAdmin):
+    """Crafted list parameters end as the admin's own "invalid parameters" page or a message,
+    never as a database error: a NUL in a filter or the search (PostgreSQL refuses it in
+    any query) and a selected id that is not an id."""
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        if any(unstorable(value) for _, values in request.GET.lists() for value in values):
+            raise IncorrectLookupParameters  # the admin redirects to ?e=1
+        return super().get_changelist_instance(request)
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
+        if request.method == "POST" and not self._valid_selection(request):
+            self.message_user(
+                request,
+                gettext("The selection holds something that is not an id; nothing was changed."),
+                messages.ERROR,
+            )
+            return HttpResponseRedirect(request.get_full_path())
+        return super().changelist_view(request, extra_context)
+
+    def _valid_selection(self, request: HttpRequest) -> bool:
+        for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
+            try:
+                pk = self.opts.pk.to_python(value)
+            except ValidationError:
+                return False
+            if isinstance(pk, int) and not 0 <= pk <= MAX_ID:
+                return False
+        return True

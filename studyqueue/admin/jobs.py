@@ -18,6 +18,7 @@ from studyqueue.admin.common import (
     EXCERPT,
     MAX_ID,
     CappedCountPaginator,
+    GuardedInputAdmin,
     StaleFilter,
     excerpt,
     long_text,
@@ -33,7 +34,7 @@ from studyqueue.models import (
 
 
 @admin.register(StudyQuestionJob)
-class StudyQuestionJobAdmin(admin.ModelAdmin):
+class StudyQuestionJobAdmin(GuardedInputAdmin):
     list_display = (
         "id",
         "question_link",

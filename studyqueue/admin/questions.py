@@ -14,7 +14,14 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from studyqueue import quality, queue, transfer
-from studyqueue.admin.common import EXCERPT, CappedCountPaginator, excerpt, long_text, status_badge
+from studyqueue.admin.common import (
+    EXCERPT,
+    CappedCountPaginator,
+    GuardedInputAdmin,
+    excerpt,
+    long_text,
+    status_badge,
+)
 from studyqueue.forms import StudyQuestionForm
 from studyqueue.models import (
     ExplanationRevision,
@@ -150,7 +157,7 @@ class DeferringChangeList(ChangeList):
 
 
 @admin.register(StudyQuestion)
-class StudyQuestionAdmin(admin.ModelAdmin):
+class StudyQuestionAdmin(GuardedInputAdmin):
     list_display = ("id", "text_excerpt", "has_explanation", "latest_job", "explained_at")
     list_display_links = ("id", "text_excerpt")
     list_filter = (ExplanationStateFilter, ReviewFilter, HasExplanationFilter)

@@ -16,7 +16,8 @@ queued request gets its slot), so the server's own parsing is not billed to the 
 Faults (``fault`` for every request, or ``FAULT:<name>`` inside a question's text):
 ``500``, ``429`` (with ``Retry-After: retry_after``), ``503``, ``404`` (unknown model),
 ``400``, ``slow`` (answers after ``slow_seconds``), ``malformed`` (broken JSON),
-``null`` (content null), ``length`` (finish_reason "length"), ``drop`` (closes mid-stream),
+``null`` (content null), ``length`` (finish_reason "length"), ``filter`` (finish_reason
+"content_filter"), ``noreason`` (no finish_reason, then ``[DONE]``), ``drop`` (closes mid-stream),
 ``hangup`` (reads the request, then closes the connection without a byte of reply).
 """
 
@@ -351,7 +352,10 @@ class LLMServer:
                     raise ConnectionResetError("the client closed the stream")
 
         content: str | None = None if fault == "null" else self.answer
-        finish = "length" if fault == "length" else "stop"
+        # "filter": the server's content filter ended it; "noreason": no finish_reason at all.
+        finish = {"length": "length", "filter": "content_filter", "noreason": None}.get(
+            fault, "stop"
+        )
         usage = {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}
         if not body.get("stream") or self.ignore_stream:
             generate()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from django.core.management.base import CommandParser
+from django.utils.translation import gettext
 
 from studyqueue import queue
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
@@ -18,11 +19,16 @@ def add_filters(parser: CommandParser, statuses: list[str], default: str) -> Non
         "--status",
         choices=statuses,
         action="append",
-        help=f"jobs in this status; repeatable (default: {default})",
+        help=gettext("jobs in this status; repeatable (default: %(default)s)")
+        % {"default": default},
     )
-    parser.add_argument("--kind", choices=JobKind.values, help="only jobs of this kind")
-    parser.add_argument("--error-code", choices=ErrorCode.values, help="only jobs with this code")
-    parser.add_argument("--dry-run", action="store_true", help="count them; change nothing")
+    parser.add_argument("--kind", choices=JobKind.values, help=gettext("only jobs of this kind"))
+    parser.add_argument(
+        "--error-code", choices=ErrorCode.values, help=gettext("only jobs with this code")
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help=gettext("count them; change nothing")
+    )
 
 
 def id_batches(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.utils.translation import gettext
 
 from studyqueue import queue
 from studyqueue.management.commands._jobsets import add_filters, id_batches
@@ -29,7 +30,7 @@ class Command(BaseCommand):
         picked = id_batches(status or [JobStatus.FAILED], kind, error_code)
         if dry_run:
             count = sum(len(batch) for batch in picked)
-            self.stdout.write(f"Would retry up to {count} job(s).")
+            self.stdout.write(gettext("Would retry up to %(count)s job(s).") % {"count": count})
             return
         retried = conflicts = 0
         for batch in picked:
@@ -37,6 +38,9 @@ class Command(BaseCommand):
             retried += len(result.retried)
             conflicts += len(result.conflicts)
         self.stdout.write(
-            f"Retried {retried} job(s); {conflicts} refused: their question already has an "
-            "active job of the same kind."
+            gettext(
+                "Retried %(retried)s job(s); %(conflicts)s refused: their question already has "
+                "an active job of the same kind."
+            )
+            % {"retried": retried, "conflicts": conflicts}
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.utils.translation import gettext
 
 from studyqueue import queue
 from studyqueue.management.commands._jobsets import add_filters, id_batches
@@ -29,7 +30,7 @@ class Command(BaseCommand):
         picked = id_batches(status or [JobStatus.PENDING], kind, error_code)
         if dry_run:
             count = sum(len(batch) for batch in picked)
-            self.stdout.write(f"Would skip up to {count} job(s).")
+            self.stdout.write(gettext("Would skip up to %(count)s job(s).") % {"count": count})
             return
         skipped = sum(len(queue.skip(batch).skipped) for batch in picked)
-        self.stdout.write(f"Skipped {skipped} job(s).")
+        self.stdout.write(gettext("Skipped %(count)s job(s).") % {"count": skipped})

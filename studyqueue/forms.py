@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django import forms
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext_lazy
 
 from studyqueue.models import StudyQuestion, validate_choices
+
+# What no text column can hold: NUL (PostgreSQL refuses it) and lone surrogates (not UTF-8).
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def unstorable(text: str) -> bool:
+    """Whether ``text`` holds a character no database column can store."""
+    return UNSTORABLE.search(text) is not None
 
 
 class ChoicesField(forms.CharField):
@@ -31,6 +42,17 @@ class ChoicesField(forms.CharField):
 
     def validate(self, value: Any) -> None:
         validate_choices(value)
+        for number, choice in enumerate(value, start=1):
+            # The list is stored as JSON: PostgreSQL refuses a NUL even as an escape in it.
+            if unstorable(choice):
+                raise ValidationError(
+                    gettext_lazy(
+                        "Choice %(number)s holds a character that cannot be stored "
+                        "(a NUL or a lone surrogate)."
+                    ),
+                    code="unstorable",
+                    params={"number": number},
+                )
 
 
 class StudyQuestionForm(forms.ModelForm):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import datetime
 
 from django.core.exceptions import ValidationError
@@ -44,6 +46,7 @@ class ErrorCode(models.TextChoices):
     QUESTION_MISSING = "question_missing", "Question no longer exists"
     QUESTION_EMPTY = "question_empty", "Question has no text"
     QUESTION_INVALID = "question_invalid", "Question data is invalid (choices)"
+    QUESTION_CHANGED = "question_changed", "Question changed during the LLM call"
     STALE = "stale", "Worker stopped sending heartbeats"
     UNSUPPORTED_KIND = "unsupported_kind", "Kind is reserved, not implemented"
     UNKNOWN_KIND = "unknown_kind", "Kind is not known to this version"
@@ -62,6 +65,7 @@ TRANSIENT_ERRORS = frozenset(
         ErrorCode.LLM_EMPTY,
         ErrorCode.STALE,
         ErrorCode.INTERNAL,
+        ErrorCode.QUESTION_CHANGED,
     }
 )
 
@@ -179,6 +183,12 @@ class StudyQuestion(models.Model):
             return f"#{self.pk}"  # a list that deferred the text: do not load it for this
         excerpt = self.text if len(self.text) <= 60 else self.text[:57] + "..."
         return f"#{self.pk} {excerpt}"
+
+    def content_hash(self) -> str:
+        """A digest of what its prompt is built from (text, choices, answer): an explanation
+        is stored only while the question still holds the content it was written for."""
+        content = json.dumps([self.text, self.choices, self.answer], ensure_ascii=False)
+        return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
 
     def clean(self) -> None:
         # Also for an empty value: field validators skip None, which the column refuses.

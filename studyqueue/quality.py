@@ -1,6 +1,8 @@
 """Quality flags on a finished explanation: checked, not silently accepted.
 
 - ``truncated``: the model stopped at ``max_tokens`` (``finish_reason: length``);
+- ``unfinished``: the reply ended for another reason than ``stop`` or ``length``
+  (``content_filter``, ``tool_calls``…, or no reason at all before the stream ended);
 - ``too_short``: fewer characters than ``QUALITY_MIN_CHARS``;
 - ``wrong_script``: written in another script than the question (a Korean question answered
   in English), compared by the dominant Unicode script of their letters.
@@ -13,8 +15,9 @@ from collections import Counter
 
 from studyqueue.conf import conf
 
-TRUNCATED, TOO_SHORT, WRONG_SCRIPT = "truncated", "too_short", "wrong_script"
-FLAGS = (TRUNCATED, TOO_SHORT, WRONG_SCRIPT)
+TRUNCATED, UNFINISHED = "truncated", "unfinished"
+TOO_SHORT, WRONG_SCRIPT = "too_short", "wrong_script"
+FLAGS = (TRUNCATED, UNFINISHED, TOO_SHORT, WRONG_SCRIPT)
 # Kana count with the ideographs: Japanese mixes kana and kanji in one text.
 _SAME = {"HIRAGANA": "CJK", "KATAKANA": "CJK"}
 _SAMPLE = 2000  # characters looked at: enough to know the script, cheap for any length
@@ -42,6 +45,8 @@ def flags_for(question_text: str, explanation: str, finish_reason: str) -> list[
     flags = []
     if finish_reason == "length":
         flags.append(TRUNCATED)
+    elif finish_reason != "stop":  # only "stop" says the model finished its answer
+        flags.append(UNFINISHED)
     if len(explanation.strip()) < conf.QUALITY_MIN_CHARS:
         flags.append(TOO_SHORT)
     asked, answered = dominant_script(question_text), dominant_script(explanation)

@@ -448,6 +448,46 @@ def skip_claimed(job: Job, code: str, message: str = "") -> bool:
 # --------------------------------------------------------------------------- operator side
 
 
+# Operator actions work on sets of rows, this many ids per statement (SQLite: its
+# bound-parameter limit): 35,000 jobs take a few dozen statements, not ~100,000.
+OPERATOR_BATCH = 500
+OPERATOR_BATCH_POSTGRES = 5000
+_RETRYABLE = (JobStatus.FAILED, JobStatus.SKIPPED)
+
+
+def operator_batch() -> int:
+    """Ids per statement of an operator action on this database."""
+    postgres = connections[database()].vendor == "postgresql"
+    return OPERATOR_BATCH_POSTGRES if postgres else OPERATOR_BATCH
+
+
+def _batches(ids: list[int]) -> Iterable[list[int]]:
+    size = operator_batch()
+    for start in range(0, len(ids), size):
+        yield ids[start : start + size]
+
+
+def id_ranges(ids: Iterable[int]) -> str:
+    """Ids as compact sorted ranges for log lines and the admin log: ``1-4,7,9-10``."""
+    runs: list[list[int]] = []
+    for i in sorted(ids):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs) or "-"
+
+
+def _log_set(event: str, ids: list[int], level: int = logging.INFO, **extra: Any) -> None:
+    """One key=value line for a set of jobs an operator changed (one per batch)."""
+    if ids and logger.isEnabledFor(level):
+        fields = " ".join(f"{k}={v}" for k, v in extra.items())
+        logger.log(
+            level, "study_jobs_%s count=%s ids=%s%s", event, len(ids), id_ranges(ids),
+            f" {fields}" if fields else "",
+        )  # fmt: skip
+
+
 @dataclass
 class RetryResult:
     """Outcome of an operator retry, by job id."""
@@ -458,53 +498,87 @@ class RetryResult:
     missing: list[int] = field(default_factory=list)
 
 
+def _retry_values() -> dict[str, Any]:
+    return {
+        "status": JobStatus.PENDING,
+        "attempts": 0,
+        "free_releases": 0,
+        "run_after": timezone.now(),
+        "error_code": "",
+        "error_message": "",
+        "started_at": None,
+        "heartbeat_at": None,
+        "completed_at": None,
+        "claim_token": None,
+        "worker_id": "",
+    }
+
+
 def retry(job_ids: Iterable[int]) -> RetryResult:
     """Operator retry: failed or skipped jobs back to pending with attempts reset.
 
     Refused for pending, processing and completed jobs, and for a job whose
-    (question, kind) already has an active job: retry never makes a second one.
+    (question, kind) already has an active job: retry never makes a second one (of two
+    selected jobs of one pair, the older is retried). Set-based, ``OPERATOR_BATCH`` ids
+    per statement (``operator_batch()``); call it inside a transaction to make it
+    all-or-nothing.
     """
     db = database()
     result = RetryResult()
-    ids = sorted({int(i) for i in job_ids})
-    known = set(Job.objects.using(db).filter(pk__in=ids).values_list("pk", flat=True))
-    for job_id in ids:
-        if job_id not in known:
-            result.missing.append(job_id)
-            continue
-        try:
-            # One savepoint per job: a unique-constraint conflict refuses this job only.
-            with transaction.atomic(using=db):
-                changed = (
-                    Job.objects.using(db)
-                    .filter(pk=job_id, status__in=(JobStatus.FAILED, JobStatus.SKIPPED))
-                    .update(
-                        status=JobStatus.PENDING,
-                        attempts=0,
-                        free_releases=0,
-                        run_after=timezone.now(),
-                        error_code="",
-                        error_message="",
-                        started_at=None,
-                        heartbeat_at=None,
-                        completed_at=None,
-                        claim_token=None,
-                        worker_id="",
-                    )
-                )
-        except IntegrityError:
-            result.conflicts.append(job_id)
-            logger.warning("study_job_retry_refused id=%s reason=active_job_exists", job_id)
-            continue
-        if changed:
-            result.retried.append(job_id)
-            _log("retried", Job.objects.using(db).get(pk=job_id))
-        else:
-            result.wrong_state.append(job_id)
-            logger.warning("study_job_retry_refused id=%s reason=wrong_state", job_id)
+    for chunk in _batches(sorted({int(i) for i in job_ids})):
+        with transaction.atomic(using=db):
+            _retry_batch(db, chunk, result)
     if result.retried:
         _notify(db)
     return result
+
+
+def _retry_batch(db: str, chunk: list[int], result: RetryResult) -> None:
+    jobs = Job.objects.using(db)
+    # Locked: their status cannot change between the checks and the update.
+    rows = sorted(
+        jobs.filter(pk__in=chunk)
+        .select_for_update()
+        .values_list("pk", "status", "study_question_id", "kind")
+    )
+    known = {row[0] for row in rows}
+    result.missing += [i for i in chunk if i not in known]
+    wrong = [pk for pk, status, _, _ in rows if status not in _RETRYABLE]
+    eligible = [(pk, question, kind) for pk, status, question, kind in rows if pk not in wrong]
+    questions = {question for _, question, _ in eligible if question is not None}
+    taken = set(
+        jobs.active()
+        .filter(study_question_id__in=questions)
+        .values_list("study_question_id", "kind")
+    )
+    chosen, conflicts = [], []
+    for pk, question, kind in eligible:
+        if question is not None and (question, kind) in taken:
+            conflicts.append(pk)
+            continue
+        if question is not None:
+            taken.add((question, kind))
+        chosen.append(pk)
+    try:
+        with transaction.atomic(using=db):
+            jobs.filter(pk__in=chosen).update(**_retry_values())
+    except IntegrityError:
+        # A job was enqueued for one of these questions meanwhile: one savepoint each.
+        retried = []
+        for pk in chosen:
+            try:
+                with transaction.atomic(using=db):
+                    jobs.filter(pk=pk).update(**_retry_values())
+                retried.append(pk)
+            except IntegrityError:
+                conflicts.append(pk)
+        chosen = retried
+    result.retried += chosen
+    result.wrong_state += wrong
+    result.conflicts += sorted(conflicts)
+    _log_set("retried", chosen)
+    _log_set("retry_refused", wrong, logging.WARNING, reason="wrong_state")
+    _log_set("retry_refused", conflicts, logging.WARNING, reason="active_job_exists")
 
 
 @dataclass
@@ -524,29 +598,32 @@ def skip(
     """Operator skip: pending or processing jobs become skipped.
 
     A processing job's worker is fenced out: its later writes find the job no
-    longer processing and change nothing.
+    longer processing and change nothing. Set-based, ``operator_batch()`` ids per statement.
     """
-    ids = sorted({int(i) for i in job_ids})
     db = database()
-    with transaction.atomic(using=db):
-        active = Job.objects.using(db).active().filter(pk__in=ids).select_for_update()
-        running = dict(active.values_list("pk", "status"))
-        done = sorted(running)
-        for job_id in done:
-            if running[job_id] == JobStatus.PROCESSING:
-                # Its consumer stops the LLM call at once (PostgreSQL; on SQLite at its
-                # next heartbeat, which finds the claim gone).
-                _notify(db, CONTROL_CHANNEL, f"cancel:{job_id}")
-        Job.objects.using(db).active().filter(pk__in=done).update(
-            status=JobStatus.SKIPPED,
-            error_code=ErrorCode(code),
-            error_message=_clip(message),
-            completed_at=timezone.now(),
-            claim_token=None,
-        )
-    for job in Job.objects.using(db).filter(pk__in=done):
-        _log("skipped", job)
-    return SkipResult(skipped=done, wrong_state=[i for i in ids if i not in set(done)])
+    result = SkipResult()
+    values = {
+        "status": JobStatus.SKIPPED,
+        "error_code": ErrorCode(code),
+        "error_message": _clip(message),
+        "completed_at": timezone.now(),
+        "claim_token": None,
+    }
+    for chunk in _batches(sorted({int(i) for i in job_ids})):
+        with transaction.atomic(using=db):
+            active = Job.objects.using(db).active().filter(pk__in=chunk).select_for_update()
+            running = dict(active.values_list("pk", "status"))
+            done = sorted(running)
+            for job_id in done:
+                if running[job_id] == JobStatus.PROCESSING:
+                    # Its consumer stops the LLM call at once (PostgreSQL; on SQLite at its
+                    # next heartbeat, which finds the claim gone).
+                    _notify(db, CONTROL_CHANNEL, f"cancel:{job_id}")
+            Job.objects.using(db).filter(pk__in=done).update(**values)
+        result.skipped += done
+        result.wrong_state += [i for i in chunk if i not in running]
+        _log_set("skipped", done, error_code=code)
+    return result
 
 
 @dataclass(frozen=True)

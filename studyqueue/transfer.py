@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from studyqueue import queue
-from studyqueue.models import StudyQuestion, validate_choices
+from studyqueue.models import JobKind, StudyQuestion, StudyQuestionJob, validate_choices
 
 FORMATS = ("jsonl", "csv")
 FIELDS = ("text", "choices", "answer", "external_id")
@@ -538,6 +538,29 @@ def _store_batch(batch: list[Row], result: Imported, db: str) -> None:
     result.created += [q.pk for q in questions.bulk_create(new)]
     questions.bulk_update(changed, ["text", "choices", "answer", "updated_at"])
     result.updated += [q.pk for q in changed]
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """Explanation jobs for imported questions: new ones, and active ones that were there."""
+
+    created: int
+    active_before: int
+
+
+def enqueue_explanations(question_ids: list[int]) -> Enqueued:
+    """Queue an explanation job for each imported question that has no active one.
+
+    An active job of a changed question explains its new text too: a pending one reads the
+    question when it runs, and a running one's reply is dropped by the worker (it fences on
+    the question's content) and the job runs again."""
+    created = queue.enqueue_many(question_ids, JobKind.EXPLANATION)
+    jobs = StudyQuestionJob.objects.using(queue.database()).active()
+    active = 0
+    for start in range(0, len(question_ids), BATCH):
+        chunk = question_ids[start : start + BATCH]
+        active += jobs.filter(kind=JobKind.EXPLANATION, study_question_id__in=chunk).count()
+    return Enqueued(created=created, active_before=max(active - created, 0))
 
 
 def export_rows(

@@ -10,13 +10,16 @@ attributes, or over HTTP: ``POST /_control`` with JSON fields, ``GET /_stats``,
 ``GET /_gaps`` (idle ms between consecutive replies), ``GET /_busy`` (busy share),
 ``POST /_reset``.
 
+``held = True`` holds every reply until the test lets it go (``let_through(n)``: n replies).
+
 A reply "in ``delay`` seconds" is timed from the moment the request line arrives (or a
 queued request gets its slot), so the server's own parsing is not billed to the client.
 
 Faults (``fault`` for every request, or ``FAULT:<name>`` inside a question's text):
 ``500``, ``429`` (with ``Retry-After: retry_after``), ``503``, ``404`` (unknown model),
 ``400``, ``slow`` (answers after ``slow_seconds``), ``malformed`` (broken JSON),
-``null`` (content null), ``length`` (finish_reason "length"), ``drop`` (closes mid-stream),
+``null`` (content null), ``length`` (finish_reason "length"), ``filter`` (finish_reason
+"content_filter"), ``noreason`` (no finish_reason, then ``[DONE]``), ``drop`` (closes mid-stream),
 ``hangup`` (reads the request, then closes the connection without a byte of reply).
 """
 
@@ -56,10 +59,12 @@ class LLMServer:
         self.model_id = "test-model"
         self.answer = "Because 2 + 2 equals 4."
         self.ignore_stream = False  # answer with one JSON body even when asked to stream
+        self.held = False  # each reply waits for a pass (``let_through``) before it starts
         self.last_authorization = ""
         self.bodies: list[dict] = []  # every chat request's JSON body, in order
         self._lock = threading.Lock()
         self._slots: threading.Semaphore | None = None
+        self._passes = threading.Semaphore(0)
         self.requests = 0
         self.active = 0
         self.max_active = 0
@@ -127,6 +132,10 @@ class LLMServer:
         for sock in idle:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+    def let_through(self, replies: int = 1) -> None:
+        """Let that many held replies go on (see ``held``), now or when they come."""
+        self._passes.release(replies)
 
     def connections_open(self) -> int:
         with self._lock:
@@ -345,13 +354,20 @@ class LLMServer:
             """ "Generation" ends at the deadline, or at once when the client closes the
             connection (mlx_lm.server stops generating for a closed stream)."""
             sock = h.connection
-            while (remaining := deadline - time.monotonic()) > 0:
-                readable, _, _ = select.select([sock], [], [], min(remaining, 0.05))
+            held = self.held
+            while held or deadline > time.monotonic():
+                wait = 0.05 if held else min(deadline - time.monotonic(), 0.05)
+                readable, _, _ = select.select([sock], [], [], max(wait, 0.0))
                 if readable and not sock.recv(1, socket.MSG_PEEK):
                     raise ConnectionResetError("the client closed the stream")
+                if held and self._passes.acquire(blocking=False):
+                    held = False
 
         content: str | None = None if fault == "null" else self.answer
-        finish = "length" if fault == "length" else "stop"
+        # "filter": the server's content filter ended it; "noreason": no finish_reason at all.
+        finish = {"length": "length", "filter": "content_filter", "noreason": None}.get(
+            fault, "stop"
+        )
         usage = {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}
         if not body.get("stream") or self.ignore_stream:
             generate()

@@ -417,6 +417,61 @@ def test_choices_are_edited_one_per_line(admin_client, typed, stored):
     assert question.choices == stored
 
 
+@pytest.mark.parametrize("field", ["text", "choices", "answer"])
+@pytest.mark.parametrize("page", ["add", "change"])
+def test_a_nul_in_any_question_field_is_a_form_error(admin_client, field, page):
+    # PostgreSQL holds no NUL in text, nor as an escape in JSON: a form error, never a 500.
+    question = StudyQuestionFactory(text="Capital of France?", choices=["Paris", "Rome"])
+    if page == "add":
+        url = reverse("admin:studyqueue_studyquestion_add")
+    else:
+        url = reverse("admin:studyqueue_studyquestion_change", args=[question.pk])
+    data = _question_form(question, "Paris\nRome")
+    data[field] = "Ber\x00lin"
+    response = admin_client.post(url, data)
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == [field]
+    assert StudyQuestion.objects.count() == 1
+    question.refresh_from_db()
+    assert (question.text, question.choices) == ("Capital of France?", ["Paris", "Rome"])
+
+
+def test_a_choice_with_a_nul_names_the_choice(admin_client):
+    question = StudyQuestionFactory()
+    url = reverse("admin:studyqueue_studyquestion_change", args=[question.pk])
+    response = admin_client.post(url, _question_form(question, "Paris\nRo\x00me"))
+    assert response.context["adminform"].form.errors["choices"] == [
+        "Choice 2 holds a character that cannot be stored (a NUL or a lone surrogate)."
+    ]
+
+
+@pytest.mark.parametrize(
+    "model", ["studyquestionjob", "studyquestion", "explanationrevision", "queuepause"]
+)
+def test_a_nul_in_a_list_filter_or_search_is_no_server_error(admin_client, model):
+    StudyQuestionJobFactory(status="failed")
+    url = reverse(f"admin:studyqueue_{model}_changelist")
+    params = ("q", "status", "kind", "error_code", "prompt_version", "finish_reason", "review")
+    for param in params:
+        response = admin_client.get(url, {param: "a\x00"})
+        # The admin's own answer to parameters it cannot use: its list, flagged ?e=1.
+        assert (response.status_code, response.url) == (302, url + "?e=1"), param
+
+
+@pytest.mark.parametrize("selected", ["1\x00", "abc", str(2**63), "-1"])
+def test_a_crafted_selection_is_refused_with_a_message(admin_client, selected):
+    job = StudyQuestionJobFactory(status="failed")
+    response = admin_client.post(
+        JOBS_URL, {"action": "retry_jobs", "_selected_action": [str(job.pk), selected]}, follow=True
+    )
+    assert response.status_code == 200
+    assert [str(m) for m in get_messages(response.wsgi_request)] == [
+        "The selection holds something that is not an id; nothing was changed."
+    ]
+    assert StudyQuestionJob.objects.get(pk=job.pk).status == "failed"
+
+
 @pytest.mark.parametrize("value", [None, 42, True, "Paris", {"a": "b"}, ["ok", 3], ["ok", " "]])
 def test_the_model_refuses_choices_that_are_not_a_list_of_strings(value):
     from django.core.exceptions import ValidationError
@@ -499,3 +554,126 @@ def test_the_live_data_view_needs_the_same_permission(admin_client, client):
     staff = User.objects.create_user("nobody", password="pw", is_staff=True)
     client.force_login(staff)
     assert client.get(DATA_URL).status_code == 403
+
+
+# --------------------------------------------------------------------------- bulk actions at scale
+
+SCALE = 35_001  # the "select all" of the outside probe
+
+
+def many_jobs(count: int, status: str) -> list[int]:
+    """``count`` jobs in ``status``, each on its own question, made in bulk."""
+    questions = StudyQuestion.objects.bulk_create(
+        [StudyQuestion(text=f"Q{i}?") for i in range(count)], batch_size=2000
+    )
+    jobs = StudyQuestionJob.objects.bulk_create(
+        [StudyQuestionJob(study_question=q, kind="explanation", status=status) for q in questions],
+        batch_size=2000,
+    )
+    return sorted(j.pk for j in jobs)
+
+
+def act_on_all(client: Client, url: str, action: str, **filters: str) -> list[str]:
+    """The action on "select all N" of the (filtered) list, as the admin's page posts it."""
+    response = client.post(
+        url + ("?" + "&".join(f"{k}={v}" for k, v in filters.items()) if filters else ""),
+        {"action": action, "select_across": "1", "index": "0", "_selected_action": ["1"]},
+        follow=True,
+    )
+    assert response.status_code == 200
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_skip_then_retry_of_35001_jobs_finish_and_are_logged_once(admin_client, admin_user):
+    ids = many_jobs(SCALE, "pending")
+    assert act_on_all(admin_client, JOBS_URL, "skip_jobs", status="pending") == [
+        f"Skipped {SCALE} job(s)."
+    ]
+    assert StudyQuestionJob.objects.filter(status="skipped").count() == SCALE
+    assert act_on_all(admin_client, JOBS_URL, "retry_jobs", status="skipped") == [
+        f"Retried {SCALE} job(s)."
+    ]
+    assert StudyQuestionJob.objects.filter(status="pending", attempts=0).count() == SCALE
+    # One entry per action, naming every job (as id ranges), not 35,001 entries.
+    skip_entry, retry_entry = LogEntry.objects.order_by("pk")
+    expected = f"{ids[0]}-{ids[-1]}"
+    assert skip_entry.user == retry_entry.user == admin_user
+    assert skip_entry.object_repr == f"{SCALE} study question jobs"
+    assert skip_entry.get_change_message() == f"Skipped by an operator: {SCALE} (ids {expected})"
+    assert retry_entry.get_change_message() == (
+        f"Retried: back to pending, attempts reset: {SCALE} (ids {expected})"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_regenerate_of_35001_questions_finishes_and_is_logged_once(admin_client):
+    many_jobs(SCALE, "completed")
+    assert act_on_all(admin_client, QUESTIONS_URL, "regenerate_explanation") == [
+        f"Queued {SCALE} explanation job(s); 0 already queued."
+    ]
+    assert StudyQuestionJob.objects.filter(status="pending").count() == SCALE
+    (entry,) = LogEntry.objects.all()
+    assert entry.get_change_message().startswith(
+        f"Regenerate explanation: {SCALE} job(s) queued for {SCALE} selected question(s)"
+    )
+
+
+def test_a_selection_over_the_limit_changes_nothing_and_names_the_command(
+    admin_client, monkeypatch
+):
+    from studyqueue.admin import common
+
+    monkeypatch.setattr(common, "ACTION_LIMIT", 3)  # a test-sized limit
+    for _ in range(4):
+        StudyQuestionJobFactory(status="failed")
+    (message,) = act_on_all(admin_client, JOBS_URL, "retry_jobs")
+    assert message.startswith("Nothing changed: the admin acts on at most 3 rows at once.")
+    assert "manage.py retryjobs" in message
+    (message,) = act_on_all(admin_client, JOBS_URL, "skip_jobs")
+    assert "manage.py skipjobs" in message
+    (message,) = act_on_all(admin_client, QUESTIONS_URL, "regenerate_explanation")
+    assert "manage.py enqueue" in message
+    (message,) = act_on_all(admin_client, QUESTIONS_URL, "download_csv")
+    assert "manage.py exportexplanations" in message
+    assert StudyQuestionJob.objects.filter(status="failed").count() == 4
+    assert not LogEntry.objects.exists()
+    # Three are within the limit: done, with an entry each (small sets keep per-row history).
+    for job in StudyQuestionJob.objects.all()[:1]:
+        StudyQuestionJob.objects.filter(pk=job.pk).update(status="completed")
+    assert act_on_all(admin_client, JOBS_URL, "retry_jobs", status="failed") == [
+        "Retried 3 job(s)."
+    ]
+    assert LogEntry.objects.count() == 3
+
+
+def test_deleting_more_questions_than_the_delete_limit_is_refused(admin_client, monkeypatch):
+    from studyqueue.admin import questions
+
+    monkeypatch.setattr(questions, "DELETE_LIMIT", 2)
+    for _ in range(3):
+        StudyQuestionFactory()
+    (message,) = act_on_all(admin_client, QUESTIONS_URL, "delete_selected")
+    assert message.startswith("Nothing deleted: select at most 2 questions")
+    assert StudyQuestion.objects.count() == 3
+    page = admin_client.post(
+        QUESTIONS_URL + "?q=What",
+        {"action": "delete_selected", "_selected_action": [StudyQuestion.objects.first().pk]},
+    )
+    assert "Are you sure" in page.content.decode()  # Django's own confirmation, as before
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_the_csv_download_of_a_big_selection_reads_in_batches(admin_client):
+    count = 33_000  # one query with these ids is past SQLite's 32,766 bound parameters
+    many_jobs(count, "completed")
+    StudyQuestion.objects.update(explanation="Because.")
+    response = admin_client.post(
+        QUESTIONS_URL,
+        {"action": "download_csv", "select_across": "1", "index": "0", "_selected_action": ["1"]},
+    )
+    lines = b"".join(response.streaming_content).decode().splitlines()
+    assert len(lines) == count + 1  # the header

@@ -32,6 +32,9 @@ def test_flags_for():
     assert quality.flags_for(KOREAN, LONG_ENGLISH, "stop") == ["wrong_script"]
     assert quality.flags_for("Why?", "Because.", "length") == ["truncated", "too_short"]
     assert quality.flags_for("2 + 2?", "4 " * 30, "stop") == []  # no letters: no script
+    # Only "stop" is a finished answer; every other ending (or none) is flagged.
+    for reason in ("content_filter", "tool_calls", "function_call", "abort", ""):
+        assert quality.flags_for(KOREAN, LONG_KOREAN, reason) == ["unfinished"], reason
 
 
 @pytest.mark.django_db(transaction=True)
@@ -42,10 +45,15 @@ def test_flags_for():
         (KOREAN, LONG_KOREAN, "", []),
         ("What is 2 + 2?", "Four.", "", ["too_short"]),
         ("What is 2 + 2?", LONG_ENGLISH, "length", ["truncated"]),
+        ("What is 2 + 2?", LONG_ENGLISH, "filter", ["unfinished"]),
+        ("What is 2 + 2?", LONG_ENGLISH, "noreason", ["unfinished"]),
     ],
 )
-def test_real_replies_are_flagged(llm_server, make_consumer, question, answer, fault, flags):
-    llm_server.configure(answer=answer, fault=fault)
+@pytest.mark.parametrize("ignore_stream", [False, True], ids=["stream", "whole-json"])
+def test_real_replies_are_flagged(
+    llm_server, make_consumer, question, answer, fault, flags, ignore_stream
+):
+    llm_server.configure(answer=answer, fault=fault, ignore_stream=ignore_stream)
     queue.enqueue(StudyQuestionFactory(text=question))
     assert make_consumer().run_cycle().outcomes == {"completed": 1}
     stored = StudyQuestion.objects.get()
@@ -75,3 +83,33 @@ def test_a_flag_set_to_retry_retries_once_with_doubled_max_tokens(
     question = StudyQuestion.objects.get()
     assert question.current_revision == second, "the retry's reply is current"
     assert first.flags == second.flags == ["truncated"], "still cut: flagged, not retried again"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reply_without_a_finish_reason_keeps_its_ending_on_the_revision(
+    llm_server, make_consumer
+):
+    llm_server.configure(answer=LONG_ENGLISH, fault="noreason")  # [DONE] came, no reason
+    queue.enqueue(StudyQuestionFactory(text="Why is Seoul the capital?"))
+    make_consumer().run_cycle()
+    revision = ExplanationRevision.objects.get()
+    assert (revision.finish_reason, revision.flags) == ("", ["unfinished"])
+    question = StudyQuestion.objects.get()
+    assert (question.explanation_truncated, question.explanation_flags) == (False, ["unfinished"])
+    assert list(StudyQuestion.objects.needs_review()) == [question]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_unfinished_is_a_flag_quality_retry_accepts(llm_server, settings, make_consumer):
+    from django.core.management import call_command
+
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "QUALITY_RETRY": "unfinished"}
+    call_command("check")  # E008 would refuse an unknown flag
+    llm_server.configure(answer=LONG_ENGLISH, fault="filter")
+    queue.enqueue(StudyQuestionFactory(text="Why is Seoul the capital?"))
+    assert make_consumer().run_cycle().outcomes == {"retrying": 1, "completed": 1}
+    assert [body["max_tokens"] for body in llm_server.bodies] == [1024, 1024]
+    assert [r.finish_reason for r in ExplanationRevision.objects.order_by("pk")] == [
+        "content_filter",
+        "content_filter",
+    ]

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import QuerySet
 from django.db.models.functions import Left
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -18,9 +19,13 @@ from studyqueue.admin.common import (
     EXCERPT,
     MAX_ID,
     CappedCountPaginator,
+    GuardedInputAdmin,
     StaleFilter,
     excerpt,
+    log_change_set,
     long_text,
+    refuse_selection,
+    selected_ids,
     short_duration,
     status_badge,
 )
@@ -33,7 +38,7 @@ from studyqueue.models import (
 
 
 @admin.register(StudyQuestionJob)
-class StudyQuestionJobAdmin(admin.ModelAdmin):
+class StudyQuestionJobAdmin(GuardedInputAdmin):
     list_display = (
         "id",
         "question_link",
@@ -199,14 +204,24 @@ class StudyQuestionJobAdmin(admin.ModelAdmin):
 
     # -- actions
 
-    def _log_each(self, request: HttpRequest, ids: list[int], message: str) -> None:
-        for job in StudyQuestionJob.objects.filter(pk__in=ids):
-            self.log_change(request, job, message)
-
     @admin.action(permissions=["retry"], description="Retry selected failed or skipped jobs")
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
-        result = queue.retry(queryset.values_list("pk", flat=True))
-        self._log_each(request, result.retried, "Retried: back to pending, attempts reset")
+        ids = selected_ids(queryset)
+        if ids is None:
+            refuse_selection(
+                self,
+                request,
+                "manage.py retryjobs [--status failed|skipped] [--kind K] [--error-code CODE]",
+            )
+            return None
+        with transaction.atomic(using=queue.database()):  # the change and its log entry
+            result = queue.retry(ids)
+            log_change_set(
+                request,
+                StudyQuestionJob,
+                result.retried,
+                "Retried: back to pending, attempts reset",
+            )
         self.message_user(request, f"Retried {len(result.retried)} job(s).", messages.SUCCESS)
         problems = []
         if result.wrong_state:
@@ -224,8 +239,17 @@ class StudyQuestionJobAdmin(admin.ModelAdmin):
 
     @admin.action(permissions=["skip"], description="Skip selected pending or processing jobs")
     def skip_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
-        result = queue.skip(queryset.values_list("pk", flat=True))
-        self._log_each(request, result.skipped, "Skipped by an operator")
+        ids = selected_ids(queryset)
+        if ids is None:
+            refuse_selection(
+                self,
+                request,
+                "manage.py skipjobs [--status pending|processing] [--kind K] [--error-code CODE]",
+            )
+            return None
+        with transaction.atomic(using=queue.database()):
+            result = queue.skip(ids)
+            log_change_set(request, StudyQuestionJob, result.skipped, "Skipped by an operator")
         self.message_user(request, f"Skipped {len(result.skipped)} job(s).", messages.SUCCESS)
         if result.wrong_state:
             self.message_user(
@@ -236,15 +260,35 @@ class StudyQuestionJobAdmin(admin.ModelAdmin):
 
     @admin.action(permissions=["reset_stale"], description="Reset selected stale jobs")
     def reset_stale_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
-        ids = list(queryset.values_list("pk", flat=True))
-        result = queue.reset_stale(job_ids=ids)
+        ids = selected_ids(queryset)
+        if ids is None:
+            refuse_selection(self, request, "manage.py resetstale")
+            return None
+        reset: list[int] = []
+        failed: list[int] = []
+        batch = queue.operator_batch()
+        with transaction.atomic(using=queue.database()):
+            for start in range(0, len(ids), batch):
+                part = queue.reset_stale(job_ids=ids[start : start + batch])
+                reset += part.reset_ids
+                failed += part.failed_ids
+            result = queue.StaleResult(
+                reset=len(reset), failed=len(failed), reset_ids=reset, failed_ids=failed
+            )
+            self._log_stale(request, result)
         self._report_stale(request, result, selected=len(ids))
+
+    def _log_stale(self, request: HttpRequest, result: queue.StaleResult) -> None:
+        log_change_set(
+            request, StudyQuestionJob, result.reset_ids, "Reset as stale: back to pending"
+        )
+        log_change_set(
+            request, StudyQuestionJob, result.failed_ids, "Stale with no attempts left: failed"
+        )
 
     def _report_stale(
         self, request: HttpRequest, result: queue.StaleResult, selected: int | None
     ) -> None:
-        self._log_each(request, result.reset_ids, "Reset as stale: back to pending")
-        self._log_each(request, result.failed_ids, "Stale with no attempts left: failed")
         self.message_user(
             request,
             f"Reset {result.reset} stale job(s) to pending; {result.failed} ended failed "
@@ -277,7 +321,10 @@ class StudyQuestionJobAdmin(admin.ModelAdmin):
             return HttpResponse("POST required", status=405)
         if not self.has_reset_stale_permission(request):
             raise PermissionDenied
-        self._report_stale(request, queue.reset_stale(), selected=None)
+        with transaction.atomic(using=queue.database()):
+            result = queue.reset_stale()
+            self._log_stale(request, result)
+        self._report_stale(request, result, selected=None)
         return HttpResponseRedirect(reverse("admin:studyqueue_studyquestionjob_changelist"))
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:

@@ -14,11 +14,12 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from studyqueue import queue
+from studyqueue.admin.common import GuardedInputAdmin
 from studyqueue.models import QueuePause
 
 
 @admin.register(QueuePause)
-class QueuePauseAdmin(admin.ModelAdmin):
+class QueuePauseAdmin(GuardedInputAdmin):
     list_display = ("scope", "reason", "paused_by", "paused_at")
     fields = ("kind", "reason", "paused_by", "paused_at")
     readonly_fields = ("paused_by", "paused_at")

@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any, cast
 
 from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Left
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import path, reverse
+from django.utils.formats import number_format
 from django.utils.html import format_html
+from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue import quality, queue, transfer
-from studyqueue.admin.common import EXCERPT, CappedCountPaginator, excerpt, long_text, status_badge
+from studyqueue.admin.common import (
+    EXCERPT,
+    CappedCountPaginator,
+    GuardedInputAdmin,
+    excerpt,
+    log_change_set,
+    long_text,
+    refuse_selection,
+    selected_ids,
+    status_badge,
+)
 from studyqueue.forms import StudyQuestionForm
 from studyqueue.models import (
     ExplanationRevision,
@@ -24,6 +39,10 @@ from studyqueue.models import (
     StudyQuestionJob,
 )
 from studyqueue.prompts import current_version
+
+# Django's delete confirmation lists each question with its revisions and jobs: a page of
+# this many questions is already long; the delete itself runs in one request too.
+DELETE_LIMIT = 1_000
 
 
 class HasExplanationFilter(admin.SimpleListFilter):
@@ -150,7 +169,7 @@ class DeferringChangeList(ChangeList):
 
 
 @admin.register(StudyQuestion)
-class StudyQuestionAdmin(admin.ModelAdmin):
+class StudyQuestionAdmin(GuardedInputAdmin):
     list_display = ("id", "text_excerpt", "has_explanation", "latest_job", "explained_at")
     list_display_links = ("id", "text_excerpt")
     list_filter = (ExplanationStateFilter, ReviewFilter, HasExplanationFilter)
@@ -158,7 +177,7 @@ class StudyQuestionAdmin(admin.ModelAdmin):
     show_full_result_count = False
     paginator = CappedCountPaginator
     ordering = ("-id",)
-    actions = ("regenerate_explanation", "download_csv")
+    actions = ("regenerate_explanation", "download_csv", "delete_selected")
     inlines = (RevisionInline, JobInline)
     form = StudyQuestionForm
     readonly_fields = (
@@ -255,21 +274,61 @@ class StudyQuestionAdmin(admin.ModelAdmin):
         return format_html("{} {}", getattr(question, "latest_kind", ""), status_badge(status))
 
     @admin.action(permissions=["view"], description="Download explanations as CSV")
-    def download_csv(self, request: HttpRequest, queryset: QuerySet) -> StreamingHttpResponse:
-        ids = list(queryset.values_list("pk", flat=True))
+    def download_csv(
+        self, request: HttpRequest, queryset: QuerySet
+    ) -> StreamingHttpResponse | None:
+        ids = selected_ids(queryset)
+        if ids is None:
+            refuse_selection(self, request, "manage.py exportexplanations --format csv")
+            return None
+        # Read in id batches: one query with 50,000 ids is past SQLite's parameter limit.
+        batch = queue.operator_batch()
+        rows = chain.from_iterable(
+            transfer.export_rows(ids=ids[start : start + batch])
+            for start in range(0, len(ids), batch)
+        )
         response = StreamingHttpResponse(
-            transfer.lines(transfer.export_rows(ids=ids), "csv"),
-            content_type="text/csv; charset=utf-8",
+            transfer.lines(rows, "csv"), content_type="text/csv; charset=utf-8"
         )
         response["Content-Disposition"] = 'attachment; filename="explanations.csv"'
         return response
 
     @admin.action(permissions=["change"], description="Regenerate explanation")
     def regenerate_explanation(self, request: HttpRequest, queryset: QuerySet) -> None:
-        ids = list(queryset.values_list("pk", flat=True))
-        created = queue.enqueue_many(ids, JobKind.EXPLANATION)
+        ids = selected_ids(queryset)
+        if ids is None:
+            refuse_selection(
+                self, request, "manage.py enqueue --outdated | --missing | --question ID …"
+            )
+            return None
+        with transaction.atomic(using=queue.database()):  # the jobs and their log entry
+            created = queue.enqueue_many(ids, JobKind.EXPLANATION)
+            log_change_set(
+                request,
+                StudyQuestion,
+                ids,
+                f"Regenerate explanation: {created} job(s) queued for {len(ids)} selected "
+                "question(s); the others already had one",
+            )
         self.message_user(
             request,
             f"Queued {created} explanation job(s); {len(ids) - created} already queued.",
             messages.SUCCESS,
         )
+
+    @admin.action(permissions=["delete"], description=gettext_lazy("Delete selected questions"))
+    def delete_selected(self, request: HttpRequest, queryset: QuerySet) -> Any:
+        """Django's own delete (confirmation page, admin log), for at most ``DELETE_LIMIT``
+        questions: its page lists every question with its revisions and jobs."""
+        if queryset.order_by().values("pk")[: DELETE_LIMIT + 1].count() > DELETE_LIMIT:
+            self.message_user(
+                request,
+                gettext(
+                    "Nothing deleted: select at most %(limit)s questions to delete at once "
+                    "(narrow the list with the filters)."
+                )
+                % {"limit": number_format(DELETE_LIMIT, force_grouping=True)},
+                messages.ERROR,
+            )
+            return None
+        return delete_selected(self, request, queryset)

@@ -11,12 +11,12 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from studyqueue import revisions
-from studyqueue.admin.common import excerpt, long_text
+from studyqueue.admin.common import GuardedInputAdmin, excerpt, long_text
 from studyqueue.models import ExplanationRevision
 
 
 @admin.register(ExplanationRevision)
-class ExplanationRevisionAdmin(admin.ModelAdmin):
+class ExplanationRevisionAdmin(GuardedInputAdmin):
     list_display = (
         "id",
         "question_link",

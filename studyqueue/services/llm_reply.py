@@ -73,7 +73,7 @@ class LLMReply:
 
     content: str
     model: str
-    finish_reason: str
+    finish_reason: str  # as the server said it ("stop", "length", ...); "" if it said none
     prompt_tokens: int | None
     completion_tokens: int | None
     elapsed_ms: int
@@ -245,7 +245,7 @@ class ReplyParser:
         return LLMReply(
             content=content,
             model=self.model,
-            finish_reason=self.finish_reason or "stop",
+            finish_reason=self.finish_reason,  # "" when the server gave none: not a "stop"
             prompt_tokens=_tokens(self.usage.get("prompt_tokens")),
             completion_tokens=_tokens(self.usage.get("completion_tokens")),
             elapsed_ms=int((now - self.started) * 1000),

@@ -15,6 +15,7 @@ from studyqueue.prompts import PromptVersion, build_messages, current_version
 from studyqueue.services.llm import LLMError, LLMReply
 from studyqueue.services.mlx_gate import GateTimeout
 from studyqueue.workers.base import (
+    MAX_FREE_RELEASES,
     Outcome,
     WorkContext,
     fail_job,
@@ -41,6 +42,26 @@ def _quality_retry(job: StudyQuestionJob, flags: list[str]) -> str | None:
     return wanted[0]
 
 
+def _question_changed(job: StudyQuestionJob, question: StudyQuestion) -> Outcome:
+    """The question was edited (re-import, admin) during the call: the reply explains text
+    it no longer has. Nothing is stored; the job runs again on the new content, free of an
+    attempt at most ``MAX_FREE_RELEASES`` times in a row (a question rewritten on every
+    call still ends), then as a counted, transient failure."""
+    logger.warning(
+        "study_reply_dropped id=%s question=%s reason=question_changed free_releases=%s",
+        job.pk,
+        question.pk,
+        job.free_releases,
+    )
+    message = "the question changed during the LLM call; its reply was dropped"
+    if job.free_releases < MAX_FREE_RELEASES:
+        applied = queue.release(
+            job, code=ErrorCode.QUESTION_CHANGED, message=message, reached_server=True
+        )
+        return Outcome.RELEASED if applied else Outcome.LOST
+    return outcome_of(queue.fail(job, ErrorCode.QUESTION_CHANGED, message))
+
+
 def store(
     job: StudyQuestionJob,
     question: StudyQuestion,
@@ -49,10 +70,25 @@ def store(
     db: str,
 ) -> Outcome:
     """Keep the reply as a revision and, in the same transaction, either complete the job
-    and make the revision current, or (a flag set to retry) run the job once more; fenced."""
+    and make the revision current, or (a flag set to retry) run the job once more; fenced
+    by the claim token and by the question's content (``question`` as the prompt saw it)."""
     flags = quality.flags_for(question.text, reply.content, reply.finish_reason)
     retry_for = _quality_retry(job, flags)
     with transaction.atomic(using=db):
+        # Locked until the commit: an edit waits, then finds the explanation stored (and an
+        # import queues a new job); or it came first, and the content no longer matches.
+        # NO KEY: inserting a job that refers to the question is not blocked.
+        now = (
+            StudyQuestion.objects.using(db)
+            .select_for_update(no_key=True)
+            .only("text", "choices", "answer")
+            .filter(pk=question.pk)
+            .first()
+        )
+        if now is None:
+            return _question_missing(job)
+        if now.content_hash() != question.content_hash():
+            return _question_changed(job, question)
         if retry_for is not None:
             # A cut reply gets room to finish; other flags retry as they were.
             doubled = (job.max_tokens or conf.LLM_MAX_TOKENS) * 2
@@ -84,6 +120,10 @@ def store(
                 )
             return Outcome.COMPLETED
         transaction.set_rollback(True, using=db)  # undo "completed": nothing was stored
+    return _question_missing(job)
+
+
+def _question_missing(job: StudyQuestionJob) -> Outcome:
     message = "the question was deleted while its explanation was being written"
     return outcome_of(queue.fail(job, ErrorCode.QUESTION_MISSING, message))
 

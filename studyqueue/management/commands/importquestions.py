@@ -13,8 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.translation import gettext as _
 from tqdm import tqdm
 
-from studyqueue import queue, transfer
-from studyqueue.models import JobKind
+from studyqueue import transfer
 
 SHOWN_ERRORS = 50
 
@@ -62,8 +61,12 @@ class Command(BaseCommand):
         result = transfer.store(parsed.rows, self._progress(len(parsed.rows)))
         queued = ""
         if enqueue:
-            created = queue.enqueue_many(result.created + result.updated, JobKind.EXPLANATION)
-            queued = f"; queued {created} explanation job(s)"
+            jobs = transfer.enqueue_explanations(result.created + result.updated)
+            queued = f"; queued {jobs.created} explanation job(s)"
+            if jobs.active_before:
+                queued += _(", %(count)s already queued or running (they explain the new text)") % {
+                    "count": jobs.active_before
+                }
         self.stdout.write(
             f"Imported {len(parsed.rows)} row(s): {len(result.created)} created, "
             f"{len(result.updated)} updated, {result.unchanged} unchanged{queued}."

@@ -1,0 +1,176 @@
+"""A question changed while its job is calling the LLM: the reply written for the old content is
+never stored for the new one, and the job runs again on the new content (re-import with
+--enqueue, the admin's edit); a question rewritten on every call still ends."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connections
+from django.test import Client
+from django.urls import reverse
+
+from studyqueue import queue
+from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+OLD_TEXT, NEW_TEXT = "What is the capital of Australia?", "What is the capital of Canada?"
+OLD_REPLY = "Canberra is the capital of Australia: a compromise between Sydney and Melbourne."
+NEW_REPLY = "Ottawa is the capital of Canada: Queen Victoria chose it in 1857, far from the border."
+
+
+def write_jsonl(path: Path, text: str) -> str:
+    path.write_text(json.dumps({"text": text, "external_id": "q1"}) + "\n")
+    return str(path)
+
+
+def import_file(file: str, *options: str) -> str:
+    out = StringIO()
+    call_command("importquestions", file, *options, stdout=out, stderr=StringIO())
+    return out.getvalue().strip()
+
+
+def during_the_call(llm_server, change: Callable[[], None], after: int = 1) -> threading.Thread:  # type: ignore[no-untyped-def]
+    """In another thread (its own database connection): once the ``after``-th call is being
+    answered and held, ``change`` the question, then let the replies go."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            wait_for(
+                lambda: llm_server.stats()["requests"] >= after and llm_server.stats()["active"],
+                what="the LLM call",
+            )
+            change()
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            errors.append(exc)
+        finally:
+            llm_server.configure(answer=NEW_REPLY)  # what the next call gets
+            llm_server.let_through(2)
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.errors = errors  # type: ignore[attr-defined]
+    thread.start()
+    return thread
+
+
+def test_a_reimport_during_the_call_is_explained_for_its_new_text(
+    llm_server, make_consumer, tmp_path
+):
+    first = import_file(write_jsonl(tmp_path / "a.jsonl", OLD_TEXT), "--enqueue")
+    assert first.endswith("1 created, 0 updated, 0 unchanged; queued 1 explanation job(s).")
+    llm_server.configure(answer=OLD_REPLY, held=True)
+    outputs: list[str] = []
+    changed = write_jsonl(tmp_path / "b.jsonl", NEW_TEXT)
+    watcher = during_the_call(llm_server, lambda: outputs.append(import_file(changed, "--enqueue")))
+    result = make_consumer().run_cycle()
+    watcher.join()
+    assert watcher.errors == []  # type: ignore[attr-defined]
+    # Truthful: the running job was there, and it explains the new text.
+    assert outputs == [
+        "Imported 1 row(s): 0 created, 1 updated, 0 unchanged; queued 0 explanation job(s), "
+        "1 already queued or running (they explain the new text)."
+    ]
+    assert result.outcomes == {"released": 1, "completed": 1}
+    prompts = [body["messages"][-1]["content"] for body in llm_server.bodies]
+    assert [OLD_TEXT in p for p in prompts] == [True, False]
+    assert [NEW_TEXT in p for p in prompts] == [False, True]
+    question = StudyQuestion.objects.get()
+    assert (question.text, question.explanation) == (NEW_TEXT, NEW_REPLY)
+    assert list(ExplanationRevision.objects.values_list("text", flat=True)) == [NEW_REPLY]
+    job = StudyQuestionJob.objects.get()
+    # The dropped reply cost no attempt.
+    assert (job.status, job.attempts, job.free_releases) == ("completed", 1, 0)
+
+
+def test_an_admin_edit_during_the_call_is_explained_for_its_new_text(
+    llm_server, make_consumer, admin_user
+):
+    question = StudyQuestion.objects.create(text=OLD_TEXT, choices=["Sydney", "Canberra"])
+    queue.enqueue(question)
+    llm_server.configure(answer=OLD_REPLY, held=True)
+
+    def edit() -> None:
+        client = Client()
+        client.force_login(admin_user)
+        url = reverse("admin:studyqueue_studyquestion_change", args=[question.pk])
+        response = client.post(
+            url,
+            {
+                "text": NEW_TEXT,
+                "choices": "Toronto\nOttawa",
+                "answer": "",
+                "jobs-TOTAL_FORMS": "0",
+                "jobs-INITIAL_FORMS": "0",
+                "revisions-TOTAL_FORMS": "0",
+                "revisions-INITIAL_FORMS": "0",
+            },
+        )
+        assert response.status_code == 302
+
+    watcher = during_the_call(llm_server, edit)
+    assert make_consumer().run_cycle().outcomes == {"released": 1, "completed": 1}
+    watcher.join()
+    assert watcher.errors == []  # type: ignore[attr-defined]
+    question.refresh_from_db()
+    assert (question.choices, question.explanation) == (["Toronto", "Ottawa"], NEW_REPLY)
+    assert "Ottawa" in llm_server.bodies[-1]["messages"][-1]["content"]
+    assert ExplanationRevision.objects.get().text == NEW_REPLY
+
+
+def test_a_question_rewritten_on_every_call_still_ends(llm_server, make_consumer, settings):
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "MAX_ATTEMPTS": 1}
+    question = StudyQuestion.objects.create(text="Version 0?")
+    job = queue.enqueue(question).job
+    llm_server.configure(answer=OLD_REPLY, held=True)
+    errors: list[BaseException] = []
+
+    def rewrite_every_call() -> None:
+        try:
+            for call in range(1, 4):
+                wait_for(
+                    lambda call=call: (
+                        llm_server.stats()["requests"] == call and llm_server.stats()["active"]
+                    ),
+                    what=f"call {call}",
+                )
+                StudyQuestion.objects.filter(pk=question.pk).update(text=f"Version {call}?")
+                llm_server.let_through()
+        except BaseException as exc:
+            errors.append(exc)
+            llm_server.let_through(3)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=rewrite_every_call)
+    thread.start()
+    result = make_consumer().run_cycle()
+    thread.join()
+    assert errors == []
+    # Two free runs again (MAX_FREE_RELEASES), then the attempt counts: the last one.
+    assert result.outcomes == {"released": 2, "failed": 1}
+    job.refresh_from_db()
+    assert (job.status, job.error_code, job.attempts) == ("failed", "question_changed", 1)
+    assert llm_server.stats()["requests"] == 3
+    assert not ExplanationRevision.objects.exists()
+    assert StudyQuestion.objects.get().explanation == ""
+
+
+def test_a_change_after_the_reply_was_stored_gets_a_new_job(llm_server, make_consumer, tmp_path):
+    import_file(write_jsonl(tmp_path / "a.jsonl", OLD_TEXT), "--enqueue")
+    llm_server.configure(answer=OLD_REPLY)
+    make_consumer().run_cycle()
+    out = import_file(write_jsonl(tmp_path / "b.jsonl", NEW_TEXT), "--enqueue")
+    assert out.endswith("0 created, 1 updated, 0 unchanged; queued 1 explanation job(s).")
+    llm_server.configure(answer=NEW_REPLY)
+    make_consumer().run_cycle()
+    assert StudyQuestion.objects.get().explanation == NEW_REPLY

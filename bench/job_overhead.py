@@ -61,8 +61,8 @@ def main() -> None:
     from studyqueue import queue
     from studyqueue.models import StudyQuestion, StudyQuestionJob
     from studyqueue.prompts import build_messages, current_version
+    from studyqueue.services.gate import LLMGate
     from studyqueue.services.llm import LLMClient, LLMReply
-    from studyqueue.services.mlx_gate import MLXGate
     from studyqueue.workers.explanation import store as store_reply
     from tests.llm_server import LLMServerProcess
 
@@ -97,7 +97,7 @@ def main() -> None:
             return await asyncio.get_running_loop().run_in_executor(thread, fn, *args)
 
         async def go() -> float:
-            shared = MLXGate(server.url, run_db=run_db, permits=1, timeout=5, db=db)
+            shared = LLMGate(server.url, run_db=run_db, permits=1, timeout=5, db=db)
             started = time.perf_counter()
             for _ in range(n):
                 async with shared.slot():

@@ -30,12 +30,12 @@ from typing import Any, TypeVar
 
 from django.db import DatabaseError, close_old_connections, connections
 
-from studyqueue import consumers, queue
+from studyqueue import presence, queue
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode, StudyQuestionJob
 from studyqueue.services.breaker import CircuitBreaker
+from studyqueue.services.gate import LLMGate
 from studyqueue.services.llm import LLMClient
-from studyqueue.services.mlx_gate import MLXGate
 from studyqueue.workers import registry
 from studyqueue.workers.base import Outcome, WorkContext, fail_job, release_job
 
@@ -112,7 +112,7 @@ class Consumer:
         self._runner = asyncio.Runner()
         self.breaker = CircuitBreaker()
         self.client = LLMClient.from_settings()
-        self.gate = MLXGate(
+        self.gate = LLMGate(
             self.client.redact(conf.LLM_URL),  # names the gate in messages: no secrets
             permits=conf.GATE_PERMITS,
             timeout=conf.GATE_TIMEOUT_SECONDS,
@@ -176,7 +176,7 @@ class Consumer:
             if not self._started:
                 llm_url = self.client.redact(conf.LLM_URL)
                 await self.claims_db(
-                    consumers.record_start, self.worker_id, interval=self.interval, llm_url=llm_url
+                    presence.record_start, self.worker_id, interval=self.interval, llm_url=llm_url
                 )
                 self._started = True
             await self.report()
@@ -231,7 +231,7 @@ class Consumer:
         if if_due and time.monotonic() - self._reported_at < self.interval / 2:
             return
         breaker, error = self.breaker, self.breaker.last_error
-        report = consumers.Report(
+        report = presence.Report(
             jobs_running=len(self._jobs),
             completed_since_last=self._completed_unreported,
             breaker_open=not breaker.allows(),
@@ -239,7 +239,7 @@ class Consumer:
             breaker_error=error.code if error and breaker.failures else "",
         )
         try:
-            await self.claims_db(consumers.record_report, self.worker_id, report)
+            await self.claims_db(presence.record_report, self.worker_id, report)
         except DatabaseError as exc:
             logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
             return
@@ -368,7 +368,7 @@ class Consumer:
         self._closed = True
         if self._started:
             try:
-                self._runner.run(self.claims_db(consumers.record_stop, self.worker_id))
+                self._runner.run(self.claims_db(presence.record_stop, self.worker_id))
             except DatabaseError as exc:
                 logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
         self._runner.run(self.client.aclose())

@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.db import DatabaseError, connections
 from django.utils.translation import gettext, ngettext
 
-from studyqueue import consumers, queue
+from studyqueue import presence, queue
 from studyqueue.conf import conf
 from studyqueue.models import QueueConsumer
 from studyqueue.services.llm import (
@@ -75,7 +75,7 @@ def check_db() -> Check:
 def check_consumer() -> Check:
     """At least one consumer ran a cycle within two of its intervals."""
     try:
-        live = [c for c in consumers.consumer_states() if c.state == "live"]
+        live = [c for c in presence.consumer_states() if c.state == "live"]
     except DatabaseError as exc:
         return Check("consumer", False, f"cannot read the consumers ({type(exc).__name__})")
     if not live:
@@ -134,7 +134,7 @@ def llm_targets() -> list[LLMTarget]:
         return LLMTarget(shown, who, own_url, own_key)
 
     try:
-        live = [c.record for c in consumers.consumer_states() if c.state == "live"]
+        live = [c.record for c in presence.consumer_states() if c.state == "live"]
     except DatabaseError:
         live = []
     if not live:

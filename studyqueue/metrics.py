@@ -16,7 +16,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from studyqueue import consumers, queue
+from studyqueue import presence, queue
 from studyqueue.models import ACTIVE_STATUSES, JobKind, JobStatus, QueuePause, StudyQuestionJob
 
 # LLM call durations (seconds): from short answers to minutes on a real GPU box.
@@ -121,7 +121,7 @@ class QueueCollector(Collector):
         return family
 
     def _consumers(self) -> Iterator[Metric]:
-        states = consumers.consumer_states()
+        states = presence.consumer_states()
         alive = GaugeMetricFamily(
             "studyqueue_consumers", "Consumers seen in the last day, by state.", labels=["state"]
         )

@@ -12,9 +12,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from studyqueue import dashboard
 from studyqueue.admin import STATUS_COLOURS
 from studyqueue.models import JobStatus, StudyQuestion, StudyQuestionJob
+from studyqueue.stats import collect
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 
 pytestmark = pytest.mark.django_db
@@ -265,7 +265,7 @@ def test_dashboard_numbers_on_a_known_data_set(admin_client):
         kind="session_summary", status="skipped", completed_at=now, error_code="unsupported_kind"
     )
 
-    stats = dashboard.collect(now)
+    stats = collect(now)
     assert stats.active == {"pending": {"explanation": 4}, "processing": {"explanation": 2}}
     assert stats.finished_24h == {
         "completed": {"explanation": 4},

@@ -12,7 +12,6 @@ from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils.formats import number_format
 
-from studyqueue import dashboard
 from studyqueue.admin.common import short_duration, status_badge
 from studyqueue.conf import conf
 from studyqueue.models import (
@@ -20,6 +19,7 @@ from studyqueue.models import (
     JobStatus,
     QueueDashboard,
 )
+from studyqueue.stats import DashboardStats, collect
 
 REFRESH_SECONDS = 5
 
@@ -28,7 +28,7 @@ def _pct(value: float, top: float) -> float:
     return round(100.0 * value / top, 1) if top else 0.0
 
 
-def _chart_rows(stats: dashboard.DashboardStats) -> dict[str, Any]:
+def _chart_rows(stats: DashboardStats) -> dict[str, Any]:
     """Bar lengths (percent of the largest) beside the numbers they draw."""
     top_jobs, top_ms, top_err = stats.max_hour_jobs, stats.max_hour_llm_ms, stats.max_error_count
     hours = [
@@ -104,7 +104,7 @@ class QueueDashboardAdmin(admin.ModelAdmin):
     def _context(self, request: HttpRequest) -> dict[str, Any]:
         if not self.has_view_permission(request):
             raise PermissionDenied
-        stats = dashboard.collect()
+        stats = collect()
         return {
             **_chart_rows(stats),
             "stats": stats,
@@ -133,7 +133,7 @@ class QueueDashboardAdmin(admin.ModelAdmin):
     def data_view(self, request: HttpRequest) -> JsonResponse:
         """The dashboard's numbers for the page to refresh itself (same permission)."""
         context = self._context(request)
-        stats: dashboard.DashboardStats = context["stats"]
+        stats: DashboardStats = context["stats"]
         return JsonResponse(
             {
                 "updated_at": stats.now.isoformat(),

@@ -11,8 +11,8 @@ from typing import Any
 from studyqueue import queue
 from studyqueue.models import JobStatus, StudyQuestionJob
 from studyqueue.services.breaker import CircuitBreaker
+from studyqueue.services.gate import LLMGate
 from studyqueue.services.llm import LLMClient, LLMError
-from studyqueue.services.mlx_gate import MLXGate
 
 logger = logging.getLogger("studyqueue.worker")
 
@@ -49,7 +49,7 @@ class WorkContext:
 
     client: LLMClient
     breaker: CircuitBreaker
-    gate: MLXGate
+    gate: LLMGate
     db: RunDB  # ``await ctx.db(fn, *args)`` runs a sync function on the database thread
     database: str  # the alias every query uses
     stopping: Callable[[], bool]

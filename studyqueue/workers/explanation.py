@@ -12,8 +12,8 @@ from studyqueue import quality, queue, revisions
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode, StudyQuestion, StudyQuestionJob
 from studyqueue.prompts import PromptVersion, build_messages, current_version
+from studyqueue.services.gate import GateTimeout
 from studyqueue.services.llm import LLMError, LLMReply
-from studyqueue.services.mlx_gate import GateTimeout
 from studyqueue.workers.base import (
     MAX_FREE_RELEASES,
     Outcome,

@@ -12,7 +12,7 @@ without a database round trip.
 
 Usage::
 
-    gate = MLXGate(url, permits=1, timeout=600, run_db=consumer.db, db="default")
+    gate = LLMGate(url, permits=1, timeout=600, run_db=consumer.db, db="default")
     async with gate.slot():
         reply = await client.chat(messages)
 """
@@ -60,7 +60,7 @@ def _unlock(db: str, key: int) -> None:
         cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, key])
 
 
-class MLXGate:
+class LLMGate:
     """``permits`` slots for one endpoint, shared by every caller of this object.
 
     ``run_db`` runs a sync function on the thread that owns the database connection

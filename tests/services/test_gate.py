@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, connections
 
 from studyqueue.pg import psycopg_kwargs
-from studyqueue.services.mlx_gate import LOCK_NAMESPACE, GateTimeout, MLXGate, lock_key
+from studyqueue.services.gate import LOCK_NAMESPACE, GateTimeout, LLMGate, lock_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,8 +30,8 @@ def db_thread():
     pool.shutdown()
 
 
-def gate(run_db, *, permits: int = 1, timeout: float = 5.0, endpoint: str = ENDPOINT) -> MLXGate:
-    return MLXGate(endpoint, permits=permits, timeout=timeout, run_db=run_db)
+def gate(run_db, *, permits: int = 1, timeout: float = 5.0, endpoint: str = ENDPOINT) -> LLMGate:
+    return LLMGate(endpoint, permits=permits, timeout=timeout, run_db=run_db)
 
 
 def _other_session() -> psycopg.Connection:

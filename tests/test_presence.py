@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from studyqueue import consumers, queue
+from studyqueue import presence, queue
 from studyqueue.models import QueueConsumer
 from tests.factories import StudyQuestionFactory
 
@@ -25,12 +25,12 @@ def test_a_consumer_records_its_start_its_cycles_and_its_stop(llm_server, make_c
     assert record.llm_url == llm_server.url
     assert record.paused_kinds == "session_summary"
     assert not record.breaker_open and record.stopped_at is None
-    (state,) = consumers.consumer_states()
+    (state,) = presence.consumer_states()
     assert state.state == "live"
     consumer.close()
     record.refresh_from_db()
     assert record.stopped_at is not None
-    assert consumers.consumer_states()[0].state == "stopped"
+    assert presence.consumer_states()[0].state == "stopped"
 
 
 def test_a_consumer_that_stops_reporting_is_silent_after_two_intervals(make_consumer, settings):
@@ -44,9 +44,9 @@ def test_a_consumer_that_stops_reporting_is_silent_after_two_intervals(make_cons
         interval_seconds=60,
         llm_url="http://x/v1",
     )
-    (state,) = consumers.consumer_states(now)
+    (state,) = presence.consumer_states(now)
     assert (state.state, state.silent_for) == ("silent", timedelta(seconds=121))
-    assert consumers.consumer_states(now - timedelta(seconds=2))[0].state == "live"
+    assert presence.consumer_states(now - timedelta(seconds=2))[0].state == "live"
 
 
 def test_a_consumer_whose_llm_is_down_records_its_open_breaker(settings, free_port, make_consumer):

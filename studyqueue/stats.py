@@ -16,7 +16,6 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from studyqueue.conf import conf
-from studyqueue.consumers import ConsumerState, consumer_states
 from studyqueue.models import (
     ACTIVE_STATUSES,
     ErrorCode,
@@ -26,6 +25,7 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
 )
+from studyqueue.presence import ConsumerState, consumer_states
 from studyqueue.prompts import current_version
 
 Job = StudyQuestionJob

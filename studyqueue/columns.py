@@ -10,6 +10,8 @@ from django.db import models
 
 MAX_ID = 2**63 - 1  # a bigint primary key (every studyqueue id)
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# What no text column can hold: NUL (PostgreSQL refuses it) and lone surrogates (not UTF-8).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def width(model: type[models.Model], field_name: str) -> int:
@@ -24,6 +26,12 @@ def width(model: type[models.Model], field_name: str) -> int:
 def fit(model: type[models.Model], field_name: str, text: str) -> str:
     """``text`` cut to the width of ``model.field_name``."""
     return text[: width(model, field_name)]
+
+
+def unstorable(text: str) -> bool:
+    """Whether ``text`` holds a character no database column can store (a form refuses
+    it; ``storable`` cleans a reply)."""
+    return _UNSTORABLE.search(text) is not None
 
 
 def storable(text: str) -> str:

@@ -100,7 +100,7 @@ def prune_job(worker_id: str = "") -> None:
 
 class ScheduledConsumer:
     """A ``Consumer`` whose cycles a django-apscheduler scheduler runs every ``interval``
-    seconds, or sooner when work is due; ``start()`` blocks until ``stop()``."""
+    seconds, or sooner when work is due; ``run()`` blocks until the consumer is asked to stop."""
 
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy
 
+from studyqueue.columns import unstorable
 from studyqueue.models import StudyQuestion, validate_choices
-
-# What no text column can hold: NUL (PostgreSQL refuses it) and lone surrogates (not UTF-8).
-UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def unstorable(text: str) -> bool:
-    """Whether ``text`` holds a character no database column can store."""
-    return UNSTORABLE.search(text) is not None
 
 
 class ChoicesField(forms.CharField):

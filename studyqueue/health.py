@@ -20,6 +20,7 @@ from django.db import DatabaseError, connections
 from django.utils.translation import gettext, ngettext
 
 from studyqueue import presence, queue
+from studyqueue.columns import fit
 from studyqueue.conf import conf
 from studyqueue.models import QueueConsumer
 from studyqueue.services.llm import (
@@ -101,8 +102,8 @@ class LLMTarget:
 
 
 def _shown(url: str, api_key: str) -> str:
-    """``url`` as a consumer records it (``Consumer`` stores ``client.redact(LLM_URL)[:500]``)."""
-    return redact(url, secrets_of(url, api_key))[:500]
+    """``url`` as a consumer records it: redacted, cut to the ``llm_url`` column."""
+    return fit(QueueConsumer, "llm_url", redact(url, secrets_of(url, api_key)))
 
 
 def _same(a: str, b: str) -> bool:

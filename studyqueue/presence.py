@@ -12,6 +12,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from studyqueue import queue
+from studyqueue.columns import fit
 from studyqueue.models import QueueConsumer
 
 # A consumer is silent when it has not reported for this many intervals.
@@ -33,9 +34,9 @@ def record_start(worker_id: str, *, interval: float, llm_url: str) -> None:
     """A consumer starts (or restarts under the same worker id)."""
     now = timezone.now()
     QueueConsumer.objects.using(queue.database()).update_or_create(
-        worker_id=worker_id[:200],
+        worker_id=fit(QueueConsumer, "worker_id", worker_id),
         defaults={
-            "host": socket.gethostname()[:255],
+            "host": fit(QueueConsumer, "host", socket.gethostname()),
             "pid": os.getpid(),
             "started_at": now,
             "seen_at": now,
@@ -46,7 +47,7 @@ def record_start(worker_id: str, *, interval: float, llm_url: str) -> None:
             "breaker_open": False,
             "breaker_since": None,
             "breaker_error": "",
-            "llm_url": llm_url[:500],
+            "llm_url": fit(QueueConsumer, "llm_url", llm_url),
             "paused_kinds": _paused(),
         },
     )
@@ -54,7 +55,8 @@ def record_start(worker_id: str, *, interval: float, llm_url: str) -> None:
 
 def record_report(worker_id: str, report: Report) -> None:
     """A consumer is alive: what it runs now, what it finished, its breaker."""
-    QueueConsumer.objects.using(queue.database()).filter(worker_id=worker_id[:200]).update(
+    worker_id = fit(QueueConsumer, "worker_id", worker_id)
+    QueueConsumer.objects.using(queue.database()).filter(worker_id=worker_id).update(
         seen_at=timezone.now(),
         jobs_running=report.jobs_running,
         jobs_completed=F("jobs_completed") + report.completed_since_last,
@@ -68,13 +70,15 @@ def record_report(worker_id: str, report: Report) -> None:
 def record_stop(worker_id: str) -> None:
     """A consumer stopped cleanly."""
     now = timezone.now()
-    QueueConsumer.objects.using(queue.database()).filter(worker_id=worker_id[:200]).update(
+    worker_id = fit(QueueConsumer, "worker_id", worker_id)
+    QueueConsumer.objects.using(queue.database()).filter(worker_id=worker_id).update(
         seen_at=now, stopped_at=now, jobs_running=0
     )
 
 
 def _paused() -> str:
-    return ",".join(kind or "all" for kind in queue.paused_kinds())[:200]
+    paused = ",".join(kind or "all" for kind in queue.paused_kinds())
+    return fit(QueueConsumer, "paused_kinds", paused)
 
 
 @dataclass(frozen=True)

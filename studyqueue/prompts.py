@@ -16,8 +16,9 @@ from typing import Any
 
 from django.template import Context, Engine, Template
 
+from studyqueue.columns import fit
 from studyqueue.conf import conf
-from studyqueue.models import StudyQuestion, validate_choices
+from studyqueue.models import ExplanationRevision, StudyQuestion, validate_choices
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def current_version(*, max_tokens: int | None = None) -> PromptVersion:
     digest = hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:12]
     model = conf.LLM_MODEL or "server default"
     label = f"{model} · max {shape['max_tokens']} · t {conf.LLM_TEMPERATURE:g} · {digest[:7]}"
-    return PromptVersion(digest, label[:200])
+    return PromptVersion(digest, fit(ExplanationRevision, "prompt_label", label))
 
 
 def render(name: str, context: dict[str, Any]) -> str:

@@ -25,6 +25,8 @@ from django.db import IntegrityError, connections, router, transaction
 from django.db.models import F, Field
 from django.utils import timezone
 
+from studyqueue import notify
+from studyqueue.columns import fit
 from studyqueue.conf import conf
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import (
@@ -43,9 +45,6 @@ logger = logging.getLogger("studyqueue.queue")
 Job = StudyQuestionJob
 
 MAX_ERROR_MESSAGE = 2000
-NOTIFY_CHANNEL = "studyqueue_jobs"  # a job may be claimable: idle consumers wake
-CONTROL_CHANNEL = "studyqueue_control"  # "cancel:<job id>": stop that job's LLM call now
-PAUSE_NOTICE = "pause:"  # + kind ("" for every kind), on CONTROL_CHANNEL: hand back its jobs
 
 # The claim: ``JobQuerySet.ready()`` in SQL, taken and marked in one statement. A single
 # statement is atomic on both databases without a transaction (there is no async
@@ -105,21 +104,15 @@ def _log(event: str, job: Job, level: int = logging.INFO, **extra: Any) -> None:
 
 
 def database() -> str:
-    """The database alias every queue query uses (the router's choice for jobs)."""
+    """The database alias of every studyqueue query, reads included: the router's write
+    alias for jobs, so that operators and consumers see what consumers wrote (a replica
+    behind it would show a job pending that a consumer already claimed)."""
     return router.db_for_write(Job)
 
 
 def _jobs() -> JobQuerySet:
+    """Jobs on ``database()``."""
     return Job.objects.using(database())
-
-
-def _notify(db: str, channel: str = NOTIFY_CHANNEL, payload: str = "") -> None:
-    """Tell the consumers (PostgreSQL LISTEN/NOTIFY; delivered when the transaction commits;
-    SQLite consumers poll instead)."""
-    connection = connections[db]
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload])
 
 
 def _clip(message: str) -> str:
@@ -196,24 +189,19 @@ def enqueue(
     for _ in range(5):
         try:
             with transaction.atomic(using=db):
-                job = Job.objects.using(db).create(
+                job = _jobs().create(
                     study_question_id=question_id,
                     kind=kind,
                     created_at=now,
                     run_after=run_after or now,
                 )
         except IntegrityError:
-            existing = (
-                Job.objects.using(db)
-                .active()
-                .filter(study_question_id=question_id, kind=kind)
-                .first()
-            )
+            existing = _jobs().active().filter(study_question_id=question_id, kind=kind).first()
             if existing is not None:
                 return EnqueueResult(existing, created=False)
             continue
         _log("enqueued", job)
-        _notify(db)
+        notify.send(notify.wake(), using=db)
         return EnqueueResult(job, created=True)
     raise EnqueueError(f"could not enqueue question {question_id}: conflicting writes kept winning")
 
@@ -264,7 +252,7 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
             created += cursor.rowcount
     logger.info("study_jobs_enqueued kind=%s requested=%s created=%s", kind, len(ids), created)
     if created:
-        _notify(db)
+        notify.send(notify.wake(), using=db)
     return created
 
 
@@ -276,7 +264,7 @@ def _run_claim(sql: str, worker_id: str, **params: Any) -> list[Job]:
     db = database()
     params.update(
         token=_db_value("claim_token", uuid.uuid4(), db),
-        worker_id=worker_id[:200],
+        worker_id=fit(Job, "worker_id", worker_id),
         now=_db_value("started_at", timezone.now(), db),
     )
     jobs = sorted(Job.objects.db_manager(db).raw(sql, params), key=lambda j: j.pk)
@@ -350,7 +338,7 @@ def complete(
         "error_message": "",
         "claim_token": None,
         "free_releases": 0,
-        "llm_model": llm_model[:200],
+        "llm_model": fit(Job, "llm_model", llm_model),
         "llm_prompt_tokens": prompt_tokens,
         "llm_completion_tokens": completion_tokens,
         "llm_ms": llm_ms,
@@ -529,12 +517,12 @@ def retry(job_ids: Iterable[int]) -> RetryResult:
         with transaction.atomic(using=db):
             _retry_batch(db, chunk, result)
     if result.retried:
-        _notify(db)
+        notify.send(notify.wake(), using=db)
     return result
 
 
 def _retry_batch(db: str, chunk: list[int], result: RetryResult) -> None:
-    jobs = Job.objects.using(db)
+    jobs = _jobs()
     # Locked: their status cannot change between the checks and the update.
     rows = sorted(
         jobs.filter(pk__in=chunk)
@@ -611,15 +599,15 @@ def skip(
     }
     for chunk in _batches(sorted({int(i) for i in job_ids})):
         with transaction.atomic(using=db):
-            active = Job.objects.using(db).active().filter(pk__in=chunk).select_for_update()
+            active = _jobs().active().filter(pk__in=chunk).select_for_update()
             running = dict(active.values_list("pk", "status"))
             done = sorted(running)
             for job_id in done:
                 if running[job_id] == JobStatus.PROCESSING:
                     # Its consumer stops the LLM call at once (PostgreSQL; on SQLite at its
                     # next heartbeat, which finds the claim gone).
-                    _notify(db, CONTROL_CHANNEL, f"cancel:{job_id}")
-            Job.objects.using(db).filter(pk__in=done).update(**values)
+                    notify.send(notify.cancel(job_id), using=db)
+            _jobs().filter(pk__in=done).update(**values)
         result.skipped += done
         result.wrong_state += [i for i in chunk if i not in running]
         _log_set("skipped", done, error_code=code)
@@ -653,7 +641,7 @@ def reset_stale(
         older_than = timedelta(minutes=conf.STALE_MINUTES)
     db = database()
     now = timezone.now()
-    stale = Job.objects.using(db).stale(now - older_than)
+    stale = _jobs().stale(now - older_than)
     if job_ids is not None:
         stale = stale.filter(pk__in=sorted({int(i) for i in job_ids}))
     exhausted = stale.filter(attempts__gte=F("max_attempts"))
@@ -668,15 +656,15 @@ def reset_stale(
         # Locked first: an old worker's fenced write waits for this transaction and
         # then finds its claim gone.
         failed_ids = sorted(exhausted.select_for_update().values_list("pk", flat=True))
-        Job.objects.using(db).filter(pk__in=failed_ids).update(
+        _jobs().filter(pk__in=failed_ids).update(
             status=JobStatus.FAILED, completed_at=now, **common
         )
         reset_ids = sorted(stale.select_for_update().values_list("pk", flat=True))
-        Job.objects.using(db).filter(pk__in=reset_ids).update(
+        _jobs().filter(pk__in=reset_ids).update(
             status=JobStatus.PENDING, run_after=now, started_at=None, heartbeat_at=None, **common
         )
     if failed_ids or reset_ids:
-        for job in Job.objects.using(db).filter(pk__in=failed_ids + reset_ids):
+        for job in _jobs().filter(pk__in=failed_ids + reset_ids):
             _log("stale_failed" if job.pk in failed_ids else "stale_reset", job, logging.WARNING)
     return StaleResult(
         reset=len(reset_ids), failed=len(failed_ids), reset_ids=reset_ids, failed_ids=failed_ids
@@ -707,13 +695,17 @@ def pause(kind: str = "", *, reason: str = "", by: str = "") -> tuple[QueuePause
         _validate_kind(kind)
     db = database()
     row, created = QueuePause.objects.using(db).get_or_create(
-        kind=kind, defaults={"reason": reason[:500], "paused_by": by[:150]}
+        kind=kind,
+        defaults={
+            "reason": fit(QueuePause, "reason", reason),
+            "paused_by": fit(QueuePause, "paused_by", by),
+        },
     )
     if created:
         logger.warning(
             "study_queue_paused kind=%s by=%s reason=%r", kind or "all", by or "-", reason
         )
-        _notify(db, CONTROL_CHANNEL, f"{PAUSE_NOTICE}{kind}")
+        notify.send(notify.pause(kind), using=db)
     return row, created
 
 
@@ -723,7 +715,7 @@ def resume(kind: str = "") -> bool:
     deleted, _ = QueuePause.objects.using(db).filter(kind=kind).delete()
     if deleted:
         logger.warning("study_queue_resumed kind=%s", kind or "all")
-        _notify(db)  # idle consumers claim at once
+        notify.send(notify.wake(), using=db)  # idle consumers claim at once
     return bool(deleted)
 
 

@@ -16,23 +16,20 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
-import psycopg
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.job import Job as SchedulerJob
 from apscheduler.schedulers.background import BackgroundScheduler
 from django.conf import settings
-from django.db import connections
 from django.utils import timezone
 from django_apscheduler.jobstores import DjangoJobStore
 from django_apscheduler.models import DjangoJob, DjangoJobExecution
 from django_apscheduler.util import close_old_connections
 
-from studyqueue import pg, queue
+from studyqueue import notify, queue
 from studyqueue.conf import conf
 from studyqueue.consumer import Consumer, CycleResult
 
@@ -103,7 +100,7 @@ def prune_job(worker_id: str = "") -> None:
 
 class ScheduledConsumer:
     """A ``Consumer`` whose cycles a django-apscheduler scheduler runs every ``interval``
-    seconds, or sooner when work is due; ``start()`` blocks until ``stop()``."""
+    seconds, or sooner when work is due; ``run()`` blocks until the consumer is asked to stop."""
 
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
@@ -226,42 +223,24 @@ class ScheduledConsumer:
         delay = max(delay, min(pause, self.interval))
         self._run_at(delay)
 
-    def _on_notice(self, channel: str, payload: str) -> None:
-        if channel == queue.NOTIFY_CHANNEL:
+    def on_message(self, message: notify.Message) -> None:
+        """A notice from the LISTEN thread (``notify``): act on it (thread-safe)."""
+        if message.kind is notify.Kind.WAKE:
             self.wake()
-        elif payload.startswith("cancel:") and payload[7:].isdecimal():
-            self.consumer.cancel_job(int(payload[7:]))
-        elif payload.startswith(queue.PAUSE_NOTICE):
-            self.consumer.hand_back_paused_soon(payload.removeprefix(queue.PAUSE_NOTICE))
+        elif message.kind is notify.Kind.CANCEL and message.job_id is not None:
+            self.consumer.cancel_job(message.job_id)
+        elif message.kind is notify.Kind.PAUSE:
+            self.consumer.hand_back_paused_soon(message.job_kind)
 
     def listen_for_jobs(self) -> threading.Thread | None:
-        """On PostgreSQL, a thread that wakes the consumer on every enqueue (LISTEN/NOTIFY).
+        """On PostgreSQL, the LISTEN thread (``notify.start_listener``): enqueues wake the
+        consumer, skips cancel its calls, pauses hand back its waiting jobs.
 
         The interval poll stays as the fallback: a lost notification only costs latency.
         """
-        connection = connections[self.consumer.database]
-        if connection.vendor != "postgresql":
-            return None
-        # Django's own connection parameters, OPTIONS included (TLS, service files…).
-        thread = threading.Thread(
-            target=self._listen,
-            args=(connection.settings_dict,),
-            name="studyqueue-listen",
-            daemon=True,
+        return notify.start_listener(
+            self.consumer.database,
+            self.on_message,
+            stopping=self.consumer.stopping,
+            wait=self.consumer.wait,
         )
-        thread.start()
-        return thread
-
-    def _listen(self, settings_dict: Mapping[str, Any]) -> None:
-        while not self.consumer.stopping():
-            try:
-                with pg.connect(settings_dict, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {queue.NOTIFY_CHANNEL}")
-                    conn.execute(f"LISTEN {queue.CONTROL_CHANNEL}")
-                    logger.info("study_listen_ready channel=%s", queue.NOTIFY_CHANNEL)
-                    while not self.consumer.stopping():
-                        for notice in conn.notifies(timeout=0.5, stop_after=1):
-                            self._on_notice(notice.channel, notice.payload)
-            except psycopg.Error as exc:
-                logger.warning("study_listen_failed error=%s; retrying", type(exc).__name__)
-                self.consumer.wait(1.0)

@@ -18,11 +18,12 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from studyqueue import queue
+from studyqueue.columns import width
 from studyqueue.models import JobKind, StudyQuestion, StudyQuestionJob, validate_choices
 
 FORMATS = ("jsonl", "csv")
 FIELDS = ("text", "choices", "answer", "external_id")
-EXTERNAL_ID_MAX = 200
+EXTERNAL_ID_MAX = width(StudyQuestion, "external_id")
 FIELD_MAX = 128 * 1024  # characters in one field, both formats: the csv module's own limit
 LINE_MAX = 4 * 1024 * 1024  # characters in one line read: memory stays bounded
 BATCH = 1000

@@ -1,4 +1,4 @@
-"""Shared fixtures: database vendor checks and helpers that reach a second connection."""
+"""Shared fixtures (helper functions and classes live in ``tests/helpers/``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import ROOT, database_url
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -37,15 +37,7 @@ def vendor() -> str:
 def child_env() -> dict[str, str]:
     """Environment for helper processes: the same database the test uses."""
     env = dict(os.environ)
-    settings_dict = connection.settings_dict
-    if connection.vendor == "postgresql":
-        env["DATABASE_URL"] = (
-            f"postgres://{settings_dict['USER']}:{settings_dict['PASSWORD'] or ''}"
-            f"@{settings_dict['HOST'] or '127.0.0.1'}:{settings_dict['PORT'] or 5432}"
-            f"/{settings_dict['NAME']}"
-        )
-    else:
-        env["DATABASE_URL"] = f"sqlite:///{settings_dict['NAME']}"
+    env["DATABASE_URL"] = database_url(connection.vendor, connection.settings_dict)
     env["PYTHONPATH"] = str(ROOT)
     env["DJANGO_SETTINGS_MODULE"] = "project.settings"
     env["LOG_LEVEL"] = "WARNING"
@@ -100,20 +92,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def wait_for(predicate, timeout: float = 30.0, interval: float = 0.02, what: str = "condition"):
-    """Poll ``predicate`` until it returns a truthy value or the deadline passes."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 @pytest.fixture(autouse=True)

@@ -20,8 +20,8 @@ from django.db import connections
 from django.urls import reverse
 
 from studyqueue.models import StudyQuestionJob
-from tests.conftest import ROOT, wait_for
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
+from tests.helpers import ROOT, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.slow]
 

@@ -17,7 +17,7 @@ import pytest
 from django.db import connection
 
 from studyqueue.models import StudyQuestionJob
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 from tests.helpers.processes import bulk_jobs, log_text
 
 pytestmark = [

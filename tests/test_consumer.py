@@ -14,8 +14,8 @@ from studyqueue.consumer import Consumer, CycleResult
 from studyqueue.models import ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
 from studyqueue.workers import registry
 from studyqueue.workers.base import MAX_FREE_RELEASES
-from tests.conftest import wait_for
 from tests.factories import StudyQuestionFactory
+from tests.helpers import wait_for
 from tests.llm_server import LLMServer
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,7 +14,7 @@ from django.db import connection
 
 from studyqueue import queue
 from studyqueue.models import StudyQuestionJob
-from tests.conftest import ROOT, wait_for
+from tests.helpers import ROOT, wait_for
 from tests.helpers.processes import bulk_jobs, log_text
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -19,8 +19,8 @@ from django.utils import timezone
 from studyqueue import health
 from studyqueue.models import QueueConsumer, StudyQuestionJob
 from studyqueue.services.llm import PROBE_DEADLINE_SECONDS
-from tests.conftest import wait_for
 from tests.factories import StudyQuestionFactory
+from tests.helpers import wait_for
 from tests.hostile_llm import HostileServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -415,7 +415,7 @@ def gunicorn(child_env, python, free_port):
     runs it by default) on 127.0.0.1; its base URL. Stopped at teardown."""
     import subprocess
 
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
 
     procs: list[subprocess.Popen] = []
 

@@ -16,8 +16,8 @@ from studyqueue.models import StudyQuestion, StudyQuestionJob
 from studyqueue.services.breaker import CircuitBreaker
 from studyqueue.services.llm import LLMError
 from studyqueue.workers.base import MAX_FREE_RELEASES
-from tests.conftest import ROOT
 from tests.factories import StudyQuestionFactory
+from tests.helpers import ROOT
 from tests.hostile_llm import HostileServer
 
 pytestmark = pytest.mark.django_db(transaction=True)

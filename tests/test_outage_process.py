@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from studyqueue.models import StudyQuestionJob
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 from tests.helpers.processes import bulk_jobs, log_text
 from tests.llm_server import LLMServer
 

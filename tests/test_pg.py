@@ -9,8 +9,8 @@ import psycopg
 import pytest
 from django.db import connection
 
-from studyqueue import pg, scheduler
-from tests.conftest import wait_for
+from studyqueue import notify, pg, scheduler
+from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -94,7 +94,12 @@ def test_the_consumers_listener_connects_with_the_database_options(make_consumer
     consumer = make_consumer()
     scheduled = scheduler.ScheduledConsumer(consumer)
     listening = with_options(application_name=name, options="-c search_path=public")
-    thread = threading.Thread(target=scheduled._listen, args=(listening,), daemon=True)
+    thread = threading.Thread(
+        target=notify.listen,
+        args=(listening, scheduled.on_message),
+        kwargs={"stopping": consumer.stopping, "wait": consumer.wait},
+        daemon=True,
+    )
     thread.start()
     try:
         queries = wait_for(lambda: _listeners(name), timeout=10, what="the LISTEN connection")
@@ -107,9 +112,12 @@ def test_the_consumers_listener_connects_with_the_database_options(make_consumer
     refused = make_consumer(worker_id="tls")
     scheduled = scheduler.ScheduledConsumer(refused)
     thread = threading.Thread(
-        target=scheduled._listen, args=(with_options(sslmode="require"),), daemon=True
+        target=notify.listen,
+        args=(with_options(sslmode="require"), scheduled.on_message),
+        kwargs={"stopping": refused.stopping, "wait": refused.wait},
+        daemon=True,
     )
-    with caplog.at_level("WARNING", logger="studyqueue.scheduler"):
+    with caplog.at_level("WARNING", logger="studyqueue.notify"):
         thread.start()
         wait_for(
             lambda: "study_listen_failed error=OperationalError" in caplog.text,

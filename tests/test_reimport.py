@@ -18,7 +18,7 @@ from django.urls import reverse
 
 from studyqueue import queue
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -47,7 +47,7 @@ def test_regeneration_adds_a_revision_and_switches_only_when_complete(llm_server
     def look() -> None:
         from django.db import connections
 
-        from tests.conftest import wait_for
+        from tests.helpers import wait_for
 
         try:
             wait_for(lambda: llm_server.stats()["active"] == 1, what="the regeneration call")

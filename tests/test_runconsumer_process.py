@@ -13,7 +13,7 @@ from django_apscheduler.models import DjangoJob, DjangoJobExecution
 
 from studyqueue import queue
 from studyqueue.models import StudyQuestion, StudyQuestionJob
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 from tests.helpers.processes import bulk_jobs, log_text
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -21,8 +21,8 @@ from django.utils.html import format_html
 from django.utils.translation import gettext, ngettext
 
 from studyqueue import queue
+from studyqueue.columns import MAX_ID, unstorable
 from studyqueue.conf import conf
-from studyqueue.forms import unstorable
 from studyqueue.models import (
     JobQuerySet,
     JobStatus,
@@ -41,8 +41,6 @@ EXCERPT = 60
 # A long text shows this much in a scroll box; the rest is behind a link. A reply may be
 # megabytes (up to LLM_MAX_REPLY_BYTES): a page never renders it whole.
 LONG_TEXT_SHOWN = 20_000
-# Search terms that are job ids: a bigint.
-MAX_ID = 2**63 - 1
 # An admin action changes at most this many rows (set-based, in OPERATOR_BATCH statements:
 # ~1 s for 35,000 jobs, far inside the web timeout); above it, it refuses and names the
 # command that does it. Up to LOG_EACH rows get an admin log entry each; more get one

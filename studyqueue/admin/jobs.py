@@ -17,7 +17,6 @@ from django.utils.html import format_html
 from studyqueue import queue
 from studyqueue.admin.common import (
     EXCERPT,
-    MAX_ID,
     CappedCountPaginator,
     GuardedInputAdmin,
     StaleFilter,
@@ -29,6 +28,7 @@ from studyqueue.admin.common import (
     short_duration,
     status_badge,
 )
+from studyqueue.columns import MAX_ID
 from studyqueue.conf import conf
 from studyqueue.models import (
     JobStatus,

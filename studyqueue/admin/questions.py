@@ -45,21 +45,6 @@ from studyqueue.prompts import current_version
 DELETE_LIMIT = 1_000
 
 
-class HasExplanationFilter(admin.SimpleListFilter):
-    title = "has explanation"
-    parameter_name = "explained"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("yes", "Yes"), ("no", "No")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
-        if self.value() == "yes":
-            return queryset.exclude(explanation="")
-        if self.value() == "no":
-            return queryset.filter(explanation="")
-        return None
-
-
 class ExplanationStateFilter(admin.SimpleListFilter):
     """Current: written by today's prompt version; outdated: by another; missing: none."""
 
@@ -172,7 +157,7 @@ class DeferringChangeList(ChangeList):
 class StudyQuestionAdmin(GuardedInputAdmin):
     list_display = ("id", "text_excerpt", "has_explanation", "latest_job", "explained_at")
     list_display_links = ("id", "text_excerpt")
-    list_filter = (ExplanationStateFilter, ReviewFilter, HasExplanationFilter)
+    list_filter = (ExplanationStateFilter, ReviewFilter)
     search_fields = ("text",)
     show_full_result_count = False
     paginator = CappedCountPaginator

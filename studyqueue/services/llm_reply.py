@@ -2,7 +2,7 @@
 
 Parsing is strict about shape and lenient about size and content only within bounds:
 whatever is accepted fits the database columns on every backend (text without NUL bytes,
-a model name of at most 200 characters, token counts within 32 bits).
+a model name cut to its column, token counts within 32 bits).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Any
 
 import httpx
 
-from studyqueue.models import ErrorCode
+from studyqueue.columns import fit, storable
+from studyqueue.models import ErrorCode, ExplanationRevision
 
 # Codes that describe the server, not the job: the job waits without losing an attempt.
 SERVER_WIDE = frozenset({ErrorCode.LLM_UNAVAILABLE, ErrorCode.LLM_OVERLOADED})
-MODEL_MAX = 200  # the width of the model columns
 TOKENS_MAX = 2**31 - 1  # PositiveIntegerField on PostgreSQL
 ERROR_TEXT_MAX = 300
 RETRY_AFTER_MAX = 86400.0
@@ -152,11 +152,6 @@ def classify_status(status: int, body: bytes, headers: httpx.Headers) -> LLMErro
     return LLMError(ErrorCode.LLM_REJECTED, detail, affects_all=affects_all)
 
 
-def _clean(text: str) -> str:
-    """Text as every database column can hold it: no NUL characters."""
-    return text.replace("\x00", "")
-
-
 def _tokens(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         return None
@@ -190,7 +185,7 @@ class ReplyParser:
         if data.get("error"):
             raise bad_response(f"server reported an error: {error_text(json.dumps(data).encode())}")
         if data.get("model"):
-            self.model = _clean(str(data["model"]))[:MODEL_MAX]
+            self.model = fit(ExplanationRevision, "model", storable(str(data["model"])))
         if isinstance(data.get("usage"), dict):
             self.usage = data["usage"]
         choices = data.get("choices")
@@ -214,7 +209,9 @@ class ReplyParser:
                 self.first_token_at = self._clock()
             self.parts.append(content)
         if choice.get("finish_reason"):
-            self.finish_reason = _clean(str(choice["finish_reason"]))[:20]
+            self.finish_reason = fit(
+                ExplanationRevision, "finish_reason", storable(str(choice["finish_reason"]))
+            )
 
     def feed_line(self, raw: bytes) -> None:
         """One line of a server-sent event stream (UTF-8, as the SSE format defines)."""
@@ -235,7 +232,7 @@ class ReplyParser:
 
     def reply(self) -> LLMReply:
         """The finished reply; ``LLMError`` (``llm_empty``) when it holds no text."""
-        content = _clean("".join(self.parts)).strip()
+        content = storable("".join(self.parts)).strip()
         if not content:
             raise LLMError(
                 ErrorCode.LLM_EMPTY, "the model returned no text (content null or blank)"

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import get_commands
 
 from studyqueue.conf import SETTINGS
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 DEPLOY = ROOT / "deploy"
 UNITS = ("studyqueue-web.service", "studyqueue-consumer@.service")

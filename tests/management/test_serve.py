@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 from django.contrib.auth.models import User
 
-from tests.conftest import ROOT, wait_for
+from tests.helpers import ROOT, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -7,8 +7,8 @@ import argparse
 import math
 from collections.abc import Callable
 
-MAX_ID = 2**63 - 1  # a bigint primary key
-WORKER_ID_MAX = 200  # the job's worker_id column
+from studyqueue.columns import MAX_ID, width
+from studyqueue.models import StudyQuestionJob
 
 
 def bounded_int(lower: int, upper: int) -> Callable[[str], int]:
@@ -56,10 +56,9 @@ def worker_id(value: str) -> str:
     value = value.strip()
     if not value:
         raise argparse.ArgumentTypeError("must not be empty")
-    if len(value) > WORKER_ID_MAX:
-        raise argparse.ArgumentTypeError(
-            f"must be at most {WORKER_ID_MAX} characters, got {len(value)}"
-        )
+    limit = width(StudyQuestionJob, "worker_id")
+    if len(value) > limit:
+        raise argparse.ArgumentTypeError(f"must be at most {limit} characters, got {len(value)}")
     if not value.isprintable():
         raise argparse.ArgumentTypeError("must hold printable characters only")
     return value

@@ -1,0 +1,105 @@
+"""The query-count guard: what a job costs the database on its whole path (claim → LLM call
+against the real test server → store), statement by statement, on SQLite and PostgreSQL.
+
+A feature that adds a query per job fails here; if the query is worth it, add it to
+``PER_JOB`` below with the reason. Cycle bookkeeping (the stale scan, the consumer's
+reports, the next-due time) is per cycle, not per job, and not counted here.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from studyqueue import queue
+from studyqueue.models import StudyQuestion
+from tests.factories import StudyQuestionFactory
+from tests.helpers.queries import QueryLog
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CLAIM = "UPDATE studyqueue_studyquestionjob SET status = 'processing'"
+REVISION = 'INSERT INTO "studyqueue_explanationrevision"'
+
+# On the consumer's job connection, in order: (what, the statement's start, PostgreSQL only).
+PER_JOB = [
+    ("load the question and its prompt's fields", 'SELECT "studyqueue_studyquestion"', False),
+    ("take a gate slot: the advisory lock", "SELECT pg_try_advisory_lock", True),
+    ("inside the gate, the last look at the pauses", 'SELECT "studyqueue_queuepause"', False),
+    ("the call is over: give the slot back", "SELECT pg_advisory_unlock", True),
+    # store(), one transaction:
+    ("re-read the question: changed during the call?", 'SELECT "studyqueue_studyquestion"', False),
+    ("complete the job, fenced on its claim token", 'UPDATE "studyqueue_studyquestionjob"', False),
+    ("the new revision with the reply's metadata", REVISION, False),
+    ("the question's current explanation", 'UPDATE "studyqueue_studyquestion"', False),
+]  # fmt: skip
+# Transaction control is not a query of its own (SQLite's atomic() runs BEGIN IMMEDIATE).
+TRANSACTION_CONTROL = ("BEGIN", "SAVEPOINT", "RELEASE SAVEPOINT", "COMMIT", "ROLLBACK")
+
+
+def expected_per_job() -> list[tuple[str, str]]:
+    postgres = connection.vendor == "postgresql"
+    return [(what, start) for what, start, pg_only in PER_JOB if postgres or not pg_only]
+
+
+def named(statements: list[str]) -> list[str]:
+    """The statements, each as its ``PER_JOB`` name where it is the one expected at its
+    place, else as its SQL (what the failure shows)."""
+    expected = expected_per_job()
+    names = []
+    for i, sql in enumerate(statements):
+        if i < len(expected) and sql.startswith(expected[i][1]):
+            names.append(expected[i][0])
+        else:
+            names.append(sql[:160])
+    return names
+
+
+def queries(sqls: list[str]) -> list[str]:
+    return [s for s in sqls if not s.lstrip().upper().startswith(TRANSACTION_CONTROL)]
+
+
+@pytest.fixture
+def quiet_settings(settings, llm_server):
+    """One job in flight behind one gate slot; no heartbeat or report comes due mid-job."""
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "GATE_PERMITS": 1,
+        "BATCH_SIZE": 1,
+        "HEARTBEAT_SECONDS": 3600,
+        "STALE_MINUTES": 240,
+        "INTERVAL_SECONDS": 3600,
+    }
+
+
+def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_consumer):
+    questions = [
+        StudyQuestionFactory(text=f"What is {n} + {n}?", choices=["3", "4"], answer="4")
+        for n in range(2)
+    ]
+    with QueryLog() as log:
+        # The consumer is made inside the log: its connections are seen from the first.
+        consumer = make_consumer()
+        for question in questions:  # one job per cycle, twice: a warm path costs the same
+            queue.enqueue(question)
+            assert consumer.run_cycle().outcomes == {"completed": 1}
+            per_connection = {
+                conn: [" ".join(sql.split()) for sql in sqls]  # one line each
+                for conn, sqls in log.by_connection().items()
+            }
+            log.queries.clear()
+            claims = [c for c, sqls in per_connection.items() if any(CLAIM in s for s in sqls)]
+            jobs = [c for c, sqls in per_connection.items() if any(REVISION in s for s in sqls)]
+            # The claims and the jobs keep their own connections (a claim never queues
+            # behind a job's write).
+            assert len(claims) == 1 and len(jobs) == 1 and claims != jobs
+
+            # The claim: one statement takes and marks the job. The cycle also claims when
+            # its second place in flight is free and when the job ends; both come back
+            # empty here (one job), and in a backlog they are the next jobs' claims.
+            claim_sqls = [s for s in per_connection[claims[0]] if CLAIM in s]
+            assert len(claim_sqls) == 3
+
+            job_queries = queries(per_connection[jobs[0]])
+            assert named(job_queries) == [what for what, _ in expected_per_job()]
+    assert StudyQuestion.objects.exclude(explanation="").count() == 2

@@ -27,9 +27,9 @@ def fill(rows: int) -> None:
     with connection.cursor() as cur:
         cur.execute(
             "INSERT INTO studyqueue_studyquestion (text, choices, answer, explanation,"
-            " explanation_model, explanation_truncated, created_at, updated_at)"
+            " created_at, updated_at)"
             " SELECT 'Question ' || g || ': what is ' || g || ' + ' || g || '?', '[]', '',"
-            " CASE WHEN g %% 3 = 0 THEN '' ELSE 'Because.' END, '', false, now(), now()"
+            " CASE WHEN g %% 3 = 0 THEN '' ELSE 'Because.' END, now(), now()"
             " FROM generate_series(1, %s) g",
             [questions],
         )
@@ -40,13 +40,13 @@ def fill(rows: int) -> None:
         cur.execute(
             "INSERT INTO studyqueue_studyquestionjob (study_question_id, kind, status, attempts,"
             " max_attempts, error_code, error_message, created_at, run_after, started_at,"
-            " heartbeat_at, completed_at, worker_id, llm_model, llm_ms)"
+            " heartbeat_at, completed_at, worker_id, llm_ms)"
             " SELECT %s + (g %% %s), CASE WHEN g %% 50 = 0 THEN 'session_summary'"
             "   ELSE 'explanation' END, s.status, 1, 3,"
             " CASE s.status WHEN 'failed' THEN 'llm_timeout' WHEN 'skipped' THEN"
             "   'operator_skipped' ELSE '' END, '', t.ts, t.ts, t.ts, t.ts,"
             " CASE WHEN s.status IN ('completed', 'failed', 'skipped')"
-            "   THEN t.ts + interval '40 seconds' END, 'bench', 'm', 1000 + g %% 5000"
+            "   THEN t.ts + interval '40 seconds' END, 'bench', 1000 + g %% 5000"
             " FROM generate_series(1, %s) g,"
             " LATERAL (SELECT now() - (%s - g) * (interval '30 days' / %s) AS ts) t,"
             " LATERAL (SELECT CASE"
@@ -67,8 +67,23 @@ def fill(rows: int) -> None:
                 rows // 1000,
             ],
         )
+        # The jobs completed in the last day wrote a revision each: the dashboard's hourly
+        # figures and the metrics' tokens read them through the job's revision.
+        cur.execute(
+            "INSERT INTO studyqueue_explanationrevision (question_id, job_id, text, model,"
+            " prompt_version, prompt_label, prompt_tokens, completion_tokens, first_token_ms,"
+            " tokens_per_second, finish_reason, flags, created_at)"
+            " SELECT study_question_id, id, 'Because.', 'm', '', '', 40, 200, 300, 25.0, 'stop',"
+            " '[]', completed_at FROM studyqueue_studyquestionjob"
+            " WHERE status = 'completed' AND completed_at >= now() - interval '1 day'"
+        )
+        cur.execute(
+            "UPDATE studyqueue_studyquestionjob j SET revision_id = r.id"
+            " FROM studyqueue_explanationrevision r WHERE r.job_id = j.id"
+        )
         cur.execute("ANALYZE studyqueue_studyquestionjob")
         cur.execute("ANALYZE studyqueue_studyquestion")
+        cur.execute("ANALYZE studyqueue_explanationrevision")
 
 
 def time_ms(fn, runs: int) -> tuple[float, list[float]]:  # type: ignore[no-untyped-def]

@@ -210,3 +210,28 @@ def test_the_migration_keeps_existing_explanations_as_first_revisions():
     assert cut.current_revision.flags == cut.explanation_flags == ["truncated"]
     assert never.current_revision is None
     assert ExplanationRevision.objects.count() == 2
+
+
+def test_a_reply_whose_claim_was_lost_leaves_no_revision_and_no_pointer():
+    """The revision is written before the fenced completion: a lost claim rolls both back."""
+    from studyqueue.services.llm import LLMReply
+    from studyqueue.workers.base import Outcome
+    from studyqueue.workers.explanation import store
+
+    question = StudyQuestionFactory(text="What is 2 + 2?")
+    queue.enqueue(question)
+    (old,) = queue.claim(worker_id="old")
+    StudyQuestionJob.objects.filter(pk=old.pk).update(
+        heartbeat_at=timezone.now() - timezone.timedelta(hours=1)
+    )
+    assert queue.reset_stale().reset == 1
+    (new,) = queue.claim(worker_id="new")
+    reply = LLMReply(
+        content=FIRST, model="m", finish_reason="stop", prompt_tokens=1, completion_tokens=2,
+        elapsed_ms=30,
+    )  # fmt: skip
+    assert store(old, question, reply, current_version(), queue.database()) == Outcome.LOST
+    assert not ExplanationRevision.objects.exists()
+    assert store(new, question, reply, current_version(), queue.database()) == Outcome.COMPLETED
+    job = StudyQuestionJob.objects.get()
+    assert job.revision == ExplanationRevision.objects.get() and job.llm_ms == 30

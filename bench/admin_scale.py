@@ -67,15 +67,15 @@ def fill(rows: int) -> None:
                 rows // 1000,
             ],
         )
-        # The jobs completed in the last day wrote a revision each: the dashboard's hourly
-        # figures and the metrics' tokens read them through the job's revision.
+        # Every completed job wrote a revision (a month of history): the dashboard's hourly
+        # figures and the metrics' tokens read the last day's through the job's revision.
         cur.execute(
             "INSERT INTO studyqueue_explanationrevision (question_id, job_id, text, model,"
             " prompt_version, prompt_label, prompt_tokens, completion_tokens, first_token_ms,"
             " tokens_per_second, finish_reason, flags, created_at)"
             " SELECT study_question_id, id, 'Because.', 'm', '', '', 40, 200, 300, 25.0, 'stop',"
             " '[]', completed_at FROM studyqueue_studyquestionjob"
-            " WHERE status = 'completed' AND completed_at >= now() - interval '1 day'"
+            " WHERE status = 'completed'"
         )
         cur.execute(
             "UPDATE studyqueue_studyquestionjob j SET revision_id = r.id"

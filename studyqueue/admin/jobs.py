@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
 
 from studyqueue import queue
 from studyqueue.admin.common import (
@@ -182,31 +183,31 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
         value = getattr(job.revision, name) if job.revision_id is not None else None
         return "-" if value is None or value == "" else value
 
-    @admin.display(description="model")
+    @admin.display(description=_("model"))
     def reply_model(self, job: StudyQuestionJob) -> object:
         return self._reply_field(job, "model")
 
-    @admin.display(description="prompt version")
+    @admin.display(description=_("prompt version"))
     def reply_prompt(self, job: StudyQuestionJob) -> object:
         return self._reply_field(job, "prompt_version")
 
-    @admin.display(description="prompt tokens")
+    @admin.display(description=_("prompt tokens"))
     def reply_prompt_tokens(self, job: StudyQuestionJob) -> object:
         return self._reply_field(job, "prompt_tokens")
 
-    @admin.display(description="completion tokens")
+    @admin.display(description=_("completion tokens"))
     def reply_completion_tokens(self, job: StudyQuestionJob) -> object:
         return self._reply_field(job, "completion_tokens")
 
-    @admin.display(description="time to first token (ms)")
+    @admin.display(description=_("time to first token (ms)"))
     def reply_first_token_ms(self, job: StudyQuestionJob) -> object:
         return self._reply_field(job, "first_token_ms")
 
-    @admin.display(description="tokens per second")
+    @admin.display(description=_("tokens per second"))
     def reply_tokens_per_second(self, job: StudyQuestionJob) -> object:
         return self._reply_field(job, "tokens_per_second")
 
-    @admin.display(description="revision")
+    @admin.display(description=_("revision"))
     def revision_link(self, job: StudyQuestionJob) -> str:
         if job.revision_id is None:
             return "-"

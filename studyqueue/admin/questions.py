@@ -266,17 +266,19 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         outdated = question.explanation_prompt_version != current_version().hash
         return f"{label}{' (outdated: the prompt changed since)' if outdated else ''}"
 
-    @admin.display(description="explanation model")
+    @admin.display(description=gettext_lazy("explanation model"))
     def explanation_model(self, question: StudyQuestion) -> str:
         revision = self._current(question)
         return revision.model if revision is not None and revision.model else "-"
 
-    @admin.display(description="explanation truncated", boolean=True)
+    @admin.display(description=gettext_lazy("explanation truncated"), boolean=True)
     def explanation_truncated(self, question: StudyQuestion) -> bool:
         revision = self._current(question)
         return revision is not None and revision.truncated
 
-    @admin.display(description="explained at", ordering="current_revision__created_at")
+    @admin.display(
+        description=gettext_lazy("explained at"), ordering="current_revision__created_at"
+    )
     def explained_at(self, question: StudyQuestion) -> datetime | None:
         annotated = getattr(question, "explained_at", None)  # annotated in the list
         if annotated is not None:
@@ -284,7 +286,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         revision = self._current(question)
         return revision.created_at if revision is not None else None
 
-    @admin.display(description="current revision")
+    @admin.display(description=gettext_lazy("current revision"))
     def current_revision_link(self, question: StudyQuestion) -> str:
         if question.current_revision_id is None:
             return "-"

@@ -27,26 +27,41 @@ def fill(rows: int) -> None:
     with connection.cursor() as cur:
         cur.execute(
             "INSERT INTO studyqueue_studyquestion (text, choices, answer, explanation,"
-            " explanation_model, explanation_truncated, created_at, updated_at)"
+            " created_at, updated_at)"
             " SELECT 'Question ' || g || ': what is ' || g || ' + ' || g || '?', '[]', '',"
-            " CASE WHEN g %% 3 = 0 THEN '' ELSE 'Because.' END, '', false, now(), now()"
+            " CASE WHEN g %% 3 = 0 THEN '' ELSE 'Because.' END, now(), now()"
             " FROM generate_series(1, %s) g",
             [questions],
         )
         cur.execute("SELECT min(id) FROM studyqueue_studyquestion")
         first = cur.fetchone()[0]
+        # Every job's call wrote a revision (a month of history, in the order the calls
+        # ended); the completed jobs point at theirs, as queue.complete leaves them: the
+        # dashboard's hourly figures and the metrics' tokens read the last day's there.
+        cur.execute(
+            "INSERT INTO studyqueue_explanationrevision (question_id, text, model,"
+            " prompt_version, prompt_label, prompt_tokens, completion_tokens, first_token_ms,"
+            " tokens_per_second, finish_reason, flags, created_at)"
+            " SELECT %s + (g %% %s), 'Because.', 'm', '', '', 40, 200, 300, 25.0, 'stop', '[]',"
+            " now() - (%s - g) * (interval '30 days' / %s) + interval '40 seconds'"
+            " FROM generate_series(1, %s) g ORDER BY g",
+            [first, questions, rows, rows, rows],
+        )
+        cur.execute("SELECT min(id) FROM studyqueue_explanationrevision")
+        first_revision = cur.fetchone()[0]
         # Spread over 30 days; 1 % pending and 0.1 % processing on distinct questions (the
         # one-active-job constraint), 90 % completed, the rest failed or skipped.
         cur.execute(
             "INSERT INTO studyqueue_studyquestionjob (study_question_id, kind, status, attempts,"
             " max_attempts, error_code, error_message, created_at, run_after, started_at,"
-            " heartbeat_at, completed_at, worker_id, llm_model, llm_ms)"
+            " heartbeat_at, completed_at, worker_id, llm_ms, revision_id)"
             " SELECT %s + (g %% %s), CASE WHEN g %% 50 = 0 THEN 'session_summary'"
             "   ELSE 'explanation' END, s.status, 1, 3,"
             " CASE s.status WHEN 'failed' THEN 'llm_timeout' WHEN 'skipped' THEN"
             "   'operator_skipped' ELSE '' END, '', t.ts, t.ts, t.ts, t.ts,"
             " CASE WHEN s.status IN ('completed', 'failed', 'skipped')"
-            "   THEN t.ts + interval '40 seconds' END, 'bench', 'm', 1000 + g %% 5000"
+            "   THEN t.ts + interval '40 seconds' END, 'bench', 1000 + g %% 5000,"
+            " CASE WHEN s.status = 'completed' THEN %s + g - 1 END"
             " FROM generate_series(1, %s) g,"
             " LATERAL (SELECT now() - (%s - g) * (interval '30 days' / %s) AS ts) t,"
             " LATERAL (SELECT CASE"
@@ -57,6 +72,7 @@ def fill(rows: int) -> None:
             [
                 first,
                 questions,
+                first_revision,
                 rows,
                 rows,
                 rows,
@@ -69,6 +85,7 @@ def fill(rows: int) -> None:
         )
         cur.execute("ANALYZE studyqueue_studyquestionjob")
         cur.execute("ANALYZE studyqueue_studyquestion")
+        cur.execute("ANALYZE studyqueue_explanationrevision")
 
 
 def time_ms(fn, runs: int) -> tuple[float, list[float]]:  # type: ignore[no-untyped-def]

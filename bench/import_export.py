@@ -36,11 +36,22 @@ def _fill_explained(rows: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO studyqueue_studyquestion (text, choices, answer, explanation,"
-            " explanation_model, explanation_truncated, explained_at, created_at, updated_at)"
+            " created_at, updated_at)"
             " SELECT 'question ' || g, '[\"a\", \"b\"]', 'a',"
-            " repeat('An explanation of some length. ', 20), 'm', false, now(), now(), now()"
+            " repeat('An explanation of some length. ', 20), now(), now()"
             " FROM generate_series(1, %s) g",
             [rows],
+        )
+        # Each explanation's current revision: the export reads the model and time there.
+        cursor.execute(
+            "INSERT INTO studyqueue_explanationrevision (question_id, text, model, prompt_version,"
+            " prompt_label, finish_reason, flags, created_at)"
+            " SELECT id, explanation, 'm', '', '', 'stop', '[]', now()"
+            " FROM studyqueue_studyquestion"
+        )
+        cursor.execute(
+            "UPDATE studyqueue_studyquestion q SET current_revision_id = r.id"
+            " FROM studyqueue_explanationrevision r WHERE r.question_id = q.id"
         )
         cursor.execute("ANALYZE studyqueue_studyquestion")
 

@@ -77,7 +77,7 @@ def _prompt_problems() -> list[CheckMessage]:
 def _quality_problems() -> list[CheckMessage]:
     from studyqueue import quality
 
-    unknown = quality.flags_to_retry() - set(quality.FLAGS)
+    _, unknown = quality.parse_flags(conf.QUALITY_RETRY)
     if not unknown:
         return []
     return [

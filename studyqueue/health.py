@@ -76,7 +76,7 @@ def check_db() -> Check:
 def check_consumer() -> Check:
     """At least one consumer ran a cycle within two of its intervals."""
     try:
-        live = [c for c in presence.consumer_states() if c.state == "live"]
+        live = presence.live_consumers()
     except DatabaseError as exc:
         return Check("consumer", False, f"cannot read the consumers ({type(exc).__name__})")
     if not live:
@@ -135,7 +135,7 @@ def llm_targets() -> list[LLMTarget]:
         return LLMTarget(shown, who, own_url, own_key)
 
     try:
-        live = [c.record for c in presence.consumer_states() if c.state == "live"]
+        live = [c.record for c in presence.live_consumers()]
     except DatabaseError:
         live = []
     if not live:

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Exists, F, OuterRef, Q, Value
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 
 class JobKind(models.TextChoices):
@@ -141,12 +142,10 @@ class StudyQuestion(models.Model):
         help_text="Answer options, if any: a list of strings.",
     )
     answer = models.TextField(blank=True, help_text="The correct answer, if known.")
-    explanation = models.TextField(blank=True)
-    explanation_model = models.CharField(max_length=200, blank=True)
-    explanation_truncated = models.BooleanField(
-        default=False, help_text="The LLM stopped at max_tokens: the text may be cut."
-    )
-    explained_at = models.DateTimeField(null=True, blank=True)
+    explanation = models.TextField(blank=True, help_text="The current revision's text.")
+    # The current revision's prompt version and flags, kept here for the admin's outdated and
+    # needs-review filters (fast on a million questions without a join); every other fact of
+    # the reply is read from the revision. Written only with current_revision.
     # Database defaults too: rows inserted by raw SQL or by older code get them.
     explanation_prompt_version = models.CharField(
         max_length=12,
@@ -168,7 +167,7 @@ class StudyQuestion(models.Model):
         null=True,
         blank=True,
         related_name="+",
-        help_text="The revision the explanation fields above copy.",
+        help_text="The revision shown as its explanation (its model, tokens, times).",
     )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
@@ -262,22 +261,16 @@ class StudyQuestionJob(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     claim_token = models.UUIDField(null=True, blank=True, help_text="Fences writes to one claim.")
     worker_id = models.CharField(max_length=200, blank=True)
-    llm_model = models.CharField(max_length=200, blank=True)
-    llm_prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
-    llm_completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # The job's own LLM time (its completing call), beside what it ran with; everything
+    # about the reply itself (model, tokens, timings, prompt, finish) is on its revision.
     llm_ms = models.PositiveIntegerField(null=True, blank=True, help_text="LLM call time (ms).")
-    llm_first_token_ms = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Time to the first token (ms)."
-    )
-    llm_tokens_per_second = models.FloatField(
-        null=True, blank=True, help_text="Completion tokens per second after the first."
-    )
-    prompt_version = models.CharField(
-        max_length=12,
+    revision = models.ForeignKey(
+        "ExplanationRevision",
+        on_delete=models.SET_NULL,
+        null=True,
         blank=True,
-        default="",
-        db_default="",
-        help_text="The prompt version of its last LLM call.",
+        related_name="+",
+        help_text="The reply that completed it: model, tokens, timings, prompt version.",
     )
     max_tokens = models.PositiveIntegerField(
         null=True, blank=True, help_text="max_tokens for its calls (blank: LLM_MAX_TOKENS)."
@@ -387,7 +380,11 @@ class QueueConsumer(models.Model):
     breaker_since = models.DateTimeField(null=True, blank=True)
     breaker_error = models.CharField(max_length=_choice_width(ErrorCode), blank=True)
     llm_url = models.CharField(max_length=500, help_text="Credentials redacted.")
-    paused_kinds = models.CharField(max_length=200, blank=True)
+    paused_kinds = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The kinds paused at its last report, as QueuePause.kind ('': every kind).",
+    )
 
     class Meta:
         ordering = ["-seen_at"]
@@ -395,6 +392,25 @@ class QueueConsumer(models.Model):
 
     def __str__(self) -> str:
         return self.worker_id
+
+    @property
+    def paused_display(self) -> str:
+        """The paused kinds for people: ``all`` for every kind."""
+        return ", ".join(kind or "all" for kind in self.paused_kinds)
+
+
+class FinishReason(models.TextChoices):
+    """Why the LLM stopped writing, as the server says it (``finish_reason``). A server may
+    send another word; it is kept as it is (cleaned, at most ``FINISH_REASON_WIDTH``)."""
+
+    STOP = "stop", _("Stop")  # the model finished its answer
+    LENGTH = "length", _("Length")  # cut at max_tokens: the text may end mid-sentence
+    CONTENT_FILTER = "content_filter", _("Content filter")
+    TOOL_CALLS = "tool_calls", _("Tool calls")
+    NONE = "", _("None given")  # the reply ended without saying why
+
+
+FINISH_REASON_WIDTH = 20
 
 
 class ExplanationRevision(models.Model):
@@ -413,7 +429,11 @@ class ExplanationRevision(models.Model):
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     first_token_ms = models.PositiveIntegerField(null=True, blank=True)
     tokens_per_second = models.FloatField(null=True, blank=True)
-    finish_reason = models.CharField(max_length=20, blank=True)
+    finish_reason = models.CharField(
+        max_length=FINISH_REASON_WIDTH,
+        blank=True,
+        help_text="As the server said it (stop, length…).",
+    )
     flags = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -424,3 +444,8 @@ class ExplanationRevision(models.Model):
 
     def __str__(self) -> str:
         return f"revision {self.pk} of question {self.question_id}"
+
+    @property
+    def truncated(self) -> bool:
+        """The LLM stopped at max_tokens: the text may be cut."""
+        return self.finish_reason == FinishReason.LENGTH

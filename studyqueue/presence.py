@@ -8,8 +8,10 @@ import socket
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.db import models
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from studyqueue import queue
 from studyqueue.columns import fit
@@ -48,7 +50,7 @@ def record_start(worker_id: str, *, interval: float, llm_url: str) -> None:
             "breaker_since": None,
             "breaker_error": "",
             "llm_url": fit(QueueConsumer, "llm_url", llm_url),
-            "paused_kinds": _paused(),
+            "paused_kinds": queue.paused_kinds(),
         },
     )
 
@@ -63,7 +65,7 @@ def record_report(worker_id: str, report: Report) -> None:
         breaker_open=report.breaker_open,
         breaker_since=report.breaker_since,
         breaker_error=report.breaker_error,
-        paused_kinds=_paused(),
+        paused_kinds=queue.paused_kinds(),
     )
 
 
@@ -76,9 +78,15 @@ def record_stop(worker_id: str) -> None:
     )
 
 
-def _paused() -> str:
-    paused = ",".join(kind or "all" for kind in queue.paused_kinds())
-    return fit(QueueConsumer, "paused_kinds", paused)
+class Liveness(models.TextChoices):
+    """How a consumer looks from its reports; the members are in the dashboard's order."""
+
+    LIVE = "live", _("live")  # reported within SILENT_AFTER_INTERVALS of its interval
+    SILENT = "silent", _("silent")  # no report for longer: crashed, hung, or its host is down
+    STOPPED = "stopped", _("stopped")  # shut down cleanly
+
+
+_ORDER = {state: n for n, state in enumerate(Liveness)}
 
 
 @dataclass(frozen=True)
@@ -86,8 +94,12 @@ class ConsumerState:
     """A consumer as the dashboard shows it."""
 
     record: QueueConsumer
-    state: str  # live, silent, stopped
+    state: Liveness
     silent_for: timedelta | None
+
+    @property
+    def live(self) -> bool:
+        return self.state is Liveness.LIVE
 
 
 def consumer_states(now: datetime | None = None) -> list[ConsumerState]:
@@ -100,11 +112,15 @@ def consumer_states(now: datetime | None = None) -> list[ConsumerState]:
     for row in rows:
         quiet = now - row.seen_at
         if row.stopped_at is not None:
-            state = "stopped"
+            state = Liveness.STOPPED
         elif quiet > timedelta(seconds=SILENT_AFTER_INTERVALS * row.interval_seconds):
-            state = "silent"
+            state = Liveness.SILENT
         else:
-            state = "live"
-        states.append(ConsumerState(row, state, quiet if state == "silent" else None))
-    order = {"live": 0, "silent": 1, "stopped": 2}
-    return sorted(states, key=lambda s: (order[s.state], s.record.worker_id))
+            state = Liveness.LIVE
+        states.append(ConsumerState(row, state, quiet if state is Liveness.SILENT else None))
+    return sorted(states, key=lambda s: (_ORDER[s.state], s.record.worker_id))
+
+
+def live_consumers(now: datetime | None = None) -> list[ConsumerState]:
+    """The consumers that reported within two of their intervals."""
+    return [s for s in consumer_states(now) if s.live]

@@ -13,11 +13,26 @@ from __future__ import annotations
 import unicodedata
 from collections import Counter
 
-from studyqueue.conf import conf
+from django.db import models
+from django.utils.translation import gettext_lazy as _
 
-TRUNCATED, UNFINISHED = "truncated", "unfinished"
-TOO_SHORT, WRONG_SCRIPT = "too_short", "wrong_script"
-FLAGS = (TRUNCATED, UNFINISHED, TOO_SHORT, WRONG_SCRIPT)
+from studyqueue.conf import conf
+from studyqueue.models import FinishReason
+
+
+class QualityFlag(models.TextChoices):
+    """What a reply can be flagged for (stored as the values, in this order)."""
+
+    TRUNCATED = "truncated", _("truncated")
+    UNFINISHED = "unfinished", _("unfinished")
+    TOO_SHORT = "too_short", _("too short")
+    WRONG_SCRIPT = "wrong_script", _("wrong script")
+
+
+# The names the rest of the code and the settings know them by.
+TRUNCATED, UNFINISHED = QualityFlag.TRUNCATED, QualityFlag.UNFINISHED
+TOO_SHORT, WRONG_SCRIPT = QualityFlag.TOO_SHORT, QualityFlag.WRONG_SCRIPT
+FLAGS: tuple[QualityFlag, ...] = tuple(QualityFlag)
 # Kana count with the ideographs: Japanese mixes kana and kanji in one text.
 _SAME = {"HIRAGANA": "CJK", "KATAKANA": "CJK"}
 _SAMPLE = 2000  # characters looked at: enough to know the script, cheap for any length
@@ -40,12 +55,12 @@ def dominant_script(text: str) -> str | None:
     return counts.most_common(1)[0][0] if counts else None
 
 
-def flags_for(question_text: str, explanation: str, finish_reason: str) -> list[str]:
+def flags_for(question_text: str, explanation: str, finish_reason: str) -> list[QualityFlag]:
     """The quality flags a reply earns, in ``FLAGS`` order."""
     flags = []
-    if finish_reason == "length":
+    if finish_reason == FinishReason.LENGTH:
         flags.append(TRUNCATED)
-    elif finish_reason != "stop":  # only "stop" says the model finished its answer
+    elif finish_reason != FinishReason.STOP:  # only "stop" says the model finished its answer
         flags.append(UNFINISHED)
     if len(explanation.strip()) < conf.QUALITY_MIN_CHARS:
         flags.append(TOO_SHORT)
@@ -55,6 +70,15 @@ def flags_for(question_text: str, explanation: str, finish_reason: str) -> list[
     return flags
 
 
-def flags_to_retry() -> set[str]:
-    """The flags that retry the job once instead of only flagging (``QUALITY_RETRY``)."""
-    return {flag.strip() for flag in conf.QUALITY_RETRY.split(",") if flag.strip()}
+def parse_flags(text: str) -> tuple[set[QualityFlag], list[str]]:
+    """A comma-separated list of flag names (``QUALITY_RETRY``): the flags it names, and
+    the names that are no flag (sorted). Blanks around names and empty items are ignored."""
+    names = {name.strip() for name in text.split(",")} - {""}
+    known = {QualityFlag(name) for name in names if name in QualityFlag.values}
+    return known, sorted(names - known)
+
+
+def flags_to_retry() -> set[QualityFlag]:
+    """The flags that retry the job once instead of only flagging (``QUALITY_RETRY``); an
+    unknown name is left out here and reported by the system check E008."""
+    return parse_flags(conf.QUALITY_RETRY)[0]

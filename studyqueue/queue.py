@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, connections, router, transaction
 from django.db.models import F, Field
@@ -43,6 +43,9 @@ from studyqueue.models import (
 logger = logging.getLogger("studyqueue.queue")
 
 Job = StudyQuestionJob
+
+if TYPE_CHECKING:
+    from studyqueue.models import ExplanationRevision
 
 MAX_ERROR_MESSAGE = 2000
 
@@ -212,8 +215,8 @@ def enqueue(
 ENQUEUE_MANY_SQL = """
 INSERT INTO studyqueue_studyquestionjob
     (study_question_id, kind, status, attempts, max_attempts, free_releases, error_code,
-     error_message, created_at, run_after, worker_id, llm_model)
-SELECT id, %(kind)s, 'pending', 0, %(max_attempts)s, 0, '', '', %(now)s, %(now)s, '', ''
+     error_message, created_at, run_after, worker_id)
+SELECT id, %(kind)s, 'pending', 0, %(max_attempts)s, 0, '', '', %(now)s, %(now)s, ''
 FROM studyqueue_studyquestion
 WHERE {ids}
 ON CONFLICT DO NOTHING
@@ -320,17 +323,10 @@ def _finish(job: Job, event: str, values: dict[str, Any], level: int = logging.I
 
 
 def complete(
-    job: Job,
-    *,
-    llm_model: str = "",
-    prompt_tokens: int | None = None,
-    completion_tokens: int | None = None,
-    llm_ms: int | None = None,
-    first_token_ms: int | None = None,
-    tokens_per_second: float | None = None,
-    prompt_version: str = "",
+    job: Job, *, revision: ExplanationRevision | None = None, llm_ms: int | None = None
 ) -> bool:
-    """Mark a claimed job completed with its LLM metrics; False if the claim was lost."""
+    """Mark a claimed job completed with the revision its reply became and its LLM time;
+    False if the claim was lost."""
     values = {
         "status": JobStatus.COMPLETED,
         "completed_at": timezone.now(),
@@ -338,13 +334,8 @@ def complete(
         "error_message": "",
         "claim_token": None,
         "free_releases": 0,
-        "llm_model": fit(Job, "llm_model", llm_model),
-        "llm_prompt_tokens": prompt_tokens,
-        "llm_completion_tokens": completion_tokens,
+        "revision_id": revision.pk if revision is not None else None,
         "llm_ms": llm_ms,
-        "llm_first_token_ms": first_token_ms,
-        "llm_tokens_per_second": tokens_per_second,
-        "prompt_version": prompt_version,
     }
     return _finish(job, "completed", values)
 

@@ -1,10 +1,15 @@
 """Explanation revisions: every generated explanation is kept; a question shows its current
 one. A new revision becomes current only when its job completes; an older one can be made
-current again. The only module that writes revisions and a question's explanation fields."""
+current again. The only module that writes revisions and a question's explanation fields.
+
+A revision is the one home of a reply's metadata (model, prompt version, tokens, timings,
+finish reason, flags); the question keeps its current text and the two facts its admin
+filters need, the job a pointer to the revision that completed it."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from django.db import transaction
 from django.utils import timezone
@@ -22,7 +27,7 @@ def add(
     question_id: int,
     reply: LLMReply,
     version: PromptVersion,
-    flags: list[str],
+    flags: Sequence[str],
 ) -> ExplanationRevision:
     """Keep a reply as a revision of the question (not current yet)."""
     return ExplanationRevision.objects.using(queue.database()).create(
@@ -37,7 +42,7 @@ def add(
         first_token_ms=reply.first_token_ms,
         tokens_per_second=reply.tokens_per_second,
         finish_reason=reply.finish_reason,
-        flags=flags,
+        flags=list(flags),
     )
 
 
@@ -49,12 +54,10 @@ def make_current(revision: ExplanationRevision) -> bool:
         .filter(pk=revision.question_id)
         .update(
             current_revision=revision,
+            # The text it shows, and what the admin's filters read without a join.
             explanation=revision.text,
-            explanation_model=revision.model,
-            explanation_truncated=revision.finish_reason == "length",
             explanation_prompt_version=revision.prompt_version,
             explanation_flags=revision.flags,
-            explained_at=revision.created_at,
             updated_at=now,
         )
     )

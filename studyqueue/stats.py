@@ -1,24 +1,30 @@
-"""The numbers behind the admin's queue dashboard, computed with index-friendly queries.
+"""The queue's numbers: the one collector behind the admin dashboard, its JSON view and the
+Prometheus metrics, computed with index-friendly queries on the queue's database alias
+(``queue.database()``, where the consumers write).
 
 Nothing here counts the whole job table: active jobs are counted through their partial
 indexes, finished jobs over the last 24 hours through the ``completed_at`` index, and the
-table's total is PostgreSQL's planner estimate (an exact count on SQLite).
+table's total is PostgreSQL's planner estimate (an exact count on SQLite). A reply's
+metadata (tokens, timings) is read through the revision that completed the job.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connections, router
-from django.db.models import Avg, Count, Min, Q, Sum
+from django.db import connections
+from django.db.models import Avg, Count, FilteredRelation, Min, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
+from studyqueue import queue
 from studyqueue.conf import conf
 from studyqueue.models import (
     ACTIVE_STATUSES,
     ErrorCode,
+    JobQuerySet,
     JobStatus,
     QuestionQuerySet,
     QueuePause,
@@ -29,6 +35,9 @@ from studyqueue.presence import ConsumerState, consumer_states
 from studyqueue.prompts import current_version
 
 Job = StudyQuestionJob
+WINDOW = timedelta(hours=24)
+OUTDATED_CAP = 10_000
+TOP_ERRORS = 5
 
 
 @dataclass
@@ -41,6 +50,15 @@ class HourBucket:
     llm_ms: int = 0
     first_token_ms: float | None = None  # mean over completed jobs
     tokens_per_second: float | None = None  # mean over completed jobs
+
+
+@dataclass(frozen=True)
+class LLMCalls:
+    """The LLM call times of the jobs completed in the window, as a cumulative histogram."""
+
+    at_most: dict[float, int]  # bound in seconds -> calls that took at most that long
+    count: int
+    total_ms: int
 
 
 @dataclass
@@ -63,7 +81,7 @@ class DashboardStats:
 
     @property
     def live_consumers(self) -> list[ConsumerState]:
-        return [c for c in self.consumers if c.state == "live"]
+        return [c for c in self.consumers if c.live]
 
     @property
     def llm_unreachable_since(self) -> datetime | None:
@@ -98,14 +116,140 @@ class DashboardStats:
         return max((n for _, n in self.top_errors), default=0)
 
 
-def _by_status_kind(rows) -> dict[str, dict[str, int]]:  # type: ignore[no-untyped-def]
+# --------------------------------------------------------------------------- the parts
+
+
+def jobs() -> JobQuerySet:
+    """Every job, unordered, on the queue's database."""
+    return Job.objects.using(queue.database()).order_by()
+
+
+def recent(now: datetime) -> JobQuerySet:
+    """Jobs that ended in the 24 hours before ``now`` (the ``completed_at`` index)."""
+    return jobs().filter(completed_at__gte=now - WINDOW)
+
+
+def replies(now: datetime) -> JobQuerySet:
+    """``recent(now)``, each job with ``reply``: the revision that completed it.
+
+    The join reads only revisions at least as new as the oldest of those replies (a range
+    of their primary key), so PostgreSQL reads the last day's revisions instead of scanning
+    the whole history; the FILTER keeps MIN from walking the ``revision_id`` index."""
+    jobs = recent(now)
+    has_reply = Q(revision__isnull=False)
+    oldest = jobs.aggregate(first=Min("revision_id", filter=has_reply))["first"] or 0
+    return jobs.annotate(reply=FilteredRelation("revision", condition=Q(revision__pk__gte=oldest)))
+
+
+def active_counts() -> dict[str, dict[str, int]]:
+    """Pending and processing jobs now: status -> kind -> count (partial indexes)."""
+    rows = jobs().filter(status__in=ACTIVE_STATUSES).values("status", "kind")
     out: dict[str, dict[str, int]] = {}
-    for row in rows:
+    for row in rows.annotate(n=Count("id")):
         out.setdefault(row["status"], {})[row["kind"]] = row["n"]
     return out
 
 
-def _table_total(db: str) -> tuple[int, bool]:
+def finished_counts(now: datetime) -> dict[tuple[str, str, str], int]:
+    """Jobs that ended in the last 24 hours: (status, kind, error code) -> count."""
+    rows = recent(now).values("status", "kind", "error_code").annotate(n=Count("id"))
+    return {(row["status"], row["kind"], row["error_code"]): row["n"] for row in rows}
+
+
+def waiting_again() -> dict[str, int]:
+    """Pending jobs that were released or are to be retried: last error code -> count."""
+    rows = jobs().pending().exclude(error_code="").values("error_code").annotate(n=Count("id"))
+    return {row["error_code"]: row["n"] for row in rows}
+
+
+def oldest_pending() -> datetime | None:
+    """When the oldest pending job was created; None when none waits."""
+    oldest: datetime | None = jobs().pending().aggregate(t=Min("created_at"))["t"]
+    return oldest
+
+
+def stale_count(now: datetime) -> int:
+    """Processing jobs with no heartbeat for ``STALE_MINUTES``."""
+    return jobs().stale(now - timedelta(minutes=conf.STALE_MINUTES)).count()
+
+
+def hourly(now: datetime) -> list[HourBucket]:
+    """The last 24 hours, oldest first: finished jobs, LLM time, and the completed jobs'
+    mean time to first token and tokens per second (from their revisions)."""
+    this_hour = now.replace(minute=0, second=0, microsecond=0)
+    buckets = {
+        this_hour - timedelta(hours=h): HourBucket(this_hour - timedelta(hours=h))
+        for h in range(23, -1, -1)
+    }
+    done = Q(status=JobStatus.COMPLETED)
+    rows = (
+        replies(now)
+        .annotate(hour=TruncHour("completed_at"))
+        .values("hour")
+        .annotate(
+            completed=Count("id", filter=done),
+            failed=Count("id", filter=Q(status=JobStatus.FAILED)),
+            llm_ms=Sum("llm_ms"),
+            first_token_ms=Avg("reply__first_token_ms", filter=done),
+            tokens_per_second=Avg("reply__tokens_per_second", filter=done),
+        )
+    )
+    for row in rows:
+        bucket = buckets.get(row["hour"])
+        if bucket is not None:
+            bucket.completed = row["completed"]
+            bucket.failed = row["failed"]
+            bucket.llm_ms = row["llm_ms"] or 0
+            bucket.first_token_ms = row["first_token_ms"]
+            bucket.tokens_per_second = row["tokens_per_second"]
+    return list(buckets.values())
+
+
+def top_errors(
+    finished: dict[tuple[str, str, str], int], waiting: dict[str, int]
+) -> list[tuple[str, int]]:
+    """The commonest error codes of the last 24 hours: finished jobs, plus pending ones
+    waiting to retry (a claim clears ``completed_at``: no job is in both)."""
+    counts: Counter[str] = Counter(waiting)
+    for (_, _, code), n in finished.items():
+        if code:
+            counts[code] += n
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:TOP_ERRORS]
+
+
+def llm_calls(now: datetime, bounds_seconds: tuple[float, ...]) -> LLMCalls:
+    """LLM call times of the jobs completed in the last 24 hours, counted per bound."""
+    completed = recent(now).filter(status=JobStatus.COMPLETED, llm_ms__isnull=False)
+    counts = completed.aggregate(
+        total=Count("id"),
+        ms=Sum("llm_ms"),
+        **{
+            f"le_{n}": Count("id", filter=Q(llm_ms__lte=b * 1000))
+            for n, b in enumerate(bounds_seconds)
+        },
+    )
+    return LLMCalls(
+        at_most={b: counts[f"le_{n}"] for n, b in enumerate(bounds_seconds)},
+        count=counts["total"],
+        total_ms=counts["ms"] or 0,
+    )
+
+
+def tokens(now: datetime) -> tuple[int, int]:
+    """Prompt and completion tokens of the replies that completed jobs in the last 24 hours."""
+    sums = replies(now).aggregate(
+        prompt=Sum("reply__prompt_tokens"), completion=Sum("reply__completion_tokens")
+    )
+    return sums["prompt"] or 0, sums["completion"] or 0
+
+
+def pauses() -> list[QueuePause]:
+    return list(QueuePause.objects.using(queue.database()).all())
+
+
+def table_total() -> tuple[int, bool]:
+    """The job table's size: PostgreSQL's estimate (True), or an exact count elsewhere."""
+    db = queue.database()
     connection = connections[db]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -119,76 +263,48 @@ def _table_total(db: str) -> tuple[int, bool]:
     return Job.objects.using(db).count(), False
 
 
+def capped(questions: QuestionQuerySet) -> int:
+    """How many, counted up to ``OUTDATED_CAP`` (never a full count of a huge table)."""
+    return questions.order_by().values("pk")[:OUTDATED_CAP].count()
+
+
+def explanations() -> tuple[int, int]:
+    """Explanations outdated (another prompt version) and needing review, each capped."""
+    questions = StudyQuestion.objects.using(queue.database())
+    return capped(questions.outdated(current_version().hash)), capped(questions.needs_review())
+
+
+def by_status_kind(finished: dict[tuple[str, str, str], int]) -> dict[str, dict[str, int]]:
+    """``finished_counts`` summed over error codes: status -> kind -> count."""
+    out: dict[str, dict[str, int]] = {}
+    for (status, kind, _), n in finished.items():
+        per_kind = out.setdefault(status, {})
+        per_kind[kind] = per_kind.get(kind, 0) + n
+    return out
+
+
+# --------------------------------------------------------------------------- the dashboard
+
+
 def collect(now: datetime | None = None) -> DashboardStats:
     """Compute the dashboard's numbers."""
     now = now or timezone.now()
-    db = router.db_for_read(Job)
-    jobs = Job.objects.using(db).order_by()
-    since = now - timedelta(hours=24)
-
-    active = _by_status_kind(
-        jobs.filter(status__in=ACTIVE_STATUSES).values("status", "kind").annotate(n=Count("id"))
-    )
-    recent = jobs.filter(completed_at__gte=since)
-    finished = _by_status_kind(recent.values("status", "kind").annotate(n=Count("id")))
-
-    oldest = jobs.pending().aggregate(oldest=Min("created_at"))["oldest"]
-    stale = jobs.stale(now - timedelta(minutes=conf.STALE_MINUTES)).count()
-
-    this_hour = now.replace(minute=0, second=0, microsecond=0)
-    buckets = {
-        this_hour - timedelta(hours=h): HourBucket(this_hour - timedelta(hours=h))
-        for h in range(23, -1, -1)
-    }
-    per_hour = (
-        recent.annotate(hour=TruncHour("completed_at"))
-        .values("hour")
-        .annotate(
-            completed=Count("id", filter=Q(status=JobStatus.COMPLETED)),
-            failed=Count("id", filter=Q(status=JobStatus.FAILED)),
-            llm_ms=Sum("llm_ms"),
-            first_token_ms=Avg("llm_first_token_ms", filter=Q(status=JobStatus.COMPLETED)),
-            tokens_per_second=Avg("llm_tokens_per_second", filter=Q(status=JobStatus.COMPLETED)),
-        )
-    )
-    for row in per_hour:
-        bucket = buckets.get(row["hour"])
-        if bucket is not None:
-            bucket.completed = row["completed"]
-            bucket.failed = row["failed"]
-            bucket.llm_ms = row["llm_ms"] or 0
-            bucket.first_token_ms = row["first_token_ms"]
-            bucket.tokens_per_second = row["tokens_per_second"]
-
-    # Errors seen in the last 24 hours: finished jobs, plus pending ones waiting to retry.
-    errors = (
-        jobs.filter(Q(completed_at__gte=since) | Q(status=JobStatus.PENDING))
-        .exclude(error_code="")
-        .values("error_code")
-        .annotate(n=Count("id"))
-        .order_by("-n", "error_code")[:5]
-    )
-    total, is_estimate = _table_total(db)
+    finished = finished_counts(now)
+    oldest = oldest_pending()
+    total, is_estimate = table_total()
+    outdated, needs_review = explanations()
     return DashboardStats(
         now=now,
-        active=active,
-        finished_24h=finished,
+        active=active_counts(),
+        finished_24h=by_status_kind(finished),
         oldest_pending_age=(now - oldest) if oldest else None,
-        stale=stale,
-        hours=list(buckets.values()),
-        top_errors=[(row["error_code"], row["n"]) for row in errors],
+        stale=stale_count(now),
+        hours=hourly(now),
+        top_errors=top_errors(finished, waiting_again()),
         total_estimate=total,
         total_is_estimate=is_estimate,
         consumers=consumer_states(now),
-        pauses=list(QueuePause.objects.using(db).all()),
-        outdated=_capped(StudyQuestion.objects.using(db).outdated(current_version().hash)),
-        needs_review=_capped(StudyQuestion.objects.using(db).needs_review()),
+        pauses=pauses(),
+        outdated=outdated,
+        needs_review=needs_review,
     )
-
-
-OUTDATED_CAP = 10_000
-
-
-def _capped(questions: QuestionQuerySet) -> int:
-    """How many, counted up to ``OUTDATED_CAP`` (never a full count of a huge table)."""
-    return questions.order_by().values("pk")[:OUTDATED_CAP].count()

@@ -577,13 +577,16 @@ def export_rows(
     if outdated_for is not None:
         questions = questions.outdated(outdated_for)
     if since is not None:
-        questions = questions.filter(explained_at__gte=since)
+        questions = questions.filter(current_revision__created_at__gte=since)
+    # The model and the time from the current revision, the reply's metadata's one home.
     rows = questions.order_by("pk").values_list(
-        "id", "external_id", "text", "choices", "answer", "explanation", "explanation_model",
-        "explanation_prompt_version", "explanation_flags", "explained_at",
+        "id", "external_id", "text", "choices", "answer", "explanation",
+        "current_revision__model", "explanation_prompt_version", "explanation_flags",
+        "current_revision__created_at",
     )  # fmt: skip
     for values in rows.iterator(chunk_size=2000):
         row = dict(zip(EXPORT_FIELDS, values, strict=True))
+        row["model"] = row["model"] or ""  # no revision (a row written by raw SQL)
         row["explained_at"] = row["explained_at"].isoformat() if row["explained_at"] else None
         yield row
 

@@ -2,7 +2,13 @@
 
 import factory
 
-from studyqueue.models import JobKind, JobStatus, StudyQuestion, StudyQuestionJob
+from studyqueue.models import (
+    ExplanationRevision,
+    JobKind,
+    JobStatus,
+    StudyQuestion,
+    StudyQuestionJob,
+)
 
 
 class StudyQuestionFactory(factory.django.DjangoModelFactory):
@@ -23,3 +29,15 @@ class StudyQuestionJobFactory(factory.django.DjangoModelFactory):
     study_question = factory.SubFactory(StudyQuestionFactory)
     kind = JobKind.EXPLANATION
     status = JobStatus.PENDING
+
+
+class ExplanationRevisionFactory(factory.django.DjangoModelFactory):
+    """A reply kept as a revision (not made current: ``revisions.make_current`` does that)."""
+
+    class Meta:
+        model = ExplanationRevision
+
+    question = factory.SubFactory(StudyQuestionFactory)
+    text = "Because it is."
+    model = "m"
+    finish_reason = "stop"

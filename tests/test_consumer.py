@@ -46,16 +46,12 @@ def test_a_cycle_writes_the_explanation_and_completes_the_job(consumer, llm_serv
     result = consumer.run_cycle()
     assert result.claimed == 1 and result.outcomes == {"completed": 1}
     assert job_state(job) == ("completed", "", 1)
-    assert (job.llm_model, job.llm_prompt_tokens, job.llm_completion_tokens) == (
-        "default_model",
-        42,
-        7,
-    )
+    reply = job.revision
+    assert (reply.model, reply.prompt_tokens, reply.completion_tokens) == ("default_model", 42, 7)
     assert job.llm_ms is not None
     question = StudyQuestion.objects.get()
     assert question.explanation == "Because 2 + 2 equals 4."
-    assert question.explanation_model == "default_model"
-    assert question.explained_at is not None and not question.explanation_truncated
+    assert question.current_revision == reply and not reply.truncated
     assert llm_server.stats()["per_question"] == {"What is 2 + 2?": 1}
 
 
@@ -183,7 +179,7 @@ def test_truncated_reply_is_stored_but_flagged(consumer, llm_server):
     consumer.run_cycle()
     assert job_state(job)[0] == "completed"
     question = StudyQuestion.objects.get()
-    assert question.explanation and question.explanation_truncated
+    assert question.explanation and question.current_revision.truncated
 
 
 def test_transient_faults_end_failed_after_max_attempts(consumer, llm_server):

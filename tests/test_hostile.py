@@ -177,8 +177,9 @@ def test_values_wider_than_the_columns_are_clipped_cleaned_and_clamped(hostile, 
     assert state(job) == ("completed", "", 1)
     question = StudyQuestion.objects.get()
     assert question.explanation == "AB explained."
-    assert question.explanation_model == job.llm_model == "m" * 200
-    assert (job.llm_prompt_tokens, job.llm_completion_tokens) == (2**31 - 1, 2**31 - 1)
+    reply = job.revision
+    assert question.current_revision == reply and reply.model == "m" * 200
+    assert (reply.prompt_tokens, reply.completion_tokens) == (2**31 - 1, 2**31 - 1)
 
 
 def test_a_stored_invalid_choices_value_ends_the_job_at_once(hostile, make_consumer):
@@ -196,7 +197,9 @@ def test_a_stored_invalid_choices_value_ends_the_job_at_once(hostile, make_consu
 
 def _assert_nowhere(secret: str, caplog, admin_client, job: StudyQuestionJob) -> None:  # type: ignore[no-untyped-def]
     assert secret not in caplog.text, "in a log line"
-    for row in StudyQuestionJob.objects.values_list("error_message", "llm_model", "worker_id"):
+    for row in StudyQuestionJob.objects.values_list(
+        "error_message", "revision__model", "worker_id"
+    ):
         assert not any(secret in str(value) for value in row), "in the database"
     page = admin_client.get(f"/admin/studyqueue/studyquestionjob/{job.pk}/change/")
     assert page.status_code == 200

@@ -22,9 +22,8 @@ def _fill() -> None:
     question = connection.ops.quote_name("studyqueue_studyquestion")
     with connection.cursor() as cur:
         cur.execute(
-            f"INSERT INTO {question} (text, choices, answer, explanation, explanation_model,"
-            " explanation_truncated, created_at, updated_at)"
-            " SELECT 'q' || g, '[]', '', '', '', false, now(), now()"
+            f"INSERT INTO {question} (text, choices, answer, explanation, created_at, updated_at)"
+            " SELECT 'q' || g, '[]', '', '', now(), now()"
             " FROM generate_series(1, 2000) g"
         )
         cur.execute(f"SELECT min(id) FROM {question}")
@@ -32,11 +31,11 @@ def _fill() -> None:
         # 1 % pending, 1 % processing (distinct questions), the rest finished.
         cur.execute(
             f"INSERT INTO {job} (study_question_id, kind, status, attempts, max_attempts,"
-            " error_code, error_message, created_at, run_after, heartbeat_at, worker_id, llm_model)"
+            " error_code, error_message, created_at, run_after, heartbeat_at, worker_id)"
             " SELECT %s + (g %% 2000), 'explanation',"
             " CASE WHEN g <= 1000 THEN 'pending' WHEN g <= 2000 THEN 'processing'"
             "      WHEN g %% 10 = 0 THEN 'failed' ELSE 'completed' END,"
-            " 1, 3, '', '', now(), now(), CASE WHEN g > 1000 AND g <= 2000 THEN now() END, '', ''"
+            " 1, 3, '', '', now(), now(), CASE WHEN g > 1000 AND g <= 2000 THEN now() END, ''"
             " FROM generate_series(1, %s) g",
             [first, N_JOBS],
         )

@@ -8,7 +8,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from studyqueue import queue
-from tests.factories import StudyQuestionJobFactory
+from tests.factories import ExplanationRevisionFactory, StudyQuestionJobFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -27,9 +27,10 @@ def test_metrics_hold_the_queue(admin_client):
     now = timezone.now()
     StudyQuestionJobFactory.create_batch(2, status="pending")
     StudyQuestionJobFactory(status="pending", error_code="llm_unavailable")
+    reply = ExplanationRevisionFactory(prompt_tokens=40, completion_tokens=7)
     StudyQuestionJobFactory(
-        status="completed", completed_at=now, llm_ms=1500, llm_prompt_tokens=40,
-        llm_completion_tokens=7,
+        study_question=reply.question, status="completed", completed_at=now, llm_ms=1500,
+        revision=reply,
     )  # fmt: skip
     StudyQuestionJobFactory(status="failed", completed_at=now, error_code="llm_rejected")
     queue.pause("session_summary")

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from studyqueue import presence, queue
 from studyqueue.models import QueueConsumer
+from studyqueue.presence import Liveness
 from tests.factories import StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,14 +24,14 @@ def test_a_consumer_records_its_start_its_cycles_and_its_stop(llm_server, make_c
     record = QueueConsumer.objects.get(worker_id="c1")
     assert (record.jobs_completed, record.jobs_running, record.interval_seconds) == (3, 0, 30)
     assert record.llm_url == llm_server.url
-    assert record.paused_kinds == "session_summary"
+    assert record.paused_kinds == ["session_summary"]
     assert not record.breaker_open and record.stopped_at is None
     (state,) = presence.consumer_states()
-    assert state.state == "live"
+    assert state.state is Liveness.LIVE and state.live
     consumer.close()
     record.refresh_from_db()
     assert record.stopped_at is not None
-    assert presence.consumer_states()[0].state == "stopped"
+    assert presence.consumer_states()[0].state is Liveness.STOPPED
 
 
 def test_a_consumer_that_stops_reporting_is_silent_after_two_intervals(make_consumer, settings):
@@ -45,8 +46,8 @@ def test_a_consumer_that_stops_reporting_is_silent_after_two_intervals(make_cons
         llm_url="http://x/v1",
     )
     (state,) = presence.consumer_states(now)
-    assert (state.state, state.silent_for) == ("silent", timedelta(seconds=121))
-    assert presence.consumer_states(now - timedelta(seconds=2))[0].state == "live"
+    assert (state.state, state.silent_for) == (Liveness.SILENT, timedelta(seconds=121))
+    assert presence.consumer_states(now - timedelta(seconds=2))[0].state is Liveness.LIVE
 
 
 def test_a_consumer_whose_llm_is_down_records_its_open_breaker(settings, free_port, make_consumer):
@@ -58,3 +59,27 @@ def test_a_consumer_whose_llm_is_down_records_its_open_breaker(settings, free_po
     assert record.breaker_open and record.breaker_error == "llm_unavailable"
     assert record.breaker_since is not None
     assert "secret-pw" not in record.llm_url and "[redacted]@" in record.llm_url
+
+
+def test_states_are_listed_live_then_silent_then_stopped():
+    now = timezone.now()
+    common = {"host": "h", "pid": 1, "started_at": now, "interval_seconds": 60, "llm_url": "u"}
+    QueueConsumer.objects.create(worker_id="a-stopped", seen_at=now, stopped_at=now, **common)
+    QueueConsumer.objects.create(worker_id="b-silent", seen_at=now - timedelta(hours=1), **common)
+    QueueConsumer.objects.create(worker_id="c-live", seen_at=now, **common)
+    states = presence.consumer_states(now)
+    assert [(s.record.worker_id, s.state) for s in states] == [
+        ("c-live", Liveness.LIVE),
+        ("b-silent", Liveness.SILENT),
+        ("a-stopped", Liveness.STOPPED),
+    ]
+    assert [s.record.worker_id for s in presence.live_consumers(now)] == ["c-live"]
+
+
+def test_paused_kinds_are_a_list_shown_with_all_for_every_kind(make_consumer, llm_server):
+    queue.pause("")
+    queue.pause("session_summary")
+    make_consumer(worker_id="c3").run_cycle()
+    record = QueueConsumer.objects.get(worker_id="c3")
+    assert sorted(record.paused_kinds) == ["", "session_summary"]
+    assert record.paused_display == ", ".join(k or "all" for k in record.paused_kinds)

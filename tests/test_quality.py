@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from studyqueue import quality, queue
-from studyqueue.models import ExplanationRevision, StudyQuestion
+from studyqueue.models import ExplanationRevision, FinishReason, StudyQuestion
+from studyqueue.quality import QualityFlag
 from tests.factories import StudyQuestionFactory
 
 KOREAN = "대한민국의 수도는 어디입니까?"
@@ -82,6 +83,7 @@ def test_a_flag_set_to_retry_retries_once_with_doubled_max_tokens(
     first, second = ExplanationRevision.objects.order_by("pk")
     question = StudyQuestion.objects.get()
     assert question.current_revision == second, "the retry's reply is current"
+    assert job.revision == second, "the job points at the reply that completed it"
     assert first.flags == second.flags == ["truncated"], "still cut: flagged, not retried again"
 
 
@@ -95,7 +97,10 @@ def test_a_reply_without_a_finish_reason_keeps_its_ending_on_the_revision(
     revision = ExplanationRevision.objects.get()
     assert (revision.finish_reason, revision.flags) == ("", ["unfinished"])
     question = StudyQuestion.objects.get()
-    assert (question.explanation_truncated, question.explanation_flags) == (False, ["unfinished"])
+    assert (question.current_revision.truncated, question.explanation_flags) == (
+        False,
+        ["unfinished"],
+    )
     assert list(StudyQuestion.objects.needs_review()) == [question]
 
 
@@ -112,4 +117,26 @@ def test_unfinished_is_a_flag_quality_retry_accepts(llm_server, settings, make_c
     assert [r.finish_reason for r in ExplanationRevision.objects.order_by("pk")] == [
         "content_filter",
         "content_filter",
+    ]
+
+
+def test_quality_retry_is_parsed_once_into_flags_and_unknown_names():
+    known, unknown = quality.parse_flags(" truncated, too_long,,wrong_script , truncated")
+    assert known == {QualityFlag.TRUNCATED, QualityFlag.WRONG_SCRIPT}
+    assert unknown == ["too_long"]
+    assert quality.parse_flags("") == (set(), [])
+
+
+def test_flags_and_finish_reasons_are_enums_stored_as_their_values():
+    assert quality.flags_for("Why?", "Because.", FinishReason.LENGTH) == [
+        QualityFlag.TRUNCATED,
+        QualityFlag.TOO_SHORT,
+    ]
+    assert quality.flags_for("Why?", "x" * 50, FinishReason.NONE) == [QualityFlag.UNFINISHED]
+    assert quality.flags_for("Why?", "x" * 50, "something_new") == [QualityFlag.UNFINISHED]
+    assert [flag.value for flag in quality.FLAGS] == [
+        "truncated",
+        "unfinished",
+        "too_short",
+        "wrong_script",
     ]

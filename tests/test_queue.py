@@ -13,7 +13,11 @@ from django.utils import timezone
 from studyqueue import queue
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import ErrorCode, JobKind, JobStatus, StudyQuestionJob
-from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
+from tests.factories import (
+    ExplanationRevisionFactory,
+    StudyQuestionFactory,
+    StudyQuestionJobFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -175,15 +179,11 @@ def test_heartbeat_is_fenced():
 def test_complete_records_metrics():
     StudyQuestionJobFactory()
     job = claim_one()
-    assert queue.complete(job, llm_model="m", prompt_tokens=10, completion_tokens=20, llm_ms=1234)
+    reply = ExplanationRevisionFactory(question=job.study_question, job=job)
+    assert queue.complete(job, revision=reply, llm_ms=1234)
     job.refresh_from_db()
     assert job.status == JobStatus.COMPLETED
-    assert (job.llm_model, job.llm_prompt_tokens, job.llm_completion_tokens, job.llm_ms) == (
-        "m",
-        10,
-        20,
-        1234,
-    )
+    assert (job.revision, job.llm_ms) == (reply, 1234)
     assert job.completed_at is not None and job.claim_token is None
     assert not queue.complete(job), "a second completion must be refused"
 
@@ -264,15 +264,15 @@ def test_fencing_after_stale_reset_and_reclaim():
     assert queue.reset_stale() == queue.StaleResult(reset=1, failed=0)
     job_b = claim_one("B")
     assert job_b.pk == job_a.pk and job_b.claim_token != job_a.claim_token
-    assert not queue.complete(job_a, llm_model="old")
+    assert not queue.complete(job_a, llm_ms=1)
     assert not queue.heartbeat(job_a)
     assert queue.fail(job_a, ErrorCode.INTERNAL) is None
     assert not queue.release(job_a)
     row = StudyQuestionJob.objects.get(pk=job_a.pk)
     assert (row.status, row.worker_id, row.claim_token) == ("processing", "B", job_b.claim_token)
-    assert queue.complete(job_b, llm_model="new")
+    assert queue.complete(job_b, llm_ms=2)
     row.refresh_from_db()
-    assert (row.status, row.llm_model, row.attempts) == ("completed", "new", 2)
+    assert (row.status, row.llm_ms, row.attempts) == ("completed", 2, 2)
 
 
 # --------------------------------------------------------------------------- operator
@@ -447,7 +447,7 @@ def test_a_write_rolled_back_leaves_the_claim_usable_and_logs_nothing(caplog):
     job = claim_one()
     token = job.claim_token
     with pytest.raises(RuntimeError), transaction.atomic():
-        assert queue.complete(job, llm_model="m")
+        assert queue.complete(job, llm_ms=1)
         raise RuntimeError("connection lost before COMMIT")
     assert (job.status, job.claim_token) == ("processing", token)
     assert not any("study_job_completed" in r.getMessage() for r in caplog.records)

@@ -103,7 +103,7 @@ def test_old_worker_on_another_connection_is_fenced_out():
             claimed_by_a.set()
             assert b_has_it.wait(timeout=30)
             outcome["a_heartbeat"] = queue.heartbeat(job)
-            outcome["a_complete"] = queue.complete(job, llm_model="A")
+            outcome["a_complete"] = queue.complete(job, llm_ms=1)
         finally:
             connections.close_all()
 
@@ -121,7 +121,7 @@ def test_old_worker_on_another_connection_is_fenced_out():
     assert outcome["a_heartbeat"] is False and outcome["a_complete"] is False
     row = StudyQuestionJob.objects.get()
     assert (row.status, row.worker_id) == ("processing", "B")
-    assert queue.complete(job_b, llm_model="B")
+    assert queue.complete(job_b, llm_ms=2)
     row.refresh_from_db()
-    assert (row.status, row.llm_model, row.attempts) == ("completed", "B", 2)
+    assert (row.status, row.llm_ms, row.attempts) == ("completed", 2, 2)
     assert connection.vendor in {"postgresql", "sqlite"}

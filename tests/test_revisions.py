@@ -101,7 +101,7 @@ def test_outdated_explanations_are_found_filtered_and_regenerated(
     llm_server, make_consumer, settings, admin_client
 ):
     current = explain_once(llm_server, make_consumer, FIRST)
-    old = StudyQuestionFactory(text="Old one?", explanation="Old text", explained_at=timezone.now())
+    old = StudyQuestionFactory(text="Old one?", explanation="Old text")
     StudyQuestion.objects.filter(pk=old.pk).update(explanation_prompt_version="abcdef012345")
     missing = StudyQuestionFactory(text="Not yet?")
     version = current_version().hash
@@ -175,7 +175,9 @@ def test_revisions_keep_their_metrics(llm_server, make_consumer):
     assert revision.first_token_ms is not None
     # 7 tokens over the ~0.11 s between the first word and the last.
     assert revision.tokens_per_second is not None and 10 < revision.tokens_per_second < 700
-    assert revision.job is not None and revision.job.llm_first_token_ms == revision.first_token_ms
+    # The job points at its reply and keeps its own LLM time; the reply's facts are here.
+    assert revision.job is not None and revision.job.revision_id == revision.pk
+    assert revision.job.llm_ms is not None and revision.job.llm_ms >= revision.first_token_ms
 
 
 def test_the_migration_keeps_existing_explanations_as_first_revisions():
@@ -208,3 +210,28 @@ def test_the_migration_keeps_existing_explanations_as_first_revisions():
     assert cut.current_revision.flags == cut.explanation_flags == ["truncated"]
     assert never.current_revision is None
     assert ExplanationRevision.objects.count() == 2
+
+
+def test_a_reply_whose_claim_was_lost_leaves_no_revision_and_no_pointer():
+    """The revision is written before the fenced completion: a lost claim rolls both back."""
+    from studyqueue.services.llm import LLMReply
+    from studyqueue.workers.base import Outcome
+    from studyqueue.workers.explanation import store
+
+    question = StudyQuestionFactory(text="What is 2 + 2?")
+    queue.enqueue(question)
+    (old,) = queue.claim(worker_id="old")
+    StudyQuestionJob.objects.filter(pk=old.pk).update(
+        heartbeat_at=timezone.now() - timezone.timedelta(hours=1)
+    )
+    assert queue.reset_stale().reset == 1
+    (new,) = queue.claim(worker_id="new")
+    reply = LLMReply(
+        content=FIRST, model="m", finish_reason="stop", prompt_tokens=1, completion_tokens=2,
+        elapsed_ms=30,
+    )  # fmt: skip
+    assert store(old, question, reply, current_version(), queue.database()) == Outcome.LOST
+    assert not ExplanationRevision.objects.exists()
+    assert store(new, question, reply, current_version(), queue.database()) == Outcome.COMPLETED
+    job = StudyQuestionJob.objects.get()
+    assert job.revision == ExplanationRevision.objects.get() and job.llm_ms == 30

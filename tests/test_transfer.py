@@ -116,10 +116,17 @@ def test_import_rejects_bad_input(args, message, tmp_path, monkeypatch):
 
 
 def _explained(**fields) -> StudyQuestion:  # type: ignore[no-untyped-def]
-    from django.utils import timezone
+    """A question whose current revision holds its explanation (as the worker leaves it)."""
+    from studyqueue import revisions
+    from tests.factories import ExplanationRevisionFactory
 
-    defaults = {"text": "Q?", "explanation": "Because.", "explained_at": timezone.now()}
-    return StudyQuestion.objects.create(**{**defaults, **fields})
+    version = fields.pop("explanation_prompt_version", "")
+    text = fields.pop("explanation", "Because.")
+    question = StudyQuestion.objects.create(**{"text": "Q?", **fields})
+    revision = ExplanationRevisionFactory(question=question, text=text, prompt_version=version)
+    assert revisions.make_current(revision)
+    question.refresh_from_db()
+    return question
 
 
 def test_export_streams_explained_questions_as_jsonl_and_csv(tmp_path):
@@ -135,6 +142,11 @@ def test_export_streams_explained_questions_as_jsonl_and_csv(tmp_path):
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["id"] for r in rows] == [current.pk, old.pk]
     assert rows[0]["external_id"] == "n" and rows[0]["prompt_version"] == version
+    revision = current.current_revision
+    assert (rows[0]["model"], rows[0]["explained_at"]) == (
+        revision.model,
+        revision.created_at.isoformat(),
+    )
     assert err.strip() == "exported 2 question(s)"
     out, _ = run("exportexplanations", "--outdated")
     assert [json.loads(line)["id"] for line in out.splitlines()] == [old.pk]
@@ -450,11 +462,8 @@ def test_csv_exports_neutralise_formulas_and_jsonl_stays_exact(tmp_path, admin_c
 
 @pytest.fixture
 def many_explained() -> None:
-    from django.utils import timezone
-
     StudyQuestion.objects.bulk_create(
-        StudyQuestion(text=f"Q{n}?", explanation="Because. " * 20, explained_at=timezone.now())
-        for n in range(2000)
+        StudyQuestion(text=f"Q{n}?", explanation="Because. " * 20) for n in range(2000)
     )  # about 500 KB of JSON Lines: more than a pipe holds
 
 

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
 
 from studyqueue import queue
 from studyqueue.admin.common import (
@@ -31,6 +32,7 @@ from studyqueue.admin.common import (
 from studyqueue.columns import MAX_ID
 from studyqueue.conf import conf
 from studyqueue.models import (
+    ExplanationRevision,
     JobStatus,
     QueuePause,
     StudyQuestionJob,
@@ -91,15 +93,16 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             "LLM",
             {
                 "fields": (
-                    "llm_model",
-                    "prompt_version",
+                    "reply_model",
+                    "reply_prompt",
                     "max_tokens",
                     "quality_retried",
-                    "llm_prompt_tokens",
-                    "llm_completion_tokens",
+                    "reply_prompt_tokens",
+                    "reply_completion_tokens",
                     "llm_time",
-                    "llm_first_token_ms",
-                    "llm_tokens_per_second",
+                    "reply_first_token_ms",
+                    "reply_tokens_per_second",
+                    "revision_link",
                     "explanation",
                 )
             },
@@ -163,6 +166,53 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
         if job.llm_ms is None:
             return "-"
         return f"{job.llm_ms / 1000:.1f}s" if job.llm_ms >= 1000 else f"{job.llm_ms} ms"
+
+    # -- the reply that completed the job: its metadata lives on its revision
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> StudyQuestionJob | None:
+        job = super().get_object(request, object_id, from_field)
+        if job is not None and job.revision_id is not None:
+            # Its revision's metadata, not its text (a reply may be megabytes).
+            revisions = ExplanationRevision.objects.using(queue.database()).defer("text")
+            job.revision = revisions.filter(pk=job.revision_id).first()
+        return job
+
+    def _reply_field(self, job: StudyQuestionJob, name: str) -> object:
+        value = getattr(job.revision, name) if job.revision_id is not None else None
+        return "-" if value is None or value == "" else value
+
+    @admin.display(description=_("model"))
+    def reply_model(self, job: StudyQuestionJob) -> object:
+        return self._reply_field(job, "model")
+
+    @admin.display(description=_("prompt version"))
+    def reply_prompt(self, job: StudyQuestionJob) -> object:
+        return self._reply_field(job, "prompt_version")
+
+    @admin.display(description=_("prompt tokens"))
+    def reply_prompt_tokens(self, job: StudyQuestionJob) -> object:
+        return self._reply_field(job, "prompt_tokens")
+
+    @admin.display(description=_("completion tokens"))
+    def reply_completion_tokens(self, job: StudyQuestionJob) -> object:
+        return self._reply_field(job, "completion_tokens")
+
+    @admin.display(description=_("time to first token (ms)"))
+    def reply_first_token_ms(self, job: StudyQuestionJob) -> object:
+        return self._reply_field(job, "first_token_ms")
+
+    @admin.display(description=_("tokens per second"))
+    def reply_tokens_per_second(self, job: StudyQuestionJob) -> object:
+        return self._reply_field(job, "tokens_per_second")
+
+    @admin.display(description=_("revision"))
+    def revision_link(self, job: StudyQuestionJob) -> str:
+        if job.revision_id is None:
+            return "-"
+        url = reverse("admin:studyqueue_explanationrevision_change", args=[job.revision_id])
+        return format_html('<a href="{}">#{}</a>', url, job.revision_id)
 
     @admin.display(description="explanation")
     def explanation(self, job: StudyQuestionJob) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from itertools import chain
 from typing import Any, cast
 
@@ -10,7 +11,7 @@ from django.contrib.admin.actions import delete_selected
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, QuerySet, Subquery
+from django.db.models import BooleanField, ExpressionWrapper, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Left
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import path, reverse
@@ -150,6 +151,7 @@ class DeferringChangeList(ChangeList):
         return queryset.defer("text", "explanation", "choices", "answer").annotate(
             text_start=Left("text", EXCERPT * 4),
             explained=ExpressionWrapper(~Q(explanation=""), output_field=BooleanField()),
+            explained_at=F("current_revision__created_at"),
         )
 
 
@@ -172,6 +174,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         "explanation_prompt",
         "explanation_flags",
         "explained_at",
+        "current_revision_link",
         "created_at",
     )
     fieldsets = (
@@ -186,6 +189,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
                     "explanation_truncated",
                     "explanation_flags",
                     "explained_at",
+                    "current_revision_link",
                     "created_at",
                 )
             },
@@ -225,14 +229,56 @@ class StudyQuestionAdmin(GuardedInputAdmin):
             raise Http404("no such question")
         return HttpResponse(question.explanation, content_type="text/plain; charset=utf-8")
 
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> StudyQuestion | None:
+        question = super().get_object(request, object_id, from_field)
+        if question is not None and question.current_revision_id is not None:
+            # Its current revision's metadata, not its text (the question holds that).
+            revisions = ExplanationRevision.objects.using(queue.database()).defer("text")
+            question.current_revision = revisions.filter(pk=question.current_revision_id).first()
+        return question
+
+    def _current(self, question: StudyQuestion) -> ExplanationRevision | None:
+        return question.current_revision if question.current_revision_id is not None else None
+
     @admin.display(description="prompt version")
     def explanation_prompt(self, question: StudyQuestion) -> str:
-        revision = question.current_revision
+        revision = self._current(question)
         if not question.explanation_prompt_version:
             return "-"
         label = revision.prompt_label if revision else question.explanation_prompt_version
         outdated = question.explanation_prompt_version != current_version().hash
         return f"{label}{' (outdated: the prompt changed since)' if outdated else ''}"
+
+    @admin.display(description=gettext_lazy("explanation model"))
+    def explanation_model(self, question: StudyQuestion) -> str:
+        revision = self._current(question)
+        return revision.model if revision is not None and revision.model else "-"
+
+    @admin.display(description=gettext_lazy("explanation truncated"), boolean=True)
+    def explanation_truncated(self, question: StudyQuestion) -> bool:
+        revision = self._current(question)
+        return revision is not None and revision.truncated
+
+    @admin.display(
+        description=gettext_lazy("explained at"), ordering="current_revision__created_at"
+    )
+    def explained_at(self, question: StudyQuestion) -> datetime | None:
+        annotated = getattr(question, "explained_at", None)  # annotated in the list
+        if annotated is not None:
+            return annotated
+        revision = self._current(question)
+        return revision.created_at if revision is not None else None
+
+    @admin.display(description=gettext_lazy("current revision"))
+    def current_revision_link(self, question: StudyQuestion) -> str:
+        if question.current_revision_id is None:
+            return "-"
+        url = reverse(
+            "admin:studyqueue_explanationrevision_change", args=[question.current_revision_id]
+        )
+        return format_html('<a href="{}">#{}</a>', url, question.current_revision_id)
 
     @admin.display(description="explanation")
     def explanation_box(self, question: StudyQuestion) -> str:

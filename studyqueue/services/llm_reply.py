@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from studyqueue.columns import fit, storable
-from studyqueue.models import ErrorCode, ExplanationRevision
+from studyqueue.models import ErrorCode, ExplanationRevision, FinishReason
 
 # Codes that describe the server, not the job: the job waits without losing an attempt.
 SERVER_WIDE = frozenset({ErrorCode.LLM_UNAVAILABLE, ErrorCode.LLM_OVERLOADED})
@@ -82,7 +82,7 @@ class LLMReply:
     @property
     def truncated(self) -> bool:
         """The server stopped at max_tokens: the text may be cut mid-sentence."""
-        return self.finish_reason == "length"
+        return self.finish_reason == FinishReason.LENGTH
 
     @property
     def tokens_per_second(self) -> float | None:

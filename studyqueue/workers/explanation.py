@@ -34,7 +34,7 @@ def _load(job: StudyQuestionJob, db: str) -> StudyQuestion | None:
     return StudyQuestion.objects.using(db).filter(pk=job.study_question_id).first()
 
 
-def _quality_retry(job: StudyQuestionJob, flags: list[str]) -> str | None:
+def _quality_retry(job: StudyQuestionJob, flags: list[quality.QualityFlag]) -> str | None:
     """The flag that earns this job its one quality retry, if any."""
     wanted = [flag for flag in flags if flag in quality.flags_to_retry()]
     if not wanted or job.quality_retried or job.attempts >= job.max_attempts:
@@ -98,18 +98,11 @@ def store(
                 return Outcome.LOST
             revisions.add(job, question.pk, reply, version, flags)  # kept, not current
             return Outcome.RETRYING
-        if not queue.complete(
-            job,
-            llm_model=reply.model,
-            prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens,
-            llm_ms=reply.elapsed_ms,
-            first_token_ms=reply.first_token_ms,
-            tokens_per_second=reply.tokens_per_second,
-            prompt_version=version.hash,
-        ):
-            return Outcome.LOST
+        # The revision holds the reply's metadata; the job points at it.
         revision = revisions.add(job, question.pk, reply, version, flags)
+        if not queue.complete(job, revision=revision, llm_ms=reply.elapsed_ms):
+            transaction.set_rollback(True, using=db)  # the claim was lost: keep nothing
+            return Outcome.LOST
         if revisions.make_current(revision):
             if flags:
                 logger.warning(

@@ -20,7 +20,7 @@ from tests.factories import StudyQuestionFactory
     "model,field",
     [
         (StudyQuestionJob, "worker_id"),
-        (StudyQuestionJob, "llm_model"),
+        (ExplanationRevision, "model"),
         (QueueConsumer, "host"),
         (QueueConsumer, "llm_url"),
         (QueuePause, "reason"),

@@ -29,8 +29,8 @@ PER_JOB = [
     ("the call is over: give the slot back", "SELECT pg_advisory_unlock", True),
     # store(), one transaction:
     ("re-read the question: changed during the call?", 'SELECT "studyqueue_studyquestion"', False),
-    ("complete the job, fenced on its claim token", 'UPDATE "studyqueue_studyquestionjob"', False),
     ("the new revision with the reply's metadata", REVISION, False),
+    ("complete the job, pointing at it (fenced)", 'UPDATE "studyqueue_studyquestionjob"', False),
     ("the question's current explanation", 'UPDATE "studyqueue_studyquestion"', False),
 ]  # fmt: skip
 # Transaction control is not a query of its own (SQLite's atomic() runs BEGIN IMMEDIATE).

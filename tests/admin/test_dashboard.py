@@ -1,0 +1,117 @@
+"""The queue dashboard: its numbers on a known data set, its notices, its live data view
+and who sees them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from studyqueue.models import StudyQuestionJob
+from studyqueue.stats import collect
+from tests.factories import StudyQuestionJobFactory
+from tests.helpers.admin import (
+    DASHBOARD_URL,
+    DATA_URL,
+    JOBS_URL,
+    staff,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+# --------------------------------------------------------------------------- dashboard
+
+
+def test_dashboard_numbers_on_a_known_data_set(admin_client):
+    now = timezone.now()
+    StudyQuestionJobFactory.create_batch(3)  # pending
+    old_pending = StudyQuestionJobFactory()
+    StudyQuestionJob.objects.filter(pk=old_pending.pk).update(created_at=now - timedelta(hours=2))
+    StudyQuestionJobFactory(
+        status="processing", started_at=now, heartbeat_at=now - timedelta(hours=1)
+    )
+    StudyQuestionJobFactory(status="processing", started_at=now, heartbeat_at=now)
+    StudyQuestionJobFactory.create_batch(
+        4, status="completed", completed_at=now - timedelta(minutes=5), llm_ms=2500
+    )
+    StudyQuestionJobFactory.create_batch(
+        2, status="failed", completed_at=now - timedelta(hours=3), error_code="llm_timeout"
+    )
+    StudyQuestionJobFactory(status="completed", completed_at=now - timedelta(days=3))
+    StudyQuestionJobFactory(
+        kind="session_summary", status="skipped", completed_at=now, error_code="unsupported_kind"
+    )
+
+    stats = collect(now)
+    assert stats.active == {"pending": {"explanation": 4}, "processing": {"explanation": 2}}
+    assert stats.finished_24h == {
+        "completed": {"explanation": 4},
+        "failed": {"explanation": 2},
+        "skipped": {"session_summary": 1},
+    }
+    assert stats.stale == 1
+    assert stats.oldest_pending_age >= timedelta(hours=2)
+    assert len(stats.hours) == 24
+    five_minutes_ago = (now - timedelta(minutes=5)).replace(minute=0, second=0, microsecond=0)
+    (bucket,) = [h for h in stats.hours if h.start == five_minutes_ago]
+    assert (bucket.completed, bucket.llm_ms) == (4, 10_000)
+    assert sum(h.completed for h in stats.hours) == 4
+    assert sum(h.failed for h in stats.hours) == 2
+    assert stats.top_errors == [("llm_timeout", 2), ("unsupported_kind", 1)]
+    assert stats.total_estimate == 14 or stats.total_is_estimate
+
+    html = admin_client.get(DASHBOARD_URL).content.decode()
+    assert 'id="sq-status-kind"' in html
+    assert "<td>llm_timeout" in html.replace('<td class="label" style="width:130px">', "<td>")
+    assert "10.0 s" in html and "4 / 0" in html
+    assert "2h 0m" in html or "2h 1m" in html
+
+
+def test_dashboard_is_staff_only():
+    anonymous = Client()
+    assert anonymous.get(DASHBOARD_URL).status_code == 302  # to the login page
+    assert staff().get(DASHBOARD_URL).status_code == 403
+
+
+def test_dashboard_is_linked_from_the_app_index_and_the_changelist(admin_client):
+    app_index = admin_client.get(reverse("admin:app_list", args=["studyqueue"])).content.decode()
+    assert DASHBOARD_URL in app_index
+    assert DASHBOARD_URL in admin_client.get(JOBS_URL).content.decode()
+
+
+def test_the_dashboard_says_when_no_consumer_runs_and_when_the_llm_is_down(admin_client):
+    from studyqueue.models import QueueConsumer
+
+    assert 'id="sq-no-consumer"' in admin_client.get(DASHBOARD_URL).content.decode()
+    now = timezone.now()
+    QueueConsumer.objects.create(
+        worker_id="gpu-box:42",
+        host="gpu-box",
+        pid=42,
+        started_at=now,
+        seen_at=now,
+        interval_seconds=60,
+        llm_url="http://[redacted]@127.0.0.1:8080/v1",
+        breaker_open=True,
+        breaker_since=now,
+        breaker_error="llm_unavailable",
+    )
+    html = admin_client.get(DASHBOARD_URL).content.decode()
+    assert 'id="sq-no-consumer"' not in html
+    assert 'id="sq-llm-down"' in html
+    assert 'data-worker="gpu-box:42" data-state="live"' in html
+
+
+def test_the_live_data_view_needs_the_same_permission(admin_client, client):
+    StudyQuestionJobFactory(status="pending")
+    data = admin_client.get(DATA_URL).json()
+    assert (data["pending"], data["consumers_live"], data["paused"]) == (1, 0, [])
+    assert 'id="sq-status-kind"' in data["html"] and data["updated_at"]
+    staff = User.objects.create_user("nobody", password="pw", is_staff=True)
+    client.force_login(staff)
+    assert client.get(DATA_URL).status_code == 403

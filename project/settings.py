@@ -7,9 +7,13 @@ Environment variables:
     DEBUG             1/true/yes to enable (default: off; refused in production)
     STUDYQUEUE_ENV    local (default) or production
     ALLOWED_HOSTS     comma-separated (default: localhost,127.0.0.1)
-    CONN_MAX_AGE      seconds to keep DB connections (default: 600)
-    LOG_LEVEL         root level for the studyqueue loggers (default: INFO)
+    CONN_MAX_AGE      seconds to keep DB connections, 0..86400 (default: 600)
+    LOG_LEVEL         level of the studyqueue loggers: DEBUG, INFO, WARNING, ERROR or
+                      CRITICAL (default: INFO)
     STUDYQUEUE_<NAME> any key of the STUDYQUEUE settings (see studyqueue/conf.py)
+
+A value that does not parse or is out of range is an ImproperlyConfigured error naming the
+variable, raised while the settings load (manage.py prints it as one line).
 """
 
 from __future__ import annotations
@@ -34,6 +38,30 @@ def _env_bool(name: str, default: bool = False) -> bool:
     if raw in {"0", "false", "no", "off"}:
         return False
     raise ImproperlyConfigured(f"{name} must be on or off, got {raw!r}")
+
+
+def _env_int(name: str, default: int, low: int, high: int) -> int:
+    """A whole number from ``low`` to ``high``; anything else is a clear error."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ImproperlyConfigured(f"{name} must be from {low} to {high}, got {value}")
+    return value
+
+
+def _env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices`` (case-insensitive); anything else is a clear error."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if raw.upper() not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw.upper()
 
 
 DEBUG = _env_bool("DEBUG")
@@ -119,11 +147,15 @@ def _database_config() -> dict[str, Any]:
     url = os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
     # Persistent, health-checked connections: the consumer is long-running and a
     # restarted database must not break every later cycle.
-    parsed = dj_database_url.parse(
-        url,
-        conn_max_age=int(os.environ.get("CONN_MAX_AGE", "600")),
-        conn_health_checks=True,
-    )
+    conn_max_age = _env_int("CONN_MAX_AGE", 600, 0, 86400)
+    try:
+        parsed = dj_database_url.parse(url, conn_max_age=conn_max_age, conn_health_checks=True)
+    except ValueError as exc:
+        # Never the URL itself: it may hold a password.
+        raise ImproperlyConfigured(
+            "DATABASE_URL must look like sqlite:///path or postgres://user:pass@host:port/name "
+            f"({type(exc).__name__})"
+        ) from None
     config: dict[str, Any] = dict(parsed)
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["OPTIONS"] = {
@@ -180,7 +212,11 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
         # Propagates to the root handler (and so to pytest's caplog).
-        "studyqueue": {"level": os.environ.get("LOG_LEVEL", "INFO")},
+        "studyqueue": {
+            "level": _env_choice(
+                "LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+            )
+        },
         "apscheduler": {"level": "WARNING"},
     },
 }

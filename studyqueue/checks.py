@@ -8,27 +8,14 @@ E008 QUALITY_RETRY names an unknown flag; W001/W002 timeouts that nest badly.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.checks import CheckMessage, Error, Warning, register
 
-from studyqueue.conf import SETTINGS, conf
+from studyqueue.conf import SETTINGS, SettingNotFinite, SettingOutOfRange, conf
 from studyqueue.exceptions import SettingsError
 from studyqueue.services.redact import is_header_safe
-
-AT_LEAST_ONE = ("BATCH_SIZE", "GATE_PERMITS", "MAX_ATTEMPTS", "LLM_MAX_TOKENS")
-POSITIVE = (
-    "INTERVAL_SECONDS",
-    "STALE_MINUTES",
-    "HEARTBEAT_SECONDS",
-    "LLM_TIMEOUT_SECONDS",
-    "LLM_STALL_SECONDS",
-    "LLM_CONNECT_TIMEOUT_SECONDS",
-    "GATE_TIMEOUT_SECONDS",
-)
-MIN_REPLY_BYTES = 1024
 
 
 @register()
@@ -37,14 +24,18 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     timeouts nest sensibly."""
     problems: list[CheckMessage] = []
     values: dict[str, Any] = {}
-    for name in SETTINGS:
+    for name, spec in SETTINGS.items():
         try:
             values[name] = getattr(conf, name)
+        except SettingNotFinite as exc:
+            problems.append(Error(str(exc), id="studyqueue.E005"))
+        except SettingOutOfRange as exc:
+            hint = f"Allowed: {spec.range_text()} (default {spec.default})."
+            problems.append(Error(str(exc), hint=hint, id="studyqueue.E002"))
         except SettingsError as exc:
             problems.append(Error(str(exc), id="studyqueue.E001"))
     if problems:
         return problems
-    problems += _non_finite(values) or _out_of_range(values)
     problems += _url_problems(str(values["LLM_URL"]))
     problems += _key_problems(str(values["LLM_API_KEY"]))
     problems += _prompt_problems() + _quality_problems()
@@ -87,35 +78,6 @@ def _quality_problems() -> list[CheckMessage]:
             id="studyqueue.E008",
         )
     ]
-
-
-def _non_finite(values: dict[str, Any]) -> list[CheckMessage]:
-    return [
-        Error(f"STUDYQUEUE {name} must be a finite number, got {value}", id="studyqueue.E005")
-        for name, value in values.items()
-        if isinstance(value, float) and not math.isfinite(value)
-    ]
-
-
-def _out_of_range(values: dict[str, Any]) -> list[CheckMessage]:
-    problems: list[CheckMessage] = [
-        Error(f"STUDYQUEUE {name} must be at least 1, got {values[name]}", id="studyqueue.E002")
-        for name in AT_LEAST_ONE
-        if values[name] < 1
-    ]
-    problems += [
-        Error(f"STUDYQUEUE {name} must be positive, got {values[name]}", id="studyqueue.E002")
-        for name in POSITIVE
-        if values[name] <= 0
-    ]
-    if values["LLM_MAX_REPLY_BYTES"] < MIN_REPLY_BYTES:
-        problems.append(
-            Error(
-                f"STUDYQUEUE LLM_MAX_REPLY_BYTES must be at least {MIN_REPLY_BYTES}",
-                id="studyqueue.E002",
-            )
-        )
-    return problems
 
 
 def _url_problems(url: str) -> list[CheckMessage]:

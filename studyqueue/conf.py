@@ -2,10 +2,15 @@
 
 Precedence: ``settings.STUDYQUEUE[name]`` > environment ``STUDYQUEUE_<NAME>`` > default.
 Values are read lazily on every access so ``override_settings`` works in tests.
+
+Every number has a range: a value that is not finite or lies outside it is refused on
+access (``SettingNotFinite``, ``SettingOutOfRange``; the system checks report them as
+E005/E002), so no code ever computes a delay, a date or a timeout from an absurd value.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -15,52 +20,109 @@ from django.conf import settings as django_settings
 from studyqueue.exceptions import SettingsError
 
 
+class SettingOutOfRange(SettingsError):
+    """A numeric setting lies outside its allowed range."""
+
+
+class SettingNotFinite(SettingsError):
+    """A numeric setting is NaN or infinite."""
+
+
+MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
+
+
 @dataclass(frozen=True)
 class Setting:
-    """One setting: its type, default, and whether its value must never be shown."""
+    """One setting: its type, default, whether its value must never be shown, and for a
+    number its range (``low`` excluded when ``above_low``)."""
 
     type: type
     default: Any
     help: str
     secret: bool = False
+    low: float | None = None
+    high: float | None = None
+    above_low: bool = False
+
+    def range_text(self) -> str:
+        """The allowed range in words, e.g. ``greater than 0 and at most 86400``."""
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'greater than' if self.above_low else 'at least'} {_shown(self.low)}")
+        if self.high is not None:
+            parts.append(f"at most {_shown(self.high)}")
+        return " and ".join(parts)
+
+
+def _shown(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _seconds(default: float, help: str, high: float, *, zero: bool = False) -> Setting:
+    """A duration in seconds: greater than 0 (or at least 0 with ``zero``), at most ``high``."""
+    return Setting(float, default, help, low=0.0, high=high, above_low=not zero)
 
 
 SETTINGS: dict[str, Setting] = {
-    "BATCH_SIZE": Setting(int, 1, "jobs claimed per claim call"),
-    "INTERVAL_SECONDS": Setting(float, 60.0, "seconds between consume cycles"),
-    "CYCLE_BUDGET_SECONDS": Setting(float, 50.0, "a cycle keeps draining this long at most"),
-    "STALE_MINUTES": Setting(
-        float, 10.0, "a processing job with no heartbeat for this long is stale"
+    "BATCH_SIZE": Setting(int, 1, "jobs claimed per claim call", low=1, high=1000),
+    "INTERVAL_SECONDS": _seconds(60.0, "seconds between consume cycles", DAY),
+    "CYCLE_BUDGET_SECONDS": _seconds(
+        50.0, "a cycle keeps draining this long at most", DAY, zero=True
     ),
-    "HEARTBEAT_SECONDS": Setting(float, 30.0, "how often a running job refreshes its heartbeat"),
-    "MAX_ATTEMPTS": Setting(int, 3, "attempts before a job ends failed"),
-    "BACKOFF_BASE_SECONDS": Setting(float, 30.0, "first retry delay; doubles per attempt"),
-    "BACKOFF_MAX_SECONDS": Setting(float, 3600.0, "retry delay cap"),
-    "BACKOFF_JITTER": Setting(float, 0.2, "random +/- fraction added to each retry delay"),
+    "STALE_MINUTES": Setting(
+        float,
+        10.0,
+        "a processing job with no heartbeat for this long is stale",
+        low=0.0,
+        high=7 * DAY / MINUTE,
+        above_low=True,
+    ),
+    "HEARTBEAT_SECONDS": _seconds(30.0, "how often a running job refreshes its heartbeat", HOUR),
+    "MAX_ATTEMPTS": Setting(int, 3, "attempts before a job ends failed", low=1, high=100),
+    "BACKOFF_BASE_SECONDS": _seconds(
+        30.0, "first retry delay; doubles per attempt", DAY, zero=True
+    ),
+    "BACKOFF_MAX_SECONDS": _seconds(3600.0, "retry delay cap", 7 * DAY, zero=True),
+    "BACKOFF_JITTER": Setting(
+        float, 0.2, "random +/- fraction added to each retry delay", low=0.0, high=1.0
+    ),
     "LLM_URL": Setting(str, "http://127.0.0.1:8080/v1", "OpenAI-compatible base URL"),
     "LLM_MODEL": Setting(str, "", "model id sent to the server (empty: the server's default)"),
     "LLM_API_KEY": Setting(str, "", "bearer token for the LLM server", secret=True),
-    "LLM_TIMEOUT_SECONDS": Setting(float, 300.0, "whole-call timeout for one LLM request"),
-    "LLM_STALL_SECONDS": Setting(
-        float, 60.0, "a call that receives no byte for this long ends as llm_timeout"
+    "LLM_TIMEOUT_SECONDS": _seconds(300.0, "whole-call timeout for one LLM request", DAY),
+    "LLM_STALL_SECONDS": _seconds(
+        60.0, "a call that receives no byte for this long ends as llm_timeout", DAY
     ),
     "LLM_MAX_REPLY_BYTES": Setting(
-        int, 8 * 1024 * 1024, "a reply larger than this ends the call (llm_bad_response)"
+        int,
+        8 * 1024 * 1024,
+        "a reply larger than this ends the call (llm_bad_response)",
+        low=1024,
+        high=1024**3,
     ),
-    "LLM_CONNECT_TIMEOUT_SECONDS": Setting(float, 5.0, "connect timeout for the LLM server"),
-    "LLM_MAX_TOKENS": Setting(int, 1024, "max_tokens sent with each request"),
-    "LLM_TEMPERATURE": Setting(float, 0.2, "sampling temperature"),
-    "GATE_PERMITS": Setting(int, 1, "concurrent LLM calls allowed per endpoint"),
-    "GATE_TIMEOUT_SECONDS": Setting(float, 600.0, "how long a caller waits for the gate"),
-    "BREAKER_BASE_SECONDS": Setting(
-        float, 2.0, "first pause after the LLM server fails as a whole"
+    "LLM_CONNECT_TIMEOUT_SECONDS": _seconds(5.0, "connect timeout for the LLM server", 600.0),
+    "LLM_MAX_TOKENS": Setting(
+        int, 1024, "max_tokens sent with each request", low=1, high=1_000_000
     ),
-    "BREAKER_MAX_SECONDS": Setting(float, 60.0, "longest pause while the LLM server stays down"),
-    "SHUTDOWN_GRACE_SECONDS": Setting(
-        float, 30.0, "on SIGTERM, running jobs get this long before being released"
+    "LLM_TEMPERATURE": Setting(float, 0.2, "sampling temperature", low=0.0, high=2.0),
+    "GATE_PERMITS": Setting(int, 1, "concurrent LLM calls allowed per endpoint", low=1, high=256),
+    "GATE_TIMEOUT_SECONDS": _seconds(600.0, "how long a caller waits for the gate", DAY),
+    "BREAKER_BASE_SECONDS": _seconds(
+        2.0, "first pause after the LLM server fails as a whole", HOUR
     ),
-    "PRUNE_FINISHED_AFTER_DAYS": Setting(int, 0, "delete finished jobs older than this (0: keep)"),
-    "EXECUTION_HISTORY_DAYS": Setting(int, 7, "keep scheduler execution rows this long"),
+    "BREAKER_MAX_SECONDS": _seconds(60.0, "longest pause while the LLM server stays down", DAY),
+    "SHUTDOWN_GRACE_SECONDS": _seconds(
+        30.0,
+        "on a stop signal, running jobs get this long before being released",
+        HOUR,
+        zero=True,
+    ),
+    "PRUNE_FINISHED_AFTER_DAYS": Setting(
+        int, 0, "delete finished jobs older than this (0: keep)", low=0, high=3650
+    ),
+    "EXECUTION_HISTORY_DAYS": Setting(
+        int, 7, "keep scheduler execution rows this long", low=0, high=3650
+    ),
     "PROMPT_TEMPLATE": Setting(
         str, "studyqueue/explanation_prompt.txt", "template that renders the user prompt"
     ),
@@ -70,7 +132,9 @@ SETTINGS: dict[str, Setting] = {
     "METRICS_TOKEN": Setting(
         str, "", "bearer token for /studyqueue/metrics (empty: staff login only)", secret=True
     ),
-    "QUALITY_MIN_CHARS": Setting(int, 40, "an explanation shorter than this is flagged"),
+    "QUALITY_MIN_CHARS": Setting(
+        int, 40, "an explanation shorter than this is flagged", low=0, high=100_000
+    ),
     "QUALITY_RETRY": Setting(
         str,
         "",
@@ -84,11 +148,23 @@ def _parse(name: str, spec: Setting, raw: Any, source: str) -> Any:
     if spec.type is bool and isinstance(raw, str):
         return raw.strip().lower() in {"1", "true", "yes", "on"}
     try:
-        return spec.type(raw)
-    except (TypeError, ValueError):
+        value = spec.type(raw)
+    except (TypeError, ValueError, OverflowError):  # int(float("inf")) overflows
         shown = "<hidden>" if spec.secret else repr(raw)
         kind = {int: "an integer", float: "a number"}.get(spec.type, spec.type.__name__)
         raise SettingsError(f"{source} must be {kind}, got {shown}") from None
+    if spec.type in (int, float):
+        _check_range(spec, value, source)
+    return value
+
+
+def _check_range(spec: Setting, value: float, source: str) -> None:
+    if not math.isfinite(value):
+        raise SettingNotFinite(f"{source} must be a finite number, got {value}")
+    low, high = spec.low, spec.high
+    below = low is not None and (value <= low if spec.above_low else value < low)
+    if below or (high is not None and value > high):
+        raise SettingOutOfRange(f"{source} must be {spec.range_text()}, got {_shown(value)}")
 
 
 class StudyQueueSettings:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from django.test import override_settings
 
 from studyqueue.checks import check_settings
+from studyqueue.conf import SETTINGS
+
+NUMERIC = [name for name, spec in SETTINGS.items() if spec.type in (int, float)]
 
 
 def ids(**overrides) -> list[str]:
@@ -22,6 +26,44 @@ def test_e001_unparsable_value():
 
 def test_e002_out_of_range():
     assert ids(GATE_PERMITS=0, STALE_MINUTES=-1) == ["studyqueue.E002", "studyqueue.E002"]
+
+
+def test_every_numeric_setting_has_a_range_that_holds_its_default():
+    for name in NUMERIC:
+        spec = SETTINGS[name]
+        assert spec.low is not None and spec.high is not None, name
+        assert spec.low <= spec.default <= spec.high, name
+
+
+@pytest.mark.parametrize("name", NUMERIC)
+@pytest.mark.parametrize("far", [1e12, 10**30, -(10**12)])
+def test_e002_far_out_of_range(name, far):
+    """What would overflow a timedelta, a datetime or asyncio is refused up front."""
+    value = int(far) if SETTINGS[name].type is int else far
+    with override_settings(STUDYQUEUE={name: value}):
+        (message,) = check_settings()
+    assert message.id == "studyqueue.E002"
+    assert message.msg.startswith(f"STUDYQUEUE[{name!r}] must be ")
+    assert "at most" in message.msg and "Allowed:" in message.hint
+
+
+def test_e002_names_the_environment_variable(monkeypatch):
+    monkeypatch.setenv("STUDYQUEUE_STALE_MINUTES", "1e12")
+    (message,) = check_settings()
+    assert message.id == "studyqueue.E002"
+    assert message.msg == (
+        "STUDYQUEUE_STALE_MINUTES must be greater than 0 and at most 10080, got 1e+12"
+    )
+
+
+@pytest.mark.parametrize("name", NUMERIC)
+def test_e002_the_bounds_themselves_are_allowed(name):
+    spec = SETTINGS[name]
+    assert "studyqueue.E002" not in ids(**{name: spec.high})
+    if not spec.above_low:
+        assert "studyqueue.E002" not in ids(**{name: spec.low})
+    else:
+        assert ids(**{name: spec.low}) == ["studyqueue.E002"]
 
 
 def test_e003_llm_url_scheme():
@@ -54,6 +96,10 @@ def test_e004_never_shows_the_url():
 
 def test_e005_nan_and_infinite_numbers():
     assert ids(LLM_TIMEOUT_SECONDS="nan") == ["studyqueue.E005"]
+    assert ids(BATCH_SIZE=float("inf"), BACKOFF_BASE_SECONDS="1e999") == [
+        "studyqueue.E001",  # an integer setting: inf is no whole number
+        "studyqueue.E005",
+    ]
     assert ids(STALE_MINUTES=float("inf"), HEARTBEAT_SECONDS="-inf") == [
         "studyqueue.E005",
         "studyqueue.E005",

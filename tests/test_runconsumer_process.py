@@ -207,3 +207,24 @@ def test_a_pause_stops_every_consumer_claiming_and_resume_restarts_them(consumer
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGHUP, signal.SIGQUIT, signal.SIGINT, signal.SIGUSR1, signal.SIGALRM]
+)
+def test_any_stop_signal_hands_the_running_job_back(consumers, llm_server, signum):
+    """SIGHUP (the terminal closed) and the other signals that would end the process stop
+    it like SIGTERM: the job whose call outlives the grace period is pending again at once,
+    its attempt not counted, instead of waiting ``processing`` for the stale threshold."""
+    llm_server.configure(fault="slow", slow_seconds=60)
+    bulk_jobs(1)
+    proc = consumers("--worker-id", "sig", SHUTDOWN_GRACE_SECONDS=0.5, LLM_TIMEOUT_SECONDS=90)
+    wait_for(lambda: llm_server.stats()["active"] == 1, what="the LLM call")
+    proc.send_signal(signum)
+    assert proc.wait(timeout=30) == 0, log_text(proc)
+    job = StudyQuestionJob.objects.get()
+    assert (job.status, job.attempts) == ("pending", 0)
+    assert job.error_message == "consumer stopped before the job finished"
+    log = log_text(proc)
+    assert f"study_consumer_stopping signal={signal.Signals(signum).name}" in log
+    assert "study_consumer_stopped worker=sig" in log

@@ -60,7 +60,7 @@ def test_runconsumer_drain_with_nothing_to_do(llm_server):
         (["--interval", "inf"], "must be a finite number"),
         (["--interval", "nan"], "must be a finite number"),
         (["--interval", "1e10"], "must be at most 86400"),
-        (["--batch-size", "99999999999999999999"], "must be at most 1000000"),
+        (["--batch-size", "99999999999999999999"], "must be at most 1000,"),
         (["--once", "--drain"], "not allowed with argument"),
         (["--once", "--interval", "5"], "cannot go with --once/--drain"),
     ],

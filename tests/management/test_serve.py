@@ -1,6 +1,7 @@
 """``manage.py serve`` (what ``make run`` starts) as a real process: web server and consumer
 together, both stopped by one signal; an operator account from Django's environment
-variables; a web server that cannot start stops the whole command."""
+variables; a web server that cannot start stops the whole command; no public bind address
+with the published SECRET_KEY."""
 
 from __future__ import annotations
 
@@ -12,16 +13,19 @@ import urllib.request
 import pytest
 from django.contrib.auth.models import User
 
+from studyqueue.models import StudyQuestionJob
 from tests.helpers import ROOT, wait_for
+from tests.helpers.processes import bulk_jobs
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def serve(child_env, python, bind: str, **env: str) -> subprocess.Popen:  # type: ignore[no-untyped-def]
+    base = {k: v for k, v in child_env.items() if k != "SECRET_KEY"}
     return subprocess.Popen(
         [python, "manage.py", "serve", "--bind", bind, "--web-workers", "1"],
         cwd=ROOT,
-        env={**child_env, "LOG_LEVEL": "INFO", **env},
+        env={**base, "LOG_LEVEL": "INFO", **env},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -93,3 +97,142 @@ def test_a_web_server_that_cannot_start_stops_the_command(child_env, python):
     assert proc.returncode != 0
     assert "the web server stopped with exit code" in err
     assert "study_consumer_stopped" in err
+
+
+def _listening(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize(
+    "bind", ["0.0.0.0:{port}", "[::]:{port}", ":{port}", "{lan}:{port}", "{name}:{port}"]
+)
+def test_a_public_bind_address_with_the_builtin_secret_key_is_refused(
+    child_env, python, free_port, bind
+):
+    """The published key signs sessions: whoever reaches the port could forge them (a
+    "Host: localhost" header passes ALLOWED_HOSTS), so serve does not start."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # sends nothing: picks the outgoing address
+        except OSError:
+            pytest.skip("no network route on this machine")
+        lan = probe.getsockname()[0]
+    # A host name other than localhost counts as public, whatever it resolves to.
+    address = bind.format(port=free_port, lan=lan, name=socket.gethostname())
+    proc = serve(child_env, python, address)
+    out, err = _finish(proc)
+    assert proc.returncode != 0
+    assert err.strip().splitlines() == [
+        f"CommandError: refusing to serve on {address} with the built-in development "
+        "SECRET_KEY: set SECRET_KEY (and ALLOWED_HOSTS) to serve beyond this machine, or "
+        "bind to 127.0.0.1"
+    ]
+    assert out == ""
+    assert not _listening(free_port)
+
+
+def test_a_public_bind_address_with_its_own_secret_key_serves(child_env, python, free_port):
+    proc = serve(child_env, python, f"0.0.0.0:{free_port}", SECRET_KEY="k" * 50)
+    try:
+        wait_for(lambda: _listening(free_port), timeout=30, what="the web server")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = _finish(proc)
+    assert proc.returncode == 0, err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGQUIT])
+def test_a_stop_signal_ends_the_web_server_and_hands_the_running_job_back(
+    child_env, python, free_port, llm_server, signum
+):
+    """SIGHUP (the terminal closed) like SIGTERM: gunicorn ends too, so the port is free,
+    and the job whose LLM call is running is back to pending, its attempt not counted."""
+    llm_server.configure(fault="slow", slow_seconds=60)
+    bulk_jobs(1)
+    proc = serve(
+        child_env,
+        python,
+        f"127.0.0.1:{free_port}",
+        STUDYQUEUE_LLM_URL=llm_server.url,
+        STUDYQUEUE_SHUTDOWN_GRACE_SECONDS="0.5",
+        STUDYQUEUE_LLM_TIMEOUT_SECONDS="90",
+    )
+    try:
+        wait_for(lambda: _listening(free_port), timeout=30, what="the web server")
+        wait_for(lambda: llm_server.stats()["active"] == 1, timeout=30, what="the LLM call")
+        proc.send_signal(signum)
+        _, err = _finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert f"study_consumer_stopping signal={signal.Signals(signum).name}" in err
+    assert not _listening(free_port), "gunicorn still serves after serve ended"
+    job = StudyQuestionJob.objects.get()
+    assert (job.status, job.attempts, job.worker_id) == ("pending", 0, job.worker_id)
+    assert job.error_message == "consumer stopped before the job finished"
+
+
+def test_sigkill_of_serve_still_ends_the_web_server(child_env, python, free_port):
+    """serve cannot clean up after SIGKILL: gunicorn sees the end of serve's pipe and
+    stops by itself."""
+    proc = serve(child_env, python, f"127.0.0.1:{free_port}")
+    try:
+        wait_for(lambda: _listening(free_port), timeout=30, what="the web server")
+        proc.kill()
+        proc.wait(timeout=10)
+        wait_for(lambda: not _listening(free_port), timeout=30, what="gunicorn to stop")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def test_an_account_from_username_and_password_alone(child_env, python, free_port):
+    """Django's createsuperuser wants DJANGO_SUPERUSER_EMAIL too; serve does not."""
+    env = {k: v for k, v in child_env.items() if k != "DJANGO_SUPERUSER_EMAIL"}
+    proc = serve(
+        env,
+        python,
+        f"127.0.0.1:{free_port}",
+        DJANGO_SUPERUSER_USERNAME="op",
+        DJANGO_SUPERUSER_PASSWORD="pw-0123456789",
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = _finish(proc)
+    assert line == f"Admin: http://127.0.0.1:{free_port}/admin/ (log in as 'op')", err
+    user = User.objects.get(username="op")
+    assert (user.is_superuser, user.is_staff, user.email) == (True, True, "")
+    assert user.has_usable_password()
+
+
+@pytest.mark.parametrize("staff,active", [(False, True), (True, False)])
+def test_an_existing_account_that_cannot_log_in_is_named(
+    child_env, python, free_port, staff, active
+):
+    User.objects.create_user("bob", password="old-password-1", is_staff=staff, is_active=active)
+    proc = serve(
+        child_env,
+        python,
+        f"127.0.0.1:{free_port}",
+        DJANGO_SUPERUSER_USERNAME="bob",
+        DJANGO_SUPERUSER_PASSWORD="pw-0123456789",
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _finish(proc)
+    assert "log in as 'bob'" not in line
+    assert "user 'bob' exists but is not an active staff member" in line
+    bob = User.objects.get(username="bob")
+    assert (bob.is_staff, bob.is_active, bob.is_superuser) == (staff, active, False)

@@ -44,7 +44,7 @@ def test_a_bad_flag_is_a_clear_error(monkeypatch):
 def _check(**env: str) -> subprocess.CompletedProcess:
     """``manage.py check`` in a fresh process with these environment variables."""
     environ = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG"}}
-    environ.update(DATABASE_URL="", **env)
+    environ.update({"DATABASE_URL": "", **env})
     return subprocess.run(
         [sys.executable, "manage.py", "check"],
         cwd=ROOT,
@@ -77,4 +77,31 @@ def test_production_with_its_own_key_and_hosts_starts():
     result = _check(
         STUDYQUEUE_ENV="production", SECRET_KEY="s" * 50, ALLOWED_HOSTS="queue.example.com"
     )
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        ({"CONN_MAX_AGE": "abc"}, "Error: CONN_MAX_AGE must be a whole number, got 'abc'"),
+        ({"CONN_MAX_AGE": "1e12"}, "Error: CONN_MAX_AGE must be a whole number, got '1e12'"),
+        ({"CONN_MAX_AGE": "-1"}, "Error: CONN_MAX_AGE must be from 0 to 86400, got -1"),
+        ({"CONN_MAX_AGE": "99999999999"}, "Error: CONN_MAX_AGE must be from 0 to 86400"),
+        ({"LOG_LEVEL": "LOUD"}, "Error: LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR"),
+        ({"DEBUG": "maybe"}, "Error: DEBUG must be on or off, got 'maybe'"),
+        ({"DATABASE_URL": "nonsense"}, "Error: DATABASE_URL must look like sqlite:///path"),
+        ({"DATABASE_URL": "postgres://u:hunter22@h:port/db"}, "Error: DATABASE_URL must look"),
+    ],
+)
+def test_a_bad_environment_value_is_one_line_naming_the_variable(env, message):
+    """Refused while the settings load: one line on stderr, no traceback, no secret."""
+    result = _check(**env)
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()], result.stderr
+    assert result.stderr.startswith(message), result.stderr
+    assert "hunter22" not in result.stderr
+
+
+def test_log_level_is_case_insensitive():
+    result = _check(LOG_LEVEL="debug", CONN_MAX_AGE="0")
     assert result.returncode == 0, result.stderr

@@ -1,4 +1,4 @@
-"""SIGTERM and SIGINT (Ctrl-C) as a stop request, for the commands that run a consumer."""
+"""Stop signals as a stop request, for the commands that run a consumer or a job."""
 
 from __future__ import annotations
 
@@ -10,20 +10,48 @@ from typing import Any
 
 logger = logging.getLogger("studyqueue.consumer")
 
+# Every catchable signal whose default action ends the process: the ones a terminal or a
+# supervisor sends (SIGHUP when the terminal closes, SIGINT, SIGQUIT, SIGTERM) and the
+# rarer ones (user, timer and resource-limit signals). Left at their defaults: SIGKILL and
+# SIGSTOP (cannot be caught), the faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT,
+# SIGTRAP, SIGSYS: the process is broken, a clean stop is not possible), and SIGPIPE
+# (Python ignores it; a broken pipe is an OSError where it happens).
+_STOP_SIGNAL_NAMES = [
+    "SIGHUP",
+    "SIGINT",
+    "SIGQUIT",
+    "SIGTERM",
+    "SIGUSR1",
+    "SIGUSR2",
+    "SIGALRM",
+    "SIGVTALRM",
+    "SIGPROF",
+    "SIGXCPU",
+    "SIGXFSZ",
+    "SIGIO",
+    "SIGPWR",
+    "SIGSTKFLT",
+]
+# The platform's signals only (macOS has no SIGPWR, Windows few of them).
+STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
+    getattr(signal, name) for name in _STOP_SIGNAL_NAMES if hasattr(signal, name)
+)
+
 
 @contextlib.contextmanager
 def stop_on_signals(on_stop: Callable[[], None]) -> Iterator[None]:
-    """Call ``on_stop`` on SIGTERM or SIGINT inside the block; the old handlers after it.
+    """Call ``on_stop`` on any of ``STOP_SIGNALS`` inside the block; the old handlers after.
 
     Installed before anything else starts, so that a signal at any moment is a clean stop
-    request, never the default abrupt exit that would orphan a child process.
+    request, never the default abrupt exit that would orphan a child process or leave a
+    job ``processing`` until the stale threshold.
     """
 
     def handler(signum: int, frame: Any) -> None:
         logger.warning("study_consumer_stopping signal=%s", signal.Signals(signum).name)
         on_stop()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield
     finally:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.translation import gettext as _
 
 from studyqueue import queue
 from studyqueue.consumer import Consumer, default_worker_id
 from studyqueue.management.commands._options import object_id
+from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.models import ExplanationRevision, JobKind, JobStatus, StudyQuestion
 from studyqueue.prompts import build_messages, current_version
 from studyqueue.workers.base import Outcome
@@ -32,14 +35,43 @@ class Command(BaseCommand):
             raise CommandError(f"no study question with id {question_id}")
         version = current_version()
         if dry_run:
+            try:
+                messages = build_messages(question)
+            except ValidationError as exc:
+                raise CommandError(
+                    _("question %(id)s has invalid choices: %(reason)s")
+                    % {"id": question.pk, "reason": " ".join(exc.messages)}
+                ) from None
             self.stdout.write(f"prompt version {version.hash} ({version.label})")
-            for message in build_messages(question):
+            for message in messages:
                 self.stdout.write(f"\n--- {message['role']}\n{message['content']}")
             return
-        job = self._claim(question)
-        with Consumer(worker_id=f"explain@{default_worker_id()}") as consumer:
+        stopped_by: list[str] = []
+        running: list[int] = []
+
+        def stop() -> None:
+            # Like runconsumer, but at once: whoever runs this command is waiting for it.
+            stopped_by.append("signal")
+            consumer.request_stop()  # not started yet: the worker hands the job back
+            for job_id in running:
+                consumer.cancel_job(job_id)  # calling the LLM: cancelled, handed back
+
+        with (
+            Consumer(worker_id=f"explain@{default_worker_id()}") as consumer,
+            stop_on_signals(stop),
+        ):
+            job = self._claim(question)
+            running.append(job.pk)
             outcome = consumer.run_one(job)
         job.refresh_from_db()
+        if stopped_by and outcome != Outcome.COMPLETED:
+            raise CommandError(
+                _(
+                    "stopped: job %(job)s is %(status)s again (attempt not counted), "
+                    "for a consumer or the next explain"
+                )
+                % {"job": job.pk, "status": job.status}
+            )
         if outcome != Outcome.COMPLETED:
             detail = f"{job.error_code}: {job.error_message}" if job.error_code else job.status
             raise CommandError(f"job {job.pk} {outcome}: {detail}")

@@ -8,12 +8,16 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
+from studyqueue.conf import SETTINGS
 from studyqueue.consumer import Consumer
-from studyqueue.management.commands._options import bounded_float, positive_int, worker_id
+from studyqueue.management.commands._options import bounded_float, bounded_int, worker_id
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.scheduler import ERROR_RETRY_SECONDS, ScheduledConsumer
 
 logger = logging.getLogger("studyqueue.consumer")
+
+# The options take the same ranges as the settings they override.
+INTERVAL, BATCH_SIZE = SETTINGS["INTERVAL_SECONDS"], SETTINGS["BATCH_SIZE"]
 
 
 class Command(BaseCommand):
@@ -27,13 +31,13 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--interval",
-            type=bounded_float(86400),
+            type=bounded_float(float(INTERVAL.high or 0)),
             default=None,
             help="seconds between cycles, at most a day (default: STUDYQUEUE INTERVAL_SECONDS)",
         )
         parser.add_argument(
             "--batch-size",
-            type=positive_int,
+            type=bounded_int(int(BATCH_SIZE.low or 1), int(BATCH_SIZE.high or 1)),
             default=None,
             help="jobs claimed per claim (default: STUDYQUEUE BATCH_SIZE)",
         )

@@ -1,22 +1,30 @@
 """Run the whole product: the admin web site (gunicorn, static files by WhiteNoise) and the
-consumer, together; Ctrl-C or SIGTERM stops both, the consumer gracefully."""
+consumer, together; Ctrl-C, SIGTERM, SIGHUP (the terminal closed) or any other stop signal
+stops both, the consumer gracefully."""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import models
+from django.utils.translation import gettext as _
 
 from studyqueue.consumer import Consumer
+from studyqueue.management.commands import _web
 from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.scheduler import ScheduledConsumer
@@ -24,6 +32,7 @@ from studyqueue.scheduler import ScheduledConsumer
 logger = logging.getLogger("studyqueue.serve")
 
 SUPERUSER_ENV = ("DJANGO_SUPERUSER_USERNAME", "DJANGO_SUPERUSER_PASSWORD")
+WEB_STOP_SECONDS = 30  # gunicorn's graceful timeout (10 s) and then some
 
 
 def wsgi_target() -> str:
@@ -33,6 +42,55 @@ def wsgi_target() -> str:
         raise CommandError("settings.WSGI_APPLICATION must name the WSGI application")
     module, attribute = app.rsplit(".", 1)
     return f"{module}:{attribute}"
+
+
+def bind_host(bind: str) -> str | None:
+    """The host a gunicorn bind address listens on (``""``: every interface); None for a
+    Unix socket or an inherited descriptor. A malformed address is a ``CommandError``."""
+    address = bind.strip()
+    if address.startswith(("unix:", "fd://")):
+        return None
+    address = address.removeprefix("tcp://")
+    if address.startswith("["):
+        host, closed, rest = address[1:].partition("]")
+        port = rest.removeprefix(":") if closed and rest.startswith(":") else None
+        if not closed or (rest and port is None):
+            raise CommandError(
+                _("--bind %(bind)r is not HOST:PORT or [IPv6]:PORT") % {"bind": bind}
+            )
+    elif address.count(":") > 1:
+        raise CommandError(
+            _("--bind %(bind)r: write an IPv6 address in brackets, e.g. [::1]:8000")
+            % {"bind": bind}
+        )
+    else:
+        host, _sep, port = address.partition(":")
+    if port and not (port.isdecimal() and int(port) <= 65535):
+        raise CommandError(_("--bind %(bind)r: the port must be 0 to 65535") % {"bind": bind})
+    return host.lower()
+
+
+def is_local(bind: str) -> bool:
+    """Whether only this machine can reach the bind address: localhost or a loopback IP.
+    Every interface, a LAN address, another host name, a Unix socket (typically behind a
+    proxy) and an inherited descriptor are not."""
+    host = bind_host(bind)
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def has_builtin_secret_key() -> bool:
+    """The SECRET_KEY is the project's published development key (or Django's template's)."""
+    key = settings.SECRET_KEY
+    return key == getattr(settings, "DEVELOPMENT_SECRET_KEY", None) or str(key).startswith(
+        "django-insecure-"
+    )
 
 
 def browsable(bind: str) -> str:
@@ -58,18 +116,42 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, bind: str, web_workers: int, **options: Any) -> None:
+        if not is_local(bind) and has_builtin_secret_key():
+            # The published key signs sessions and password resets: anyone who can reach
+            # the port (sending "Host: localhost" passes ALLOWED_HOSTS) could forge them.
+            raise CommandError(
+                _(
+                    "refusing to serve on %(bind)s with the built-in development SECRET_KEY: "
+                    "set SECRET_KEY (and ALLOWED_HOSTS) to serve beyond this machine, or "
+                    "bind to 127.0.0.1"
+                )
+                % {"bind": bind}
+            )
         # Before the signal handlers: Ctrl-C at the account prompt cancels as usual.
         call_command("collectstatic", interactive=False, verbosity=0)
         account = self._operator_account()
-        with Consumer() as consumer, stop_on_signals(consumer.request_stop):
+        web: subprocess.Popen | None = None
+
+        def stop() -> None:
+            consumer.request_stop()
+            if web is not None and web.poll() is None:
+                web.terminate()  # SIGTERM: gunicorn finishes its requests and exits
+
+        with Consumer() as consumer, stop_on_signals(stop), self._parent_pipe() as pipe_fd:
             web = subprocess.Popen(
                 [
                     sys.executable, "-m", "gunicorn", wsgi_target(),
+                    "--config", f"python:{_web.__name__}",
                     "--bind", bind,
                     "--workers", str(web_workers),
                     "--graceful-timeout", "10",
                     "--log-level", "warning",
                 ],
+                env={**os.environ, _web.PARENT_PIPE_ENV: str(pipe_fd)},
+                pass_fds=(pipe_fd,),
+                # Its own session: the terminal's SIGHUP/SIGINT reach serve alone, which
+                # stops gunicorn with SIGTERM (gunicorn takes SIGHUP as "reload").
+                start_new_session=True,
             )  # fmt: skip
             web_failed = threading.Event()
             watcher = threading.Thread(
@@ -81,12 +163,29 @@ class Command(BaseCommand):
                 self.stdout.flush()
                 ScheduledConsumer(consumer).run(self._announce)
             finally:
-                consumer.request_stop()
-                if web.poll() is None:
-                    web.send_signal(signal.SIGTERM)
-                web.wait(timeout=30)
+                stop()
+                self._wait_web(web)
         if web_failed.is_set():
             raise CommandError(f"the web server stopped with exit code {web.returncode}")
+
+    @contextlib.contextmanager
+    def _parent_pipe(self) -> Iterator[int]:
+        """A pipe whose write end only this process holds: gunicorn watches the read end
+        and stops when it reaches the end of file, i.e. when serve is gone (``_web``)."""
+        read_fd, write_fd = os.pipe()
+        try:
+            yield read_fd
+        finally:
+            os.close(read_fd)
+            os.close(write_fd)
+
+    def _wait_web(self, web: subprocess.Popen) -> None:
+        try:
+            web.wait(timeout=WEB_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            logger.error("study_web_server_kill after_s=%s", WEB_STOP_SECONDS)
+            os.killpg(web.pid, signal.SIGKILL)  # gunicorn and its workers (its own group)
+            web.wait()
 
     def _announce(self, line: str) -> None:
         self.stdout.write(f"{line} Ctrl-C stops the site and the consumer.")
@@ -107,9 +206,18 @@ class Command(BaseCommand):
         """Make sure someone can log in; how, in words for the start-up line."""
         users = get_user_model()
         name = os.environ.get(SUPERUSER_ENV[0], "")
-        if name and os.environ.get(SUPERUSER_ENV[1]):
-            if not users.objects.filter(**{users.USERNAME_FIELD: name}).exists():
-                call_command("createsuperuser", interactive=False, verbosity=0)
+        password = os.environ.get(SUPERUSER_ENV[1], "")
+        if name and password:
+            user = users._default_manager.filter(**{users.USERNAME_FIELD: name}).first()
+            if user is None:
+                self._create_superuser(name, password)
+            elif not (user.is_active and user.is_staff):
+                # Never promoted behind the operator's back: say why the login will fail.
+                return _(
+                    "user %(name)r exists but is not an active staff member, so it cannot "
+                    "log in to the admin: give it staff status, or set "
+                    "DJANGO_SUPERUSER_USERNAME to another name"
+                ) % {"name": name}
             return f"log in as {name!r}"
         if users.objects.filter(is_superuser=True).exists():
             return "log in with your operator account"
@@ -121,3 +229,27 @@ class Command(BaseCommand):
             "no operator account yet: run 'manage.py createsuperuser', or set "
             "DJANGO_SUPERUSER_USERNAME and DJANGO_SUPERUSER_PASSWORD and start again"
         )
+
+    def _create_superuser(self, name: str, password: str) -> None:
+        """The account from Django's DJANGO_SUPERUSER_* variables; a required field with no
+        variable (the default user's email) stays blank when the field allows it."""
+        users = get_user_model()
+        fields: dict[str, Any] = {}
+        for field_name in (users.USERNAME_FIELD, *users.REQUIRED_FIELDS):
+            field = users._meta.get_field(field_name)
+            assert isinstance(field, models.Field)
+            value = name if field_name == users.USERNAME_FIELD else ""
+            value = value or os.environ.get(f"DJANGO_SUPERUSER_{field_name.upper()}", "")
+            if not value and not field.blank:
+                raise CommandError(
+                    _("set DJANGO_SUPERUSER_%(field)s to create the operator account")
+                    % {"field": field_name.upper()}
+                )
+            try:
+                fields[field_name] = field.clean(value, None) if value else value
+            except ValidationError as exc:
+                raise CommandError(
+                    _("DJANGO_SUPERUSER_%(field)s is not valid: %(reason)s")
+                    % {"field": field_name.upper(), "reason": " ".join(exc.messages)}
+                ) from None
+        users._default_manager.create_superuser(password=password, **fields)

@@ -144,13 +144,14 @@ SETTINGS: dict[str, Setting] = {
 }
 
 
-def _parse(name: str, spec: Setting, raw: Any, source: str) -> Any:
-    if spec.type is bool and isinstance(raw, str):
-        return raw.strip().lower() in {"1", "true", "yes", "on"}
+def _parse(spec: Setting, raw: Any, source: str) -> Any:
+    shown = "<hidden>" if spec.secret else repr(raw)
+    if spec.type is str and not isinstance(raw, str):
+        # str() accepts anything: an object in the settings dict would become a URL or a key.
+        raise SettingsError(f"{source} must be text, got {shown}")
     try:
         value = spec.type(raw)
     except (TypeError, ValueError, OverflowError):  # int(float("inf")) overflows
-        shown = "<hidden>" if spec.secret else repr(raw)
         kind = {int: "an integer", float: "a number"}.get(spec.type, spec.type.__name__)
         raise SettingsError(f"{source} must be {kind}, got {shown}") from None
     if spec.type in (int, float):
@@ -176,20 +177,12 @@ class StudyQueueSettings:
             raise AttributeError(f"unknown studyqueue setting {name!r}")
         overrides = getattr(django_settings, "STUDYQUEUE", None) or {}
         if name in overrides:
-            return _parse(name, spec, overrides[name], f"STUDYQUEUE[{name!r}]")
+            return _parse(spec, overrides[name], f"STUDYQUEUE[{name!r}]")
         env_name = f"STUDYQUEUE_{name}"
         raw = os.environ.get(env_name)
         if raw is not None and raw != "":
-            return _parse(name, spec, raw, env_name)
+            return _parse(spec, raw, env_name)
         return spec.default
-
-    def as_dict(self, *, reveal_secrets: bool = False) -> dict[str, Any]:
-        """All settings with their effective values; secrets masked unless asked for."""
-        out: dict[str, Any] = {}
-        for name, spec in SETTINGS.items():
-            value = getattr(self, name)
-            out[name] = "<set>" if spec.secret and value and not reveal_secrets else value
-        return out
 
 
 conf = StudyQueueSettings()

@@ -15,7 +15,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 
 from studyqueue.conf import SETTINGS, SettingNotFinite, SettingOutOfRange, conf
 from studyqueue.exceptions import SettingsError
-from studyqueue.services.redact import is_header_safe
+from studyqueue.services.redact import is_valid_api_key
 
 
 @register()
@@ -97,12 +97,12 @@ def _url_problems(url: str) -> list[CheckMessage]:
 
 
 def _key_problems(key: str) -> list[CheckMessage]:
-    if is_header_safe(key):
+    if is_valid_api_key(key):
         return []
     return [
         Error(
-            "STUDYQUEUE LLM_API_KEY holds control, space or non-ASCII characters "
-            "(a pasted line end?); it cannot be sent in an HTTP header",
+            "STUDYQUEUE LLM_API_KEY is invalid: it holds control, space or non-ASCII "
+            "characters (a pasted line end?); it cannot be sent in an HTTP header",
             hint="Set the key exactly as issued, without surrounding white space.",
             id="studyqueue.E006",
         )

@@ -33,11 +33,12 @@ from django.db import DatabaseError, close_old_connections, connections
 from studyqueue import presence, queue
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode, StudyQuestionJob
+from studyqueue.queue import Outcome
 from studyqueue.services.breaker import CircuitBreaker
 from studyqueue.services.gate import LLMGate
 from studyqueue.services.llm import LLMClient
 from studyqueue.workers import registry
-from studyqueue.workers.base import Outcome, WorkContext, fail_job, release_job
+from studyqueue.workers.base import WorkContext
 
 logger = logging.getLogger("studyqueue.consumer")
 
@@ -326,9 +327,8 @@ class Consumer:
         except Exception as exc:
             logger.exception("study_job_crashed id=%s kind=%s", job.pk, job.kind)
             try:
-                return await fail_job(
-                    self.ctx, job, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}"
-                )
+                message = f"{type(exc).__name__}: {exc}"
+                return await self.db(queue.fail, job, ErrorCode.INTERNAL, message)
             except DatabaseError:
                 return Outcome.LOST  # left processing: stale recovery retries it
         finally:
@@ -356,7 +356,7 @@ class Consumer:
     async def release(self, job: StudyQuestionJob, message: str) -> Outcome:
         """Hand back a job this consumer will not finish, attempt kept."""
         try:
-            return await asyncio.shield(release_job(self.ctx, job, message=message))
+            return await asyncio.shield(self.db(queue.release, job, message=message))
         except DatabaseError:
             return Outcome.LOST  # stale recovery gets it
 

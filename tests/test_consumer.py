@@ -12,8 +12,8 @@ from django.utils import timezone
 from studyqueue import queue
 from studyqueue.consumer import Consumer, CycleResult
 from studyqueue.models import ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
+from studyqueue.retry import MAX_FREE_RELEASES
 from studyqueue.workers import registry
-from studyqueue.workers.base import MAX_FREE_RELEASES
 from tests.conftest import wait_for
 from tests.factories import StudyQuestionFactory
 from tests.llm_server import LLMServer

@@ -11,7 +11,7 @@ from studyqueue.consumer import Consumer, default_worker_id
 from studyqueue.management.commands._options import object_id
 from studyqueue.models import ExplanationRevision, JobKind, JobStatus, StudyQuestion
 from studyqueue.prompts import build_messages, current_version
-from studyqueue.workers.base import Outcome
+from studyqueue.queue import Outcome
 
 
 class Command(BaseCommand):

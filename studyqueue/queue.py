@@ -9,8 +9,10 @@ and claimed again writes nothing. When a failure retries and after how long is t
 policy's to say (``studyqueue.retry``).
 
 Operator-side functions (``retry``, ``skip``, ``reset_stale``) take job ids or
-thresholds and return what they changed. All functions are synchronous; the consumer
-runs them on its database thread.
+thresholds and return what they changed. The functions are synchronous (the consumer runs
+its writes through ``sync_to_async`` on its own connections); the reads a consume cycle
+makes in one query have an async twin on Django's async ORM (``apaused_kinds``,
+``anext_due_in``), built from the same QuerySet.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from django.db import IntegrityError, connections, router, transaction
-from django.db.models import F, Field
+from django.db.models import F, Field, QuerySet
 from django.utils import timezone
 
 from studyqueue import retry as policy
@@ -728,9 +730,18 @@ def resume(kind: str = "") -> bool:
     return bool(deleted)
 
 
+def _paused() -> QuerySet[QueuePause, str]:
+    return QueuePause.objects.using(database()).values_list("kind", flat=True)
+
+
 def paused_kinds() -> list[str]:
     """The paused kinds (``""`` stands for every kind)."""
-    return list(QueuePause.objects.using(database()).values_list("kind", flat=True))
+    return list(_paused())
+
+
+async def apaused_kinds() -> list[str]:
+    """``paused_kinds()`` through the async ORM."""
+    return [kind async for kind in _paused()]
 
 
 def is_paused(kind: str, paused: Iterable[str]) -> bool:
@@ -738,11 +749,21 @@ def is_paused(kind: str, paused: Iterable[str]) -> bool:
     return any(p in ("", kind) for p in paused)
 
 
-def next_due_in(now: datetime | None = None) -> float | None:
-    """Seconds until the earliest claimable job is due (0: one is ready); None if none."""
-    now = now or timezone.now()
-    run_after = _jobs().claimable().order_by("run_after").values_list("run_after", flat=True)
-    first = run_after.first()
+def _run_afters() -> QuerySet[Job, datetime]:
+    return _jobs().claimable().order_by("run_after").values_list("run_after", flat=True)
+
+
+def _due_in(first: datetime | None, now: datetime | None) -> float | None:
     if first is None:
         return None
-    return max(0.0, (first - now).total_seconds())
+    return max(0.0, (first - (now or timezone.now())).total_seconds())
+
+
+def next_due_in(now: datetime | None = None) -> float | None:
+    """Seconds until the earliest claimable job is due (0: one is ready); None if none."""
+    return _due_in(_run_afters().first(), now)
+
+
+async def anext_due_in(now: datetime | None = None) -> float | None:
+    """``next_due_in()`` through the async ORM."""
+    return _due_in(await _run_afters().afirst(), now)

@@ -3,9 +3,9 @@
 A ``Consumer`` owns, for the life of the process, its event loop, its two database
 connections (the jobs' and the claims', each reached through ``sync_to_async`` on a
 single-thread executor of its own), the LLM client, the circuit breaker and the gate.
-Reads that one query answers and that need no particular connection use Django's async
-ORM. django-apscheduler calls ``Consumer.run_cycle()`` as its scheduled job
-(``studyqueue.scheduler``).
+The cycle's own one-query reads, off the per-job path, use Django's async ORM (the README's
+"How it is built" says which work goes where, and why). django-apscheduler calls
+``Consumer.run_cycle()`` as its scheduled job (``studyqueue.scheduler``).
 
 One cycle (``Cycle``): reset stale jobs, then claim jobs in id order and keep up to
 ``2 x GATE_PERMITS`` of them in flight (at most ``GATE_PERMITS`` calling the LLM, the
@@ -111,7 +111,8 @@ class Consumer:
         # runs on (``db``, ``claims_db``), health-checked between cycles: the jobs' (their
         # writes and heartbeats, in order, and the gate's advisory locks, which are session
         # locks and so must stay on one session), and the cycle's claims, which so never
-        # queue behind a job's write. One-query reads use the async ORM (asgiref's thread).
+        # queue behind a job's write. A job's reads stay on the jobs' connection too: on a
+        # third thread they contend for the GIL in the gap between two LLM calls.
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-db")
         self._claim_thread = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="studyqueue-claims"
@@ -308,7 +309,7 @@ class Consumer:
         cycle's job calls the LLM (``run_one`` runs its job whatever the pauses)."""
         if self._not_started.pop(job.pk, None) is None:
             return None
-        paused = await queue.apaused_kinds()
+        paused = await self.db(queue.paused_kinds)  # the hot path: see "How it is built"
         return _paused_message(job.kind, paused) if queue.is_paused(job.kind, paused) else None
 
     async def run_claimed(self, job: StudyQuestionJob) -> Outcome:

@@ -20,10 +20,10 @@ from studyqueue.workers.base import WorkContext, handle_llm_error, hold_back
 logger = logging.getLogger("studyqueue.worker")
 
 
-async def _load(job: StudyQuestionJob, db: str) -> StudyQuestion | None:
+def _load(job: StudyQuestionJob, db: str) -> StudyQuestion | None:
     if job.study_question_id is None:
         return None
-    return await StudyQuestion.objects.using(db).filter(pk=job.study_question_id).afirst()
+    return StudyQuestion.objects.using(db).filter(pk=job.study_question_id).first()
 
 
 def _quality_retry(job: StudyQuestionJob, flags: list[str]) -> str | None:
@@ -124,7 +124,7 @@ def _question_missing(job: StudyQuestionJob) -> Outcome:
 
 async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
     """Run one claimed explanation job; returns what became of it."""
-    question = await _load(job, ctx.database)
+    question = await ctx.db(_load, job, ctx.database)
     if question is None:
         return await ctx.db(queue.fail, job, ErrorCode.QUESTION_MISSING, "the question was deleted")
     if not question.text.strip():

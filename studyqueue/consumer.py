@@ -1,8 +1,11 @@
 """The consumer: one long-lived object per process that turns pending jobs into results.
 
-A ``Consumer`` owns, for the life of the process, its event loop, the thread that does
-its database work, the LLM client, the circuit breaker and the gate. django-apscheduler
-calls ``Consumer.run_cycle()`` as its scheduled job (``studyqueue.scheduler``).
+A ``Consumer`` owns, for the life of the process, its event loop, its two database
+connections (the jobs' and the claims', each reached through ``sync_to_async`` on a
+single-thread executor of its own), the LLM client, the circuit breaker and the gate.
+The cycle's own one-query reads, off the per-job path, use Django's async ORM (the README's
+"How it is built" says which work goes where, and why). django-apscheduler calls
+``Consumer.run_cycle()`` as its scheduled job (``studyqueue.scheduler``).
 
 One cycle (``Cycle``): reset stale jobs, then claim jobs in id order and keep up to
 ``2 x GATE_PERMITS`` of them in flight (at most ``GATE_PERMITS`` calling the LLM, the
@@ -15,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import socket
@@ -26,21 +28,24 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
+from asgiref.sync import sync_to_async
 from django.db import DatabaseError, close_old_connections, connections
 
 from studyqueue import presence, queue
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode, StudyQuestionJob
+from studyqueue.queue import Outcome
 from studyqueue.services.breaker import CircuitBreaker
 from studyqueue.services.gate import LLMGate
 from studyqueue.services.llm import LLMClient
 from studyqueue.workers import registry
-from studyqueue.workers.base import Outcome, WorkContext, fail_job, release_job
+from studyqueue.workers.base import WorkContext
 
 logger = logging.getLogger("studyqueue.consumer")
 
+P = ParamSpec("P")
 T = TypeVar("T")
 
 
@@ -102,9 +107,12 @@ class Consumer:
         self._stop = threading.Event()
         self.stopping: Callable[[], bool] = should_stop or self._stop.is_set
         self.database = queue.database()
-        # Two threads do the database work, each on its own connection, health-checked
-        # between cycles: one for the jobs (their writes and the gate's advisory locks),
-        # one for the cycle's claims, which so never queue behind a job's write.
+        # Two dedicated connections, each on a single-thread executor that sync_to_async
+        # runs on (``db``, ``claims_db``), health-checked between cycles: the jobs' (their
+        # writes and heartbeats, in order, and the gate's advisory locks, which are session
+        # locks and so must stay on one session), and the cycle's claims, which so never
+        # queue behind a job's write. A job's reads stay on the jobs' connection too: on a
+        # third thread they contend for the GIL in the gap between two LLM calls.
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-db")
         self._claim_thread = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="studyqueue-claims"
@@ -151,27 +159,31 @@ class Consumer:
         """Sleep up to ``seconds``, waking early on ``request_stop()``; True if stopping."""
         return self._stop.wait(seconds) or self.stopping()
 
-    async def db(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Run a sync (ORM) function for a job on the consumer's database thread."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._db_thread, functools.partial(fn, *args, **kwargs))
+    async def db(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a sync (ORM) function for a job on the jobs' connection."""
+        on_jobs = sync_to_async(fn, thread_sensitive=False, executor=self._db_thread)
+        return await on_jobs(*args, **kwargs)
 
-    async def claims_db(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Run a sync (ORM) function for the cycle (claims, stale scan) on its own thread."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._claim_thread, functools.partial(fn, *args, **kwargs)
-        )
+    async def claims_db(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a sync (ORM) function for the cycle (claims, stale scan, this consumer's
+        record) on the claims' connection."""
+        on_claims = sync_to_async(fn, thread_sensitive=False, executor=self._claim_thread)
+        return await on_claims(*args, **kwargs)
+
+    async def close_old_connections(self) -> None:
+        """Drop connections that are too old or broken (a restarted database), on each
+        thread that holds one: the jobs', the claims' and the async ORM's."""
+        await self.db(close_old_connections)
+        await self.claims_db(close_old_connections)
+        await sync_to_async(close_old_connections)()
 
     def run_cycle(self) -> CycleResult:
         """Run one cycle on the consumer's event loop (blocking); see ``Cycle``."""
         return self._runner.run(self._cycle())
 
     async def _cycle(self) -> CycleResult:
-        # Between cycles, drop connections that are too old or broken (a restarted
-        # database); health checks catch the rest before the next use.
-        await self.db(close_old_connections)
-        await self.claims_db(close_old_connections)
+        # Between cycles; health checks catch the rest before the next use.
+        await self.close_old_connections()
         try:
             if not self._started:
                 llm_url = self.client.redact(conf.LLM_URL)
@@ -183,8 +195,7 @@ class Consumer:
             result = await Cycle(self).run()
             await self.report()
         finally:
-            await self.db(close_old_connections)
-            await self.claims_db(close_old_connections)
+            await self.close_old_connections()
         # Enough to tell a stuck consumer from an idle one: the breaker and the gate.
         logger.info(
             "study_consumer_cycle worker=%s %s breaker_failures=%s gate_free=%s/%s",
@@ -220,7 +231,7 @@ class Consumer:
         as a cycle (``manage.py explain``); blocking."""
 
         async def go() -> Outcome:
-            await self.db(close_old_connections)
+            await self.close_old_connections()
             return await self.run_job(job)
 
         return self._runner.run(go())
@@ -298,7 +309,7 @@ class Consumer:
         cycle's job calls the LLM (``run_one`` runs its job whatever the pauses)."""
         if self._not_started.pop(job.pk, None) is None:
             return None
-        paused = await self.db(queue.paused_kinds)
+        paused = await self.db(queue.paused_kinds)  # the hot path: see "How it is built"
         return _paused_message(job.kind, paused) if queue.is_paused(job.kind, paused) else None
 
     async def run_claimed(self, job: StudyQuestionJob) -> Outcome:
@@ -326,9 +337,8 @@ class Consumer:
         except Exception as exc:
             logger.exception("study_job_crashed id=%s kind=%s", job.pk, job.kind)
             try:
-                return await fail_job(
-                    self.ctx, job, ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}"
-                )
+                message = f"{type(exc).__name__}: {exc}"
+                return await self.db(queue.fail, job, ErrorCode.INTERNAL, message)
             except DatabaseError:
                 return Outcome.LOST  # left processing: stale recovery retries it
         finally:
@@ -356,7 +366,7 @@ class Consumer:
     async def release(self, job: StudyQuestionJob, message: str) -> Outcome:
         """Hand back a job this consumer will not finish, attempt kept."""
         try:
-            return await asyncio.shield(release_job(self.ctx, job, message=message))
+            return await asyncio.shield(self.db(queue.release, job, message=message))
         except DatabaseError:
             return Outcome.LOST  # stale recovery gets it
 
@@ -372,6 +382,7 @@ class Consumer:
             except DatabaseError as exc:
                 logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
         self._runner.run(self.client.aclose())
+        self._runner.run(sync_to_async(connections.close_all)())  # the async ORM's
         for thread in (self._db_thread, self._claim_thread):
             thread.submit(connections.close_all).result()
             thread.shutdown()
@@ -443,7 +454,7 @@ class Cycle:
             )
             raise self.db_error
         self.result.paused_for = consumer.breaker.remaining()
-        self.result.next_due_in = await consumer.claims_db(queue.next_due_in)
+        self.result.next_due_in = await queue.anext_due_in()
         return self.result
 
     def may_claim(self) -> bool:
@@ -491,7 +502,7 @@ class Cycle:
             return
         self.pauses_checked_at = time.monotonic()
         try:
-            paused = await consumer.claims_db(queue.paused_kinds)
+            paused = await queue.apaused_kinds()
         except DatabaseError as exc:
             self.db_error = exc  # as for a claim: claim no more, let running jobs finish
             return

@@ -55,22 +55,6 @@ class ErrorCode(models.TextChoices):
     INTERNAL = "internal", "Unexpected internal error"
 
 
-# Transient errors are retried with backoff until max_attempts; all others fail at once.
-TRANSIENT_ERRORS = frozenset(
-    {
-        ErrorCode.LLM_UNAVAILABLE,
-        ErrorCode.LLM_TIMEOUT,
-        ErrorCode.LLM_OVERLOADED,
-        ErrorCode.LLM_SERVER_ERROR,
-        ErrorCode.LLM_BAD_RESPONSE,
-        ErrorCode.LLM_EMPTY,
-        ErrorCode.STALE,
-        ErrorCode.INTERNAL,
-        ErrorCode.QUESTION_CHANGED,
-    }
-)
-
-
 def _choice_width(choices: type[models.TextChoices]) -> int:
     return max(len(value) for value in choices.values)
 

@@ -1,36 +1,40 @@
 """The job state machine: every status write in studyqueue goes through this module.
 
 Consumer-side functions (``heartbeat``, ``complete``, ``fail``, ``release``,
-``skip_claimed``) are *fenced*: they apply only while the job is still ``processing``
-under the claim token the caller holds, and return whether they applied. A worker whose
-job was reset as stale and claimed again writes nothing.
+``skip_claimed``, ``retry_for_quality``) are *fenced*: they apply only while the job is
+still ``processing`` under the claim token the caller holds. The transitions return the
+``Outcome`` they made (``Outcome.LOST`` when the claim was no longer ours and nothing was
+written); ``heartbeat`` returns whether it applied. A worker whose job was reset as stale
+and claimed again writes nothing. When a failure retries and after how long is the failure
+policy's to say (``studyqueue.retry``).
 
 Operator-side functions (``retry``, ``skip``, ``reset_stale``) take job ids or
-thresholds and return what they changed. All functions are synchronous; the consumer
-runs them on its database thread.
+thresholds and return what they changed. The functions are synchronous (the consumer runs
+its writes through ``sync_to_async`` on its own connections); the reads a consume cycle
+makes in one query have an async twin on Django's async ORM (``apaused_kinds``,
+``anext_due_in``), built from the same QuerySet.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import random
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, connections, router, transaction
-from django.db.models import F, Field
+from django.db.models import F, Field, QuerySet
 from django.utils import timezone
 
 from studyqueue import notify
+from studyqueue import retry as policy
 from studyqueue.columns import fit
 from studyqueue.conf import conf
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import (
-    TRANSIENT_ERRORS,
     ErrorCode,
     JobKind,
     JobQuerySet,
@@ -48,6 +52,18 @@ if TYPE_CHECKING:
     from studyqueue.models import ExplanationRevision
 
 MAX_ERROR_MESSAGE = 2000
+
+
+class Outcome(StrEnum):
+    """What became of a claimed job: what a fenced transition did."""
+
+    COMPLETED = "completed"  # done, result stored
+    RETRYING = "retrying"  # failed this attempt (or flagged); pending again, maybe after a delay
+    FAILED = "failed"  # failed for good
+    SKIPPED = "skipped"  # not run (reserved or unknown kind)
+    RELEASED = "released"  # handed back without counting the attempt
+    LOST = "lost"  # the claim was taken from us (stale reset, operator): nothing written
+
 
 # The claim: ``JobQuerySet.ready()`` in SQL, taken and marked in one statement. A single
 # statement is atomic on both databases without a transaction (there is no async
@@ -129,24 +145,6 @@ def _db_value(field_name: str, value: Any, db: str) -> Any:
     model_field = Job._meta.get_field(field_name)
     assert isinstance(model_field, Field)  # a concrete column, not a relation
     return model_field.get_db_prep_value(value, connections[db])
-
-
-def backoff_seconds(attempts: int) -> float:
-    """Delay before retry number ``attempts``: exponential, capped, with jitter."""
-    # The exponent is capped: 2 ** 60 already dwarfs any sane BACKOFF_MAX_SECONDS.
-    base = conf.BACKOFF_BASE_SECONDS * (2 ** min(max(attempts - 1, 0), 60))
-    delay = min(base, conf.BACKOFF_MAX_SECONDS)
-    jitter = conf.BACKOFF_JITTER
-    return max(0.0, delay * (1 + random.uniform(-jitter, jitter)))
-
-
-def retry_delay(attempts: int, retry_after: float | None = None) -> float:
-    """Delay before a transient failure's retry (the one place that decides it): the
-    server's Retry-After up to ``BACKOFF_MAX_SECONDS``; without one, or with one that is
-    negative or not finite, the backoff for retry number ``attempts``."""
-    if retry_after is None or not math.isfinite(retry_after) or retry_after < 0:
-        return backoff_seconds(attempts)
-    return min(retry_after, conf.BACKOFF_MAX_SECONDS)
 
 
 def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
@@ -305,10 +303,13 @@ def heartbeat(job: Job) -> bool:
     return applied
 
 
-def _finish(job: Job, event: str, values: dict[str, Any], level: int = logging.INFO) -> bool:
+def _finish(
+    job: Job, event: str, values: dict[str, Any], outcome: Outcome, level: int = logging.INFO
+) -> Outcome:
+    """Apply a fenced transition; ``outcome`` if it applied, else ``Outcome.LOST``."""
     if not _fenced_update(job, values):
         _log(f"{event}_refused", job, level=logging.WARNING, reason="claim_lost")
-        return False
+        return Outcome.LOST
 
     def committed() -> None:
         # Only once the write is durable: inside a transaction that later rolls back
@@ -319,14 +320,14 @@ def _finish(job: Job, event: str, values: dict[str, Any], level: int = logging.I
         _log(event, job, level=level)
 
     transaction.on_commit(committed, using=database())
-    return True
+    return outcome
 
 
 def complete(
     job: Job, *, revision: ExplanationRevision | None = None, llm_ms: int | None = None
-) -> bool:
-    """Mark a claimed job completed with the revision its reply became and its LLM time;
-    False if the claim was lost."""
+) -> Outcome:
+    """Mark a claimed job completed with the revision its reply became and its LLM time:
+    ``COMPLETED``, or ``LOST`` if the claim was lost."""
     values = {
         "status": JobStatus.COMPLETED,
         "completed_at": timezone.now(),
@@ -337,12 +338,13 @@ def complete(
         "revision_id": revision.pk if revision is not None else None,
         "llm_ms": llm_ms,
     }
-    return _finish(job, "completed", values)
+    return _finish(job, "completed", values, Outcome.COMPLETED)
 
 
-def retry_for_quality(job: Job, *, reason: str, max_tokens: int | None = None) -> bool:
+def retry_for_quality(job: Job, *, reason: str, max_tokens: int | None = None) -> Outcome:
     """A finished call whose reply was flagged: run the job once more, at once (with
-    ``max_tokens`` if given); the next claim counts its attempt. Only once per job. Fenced."""
+    ``max_tokens`` if given); the next claim counts its attempt. Only once per job. Fenced:
+    ``RETRYING``, or ``LOST``."""
     values: dict[str, Any] = {
         "status": JobStatus.PENDING,
         "run_after": timezone.now(),
@@ -352,36 +354,34 @@ def retry_for_quality(job: Job, *, reason: str, max_tokens: int | None = None) -
         "error_code": "",
         "error_message": _clip(reason),
     }
-    return _finish(job, "quality_retry", values)
+    return _finish(job, "quality_retry", values, Outcome.RETRYING)
 
 
-def fail(
-    job: Job, code: str, message: str = "", *, retry_after: float | None = None
-) -> JobStatus | None:
-    """Record a failed attempt; the job's new status, or None if the claim was lost.
+def fail(job: Job, code: str, message: str = "", *, retry_after: float | None = None) -> Outcome:
+    """Record a failed attempt: ``RETRYING``, ``FAILED``, or ``LOST`` if the claim was lost.
 
-    Transient codes go back to ``pending`` after ``retry_delay`` (the backoff, or the
-    server's ``retry_after`` up to ``BACKOFF_MAX_SECONDS``) while attempts remain;
-    permanent codes, and transient ones on the last attempt, end ``failed``.
+    Whether it retries and when is the policy's (``retry.RetryStrategy.decide``): transient
+    codes go back to ``pending`` after the backoff, or the server's ``retry_after`` up to
+    ``BACKOFF_MAX_SECONDS``, while attempts remain; permanent codes, and transient ones on
+    the last attempt, end ``failed``.
     """
     code = ErrorCode(code)
     now = timezone.now()
+    decision = policy.strategy().decide(
+        code, attempts=job.attempts, max_attempts=job.max_attempts, retry_after=retry_after
+    )
     values: dict[str, Any] = {
         "error_code": code,
         "error_message": _clip(message),
         "claim_token": None,
         "free_releases": 0,
     }
-    if code in TRANSIENT_ERRORS and job.attempts < job.max_attempts:
-        delay = retry_delay(job.attempts, retry_after)
-        values.update(status=JobStatus.PENDING, run_after=now + timedelta(seconds=delay))
-        event = "retry_scheduled"
-    else:
-        values.update(status=JobStatus.FAILED, completed_at=now)
-        event = "failed"
-    if not _finish(job, event, values, level=logging.WARNING):
-        return None
-    return JobStatus(values["status"])
+    if decision.retry:
+        run_after = now + timedelta(seconds=decision.delay)
+        values.update(status=JobStatus.PENDING, run_after=run_after)
+        return _finish(job, "retry_scheduled", values, Outcome.RETRYING, logging.WARNING)
+    values.update(status=JobStatus.FAILED, completed_at=now)
+    return _finish(job, "failed", values, Outcome.FAILED, logging.WARNING)
 
 
 def release(
@@ -391,13 +391,15 @@ def release(
     code: str = "",
     message: str = "",
     reached_server: bool = False,
-) -> bool:
-    """Put a claimed job back to pending without counting the attempt.
+) -> Outcome:
+    """Put a claimed job back to pending without counting the attempt: ``RELEASED``, or
+    ``LOST``.
 
     For failures that are not the job's fault (the LLM server is down or overloaded,
     the consumer is stopping): the job waits ``delay`` seconds and keeps all its
     attempts. ``reached_server``: the call got to the server (which then failed as a
-    whole); such releases are counted in ``free_releases`` so the worker can bound them.
+    whole); such releases are counted in ``free_releases``, which the policy bounds
+    (``retry.RetryStrategy.release_is_free``).
     """
     values: dict[str, Any] = {
         "status": JobStatus.PENDING,
@@ -409,11 +411,12 @@ def release(
         "error_code": ErrorCode(code) if code else "",
         "error_message": _clip(message),
     }
-    return _finish(job, "released", values)
+    return _finish(job, "released", values, Outcome.RELEASED)
 
 
-def skip_claimed(job: Job, code: str, message: str = "") -> bool:
-    """Mark a claimed job skipped (e.g. a reserved or unknown kind); fenced."""
+def skip_claimed(job: Job, code: str, message: str = "") -> Outcome:
+    """Mark a claimed job skipped (e.g. a reserved or unknown kind); fenced: ``SKIPPED``, or
+    ``LOST``."""
     values = {
         "status": JobStatus.SKIPPED,
         "error_code": ErrorCode(code),
@@ -421,7 +424,7 @@ def skip_claimed(job: Job, code: str, message: str = "") -> bool:
         "completed_at": timezone.now(),
         "claim_token": None,
     }
-    return _finish(job, "skipped", values)
+    return _finish(job, "skipped", values, Outcome.SKIPPED)
 
 
 # --------------------------------------------------------------------------- operator side
@@ -710,9 +713,18 @@ def resume(kind: str = "") -> bool:
     return bool(deleted)
 
 
+def _paused() -> QuerySet[QueuePause, str]:
+    return QueuePause.objects.using(database()).values_list("kind", flat=True)
+
+
 def paused_kinds() -> list[str]:
     """The paused kinds (``""`` stands for every kind)."""
-    return list(QueuePause.objects.using(database()).values_list("kind", flat=True))
+    return list(_paused())
+
+
+async def apaused_kinds() -> list[str]:
+    """``paused_kinds()`` through the async ORM."""
+    return [kind async for kind in _paused()]
 
 
 def is_paused(kind: str, paused: Iterable[str]) -> bool:
@@ -720,11 +732,21 @@ def is_paused(kind: str, paused: Iterable[str]) -> bool:
     return any(p in ("", kind) for p in paused)
 
 
-def next_due_in(now: datetime | None = None) -> float | None:
-    """Seconds until the earliest claimable job is due (0: one is ready); None if none."""
-    now = now or timezone.now()
-    run_after = _jobs().claimable().order_by("run_after").values_list("run_after", flat=True)
-    first = run_after.first()
+def _run_afters() -> QuerySet[Job, datetime]:
+    return _jobs().claimable().order_by("run_after").values_list("run_after", flat=True)
+
+
+def _due_in(first: datetime | None, now: datetime | None) -> float | None:
     if first is None:
         return None
-    return max(0.0, (first - now).total_seconds())
+    return max(0.0, (first - (now or timezone.now())).total_seconds())
+
+
+def next_due_in(now: datetime | None = None) -> float | None:
+    """Seconds until the earliest claimable job is due (0: one is ready); None if none."""
+    return _due_in(_run_afters().first(), now)
+
+
+async def anext_due_in(now: datetime | None = None) -> float | None:
+    """``next_due_in()`` through the async ORM."""
+    return _due_in(await _run_afters().afirst(), now)

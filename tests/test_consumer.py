@@ -12,8 +12,8 @@ from django.utils import timezone
 from studyqueue import queue
 from studyqueue.consumer import Consumer, CycleResult
 from studyqueue.models import ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
+from studyqueue.retry import MAX_FREE_RELEASES
 from studyqueue.workers import registry
-from studyqueue.workers.base import MAX_FREE_RELEASES
 from tests.factories import StudyQuestionFactory
 from tests.helpers import wait_for
 from tests.llm_server import LLMServer
@@ -294,6 +294,37 @@ def test_a_crashing_handler_fails_only_its_own_job(consumer, monkeypatch):
     assert (status, code) == ("pending", "internal")
     assert "RuntimeError: handler bug" in bad.error_message
     assert job_state(good)[0] == "completed"
+
+
+def _session() -> tuple[int, int]:
+    """This thread and the database session its connection holds."""
+    connection = connections[queue.database()]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT pg_backend_pid()")
+            return threading.get_ident(), cursor.fetchone()[0]
+    return threading.get_ident(), id(connection.connection)
+
+
+def test_the_jobs_and_the_claims_each_keep_one_connection_of_their_own(consumer):
+    """``Consumer.db`` (a job's writes, the gate's session locks) always reaches the same
+    session, ``claims_db`` always another, and the async ORM neither."""
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    async def sessions() -> tuple[set, set, set]:
+        jobs = {await consumer.db(_session) for _ in range(5)}
+        claims = {await consumer.claims_db(_session) for _ in range(5)}
+        orm = {await sync_to_async(_session)() for _ in range(5)}
+        return jobs, claims, orm
+
+    jobs, claims, orm = asyncio.run(sessions())
+    assert len(jobs) == len(claims) == len(orm) == 1
+    assert len(jobs | claims | orm) == 3, "three threads, three sessions"
+    main = _session()
+    assert main not in jobs | claims | orm
+    asyncio.run(sync_to_async(connections.close_all)())
 
 
 def test_running_jobs_send_heartbeats(llm_server, settings, make_consumer):

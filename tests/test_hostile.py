@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from studyqueue import queue
 from studyqueue.models import StudyQuestion, StudyQuestionJob
+from studyqueue.retry import MAX_FREE_RELEASES
 from studyqueue.services.breaker import CircuitBreaker
 from studyqueue.services.llm import LLMError
-from studyqueue.workers.base import MAX_FREE_RELEASES
 from tests.factories import StudyQuestionFactory
 from tests.helpers import ROOT
 from tests.hostile_llm import HostileServer
@@ -75,7 +75,7 @@ def run_until_it_ends(consumer, job: StudyQuestionJob, limit: int) -> int:  # ty
         cycles += 1
         assert cycles <= limit, f"the job has not ended after {limit} cycles"
         StudyQuestionJob.objects.update(run_after=timezone.now())  # skip backoffs
-        consumer.breaker.reset()  # and the pause: the next call is made at once
+        consumer.breaker.success()  # and the pause: the next call is made at once
         consumer.run_cycle()
     return cycles
 

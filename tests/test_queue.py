@@ -13,6 +13,7 @@ from django.utils import timezone
 from studyqueue import queue
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import ErrorCode, JobKind, JobStatus, StudyQuestionJob
+from studyqueue.queue import Outcome
 from tests.factories import (
     ExplanationRevisionFactory,
     StudyQuestionFactory,
@@ -68,7 +69,7 @@ def test_enqueue_is_idempotent_while_a_job_is_active():
 def test_enqueue_after_the_job_finished_creates_a_new_one():
     question = StudyQuestionFactory()
     queue.enqueue(question)
-    assert queue.complete(claim_one())
+    assert queue.complete(claim_one()) == Outcome.COMPLETED
     again = queue.enqueue(question)
     assert again.created
     assert StudyQuestionJob.objects.count() == 2
@@ -180,18 +181,18 @@ def test_complete_records_metrics():
     StudyQuestionJobFactory()
     job = claim_one()
     reply = ExplanationRevisionFactory(question=job.study_question, job=job)
-    assert queue.complete(job, revision=reply, llm_ms=1234)
+    assert queue.complete(job, revision=reply, llm_ms=1234) == Outcome.COMPLETED
     job.refresh_from_db()
     assert job.status == JobStatus.COMPLETED
     assert (job.revision, job.llm_ms) == (reply, 1234)
     assert job.completed_at is not None and job.claim_token is None
-    assert not queue.complete(job), "a second completion must be refused"
+    assert queue.complete(job) == Outcome.LOST, "a second completion must be refused"
 
 
 def test_fail_transient_retries_with_backoff_then_fails():
     StudyQuestionJobFactory()
     job = claim_one()
-    assert queue.fail(job, ErrorCode.LLM_TIMEOUT, "slow") == JobStatus.PENDING
+    assert queue.fail(job, ErrorCode.LLM_TIMEOUT, "slow") == Outcome.RETRYING
     job.refresh_from_db()
     assert job.status == JobStatus.PENDING
     assert job.error_code == "llm_timeout" and job.error_message == "slow"
@@ -201,7 +202,7 @@ def test_fail_transient_retries_with_backoff_then_fails():
         StudyQuestionJob.objects.filter(pk=job.pk).update(run_after=timezone.now())
         job = claim_one()
         assert job.attempts == attempt
-        expected = JobStatus.PENDING if attempt < 3 else JobStatus.FAILED
+        expected = Outcome.RETRYING if attempt < 3 else Outcome.FAILED
         assert queue.fail(job, ErrorCode.LLM_SERVER_ERROR, "500") == expected
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and job.completed_at is not None
@@ -210,7 +211,7 @@ def test_fail_transient_retries_with_backoff_then_fails():
 def test_fail_permanent_fails_at_once():
     StudyQuestionJobFactory()
     job = claim_one()
-    assert queue.fail(job, ErrorCode.LLM_REJECTED, "404 model") == JobStatus.FAILED
+    assert queue.fail(job, ErrorCode.LLM_REJECTED, "404 model") == Outcome.FAILED
     job.refresh_from_db()
     assert (job.status, job.attempts, job.error_code) == ("failed", 1, "llm_rejected")
 
@@ -220,7 +221,7 @@ def test_fail_honours_retry_after_and_rejects_unknown_codes():
     job = claim_one()
     with pytest.raises(ValueError):
         queue.fail(job, "bogus")
-    assert queue.fail(job, ErrorCode.LLM_OVERLOADED, "429", retry_after=7) == JobStatus.PENDING
+    assert queue.fail(job, ErrorCode.LLM_OVERLOADED, "429", retry_after=7) == Outcome.RETRYING
     job.refresh_from_db()
     delay = (job.run_after - timezone.now()).total_seconds()
     assert 5 < delay <= 7
@@ -230,7 +231,7 @@ def test_fail_is_fenced():
     StudyQuestionJobFactory()
     job = claim_one()
     queue.complete(job)
-    assert queue.fail(job, ErrorCode.LLM_TIMEOUT) is None
+    assert queue.fail(job, ErrorCode.LLM_TIMEOUT) == Outcome.LOST
     job.refresh_from_db()
     assert job.status == JobStatus.COMPLETED
 
@@ -239,22 +240,23 @@ def test_release_keeps_the_attempt(django_capture_on_commit_callbacks):
     StudyQuestionJobFactory()
     job = claim_one()
     with django_capture_on_commit_callbacks(execute=True):
-        assert queue.release(job, delay=30, code=ErrorCode.LLM_UNAVAILABLE, message="refused")
+        outcome = queue.release(job, delay=30, code=ErrorCode.LLM_UNAVAILABLE, message="refused")
+        assert outcome == Outcome.RELEASED
     assert job.attempts == 0
     job.refresh_from_db()
     assert (job.status, job.attempts, job.error_code) == ("pending", 0, "llm_unavailable")
     assert job.run_after > timezone.now() + timedelta(seconds=25)
-    assert not queue.release(job), "releasing a job that is no longer ours is refused"
+    assert queue.release(job) == Outcome.LOST, "releasing a job no longer ours is refused"
 
 
 def test_skip_claimed():
     StudyQuestionJobFactory(kind=JobKind.SESSION_SUMMARY)
     job = claim_one()
-    assert queue.skip_claimed(job, ErrorCode.UNSUPPORTED_KIND, "not implemented")
+    assert queue.skip_claimed(job, ErrorCode.UNSUPPORTED_KIND, "not implemented") == Outcome.SKIPPED
     job.refresh_from_db()
     assert (job.status, job.error_code) == ("skipped", "unsupported_kind")
     assert job.completed_at is not None
-    assert not queue.skip_claimed(job, ErrorCode.UNSUPPORTED_KIND)
+    assert queue.skip_claimed(job, ErrorCode.UNSUPPORTED_KIND) == Outcome.LOST
 
 
 def test_fencing_after_stale_reset_and_reclaim():
@@ -264,13 +266,15 @@ def test_fencing_after_stale_reset_and_reclaim():
     assert queue.reset_stale() == queue.StaleResult(reset=1, failed=0)
     job_b = claim_one("B")
     assert job_b.pk == job_a.pk and job_b.claim_token != job_a.claim_token
-    assert not queue.complete(job_a, llm_ms=1)
+    assert queue.complete(job_a, llm_ms=1) == Outcome.LOST
     assert not queue.heartbeat(job_a)
-    assert queue.fail(job_a, ErrorCode.INTERNAL) is None
-    assert not queue.release(job_a)
+    assert queue.fail(job_a, ErrorCode.INTERNAL) == Outcome.LOST
+    assert queue.release(job_a) == Outcome.LOST
+    assert queue.skip_claimed(job_a, ErrorCode.UNKNOWN_KIND) == Outcome.LOST
+    assert queue.retry_for_quality(job_a, reason="flagged") == Outcome.LOST
     row = StudyQuestionJob.objects.get(pk=job_a.pk)
     assert (row.status, row.worker_id, row.claim_token) == ("processing", "B", job_b.claim_token)
-    assert queue.complete(job_b, llm_ms=2)
+    assert queue.complete(job_b, llm_ms=2) == Outcome.COMPLETED
     row.refresh_from_db()
     assert (row.status, row.llm_ms, row.attempts) == ("completed", 2, 2)
 
@@ -328,7 +332,7 @@ def test_operator_skip_pending_and_processing_fences_the_worker():
     result = queue.skip([running.pk, other.pk, done.pk, 31337])
     assert result.skipped == sorted([running.pk, other.pk])
     assert result.wrong_state == sorted([done.pk, 31337])
-    assert not queue.complete(running), "the worker's late write must be refused"
+    assert queue.complete(running) == Outcome.LOST, "the worker's late write must be refused"
     running.refresh_from_db()
     assert (running.status, running.error_code) == ("skipped", "operator_skipped")
 
@@ -376,32 +380,6 @@ def test_a_job_that_keeps_going_stale_ends_failed():
 # --------------------------------------------------------------------------- misc
 
 
-def test_backoff_grows_and_is_capped():
-    with override_settings(
-        STUDYQUEUE={"BACKOFF_BASE_SECONDS": 10, "BACKOFF_MAX_SECONDS": 50, "BACKOFF_JITTER": 0}
-    ):
-        assert [queue.backoff_seconds(n) for n in (1, 2, 3, 4)] == [10, 20, 40, 50]
-
-
-@pytest.mark.parametrize(
-    "retry_after,expected",
-    [
-        (None, 10),  # no advice: the backoff
-        (7, 7),
-        (0, 0),
-        (99999999, 50),  # honoured only up to BACKOFF_MAX_SECONDS
-        (-5, 10),
-        (float("nan"), 10),
-        (float("inf"), 10),
-    ],
-)
-def test_retry_delay_honours_retry_after_up_to_the_backoff_cap(retry_after, expected):
-    with override_settings(
-        STUDYQUEUE={"BACKOFF_BASE_SECONDS": 10, "BACKOFF_MAX_SECONDS": 50, "BACKOFF_JITTER": 0}
-    ):
-        assert queue.retry_delay(1, retry_after) == expected
-
-
 def test_claim_takes_exactly_the_ready_jobs():
     """CLAIM_SQL is JobQuerySet.ready() in SQL: the two must agree on every state."""
     now = timezone.now()
@@ -447,11 +425,11 @@ def test_a_write_rolled_back_leaves_the_claim_usable_and_logs_nothing(caplog):
     job = claim_one()
     token = job.claim_token
     with pytest.raises(RuntimeError), transaction.atomic():
-        assert queue.complete(job, llm_ms=1)
+        assert queue.complete(job, llm_ms=1) == Outcome.COMPLETED
         raise RuntimeError("connection lost before COMMIT")
     assert (job.status, job.claim_token) == ("processing", token)
     assert not any("study_job_completed" in r.getMessage() for r in caplog.records)
-    assert queue.fail(job, ErrorCode.INTERNAL, "commit failed") == JobStatus.PENDING
+    assert queue.fail(job, ErrorCode.INTERNAL, "commit failed") == Outcome.RETRYING
     job.refresh_from_db()
     assert (job.status, job.error_code) == ("pending", "internal")
 
@@ -469,12 +447,12 @@ def test_a_migration_between_claims_does_not_break_the_next_claim():
     for _ in range(10):
         queue.enqueue(StudyQuestionFactory())
     for _ in range(6):
-        assert queue.complete(claim_one())
+        assert queue.complete(claim_one()) == Outcome.COMPLETED
     table = StudyQuestionJob._meta.db_table
     with psycopg.connect(**psycopg_kwargs(connection.settings_dict), autocommit=True) as other:
         other.execute(f"ALTER TABLE {table} ALTER COLUMN worker_id TYPE varchar(250)")
         try:
-            assert queue.complete(claim_one())
+            assert queue.complete(claim_one()) == Outcome.COMPLETED
         finally:
             other.execute(f"ALTER TABLE {table} ALTER COLUMN worker_id TYPE varchar(200)")
             connection.close()

@@ -118,10 +118,10 @@ def test_old_worker_on_another_connection_is_fenced_out():
     (job_b,) = queue.claim(worker_id="B", limit=1)
     b_has_it.set()
     thread.join(timeout=30)
-    assert outcome["a_heartbeat"] is False and outcome["a_complete"] is False
+    assert outcome["a_heartbeat"] is False and outcome["a_complete"] == queue.Outcome.LOST
     row = StudyQuestionJob.objects.get()
     assert (row.status, row.worker_id) == ("processing", "B")
-    assert queue.complete(job_b, llm_ms=2)
+    assert queue.complete(job_b, llm_ms=2) == queue.Outcome.COMPLETED
     row.refresh_from_db()
     assert (row.status, row.llm_ms, row.attempts) == ("completed", 2, 2)
     assert connection.vendor in {"postgresql", "sqlite"}

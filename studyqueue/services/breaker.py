@@ -7,7 +7,7 @@ import threading
 import time
 from datetime import UTC, datetime
 
-from studyqueue.conf import conf
+from studyqueue import retry
 from studyqueue.models import ErrorCode
 from studyqueue.services.llm import LLMError
 
@@ -17,9 +17,9 @@ logger = logging.getLogger("studyqueue.breaker")
 class CircuitBreaker:
     """Tracks server-wide LLM failures and how long claiming should pause.
 
-    Each consecutive trip doubles the pause (``BREAKER_BASE_SECONDS`` up to
-    ``BREAKER_MAX_SECONDS``) unless the server named a Retry-After, which is kept within
-    the same bounds. Any success closes it.
+    How long each trip pauses is the failure policy's (``retry.RetryStrategy.breaker_pause``:
+    doubling per consecutive trip, or the server's Retry-After, within ``BREAKER_BASE_SECONDS``
+    and ``BREAKER_MAX_SECONDS``). Any success closes it.
     """
 
     def __init__(self) -> None:
@@ -44,17 +44,7 @@ class CircuitBreaker:
             self.failures += 1
             if self.failing_since is None:
                 self.failing_since = datetime.now(UTC)
-            # The exponent stops growing long before it could overflow a float: an outage
-            # of any length pauses like its first minutes did.
-            backoff = conf.BREAKER_BASE_SECONDS * 2 ** min(self.failures - 1, 30)
-            pause = min(conf.BREAKER_MAX_SECONDS, backoff)
-            # The server's Retry-After (parsed once for every caller; None when it gives
-            # no usable advice) within the breaker's bounds: a "retry at once" still
-            # pauses the first step, so that a server answering 429 cannot make us spin.
-            if error.retry_after is not None and error.retry_after >= 0:
-                pause = min(
-                    max(error.retry_after, conf.BREAKER_BASE_SECONDS), conf.BREAKER_MAX_SECONDS
-                )
+            pause = retry.strategy().breaker_pause(self.failures, error.retry_after)
             self.open_until = max(self.open_until, time.monotonic() + pause)
         # A rejection that hits every job is a configuration error: say so loudly.
         level = logging.ERROR if error.code == ErrorCode.LLM_REJECTED else logging.WARNING
@@ -75,8 +65,3 @@ class CircuitBreaker:
             self.failing_since = None
         if was_open:
             logger.warning("study_llm_resumed after_failures=%s", was_open)
-
-    def reset(self) -> None:
-        """Forget every failure (tests, operators)."""
-        with self._lock:
-            self.failures, self.open_until, self.failing_since = 0, 0.0, None

@@ -26,7 +26,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import ParamSpec, Protocol, TypeVar
 
 from django.db import DatabaseError, connections
 
@@ -37,7 +37,17 @@ logger = logging.getLogger("studyqueue.gate")
 # First int of the two-int advisory lock key: the "studyqueue gate" namespace.
 LOCK_NAMESPACE = 0x5347  # "SG"
 
-RunDB = Callable[..., Awaitable[Any]]
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class RunDB(Protocol):
+    """``await run_db(fn, *args, **kwargs)``: runs the sync (ORM) function ``fn`` on one
+    database connection, always the same (the consumer's ``Consumer.db``)."""
+
+    def __call__(
+        self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Awaitable[T]: ...
 
 
 class GateTimeout(StudyQueueError):
@@ -63,8 +73,9 @@ def _unlock(db: str, key: int) -> None:
 class LLMGate:
     """``permits`` slots for one endpoint, shared by every caller of this object.
 
-    ``run_db`` runs a sync function on the thread that owns the database connection
-    (the consumer's); advisory locks are taken when database ``db`` is PostgreSQL.
+    ``run_db`` runs a sync function on the consumer's jobs connection: advisory locks are
+    session locks, so every lock and unlock must go to that one session. They are taken
+    when database ``db`` is PostgreSQL.
     """
 
     def __init__(

@@ -18,18 +18,18 @@ from typing import Any
 
 import httpx
 
+from studyqueue import retry
 from studyqueue.columns import fit, storable
 from studyqueue.models import ErrorCode, ExplanationRevision, FinishReason
 
-# Codes that describe the server, not the job: the job waits without losing an attempt.
-SERVER_WIDE = frozenset({ErrorCode.LLM_UNAVAILABLE, ErrorCode.LLM_OVERLOADED})
 TOKENS_MAX = 2**31 - 1  # PositiveIntegerField on PostgreSQL
 ERROR_TEXT_MAX = 300
 RETRY_AFTER_MAX = 86400.0
 
 
 class LLMError(Exception):
-    """A failed LLM call, classified by ``code``."""
+    """A failed LLM call, classified by ``code`` and two facts, ``affects_all`` and
+    ``reached_server``; what follows from them is ``studyqueue.retry``'s to decide."""
 
     def __init__(
         self,
@@ -46,7 +46,7 @@ class LLMError(Exception):
         self.retry_after = retry_after
         # True when every job would hit the same error (server down, unknown model,
         # wrong URL, bad key): the consumer pauses instead of failing jobs one by one.
-        self.affects_all = affects_all or code in SERVER_WIDE
+        self.affects_all = affects_all or retry.is_server_wide(code)
         # False only when the request never reached the server (no connection, or it
         # could not be sent): such failures cost the server nothing and are never
         # counted against a job. Releases of calls that reached it are bounded per job.

@@ -1,41 +1,21 @@
-"""What every job handler shares: its context, its outcomes, and the failure mapping."""
+"""What every job handler shares: its context, and the mapping of a failed LLM call to a
+transition (the rules come from ``studyqueue.retry``)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any
 
-from studyqueue import queue
-from studyqueue.models import JobStatus, StudyQuestionJob
+from studyqueue import queue, retry
+from studyqueue.models import StudyQuestionJob
+from studyqueue.queue import Outcome
 from studyqueue.services.breaker import CircuitBreaker
-from studyqueue.services.gate import LLMGate
+from studyqueue.services.gate import LLMGate, RunDB
 from studyqueue.services.llm import LLMClient, LLMError
 
 logger = logging.getLogger("studyqueue.worker")
 
-# A job may be handed back this many times in a row after its call reached the LLM
-# server (which then failed as a whole) without counting its attempt; the next such
-# failure counts. So a job makes at most (MAX_FREE_RELEASES + 1) x max_attempts calls,
-# whatever a server does. A server that refuses connections is down: those calls never
-# reached it, and their releases are free.
-MAX_FREE_RELEASES = 2
-
-
-class Outcome(StrEnum):
-    """What became of a claimed job."""
-
-    COMPLETED = "completed"  # done, result stored
-    RETRYING = "retrying"  # failed this attempt; pending again after a backoff
-    FAILED = "failed"  # failed for good
-    SKIPPED = "skipped"  # not run (reserved or unknown kind)
-    RELEASED = "released"  # handed back without counting the attempt
-    LOST = "lost"  # the claim was taken from us (stale reset, operator): nothing written
-
-
-RunDB = Callable[..., Awaitable[Any]]
 Starting = Callable[[StudyQuestionJob], Awaitable[str | None]]
 
 
@@ -50,47 +30,12 @@ class WorkContext:
     client: LLMClient
     breaker: CircuitBreaker
     gate: LLMGate
-    db: RunDB  # ``await ctx.db(fn, *args)`` runs a sync function on the database thread
+    db: RunDB  # ``await ctx.db(fn, *args)`` runs a sync function on the jobs' connection
     database: str  # the alias every query uses
     stopping: Callable[[], bool]
     # Right before a job's LLM call: a reason not to start it (its kind was paused since
     # the claim), or None; from then on the job counts as started (``hold_back``).
     starting: Starting = _always_start
-
-
-def outcome_of(status: JobStatus | None) -> Outcome:
-    """The outcome of ``queue.fail``'s answer (its new status, or None if not ours)."""
-    if status is None:
-        return Outcome.LOST
-    return Outcome.RETRYING if status == JobStatus.PENDING else Outcome.FAILED
-
-
-async def fail_job(
-    ctx: WorkContext,
-    job: StudyQuestionJob,
-    code: str,
-    message: str,
-    *,
-    retry_after: float | None = None,
-) -> Outcome:
-    """Record a failed attempt (``queue.fail``)."""
-    return outcome_of(await ctx.db(queue.fail, job, code, message, retry_after=retry_after))
-
-
-async def release_job(
-    ctx: WorkContext,
-    job: StudyQuestionJob,
-    *,
-    delay: float = 0.0,
-    code: str = "",
-    message: str = "",
-    reached_server: bool = False,
-) -> Outcome:
-    """Hand a job back without counting its attempt (``queue.release``)."""
-    applied = await ctx.db(
-        queue.release, job, delay=delay, code=code, message=message, reached_server=reached_server
-    )
-    return Outcome.RELEASED if applied else Outcome.LOST
 
 
 async def hold_back(ctx: WorkContext, job: StudyQuestionJob) -> Outcome | None:
@@ -100,25 +45,28 @@ async def hold_back(ctx: WorkContext, job: StudyQuestionJob) -> Outcome | None:
     if ctx.stopping():
         # Claimed ahead, but the consumer is shutting down: give it back now rather than
         # start a call the grace period may cut short.
-        return await release_job(ctx, job, message="consumer stopping")
+        return await ctx.db(queue.release, job, message="consumer stopping")
     reason = await ctx.starting(job)
     if reason is not None:
-        return await release_job(ctx, job, message=reason)
+        return await ctx.db(queue.release, job, message=reason)
     return None
 
 
 async def handle_llm_error(ctx: WorkContext, job: StudyQuestionJob, error: LLMError) -> Outcome:
-    """Map a failed LLM call to the job's outcome.
+    """Map a failed LLM call to the job's transition.
 
     A failure of the server as a whole pauses claiming (the breaker) and hands the job
-    back with its attempt, at most ``MAX_FREE_RELEASES`` times in a row for calls that
-    reached the server; everything else is a failed attempt.
+    back with its attempt while the policy says that is free
+    (``retry.RetryStrategy.release_is_free``); everything else is a failed attempt.
     """
     if error.affects_all:
         pause = ctx.breaker.trip(error)
-        if not error.reached_server or job.free_releases < MAX_FREE_RELEASES:
-            return await release_job(
-                ctx,
+        free = retry.strategy().release_is_free(
+            free_releases=job.free_releases, reached_server=error.reached_server
+        )
+        if free:
+            return await ctx.db(
+                queue.release,
                 job,
                 delay=pause,
                 code=error.code,
@@ -131,4 +79,4 @@ async def handle_llm_error(ctx: WorkContext, job: StudyQuestionJob, error: LLMEr
             job.free_releases,
             error.code,
         )
-    return await fail_job(ctx, job, error.code, error.message, retry_after=error.retry_after)
+    return await ctx.db(queue.fail, job, error.code, error.message, retry_after=error.retry_after)

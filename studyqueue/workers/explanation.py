@@ -8,22 +8,14 @@ import logging
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from studyqueue import quality, queue, revisions
+from studyqueue import quality, queue, retry, revisions
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode, StudyQuestion, StudyQuestionJob
 from studyqueue.prompts import PromptVersion, build_messages, current_version
+from studyqueue.queue import Outcome
 from studyqueue.services.gate import GateTimeout
 from studyqueue.services.llm import LLMError, LLMReply
-from studyqueue.workers.base import (
-    MAX_FREE_RELEASES,
-    Outcome,
-    WorkContext,
-    fail_job,
-    handle_llm_error,
-    hold_back,
-    outcome_of,
-    release_job,
-)
+from studyqueue.workers.base import WorkContext, handle_llm_error, hold_back
 
 logger = logging.getLogger("studyqueue.worker")
 
@@ -45,8 +37,9 @@ def _quality_retry(job: StudyQuestionJob, flags: list[quality.QualityFlag]) -> s
 def _question_changed(job: StudyQuestionJob, question: StudyQuestion) -> Outcome:
     """The question was edited (re-import, admin) during the call: the reply explains text
     it no longer has. Nothing is stored; the job runs again on the new content, free of an
-    attempt at most ``MAX_FREE_RELEASES`` times in a row (a question rewritten on every
-    call still ends), then as a counted, transient failure."""
+    attempt while the policy allows (``retry.RetryStrategy.release_is_free``: the call
+    reached the server; a question rewritten on every call still ends), then as a counted,
+    transient failure."""
     logger.warning(
         "study_reply_dropped id=%s question=%s reason=question_changed free_releases=%s",
         job.pk,
@@ -54,12 +47,11 @@ def _question_changed(job: StudyQuestionJob, question: StudyQuestion) -> Outcome
         job.free_releases,
     )
     message = "the question changed during the LLM call; its reply was dropped"
-    if job.free_releases < MAX_FREE_RELEASES:
-        applied = queue.release(
+    if retry.strategy().release_is_free(free_releases=job.free_releases, reached_server=True):
+        return queue.release(
             job, code=ErrorCode.QUESTION_CHANGED, message=message, reached_server=True
         )
-        return Outcome.RELEASED if applied else Outcome.LOST
-    return outcome_of(queue.fail(job, ErrorCode.QUESTION_CHANGED, message))
+    return queue.fail(job, ErrorCode.QUESTION_CHANGED, message)
 
 
 def store(
@@ -94,15 +86,17 @@ def store(
             doubled = (job.max_tokens or conf.LLM_MAX_TOKENS) * 2
             reason = f"retried once: the reply was flagged {retry_for}"
             max_tokens = doubled if retry_for == quality.TRUNCATED else None
-            if not queue.retry_for_quality(job, reason=reason, max_tokens=max_tokens):
-                return Outcome.LOST
+            outcome = queue.retry_for_quality(job, reason=reason, max_tokens=max_tokens)
+            if outcome is Outcome.LOST:
+                return outcome
             revisions.add(job, question.pk, reply, version, flags)  # kept, not current
-            return Outcome.RETRYING
+            return outcome
         # The revision holds the reply's metadata; the job points at it.
         revision = revisions.add(job, question.pk, reply, version, flags)
-        if not queue.complete(job, revision=revision, llm_ms=reply.elapsed_ms):
+        completed = queue.complete(job, revision=revision, llm_ms=reply.elapsed_ms)
+        if completed is Outcome.LOST:
             transaction.set_rollback(True, using=db)  # the claim was lost: keep nothing
-            return Outcome.LOST
+            return completed
         if revisions.make_current(revision):
             if flags:
                 logger.warning(
@@ -111,29 +105,29 @@ def store(
                     question.pk,
                     ",".join(flags),
                 )
-            return Outcome.COMPLETED
+            return completed
         transaction.set_rollback(True, using=db)  # undo "completed": nothing was stored
     return _question_missing(job)
 
 
 def _question_missing(job: StudyQuestionJob) -> Outcome:
     message = "the question was deleted while its explanation was being written"
-    return outcome_of(queue.fail(job, ErrorCode.QUESTION_MISSING, message))
+    return queue.fail(job, ErrorCode.QUESTION_MISSING, message)
 
 
 async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
     """Run one claimed explanation job; returns what became of it."""
     question = await ctx.db(_load, job, ctx.database)
     if question is None:
-        return await fail_job(ctx, job, ErrorCode.QUESTION_MISSING, "the question was deleted")
+        return await ctx.db(queue.fail, job, ErrorCode.QUESTION_MISSING, "the question was deleted")
     if not question.text.strip():
-        return await fail_job(ctx, job, ErrorCode.QUESTION_EMPTY, "the question has no text")
+        return await ctx.db(queue.fail, job, ErrorCode.QUESTION_EMPTY, "the question has no text")
     try:
         messages = build_messages(question)
     except ValidationError as exc:
         # Stored data no form let through (raw SQL, an old import): no retry can fix it.
         message = f"the question's choices are invalid: {' '.join(exc.messages)}"
-        return await fail_job(ctx, job, ErrorCode.QUESTION_INVALID, message)
+        return await ctx.db(queue.fail, job, ErrorCode.QUESTION_INVALID, message)
     version = current_version(max_tokens=job.max_tokens)
     try:
         async with ctx.gate.slot():
@@ -143,8 +137,12 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
             error = ctx.breaker.last_error
             if not ctx.breaker.allows() and error is not None:
                 # The server failed while this job waited for the gate: do not knock again.
-                return await release_job(
-                    ctx, job, delay=ctx.breaker.remaining(), code=error.code, message=error.message
+                return await ctx.db(
+                    queue.release,
+                    job,
+                    delay=ctx.breaker.remaining(),
+                    code=error.code,
+                    message=error.message,
                 )
             try:
                 reply = await ctx.client.chat(messages, max_tokens=job.max_tokens)
@@ -152,7 +150,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
                 # Inside the gate: a job waiting for the slot must see the breaker open.
                 return await handle_llm_error(ctx, job, error)
     except GateTimeout as exc:
-        return await release_job(ctx, job, code=ErrorCode.LLM_OVERLOADED, message=str(exc))
+        return await ctx.db(queue.release, job, code=ErrorCode.LLM_OVERLOADED, message=str(exc))
 
     ctx.breaker.success()
     if reply.truncated:

@@ -6,8 +6,9 @@ from collections.abc import Awaitable, Callable
 
 from studyqueue import queue
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
+from studyqueue.queue import Outcome
 from studyqueue.workers import explanation
-from studyqueue.workers.base import Outcome, WorkContext
+from studyqueue.workers.base import WorkContext
 
 Handler = Callable[[StudyQuestionJob, WorkContext], Awaitable[Outcome]]
 
@@ -30,5 +31,4 @@ async def dispatch(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
         code, message = ErrorCode.UNSUPPORTED_KIND, RESERVED[job.kind]
     else:
         code, message = ErrorCode.UNKNOWN_KIND, f"unknown kind {job.kind!r}"
-    applied = await ctx.db(queue.skip_claimed, job, code, message)
-    return Outcome.SKIPPED if applied else Outcome.LOST
+    return await ctx.db(queue.skip_claimed, job, code, message)

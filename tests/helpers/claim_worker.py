@@ -16,6 +16,7 @@ def main() -> None:
     worker_id, batch = sys.argv[1], int(sys.argv[2])
     django.setup()
     from studyqueue import queue
+    from studyqueue.queue import Outcome
 
     print("ready", flush=True)
     sys.stdin.readline()
@@ -26,7 +27,7 @@ def main() -> None:
             break
         for job in jobs:
             claimed.append(job.pk)
-            if not queue.complete(job):
+            if queue.complete(job) == Outcome.LOST:
                 raise SystemExit(f"complete refused for job {job.pk}")
     print(json.dumps(claimed), flush=True)
 

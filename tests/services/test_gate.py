@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import connection, connections
 
 from studyqueue.pg import psycopg_kwargs
@@ -19,11 +20,12 @@ ENDPOINT = "http://127.0.0.1:9/v1"
 
 @pytest.fixture
 def db_thread():
-    """A thread for the gate's database work, as a consumer has (``run_db``)."""
+    """One connection for the gate's database work, reached as a consumer's jobs connection
+    is (``Consumer.db``, the gate's ``run_db``)."""
     pool = ThreadPoolExecutor(max_workers=1)
 
     async def run_db(fn, *args):  # type: ignore[no-untyped-def]
-        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+        return await sync_to_async(fn, thread_sensitive=False, executor=pool)(*args)
 
     yield run_db
     pool.submit(connections.close_all).result()

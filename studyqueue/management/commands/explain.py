@@ -14,7 +14,7 @@ from studyqueue.management.commands._options import object_id
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.models import ExplanationRevision, JobKind, JobStatus, StudyQuestion
 from studyqueue.prompts import build_messages, current_version
-from studyqueue.workers.base import Outcome
+from studyqueue.queue import Outcome
 
 
 class Command(BaseCommand):

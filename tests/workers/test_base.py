@@ -1,0 +1,75 @@
+"""A failed LLM call becomes the transition the failure policy names (``workers/base.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from studyqueue import queue
+from studyqueue.models import ErrorCode, StudyQuestionJob
+from studyqueue.queue import Outcome
+from studyqueue.retry import MAX_FREE_RELEASES
+from studyqueue.services.llm import LLMError
+from studyqueue.workers.base import handle_llm_error
+from tests.factories import StudyQuestionFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LAST = MAX_FREE_RELEASES  # free releases used up: the next failure counts
+
+
+@pytest.mark.parametrize(
+    "code,affects_all,reached_server,free_releases,outcome,status,attempts,breaker_open",
+    [
+        # The server as a whole: the breaker opens; the job is handed back, attempt kept...
+        (ErrorCode.LLM_UNAVAILABLE, False, False, 0, Outcome.RELEASED, "pending", 0, True),
+        # ...as often as it takes when the call never reached the server...
+        (ErrorCode.LLM_UNAVAILABLE, False, False, LAST, Outcome.RELEASED, "pending", 0, True),
+        # ...else MAX_FREE_RELEASES times in a row, then the failure counts.
+        (ErrorCode.LLM_OVERLOADED, False, True, 0, Outcome.RELEASED, "pending", 0, True),
+        (ErrorCode.LLM_OVERLOADED, False, True, LAST, Outcome.RETRYING, "pending", 1, True),
+        (ErrorCode.LLM_REJECTED, True, True, LAST - 1, Outcome.RELEASED, "pending", 0, True),
+        (ErrorCode.LLM_REJECTED, True, True, LAST, Outcome.FAILED, "failed", 1, True),
+        # One job's failure: counted, the breaker stays closed.
+        (ErrorCode.LLM_SERVER_ERROR, False, True, 0, Outcome.RETRYING, "pending", 1, False),
+        (ErrorCode.LLM_REJECTED, False, True, 0, Outcome.FAILED, "failed", 1, False),
+    ],
+)
+def test_a_failed_call_becomes_the_transition_the_policy_names(
+    llm_server,
+    make_consumer,
+    code,
+    affects_all,
+    reached_server,
+    free_releases,
+    outcome,
+    status,
+    attempts,
+    breaker_open,
+):
+    consumer = make_consumer()
+    job = queue.enqueue(StudyQuestionFactory()).job
+    StudyQuestionJob.objects.filter(pk=job.pk).update(free_releases=free_releases)
+    (claimed,) = queue.claim(worker_id="test", limit=1)
+    error = LLMError(code, "boom", affects_all=affects_all, reached_server=reached_server)
+
+    assert asyncio.run(handle_llm_error(consumer.ctx, claimed, error)) == outcome
+    claimed.refresh_from_db()
+    assert (claimed.status, claimed.error_code, claimed.attempts) == (status, code, attempts)
+    assert consumer.breaker.allows() is not breaker_open
+    expected_free = free_releases + 1 if outcome == Outcome.RELEASED and reached_server else 0
+    if outcome == Outcome.RELEASED and not reached_server:
+        expected_free = free_releases
+    assert claimed.free_releases == expected_free
+
+
+def test_a_job_that_is_no_longer_ours_is_lost_and_nothing_is_written(llm_server, make_consumer):
+    consumer = make_consumer()
+    job = queue.enqueue(StudyQuestionFactory()).job
+    (claimed,) = queue.claim(worker_id="test", limit=1)
+    queue.skip([job.pk])  # an operator takes it
+    error = LLMError(ErrorCode.LLM_UNAVAILABLE, "down", reached_server=False)
+    assert asyncio.run(handle_llm_error(consumer.ctx, claimed, error)) == Outcome.LOST
+    claimed.refresh_from_db()
+    assert (claimed.status, claimed.error_code) == ("skipped", "operator_skipped")

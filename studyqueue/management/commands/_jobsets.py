@@ -4,8 +4,9 @@ error code, acted on in bounded batches (the admin's actions stop at ``ACTION_LI
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, ClassVar
 
-from django.core.management.base import CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 from django.utils.translation import gettext
 
 from studyqueue import queue
@@ -48,3 +49,36 @@ def id_batches(
             batch = []
     if batch:
         yield batch
+
+
+class JobSetCommand(BaseCommand):
+    """A command that acts on the jobs an operator picks, batch by batch: ``statuses`` are
+    the ones it may act on (the first is the default); subclasses say what it does."""
+
+    statuses: ClassVar[list[str]]
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        add_filters(parser, self.statuses, default=self.statuses[0])
+
+    def handle(
+        self,
+        *args: Any,
+        status: list[str] | None,
+        kind: str | None,
+        error_code: str | None,
+        dry_run: bool,
+        **options: Any,
+    ) -> None:
+        picked = id_batches(status or [self.statuses[0]], kind, error_code)
+        if dry_run:
+            self.stdout.write(self.would(sum(len(batch) for batch in picked)))
+        else:
+            self.stdout.write(self.act(picked))
+
+    def would(self, count: int) -> str:
+        """What ``--dry-run`` says for ``count`` picked jobs."""
+        raise NotImplementedError
+
+    def act(self, batches: Iterator[list[int]]) -> str:
+        """Act on every batch; what happened, as one line."""
+        raise NotImplementedError

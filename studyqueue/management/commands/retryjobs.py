@@ -2,45 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
 
-from django.core.management.base import BaseCommand, CommandParser
 from django.utils.translation import gettext
 
 from studyqueue import queue
-from studyqueue.management.commands._jobsets import add_filters, id_batches
+from studyqueue.management.commands._jobsets import JobSetCommand
 from studyqueue.models import JobStatus
 
 
-class Command(BaseCommand):
+class Command(JobSetCommand):
     help = "Put failed or skipped jobs back to pending with attempts reset, in bounded batches."
+    statuses = [JobStatus.FAILED, JobStatus.SKIPPED]
 
-    def add_arguments(self, parser: CommandParser) -> None:
-        add_filters(parser, [JobStatus.FAILED, JobStatus.SKIPPED], default=JobStatus.FAILED)
+    def would(self, count: int) -> str:
+        return gettext("Would retry up to %(count)s job(s).") % {"count": count}
 
-    def handle(
-        self,
-        *args: Any,
-        status: list[str] | None,
-        kind: str | None,
-        error_code: str | None,
-        dry_run: bool,
-        **options: Any,
-    ) -> None:
-        picked = id_batches(status or [JobStatus.FAILED], kind, error_code)
-        if dry_run:
-            count = sum(len(batch) for batch in picked)
-            self.stdout.write(gettext("Would retry up to %(count)s job(s).") % {"count": count})
-            return
+    def act(self, batches: Iterator[list[int]]) -> str:
         retried = conflicts = 0
-        for batch in picked:
+        for batch in batches:
             result = queue.retry(batch)
             retried += len(result.retried)
             conflicts += len(result.conflicts)
-        self.stdout.write(
-            gettext(
-                "Retried %(retried)s job(s); %(conflicts)s refused: their question already has "
-                "an active job of the same kind."
-            )
-            % {"retried": retried, "conflicts": conflicts}
-        )
+        return gettext(
+            "Retried %(retried)s job(s); %(conflicts)s refused: their question already has "
+            "an active job of the same kind."
+        ) % {"retried": retried, "conflicts": conflicts}

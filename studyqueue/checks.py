@@ -3,7 +3,9 @@
 E001 a value does not parse; E002 a number is out of range; E003 LLM_URL is not http(s);
 E004 LLM_URL does not parse; E005 a number is NaN or infinite; E006 LLM_API_KEY holds
 control or non-ASCII characters; E007 a prompt template is missing or fails to render;
-E008 QUALITY_RETRY names an unknown flag; W001/W002 timeouts that nest badly.
+E008 QUALITY_RETRY names an unknown flag; W001/W002 timeouts that nest badly; W003 a prompt
+layout the LLM server cannot cache (fixed text in the user message, or a system message that
+changes per question).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.checks import CheckMessage, Error, Warning, register
+from django.utils.translation import gettext
 
 from studyqueue.conf import SETTINGS, SettingNotFinite, SettingOutOfRange, conf
 from studyqueue.exceptions import SettingsError
@@ -41,7 +44,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     problems += _prompt_problems() + _quality_problems()
     if problems:
         return problems
-    return _nesting(values)
+    return _cache_problems() + _nesting(values)
 
 
 def _prompt_problems() -> list[CheckMessage]:
@@ -63,6 +66,51 @@ def _prompt_problems() -> list[CheckMessage]:
     if not all(message["content"] for message in messages):
         return [Error("a prompt template renders empty text", id="studyqueue.E007")]
     return []
+
+
+# More fixed text than this in the user message is instructions, not labels.
+SHARED_USER_TEXT_LIMIT = 200
+
+
+def _cache_problems() -> list[CheckMessage]:
+    """The server caches the prompt's prefix (the system message): fixed text belongs there,
+    the user message should hold only the question. Warnings, since the prompt still works."""
+    from studyqueue import prompts
+
+    layout = prompts.cache_layout()
+    problems: list[CheckMessage] = []
+    if layout.shared_user_chars > SHARED_USER_TEXT_LIMIT:
+        problems.append(
+            Warning(
+                gettext(
+                    "the user prompts of two different questions share %(chars)d characters "
+                    "of fixed text: the instructions belong in the system template, where "
+                    "the LLM server can cache them"
+                )
+                % {"chars": layout.shared_user_chars},
+                hint=gettext(
+                    "Move the role, instructions and output format into "
+                    "SYSTEM_PROMPT_TEMPLATE; keep only the question, its choices and answer "
+                    "in PROMPT_TEMPLATE (README: Writing a prompt the server can cache)."
+                ),
+                id="studyqueue.W003",
+            )
+        )
+    if layout.system_varies:
+        problems.append(
+            Warning(
+                gettext(
+                    "the system prompt changes with the question: the LLM server cannot "
+                    "reuse its cache from one question to the next"
+                ),
+                hint=gettext(
+                    "Keep the question's fields out of SYSTEM_PROMPT_TEMPLATE; they belong "
+                    "in PROMPT_TEMPLATE (README: Writing a prompt the server can cache)."
+                ),
+                id="studyqueue.W003",
+            )
+        )
+    return problems
 
 
 def _quality_problems() -> list[CheckMessage]:

@@ -8,8 +8,10 @@ question's fields as context: ``question``, ``choices``, ``answer``.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,3 +75,54 @@ def build_messages(question: StudyQuestion) -> list[dict[str, str]]:
 def sample_question() -> StudyQuestion:
     """An unsaved question to try the templates on (the system check)."""
     return StudyQuestion(text="What is 2 + 2?", choices=["3", "4"], answer="4")
+
+
+def sample_questions() -> tuple[StudyQuestion, StudyQuestion]:
+    """Two unsaved questions with no word, choice count or answer in common: what their
+    rendered prompts share comes from the templates, not from the questions."""
+    return (
+        sample_question(),
+        StudyQuestion(
+            text="Which river flows through Cairo?",
+            choices=["Nile", "Danube", "Amazon"],
+            answer="Nile",
+        ),
+    )
+
+
+# A shared run shorter than this is a label ("Question:", "Choices:"), not an instruction.
+_MIN_RUN_CHARS = 16
+
+
+def shared_text(first: str, second: str) -> int:
+    """How many characters two rendered prompts have in common, counted over the runs of
+    whole words (and the white space between them) both contain in the same order, leaving
+    out runs shorter than a label. Prefix, suffix and every piece in between count."""
+    a, b = re.findall(r"\s+|\S+", first), re.findall(r"\s+|\S+", second)
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    total = 0
+    for block in matcher.get_matching_blocks():
+        run = len("".join(a[block.a : block.a + block.size]).strip())
+        if run >= _MIN_RUN_CHARS:
+            total += run
+    return total
+
+
+@dataclass(frozen=True)
+class CacheLayout:
+    """How the rendered prompts of two different questions overlap (``manage.py check``)."""
+
+    #: Characters of fixed text the two user messages share (instructions in the user template).
+    shared_user_chars: int
+    #: Whether the system message differs between the two questions (a question field in it).
+    system_varies: bool
+
+
+def cache_layout() -> CacheLayout:
+    """Render both sample questions and measure what defeats the server's prompt cache:
+    fixed text in the user message, or a system message that changes per question."""
+    first, second = (build_messages(question) for question in sample_questions())
+    return CacheLayout(
+        shared_user_chars=shared_text(first[1]["content"], second[1]["content"]),
+        system_varies=first[0]["content"] != second[0]["content"],
+    )

@@ -42,7 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-QUESTION_RE = re.compile(r"Question:\n(.*?)\n", re.S)
+QUESTION_RE = re.compile(r"Question:\n(.*?)(?:\n|\Z)", re.S)  # the question may end the message
 FAULT_RE = re.compile(r"FAULT:([a-z0-9]+)")
 
 

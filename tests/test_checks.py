@@ -131,3 +131,80 @@ def test_e007_a_prompt_template_that_is_missing_or_does_not_render(settings, tmp
 def test_e008_quality_retry_with_an_unknown_flag():
     assert ids(QUALITY_RETRY="truncated, too_long") == ["studyqueue.E008"]
     assert ids(QUALITY_RETRY="truncated,wrong_script") == []
+
+
+# The app's user template before issue 18: the instructions around the question.
+INSTRUCTIONS_AROUND_THE_QUESTION = """{% autoescape off %}Explain the answer to this study \
+question for a learner.
+
+Question:
+{{ question.text }}
+{% if choices %}
+Choices:
+{% for choice in choices %}{{ forloop.counter }}. {{ choice }}
+{% endfor %}{% endif %}{% if question.answer %}
+Correct answer: {{ question.answer }}
+{% endif %}
+Explain step by step why the correct answer is right{% if choices %} and why the other \
+choices are wrong{% endif %}. Be concise and accurate. Write in the same language as the \
+question.{% endautoescape %}"""
+
+SENTENCE = "Read the question carefully and think about each option before you answer it. "
+
+
+@pytest.fixture
+def prompt_dir(settings, tmp_path):
+    """A template directory in front of the app's, for prompt template overrides."""
+    settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": [str(tmp_path)]}]
+    (tmp_path / "studyqueue").mkdir()
+    return tmp_path / "studyqueue"
+
+
+@pytest.mark.parametrize(
+    "user_template",
+    [
+        pytest.param(INSTRUCTIONS_AROUND_THE_QUESTION, id="before-and-after"),
+        pytest.param(SENTENCE * 3 + "\n{{ question.text }}", id="prefix"),
+        pytest.param("{{ question.text }}\n" + SENTENCE * 3, id="suffix"),
+        # Pieces each shorter than the limit, which together exceed it.
+        pytest.param(
+            SENTENCE + "{{ question.text }} " + SENTENCE + "{{ answer }} " + SENTENCE,
+            id="pieces",
+        ),
+        pytest.param(
+            "{% for c in choices %}{{ c }}: " + SENTENCE * 2 + "\n{% endfor %}{{ question.text }}",
+            id="per-choice",
+        ),
+    ],
+)
+def test_w003_fixed_text_in_the_user_prompt(prompt_dir, user_template):
+    (prompt_dir / "explanation_prompt.txt").write_text(user_template)
+    with override_settings(STUDYQUEUE={}):
+        (message,) = check_settings()
+    assert message.id == "studyqueue.W003"
+    assert "the instructions belong in the system template" in message.msg
+    assert "SYSTEM_PROMPT_TEMPLATE" in message.hint
+
+
+def test_w003_labels_and_a_short_line_are_not_instructions(prompt_dir):
+    (prompt_dir / "explanation_prompt.txt").write_text(
+        "Explain this one, briefly.\nQuestion: {{ question.text }}\n"
+        "{% for c in choices %}Choice {{ forloop.counter }}: {{ c }}\n{% endfor %}"
+        "Correct answer: {{ answer }}"
+    )
+    assert ids() == []
+
+
+def test_w003_a_system_prompt_that_changes_with_the_question(prompt_dir):
+    (prompt_dir / "explanation_system.txt").write_text(
+        "You are a tutor. Topic: {{ question.text }}"
+    )
+    with override_settings(STUDYQUEUE={}):
+        (message,) = check_settings()
+    assert message.id == "studyqueue.W003"
+    assert "the system prompt changes with the question" in message.msg
+
+
+def test_w003_does_not_hide_the_timeout_warnings(prompt_dir):
+    (prompt_dir / "explanation_prompt.txt").write_text(INSTRUCTIONS_AROUND_THE_QUESTION)
+    assert ids(LLM_TIMEOUT_SECONDS=600, STALE_MINUTES=5) == ["studyqueue.W003", "studyqueue.W001"]

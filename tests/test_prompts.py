@@ -56,3 +56,43 @@ def test_templates_render_with_autoescape_off_and_the_questions_fields(template_
     question = StudyQuestionFactory(text="Is <b>x</b> > 'y'?", choices=["a & b", "c"], answer="c")
     user = prompts.build_messages(question)[1]["content"]
     assert user == "Is <b>x</b> > 'y'? | [a & b][c] | c"
+
+
+def test_the_default_layout_lets_the_server_cache_everything_but_the_question():
+    """Issue 18: the system message is the same for every question and holds the
+    instructions; the user message holds only the question, its choices and key."""
+    first, second = (prompts.build_messages(q) for q in prompts.sample_questions())
+    assert first[0] == second[0]
+    assert "step by step" in first[0]["content"]
+    assert "same language as the question" in first[0]["content"]
+    user = second[1]["content"]
+    assert user == (
+        "Question:\nWhich river flows through Cairo?\n\n"
+        "Choices:\n1. Nile\n2. Danube\n3. Amazon\n\nCorrect answer: Nile"
+    )
+    layout = prompts.cache_layout()
+    assert layout.shared_user_chars == 0 and not layout.system_varies
+
+
+def test_a_question_without_choices_or_answer_renders_only_its_text():
+    question = StudyQuestionFactory(text="Why is the sky blue?", choices=[], answer="")
+    assert prompts.build_messages(question)[1]["content"] == "Question:\nWhy is the sky blue?"
+
+
+@pytest.mark.parametrize(
+    "first,second,shared",
+    [
+        ("Explain: red apples", "Explain: blue sea", 0),  # a label is not instructions
+        ("a b c d e f g h i j k l m n o p q r s t", "a b c d e f g h i j k l m n o p q r s t", 39),
+        ("x " + "fixed words here " * 2 + "x", "y " + "fixed words here " * 2 + "y", 33),
+        ("x one two three four five y", "z one two three four five w", 23),
+        # Pieces before and after the question both count.
+        (
+            "Begin these words now. Q1? End with these words.",
+            "Begin these words now. Q2? End with these words.",
+            22 + 21,
+        ),
+    ],
+)
+def test_shared_text_counts_every_fixed_run(first, second, shared):
+    assert prompts.shared_text(first, second) == shared

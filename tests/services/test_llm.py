@@ -283,3 +283,58 @@ def test_the_probe_counts_the_models_it_is_served(server):
         Probe(200, 1, ""),
         Probe(404, None, "HTTP 404"),
     ]
+
+
+def _keys(value: object) -> set[str]:
+    """Every key of a JSON body, at any depth (a ``seed`` nested in options counts too)."""
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _keys(v)}
+    return set()
+
+
+@pytest.mark.parametrize(
+    "client_kwargs,max_tokens",
+    [
+        ({}, None),
+        ({"model": "m1"}, None),
+        ({"model": "m1", "temperature": 0.0}, None),  # greedy: where a seed is most tempting
+        ({"max_tokens": 64, "temperature": 1.0}, 2048),
+    ],
+    ids=["server-default", "model", "greedy", "per-call-max-tokens"],
+)
+@pytest.mark.parametrize("ignore_stream", [False, True], ids=["stream", "whole-json"])
+def test_no_request_carries_a_seed(server, client_kwargs, max_tokens, ignore_stream):
+    """A request with ``seed`` is never batched by mlx_lm.server (issue 18): none is sent."""
+    server.configure(ignore_stream=ignore_stream)
+
+    async def go() -> None:
+        async with LLMClient(base_url=server.url, **client_kwargs) as client:
+            await client.chat(MESSAGES, max_tokens=max_tokens)
+
+    asyncio.run(go())
+    assert server.bodies, "the server saw no request"
+    for body in server.bodies:
+        assert "seed" not in _keys(body), body
+        assert body["messages"] == MESSAGES
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_job_request_carries_a_seed(llm_server, settings, make_consumer):
+    """The consumer's own requests: a first explanation, and a regeneration with its own
+    ``max_tokens``, with a model and greedy sampling configured."""
+    from studyqueue import queue
+    from studyqueue.models import StudyQuestionJob
+    from tests.factories import StudyQuestionFactory
+
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_MODEL": "m1", "LLM_TEMPERATURE": 0}
+    first = queue.enqueue(StudyQuestionFactory(text="What is 2 + 2?", choices=["3", "4"])).job
+    second = queue.enqueue(StudyQuestionFactory(text="Why is the sky blue?")).job
+    StudyQuestionJob.objects.filter(pk=second.pk).update(max_tokens=2048)
+    assert make_consumer().run_cycle().outcomes == {"completed": 2}
+    assert len(llm_server.bodies) == 2
+    for body in llm_server.bodies:
+        assert "seed" not in _keys(body), body
+    assert {body["max_tokens"] for body in llm_server.bodies} == {1024, 2048}
+    assert first.pk != second.pk

@@ -31,7 +31,7 @@ class QueueCollector(Collector):
         yield self._waiting()
         yield self._oldest(now)
         yield self._llm_durations(now)
-        yield self._tokens(now)
+        yield from self._tokens(now)
         yield from self._consumers(now)
         yield self._paused()
 
@@ -85,14 +85,26 @@ class QueueCollector(Collector):
             gsum_value=calls.total_ms / 1000,
         )
 
-    def _tokens(self, now: datetime) -> Metric:
-        prompt, completion = stats.tokens(now)
+    def _tokens(self, now: datetime) -> Iterator[Metric]:
+        totals = stats.tokens(now)
         family = GaugeMetricFamily(
-            "studyqueue_llm_tokens_24h", "Tokens of the last 24 hours.", labels=["type"]
+            "studyqueue_llm_tokens_24h",
+            "Tokens of the last 24 hours (cached: the prompt tokens served from the "
+            "server's prompt cache, a part of prompt).",
+            labels=["type"],
         )
-        family.add_metric(["prompt"], prompt)
-        family.add_metric(["completion"], completion)
-        return family
+        family.add_metric(["prompt"], totals.prompt)
+        family.add_metric(["completion"], totals.completion)
+        family.add_metric(["cached"], totals.cached)
+        yield family
+        share = totals.cached_share
+        family = GaugeMetricFamily(
+            "studyqueue_llm_cached_share_24h",
+            "Share of prompt tokens served from the server's prompt cache in the last 24 hours, "
+            "over the replies that said (NaN: none did).",
+        )
+        family.add_metric([], float("nan") if share is None else share)
+        yield family
 
     def _consumers(self, now: datetime) -> Iterator[Metric]:
         states = presence.consumer_states(now)

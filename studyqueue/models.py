@@ -410,9 +410,21 @@ class ExplanationRevision(models.Model):
     prompt_version = models.CharField(max_length=12, blank=True)
     prompt_label = models.CharField(max_length=200, blank=True)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cached_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text=_("Prompt tokens the server served from its cache (blank: it did not say)."),
+    )
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     first_token_ms = models.PositiveIntegerField(null=True, blank=True)
-    tokens_per_second = models.FloatField(null=True, blank=True)
+    tokens_per_second = models.FloatField(
+        null=True,
+        blank=True,
+        help_text=_(
+            "Decode rate: tokens after the first over the time from the first to the last "
+            "(blank: fewer than two tokens or under 50 ms)."
+        ),
+    )
     finish_reason = models.CharField(
         max_length=FINISH_REASON_WIDTH,
         blank=True,

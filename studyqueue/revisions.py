@@ -38,6 +38,7 @@ def add(
         prompt_version=version.hash,
         prompt_label=version.label,
         prompt_tokens=reply.prompt_tokens,
+        cached_tokens=reply.cached_tokens,
         completion_tokens=reply.completion_tokens,
         first_token_ms=reply.first_token_ms,
         tokens_per_second=reply.tokens_per_second,

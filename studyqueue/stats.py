@@ -61,6 +61,28 @@ class LLMCalls:
     total_ms: int
 
 
+@dataclass(frozen=True)
+class TokenTotals:
+    """Tokens of the replies that completed jobs in the window."""
+
+    prompt: int = 0
+    completion: int = 0
+    cached: int = 0  # prompt tokens served from the server's prompt cache
+    prompt_reported: int = 0  # prompt tokens of the replies that said how many were cached
+
+    @property
+    def cached_share(self) -> float | None:
+        """Cached over prompt tokens, over the replies whose server reported its cache;
+        None when none did (a server that never says is not a cold cache)."""
+        return self.cached / self.prompt_reported if self.prompt_reported else None
+
+    @property
+    def cached_percent(self) -> str | None:
+        """The share for people ("87 %"); None when unknown."""
+        share = self.cached_share
+        return None if share is None else f"{share * 100:.0f} %"
+
+
 @dataclass
 class DashboardStats:
     """Everything the dashboard shows."""
@@ -78,6 +100,7 @@ class DashboardStats:
     pauses: list[QueuePause]
     outdated: int  # explanations another prompt version wrote (counted up to OUTDATED_CAP)
     needs_review: int  # current explanations with a quality flag (same cap)
+    tokens: TokenTotals
 
     @property
     def live_consumers(self) -> list[ConsumerState]:
@@ -235,12 +258,17 @@ def llm_calls(now: datetime, bounds_seconds: tuple[float, ...]) -> LLMCalls:
     )
 
 
-def tokens(now: datetime) -> tuple[int, int]:
-    """Prompt and completion tokens of the replies that completed jobs in the last 24 hours."""
+def tokens(now: datetime) -> TokenTotals:
+    """Prompt, completion and cached tokens of the replies that completed jobs in the last
+    24 hours."""
+    reported = Q(reply__cached_tokens__isnull=False, reply__prompt_tokens__isnull=False)
     sums = replies(now).aggregate(
-        prompt=Sum("reply__prompt_tokens"), completion=Sum("reply__completion_tokens")
+        prompt=Sum("reply__prompt_tokens"),
+        completion=Sum("reply__completion_tokens"),
+        cached=Sum("reply__cached_tokens", filter=reported),
+        prompt_reported=Sum("reply__prompt_tokens", filter=reported),
     )
-    return sums["prompt"] or 0, sums["completion"] or 0
+    return TokenTotals(**{key: value or 0 for key, value in sums.items()})
 
 
 def pauses() -> list[QueuePause]:
@@ -307,4 +335,5 @@ def collect(now: datetime | None = None) -> DashboardStats:
         pauses=pauses(),
         outdated=outdated,
         needs_review=needs_review,
+        tokens=tokens(now),
     )

@@ -38,6 +38,12 @@ EXPORT_FIELDS = (
     "prompt_version",
     "flags",
     "explained_at",
+    # The current reply's measurements (issue 18): null when the server did not say.
+    "prompt_tokens",
+    "cached_tokens",
+    "completion_tokens",
+    "ttft_ms",
+    "tokens_per_second",
 )
 
 # C0 and C1 control characters (tab and line ends kept in text), lone surrogates (from a
@@ -582,7 +588,9 @@ def export_rows(
     rows = questions.order_by("pk").values_list(
         "id", "external_id", "text", "choices", "answer", "explanation",
         "current_revision__model", "explanation_prompt_version", "explanation_flags",
-        "current_revision__created_at",
+        "current_revision__created_at", "current_revision__prompt_tokens",
+        "current_revision__cached_tokens", "current_revision__completion_tokens",
+        "current_revision__first_token_ms", "current_revision__tokens_per_second",
     )  # fmt: skip
     for values in rows.iterator(chunk_size=2000):
         row = dict(zip(EXPORT_FIELDS, values, strict=True))

@@ -58,6 +58,10 @@ class LLMServer:
         self.slow_seconds = 30.0
         self.model_id = "test-model"
         self.answer = "Because 2 + 2 equals 4."
+        # The usage it reports; ``cached_tokens`` None: no ``prompt_tokens_details`` at all.
+        self.prompt_tokens = 42
+        self.completion_tokens = 7
+        self.cached_tokens: int | None = None
         self.ignore_stream = False  # answer with one JSON body even when asked to stream
         self.held = False  # each reply waits for a pass (``let_through``) before it starts
         self.last_authorization = ""
@@ -368,7 +372,13 @@ class LLMServer:
         finish = {"length": "length", "filter": "content_filter", "noreason": None}.get(
             fault, "stop"
         )
-        usage = {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}
+        usage: dict[str, Any] = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+        if self.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
         if not body.get("stream") or self.ignore_stream:
             generate()
             if fault == "malformed":

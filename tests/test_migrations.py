@@ -1,8 +1,10 @@
 """Migration 0010 (a reply's metadata on its revision): rows made at 0009 read the same after
-it, through the revision, and the same again after migrating back."""
+it, through the revision, and the same again after migrating back. Migration 0011 (cached
+tokens, the decode rate): stored rates are recomputed or, where implausible, cleared."""
 
 from __future__ import annotations
 
+import importlib
 from datetime import timedelta
 from typing import Any
 
@@ -164,10 +166,17 @@ def test_rows_made_at_0009_read_the_same_after_0010_and_back(at_0009):
     tokens_before = (10 + 30, 20 + 40)  # what the metrics summed over the jobs' own columns
 
     migrate(AFTER)
+    migrate(executor_leaves())  # the current models read the latest schema
+    # 0011 turns the stored rates into decode rates (tested on its own below).
+    fix = importlib.import_module("studyqueue.migrations.0011_cached_tokens_decode_rate")
+    for name in ("j1", "j2", "j4"):
+        row = list(before[name])
+        row[4] = fix.corrected_rate(row[2], row[4])
+        before[name] = tuple(row)
     after = _read_0010(ids)
     assert after == before
     assert QueueConsumer.objects.get(worker_id="c1").paused_kinds == ["", "session_summary"]
-    assert stats.tokens(now) == tokens_before
+    assert (stats.tokens(now).prompt, stats.tokens(now).completion) == tokens_before
     # The dashboard's hourly means read the jobs' old values through the revisions.
     expected: dict[Any, list[int]] = {}
     for job in StudyQuestionJob.objects.filter(status="completed"):
@@ -181,3 +190,43 @@ def test_rows_made_at_0009_read_the_same_after_0010_and_back(at_0009):
 
     apps = migrate(BEFORE)
     assert _read_0009(apps, ids) == before
+
+
+# --------------------------------------------------------------------------- 0011
+
+AT_0011 = [("studyqueue", "0011_cached_tokens_decode_rate")]
+
+
+def test_0011_recomputes_stored_rates_as_decode_rates_or_clears_them(at_0009):
+    apps = migrate(AFTER)
+    question_model = apps.get_model("studyqueue", "StudyQuestion")
+    revision_model = apps.get_model("studyqueue", "ExplanationRevision")
+    # (completion tokens, rate stored by the old formula n / span) -> the decode rate
+    cases = {
+        (20, 50.0): 47.5,  # span 400 ms: 19 tokens after the first in 0.4 s
+        (2, 40.0): 20.0,  # span 50 ms, the shortest kept: one token after the first
+        (30, 6500.0): None,  # span 4.6 ms: the absurd rates of short replies
+        (300, 18000.0): None,  # span 16.7 ms
+        (1, 10.0): None,  # one token has no decode time
+        (None, 12.0): None,  # no count to check it against
+        (5, None): None,
+        (5, float("inf")): None,
+        (5, -3.0): None,
+    }
+    ids = {}
+    for n, ((tokens, rate), _) in enumerate(cases.items()):
+        question = question_model.objects.create(text=f"Q{n}?")
+        ids[(tokens, rate)] = revision_model.objects.create(
+            question=question, text="A", completion_tokens=tokens, tokens_per_second=rate
+        ).pk
+
+    apps = migrate(AT_0011)
+    revisions = apps.get_model("studyqueue", "ExplanationRevision").objects
+    for case, expected in cases.items():
+        row = revisions.get(pk=ids[case])
+        assert row.tokens_per_second == expected, case
+        assert row.cached_tokens is None, case  # earlier servers' caches: unknown
+
+    apps = migrate(AFTER)  # back: the corrected values stay
+    revisions = apps.get_model("studyqueue", "ExplanationRevision").objects
+    assert revisions.get(pk=ids[(20, 50.0)]).tokens_per_second == 47.5

@@ -165,7 +165,7 @@ def test_explain_refuses_what_it_cannot_do(llm_server):
 
 
 def test_revisions_keep_their_metrics(llm_server, make_consumer):
-    explain_once(llm_server, make_consumer, FIRST, word_delay=0.01)
+    explain_once(llm_server, make_consumer, FIRST, word_delay=0.02)
     revision = ExplanationRevision.objects.get()
     assert (revision.prompt_tokens, revision.completion_tokens, revision.finish_reason) == (
         42,
@@ -173,11 +173,42 @@ def test_revisions_keep_their_metrics(llm_server, make_consumer):
         "stop",
     )
     assert revision.first_token_ms is not None
-    # 7 tokens over the ~0.11 s between the first word and the last.
+    # 6 tokens after the first over the ~0.22 s between the first word and the last.
     assert revision.tokens_per_second is not None and 10 < revision.tokens_per_second < 700
     # The job points at its reply and keeps its own LLM time; the reply's facts are here.
     assert revision.job is not None and revision.job.revision_id == revision.pk
     assert revision.job.llm_ms is not None and revision.job.llm_ms >= revision.first_token_ms
+
+
+def test_a_real_reply_records_its_cache_and_decode_rate(llm_server, make_consumer):
+    """Issue 18, items 2 and 6: the server's cached count is kept, and the rate is the
+    decode rate, (n - 1) tokens over the first-to-last span: 11 words 50 ms apart span
+    500 ms as sent, so 20 tokens/s (the old formula gave 22, and thousands for a short
+    reply). The bound is generous: a loaded client may read the first word late."""
+    words = "one two three four five six seven eight nine ten eleven"
+    explain_once(
+        llm_server, make_consumer, words, word_delay=0.05, completion_tokens=11,
+        prompt_tokens=300, cached_tokens=280,
+    )  # fmt: skip
+    revision = ExplanationRevision.objects.get()
+    assert (revision.prompt_tokens, revision.cached_tokens) == (300, 280)
+    assert revision.tokens_per_second is not None
+    assert 1 < revision.tokens_per_second < 200
+
+
+@pytest.mark.parametrize(
+    ("answer", "tokens", "whole"),
+    [("Four.", 1, False), ("Four, as counting on your fingers shows.", 7, True)],
+    ids=["one-token", "whole-json"],
+)
+def test_a_short_reply_has_no_decode_rate(llm_server, make_consumer, answer, tokens, whole):
+    """One token has no decode time (it used to record thousands of tokens/s); a whole JSON
+    reply comes at once, with no span to measure."""
+    explain_once(llm_server, make_consumer, answer, completion_tokens=tokens, ignore_stream=whole)
+    revision = ExplanationRevision.objects.get()
+    assert revision.completion_tokens == tokens
+    assert revision.tokens_per_second is None
+    assert revision.cached_tokens is None  # the server did not say
 
 
 def test_the_migration_keeps_existing_explanations_as_first_revisions():

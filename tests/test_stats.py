@@ -21,8 +21,11 @@ def _queue_with_history() -> None:
     StudyQuestionJobFactory.create_batch(3, status="pending")
     StudyQuestionJobFactory(status="pending", error_code="llm_overloaded")
     StudyQuestionJobFactory(status="processing", heartbeat_at=now)
-    for minutes, tokens in ((5, 40), (70, 60)):
-        reply = ExplanationRevisionFactory(prompt_tokens=tokens, completion_tokens=tokens // 2)
+    # The server said of one reply how much of its prompt it had cached, not of the other.
+    for minutes, tokens, cached in ((5, 40, 30), (70, 60, None)):
+        reply = ExplanationRevisionFactory(
+            prompt_tokens=tokens, completion_tokens=tokens // 2, cached_tokens=cached
+        )
         StudyQuestionJobFactory(
             study_question=reply.question,
             status="completed",
@@ -69,8 +72,27 @@ def test_the_dashboard_its_json_and_the_metrics_agree(admin_client):
     assert data["paused"] == [p.kind for p in shown.pauses] == ["session_summary"]
     assert got[("studyqueue_queue_paused", (("kind", "session_summary"),))] == 1
     assert got[("studyqueue_llm_tokens_24h", (("type", "prompt"),))] == 100
-    assert stats.tokens(timezone.now()) == (100, 50)
+    assert stats.tokens(timezone.now()) == stats.TokenTotals(100, 50, 30, 40)
+    # The cached share counts only the replies that said (30 of 40, not 30 of 100).
+    assert got[("studyqueue_llm_tokens_24h", (("type", "cached"),))] == 30
+    assert got[("studyqueue_llm_cached_share_24h", ())] == shown.tokens.cached_share == 0.75
+    tile = page.content.decode().split('id="sq-cached"', 1)[1].split("</div></div>", 1)[0]
+    assert "75 %" in tile
     assert sum(h.llm_ms for h in shown.hours) == 2400
+
+
+def test_no_cached_share_when_no_server_said(admin_client):
+    """A server that never reports its cache shows an unknown share, not a cold cache."""
+    reply = ExplanationRevisionFactory(prompt_tokens=50, completion_tokens=5, cached_tokens=None)
+    StudyQuestionJobFactory(
+        study_question=reply.question, status="completed", completed_at=timezone.now(),
+        llm_ms=100, revision=reply,
+    )  # fmt: skip
+    totals = stats.tokens(timezone.now())
+    assert (totals.prompt, totals.cached, totals.cached_share) == (50, 0, None)
+    assert totals.cached_percent is None
+    share = _metrics(admin_client)[("studyqueue_llm_cached_share_24h", ())]
+    assert share != share  # NaN
 
 
 def test_collect_is_split_into_named_parts():

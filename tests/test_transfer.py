@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from studyqueue.models import StudyQuestion, StudyQuestionJob
+from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -127,6 +127,34 @@ def _explained(**fields) -> StudyQuestion:  # type: ignore[no-untyped-def]
     assert revisions.make_current(revision)
     question.refresh_from_db()
     return question
+
+
+def test_exports_carry_the_replys_measurements_under_their_names(tmp_path):
+    """Issue 18: prompt, cached and completion tokens, time to first token, decode rate."""
+    measured = _explained(text="Measured?")
+    ExplanationRevision.objects.filter(pk=measured.current_revision_id).update(
+        prompt_tokens=300, cached_tokens=280, completion_tokens=40, first_token_ms=120,
+        tokens_per_second=31.5,
+    )  # fmt: skip
+    unknown = _explained(text="Unknown?")
+    ExplanationRevision.objects.filter(pk=unknown.current_revision_id).update(
+        prompt_tokens=None, cached_tokens=None, completion_tokens=None, first_token_ms=None,
+        tokens_per_second=None,
+    )  # fmt: skip
+    names = ("prompt_tokens", "cached_tokens", "completion_tokens", "ttft_ms", "tokens_per_second")
+    out, _ = run("exportexplanations")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [tuple(r[n] for n in names) for r in rows] == [
+        (300, 280, 40, 120, 31.5),
+        (None, None, None, None, None),
+    ]
+    target = tmp_path / "out.csv"
+    run("exportexplanations", "--format", "csv", "--output", str(target))
+    table = list(csv.DictReader(target.open()))
+    assert [tuple(r[n] for n in names) for r in table] == [
+        ("300", "280", "40", "120", "31.5"),
+        ("", "", "", "", ""),
+    ]
 
 
 def test_export_streams_explained_questions_as_jsonl_and_csv(tmp_path):

@@ -25,6 +25,11 @@ from studyqueue.models import ErrorCode, ExplanationRevision, FinishReason
 TOKENS_MAX = 2**31 - 1  # PositiveIntegerField on PostgreSQL
 ERROR_TEXT_MAX = 300
 RETRY_AFTER_MAX = 86400.0
+# The shortest first-to-last-token span a decode rate is computed over. Chunks arrive with
+# a millisecond or two of jitter (event loop wake-ups, TCP coalescing several tokens into
+# one read, ms rounding); over 50 ms that is a few percent, over 2 ms it is the whole
+# figure, which is how short replies used to record 6,500-18,000 tokens/s.
+MIN_DECODE_SPAN_MS = 50
 
 
 class LLMError(Exception):
@@ -78,6 +83,10 @@ class LLMReply:
     completion_tokens: int | None
     elapsed_ms: int
     first_token_ms: int | None = None  # from sending the request to the first text
+    last_token_ms: int | None = None  # from sending the request to the last text
+    # Prompt tokens the server served from its prompt cache
+    # (``usage.prompt_tokens_details.cached_tokens``); None when it does not say.
+    cached_tokens: int | None = None
 
     @property
     def truncated(self) -> bool:
@@ -86,11 +95,22 @@ class LLMReply:
 
     @property
     def tokens_per_second(self) -> float | None:
-        """Completion tokens over the generation time (after the first token)."""
-        if not self.completion_tokens or self.first_token_ms is None:
+        """The decode rate: ``decode_rate(completion_tokens, last - first token)``."""
+        if self.first_token_ms is None or self.last_token_ms is None:
             return None
-        generating = (self.elapsed_ms - self.first_token_ms) / 1000
-        return round(self.completion_tokens / generating, 2) if generating > 0 else None
+        return decode_rate(self.completion_tokens, self.last_token_ms - self.first_token_ms)
+
+
+def decode_rate(completion_tokens: int | None, span_ms: float | None) -> float | None:
+    """Tokens per second generated after the first one: ``(completion_tokens - 1)`` over
+    the time from the first token to the last. None (not measurable) for fewer than two
+    tokens or a span under ``MIN_DECODE_SPAN_MS`` (a whole-JSON reply has no span at all).
+    The first token is excluded: it ends the prefill, whose time is ``first_token_ms``."""
+    if completion_tokens is None or completion_tokens < 2 or span_ms is None:
+        return None
+    if span_ms < MIN_DECODE_SPAN_MS:
+        return None
+    return round((completion_tokens - 1) * 1000 / span_ms, 2)
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -158,6 +178,19 @@ def _tokens(value: Any) -> int | None:
     return min(value, TOKENS_MAX)
 
 
+def _cached_tokens(usage: dict[str, Any], prompt_tokens: int | None) -> int | None:
+    """``usage.prompt_tokens_details.cached_tokens`` (OpenAI's and mlx_lm.server's place),
+    clamped like the other counts and to ``prompt_tokens`` (a share above 1 is nonsense);
+    None when the server does not say."""
+    details = usage.get("prompt_tokens_details")
+    if not isinstance(details, dict):
+        return None
+    cached = _tokens(details.get("cached_tokens"))
+    if cached is None or prompt_tokens is None:
+        return cached
+    return min(cached, prompt_tokens)
+
+
 def _json(payload: bytes | str) -> Any:
     try:
         return json.loads(payload)
@@ -177,6 +210,7 @@ class ReplyParser:
         self.usage: dict[str, Any] = {}
         self.done = False
         self.first_token_at: float | None = None
+        self.last_token_at: float | None = None
 
     def feed(self, data: Any, *, whole: bool) -> None:
         """One chunk (stream) or the whole reply, already decoded from JSON."""
@@ -205,8 +239,10 @@ class ReplyParser:
         if content is not None and not isinstance(content, str):
             raise bad_response("content is not a string")
         if content:
+            at = self._clock()
             if self.first_token_at is None:
-                self.first_token_at = self._clock()
+                self.first_token_at = at
+            self.last_token_at = at
             self.parts.append(content)
         if choice.get("finish_reason"):
             self.finish_reason = fit(
@@ -238,13 +274,16 @@ class ReplyParser:
                 ErrorCode.LLM_EMPTY, "the model returned no text (content null or blank)"
             )
         now = self._clock()
-        first = self.first_token_at
+        first, last = self.first_token_at, self.last_token_at
+        prompt_tokens = _tokens(self.usage.get("prompt_tokens"))
         return LLMReply(
             content=content,
             model=self.model,
             finish_reason=self.finish_reason,  # "" when the server gave none: not a "stop"
-            prompt_tokens=_tokens(self.usage.get("prompt_tokens")),
+            prompt_tokens=prompt_tokens,
             completion_tokens=_tokens(self.usage.get("completion_tokens")),
             elapsed_ms=int((now - self.started) * 1000),
             first_token_ms=None if first is None else int((first - self.started) * 1000),
+            last_token_ms=None if last is None else int((last - self.started) * 1000),
+            cached_tokens=_cached_tokens(self.usage, prompt_tokens),
         )

@@ -10,7 +10,12 @@ import pytest
 
 from studyqueue.models import ErrorCode
 from studyqueue.services.llm import LLMClient, LLMError, LLMReply, Probe, probe_servers
-from studyqueue.services.llm_reply import parse_retry_after
+from studyqueue.services.llm_reply import (
+    MIN_DECODE_SPAN_MS,
+    ReplyParser,
+    decode_rate,
+    parse_retry_after,
+)
 
 MESSAGES = [{"role": "user", "content": "Question:\nWhat is 2 + 2?\n"}]
 
@@ -338,3 +343,54 @@ def test_no_job_request_carries_a_seed(llm_server, settings, make_consumer):
         assert "seed" not in _keys(body), body
     assert {body["max_tokens"] for body in llm_server.bodies} == {1024, 2048}
     assert first.pk != second.pk
+
+
+# ------------------------------------------------- issue 18: cached tokens and the decode rate
+
+
+@pytest.mark.parametrize("ignore_stream", [False, True], ids=["stream", "whole-json"])
+def test_cached_tokens_are_read_from_the_usage(server, ignore_stream):
+    server.configure(ignore_stream=ignore_stream, prompt_tokens=500, cached_tokens=448)
+    reply = chat(server.url)
+    assert (reply.prompt_tokens, reply.cached_tokens) == (500, 448)
+
+
+@pytest.mark.parametrize(
+    ("cached", "expected"),
+    [(None, None), (0, 0), (-1, None), (True, None), ("12", None), (2**40, 500)],
+    ids=["absent", "zero", "negative", "bool", "text", "above-the-prompt"],
+)
+def test_cached_tokens_are_clamped_like_the_other_counts(server, cached, expected):
+    """Not an integer: unknown; more than the prompt: the prompt (a share above 1 is nonsense)."""
+    server.configure(prompt_tokens=500, cached_tokens=cached)
+    assert chat(server.url).cached_tokens == expected
+
+
+@pytest.mark.parametrize("details", ['"448"', "[448]", "null", '{"cached_tokens": 4.5}'])
+def test_details_that_are_not_an_object_of_counts_say_nothing(details):
+    parser = ReplyParser()
+    parser.feed_body(
+        b'{"choices": [{"message": {"content": "Four."}, "finish_reason": "stop"}],'
+        b' "usage": {"prompt_tokens": 9, "prompt_tokens_details": %s}}' % details.encode()
+    )
+    assert parser.reply().cached_tokens is None
+
+
+def test_the_decode_rate_is_tokens_after_the_first_over_the_first_to_last_span(server):
+    server.configure(answer="a b c d e f g h i j k", word_delay=0.05, completion_tokens=11)
+    reply = chat(server.url)
+    assert reply.first_token_ms is not None and reply.last_token_ms is not None
+    # Ten gaps of 50 ms as sent; a loaded client may read the first word late, so the
+    # span it measures is only known to be above the minimum.
+    span = reply.last_token_ms - reply.first_token_ms
+    assert span >= MIN_DECODE_SPAN_MS
+    assert reply.tokens_per_second == round(10 * 1000 / span, 2)
+
+
+def test_decode_rate_needs_two_tokens_and_a_minimum_span():
+    assert decode_rate(None, 500) is None
+    assert decode_rate(1, 500) is None
+    assert decode_rate(2, MIN_DECODE_SPAN_MS - 1) is None
+    assert decode_rate(2, MIN_DECODE_SPAN_MS) == 20.0
+    assert decode_rate(31, 1000) == 30.0
+    assert decode_rate(31, None) is None

@@ -80,6 +80,10 @@ class LLMServer:
         # Per chat request: seconds its connection was open before the request came
         # (a client that connects ahead shows the length of the previous call here).
         self.connection_ages: list[float] = []
+        # Monotonic times at which chat requests started being served, and at which a
+        # reply's first text was sent (the gate's warm-first is judged by these).
+        self.starts: list[float] = []
+        self.first_tokens: list[float] = []
         self.connections = 0
         self._sockets: set[Any] = set()
         self._idle: set[Any] = set()  # connected, no request line yet
@@ -198,6 +202,8 @@ class LLMServer:
             self.requests = self.max_active = self.connections = 0
             self.timeline.clear()
             self.connection_ages.clear()
+            self.starts.clear()
+            self.first_tokens.clear()
             self.per_question.clear()
             self.completed_per_question.clear()
 
@@ -314,6 +320,7 @@ class LLMServer:
             self.active += 1
             self.max_active = max(self.max_active, self.active)
             self.per_question[question] += 1
+            self.starts.append(received_at)
         open_ = [True]
 
         def finished() -> None:
@@ -431,6 +438,9 @@ class LLMServer:
         for i, word in enumerate(words):
             if i and self.word_delay:
                 time.sleep(self.word_delay)  # tokens come one by one
+            if i == 0:
+                with self._lock:
+                    self.first_tokens.append(time.monotonic())  # before the client can see it
             event(chunk({"role": "assistant", "content": word if i == 0 else " " + word}))
             if fault == "drop" and i == 1:
                 h.finished()

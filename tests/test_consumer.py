@@ -95,6 +95,24 @@ def test_gate_permits_run_jobs_side_by_side(llm_server, settings, make_consumer)
     assert llm_server.stats()["max_active"] == 3
 
 
+def test_a_cold_prompt_goes_first_alone_then_the_others_join(llm_server, settings, make_consumer):
+    """Warm-first: one call on a prompt version new to this consumer; the others after its
+    first token (the server's prompt cache then holds the shared prefix)."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "GATE_PERMITS": 4, "BATCH_SIZE": 4}
+    llm_server.configure(delay=0.3, word_delay=0.05)
+    consumer = make_consumer()
+    enqueue(4)
+    assert consumer.run_cycle().outcomes == {"completed": 4}
+    starts, firsts = sorted(llm_server.starts), sorted(llm_server.first_tokens)
+    assert starts[1] >= firsts[0]
+    assert llm_server.stats()["max_active"] >= 2
+    # Warm now: the next batch goes all at once.
+    llm_server.reset_stats()
+    enqueue(4)
+    assert consumer.run_cycle().outcomes == {"completed": 4}
+    assert llm_server.stats()["max_active"] == 4
+
+
 def test_budget_stops_claiming_and_reports_more_ready(llm_server, make_consumer):
     llm_server.configure(delay=0.1)
     enqueue(5)

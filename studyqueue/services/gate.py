@@ -10,11 +10,18 @@ A caller that gives a slot back while another caller of the same gate waits hand
 over directly: the advisory lock stays with the session, and the next call starts
 without a database round trip.
 
+Warm-first: a caller that names the prompt it sends (``prefix``, e.g. the prompt
+version's hash) is admitted alone while that prefix is cold for this gate (first use,
+after a restart, after ``idle_seconds`` without a call); the others with the same prefix
+wait before taking a slot until the first call's first token (``warmed``) or its end, so
+they find the prefix in the server's prompt cache instead of all prefilling it at once.
+With one permit calls run one at a time anyway, and nothing waits.
+
 Usage::
 
     gate = LLMGate(url, permits=1, timeout=600, run_db=consumer.db, db="default")
-    async with gate.slot():
-        reply = await client.chat(messages)
+    async with gate.slot(prefix=version.hash):
+        reply = await client.chat(messages, on_first_token=lambda: gate.warmed(version.hash))
 """
 
 from __future__ import annotations
@@ -37,6 +44,12 @@ logger = logging.getLogger("studyqueue.gate")
 # First int of the two-int advisory lock key: the "studyqueue gate" namespace.
 LOCK_NAMESPACE = 0x5347  # "SG"
 
+# After this long without a call on a prefix, the next call warms it alone again. The
+# server's prompt cache is bounded (LRU), not timed: a minute of silence is when other
+# work sharing the server has likely pushed our prefix out, and re-warming costs only one
+# call's time to first token, so erring on the short side is cheap.
+WARM_IDLE_SECONDS = 60.0
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -52,6 +65,15 @@ class RunDB(Protocol):
 
 class GateTimeout(StudyQueueError):
     """No gate slot became free within the timeout."""
+
+
+class _Warmth:
+    """One prefix's state: ``ready`` once a call's first token came (or the call ended)."""
+
+    def __init__(self) -> None:
+        self.ready = asyncio.Event()
+        self.active = 0  # calls on this prefix inside ``slot()`` (waiting or holding)
+        self.last_seen = time.monotonic()
 
 
 def lock_key(endpoint: str, slot: int) -> int:
@@ -86,6 +108,7 @@ class LLMGate:
         permits: int = 1,
         timeout: float = 600.0,
         db: str = "default",
+        idle_seconds: float = WARM_IDLE_SECONDS,
     ) -> None:
         if permits < 1:
             raise ValueError("a gate needs at least one permit")
@@ -96,6 +119,8 @@ class LLMGate:
         self._db = db
         self._free = list(range(permits))  # slots nobody in this process holds
         self._waiters: deque[asyncio.Future[int]] = deque()
+        self.idle_seconds = idle_seconds
+        self._warmth: dict[str, _Warmth] = {}
 
     @property
     def free_slots(self) -> int:
@@ -107,13 +132,55 @@ class LLMGate:
         return connections[self._db].vendor == "postgresql"
 
     @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[int]:
-        """Hold one slot for the body of the ``async with``."""
-        slot = await self.acquire()
+    async def slot(self, prefix: str | None = None) -> AsyncIterator[int]:
+        """Hold one slot for the body of the ``async with``.
+
+        ``prefix`` names the prompt prefix the call sends: while it is cold, one call goes
+        first and the others wait for its ``warmed(prefix)`` or its end (see the module).
+        """
+        if prefix is None or self.permits == 1:
+            slot = await self.acquire()
+            try:
+                yield slot
+            finally:
+                await asyncio.shield(self.release(slot))
+            return
+        warmth = self._warmth.get(prefix)
+        now = time.monotonic()
+        leader = warmth is None or (
+            warmth.active == 0 and now - warmth.last_seen > self.idle_seconds
+        )
+        if warmth is None or leader:
+            warmth = self._warmth[prefix] = _Warmth()
+            logger.info("study_gate_warming endpoint=%s prefix=%s", self.endpoint, prefix)
+        warmth.active += 1
         try:
-            yield slot
+            if not leader and not warmth.ready.is_set():
+                try:
+                    async with asyncio.timeout(self.timeout):
+                        await warmth.ready.wait()
+                except TimeoutError:
+                    raise GateTimeout(
+                        f"no gate slot for {self.endpoint} within {self.timeout:g}s "
+                        "(waiting for the first call on a cold prompt)"
+                    ) from None
+            slot = await self.acquire()
+            try:
+                yield slot
+            finally:
+                await asyncio.shield(self.release(slot))
         finally:
-            await asyncio.shield(self.release(slot))
+            warmth.active -= 1
+            warmth.last_seen = time.monotonic()
+            if leader:
+                warmth.ready.set()  # ended or failed without a token: let the others on
+
+    def warmed(self, prefix: str) -> None:
+        """A call on ``prefix`` got its first token: the server holds the prefix now."""
+        warmth = self._warmth.get(prefix)
+        if warmth is not None:
+            warmth.last_seen = time.monotonic()
+            warmth.ready.set()
 
     async def acquire(self) -> int:
         """Wait for a slot (its number); raises ``GateTimeout``.

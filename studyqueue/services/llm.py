@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -202,9 +202,16 @@ class LLMClient:
         return Probe(status, len(models))
 
     async def chat(
-        self, messages: list[dict[str, str]], *, max_tokens: int | None = None
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int | None = None,
+        on_first_token: Callable[[], None] | None = None,
     ) -> LLMReply:
-        """One chat completion; raises ``LLMError`` (redacted) with the failure's code."""
+        """One chat completion; raises ``LLMError`` (redacted) with the failure's code.
+
+        ``on_first_token`` is called once, when the first text arrives (the gate's
+        warm-first waits for it)."""
         body: dict[str, Any] = {
             "messages": messages,
             "max_tokens": max_tokens or self.max_tokens,
@@ -223,7 +230,7 @@ class LLMClient:
             )
         try:
             async with asyncio.timeout(self.timeout):
-                return (await self._post(body)).reply()
+                return (await self._post(body, on_first_token)).reply()
         except TimeoutError:
             error = LLMError(ErrorCode.LLM_TIMEOUT, f"no complete reply within {self.timeout:g}s")
         except LLMError as exc:
@@ -234,12 +241,14 @@ class LLMClient:
         # that still holds a secret.
         raise error.with_message(self.redact(error.message))
 
-    async def _post(self, body: dict[str, Any]) -> ReplyParser:
+    async def _post(
+        self, body: dict[str, Any], on_first_token: Callable[[], None] | None = None
+    ) -> ReplyParser:
         # A refused or reset connect is retried once: mlx_lm.server's small listen
         # backlog drops connects under bursts even when it is healthy.
         for attempt in (1, 2):
             try:
-                return await self._stream(body)
+                return await self._stream(body, on_first_token)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 if attempt == 2:
                     raise LLMError(
@@ -250,8 +259,10 @@ class LLMClient:
                 await asyncio.sleep(0.2)
         raise AssertionError("unreachable")
 
-    async def _stream(self, body: dict[str, Any]) -> ReplyParser:
-        parser = ReplyParser()
+    async def _stream(
+        self, body: dict[str, Any], on_first_token: Callable[[], None] | None = None
+    ) -> ReplyParser:
+        parser = ReplyParser(on_first_token=on_first_token)
         received_any = False
         try:
             async with self._http.stream("POST", self.url, json=body) as response:

@@ -201,8 +201,14 @@ def _json(payload: bytes | str) -> Any:
 class ReplyParser:
     """Collects a chat completion from stream lines or one whole JSON body."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        on_first_token: Callable[[], None] | None = None,
+    ) -> None:
         self._clock = clock
+        self._on_first_token = on_first_token
         self.started = clock()
         self.parts: list[str] = []
         self.finish_reason = ""
@@ -242,6 +248,8 @@ class ReplyParser:
             at = self._clock()
             if self.first_token_at is None:
                 self.first_token_at = at
+                if self._on_first_token is not None:
+                    self._on_first_token()
             self.last_token_at = at
             self.parts.append(content)
         if choice.get("finish_reason"):

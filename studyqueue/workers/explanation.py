@@ -130,7 +130,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
         return await ctx.db(queue.fail, job, ErrorCode.QUESTION_INVALID, message)
     version = current_version(max_tokens=job.max_tokens)
     try:
-        async with ctx.gate.slot():
+        async with ctx.gate.slot(prefix=version.hash):
             held_back = await hold_back(ctx, job)  # stopping, or its kind was paused
             if held_back is not None:
                 return held_back
@@ -145,7 +145,11 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
                     message=error.message,
                 )
             try:
-                reply = await ctx.client.chat(messages, max_tokens=job.max_tokens)
+                reply = await ctx.client.chat(
+                    messages,
+                    max_tokens=job.max_tokens,
+                    on_first_token=lambda: ctx.gate.warmed(version.hash),
+                )
             except LLMError as error:
                 # Inside the gate: a job waiting for the slot must see the breaker open.
                 return await handle_llm_error(ctx, job, error)

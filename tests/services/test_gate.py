@@ -12,6 +12,7 @@ from django.db import connection, connections
 
 from studyqueue.pg import psycopg_kwargs
 from studyqueue.services.gate import LOCK_NAMESPACE, GateTimeout, LLMGate, lock_key
+from studyqueue.services.llm import LLMClient, LLMError
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -162,3 +163,94 @@ def test_a_held_slot_blocks_another_session_and_is_unlocked_after(db_thread):
 
     assert asyncio.run(hold_and_probe()) is True
     assert _locked_elsewhere() is False
+
+
+# ---------------------------------------------------------------- warm-first
+
+
+def _calls(shared: LLMGate, server, prefix: str | None, n: int = 4) -> None:
+    """``n`` calls at once through the gate to the test server, as the explanation
+    worker makes them (``prefix``, the first token reported to the gate)."""
+    server.reset_stats()
+
+    async def one(client: LLMClient) -> None:
+        async with shared.slot(prefix=prefix):
+            warmed = None if prefix is None else (lambda: shared.warmed(prefix))
+            await client.chat([{"role": "user", "content": "Q"}], on_first_token=warmed)
+
+    async def main() -> None:
+        async with LLMClient(base_url=server.url, timeout=10, max_connections=n) as client:
+            await asyncio.gather(*(one(client) for _ in range(n)))
+
+    asyncio.run(main())
+
+
+def _joined_after_first_token(server) -> bool:
+    """Whether the server saw one request alone until it had sent that request's first
+    token, then the others (all of them at once: max_active counts them)."""
+    starts, firsts = sorted(server.starts), sorted(server.first_tokens)
+    return starts[1] >= firsts[0] and server.max_active >= 2
+
+
+@pytest.fixture
+def first_token_late(llm_server):
+    # The first token comes 0.3 s after a request, the rest over ~0.25 s more: requests
+    # sent together overlap; one sent after another's first token finds it still running.
+    llm_server.configure(delay=0.3, word_delay=0.05)
+    return llm_server
+
+
+def test_a_cold_prompt_is_sent_once_and_the_others_join_after_its_first_token(
+    db_thread, first_token_late
+):
+    shared = gate(db_thread, permits=4)
+    _calls(shared, first_token_late, prefix="v1")
+    assert _joined_after_first_token(first_token_late)
+    # Warm now: the next four go together.
+    _calls(shared, first_token_late, prefix="v1")
+    assert first_token_late.max_active == 4
+
+
+def test_without_a_prefix_or_with_one_permit_nothing_waits(db_thread, first_token_late):
+    _calls(gate(db_thread, permits=4), first_token_late, prefix=None)
+    assert first_token_late.max_active == 4
+    _calls(gate(db_thread, permits=1), first_token_late, prefix="v1")
+    assert first_token_late.max_active == 1
+    assert first_token_late.requests == 4
+
+
+def test_a_new_prompt_version_cools_the_gate_again(db_thread, first_token_late):
+    shared = gate(db_thread, permits=4)
+    _calls(shared, first_token_late, prefix="v1", n=1)
+    _calls(shared, first_token_late, prefix="v2")
+    assert _joined_after_first_token(first_token_late)
+
+
+def test_an_idle_spell_cools_the_gate(db_thread, first_token_late):
+    # idle_seconds=0: any pause between calls counts as an idle spell.
+    shared = LLMGate(ENDPOINT, permits=4, timeout=5, run_db=db_thread, idle_seconds=0.0)
+    _calls(shared, first_token_late, prefix="v1", n=1)
+    _calls(shared, first_token_late, prefix="v1")
+    assert _joined_after_first_token(first_token_late)
+
+
+def test_a_failed_first_call_lets_the_others_on(db_thread, llm_server):
+    llm_server.configure(fault="503")
+    shared = gate(db_thread, permits=4)
+
+    async def one(client: LLMClient) -> str:
+        async with shared.slot(prefix="v1"):
+            try:
+                await client.chat([{"role": "user", "content": "Q"}])
+            except LLMError as error:
+                return error.code
+        return "ok"
+
+    async def main() -> list[str]:
+        async with LLMClient(base_url=llm_server.url, timeout=5) as client:
+            async with asyncio.timeout(10):
+                return await asyncio.gather(*(one(client) for _ in range(4)))
+
+    codes = asyncio.run(main())
+    assert len(codes) == 4 and "ok" not in codes
+    assert llm_server.requests == 4

@@ -414,16 +414,21 @@ def release(
     return _finish(job, "released", values, Outcome.RELEASED)
 
 
-def skip_claimed(job: Job, code: str, message: str = "") -> Outcome:
-    """Mark a claimed job skipped (e.g. a reserved or unknown kind); fenced: ``SKIPPED``, or
-    ``LOST``."""
-    values = {
+def _skipped(code: str, message: str) -> dict[str, Any]:
+    """The fields a skip sets, by the consumer (``skip_claimed``) or an operator (``skip``)."""
+    return {
         "status": JobStatus.SKIPPED,
         "error_code": ErrorCode(code),
         "error_message": _clip(message),
         "completed_at": timezone.now(),
         "claim_token": None,
     }
+
+
+def skip_claimed(job: Job, code: str, message: str = "") -> Outcome:
+    """Mark a claimed job skipped (e.g. a reserved or unknown kind); fenced: ``SKIPPED``, or
+    ``LOST``."""
+    values = _skipped(code, message)
     return _finish(job, "skipped", values, Outcome.SKIPPED)
 
 
@@ -584,13 +589,7 @@ def skip(
     """
     db = database()
     result = SkipResult()
-    values = {
-        "status": JobStatus.SKIPPED,
-        "error_code": ErrorCode(code),
-        "error_message": _clip(message),
-        "completed_at": timezone.now(),
-        "claim_token": None,
-    }
+    values = _skipped(code, message)
     for chunk in _batches(sorted({int(i) for i in job_ids})):
         with transaction.atomic(using=db):
             active = _jobs().active().filter(pk__in=chunk).select_for_update()

@@ -20,3 +20,13 @@ def bulk_jobs(n: int, text: str = "question {i}") -> list[int]:
     ids = list(StudyQuestion.objects.order_by("-pk").values_list("pk", flat=True)[:n])
     assert queue.enqueue_many(ids) == n
     return ids
+
+
+def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
+    """Wait for a command's process to end: its (stdout, stderr); killed if it overstays."""
+    try:
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()

@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 
 from studyqueue.models import StudyQuestion, StudyQuestionJob
 from tests.helpers import ROOT, wait_for
-from tests.helpers.processes import bulk_jobs
+from tests.helpers.processes import bulk_jobs, finish
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -28,15 +28,6 @@ def _start(child_env, python, *args: str, **env: str) -> subprocess.Popen:  # ty
         text=True,
         start_new_session=True,
     )
-
-
-def _finish(proc: subprocess.Popen) -> tuple[str, str]:
-    try:
-        return proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
 
 
 @pytest.mark.slow
@@ -55,7 +46,7 @@ def test_a_stop_signal_hands_explains_job_back(child_env, python, llm_server, si
     try:
         wait_for(lambda: llm_server.stats()["active"] == 1, timeout=30, what="the LLM call")
         proc.send_signal(signum)
-        _, err = _finish(proc)
+        _, err = finish(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -97,7 +88,7 @@ def test_a_setting_far_out_of_range_stops_the_command_before_it_starts(
 ):
     bulk_jobs(1)
     proc = _start(child_env, python, *command, **{f"STUDYQUEUE_{setting}": value})
-    _, err = _finish(proc)
+    _, err = finish(proc)
     assert proc.returncode != 0
     expected = "studyqueue.E005" if value == "nan" else "studyqueue.E002"
     assert f"({expected}) STUDYQUEUE_{setting} must be" in err, err

@@ -15,7 +15,7 @@ from django.contrib.auth.models import User
 
 from studyqueue.models import StudyQuestionJob
 from tests.helpers import ROOT, wait_for
-from tests.helpers.processes import bulk_jobs
+from tests.helpers.processes import bulk_jobs, finish
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -52,7 +52,7 @@ def test_serve_runs_site_and_consumer_and_sigterm_stops_both(child_env, python, 
         assert content_type.startswith("text/css")
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = _finish(proc)
+        _, err = finish(proc)
     assert proc.returncode == 0, err
     assert "study_consumer_started" in err and "study_consumer_stopped" in err
     assert User.objects.get(username="op").is_superuser
@@ -67,15 +67,6 @@ def _get(url: str) -> str | None:
         return None
 
 
-def _finish(proc: subprocess.Popen) -> tuple[str, str]:
-    try:
-        return proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-
-
 def test_without_an_account_or_a_terminal_it_says_how_to_make_one(child_env, python, free_port):
     proc = serve(child_env, python, f"127.0.0.1:{free_port}")
     try:
@@ -83,7 +74,7 @@ def test_without_an_account_or_a_terminal_it_says_how_to_make_one(child_env, pyt
         assert "run 'manage.py createsuperuser'" in proc.stdout.readline()
     finally:
         proc.send_signal(signal.SIGTERM)
-        _finish(proc)
+        finish(proc)
     assert proc.returncode == 0
 
 
@@ -93,7 +84,7 @@ def test_a_web_server_that_cannot_start_stops_the_command(child_env, python):
         taken.listen()
         port = taken.getsockname()[1]
         proc = serve(child_env, python, f"127.0.0.1:{port}")
-        _, err = _finish(proc)
+        _, err = finish(proc)
     assert proc.returncode != 0
     assert "the web server stopped with exit code" in err
     assert "study_consumer_stopped" in err
@@ -124,7 +115,7 @@ def test_a_public_bind_address_with_the_builtin_secret_key_is_refused(
     # A host name other than localhost counts as public, whatever it resolves to.
     address = bind.format(port=free_port, lan=lan, name=socket.gethostname())
     proc = serve(child_env, python, address)
-    out, err = _finish(proc)
+    out, err = finish(proc)
     assert proc.returncode != 0
     assert err.strip().splitlines() == [
         f"CommandError: refusing to serve on {address} with the built-in development "
@@ -141,7 +132,7 @@ def test_a_public_bind_address_with_its_own_secret_key_serves(child_env, python,
         wait_for(lambda: _listening(free_port), timeout=30, what="the web server")
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = _finish(proc)
+        _, err = finish(proc)
     assert proc.returncode == 0, err
 
 
@@ -165,7 +156,7 @@ def test_a_stop_signal_ends_the_web_server_and_hands_the_running_job_back(
         wait_for(lambda: _listening(free_port), timeout=30, what="the web server")
         wait_for(lambda: llm_server.stats()["active"] == 1, timeout=30, what="the LLM call")
         proc.send_signal(signum)
-        _, err = _finish(proc)
+        _, err = finish(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -207,7 +198,7 @@ def test_an_account_from_username_and_password_alone(child_env, python, free_por
         line = proc.stdout.readline().strip()
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = _finish(proc)
+        _, err = finish(proc)
     assert line == f"Admin: http://127.0.0.1:{free_port}/admin/ (log in as 'op')", err
     user = User.objects.get(username="op")
     assert (user.is_superuser, user.is_staff, user.email) == (True, True, "")
@@ -231,7 +222,7 @@ def test_an_existing_account_that_cannot_log_in_is_named(
         line = proc.stdout.readline().strip()
     finally:
         proc.send_signal(signal.SIGTERM)
-        _finish(proc)
+        finish(proc)
     assert "log in as 'bob'" not in line
     assert "user 'bob' exists but is not an active staff member" in line
     bob = User.objects.get(username="bob")

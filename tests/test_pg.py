@@ -102,8 +102,13 @@ def test_the_consumers_listener_connects_with_the_database_options(make_consumer
     )
     thread.start()
     try:
-        queries = wait_for(lambda: _listeners(name), timeout=10, what="the LISTEN connection")
-        assert any(query.startswith("LISTEN ") for query in queries)
+        # The connection shows in pg_stat_activity as soon as it is made, before its LISTEN
+        # runs: wait for the LISTEN itself.
+        wait_for(
+            lambda: any(query.startswith("LISTEN ") for query in _listeners(name)),
+            timeout=10,
+            what="the LISTEN connection to LISTEN",
+        )
     finally:
         consumer.request_stop()
         thread.join(timeout=10)

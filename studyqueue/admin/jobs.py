@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from studyqueue import queue
@@ -169,7 +169,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
         if job.llm_ms is None:
             return "-"
         if job.llm_ms >= 1000:
-            return gettext("%(seconds).1f s") % {"seconds": job.llm_ms / 1000}
+            return gettext("%(seconds).1fs") % {"seconds": job.llm_ms / 1000}
         return gettext("%(ms)d ms") % {"ms": job.llm_ms}
 
     # -- the reply that completed the job: its metadata lives on its revision
@@ -280,28 +280,20 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
         retried = len(result.retried)
         self.message_user(
             request,
-            ngettext("Retried %(count)d job.", "Retried %(count)d jobs.", retried)
-            % {"count": retried},
+            gettext("Retried %(count)d job(s).") % {"count": retried},
             messages.SUCCESS,
         )
         problems = []
         if result.wrong_state:
             problems.append(
-                ngettext(
-                    "%(count)d job left alone: only failed or skipped jobs can be retried",
-                    "%(count)d jobs left alone: only failed or skipped jobs can be retried",
-                    len(result.wrong_state),
-                )
+                gettext("%(count)d job(s) left alone: only failed or skipped jobs can be retried")
                 % {"count": len(result.wrong_state)}
             )
         if result.conflicts:
             problems.append(
-                ngettext(
-                    "%(count)d job refused: its question already has an active job of the "
-                    "same kind",
-                    "%(count)d jobs refused: their question already has an active job of the "
-                    "same kind",
-                    len(result.conflicts),
+                gettext(
+                    "%(count)d job(s) refused: their question already has an active job of "
+                    "the same kind"
                 )
                 % {"count": len(result.conflicts)}
             )
@@ -326,18 +318,13 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
         skipped = len(result.skipped)
         self.message_user(
             request,
-            ngettext("Skipped %(count)d job.", "Skipped %(count)d jobs.", skipped)
-            % {"count": skipped},
+            gettext("Skipped %(count)d job(s).") % {"count": skipped},
             messages.SUCCESS,
         )
         if result.wrong_state:
             self.message_user(
                 request,
-                ngettext(
-                    "%(count)d job left alone: already finished.",
-                    "%(count)d jobs left alone: already finished.",
-                    len(result.wrong_state),
-                )
+                gettext("%(count)d job(s) left alone: already finished.")
                 % {"count": len(result.wrong_state)},
                 messages.WARNING,
             )

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Exists, F, OuterRef, Q, Value
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 
@@ -173,6 +174,8 @@ class StudyQuestion(models.Model):
 
     class Meta:
         ordering = ["id"]
+        verbose_name = _("study question")
+        verbose_name_plural = _("study questions")
 
     def __str__(self) -> str:
         if "text" in self.get_deferred_fields():
@@ -310,6 +313,8 @@ class StudyQuestionJob(models.Model):
 
     class Meta:
         ordering = ["-id"]
+        verbose_name = _("study question job")
+        verbose_name_plural = _("study question jobs")
         permissions = [
             ("retry_studyquestionjob", _("Can retry failed or skipped jobs")),
             ("skip_studyquestionjob", _("Can skip pending or processing jobs")),
@@ -351,7 +356,11 @@ class StudyQuestionJob(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"job {self.pk} ({self.kind}, {self.status})"
+        return gettext("job %(id)s (%(kind)s, %(status)s)") % {
+            "id": self.pk,
+            "kind": self.get_kind_display(),
+            "status": self.get_status_display(),
+        }
 
 
 class QueueDashboard(StudyQuestionJob):
@@ -390,7 +399,9 @@ class QueuePause(models.Model):
         permissions = [("pause_queue", _("Can pause and resume the queue"))]
 
     def __str__(self) -> str:
-        return f"paused: {self.kind or 'all kinds'}"
+        return gettext("paused: %(kinds)s") % {
+            "kinds": self.get_kind_display() if self.kind else gettext("all kinds")
+        }
 
 
 class QueueConsumer(models.Model):
@@ -516,7 +527,10 @@ class ExplanationRevision(models.Model):
         permissions = [("restore_explanationrevision", _("Can make an older revision current"))]
 
     def __str__(self) -> str:
-        return f"revision {self.pk} of question {self.question_id}"
+        return gettext("revision %(id)s of question %(question)s") % {
+            "id": self.pk,
+            "question": self.question_id,
+        }
 
     @property
     def truncated(self) -> bool:

@@ -17,7 +17,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from studyqueue.models import QueueConsumer, QueuePause, StudyQuestionJob
+from studyqueue import quality
+from studyqueue.models import ErrorCode, JobKind, QueueConsumer, QueuePause, StudyQuestionJob
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 from tests.helpers import ROOT
 from tests.helpers.admin import DASHBOARD_URL, JOBS_URL, PAUSES_URL
@@ -57,7 +58,7 @@ def test_the_translations_are_korean():
             r"%\(\w+\)[sdr]|%[sd]|<[^>]+>|\{[^}]*\}|[A-Z_]{2,}\w*|--[\w-]+", "", entry.msgid
         )
         if re.search("[a-z]{3,}", words):
-            texts = [entry.msgstr, *entry.msgstr_plural.values()]
+            texts = list(entry.msgstr_plural.values()) if entry.msgid_plural else [entry.msgstr]
             assert all(HANGUL.search(text) for text in texts), entry.msgid
 
 
@@ -76,26 +77,33 @@ def test_the_compiled_catalogue_is_its_source():
 
 class _VisibleText(HTMLParser):
     """The text a person reads: no scripts, styles or tag names; titles and placeholders
-    (tooltips) included."""
+    (tooltips) included; not the sidebar, which lists every installed app's models."""
 
     def __init__(self) -> None:
         super().__init__()
         self.parts: list[str] = []
-        self._hidden = 0
+        self._hiding: str | None = None  # the tag whose content is hidden, while inside it
+        self._depth = 0  # open tags of that name (they may nest)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in ("script", "style"):
-            self._hidden += 1
+        if self._hiding:
+            self._depth += tag == self._hiding
+            return
+        if tag in ("script", "style") or (tag == "nav" and ("id", "nav-sidebar") in attrs):
+            self._hiding, self._depth = tag, 1
+            return
         for name, value in attrs:
             if name in ("title", "placeholder", "aria-label") and value:
                 self.parts.append(value)
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in ("script", "style"):
-            self._hidden -= 1
+        if self._hiding and tag == self._hiding:
+            self._depth -= 1
+            if not self._depth:
+                self._hiding = None
 
     def handle_data(self, data: str) -> None:
-        if not self._hidden:
+        if not self._hiding:
             self.parts.append(data)
 
 
@@ -136,7 +144,10 @@ def english_words(html: str, data: set[str]) -> list[str]:
     text = " ".join(parser.parts)
     for value in sorted(data, key=len, reverse=True):
         text = text.replace(value, " ")
-    return sorted({w for w in re.findall(r"[A-Za-z][A-Za-z_]+", text) if w not in ALLOWED})
+    codes = {*ErrorCode.values, *JobKind.values, *quality.FLAGS}  # identifiers, as stored
+    words = set(re.findall(r"[A-Za-z][A-Za-z_]+", text))
+    settings_names = {w for w in words if re.fullmatch(r"[A-Z]+(_[A-Z]+)+", w)}  # LLM_URL...
+    return sorted(words - ALLOWED - codes - settings_names)
 
 
 @pytest.fixture
@@ -161,12 +172,19 @@ def queue_data(admin_user) -> dict[str, object]:
             llm_ms=2100,
         ),
         StudyQuestionJobFactory(
-            status="failed", completed_at=now, error_code="llm_timeout", error_message="타임아웃"
+            study_question=StudyQuestionFactory(text="1 더하기 1은?"),
+            status="failed",
+            completed_at=now,
+            error_code="llm_timeout",
+            error_message="타임아웃",
         ),
         StudyQuestionJobFactory(
-            status="processing", started_at=now, heartbeat_at=now - timedelta(hours=1)
+            study_question=StudyQuestionFactory(text="2 더하기 2는?"),
+            status="processing",
+            started_at=now,
+            heartbeat_at=now - timedelta(hours=1),
         ),
-        StudyQuestionJobFactory(),
+        StudyQuestionJobFactory(study_question=StudyQuestionFactory(text="3 더하기 3은?")),
     ]
     QueuePause.objects.create(kind="", reason="점검", paused_by=admin_user.get_username())
     QueueConsumer.objects.create(

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import timedelta
 from html.parser import HTMLParser
 
@@ -15,7 +16,7 @@ import polib
 import pytest
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from studyqueue import quality
 from studyqueue.models import ErrorCode, JobKind, QueueConsumer, QueuePause, StudyQuestionJob
@@ -151,10 +152,12 @@ def english_words(html: str, data: set[str]) -> list[str]:
 
 
 @pytest.fixture
-def korean(client: Client, admin_user) -> Client:
+def korean(client: Client, admin_user) -> Iterator[Client]:
     client.force_login(admin_user)
     client.defaults["HTTP_ACCEPT_LANGUAGE"] = "ko"
-    return client
+    yield client
+    # LocaleMiddleware leaves the request's language active on this thread.
+    translation.deactivate()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ PG_URL := $(if $(filter postgres%,$(DATABASE_URL)),$(DATABASE_URL),$(LOCAL_PG_UR
 LATEST_VENV ?= .venv-django61
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sqlite test-postgres test-django61 lint bench migrate clean
+.PHONY: run test test-sqlite test-postgres test-django61 lint bench migrate messages clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,12 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 
 migrate: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput -v 0
+
+# The Korean catalogue: collect the marked strings (studyqueue/locale/ko/LC_MESSAGES/django.po
+# keeps its translations), then compile it. Needs GNU gettext.
+messages: $(VENV)/.installed-dev
+	cd studyqueue && ../$(PY) ../manage.py makemessages -l ko --no-location --no-obsolete
+	cd studyqueue && ../$(PY) ../manage.py compilemessages -l ko
 
 run: migrate
 	$(PY) manage.py serve

@@ -8,6 +8,9 @@ Environment variables:
     STUDYQUEUE_ENV    local (default) or production
     ALLOWED_HOSTS     comma-separated (default: localhost,127.0.0.1)
     CONN_MAX_AGE      seconds to keep DB connections, 0..86400 (default: 600)
+    LANGUAGE_CODE     en (default) or ko: the admin's language when the browser asks for
+                      neither (the browser's Accept-Language wins)
+    TIME_ZONE         the time zone of every time shown, e.g. Asia/Seoul (default: UTC)
     LOG_LEVEL         level of the studyqueue loggers: DEBUG, INFO, WARNING, ERROR or
                       CRITICAL (default: INFO)
     STUDYQUEUE_<NAME> any key of the STUDYQUEUE settings (see studyqueue/conf.py)
@@ -19,11 +22,13 @@ variable, raised while the settings load (manage.py prints it as one line).
 from __future__ import annotations
 
 import os
+import zoneinfo
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext_lazy as _
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -62,6 +67,30 @@ def _env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     if raw.upper() not in choices:
         raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
     return raw.upper()
+
+
+def _env_choice_lower(name: str, default: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices`` (lower case, as language codes are written)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if raw.lower() not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw.lower()
+
+
+def _env_time_zone(name: str, default: str) -> str:
+    """An IANA time zone name such as Asia/Seoul; times on every page are shown in it."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        zoneinfo.ZoneInfo(raw)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ImproperlyConfigured(
+            f"{name} must be a time zone name such as Asia/Seoul or UTC, got {raw!r}"
+        ) from None
+    return raw
 
 
 DEBUG = _env_bool("DEBUG")
@@ -113,6 +142,8 @@ MIDDLEWARE = [
     # Static files (the admin's CSS and JS) from STATIC_ROOT, whatever DEBUG says.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The admin in the browser's language (Accept-Language), among LANGUAGES.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -180,10 +211,13 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
-TIME_ZONE = "UTC"
+LANGUAGES = [("en", _("English")), ("ko", _("Korean"))]
+LANGUAGE_CODE = _env_choice_lower("LANGUAGE_CODE", "en", tuple(code for code, _name in LANGUAGES))
+TIME_ZONE = _env_time_zone("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
+# Dates and times with seconds, in every language (studyqueue/formats/<lang>/formats.py).
+FORMAT_MODULE_PATH = ["studyqueue.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"

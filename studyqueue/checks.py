@@ -33,7 +33,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         except SettingNotFinite as exc:
             problems.append(Error(str(exc), id="studyqueue.E005"))
         except SettingOutOfRange as exc:
-            hint = f"Allowed: {spec.range_text()} (default {spec.default})."
+            hint = gettext("Allowed: %(range)s (default %(default)s).") % {
+                "range": spec.range_text(),
+                "default": spec.default,
+            }
             problems.append(Error(str(exc), hint=hint, id="studyqueue.E002"))
         except SettingsError as exc:
             problems.append(Error(str(exc), id="studyqueue.E001"))
@@ -58,13 +61,14 @@ def _prompt_problems() -> list[CheckMessage]:
     except Exception as exc:  # TemplateDoesNotExist, TemplateSyntaxError, a failing tag...
         return [
             Error(
-                f"the prompt templates do not render: {type(exc).__name__}: {exc}",
-                hint="Check STUDYQUEUE PROMPT_TEMPLATE and SYSTEM_PROMPT_TEMPLATE.",
+                gettext("the prompt templates do not render: %(error)s")
+                % {"error": f"{type(exc).__name__}: {exc}"},
+                hint=gettext("Check STUDYQUEUE PROMPT_TEMPLATE and SYSTEM_PROMPT_TEMPLATE."),
                 id="studyqueue.E007",
             )
         ]
     if not all(message["content"] for message in messages):
-        return [Error("a prompt template renders empty text", id="studyqueue.E007")]
+        return [Error(gettext("a prompt template renders empty text"), id="studyqueue.E007")]
     return []
 
 
@@ -121,8 +125,9 @@ def _quality_problems() -> list[CheckMessage]:
         return []
     return [
         Error(
-            f"STUDYQUEUE QUALITY_RETRY names unknown flags: {', '.join(sorted(unknown))}",
-            hint=f"Known flags: {', '.join(quality.FLAGS)}.",
+            gettext("STUDYQUEUE QUALITY_RETRY names unknown flags: %(flags)s")
+            % {"flags": ", ".join(sorted(unknown))},
+            hint=gettext("Known flags: %(flags)s.") % {"flags": ", ".join(quality.FLAGS)},
             id="studyqueue.E008",
         )
     ]
@@ -131,16 +136,24 @@ def _quality_problems() -> list[CheckMessage]:
 def _url_problems(url: str) -> list[CheckMessage]:
     if not url.startswith(("http://", "https://")):
         return [
-            Error("STUDYQUEUE LLM_URL must start with http:// or https://", id="studyqueue.E003")
+            Error(
+                gettext("STUDYQUEUE LLM_URL must start with http:// or https://"),
+                id="studyqueue.E003",
+            )
         ]
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError as exc:
         # The message names the problem, never the URL (it may hold a password).
-        return [Error(f"STUDYQUEUE LLM_URL does not parse: {exc}", id="studyqueue.E004")]
+        return [
+            Error(
+                gettext("STUDYQUEUE LLM_URL does not parse: %(error)s") % {"error": exc},
+                id="studyqueue.E004",
+            )
+        ]
     if not parts.hostname:
-        return [Error("STUDYQUEUE LLM_URL has no host", id="studyqueue.E004")]
+        return [Error(gettext("STUDYQUEUE LLM_URL has no host"), id="studyqueue.E004")]
     return []
 
 
@@ -149,9 +162,11 @@ def _key_problems(key: str) -> list[CheckMessage]:
         return []
     return [
         Error(
-            "STUDYQUEUE LLM_API_KEY is invalid: it holds control, space or non-ASCII "
-            "characters (a pasted line end?); it cannot be sent in an HTTP header",
-            hint="Set the key exactly as issued, without surrounding white space.",
+            gettext(
+                "STUDYQUEUE LLM_API_KEY is invalid: it holds control, space or non-ASCII "
+                "characters (a pasted line end?); it cannot be sent in an HTTP header"
+            ),
+            hint=gettext("Set the key exactly as issued, without surrounding white space."),
             id="studyqueue.E006",
         )
     ]
@@ -163,18 +178,26 @@ def _nesting(values: dict[str, Any]) -> list[CheckMessage]:
     if values["LLM_TIMEOUT_SECONDS"] >= stale_seconds:
         problems.append(
             Warning(
-                "LLM_TIMEOUT_SECONDS is not shorter than the stale threshold: a slow but live "
-                "call may be reset and run twice.",
-                hint="Lower STUDYQUEUE_LLM_TIMEOUT_SECONDS or raise STUDYQUEUE_STALE_MINUTES.",
+                gettext(
+                    "LLM_TIMEOUT_SECONDS is not shorter than the stale threshold: a slow but "
+                    "live call may be reset and run twice."
+                ),
+                hint=gettext(
+                    "Lower STUDYQUEUE_LLM_TIMEOUT_SECONDS or raise STUDYQUEUE_STALE_MINUTES."
+                ),
                 id="studyqueue.W001",
             )
         )
     if values["HEARTBEAT_SECONDS"] * 2 > stale_seconds:
         problems.append(
             Warning(
-                "HEARTBEAT_SECONDS is more than half the stale threshold: one late heartbeat "
-                "makes a live job look dead.",
-                hint="Keep STUDYQUEUE_HEARTBEAT_SECONDS well under STUDYQUEUE_STALE_MINUTES.",
+                gettext(
+                    "HEARTBEAT_SECONDS is more than half the stale threshold: one late "
+                    "heartbeat makes a live job look dead."
+                ),
+                hint=gettext(
+                    "Keep STUDYQUEUE_HEARTBEAT_SECONDS well under STUDYQUEUE_STALE_MINUTES."
+                ),
                 id="studyqueue.W002",
             )
         )

@@ -10,24 +10,25 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Exists, F, OuterRef, Q, Value
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 
 class JobKind(models.TextChoices):
     """What a job does."""
 
-    EXPLANATION = "explanation", "Explanation"  # write the question's explanation
-    SESSION_SUMMARY = "session_summary", "Session summary"  # reserved; skipped when seen
+    EXPLANATION = "explanation", _("Explanation")  # write the question's explanation
+    SESSION_SUMMARY = "session_summary", _("Session summary")  # reserved; skipped when seen
 
 
 class JobStatus(models.TextChoices):
     """Where a job is in its life."""
 
-    PENDING = "pending", "Pending"  # waiting to be claimed (maybe not before run_after)
-    PROCESSING = "processing", "Processing"  # claimed by a worker holding claim_token
-    COMPLETED = "completed", "Completed"  # done; the result is stored
-    FAILED = "failed", "Failed"  # gave up: a permanent error or attempts used up
-    SKIPPED = "skipped", "Skipped"  # deliberately not run (reserved kind, operator)
+    PENDING = "pending", _("Pending")  # waiting to be claimed (maybe not before run_after)
+    PROCESSING = "processing", _("Processing")  # claimed by a worker holding claim_token
+    COMPLETED = "completed", _("Completed")  # done; the result is stored
+    FAILED = "failed", _("Failed")  # gave up: a permanent error or attempts used up
+    SKIPPED = "skipped", _("Skipped")  # deliberately not run (reserved kind, operator)
 
 
 ACTIVE_STATUSES = (JobStatus.PENDING, JobStatus.PROCESSING)
@@ -37,22 +38,22 @@ FINISHED_STATUSES = (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.SKIPPED)
 class ErrorCode(models.TextChoices):
     """Why a job failed, was retried or was skipped."""
 
-    LLM_UNAVAILABLE = "llm_unavailable", "LLM server unreachable"
-    LLM_TIMEOUT = "llm_timeout", "LLM call timed out"
-    LLM_OVERLOADED = "llm_overloaded", "LLM server overloaded (429/503)"
-    LLM_SERVER_ERROR = "llm_server_error", "LLM server error (5xx)"
-    LLM_REJECTED = "llm_rejected", "LLM server rejected the request (4xx)"
-    LLM_BAD_RESPONSE = "llm_bad_response", "LLM reply could not be parsed"
-    LLM_EMPTY = "llm_empty", "LLM reply was empty"
-    QUESTION_MISSING = "question_missing", "Question no longer exists"
-    QUESTION_EMPTY = "question_empty", "Question has no text"
-    QUESTION_INVALID = "question_invalid", "Question data is invalid (choices)"
-    QUESTION_CHANGED = "question_changed", "Question changed during the LLM call"
-    STALE = "stale", "Worker stopped sending heartbeats"
-    UNSUPPORTED_KIND = "unsupported_kind", "Kind is reserved, not implemented"
-    UNKNOWN_KIND = "unknown_kind", "Kind is not known to this version"
-    OPERATOR_SKIPPED = "operator_skipped", "Skipped by an operator"
-    INTERNAL = "internal", "Unexpected internal error"
+    LLM_UNAVAILABLE = "llm_unavailable", _("LLM server unreachable")
+    LLM_TIMEOUT = "llm_timeout", _("LLM call timed out")
+    LLM_OVERLOADED = "llm_overloaded", _("LLM server overloaded (429/503)")
+    LLM_SERVER_ERROR = "llm_server_error", _("LLM server error (5xx)")
+    LLM_REJECTED = "llm_rejected", _("LLM server rejected the request (4xx)")
+    LLM_BAD_RESPONSE = "llm_bad_response", _("LLM reply could not be parsed")
+    LLM_EMPTY = "llm_empty", _("LLM reply was empty")
+    QUESTION_MISSING = "question_missing", _("Question no longer exists")
+    QUESTION_EMPTY = "question_empty", _("Question has no text")
+    QUESTION_INVALID = "question_invalid", _("Question data is invalid (choices)")
+    QUESTION_CHANGED = "question_changed", _("Question changed during the LLM call")
+    STALE = "stale", _("Worker stopped sending heartbeats")
+    UNSUPPORTED_KIND = "unsupported_kind", _("Kind is reserved, not implemented")
+    UNKNOWN_KIND = "unknown_kind", _("Kind is not known to this version")
+    OPERATOR_SKIPPED = "operator_skipped", _("Skipped by an operator")
+    INTERNAL = "internal", _("Unexpected internal error")
 
 
 def _choice_width(choices: type[models.TextChoices]) -> int:
@@ -111,55 +112,70 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
 class StudyQuestion(models.Model):
     """A question a learner studies; its explanation is written by the LLM."""
 
-    text = models.TextField(help_text="The question as shown to the learner.")
+    text = models.TextField(
+        verbose_name=_("text"), help_text=_("The question as shown to the learner.")
+    )
     external_id = models.CharField(
+        verbose_name=_("external id"),
         max_length=200,
         null=True,  # NULLs do not collide: only ids that are set are unique
         blank=True,
         unique=True,
-        help_text="Your id for it (imports update the question with the same id).",
+        help_text=_("Your id for it (imports update the question with the same id)."),
     )
     choices = models.JSONField(
+        verbose_name=_("choices"),
         default=list,
         blank=True,
         validators=[validate_choices],
-        help_text="Answer options, if any: a list of strings.",
+        help_text=_("Answer options, if any: a list of strings."),
     )
-    answer = models.TextField(blank=True, help_text="The correct answer, if known.")
-    explanation = models.TextField(blank=True, help_text="The current revision's text.")
+    answer = models.TextField(
+        verbose_name=_("answer"), blank=True, help_text=_("The correct answer, if known.")
+    )
+    explanation = models.TextField(
+        verbose_name=_("explanation"), blank=True, help_text=_("The current revision's text.")
+    )
     # The current revision's prompt version and flags, kept here for the admin's outdated and
     # needs-review filters (fast on a million questions without a join); every other fact of
     # the reply is read from the revision. Written only with current_revision.
     # Database defaults too: rows inserted by raw SQL or by older code get them.
     explanation_prompt_version = models.CharField(
+        verbose_name=_("prompt version"),
         max_length=12,
         blank=True,
         default="",
         db_default="",
         db_index=True,
-        help_text="The prompt version that wrote it.",
+        help_text=_("The prompt version that wrote it."),
     )
     explanation_flags = models.JSONField(
+        verbose_name=_("quality flags"),
         default=list,
         db_default=Value([], models.JSONField()),
         blank=True,
-        help_text="Quality flags of the current explanation.",
+        help_text=_("Quality flags of the current explanation."),
     )
     current_revision = models.ForeignKey(
         "ExplanationRevision",
+        verbose_name=_("current revision"),
         on_delete=models.SET_NULL,
         null=True,
         blank=True,
         related_name="+",
-        help_text="The revision shown as its explanation (its model, tokens, times).",
+        help_text=_("The revision shown as its explanation (its model, tokens, times)."),
     )
-    created_at = models.DateTimeField(default=timezone.now, editable=False)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField(
+        verbose_name=_("created"), default=timezone.now, editable=False
+    )
+    updated_at = models.DateTimeField(verbose_name=_("updated"), auto_now=True)
 
     objects = QuestionQuerySet.as_manager()
 
     class Meta:
         ordering = ["id"]
+        verbose_name = _("study question")
+        verbose_name_plural = _("study questions")
 
     def __str__(self) -> str:
         if "text" in self.get_deferred_fields():
@@ -216,61 +232,93 @@ class StudyQuestionJob(models.Model):
 
     study_question = models.ForeignKey(
         StudyQuestion,
+        verbose_name=_("question"),
         # Keep the job (and its history) when a question is deleted; the worker then
         # fails it as question_missing instead of the row silently vanishing.
         on_delete=models.SET_NULL,
         null=True,
         related_name="jobs",
     )
-    kind = models.CharField(max_length=_choice_width(JobKind), choices=JobKind.choices)
-    status = models.CharField(
-        max_length=_choice_width(JobStatus), choices=JobStatus.choices, default=JobStatus.PENDING
+    kind = models.CharField(
+        verbose_name=_("kind"), max_length=_choice_width(JobKind), choices=JobKind.choices
     )
-    attempts = models.PositiveIntegerField(default=0)
-    max_attempts = models.PositiveIntegerField(default=default_max_attempts)
+    status = models.CharField(
+        verbose_name=_("status"),
+        max_length=_choice_width(JobStatus),
+        choices=JobStatus.choices,
+        default=JobStatus.PENDING,
+    )
+    attempts = models.PositiveIntegerField(verbose_name=_("attempts"), default=0)
+    max_attempts = models.PositiveIntegerField(
+        verbose_name=_("max attempts"), default=default_max_attempts
+    )
     free_releases = models.PositiveSmallIntegerField(
+        verbose_name=_("free releases"),
         default=0,
         db_default=0,  # rows inserted by older code or raw SQL get it too
-        help_text="Times in a row the job was handed back without counting its attempt "
-        "after its call reached the LLM server (bounded: every job ends).",
+        help_text=_(
+            "Times in a row the job was handed back without counting its attempt "
+            "after its call reached the LLM server (bounded: every job ends)."
+        ),
     )
     error_code = models.CharField(
-        max_length=_choice_width(ErrorCode), choices=ErrorCode.choices, blank=True
+        verbose_name=_("error code"),
+        max_length=_choice_width(ErrorCode),
+        choices=ErrorCode.choices,
+        blank=True,
     )
-    error_message = models.TextField(blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    run_after = models.DateTimeField(default=timezone.now, help_text="Not claimed before this.")
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    completed_at = models.DateTimeField(null=True, blank=True)
-    claim_token = models.UUIDField(null=True, blank=True, help_text="Fences writes to one claim.")
-    worker_id = models.CharField(max_length=200, blank=True)
+    error_message = models.TextField(verbose_name=_("error message"), blank=True)
+    created_at = models.DateTimeField(verbose_name=_("created"), default=timezone.now)
+    run_after = models.DateTimeField(
+        verbose_name=_("run after"), default=timezone.now, help_text=_("Not claimed before this.")
+    )
+    started_at = models.DateTimeField(verbose_name=_("started"), null=True, blank=True)
+    heartbeat_at = models.DateTimeField(verbose_name=_("last heartbeat"), null=True, blank=True)
+    completed_at = models.DateTimeField(verbose_name=_("completed"), null=True, blank=True)
+    claim_token = models.UUIDField(
+        verbose_name=_("claim token"),
+        null=True,
+        blank=True,
+        help_text=_("Fences writes to one claim."),
+    )
+    worker_id = models.CharField(verbose_name=_("worker"), max_length=200, blank=True)
     # The job's own LLM time (its completing call), beside what it ran with; everything
     # about the reply itself (model, tokens, timings, prompt, finish) is on its revision.
-    llm_ms = models.PositiveIntegerField(null=True, blank=True, help_text="LLM call time (ms).")
+    llm_ms = models.PositiveIntegerField(
+        verbose_name=_("LLM time (ms)"), null=True, blank=True, help_text=_("LLM call time (ms).")
+    )
     revision = models.ForeignKey(
         "ExplanationRevision",
+        verbose_name=_("revision"),
         on_delete=models.SET_NULL,
         null=True,
         blank=True,
         related_name="+",
-        help_text="The reply that completed it: model, tokens, timings, prompt version.",
+        help_text=_("The reply that completed it: model, tokens, timings, prompt version."),
     )
     max_tokens = models.PositiveIntegerField(
-        null=True, blank=True, help_text="max_tokens for its calls (blank: LLM_MAX_TOKENS)."
+        verbose_name=_("max tokens"),
+        null=True,
+        blank=True,
+        help_text=_("max_tokens for its calls (blank: LLM_MAX_TOKENS)."),
     )
     quality_retried = models.BooleanField(
-        default=False, db_default=False, help_text="Already retried once for a quality flag."
+        verbose_name=_("retried for quality"),
+        default=False,
+        db_default=False,
+        help_text=_("Already retried once for a quality flag."),
     )
 
     objects = JobQuerySet.as_manager()
 
     class Meta:
         ordering = ["-id"]
+        verbose_name = _("study question job")
+        verbose_name_plural = _("study question jobs")
         permissions = [
-            ("retry_studyquestionjob", "Can retry failed or skipped jobs"),
-            ("skip_studyquestionjob", "Can skip pending or processing jobs"),
-            ("reset_stale_studyquestionjob", "Can reset stale jobs"),
+            ("retry_studyquestionjob", _("Can retry failed or skipped jobs")),
+            ("skip_studyquestionjob", _("Can skip pending or processing jobs")),
+            ("reset_stale_studyquestionjob", _("Can reset stale jobs")),
         ]
         constraints = [
             models.CheckConstraint(
@@ -283,7 +331,7 @@ class StudyQuestionJob(models.Model):
                 fields=["study_question", "kind"],
                 condition=Q(status__in=ACTIVE_STATUSES),
                 name="studyqueue_job_one_active",
-                violation_error_message="This question already has an active job of this kind.",
+                violation_error_message=_("This question already has an active job of this kind."),
             ),
         ]
         indexes = [
@@ -308,7 +356,11 @@ class StudyQuestionJob(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"job {self.pk} ({self.kind}, {self.status})"
+        return gettext("job %(id)s (%(kind)s, %(status)s)") % {
+            "id": self.pk,
+            "kind": self.get_kind_display(),
+            "status": self.get_status_display(),
+        }
 
 
 class QueueDashboard(StudyQuestionJob):
@@ -316,8 +368,8 @@ class QueueDashboard(StudyQuestionJob):
 
     class Meta:
         proxy = True
-        verbose_name = "queue dashboard"
-        verbose_name_plural = "queue dashboard"
+        verbose_name = _("queue dashboard")
+        verbose_name_plural = _("queue dashboard")
         default_permissions = ()
 
 
@@ -329,50 +381,66 @@ class QueuePause(models.Model):
     """
 
     kind = models.CharField(
+        verbose_name=_("kind"),
         max_length=_choice_width(JobKind),
         choices=JobKind.choices,
         blank=True,
         unique=True,
-        help_text="Blank: every kind.",
+        help_text=_("Blank: every kind."),
     )
-    reason = models.CharField(max_length=500, blank=True)
-    paused_by = models.CharField(max_length=150, blank=True)
-    paused_at = models.DateTimeField(default=timezone.now)
+    reason = models.CharField(verbose_name=_("reason"), max_length=500, blank=True)
+    paused_by = models.CharField(verbose_name=_("paused by"), max_length=150, blank=True)
+    paused_at = models.DateTimeField(verbose_name=_("paused at"), default=timezone.now)
 
     class Meta:
         ordering = ["kind"]
-        verbose_name = "queue pause"
-        permissions = [("pause_queue", "Can pause and resume the queue")]
+        verbose_name = _("queue pause")
+        verbose_name_plural = _("queue pauses")
+        permissions = [("pause_queue", _("Can pause and resume the queue"))]
 
     def __str__(self) -> str:
-        return f"paused: {self.kind or 'all kinds'}"
+        return gettext("paused: %(kinds)s") % {
+            "kinds": self.get_kind_display() if self.kind else gettext("all kinds")
+        }
 
 
 class QueueConsumer(models.Model):
     """A consumer process as it last reported itself (start, every cycle, stop)."""
 
-    worker_id = models.CharField(max_length=200, unique=True)
-    host = models.CharField(max_length=255)
-    pid = models.PositiveIntegerField()
-    started_at = models.DateTimeField()
-    seen_at = models.DateTimeField(help_text="Last report: start, each cycle, stop.")
-    stopped_at = models.DateTimeField(null=True, blank=True)
-    interval_seconds = models.FloatField()
-    jobs_completed = models.PositiveIntegerField(default=0, help_text="Since it started.")
-    jobs_running = models.PositiveIntegerField(default=0)
-    breaker_open = models.BooleanField(default=False)
-    breaker_since = models.DateTimeField(null=True, blank=True)
-    breaker_error = models.CharField(max_length=_choice_width(ErrorCode), blank=True)
-    llm_url = models.CharField(max_length=500, help_text="Credentials redacted.")
+    worker_id = models.CharField(verbose_name=_("worker"), max_length=200, unique=True)
+    host = models.CharField(verbose_name=_("host"), max_length=255)
+    pid = models.PositiveIntegerField(verbose_name=_("pid"))
+    started_at = models.DateTimeField(verbose_name=_("started"))
+    seen_at = models.DateTimeField(
+        verbose_name=_("last report"), help_text=_("Last report: start, each cycle, stop.")
+    )
+    stopped_at = models.DateTimeField(verbose_name=_("stopped"), null=True, blank=True)
+    interval_seconds = models.FloatField(verbose_name=_("interval (s)"))
+    jobs_completed = models.PositiveIntegerField(
+        verbose_name=_("jobs completed"), default=0, help_text=_("Since it started.")
+    )
+    jobs_running = models.PositiveIntegerField(verbose_name=_("jobs running"), default=0)
+    breaker_open = models.BooleanField(verbose_name=_("breaker open"), default=False)
+    breaker_since = models.DateTimeField(
+        verbose_name=_("breaker open since"), null=True, blank=True
+    )
+    breaker_error = models.CharField(
+        verbose_name=_("breaker error"), max_length=_choice_width(ErrorCode), blank=True
+    )
+    llm_url = models.CharField(
+        verbose_name=_("LLM server"), max_length=500, help_text=_("Credentials redacted.")
+    )
     paused_kinds = models.JSONField(
+        verbose_name=_("paused kinds"),
         default=list,
         blank=True,
-        help_text="The kinds paused at its last report, as QueuePause.kind ('': every kind).",
+        help_text=_("The kinds paused at its last report, as QueuePause.kind ('': every kind)."),
     )
 
     class Meta:
         ordering = ["-seen_at"]
-        verbose_name = "consumer"
+        verbose_name = _("consumer")
+        verbose_name_plural = _("consumers")
 
     def __str__(self) -> str:
         return self.worker_id
@@ -401,23 +469,41 @@ class ExplanationRevision(models.Model):
     """One generated explanation of a question, kept for good; the question points at its
     current one. Written only through ``studyqueue.revisions``."""
 
-    question = models.ForeignKey(StudyQuestion, on_delete=models.CASCADE, related_name="revisions")
-    job = models.ForeignKey(
-        StudyQuestionJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    question = models.ForeignKey(
+        StudyQuestion,
+        verbose_name=_("question"),
+        on_delete=models.CASCADE,
+        related_name="revisions",
     )
-    text = models.TextField()
-    model = models.CharField(max_length=200, blank=True)
-    prompt_version = models.CharField(max_length=12, blank=True)
-    prompt_label = models.CharField(max_length=200, blank=True)
-    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    job = models.ForeignKey(
+        StudyQuestionJob,
+        verbose_name=_("job"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    text = models.TextField(verbose_name=_("text"))
+    model = models.CharField(verbose_name=_("model"), max_length=200, blank=True)
+    prompt_version = models.CharField(verbose_name=_("prompt version"), max_length=12, blank=True)
+    prompt_label = models.CharField(verbose_name=_("prompt label"), max_length=200, blank=True)
+    prompt_tokens = models.PositiveIntegerField(
+        verbose_name=_("prompt tokens"), null=True, blank=True
+    )
     cached_tokens = models.PositiveIntegerField(
+        verbose_name=_("cached tokens"),
         null=True,
         blank=True,
         help_text=_("Prompt tokens the server served from its cache (blank: it did not say)."),
     )
-    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
-    first_token_ms = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(
+        verbose_name=_("completion tokens"), null=True, blank=True
+    )
+    first_token_ms = models.PositiveIntegerField(
+        verbose_name=_("time to first token (ms)"), null=True, blank=True
+    )
     tokens_per_second = models.FloatField(
+        verbose_name=_("tokens per second"),
         null=True,
         blank=True,
         help_text=_(
@@ -426,20 +512,25 @@ class ExplanationRevision(models.Model):
         ),
     )
     finish_reason = models.CharField(
+        verbose_name=_("finish reason"),
         max_length=FINISH_REASON_WIDTH,
         blank=True,
-        help_text="As the server said it (stop, length…).",
+        help_text=_("As the server said it (stop, length…)."),
     )
-    flags = models.JSONField(default=list, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
+    flags = models.JSONField(verbose_name=_("quality flags"), default=list, blank=True)
+    created_at = models.DateTimeField(verbose_name=_("created"), default=timezone.now)
 
     class Meta:
         ordering = ["-id"]
-        verbose_name = "explanation revision"
-        permissions = [("restore_explanationrevision", "Can make an older revision current")]
+        verbose_name = _("explanation revision")
+        verbose_name_plural = _("explanation revisions")
+        permissions = [("restore_explanationrevision", _("Can make an older revision current"))]
 
     def __str__(self) -> str:
-        return f"revision {self.pk} of question {self.question_id}"
+        return gettext("revision %(id)s of question %(question)s") % {
+            "id": self.pk,
+            "question": self.question_id,
+        }
 
     @property
     def truncated(self) -> bool:

@@ -45,6 +45,6 @@ def test_str_and_queryset_filters():
     question = StudyQuestionFactory(text="x" * 100)
     assert str(question).endswith("...") and len(str(question)) < 80
     job = StudyQuestionJobFactory(study_question=question)
-    assert str(job) == f"job {job.pk} (explanation, pending)"
+    assert str(job) == f"job {job.pk} (Explanation, Pending)"  # labels: the admin shows it
     assert list(StudyQuestionJob.objects.active()) == [job]
     assert not StudyQuestionJob.objects.finished().exists()

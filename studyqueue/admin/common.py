@@ -19,6 +19,7 @@ from django.utils.formats import number_format
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
 
 from studyqueue import queue
 from studyqueue.columns import MAX_ID, unstorable
@@ -67,22 +68,28 @@ def long_text(text: str, full_text_url: str | None = None) -> str:
     more = len(text) - len(shown)
     if more and full_text_url:
         box += format_html(
-            '<p>{} more characters not shown: <a href="{}">the full text</a>.</p>',
-            number_format(more, force_grouping=True),
+            '<p>{} <a href="{}">{}</a>.</p>',
+            gettext("%(count)s more characters not shown:")
+            % {"count": number_format(more, force_grouping=True)},
             full_text_url,
+            gettext("the full text"),
         )
     return box
 
 
 def short_duration(delta: timedelta) -> str:
+    """A compact age for a table cell: 45s, 12m, 3h 5m, 4d (in the page's language)."""
     seconds = int(max(delta.total_seconds(), 0))
     if seconds < 120:
-        return f"{seconds}s"
+        return gettext("%(seconds)ds") % {"seconds": seconds}
     if seconds < 7200:
-        return f"{seconds // 60}m"
+        return gettext("%(minutes)dm") % {"minutes": seconds // 60}
     if seconds < 172800:
-        return f"{seconds // 3600}h {seconds % 3600 // 60}m"
-    return f"{seconds // 86400}d"
+        return gettext("%(hours)dh %(minutes)dm") % {
+            "hours": seconds // 3600,
+            "minutes": seconds % 3600 // 60,
+        }
+    return gettext("%(days)dd") % {"days": seconds // 86400}
 
 
 def status_badge(status: str) -> str:
@@ -116,11 +123,17 @@ class CappedCountPaginator(Paginator):
 class StaleFilter(admin.SimpleListFilter):
     """Processing jobs whose heartbeat is older than the stale threshold."""
 
-    title = "stale"
+    title = _("stale")
     parameter_name = "stale"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("yes", f"No heartbeat for {conf.STALE_MINUTES:g} min")]
+        return [
+            (
+                "yes",
+                gettext("No heartbeat for %(minutes)s min")
+                % {"minutes": f"{conf.STALE_MINUTES:g}"},
+            )
+        ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
         if self.value() == "yes":
@@ -200,5 +213,6 @@ def log_change_set(request: HttpRequest, model: type[Model], ids: list[int], mes
         object_repr=ngettext("%(count)s %(name)s", "%(count)s %(names)s", len(ids))
         % {"count": len(ids), "name": opts.verbose_name, "names": opts.verbose_name_plural},
         action_flag=CHANGE,
-        change_message=f"{message}: {len(ids)} (ids {queue.id_ranges(ids)})",
+        change_message=gettext("%(message)s: %(count)d (ids %(ids)s)")
+        % {"message": message, "count": len(ids), "ids": queue.id_ranges(ids)},
     )

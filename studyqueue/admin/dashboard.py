@@ -10,7 +10,9 @@ from django.http import HttpRequest, JsonResponse
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path
+from django.utils import timezone
 from django.utils.formats import number_format
+from django.utils.translation import gettext
 
 from studyqueue.admin.common import short_duration, status_badge
 from studyqueue.conf import conf
@@ -33,14 +35,16 @@ def _chart_rows(stats: DashboardStats) -> dict[str, Any]:
     top_jobs, top_ms, top_err = stats.max_hour_jobs, stats.max_hour_llm_ms, stats.max_error_count
     hours = [
         {
-            "label": h.start.strftime("%H:00"),
+            "label": timezone.localtime(h.start).strftime("%H:00"),  # the hour, local
             "completed": h.completed,
             "failed": h.failed,
             "completed_pct": _pct(h.completed, top_jobs),
             "failed_pct": _pct(h.failed, top_jobs),
             "llm_s": round(h.llm_ms / 1000, 1),
             "llm_pct": _pct(h.llm_ms, top_ms),
-            "ttft": "-" if h.first_token_ms is None else f"{h.first_token_ms / 1000:.2f} s",
+            "ttft": "-"
+            if h.first_token_ms is None
+            else gettext("%(seconds).2f s") % {"seconds": h.first_token_ms / 1000},
             "ttft_pct": _pct(h.first_token_ms or 0, stats.max_hour_first_token_ms),
             "tps": "-" if h.tokens_per_second is None else f"{h.tokens_per_second:.1f}",
             "tps_pct": _pct(h.tokens_per_second or 0, stats.max_hour_tokens_per_second),
@@ -52,7 +56,9 @@ def _chart_rows(stats: DashboardStats) -> dict[str, Any]:
         {
             "status": status,
             "badge": status_badge(status),
-            "window": "now" if status in (JobStatus.PENDING, JobStatus.PROCESSING) else "24 h",
+            "window": gettext("now")
+            if status in (JobStatus.PENDING, JobStatus.PROCESSING)
+            else gettext("24 h"),
             "counts": [
                 (stats.active if status in stats.active else stats.finished_24h)
                 .get(status, {})
@@ -123,7 +129,8 @@ class QueueDashboardAdmin(admin.ModelAdmin):
         context = {
             **self._context(request),
             **self.admin_site.each_context(request),
-            "title": "Queue dashboard",
+            "title": gettext("Queue dashboard"),
+            "refresh_failed": gettext("refresh failed"),
             "opts": self.model._meta,
             "refresh_seconds": REFRESH_SECONDS,
             **(extra_context or {}),
@@ -136,7 +143,9 @@ class QueueDashboardAdmin(admin.ModelAdmin):
         stats: DashboardStats = context["stats"]
         return JsonResponse(
             {
-                "updated_at": stats.now.isoformat(),
+                "updated_at": timezone.localtime(
+                    stats.now
+                ).isoformat(),  # the page shows local time
                 "pending": context["pending_total"],
                 "processing": context["processing_total"],
                 "stale": stats.stale,

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from studyqueue import queue
@@ -64,7 +65,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
     list_select_related = ("study_question",)
     list_per_page = 50
     search_fields = ("study_question__text", "error_message")
-    search_help_text = "Question text or error message; a number finds that job id."
+    search_help_text = _("Question text or error message; a number finds that job id.")
     show_full_result_count = False
     paginator = CappedCountPaginator
     ordering = ("-id",)
@@ -73,7 +74,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
     fieldsets = (
         (None, {"fields": ("question_link", "kind", "status_badge", "worker_id")}),
         (
-            "Attempts",
+            _("Attempts"),
             {
                 "fields": (
                     "attempts",
@@ -86,11 +87,11 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             },
         ),
         (
-            "Times",
+            _("Times"),
             {"fields": ("created_at", "started_at", "heartbeat_at", "completed_at", "claim_token")},
         ),
         (
-            "LLM",
+            _("LLM"),
             {
                 "fields": (
                     "reply_model",
@@ -134,38 +135,42 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
 
     # -- columns
 
-    @admin.display(description="question", ordering="study_question")
+    @admin.display(description=_("question"), ordering="study_question")
     def question_link(self, job: StudyQuestionJob) -> str:
         if job.study_question_id is None:
-            return "(deleted)"
+            return gettext("(deleted)")
         url = reverse("admin:studyqueue_studyquestion_change", args=[job.study_question_id])
         text = getattr(job, "question_start", None) or ""
         return format_html('<a href="{}">#{}</a> {}', url, job.study_question_id, excerpt(text))
 
-    @admin.display(description="status", ordering="status")
+    @admin.display(description=_("status"), ordering="status")
     def status_badge(self, job: StudyQuestionJob) -> str:
         return status_badge(job.status)
 
-    @admin.display(description="attempts")
+    @admin.display(description=_("attempts"))
     def attempts_display(self, job: StudyQuestionJob) -> str:
         return f"{job.attempts} / {job.max_attempts}"
 
-    @admin.display(description="waiting / running")
+    @admin.display(description=_("waiting / running"))
     def age(self, job: StudyQuestionJob) -> str:
         now = timezone.now()
         if job.status == JobStatus.PENDING:
-            return f"waiting {short_duration(now - job.created_at)}"
+            return gettext("waiting %(age)s") % {"age": short_duration(now - job.created_at)}
         if job.status == JobStatus.PROCESSING and job.started_at:
-            return f"running {short_duration(now - job.started_at)}"
+            return gettext("running %(age)s") % {"age": short_duration(now - job.started_at)}
         if job.started_at and job.completed_at:
-            return f"took {short_duration(job.completed_at - job.started_at)}"
+            return gettext("took %(age)s") % {
+                "age": short_duration(job.completed_at - job.started_at)
+            }
         return "-"
 
-    @admin.display(description="LLM time", ordering="llm_ms")
+    @admin.display(description=_("LLM time"), ordering="llm_ms")
     def llm_time(self, job: StudyQuestionJob) -> str:
         if job.llm_ms is None:
             return "-"
-        return f"{job.llm_ms / 1000:.1f}s" if job.llm_ms >= 1000 else f"{job.llm_ms} ms"
+        if job.llm_ms >= 1000:
+            return gettext("%(seconds).1fs") % {"seconds": job.llm_ms / 1000}
+        return gettext("%(ms)d ms") % {"ms": job.llm_ms}
 
     # -- the reply that completed the job: its metadata lives on its revision
 
@@ -214,7 +219,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
         url = reverse("admin:studyqueue_explanationrevision_change", args=[job.revision_id])
         return format_html('<a href="{}">#{}</a>', url, job.revision_id)
 
-    @admin.display(description="explanation")
+    @admin.display(description=_("explanation"))
     def explanation(self, job: StudyQuestionJob) -> str:
         question = job.study_question
         if question is None:
@@ -222,7 +227,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
         url = reverse("admin:studyqueue_studyquestion_explanation", args=[question.pk])
         return long_text(question.explanation, url)
 
-    @admin.display(description="error message")
+    @admin.display(description=_("error message"))
     def error_message_box(self, job: StudyQuestionJob) -> str:
         return long_text(job.error_message)
 
@@ -254,7 +259,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
 
     # -- actions
 
-    @admin.action(permissions=["retry"], description="Retry selected failed or skipped jobs")
+    @admin.action(permissions=["retry"], description=_("Retry selected failed or skipped jobs"))
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
         ids = selected_ids(queryset)
         if ids is None:
@@ -270,24 +275,32 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
                 request,
                 StudyQuestionJob,
                 result.retried,
-                "Retried: back to pending, attempts reset",
+                gettext("Retried: back to pending, attempts reset"),
             )
-        self.message_user(request, f"Retried {len(result.retried)} job(s).", messages.SUCCESS)
+        retried = len(result.retried)
+        self.message_user(
+            request,
+            gettext("Retried %(count)d job(s).") % {"count": retried},
+            messages.SUCCESS,
+        )
         problems = []
         if result.wrong_state:
             problems.append(
-                f"{len(result.wrong_state)} job(s) left alone: only failed or skipped jobs "
-                "can be retried"
+                gettext("%(count)d job(s) left alone: only failed or skipped jobs can be retried")
+                % {"count": len(result.wrong_state)}
             )
         if result.conflicts:
             problems.append(
-                f"{len(result.conflicts)} job(s) refused: their question already has an active "
-                "job of the same kind"
+                gettext(
+                    "%(count)d job(s) refused: their question already has an active job of "
+                    "the same kind"
+                )
+                % {"count": len(result.conflicts)}
             )
         if problems:
             self.message_user(request, "; ".join(problems) + ".", messages.WARNING)
 
-    @admin.action(permissions=["skip"], description="Skip selected pending or processing jobs")
+    @admin.action(permissions=["skip"], description=_("Skip selected pending or processing jobs"))
     def skip_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
         ids = selected_ids(queryset)
         if ids is None:
@@ -299,16 +312,24 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             return None
         with transaction.atomic(using=queue.database()):
             result = queue.skip(ids)
-            log_change_set(request, StudyQuestionJob, result.skipped, "Skipped by an operator")
-        self.message_user(request, f"Skipped {len(result.skipped)} job(s).", messages.SUCCESS)
+            log_change_set(
+                request, StudyQuestionJob, result.skipped, gettext("Skipped by an operator")
+            )
+        skipped = len(result.skipped)
+        self.message_user(
+            request,
+            gettext("Skipped %(count)d job(s).") % {"count": skipped},
+            messages.SUCCESS,
+        )
         if result.wrong_state:
             self.message_user(
                 request,
-                f"{len(result.wrong_state)} job(s) left alone: already finished.",
+                gettext("%(count)d job(s) left alone: already finished.")
+                % {"count": len(result.wrong_state)},
                 messages.WARNING,
             )
 
-    @admin.action(permissions=["reset_stale"], description="Reset selected stale jobs")
+    @admin.action(permissions=["reset_stale"], description=_("Reset selected stale jobs"))
     def reset_stale_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
         ids = selected_ids(queryset)
         if ids is None:
@@ -330,10 +351,13 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
 
     def _log_stale(self, request: HttpRequest, result: queue.StaleResult) -> None:
         log_change_set(
-            request, StudyQuestionJob, result.reset_ids, "Reset as stale: back to pending"
+            request, StudyQuestionJob, result.reset_ids, gettext("Reset as stale: back to pending")
         )
         log_change_set(
-            request, StudyQuestionJob, result.failed_ids, "Stale with no attempts left: failed"
+            request,
+            StudyQuestionJob,
+            result.failed_ids,
+            gettext("Stale with no attempts left: failed"),
         )
 
     def _report_stale(
@@ -341,16 +365,22 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
     ) -> None:
         self.message_user(
             request,
-            f"Reset {result.reset} stale job(s) to pending; {result.failed} ended failed "
-            "(no attempts left).",
+            gettext(
+                "Reset %(reset)d stale job(s) to pending; %(failed)d ended failed "
+                "(no attempts left)."
+            )
+            % {"reset": result.reset, "failed": result.failed},
             messages.SUCCESS,
         )
         left = None if selected is None else selected - result.reset - result.failed
         if left:
             self.message_user(
                 request,
-                f"{left} job(s) left alone: not processing, or their heartbeat is recent "
-                f"(threshold {conf.STALE_MINUTES:g} min).",
+                gettext(
+                    "%(count)d job(s) left alone: not processing, or their heartbeat is "
+                    "recent (threshold %(minutes)s min)."
+                )
+                % {"count": left, "minutes": f"{conf.STALE_MINUTES:g}"},
                 messages.WARNING,
             )
 
@@ -368,7 +398,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
 
     def reset_all_stale_view(self, request: HttpRequest) -> HttpResponse:
         if request.method != "POST":
-            return HttpResponse("POST required", status=405)
+            return HttpResponse(gettext("POST required"), status=405)
         if not self.has_reset_stale_permission(request):
             raise PermissionDenied
         with transaction.atomic(using=queue.database()):

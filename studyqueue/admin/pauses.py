@@ -12,6 +12,8 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from studyqueue import queue
 from studyqueue.admin.common import GuardedInputAdmin
@@ -25,9 +27,9 @@ class QueuePauseAdmin(GuardedInputAdmin):
     readonly_fields = ("paused_by", "paused_at")
     actions = ("resume_selected",)
 
-    @admin.display(description="paused", ordering="kind")
+    @admin.display(description=_("paused"), ordering="kind")
     def scope(self, pause: QueuePause) -> str:
-        return pause.get_kind_display() if pause.kind else "every kind"
+        return pause.get_kind_display() if pause.kind else gettext("every kind")
 
     def _may_pause(self, request: HttpRequest) -> bool:
         return request.user.has_perm("studyqueue.pause_queue")
@@ -45,7 +47,7 @@ class QueuePauseAdmin(GuardedInputAdmin):
         return self._may_pause(request)
 
     def save_model(self, request: HttpRequest, obj: QueuePause, form: Any, change: bool) -> None:
-        row, _ = queue.pause(obj.kind, reason=obj.reason, by=request.user.get_username())
+        row, _created = queue.pause(obj.kind, reason=obj.reason, by=request.user.get_username())
         obj.pk, obj.paused_by, obj.paused_at = row.pk, row.paused_by, row.paused_at
 
     def delete_model(self, request: HttpRequest, obj: QueuePause) -> None:
@@ -55,9 +57,13 @@ class QueuePauseAdmin(GuardedInputAdmin):
         for kind in queryset.values_list("kind", flat=True):
             queue.resume(kind)
 
-    @admin.action(permissions=["delete"], description="Resume: lift the selected pauses")
+    @admin.action(permissions=["delete"], description=_("Resume: lift the selected pauses"))
     def resume_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
         self.log_deletions(request, queryset)
-        kinds = [kind or "every kind" for kind in queryset.values_list("kind", flat=True)]
+        kinds = [self.scope(pause) for pause in queryset]
         self.delete_queryset(request, queryset)
-        self.message_user(request, f"Resumed for {', '.join(kinds)}.", messages.SUCCESS)
+        self.message_user(
+            request,
+            gettext("Resumed for %(kinds)s.") % {"kinds": ", ".join(kinds)},
+            messages.SUCCESS,
+        )

@@ -7,59 +7,184 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='StudyQuestion',
+            name="StudyQuestion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('text', models.TextField(help_text='The question as shown to the learner.')),
-                ('choices', models.JSONField(blank=True, default=list, help_text='Answer options, if any.')),
-                ('answer', models.TextField(blank=True, help_text='The correct answer, if known.')),
-                ('explanation', models.TextField(blank=True)),
-                ('explanation_model', models.CharField(blank=True, max_length=200)),
-                ('explanation_truncated', models.BooleanField(default=False, help_text='The LLM stopped at max_tokens: the text may be cut.')),
-                ('explained_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("text", models.TextField(help_text="The question as shown to the learner.")),
+                (
+                    "choices",
+                    models.JSONField(blank=True, default=list, help_text="Answer options, if any."),
+                ),
+                ("answer", models.TextField(blank=True, help_text="The correct answer, if known.")),
+                ("explanation", models.TextField(blank=True)),
+                ("explanation_model", models.CharField(blank=True, max_length=200)),
+                (
+                    "explanation_truncated",
+                    models.BooleanField(
+                        default=False,
+                        help_text="The LLM stopped at max_tokens: the text may be cut.",
+                    ),
+                ),
+                ("explained_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_at",
+                    models.DateTimeField(default=django.utils.timezone.now, editable=False),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['id'],
+                "ordering": ["id"],
             },
         ),
         migrations.CreateModel(
-            name='StudyQuestionJob',
+            name="StudyQuestionJob",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('explanation', 'Explanation'), ('session_summary', 'Session summary')], max_length=15)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('processing', 'Processing'), ('completed', 'Completed'), ('failed', 'Failed'), ('skipped', 'Skipped')], default='pending', max_length=10)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('max_attempts', models.PositiveIntegerField(default=studyqueue.models.default_max_attempts)),
-                ('error_code', models.CharField(blank=True, choices=[('llm_unavailable', 'LLM server unreachable'), ('llm_timeout', 'LLM call timed out'), ('llm_overloaded', 'LLM server overloaded (429/503)'), ('llm_server_error', 'LLM server error (5xx)'), ('llm_rejected', 'LLM server rejected the request (4xx)'), ('llm_bad_response', 'LLM reply could not be parsed'), ('llm_empty', 'LLM reply was empty'), ('question_missing', 'Question no longer exists'), ('question_empty', 'Question has no text'), ('stale', 'Worker stopped sending heartbeats'), ('unsupported_kind', 'Kind is reserved, not implemented'), ('unknown_kind', 'Kind is not known to this version'), ('operator_skipped', 'Skipped by an operator'), ('internal', 'Unexpected internal error')], max_length=16)),
-                ('error_message', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('run_after', models.DateTimeField(default=django.utils.timezone.now, help_text='Not claimed before this.')),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('completed_at', models.DateTimeField(blank=True, null=True)),
-                ('claim_token', models.UUIDField(blank=True, help_text='Fences writes to one claim.', null=True)),
-                ('worker_id', models.CharField(blank=True, max_length=200)),
-                ('llm_model', models.CharField(blank=True, max_length=200)),
-                ('llm_prompt_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('llm_completion_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('llm_ms', models.PositiveIntegerField(blank=True, help_text='LLM call time (ms).', null=True)),
-                ('study_question', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='jobs', to='studyqueue.studyquestion')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("explanation", "Explanation"),
+                            ("session_summary", "Session summary"),
+                        ],
+                        max_length=15,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("processing", "Processing"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                            ("skipped", "Skipped"),
+                        ],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                (
+                    "max_attempts",
+                    models.PositiveIntegerField(default=studyqueue.models.default_max_attempts),
+                ),
+                (
+                    "error_code",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("llm_unavailable", "LLM server unreachable"),
+                            ("llm_timeout", "LLM call timed out"),
+                            ("llm_overloaded", "LLM server overloaded (429/503)"),
+                            ("llm_server_error", "LLM server error (5xx)"),
+                            ("llm_rejected", "LLM server rejected the request (4xx)"),
+                            ("llm_bad_response", "LLM reply could not be parsed"),
+                            ("llm_empty", "LLM reply was empty"),
+                            ("question_missing", "Question no longer exists"),
+                            ("question_empty", "Question has no text"),
+                            ("stale", "Worker stopped sending heartbeats"),
+                            ("unsupported_kind", "Kind is reserved, not implemented"),
+                            ("unknown_kind", "Kind is not known to this version"),
+                            ("operator_skipped", "Skipped by an operator"),
+                            ("internal", "Unexpected internal error"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("error_message", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "run_after",
+                    models.DateTimeField(
+                        default=django.utils.timezone.now, help_text="Not claimed before this."
+                    ),
+                ),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("completed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "claim_token",
+                    models.UUIDField(
+                        blank=True, help_text="Fences writes to one claim.", null=True
+                    ),
+                ),
+                ("worker_id", models.CharField(blank=True, max_length=200)),
+                ("llm_model", models.CharField(blank=True, max_length=200)),
+                ("llm_prompt_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("llm_completion_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "llm_ms",
+                    models.PositiveIntegerField(
+                        blank=True, help_text="LLM call time (ms).", null=True
+                    ),
+                ),
+                (
+                    "study_question",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="jobs",
+                        to="studyqueue.studyquestion",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-id'],
-                'permissions': [('retry_studyquestionjob', 'Can retry failed or skipped jobs'), ('skip_studyquestionjob', 'Can skip pending or processing jobs'), ('reset_stale_studyquestionjob', 'Can reset stale jobs')],
-                'indexes': [models.Index(condition=models.Q(('status', 'pending')), fields=['id'], name='studyqueue_job_claim'), models.Index(condition=models.Q(('status', 'processing')), fields=['heartbeat_at'], name='studyqueue_job_stale')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('status__in', ['pending', 'processing', 'completed', 'failed', 'skipped'])), name='studyqueue_job_status_valid'), models.CheckConstraint(condition=models.Q(('kind__in', ['explanation', 'session_summary'])), name='studyqueue_job_kind_valid'), models.UniqueConstraint(condition=models.Q(('status__in', ('pending', 'processing'))), fields=('study_question', 'kind'), name='studyqueue_job_one_active', violation_error_message='This question already has an active job of this kind.')],
+                "ordering": ["-id"],
+                "permissions": [
+                    ("retry_studyquestionjob", "Can retry failed or skipped jobs"),
+                    ("skip_studyquestionjob", "Can skip pending or processing jobs"),
+                    ("reset_stale_studyquestionjob", "Can reset stale jobs"),
+                ],
+                "indexes": [
+                    models.Index(
+                        condition=models.Q(("status", "pending")),
+                        fields=["id"],
+                        name="studyqueue_job_claim",
+                    ),
+                    models.Index(
+                        condition=models.Q(("status", "processing")),
+                        fields=["heartbeat_at"],
+                        name="studyqueue_job_stale",
+                    ),
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            (
+                                "status__in",
+                                ["pending", "processing", "completed", "failed", "skipped"],
+                            )
+                        ),
+                        name="studyqueue_job_status_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("kind__in", ["explanation", "session_summary"])),
+                        name="studyqueue_job_kind_valid",
+                    ),
+                    models.UniqueConstraint(
+                        condition=models.Q(("status__in", ("pending", "processing"))),
+                        fields=("study_question", "kind"),
+                        name="studyqueue_job_one_active",
+                        violation_error_message="This question already has an active job of this kind.",
+                    ),
+                ],
             },
         ),
     ]

@@ -4,32 +4,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('studyqueue', '0001_initial'),
+        ("studyqueue", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='QueueDashboard',
-            fields=[
-            ],
+            name="QueueDashboard",
+            fields=[],
             options={
-                'verbose_name': 'queue dashboard',
-                'verbose_name_plural': 'queue dashboard',
-                'proxy': True,
-                'default_permissions': (),
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "queue dashboard",
+                "verbose_name_plural": "queue dashboard",
+                "proxy": True,
+                "default_permissions": (),
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('studyqueue.studyquestionjob',),
+            bases=("studyqueue.studyquestionjob",),
         ),
         migrations.AddIndex(
-            model_name='studyquestionjob',
-            index=models.Index(fields=['status', '-id'], name='studyqueue_job_status_id'),
+            model_name="studyquestionjob",
+            index=models.Index(fields=["status", "-id"], name="studyqueue_job_status_id"),
         ),
         migrations.AddIndex(
-            model_name='studyquestionjob',
-            index=models.Index(condition=models.Q(('completed_at__isnull', False)), fields=['completed_at'], name='studyqueue_job_completed'),
+            model_name="studyquestionjob",
+            index=models.Index(
+                condition=models.Q(("completed_at__isnull", False)),
+                fields=["completed_at"],
+                name="studyqueue_job_completed",
+            ),
         ),
     ]

@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('studyqueue', '0002_admin_indexes_and_dashboard'),
+        ("studyqueue", "0002_admin_indexes_and_dashboard"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='studyquestionjob',
-            name='free_releases',
-            field=models.PositiveSmallIntegerField(db_default=0, default=0, help_text='Times in a row the job was handed back without counting its attempt after its call reached the LLM server (bounded: every job ends).'),
+            model_name="studyquestionjob",
+            name="free_releases",
+            field=models.PositiveSmallIntegerField(
+                db_default=0,
+                default=0,
+                help_text="Times in a row the job was handed back without counting its attempt after its call reached the LLM server (bounded: every job ends).",
+            ),
         ),
     ]

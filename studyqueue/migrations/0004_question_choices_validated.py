@@ -5,20 +5,44 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('studyqueue', '0003_job_free_releases'),
+        ("studyqueue", "0003_job_free_releases"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='studyquestion',
-            name='choices',
-            field=models.JSONField(blank=True, default=list, help_text='Answer options, if any: a list of strings.', validators=[studyqueue.models.validate_choices]),
+            model_name="studyquestion",
+            name="choices",
+            field=models.JSONField(
+                blank=True,
+                default=list,
+                help_text="Answer options, if any: a list of strings.",
+                validators=[studyqueue.models.validate_choices],
+            ),
         ),
         migrations.AlterField(
-            model_name='studyquestionjob',
-            name='error_code',
-            field=models.CharField(blank=True, choices=[('llm_unavailable', 'LLM server unreachable'), ('llm_timeout', 'LLM call timed out'), ('llm_overloaded', 'LLM server overloaded (429/503)'), ('llm_server_error', 'LLM server error (5xx)'), ('llm_rejected', 'LLM server rejected the request (4xx)'), ('llm_bad_response', 'LLM reply could not be parsed'), ('llm_empty', 'LLM reply was empty'), ('question_missing', 'Question no longer exists'), ('question_empty', 'Question has no text'), ('question_invalid', 'Question data is invalid (choices)'), ('stale', 'Worker stopped sending heartbeats'), ('unsupported_kind', 'Kind is reserved, not implemented'), ('unknown_kind', 'Kind is not known to this version'), ('operator_skipped', 'Skipped by an operator'), ('internal', 'Unexpected internal error')], max_length=16),
+            model_name="studyquestionjob",
+            name="error_code",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("llm_unavailable", "LLM server unreachable"),
+                    ("llm_timeout", "LLM call timed out"),
+                    ("llm_overloaded", "LLM server overloaded (429/503)"),
+                    ("llm_server_error", "LLM server error (5xx)"),
+                    ("llm_rejected", "LLM server rejected the request (4xx)"),
+                    ("llm_bad_response", "LLM reply could not be parsed"),
+                    ("llm_empty", "LLM reply was empty"),
+                    ("question_missing", "Question no longer exists"),
+                    ("question_empty", "Question has no text"),
+                    ("question_invalid", "Question data is invalid (choices)"),
+                    ("stale", "Worker stopped sending heartbeats"),
+                    ("unsupported_kind", "Kind is reserved, not implemented"),
+                    ("unknown_kind", "Kind is not known to this version"),
+                    ("operator_skipped", "Skipped by an operator"),
+                    ("internal", "Unexpected internal error"),
+                ],
+                max_length=16,
+            ),
         ),
     ]

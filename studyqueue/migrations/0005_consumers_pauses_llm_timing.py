@@ -5,59 +5,90 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('studyqueue', '0004_question_choices_validated'),
+        ("studyqueue", "0004_question_choices_validated"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='QueueConsumer',
+            name="QueueConsumer",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('worker_id', models.CharField(max_length=200, unique=True)),
-                ('host', models.CharField(max_length=255)),
-                ('pid', models.PositiveIntegerField()),
-                ('started_at', models.DateTimeField()),
-                ('seen_at', models.DateTimeField(help_text='Last report: start, each cycle, stop.')),
-                ('stopped_at', models.DateTimeField(blank=True, null=True)),
-                ('interval_seconds', models.FloatField()),
-                ('jobs_completed', models.PositiveIntegerField(default=0, help_text='Since it started.')),
-                ('jobs_running', models.PositiveIntegerField(default=0)),
-                ('breaker_open', models.BooleanField(default=False)),
-                ('breaker_since', models.DateTimeField(blank=True, null=True)),
-                ('breaker_error', models.CharField(blank=True, max_length=16)),
-                ('llm_url', models.CharField(help_text='Credentials redacted.', max_length=500)),
-                ('paused_kinds', models.CharField(blank=True, max_length=200)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("worker_id", models.CharField(max_length=200, unique=True)),
+                ("host", models.CharField(max_length=255)),
+                ("pid", models.PositiveIntegerField()),
+                ("started_at", models.DateTimeField()),
+                (
+                    "seen_at",
+                    models.DateTimeField(help_text="Last report: start, each cycle, stop."),
+                ),
+                ("stopped_at", models.DateTimeField(blank=True, null=True)),
+                ("interval_seconds", models.FloatField()),
+                (
+                    "jobs_completed",
+                    models.PositiveIntegerField(default=0, help_text="Since it started."),
+                ),
+                ("jobs_running", models.PositiveIntegerField(default=0)),
+                ("breaker_open", models.BooleanField(default=False)),
+                ("breaker_since", models.DateTimeField(blank=True, null=True)),
+                ("breaker_error", models.CharField(blank=True, max_length=16)),
+                ("llm_url", models.CharField(help_text="Credentials redacted.", max_length=500)),
+                ("paused_kinds", models.CharField(blank=True, max_length=200)),
             ],
             options={
-                'verbose_name': 'consumer',
-                'ordering': ['-seen_at'],
+                "verbose_name": "consumer",
+                "ordering": ["-seen_at"],
             },
         ),
         migrations.CreateModel(
-            name='QueuePause',
+            name="QueuePause",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(blank=True, choices=[('explanation', 'Explanation'), ('session_summary', 'Session summary')], help_text='Blank: every kind.', max_length=15, unique=True)),
-                ('reason', models.CharField(blank=True, max_length=500)),
-                ('paused_by', models.CharField(blank=True, max_length=150)),
-                ('paused_at', models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("explanation", "Explanation"),
+                            ("session_summary", "Session summary"),
+                        ],
+                        help_text="Blank: every kind.",
+                        max_length=15,
+                        unique=True,
+                    ),
+                ),
+                ("reason", models.CharField(blank=True, max_length=500)),
+                ("paused_by", models.CharField(blank=True, max_length=150)),
+                ("paused_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'verbose_name': 'queue pause',
-                'ordering': ['kind'],
-                'permissions': [('pause_queue', 'Can pause and resume the queue')],
+                "verbose_name": "queue pause",
+                "ordering": ["kind"],
+                "permissions": [("pause_queue", "Can pause and resume the queue")],
             },
         ),
         migrations.AddField(
-            model_name='studyquestionjob',
-            name='llm_first_token_ms',
-            field=models.PositiveIntegerField(blank=True, help_text='Time to the first token (ms).', null=True),
+            model_name="studyquestionjob",
+            name="llm_first_token_ms",
+            field=models.PositiveIntegerField(
+                blank=True, help_text="Time to the first token (ms).", null=True
+            ),
         ),
         migrations.AddField(
-            model_name='studyquestionjob',
-            name='llm_tokens_per_second',
-            field=models.FloatField(blank=True, help_text='Completion tokens per second after the first.', null=True),
+            model_name="studyquestionjob",
+            name="llm_tokens_per_second",
+            field=models.FloatField(
+                blank=True, help_text="Completion tokens per second after the first.", null=True
+            ),
         ),
     ]

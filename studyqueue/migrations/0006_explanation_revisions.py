@@ -6,64 +6,117 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('studyqueue', '0005_consumers_pauses_llm_timing'),
+        ("studyqueue", "0005_consumers_pauses_llm_timing"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='studyquestion',
-            name='explanation_flags',
-            field=models.JSONField(blank=True, db_default=models.Value([], models.JSONField()), default=list, help_text='Quality flags of the current explanation.'),
+            model_name="studyquestion",
+            name="explanation_flags",
+            field=models.JSONField(
+                blank=True,
+                db_default=models.Value([], models.JSONField()),
+                default=list,
+                help_text="Quality flags of the current explanation.",
+            ),
         ),
         migrations.AddField(
-            model_name='studyquestion',
-            name='explanation_prompt_version',
-            field=models.CharField(blank=True, db_default='', db_index=True, default='', help_text='The prompt version that wrote it.', max_length=12),
+            model_name="studyquestion",
+            name="explanation_prompt_version",
+            field=models.CharField(
+                blank=True,
+                db_default="",
+                db_index=True,
+                default="",
+                help_text="The prompt version that wrote it.",
+                max_length=12,
+            ),
         ),
         migrations.AddField(
-            model_name='studyquestionjob',
-            name='max_tokens',
-            field=models.PositiveIntegerField(blank=True, help_text='max_tokens for its calls (blank: LLM_MAX_TOKENS).', null=True),
+            model_name="studyquestionjob",
+            name="max_tokens",
+            field=models.PositiveIntegerField(
+                blank=True, help_text="max_tokens for its calls (blank: LLM_MAX_TOKENS).", null=True
+            ),
         ),
         migrations.AddField(
-            model_name='studyquestionjob',
-            name='prompt_version',
-            field=models.CharField(blank=True, db_default='', default='', help_text='The prompt version of its last LLM call.', max_length=12),
+            model_name="studyquestionjob",
+            name="prompt_version",
+            field=models.CharField(
+                blank=True,
+                db_default="",
+                default="",
+                help_text="The prompt version of its last LLM call.",
+                max_length=12,
+            ),
         ),
         migrations.AddField(
-            model_name='studyquestionjob',
-            name='quality_retried',
-            field=models.BooleanField(db_default=False, default=False, help_text='Already retried once for a quality flag.'),
+            model_name="studyquestionjob",
+            name="quality_retried",
+            field=models.BooleanField(
+                db_default=False,
+                default=False,
+                help_text="Already retried once for a quality flag.",
+            ),
         ),
         migrations.CreateModel(
-            name='ExplanationRevision',
+            name="ExplanationRevision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('text', models.TextField()),
-                ('model', models.CharField(blank=True, max_length=200)),
-                ('prompt_version', models.CharField(blank=True, max_length=12)),
-                ('prompt_label', models.CharField(blank=True, max_length=200)),
-                ('prompt_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('completion_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('first_token_ms', models.PositiveIntegerField(blank=True, null=True)),
-                ('tokens_per_second', models.FloatField(blank=True, null=True)),
-                ('finish_reason', models.CharField(blank=True, max_length=20)),
-                ('flags', models.JSONField(blank=True, default=list)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('job', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='studyqueue.studyquestionjob')),
-                ('question', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='revisions', to='studyqueue.studyquestion')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("text", models.TextField()),
+                ("model", models.CharField(blank=True, max_length=200)),
+                ("prompt_version", models.CharField(blank=True, max_length=12)),
+                ("prompt_label", models.CharField(blank=True, max_length=200)),
+                ("prompt_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("completion_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("first_token_ms", models.PositiveIntegerField(blank=True, null=True)),
+                ("tokens_per_second", models.FloatField(blank=True, null=True)),
+                ("finish_reason", models.CharField(blank=True, max_length=20)),
+                ("flags", models.JSONField(blank=True, default=list)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "job",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="studyqueue.studyquestionjob",
+                    ),
+                ),
+                (
+                    "question",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="revisions",
+                        to="studyqueue.studyquestion",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'explanation revision',
-                'ordering': ['-id'],
-                'permissions': [('restore_explanationrevision', 'Can make an older revision current')],
+                "verbose_name": "explanation revision",
+                "ordering": ["-id"],
+                "permissions": [
+                    ("restore_explanationrevision", "Can make an older revision current")
+                ],
             },
         ),
         migrations.AddField(
-            model_name='studyquestion',
-            name='current_revision',
-            field=models.ForeignKey(blank=True, help_text='The revision the explanation fields above copy.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='studyqueue.explanationrevision'),
+            model_name="studyquestion",
+            name="current_revision",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="The revision the explanation fields above copy.",
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="studyqueue.explanationrevision",
+            ),
         ),
     ]

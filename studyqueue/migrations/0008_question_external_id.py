@@ -4,15 +4,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('studyqueue', '0007_existing_explanations_as_revisions'),
+        ("studyqueue", "0007_existing_explanations_as_revisions"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='studyquestion',
-            name='external_id',
-            field=models.CharField(blank=True, help_text='Your id for it (imports update the question with the same id).', max_length=200, null=True, unique=True),
+            model_name="studyquestion",
+            name="external_id",
+            field=models.CharField(
+                blank=True,
+                help_text="Your id for it (imports update the question with the same id).",
+                max_length=200,
+                null=True,
+                unique=True,
+            ),
         ),
     ]

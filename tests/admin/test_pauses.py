@@ -30,7 +30,7 @@ def test_an_operator_pauses_and_resumes_from_the_admin_with_the_log_written(admi
     assert (pause.kind, pause.reason, pause.paused_by) == ("", "GPU for training", "admin")
     assert LogEntry.objects.filter(action_flag=ADDITION, object_id=str(pause.pk)).exists()
     jobs_page = admin_client.get(JOBS_URL).content.decode()
-    assert "Queue paused for" in jobs_page and "GPU for training" in jobs_page
+    assert "Paused for every kind" in jobs_page and "GPU for training" in jobs_page
     dashboard_page = admin_client.get(DASHBOARD_URL).content.decode()
     assert 'class="sq-note sq-paused" data-kind="all"' in dashboard_page
 

@@ -91,6 +91,9 @@ def test_production_with_its_own_key_and_hosts_starts():
         ({"DEBUG": "maybe"}, "Error: DEBUG must be on or off, got 'maybe'"),
         ({"DATABASE_URL": "nonsense"}, "Error: DATABASE_URL must look like sqlite:///path"),
         ({"DATABASE_URL": "postgres://u:hunter22@h:port/db"}, "Error: DATABASE_URL must look"),
+        ({"LANGUAGE_CODE": "fr"}, "Error: LANGUAGE_CODE must be one of en, ko, got 'fr'"),
+        ({"TIME_ZONE": "Mars/Olympus"}, "Error: TIME_ZONE must be a time zone name such as"),
+        ({"TIME_ZONE": "../etc/passwd"}, "Error: TIME_ZONE must be a time zone name such as"),
     ],
 )
 def test_a_bad_environment_value_is_one_line_naming_the_variable(env, message):
@@ -105,3 +108,21 @@ def test_a_bad_environment_value_is_one_line_naming_the_variable(env, message):
 def test_log_level_is_case_insensitive():
     result = _check(LOG_LEVEL="debug", CONN_MAX_AGE="0")
     assert result.returncode == 0, result.stderr
+
+
+def test_language_and_time_zone_come_from_the_environment():
+    result = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "shell",
+            "-c",
+            "from django.conf import settings; print(settings.LANGUAGE_CODE, settings.TIME_ZONE)",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": "", "LANGUAGE_CODE": "KO", "TIME_ZONE": "Asia/Seoul"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.stdout.split()[-2:] == ["ko", "Asia/Seoul"], result.stderr

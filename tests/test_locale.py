@@ -1,0 +1,234 @@
+"""The Korean admin: every marked string has a Korean translation, the compiled catalogue
+is its source's, pages asked for in Korean show no English the app wrote, and times are
+local with seconds."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import timedelta
+from html.parser import HTMLParser
+
+import polib
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone, translation
+
+from studyqueue import quality
+from studyqueue.models import ErrorCode, JobKind, QueueConsumer, QueuePause, StudyQuestionJob
+from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
+from tests.helpers import ROOT
+from tests.helpers.admin import DASHBOARD_URL, JOBS_URL, PAUSES_URL
+
+CATALOGUE = ROOT / "studyqueue" / "locale" / "ko" / "LC_MESSAGES"
+HANGUL = re.compile("[\uac00-\ud7a3]")
+
+
+def _extracted_msgids(tmp_path) -> set[str]:
+    """The msgids ``makemessages`` finds in the app today (run on a copy: the checkout's
+    catalogue is not touched)."""
+    app = tmp_path / "studyqueue"
+    shutil.copytree(ROOT / "studyqueue", app, ignore=shutil.ignore_patterns("__pycache__", "*.mo"))
+    subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "makemessages", "-l", "ko", "--no-location"],
+        cwd=app,
+        check=True,
+        capture_output=True,
+    )
+    extracted = polib.pofile(str(app / "locale" / "ko" / "LC_MESSAGES" / "django.po"))
+    return {entry.msgid for entry in extracted if not entry.obsolete}
+
+
+@pytest.mark.skipif(shutil.which("xgettext") is None, reason="needs GNU gettext (xgettext)")
+def test_every_marked_string_has_a_korean_translation(tmp_path):
+    shipped = polib.pofile(str(CATALOGUE / "django.po"))
+    translated = {e.msgid for e in shipped.translated_entries() if not e.obsolete}
+    missing = sorted(_extracted_msgids(tmp_path) - translated)
+    assert not missing, f"marked but not translated into Korean (run `make messages`): {missing}"
+    assert not shipped.fuzzy_entries(), "fuzzy entries are not shown: review and clear them"
+    assert not [e.msgid for e in shipped.obsolete_entries()], "obsolete entries: drop them"
+
+
+def test_the_translations_are_korean():
+    for entry in polib.pofile(str(CATALOGUE / "django.po")).translated_entries():
+        words = re.sub(
+            r"%\(\w+\)[sdr]|%[sd]|<[^>]+>|\{[^}]*\}|[A-Z_]{2,}\w*|--[\w-]+", "", entry.msgid
+        )
+        if re.search("[a-z]{3,}", words):
+            texts = list(entry.msgstr_plural.values()) if entry.msgid_plural else [entry.msgstr]
+            assert all(HANGUL.search(text) for text in texts), entry.msgid
+
+
+def test_the_compiled_catalogue_is_its_source():
+    source = {(e.msgctxt, e.msgid): e for e in polib.pofile(str(CATALOGUE / "django.po"))}
+    compiled = {(e.msgctxt, e.msgid): e for e in polib.mofile(str(CATALOGUE / "django.mo"))}
+    assert compiled.keys() - {(None, "")} == {k for k, e in source.items() if e.translated()}
+    for key, entry in compiled.items():
+        if key != (None, ""):
+            assert entry.msgstr == source[key].msgstr, key
+            assert entry.msgstr_plural == source[key].msgstr_plural, key
+
+
+# ---------------------------------------------------------------- pages asked for in Korean
+
+
+class _VisibleText(HTMLParser):
+    """The text a person reads: no scripts, styles or tag names; titles and placeholders
+    (tooltips) included; not the sidebar, which lists every installed app's models."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self._hiding: str | None = None  # the tag whose content is hidden, while inside it
+        self._depth = 0  # open tags of that name (they may nest)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self._hiding:
+            self._depth += tag == self._hiding
+            return
+        if tag in ("script", "style") or (tag == "nav" and ("id", "nav-sidebar") in attrs):
+            self._hiding, self._depth = tag, 1
+            return
+        for name, value in attrs:
+            if name in ("title", "placeholder", "aria-label") and value:
+                self.parts.append(value)
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._hiding and tag == self._hiding:
+            self._depth -= 1
+            if not self._depth:
+                self._hiding = None
+
+    def handle_data(self, data: str) -> None:
+        if not self._hiding:
+            self.parts.append(data)
+
+
+# What may stay in Latin letters on a Korean page: names, units and identifiers.
+ALLOWED = {
+    "LLM",
+    "URL",
+    "CSV",
+    "JSON",
+    "API",
+    "ID",
+    "ms",
+    "pid",
+    "studyqueue",
+    "Django",
+    "PostgreSQL",
+    "SQLite",
+    "make",
+    "run",
+    "manage",
+    "py",
+    "runconsumer",
+    "UTC",
+    "KST",
+    "Asia",
+    "Seoul",
+    "admin",
+    "ko",
+    "en",
+    "English",
+}
+
+
+def english_words(html: str, data: set[str]) -> list[str]:
+    """Latin-letter words on a page that are neither data nor allowed names."""
+    parser = _VisibleText()
+    parser.feed(html)
+    text = " ".join(parser.parts)
+    for value in sorted(data, key=len, reverse=True):
+        text = text.replace(value, " ")
+    codes = {*ErrorCode.values, *JobKind.values, *quality.FLAGS}  # identifiers, as stored
+    words = set(re.findall(r"[A-Za-z][A-Za-z_]+", text))
+    settings_names = {w for w in words if re.fullmatch(r"[A-Z]+(_[A-Z]+)+", w)}  # LLM_URL...
+    return sorted(words - ALLOWED - codes - settings_names)
+
+
+@pytest.fixture
+def korean(client: Client, admin_user) -> Iterator[Client]:
+    client.force_login(admin_user)
+    client.defaults["HTTP_ACCEPT_LANGUAGE"] = "ko"
+    yield client
+    # LocaleMiddleware leaves the request's language active on this thread.
+    translation.deactivate()
+
+
+@pytest.fixture
+def queue_data(admin_user) -> dict[str, object]:
+    now = timezone.now()
+    question = StudyQuestionFactory(
+        text="대한민국의 수도는?", choices=["서울", "부산"], answer="서울"
+    )
+    jobs = [
+        StudyQuestionJobFactory(
+            study_question=question,
+            status="completed",
+            completed_at=now,
+            started_at=now - timedelta(seconds=3),
+            llm_ms=2100,
+        ),
+        StudyQuestionJobFactory(
+            study_question=StudyQuestionFactory(text="1 더하기 1은?"),
+            status="failed",
+            completed_at=now,
+            error_code="llm_timeout",
+            error_message="타임아웃",
+        ),
+        StudyQuestionJobFactory(
+            study_question=StudyQuestionFactory(text="2 더하기 2는?"),
+            status="processing",
+            started_at=now,
+            heartbeat_at=now - timedelta(hours=1),
+        ),
+        StudyQuestionJobFactory(study_question=StudyQuestionFactory(text="3 더하기 3은?")),
+    ]
+    QueuePause.objects.create(kind="", reason="점검", paused_by=admin_user.get_username())
+    QueueConsumer.objects.create(
+        worker_id="host-1",
+        host="host",
+        pid=1,
+        started_at=now,
+        seen_at=now,
+        interval_seconds=60,
+        llm_url="http://127.0.0.1:8080",
+    )
+    return {
+        "jobs": jobs,
+        "data": {"host-1", "host", "http://127.0.0.1:8080", admin_user.get_username(), "admin"},
+    }
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("page", ["dashboard", "jobs", "job", "pauses"])
+def test_a_page_asked_for_in_korean_has_no_english(korean, queue_data, page):
+    jobs: list[StudyQuestionJob] = queue_data["jobs"]  # type: ignore[assignment]
+    url = {
+        "dashboard": DASHBOARD_URL,
+        "jobs": JOBS_URL,
+        "job": reverse("admin:studyqueue_studyquestionjob_change", args=[jobs[1].pk]),
+        "pauses": PAUSES_URL,
+    }[page]
+    response = korean.get(url)
+    assert response.status_code == 200
+    assert response.headers["Content-Language"] == "ko"
+    html = response.content.decode()
+    assert not english_words(html, queue_data["data"]), english_words(html, queue_data["data"])
+
+
+@pytest.mark.django_db
+def test_times_are_local_with_seconds(korean, settings):
+    settings.TIME_ZONE = "Asia/Seoul"
+    when = timezone.now().replace(microsecond=0)
+    job = StudyQuestionJobFactory(status="failed", completed_at=when, started_at=when)
+    html = korean.get(reverse("admin:studyqueue_studyquestionjob_change", args=[job.pk])).content
+    seoul = timezone.localtime(when, timezone.get_fixed_timezone(9 * 60))
+    assert seoul.strftime("%H:%M:%S").encode() in html
+    utc = when.astimezone(timezone.get_fixed_timezone(0)).strftime("%H:%M:%S")
+    assert utc.encode() not in html

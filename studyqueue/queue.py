@@ -749,3 +749,8 @@ def next_due_in(now: datetime | None = None) -> float | None:
 async def anext_due_in(now: datetime | None = None) -> float | None:
     """``next_due_in()`` through the async ORM."""
     return _due_in(await _run_afters().afirst(), now)
+
+
+def has_ready(now: datetime | None = None) -> bool:
+    """Whether a job is ready to claim now (what ``claim`` would take)."""
+    return _jobs().ready(now or timezone.now()).exists()

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from tests.helpers import ROOT
+from tests.llm_server import ANSWER
 
 pytestmark = [pytest.mark.slow]
 
@@ -90,5 +91,5 @@ def test_the_wheel_works_in_a_new_django_project(tmp_path, llm_server):
     manage("importquestions", str(questions), "--enqueue")
     assert "completed=1" in manage("runconsumer", "--drain")
     (row,) = [json.loads(line) for line in manage("exportexplanations").splitlines()]
-    assert (row["external_id"], row["explanation"]) == ("q1", "Because 2 + 2 equals 4.")
+    assert (row["external_id"], row["explanation"]) == ("q1", ANSWER)
     assert "admin ok" in manage("shell", "-c", ADMIN_SCRIPT)

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from studyqueue import queue
@@ -281,8 +282,11 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             )
         if result.conflicts:
             problems.append(
-                f"{len(result.conflicts)} job(s) refused: their question already has an active "
-                "job of the same kind"
+                gettext(
+                    "%(count)s job(s) refused: their question already has an active job of "
+                    "the same kind (refused → active: %(jobs)s)"
+                )
+                % {"count": len(result.conflicts), "jobs": queue.refusals(result.active_for)}
             )
         if problems:
             self.message_user(request, "; ".join(problems) + ".", messages.WARNING)

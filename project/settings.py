@@ -15,6 +15,16 @@ Environment variables:
                       CRITICAL (default: INFO)
     STUDYQUEUE_<NAME> any key of the STUDYQUEUE settings (see studyqueue/conf.py)
 
+HTTPS behind a proxy (Django's settings of the same names; all off by default):
+    SECURE_PROXY_SSL_HEADER         HTTP_X_FORWARDED_PROTO=https: the header the proxy sets
+    CSRF_TRUSTED_ORIGINS            comma-separated, e.g. https://queue.example.com
+    SECURE_SSL_REDIRECT             on: redirect http:// to https://
+    SECURE_HSTS_SECONDS             0..63072000 (default: 0, no HSTS header)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS  on/off (default: off)
+    SECURE_HSTS_PRELOAD             on/off (default: off)
+    SESSION_COOKIE_SECURE           on/off (default: SECURE_SSL_REDIRECT)
+    CSRF_COOKIE_SECURE              on/off (default: SECURE_SSL_REDIRECT)
+
 A value that does not parse or is out of range is an ImproperlyConfigured error naming the
 variable, raised while the settings load (manage.py prints it as one line).
 """
@@ -93,6 +103,37 @@ def _env_time_zone(name: str, default: str) -> str:
     return raw
 
 
+def _env_list(name: str, default: str = "") -> list[str]:
+    """A comma-separated list; blanks between commas are ignored."""
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def _proxy_ssl_header() -> tuple[str, str] | None:
+    """``SECURE_PROXY_SSL_HEADER`` as Django takes it, from ``HTTP_<HEADER>=<value>``."""
+    raw = os.environ.get("SECURE_PROXY_SSL_HEADER", "").strip()
+    if not raw:
+        return None
+    header, _, value = raw.partition("=")
+    header, value = header.strip().upper(), value.strip()
+    if not (header.startswith("HTTP_") and header[5:].replace("_", "").isalnum() and value):
+        raise ImproperlyConfigured(
+            "SECURE_PROXY_SSL_HEADER must look like HTTP_X_FORWARDED_PROTO=https "
+            f"(the request header as Django names it, then the value meaning HTTPS), got {raw!r}"
+        )
+    return header, value
+
+
+def _trusted_origins() -> list[str]:
+    origins = _env_list("CSRF_TRUSTED_ORIGINS")
+    for origin in origins:
+        if not origin.startswith(("https://", "http://")):
+            raise ImproperlyConfigured(
+                "CSRF_TRUSTED_ORIGINS must be comma-separated origins with their scheme, "
+                f"e.g. https://queue.example.com, got {origin!r}"
+            )
+    return origins
+
+
 DEBUG = _env_bool("DEBUG")
 STUDYQUEUE_ENV = os.environ.get("STUDYQUEUE_ENV", "local").strip().lower()
 if STUDYQUEUE_ENV not in {"local", "production"}:
@@ -104,11 +145,7 @@ if PRODUCTION and DEBUG:
     # DEBUG pages show settings, SQL and tracebacks to anyone who triggers an error.
     raise ImproperlyConfigured("DEBUG must be off in production (STUDYQUEUE_ENV=production)")
 
-ALLOWED_HOSTS = [
-    h.strip()
-    for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1").split(",")
-    if h.strip()
-]
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 # A local-only key: fine on a developer's machine, refused wherever others could reach
@@ -125,6 +162,19 @@ if SECRET_KEY == DEVELOPMENT_SECRET_KEY:
             "the built-in development SECRET_KEY serves only local hosts; set SECRET_KEY "
             "to serve ALLOWED_HOSTS beyond localhost"
         )
+
+# HTTPS: set where the site is served, so never by editing the checkout. Behind a proxy that
+# ends TLS, SECURE_SSL_REDIRECT needs SECURE_PROXY_SSL_HEADER, or every request looks like
+# http:// and redirects forever; hence nothing here is on by default.
+SECURE_PROXY_SSL_HEADER = _proxy_ssl_header()
+CSRF_TRUSTED_ORIGINS = _trusted_origins()
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT")
+SECURE_HSTS_SECONDS = _env_int("SECURE_HSTS_SECONDS", 0, 0, 2 * 365 * 86400)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS")
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD")
+# An HTTPS-only site wants cookies that never travel over http://.
+SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", SECURE_SSL_REDIRECT)
+CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", SECURE_SSL_REDIRECT)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

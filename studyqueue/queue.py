@@ -483,6 +483,16 @@ class RetryResult:
     wrong_state: list[int] = field(default_factory=list)  # pending, processing or completed
     conflicts: list[int] = field(default_factory=list)  # another active job has the pair
     missing: list[int] = field(default_factory=list)
+    # For each conflict, the active job of its pair (None: it ended meanwhile), so that a
+    # refusal can name the job that stands in the way.
+    active_for: dict[int, int | None] = field(default_factory=dict)
+
+
+def refusals(active_for: dict[int, int | None], limit: int = 10) -> str:
+    """Refused jobs and the active job each would have doubled, ``12 → 40, 13 → 41``; at
+    most ``limit`` pairs, then ``…``."""
+    pairs = [f"{pk} → {active or '-'}" for pk, active in sorted(active_for.items())]
+    return ", ".join(pairs[:limit]) + (", …" if len(pairs) > limit else "")
 
 
 def _retry_values() -> dict[str, Any]:
@@ -563,6 +573,15 @@ def _retry_batch(db: str, chunk: list[int], result: RetryResult) -> None:
     result.retried += chosen
     result.wrong_state += wrong
     result.conflicts += sorted(conflicts)
+    if conflicts:
+        pairs = {pk: (question, kind) for pk, question, kind in eligible}
+        active = {
+            (question, kind): pk
+            for question, kind, pk in jobs.active()
+            .filter(study_question_id__in={pairs[pk][0] for pk in conflicts})
+            .values_list("study_question_id", "kind", "pk")
+        }
+        result.active_for.update({pk: active.get(pairs[pk]) for pk in conflicts})
     _log_set("retried", chosen)
     _log_set("retry_refused", wrong, logging.WARNING, reason="wrong_state")
     _log_set("retry_refused", conflicts, logging.WARNING, reason="active_job_exists")
@@ -749,3 +768,8 @@ def next_due_in(now: datetime | None = None) -> float | None:
 async def anext_due_in(now: datetime | None = None) -> float | None:
     """``next_due_in()`` through the async ORM."""
     return _due_in(await _run_afters().afirst(), now)
+
+
+def has_ready(now: datetime | None = None) -> bool:
+    """Whether a job is ready to claim now (what ``claim`` would take)."""
+    return _jobs().ready(now or timezone.now()).exists()

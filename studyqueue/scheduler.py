@@ -8,8 +8,9 @@ id>/``: the admin lists each consumer's jobs and executions, and no process runs
 
 A cycle that stops with work left (budget spent, jobs due soon, a wake-up from
 PostgreSQL's LISTEN/NOTIFY during the cycle) reschedules the next cycle early, so a
-backlog drains at the LLM's speed and an idle consumer wakes within moments of an enqueue;
-but never before the circuit breaker's pause ends (nothing could be claimed).
+backlog drains at the LLM's speed and an idle consumer wakes within moments of an enqueue
+(on SQLite within a second: ``poll``); but never before the circuit breaker's pause ends
+(nothing could be claimed).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from django_apscheduler.jobstores import DjangoJobStore
 from django_apscheduler.models import DjangoJob, DjangoJobExecution
 from django_apscheduler.util import close_old_connections
 
-from studyqueue import notify, queue
+from studyqueue import notify, poll, queue
 from studyqueue.conf import conf
 from studyqueue.consumer import Consumer, CycleResult
 
@@ -232,15 +233,20 @@ class ScheduledConsumer:
         elif message.kind is notify.Kind.PAUSE:
             self.consumer.hand_back_paused_soon(message.job_kind)
 
+    def idle(self) -> bool:
+        """No cycle is running (thread-safe)."""
+        with self._lock:
+            return not self._cycle_running
+
     def listen_for_jobs(self) -> threading.Thread | None:
         """On PostgreSQL, the LISTEN thread (``notify.start_listener``): enqueues wake the
-        consumer, skips cancel its calls, pauses hand back its waiting jobs.
+        consumer, skips cancel its calls, pauses hand back its waiting jobs. Elsewhere
+        (SQLite), the poll thread (``poll.start_poller``): a ready job wakes an idle
+        consumer within a second.
 
         The interval poll stays as the fallback: a lost notification only costs latency.
         """
+        consumer = self.consumer
         return notify.start_listener(
-            self.consumer.database,
-            self.on_message,
-            stopping=self.consumer.stopping,
-            wait=self.consumer.wait,
-        )
+            consumer.database, self.on_message, stopping=consumer.stopping, wait=consumer.wait
+        ) or poll.start_poller(consumer.database, self.wake, idle=self.idle, wait=consumer.wait)

@@ -44,6 +44,9 @@ from typing import Any
 
 QUESTION_RE = re.compile(r"Question:\n(.*?)(?:\n|\Z)", re.S)  # the question may end the message
 FAULT_RE = re.compile(r"FAULT:([a-z0-9]+)")
+# The default reply: long enough (QUALITY_MIN_CHARS is 40) that a first explanation on the
+# README's path is not flagged too_short.
+ANSWER = "Because 2 + 2 equals 4: two things and two more make four."
 
 
 class LLMServer:
@@ -57,7 +60,7 @@ class LLMServer:
         self.retry_after = "1"
         self.slow_seconds = 30.0
         self.model_id = "test-model"
-        self.answer = "Because 2 + 2 equals 4."
+        self.answer = ANSWER
         # The usage it reports; ``cached_tokens`` None: no ``prompt_tokens_details`` at all.
         self.prompt_tokens = 42
         self.completion_tokens = 7

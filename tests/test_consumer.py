@@ -16,7 +16,7 @@ from studyqueue.retry import MAX_FREE_RELEASES
 from studyqueue.workers import registry
 from tests.factories import StudyQuestionFactory
 from tests.helpers import wait_for
-from tests.llm_server import LLMServer
+from tests.llm_server import ANSWER, LLMServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -50,7 +50,8 @@ def test_a_cycle_writes_the_explanation_and_completes_the_job(consumer, llm_serv
     assert (reply.model, reply.prompt_tokens, reply.completion_tokens) == ("default_model", 42, 7)
     assert job.llm_ms is not None
     question = StudyQuestion.objects.get()
-    assert question.explanation == "Because 2 + 2 equals 4."
+    assert question.explanation == ANSWER
+    assert question.explanation_flags == [], "the test server's reply is a good one"
     assert question.current_revision == reply and not reply.truncated
     assert llm_server.stats()["per_question"] == {"What is 2 + 2?": 1}
 

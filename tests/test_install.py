@@ -1,33 +1,36 @@
-"""The built wheel in a project made with ``django-admin startproject``: migrate, check, one
-explanation against the test LLM server, the admin pages and the health endpoint."""
+"""The built wheel in a project made with ``django-admin startproject``, set up by following
+the README's "Using studyqueue in your own Django project" literally: its code blocks are
+appended as they stand. ``serve`` first names what a bare project lacks in one line; then it
+runs the admin (styled: gunicorn serves its CSS through WhiteNoise) and the consumer, which
+explains a question against the test LLM server."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import urllib.request
+from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, wait_for
+from tests.helpers.processes import finish
+from tests.llm_server import ANSWER
 
 pytestmark = [pytest.mark.slow]
 
-SETTINGS_TAIL = """
-INSTALLED_APPS += ["django_apscheduler", "studyqueue"]
-STUDYQUEUE = {{"LLM_URL": "{url}", "INTERVAL_SECONDS": 60}}
-"""
-URLS_TAIL = """
-from django.urls import include
-urlpatterns += [path("studyqueue/", include("studyqueue.urls"))]
-"""
+SECTION = "## Using studyqueue in your own Django project"
+README_LLM_URL = "http://127.0.0.1:8080/v1"
+OPERATOR = {"DJANGO_SUPERUSER_USERNAME": "op", "DJANGO_SUPERUSER_PASSWORD": "pw"}
 ADMIN_SCRIPT = """
 from django.contrib.auth.models import User
 from django.test import Client
 from django.test.utils import setup_test_environment
 setup_test_environment()
-User.objects.create_superuser("op", "op@example.com", "pw")
 client = Client()
 client.force_login(User.objects.get(username="op"))
 for url in ("/admin/", "/admin/studyqueue/studyquestionjob/", "/admin/studyqueue/studyquestion/",
@@ -38,7 +41,64 @@ print("admin ok")
 """
 
 
-def test_the_wheel_works_in_a_new_django_project(tmp_path, llm_server):
+def readme_blocks() -> dict[str, str]:
+    """The section's Python code blocks, by the file their first line names."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index(SECTION) :]
+    section = section[: section.index("\n## ", len(SECTION))]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    return {block.splitlines()[0].removeprefix("# "): block for block in blocks}
+
+
+class Project:
+    """A ``startproject`` project using the installed wheel (``PYTHONPATH`` first)."""
+
+    def __init__(self, path: Path, site: Path) -> None:
+        self.path = path
+        path.mkdir()
+        subprocess.run(
+            [sys.executable, "-m", "django", "startproject", "mysite", str(path)],
+            check=True,
+            timeout=60,
+        )
+        self.settings = path / "mysite" / "settings.py"
+        self.urls = path / "mysite" / "urls.py"
+        self.pristine = {f: f.read_text() for f in (self.settings, self.urls)}
+        self.env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(("DJANGO_", "DATABASE_URL", "STUDYQUEUE_"))
+        }
+        self.env.update(PYTHONPATH=str(site), DJANGO_SETTINGS_MODULE="mysite.settings")
+
+    def append(self, file: Path, text: str) -> None:
+        """The file as startproject wrote it, then ``text``."""
+        file.write_text(f"{self.pristine[file]}\n{text}")
+
+    def run(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=self.path,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def manage(self, *args: str) -> str:
+        result = self.run(*args)
+        assert result.returncode == 0, f"{args}: {result.stderr[-2000:]}"
+        return result.stdout
+
+
+def get(url: str) -> tuple[int, str, str]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.headers["Content-Type"], response.read().decode()
+
+
+def test_the_readme_steps_make_the_wheel_work_in_a_new_django_project(
+    tmp_path, llm_server, free_port
+):
     python = sys.executable
     subprocess.run(
         [python, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "wheel"), ROOT],
@@ -52,43 +112,60 @@ def test_the_wheel_works_in_a_new_django_project(tmp_path, llm_server):
         check=True,
         timeout=300,
     )
-    project = tmp_path / "mysite"
-    project.mkdir()
-    subprocess.run(
-        [python, "-m", "django", "startproject", "mysite", str(project)], check=True, timeout=60
-    )
-    with (project / "mysite" / "settings.py").open("a") as settings:
-        settings.write(SETTINGS_TAIL.format(url=llm_server.url))
-    with (project / "mysite" / "urls.py").open("a") as urls:
-        urls.write(URLS_TAIL)
-    # The installed wheel, not this checkout, must provide the app: PYTHONPATH comes first.
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("DJANGO_", "DATABASE_URL", "STUDYQUEUE_"))
-    }
-    env.update(PYTHONPATH=str(site), DJANGO_SETTINGS_MODULE="mysite.settings")
+    project = Project(tmp_path / "mysite", site)
+    blocks = readme_blocks()
+    assert set(blocks) == {"settings.py", "urls.py"}, blocks
 
-    def manage(*args: str) -> str:
-        result = subprocess.run(
-            [python, "manage.py", *args],
-            cwd=project,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert result.returncode == 0, f"{args}: {result.stderr[-2000:]}"
-        return result.stdout
+    # The apps alone: serve says in one line what else it needs, and starts nothing.
+    project.append(project.settings, blocks["settings.py"].splitlines()[1])
+    bare = project.run("serve", "--bind", f"127.0.0.1:{free_port}")
+    assert bare.returncode != 0
+    (line,) = bare.stderr.strip().splitlines()
+    assert line.startswith("CommandError: serve needs in your settings: STATIC_ROOT"), line
+    for named in ("WhiteNoiseMiddleware", "transaction_mode", "journal_mode=WAL"):
+        assert named in line
 
-    where = manage("shell", "-c", "import studyqueue; print(studyqueue.__file__)")
+    # Every step of the README section, as written there.
+    url = llm_server.url
+    project.append(project.settings, blocks["settings.py"].replace(README_LLM_URL, url))
+    project.append(project.urls, blocks["urls.py"])
+    where = project.manage("shell", "-c", "import studyqueue; print(studyqueue.__file__)")
     assert where.strip().splitlines()[-1].startswith(str(site)), where
-    manage("migrate", "--noinput", "-v", "0")
-    manage("check")
-    questions = tmp_path / "q.jsonl"
-    questions.write_text(json.dumps({"text": "What is 2 + 2?", "external_id": "q1"}) + "\n")
-    manage("importquestions", str(questions), "--enqueue")
-    assert "completed=1" in manage("runconsumer", "--drain")
-    (row,) = [json.loads(line) for line in manage("exportexplanations").splitlines()]
-    assert (row["external_id"], row["explanation"]) == ("q1", "Because 2 + 2 equals 4.")
-    assert "admin ok" in manage("shell", "-c", ADMIN_SCRIPT)
+    project.manage("migrate", "--noinput", "-v", "0")
+    project.manage("check")
+    out, err = tmp_path / "serve.out", tmp_path / "serve.err"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        serve = subprocess.Popen(
+            [python, "manage.py", "serve", "--bind", f"127.0.0.1:{free_port}"],
+            cwd=project.path,
+            env={**project.env, **OPERATOR},
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        wait_for(lambda: "Consumer " in out.read_text(), timeout=60, what="serve to start")
+        questions = tmp_path / "q.jsonl"
+        questions.write_text(json.dumps({"text": "What is 2 + 2?", "external_id": "q1"}) + "\n")
+        project.manage("importquestions", str(questions), "--enqueue")
+        rows = wait_for(
+            lambda: [json.loads(r) for r in project.manage("exportexplanations").splitlines()],
+            timeout=30,
+            what="the running consumer's explanation",
+        )
+        assert [(row["external_id"], row["explanation"]) for row in rows] == [("q1", ANSWER)]
+
+        site_url = f"http://127.0.0.1:{free_port}"
+        status, _, login = get(f"{site_url}/admin/login/")
+        assert status == 200
+        (css,) = re.findall(r'href="(/static/admin/css/base\.css)"', login)
+        status, content_type, body = get(f"{site_url}{css}")
+        assert (status, content_type.split(";")[0]) == (200, "text/css")
+        assert "body" in body, "the admin's stylesheet"
+        assert "admin ok" in project.manage("shell", "-c", ADMIN_SCRIPT)
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        finish(serve)
+    assert serve.returncode == 0, err.read_text()[-2000:]
+    log = err.read_text()
+    assert "study_job_completed" in log, "the README's LOGGING shows the consumer's lines"
+    assert "database is locked" not in log and "Traceback" not in log, log[-2000:]

@@ -307,6 +307,7 @@ def test_retry_refuses_wrong_states_missing_and_conflicts():
     assert result.retried == []
     assert result.wrong_state == sorted([pending.pk, processing.pk, completed.pk])
     assert result.conflicts == [old_failed.pk]
+    assert result.active_for == {old_failed.pk: pending.pk}  # the job in the way, by name
     assert result.missing == [424242]
     old_failed.refresh_from_db()
     assert old_failed.status == "failed"
@@ -319,7 +320,14 @@ def test_retry_of_two_failed_jobs_for_one_pair_makes_one_active():
     b = StudyQuestionJobFactory(status="failed", study_question=question)
     result = queue.retry([a.pk, b.pk])
     assert result.retried == [a.pk] and result.conflicts == [b.pk]
+    assert result.active_for == {b.pk: a.pk}
     assert StudyQuestionJob.objects.active().count() == 1
+
+
+def test_refusals_name_each_refused_job_and_the_active_one_bounded():
+    assert queue.refusals({13: 41, 12: 40}) == "12 → 40, 13 → 41"
+    assert queue.refusals({12: None}) == "12 → -"
+    assert queue.refusals({n: n + 100 for n in range(1, 5)}, limit=2) == "1 → 101, 2 → 102, …"
 
 
 def test_operator_skip_pending_and_processing_fences_the_worker():

@@ -128,3 +128,20 @@ def test_the_readme_names_paths():
 @pytest.mark.parametrize("path", _paths())
 def test_every_path_the_readme_names_exists(path):
     assert _exists(path), f"the README names {path} (line {line_of(path)}), which does not exist"
+
+
+def test_every_admin_action_is_named_as_the_action_menu_shows_it():
+    """A reader looks for the README's action name in the admin's action menu."""
+    from django.apps import apps
+    from django.contrib import admin
+
+    missing = []
+    for model in apps.get_app_config("studyqueue").get_models():
+        if not admin.site.is_registered(model):
+            continue
+        model_admin = admin.site.get_model_admin(model)
+        for name in model_admin.actions or ():
+            label = str(getattr(model_admin, name).short_description)
+            if label not in README:
+                missing.append(f"{model.__name__}: {label!r}")
+    assert not missing, f"admin actions the README does not name as shown: {', '.join(missing)}"

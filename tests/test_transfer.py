@@ -14,6 +14,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
+from tests.llm_server import ANSWER
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -209,7 +210,7 @@ def test_from_a_csv_of_questions_to_a_csv_of_explanations_in_three_commands(tmp_
     explanations = tmp_path / "explanations.csv"
     run("exportexplanations", "--format", "csv", "--output", str(explanations))
     (row,) = csv.DictReader(explanations.open())
-    assert (row["external_id"], row["explanation"]) == ("q1", "Because 2 + 2 equals 4.")
+    assert (row["external_id"], row["explanation"]) == ("q1", ANSWER)
 
 
 # Hostile files (issue 16): a stray quote, huge fields, deep nesting, odd Unicode, control

@@ -292,10 +292,10 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
         if result.conflicts:
             problems.append(
                 gettext(
-                    "%(count)d job(s) refused: their question already has an active job of "
-                    "the same kind"
+                    "%(count)s job(s) refused: their question already has an active job of "
+                    "the same kind (refused → active: %(jobs)s)"
                 )
-                % {"count": len(result.conflicts)}
+                % {"count": len(result.conflicts), "jobs": queue.refusals(result.active_for)}
             )
         if problems:
             self.message_user(request, "; ".join(problems) + ".", messages.WARNING)

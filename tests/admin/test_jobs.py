@@ -134,12 +134,13 @@ def test_retry_action_on_every_status(admin_client, admin_user):
 
 def test_retry_refuses_a_second_active_job(admin_client):
     question = StudyQuestionFactory()
-    StudyQuestionJobFactory(study_question=question, status="pending")
+    active = StudyQuestionJobFactory(study_question=question, status="pending")
     failed = StudyQuestionJobFactory(study_question=question, status="failed")
     messages = act(admin_client, "retry_jobs", [failed])
     assert messages == [
         "Retried 0 job(s).",
-        "1 job(s) refused: their question already has an active job of the same kind.",
+        "1 job(s) refused: their question already has an active job of the same kind "
+        f"(refused → active: {failed.pk} → {active.pk}).",
     ]
     assert StudyQuestionJob.objects.get(pk=failed.pk).status == "failed"
 

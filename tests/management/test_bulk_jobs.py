@@ -45,6 +45,15 @@ def test_retryjobs_retries_the_picked_failed_jobs_in_batches(monkeypatch):
     )
 
 
+def test_retryjobs_names_each_refused_job_and_the_active_one_in_its_way():
+    active = StudyQuestionJobFactory(status="pending")
+    failed = StudyQuestionJobFactory(status="failed", study_question=active.study_question)
+    assert run("retryjobs") == (
+        "Retried 0 job(s); 1 refused: their question already has an active job of the same "
+        f"kind (refused → active: {failed.pk} → {active.pk})."
+    )
+
+
 def test_skipjobs_skips_pending_jobs_of_a_kind():
     pending = [StudyQuestionJobFactory() for _ in range(3)]
     summary = StudyQuestionJobFactory(kind="session_summary")

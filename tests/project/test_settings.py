@@ -13,6 +13,20 @@ from django.core.exceptions import ImproperlyConfigured
 from project.settings import _database_config
 
 PG_URL = "postgres://postgres@127.0.0.1:5432/studyqueue"
+# A production deployment behind a proxy that ends TLS, as deploy/env.example has it.
+PRODUCTION = {
+    "STUDYQUEUE_ENV": "production",
+    "SECRET_KEY": "k3J9-pQ2zX7wL0vB5nM8rT4yU6iO1aS2dF3gH4jK5lZ6xC7vB8nM9",
+    "ALLOWED_HOSTS": "queue.example.com",
+}
+HTTPS = {
+    "SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO=https",
+    "CSRF_TRUSTED_ORIGINS": "https://queue.example.com",
+    "SECURE_SSL_REDIRECT": "on",
+    "SECURE_HSTS_SECONDS": "31536000",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS": "on",
+    "SECURE_HSTS_PRELOAD": "on",
+}
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -41,12 +55,17 @@ def test_a_bad_flag_is_a_clear_error(monkeypatch):
         _env_bool("DEBUG")
 
 
-def _check(**env: str) -> subprocess.CompletedProcess:
-    """``manage.py check`` in a fresh process with these environment variables."""
-    environ = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG"}}
+def _check(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """``manage.py check *args`` in a fresh process with these environment variables (and
+    none of the project's own from the caller's environment)."""
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"SECRET_KEY", "DEBUG", "ALLOWED_HOSTS", *HTTPS} and not k.startswith("DJANGO")
+    }
     environ.update({"DATABASE_URL": "", **env})
     return subprocess.run(
-        [sys.executable, "manage.py", "check"],
+        [sys.executable, "manage.py", "check", *args],
         cwd=ROOT,
         env=environ,
         capture_output=True,
@@ -126,3 +145,54 @@ def test_language_and_time_zone_come_from_the_environment():
         timeout=60,
     )
     assert result.stdout.split()[-2:] == ["ko", "Asia/Seoul"], result.stderr
+
+
+def test_production_with_https_from_the_environment_passes_check_deploy():
+    result = _check("--deploy", "--fail-level", "WARNING", **PRODUCTION, **HTTPS)
+    assert result.returncode == 0, result.stderr
+    assert "System check identified no issues" in result.stdout
+    assert not result.stderr
+
+
+def test_without_them_check_deploy_names_each_https_setting():
+    result = _check("--deploy", **PRODUCTION)
+    assert result.returncode == 0, result.stderr  # warnings only
+    for check in ("W004", "W008", "W012", "W016"):  # HSTS, redirect, both cookies
+        assert f"security.{check}" in result.stderr
+
+
+def test_the_cookies_follow_the_redirect_unless_set(monkeypatch):
+    import importlib
+
+    import project.settings
+
+    for name in HTTPS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SECURE_SSL_REDIRECT", "on")
+    monkeypatch.setenv("CSRF_COOKIE_SECURE", "off")
+    monkeypatch.setenv("SECURE_PROXY_SSL_HEADER", "http_x_forwarded_proto = https")
+    try:
+        reloaded = importlib.reload(project.settings)
+        assert reloaded.SESSION_COOKIE_SECURE is True
+        assert reloaded.CSRF_COOKIE_SECURE is False
+        assert reloaded.SECURE_PROXY_SSL_HEADER == ("HTTP_X_FORWARDED_PROTO", "https")
+    finally:
+        monkeypatch.undo()
+        importlib.reload(project.settings)
+
+
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        ({"SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto: https"}, "SECURE_PROXY_SSL_HEADER must"),
+        ({"SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO="}, "SECURE_PROXY_SSL_HEADER must"),
+        ({"CSRF_TRUSTED_ORIGINS": "queue.example.com"}, "CSRF_TRUSTED_ORIGINS must"),
+        ({"SECURE_HSTS_SECONDS": "a year"}, "SECURE_HSTS_SECONDS must be a whole number"),
+        ({"SECURE_SSL_REDIRECT": "sure"}, "SECURE_SSL_REDIRECT must be on or off"),
+    ],
+)
+def test_a_malformed_https_variable_is_one_clear_line(env, message):
+    result = _check(**env)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr

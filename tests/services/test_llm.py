@@ -16,6 +16,7 @@ from studyqueue.services.llm_reply import (
     decode_rate,
     parse_retry_after,
 )
+from tests.llm_server import ANSWER
 
 MESSAGES = [{"role": "user", "content": "Question:\nWhat is 2 + 2?\n"}]
 
@@ -38,7 +39,7 @@ def chat_error(url: str, **kwargs) -> LLMError:
 def test_reply_is_parsed_with_usage(server, ignore_stream):
     server.configure(ignore_stream=ignore_stream)
     reply = chat(server.url, model="m1")
-    assert reply.content == "Because 2 + 2 equals 4."
+    assert reply.content == ANSWER
     assert (reply.model, reply.finish_reason, reply.truncated) == ("m1", "stop", False)
     assert (reply.prompt_tokens, reply.completion_tokens) == (42, 7)
     assert reply.elapsed_ms >= 0
@@ -271,7 +272,7 @@ def test_url_credentials_travel_as_basic_auth_and_never_into_a_log(server, caplo
     """httpx logs each request's URL (INFO): it never gets the one with credentials."""
     caplog.set_level(logging.DEBUG)
     reply = chat(server.url.replace("://", "://llmuser:pa55%40word@"))
-    assert reply.content == "Because 2 + 2 equals 4."
+    assert reply.content == ANSWER
     assert server.last_authorization == "Basic " + base64.b64encode(b"llmuser:pa55@word").decode()
     assert "HTTP Request: POST http://127.0.0.1:" in caplog.text  # the line is there, clean
     for secret in ("pa55", "llmuser", base64.b64encode(b"llmuser:pa55@word").decode()):

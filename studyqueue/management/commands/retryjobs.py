@@ -19,12 +19,22 @@ class Command(JobSetCommand):
         return gettext("Would retry up to %(count)s job(s).") % {"count": count}
 
     def act(self, batches: Iterator[list[int]]) -> str:
-        retried = conflicts = 0
+        retried = 0
+        active_for: dict[int, int | None] = {}
         for batch in batches:
             result = queue.retry(batch)
             retried += len(result.retried)
-            conflicts += len(result.conflicts)
+            active_for.update(result.active_for)
+        if not active_for:
+            return gettext(
+                "Retried %(retried)s job(s); %(conflicts)s refused: their question already has "
+                "an active job of the same kind."
+            ) % {"retried": retried, "conflicts": 0}
         return gettext(
             "Retried %(retried)s job(s); %(conflicts)s refused: their question already has "
-            "an active job of the same kind."
-        ) % {"retried": retried, "conflicts": conflicts}
+            "an active job of the same kind (refused → active: %(jobs)s)."
+        ) % {
+            "retried": retried,
+            "conflicts": len(active_for),
+            "jobs": queue.refusals(active_for),
+        }

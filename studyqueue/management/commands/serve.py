@@ -24,7 +24,7 @@ from django.db import models
 from django.utils.translation import gettext as _
 
 from studyqueue.consumer import Consumer
-from studyqueue.management.commands import _web
+from studyqueue.management.commands import _serve_needs, _web
 from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.scheduler import ScheduledConsumer
@@ -126,6 +126,15 @@ class Command(BaseCommand):
                     "bind to 127.0.0.1"
                 )
                 % {"bind": bind}
+            )
+        gaps = _serve_needs.missing()
+        if gaps:
+            raise CommandError(
+                _(
+                    'serve needs in your settings: %(gaps)s (README: "Using studyqueue in '
+                    'your own Django project")'
+                )
+                % {"gaps": "; ".join(gaps)}
             )
         # Before the signal handlers: Ctrl-C at the account prompt cancels as usual.
         call_command("collectstatic", interactive=False, verbosity=0)

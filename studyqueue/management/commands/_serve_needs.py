@@ -1,0 +1,41 @@
+"""What ``serve`` needs from a project's settings, checked before anything starts.
+
+A fresh ``startproject`` lacks all of it, and each gap showed up late and obscurely: a
+traceback from collectstatic (no ``STATIC_ROOT``), an unstyled admin (gunicorn serves no
+static files without WhiteNoise), "database is locked" in the log (SQLite's deferred
+transactions and rollback journal). ``missing()`` names each gap in a few words, so that
+``serve`` can refuse to start with one line; the README's "Using studyqueue in your own
+Django project" lists the settings that fill them.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import connections
+from django.utils.translation import gettext as _
+
+from studyqueue import queue
+
+WHITENOISE = "whitenoise.middleware.WhiteNoiseMiddleware"
+
+
+def missing() -> list[str]:
+    """The settings ``serve`` needs and the project lacks, each in a few words."""
+    gaps = []
+    if not getattr(settings, "STATIC_ROOT", None):
+        gaps.append(_("STATIC_ROOT (where collectstatic puts the admin's CSS)"))
+    if WHITENOISE not in settings.MIDDLEWARE:
+        gaps.append(
+            _("%(middleware)s in MIDDLEWARE (the admin's CSS)") % {"middleware": WHITENOISE}
+        )
+    connection = connections[queue.database()]
+    if connection.vendor == "sqlite":
+        if connection.settings_dict.get("OPTIONS", {}).get("transaction_mode") != "IMMEDIATE":
+            gaps.append(_('SQLite OPTIONS "transaction_mode": "IMMEDIATE"'))
+        with connection.cursor() as cursor:
+            # The journal mode is kept in the database file: ask the file, not the settings.
+            cursor.execute("PRAGMA journal_mode")
+            (mode,) = cursor.fetchone()
+        if mode.lower() != "wal":
+            gaps.append(_('SQLite OPTIONS "init_command": "PRAGMA journal_mode=WAL"'))
+    return gaps

@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-STATED_MAX = 200  # characters of the statement kept (``ExplanationRevision.stated_answer``)
-
 
 class Verdict(StrEnum):
     """How the stated answer relates to the key."""
@@ -242,8 +240,7 @@ def _statements(reply: str) -> list[_Statement]:
 
 
 def _shown(text: str) -> str:
-    text = " ".join(text.split()).strip(_EDGE)
-    return text if len(text) <= STATED_MAX else text[: STATED_MAX - 1] + "…"
+    return " ".join(text.split()).strip(_EDGE)
 
 
 def read(reply: str, choices: Sequence[str]) -> tuple[str, _Resolved]:

@@ -431,6 +431,17 @@ class ExplanationRevision(models.Model):
         help_text="As the server said it (stop, length…).",
     )
     flags = models.JSONField(default=list, blank=True)
+    stated_answer = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",  # rows written before 0012, or by raw SQL: none read
+        verbose_name=_("stated answer"),
+        help_text=_(
+            "The answer the reply states, as written (blank: none could be read, or it was "
+            "written before answers were read)."
+        ),
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -107,6 +107,11 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
         """The current explanation carries a quality flag."""
         return self.explained().exclude(explanation_flags=[])
 
+    def flagged(self, flag: str) -> QuestionQuerySet:
+        """The current explanation carries ``flag``. Matched in the list's JSON text, quotes
+        included (no flag's name is inside another's): JSON ``contains`` is PostgreSQL-only."""
+        return self.needs_review().filter(explanation_flags__icontains=f'"{flag}"')
+
 
 class StudyQuestion(models.Model):
     """A question a learner studies; its explanation is written by the LLM."""

@@ -33,6 +33,14 @@ class Agreement:
     verdict: Verdict
 
 
+# Only the reply's end is read: the answer line closes it, and a reply may be megabytes
+# (LLM_MAX_REPLY_BYTES) of which every "정답" would be a statement to resolve. A statement
+# is at most a line's first characters; an answer named before a label, its last words.
+TAIL_CHARS = 8000
+LAST_STATEMENTS = 64  # resolved from the end; more in 8,000 characters is no explanation
+STATEMENT_CHARS = 300
+BEFORE_CHARS = 120
+
 # What a statement resolves to: a choice (1-based), something that is no choice, two
 # answers at once, or nothing recognisable (a sentence that only uses the word "answer").
 _JUNK, _OTHER, _AMBIGUOUS = "junk", "other", "ambiguous"
@@ -227,13 +235,14 @@ def _statements(reply: str) -> list[_Statement]:
         for match in label.finditer(reply):
             start = reply.rfind("\n", 0, match.start()) + 1
             end = reply.find("\n", match.end())
-            text = reply[match.end() : None if end < 0 else end]
-            line = not reply[start : match.start()].strip(_LINE_START)
+            text = reply[match.end() : min(match.end() + STATEMENT_CHARS, len(reply))]
+            text = text if end < 0 else text[: end - match.end()]
+            line = match.start() - start < 8 and not reply[start : match.start()].strip(_LINE_START)
             found.append(_Statement(match.start(), text, line))
     for label in (_EN_AFTER, _KO_AFTER):
         for match in label.finditer(reply):
             start = reply.rfind("\n", 0, match.start()) + 1
-            before = reply[start : match.start()]
+            before = reply[max(start, match.start() - BEFORE_CHARS) : match.start()]
             clause = _CLAUSE_START.match(before)
             found.append(_Statement(match.start(), before[clause.end() :] if clause else before))
     return sorted(found, key=lambda statement: statement.at)
@@ -244,9 +253,10 @@ def _shown(text: str) -> str:
 
 
 def read(reply: str, choices: Sequence[str]) -> tuple[str, _Resolved]:
-    """The last statement that names something, as written, and what it names; ``("",
-    "junk")`` when the reply states nothing the parser can read."""
-    for statement in reversed(_statements(_markdown_off(reply))):
+    """The last statement that names something (in the reply's last ``TAIL_CHARS``), as
+    written, and what it names; ``("", "junk")`` when it states nothing the parser reads."""
+    statements = _statements(_markdown_off(reply[-TAIL_CHARS:]))[-LAST_STATEMENTS:]
+    for statement in reversed(statements):
         resolved = resolve(statement.text, choices)
         if resolved == _JUNK and statement.line and _said(statement.text):
             resolved = _OTHER  # "Answer: Tokyo": an answer that is none of the choices

@@ -131,9 +131,28 @@ def test_the_table_is_large_and_bilingual():
     assert len(CASES) >= 60 and len(korean) >= 20
 
 
-def test_the_statement_is_its_line_as_written():
+def test_the_statement_is_its_line_as_written_up_to_a_bound():
     found = answers.compare("Answer: 2 " + "because " * 100, CAPITALS, "Seoul")
-    assert found.verdict == AGREES and found.stated == "2" + " because" * 100
+    assert found.verdict == AGREES and found.stated.startswith("2 because because")
+    assert len(found.stated) <= answers.STATEMENT_CHARS
+
+
+@pytest.mark.parametrize(
+    "noise",
+    ["정답 " * 350_000, "the answer is x " * 70_000, "정답: 다음과 같습니다\n" * 80_000],
+    ids=["korean-labels", "english-labels", "label-lines"],
+)
+def test_a_megabyte_of_labels_is_read_from_its_end(noise):
+    """A hostile reply (up to LLM_MAX_REPLY_BYTES) full of labels: only its end is read."""
+    assert len(noise) > 1_000_000
+    assert answers.compare(noise + "\n정답: ②", CITIES, "서울").verdict == AGREES
+    assert answers.compare(noise, CITIES, "서울").verdict != AGREES
+
+
+def test_an_answer_stated_only_far_before_the_end_is_not_read():
+    reply = "정답: ②\n" + "서울은 조선 시대부터 수도였습니다. " * 500
+    assert len(reply) > answers.TAIL_CHARS
+    assert answers.compare(reply, CITIES, "서울").verdict == UNREAD
 
 
 @pytest.mark.parametrize(

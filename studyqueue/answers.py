@@ -188,15 +188,21 @@ def _marker(match: re.Match[str], choices: Sequence[str]) -> _Resolved:
     return number if 1 <= number <= count else _OTHER
 
 
-def resolve(statement: str, choices: Sequence[str]) -> _Resolved:
-    """What a statement names: a choice number (1-based), ``"other"`` (an answer that is no
-    choice), ``"ambiguous"`` (two answers at once) or ``"junk"`` (nothing recognisable)."""
+def _answer_part(statement: str) -> str:
+    """The part of a statement that names the answer: after "not … but", "…이 아니라";
+    "" when it only says what the answer is not ("not 1")."""
     said = _FILLER.sub("", statement.strip(_EDGE))
     turned = _EN_TURN.sub("", said)
     if turned == said and _EN_NOT.match(said):
-        return _JUNK  # "the answer is not 1": says what it is not
+        return ""
     parts = _KO_TURN.split(turned)
-    said = _FILLER.sub("", parts[-1].strip(_EDGE)) if len(parts) > 1 else turned
+    return _FILLER.sub("", parts[-1].strip(_EDGE)) if len(parts) > 1 else turned
+
+
+def resolve(statement: str, choices: Sequence[str]) -> _Resolved:
+    """What a statement names: a choice number (1-based), ``"other"`` (an answer that is no
+    choice), ``"ambiguous"`` (two answers at once) or ``"junk"`` (nothing recognisable)."""
+    said = _answer_part(statement)
     if not said:
         return _JUNK
     if not choices:
@@ -258,7 +264,7 @@ def read(reply: str, choices: Sequence[str]) -> tuple[str, _Resolved]:
     statements = _statements(_markdown_off(reply[-TAIL_CHARS:]))[-LAST_STATEMENTS:]
     for statement in reversed(statements):
         resolved = resolve(statement.text, choices)
-        if resolved == _JUNK and statement.line and _said(statement.text):
+        if resolved == _JUNK and statement.line and _answer_part(statement.text):
             resolved = _OTHER  # "Answer: Tokyo": an answer that is none of the choices
         if resolved != _JUNK:
             return _shown(statement.text), resolved
@@ -276,11 +282,13 @@ def key_choice(key: str, choices: Sequence[str]) -> int | None:
 
 
 def _same_text(stated: str, key: str) -> bool:
-    """An open answer agrees when it is the key, or the key followed by a Korean ending."""
+    """An open answer agrees when it is the key, or the key with a Korean ending attached
+    ("서울입니다", "서울특별시"; not "서울 또는 부산")."""
     said = _norm(_COPULA.sub("", _SENTENCE_END.split(stated, maxsplit=1)[0]))
     wanted = _norm(key)
+    ending = said[len(wanted) :].strip(_EDGE)
     return said == wanted or (
-        _starts_with(said, wanted) and not said[len(wanted) :].strip(_EDGE).isascii()
+        _starts_with(said, wanted) and all("\uac00" <= char <= "\ud7a3" for char in ending)
     )
 
 
@@ -295,17 +303,5 @@ def compare(reply: str, choices: Sequence[str], key: str) -> Agreement:
     wanted = key_choice(key, choices) if choices else None
     if wanted is not None:
         return Agreement(stated, Verdict.AGREES if resolved == wanted else Verdict.DIFFERS)
-    said = choices[resolved - 1] if isinstance(resolved, int) else _stated_text(stated)
+    said = choices[resolved - 1] if isinstance(resolved, int) else _answer_part(stated)
     return Agreement(stated, Verdict.AGREES if _same_text(said, key) else Verdict.DIFFERS)
-
-
-def _said(statement: str) -> bool:
-    """Whether a statement says something, and not only what the answer is not."""
-    said = statement.strip(_EDGE)
-    return bool(said) and not _EN_NOT.match(said) and not _KO_TURN.search(said)
-
-
-def _stated_text(stated: str) -> str:
-    said = _FILLER.sub("", stated)
-    parts = _KO_TURN.split(_EN_TURN.sub("", said))
-    return parts[-1]

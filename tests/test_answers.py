@@ -100,6 +100,9 @@ CASES = [
     ("...\nAnswer: 5", [], "4", DIFFERS, "5"),
     ("...\nThe answer is Seoul.", [], "Seoul", AGREES, "Seoul"),
     ("...\nThe answer is Seoulite.", [], "Seoul", DIFFERS, "Seoulite"),
+    ("...\n정답: 서울 또는 부산", [], "서울", DIFFERS, "서울 또는 부산"),
+    ("...\n정답: 서울특별시", [], "서울", AGREES, "서울특별시"),
+    ("...\n정답은 부산이 아니라 서울입니다.", [], "서울", AGREES, "부산이 아니라 서울입니다"),
     # Nothing stated: unread, never an agreement.
     ("Seoul is the capital of Korea.", CAPITALS, "Seoul", UNREAD, ""),
     ("서울은 대한민국의 수도입니다.", CITIES, "서울", UNREAD, ""),
@@ -111,6 +114,7 @@ CASES = [
     ("A city like Seoul grew fast.", CAPITALS, "Seoul", UNREAD, ""),
     ("...\nAnswer: 2, 3", CAPITALS, "Seoul", UNREAD, "2, 3"),
     ("...\n정답: ②, ③", CITIES, "서울", UNREAD, "②, ③"),
+    ("...\n정답은 서울이나 부산입니다.", CITIES, "서울", UNREAD, "서울이나 부산입니다"),
     ("...\nThe answer is Seoul or Busan.", CAPITALS, "Seoul", UNREAD, "Seoul or Busan"),
     # No key: read, not judged.
     ("...\n정답: ②", CITIES, "", NO_KEY, "②"),

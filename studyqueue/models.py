@@ -108,6 +108,11 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
         """The current explanation carries a quality flag."""
         return self.explained().exclude(explanation_flags=[])
 
+    def flagged(self, flag: str) -> QuestionQuerySet:
+        """The current explanation carries ``flag``. Matched in the list's JSON text, quotes
+        included (no flag's name is inside another's): JSON ``contains`` is PostgreSQL-only."""
+        return self.needs_review().filter(explanation_flags__icontains=f'"{flag}"')
+
 
 class StudyQuestion(models.Model):
     """A question a learner studies; its explanation is written by the LLM."""
@@ -518,6 +523,17 @@ class ExplanationRevision(models.Model):
         help_text=_("As the server said it (stop, length…)."),
     )
     flags = models.JSONField(verbose_name=_("quality flags"), default=list, blank=True)
+    stated_answer = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",  # rows written before 0013, or by raw SQL: none read
+        verbose_name=_("stated answer"),
+        help_text=_(
+            "The answer the reply states, as written (blank: none could be read, or it was "
+            "written before answers were read)."
+        ),
+    )
     created_at = models.DateTimeField(verbose_name=_("created"), default=timezone.now)
 
     class Meta:

@@ -5,7 +5,12 @@
   (``content_filter``, ``tool_calls``…, or no reason at all before the stream ended);
 - ``too_short``: fewer characters than ``QUALITY_MIN_CHARS``;
 - ``wrong_script``: written in another script than the question (a Korean question answered
-  in English), compared by the dominant Unicode script of their letters.
+  in English), compared by the dominant Unicode script of their letters;
+- ``answer_mismatch``: the answer the reply states is not the question's key;
+- ``no_answer_stated``: the question has a key, and the reply states no answer the parser
+  (``studyqueue.answers``) can read.
+
+Each flag has a label and a one-line meaning (``MEANINGS``), shown on the admin's badges.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ import unicodedata
 from collections import Counter
 
 from django.db import models
+from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
+from studyqueue.answers import Agreement, Verdict
 from studyqueue.conf import conf
 from studyqueue.models import FinishReason
 
@@ -27,12 +34,27 @@ class QualityFlag(models.TextChoices):
     UNFINISHED = "unfinished", _("unfinished")
     TOO_SHORT = "too_short", _("too short")
     WRONG_SCRIPT = "wrong_script", _("wrong script")
+    # Appended, so that a cut reply (which often loses its answer line) retries as truncated.
+    ANSWER_MISMATCH = "answer_mismatch", _("answer mismatch")
+    NO_ANSWER_STATED = "no_answer_stated", _("no answer stated")
 
 
 # The names the rest of the code and the settings know them by.
 TRUNCATED, UNFINISHED = QualityFlag.TRUNCATED, QualityFlag.UNFINISHED
 TOO_SHORT, WRONG_SCRIPT = QualityFlag.TOO_SHORT, QualityFlag.WRONG_SCRIPT
+ANSWER_MISMATCH, NO_ANSWER_STATED = QualityFlag.ANSWER_MISMATCH, QualityFlag.NO_ANSWER_STATED
 FLAGS: tuple[QualityFlag, ...] = tuple(QualityFlag)
+# What each flag means, in one line: the admin's badges show it on hover.
+MEANINGS: dict[str, str | Promise] = {
+    TRUNCATED: _("The model stopped at max_tokens: the text may end mid-sentence."),
+    UNFINISHED: _("The reply ended for another reason than finishing (a filter, no reason)."),
+    TOO_SHORT: _("Shorter than QUALITY_MIN_CHARS characters."),
+    WRONG_SCRIPT: _("Written in another script than the question (e.g. English for Korean)."),
+    ANSWER_MISMATCH: _("The answer the explanation states is not the question's key."),
+    NO_ANSWER_STATED: _("The explanation states no answer that could be read."),
+}
+# Reply verdicts that are flags (agreeing, or a question without a key, is none).
+_ANSWER_FLAGS = {Verdict.DIFFERS: ANSWER_MISMATCH, Verdict.UNREAD: NO_ANSWER_STATED}
 # Kana count with the ideographs: Japanese mixes kana and kanji in one text.
 _SAME = {"HIRAGANA": "CJK", "KATAKANA": "CJK"}
 _SAMPLE = 2000  # characters looked at: enough to know the script, cheap for any length
@@ -55,8 +77,15 @@ def dominant_script(text: str) -> str | None:
     return counts.most_common(1)[0][0] if counts else None
 
 
-def flags_for(question_text: str, explanation: str, finish_reason: str) -> list[QualityFlag]:
-    """The quality flags a reply earns, in ``FLAGS`` order."""
+def flags_for(
+    question_text: str,
+    explanation: str,
+    finish_reason: str,
+    *,
+    agreement: Agreement | None = None,
+) -> list[QualityFlag]:
+    """The quality flags a reply earns, in ``FLAGS`` order; ``agreement`` is what
+    ``answers.compare`` found in it (None: answers not checked)."""
     flags = []
     if finish_reason == FinishReason.LENGTH:
         flags.append(TRUNCATED)
@@ -67,6 +96,8 @@ def flags_for(question_text: str, explanation: str, finish_reason: str) -> list[
     asked, answered = dominant_script(question_text), dominant_script(explanation)
     if asked and answered and asked != answered:
         flags.append(WRONG_SCRIPT)
+    if agreement is not None and agreement.verdict in _ANSWER_FLAGS:
+        flags.append(_ANSWER_FLAGS[agreement.verdict])
     return flags
 
 

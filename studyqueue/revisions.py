@@ -3,8 +3,8 @@ one. A new revision becomes current only when its job completes; an older one ca
 current again. The only module that writes revisions and a question's explanation fields.
 
 A revision is the one home of a reply's metadata (model, prompt version, tokens, timings,
-finish reason, flags); the question keeps its current text and the two facts its admin
-filters need, the job a pointer to the revision that completed it."""
+finish reason, flags, the answer it states); the question keeps its current text and the two
+facts its admin filters need, the job a pointer to the revision that completed it."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from studyqueue import queue
+from studyqueue.columns import fit
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
 from studyqueue.prompts import PromptVersion
 from studyqueue.services.llm import LLMReply
@@ -28,8 +29,11 @@ def add(
     reply: LLMReply,
     version: PromptVersion,
     flags: Sequence[str],
+    *,
+    stated_answer: str = "",
 ) -> ExplanationRevision:
-    """Keep a reply as a revision of the question (not current yet)."""
+    """Keep a reply as a revision of the question (not current yet), with the answer it
+    states (``answers.compare``; cut to the column)."""
     return ExplanationRevision.objects.using(queue.database()).create(
         question_id=question_id,
         job_id=job.pk,
@@ -44,6 +48,7 @@ def add(
         tokens_per_second=reply.tokens_per_second,
         finish_reason=reply.finish_reason,
         flags=list(flags),
+        stated_answer=fit(ExplanationRevision, "stated_answer", stated_answer),
     )
 
 

@@ -37,6 +37,8 @@ EXPORT_FIELDS = (
     "model",
     "prompt_version",
     "flags",
+    # The answer the current explanation states (issue 19); its agreement is in "flags".
+    "stated_answer",
     "explained_at",
     # The current reply's measurements (issue 18): null when the server did not say.
     "prompt_tokens",
@@ -588,13 +590,15 @@ def export_rows(
     rows = questions.order_by("pk").values_list(
         "id", "external_id", "text", "choices", "answer", "explanation",
         "current_revision__model", "explanation_prompt_version", "explanation_flags",
-        "current_revision__created_at", "current_revision__prompt_tokens",
-        "current_revision__cached_tokens", "current_revision__completion_tokens",
+        "current_revision__stated_answer", "current_revision__created_at",
+        "current_revision__prompt_tokens", "current_revision__cached_tokens",
+        "current_revision__completion_tokens",
         "current_revision__first_token_ms", "current_revision__tokens_per_second",
     )  # fmt: skip
     for values in rows.iterator(chunk_size=2000):
         row = dict(zip(EXPORT_FIELDS, values, strict=True))
-        row["model"] = row["model"] or ""  # no revision (a row written by raw SQL)
+        # No revision (a row written by raw SQL): no model, no stated answer.
+        row["model"], row["stated_answer"] = row["model"] or "", row["stated_answer"] or ""
         row["explained_at"] = row["explained_at"].isoformat() if row["explained_at"] else None
         yield row
 

@@ -29,6 +29,8 @@ def test_the_wheel_holds_the_app_with_its_templates_and_not_the_project(tmp_path
         "studyqueue/templates/studyqueue/explanation_system.txt",
         "studyqueue/templates/admin/studyqueue/dashboard.html",
         "studyqueue/templates/admin/studyqueue/studyquestionjob/change_list.html",
+        "studyqueue/templates/admin/studyqueue/flag_badges.html",
+        "studyqueue/templatetags/studyqueue_flags.py",
         "studyqueue/migrations/0001_initial.py",
         "studyqueue/management/commands/runconsumer.py",
     ):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from studyqueue import prompts
 from tests.factories import StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db
+SHIPPED = Path(prompts.__file__).parent / "templates" / "studyqueue"
 
 
 @pytest.fixture
@@ -72,6 +75,31 @@ def test_the_default_layout_lets_the_server_cache_everything_but_the_question():
     )
     layout = prompts.cache_layout()
     assert layout.shared_user_chars == 0 and not layout.system_varies
+
+
+def test_the_default_prompt_asks_for_one_answer_line_in_the_system_message():
+    """Issue 19: the model ends with a line the answer parser reads; the request is fixed
+    text, so it lives in the system message (cached) and the user message is unchanged."""
+    system = prompts.build_messages(prompts.sample_question())[0]["content"]
+    for asked in ('"정답: "', '"Answer: "', '"정답: ②"', '"Answer: 2"', "question's language"):
+        assert asked in system, asked
+    assert system.rstrip().endswith('"Answer: Seoul".'), "the last instruction is the answer line"
+    layout = prompts.cache_layout()
+    assert layout.shared_user_chars == 0 and not layout.system_varies
+
+
+def test_the_prompt_version_follows_the_shipped_template(settings, tmp_path):
+    """A change to the shipped template (issue 19's answer line) is a new version: copying
+    the shipped file unchanged keeps the version, and any edit to it changes it."""
+    shipped = prompts.current_version()
+    source = (SHIPPED / "explanation_system.txt").read_text(encoding="utf-8")
+    versions = []
+    for name, text in [("same", source), ("cut", source[: source.index("End with one line")])]:
+        (tmp_path / name / "studyqueue").mkdir(parents=True)
+        (tmp_path / name / "studyqueue" / "explanation_system.txt").write_text(text)
+        settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": [str(tmp_path / name)]}]
+        versions.append(prompts.current_version().hash)
+    assert versions[0] == shipped.hash and versions[1] != shipped.hash
 
 
 def test_a_question_without_choices_or_answer_renders_only_its_text():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from studyqueue import quality, queue
+from studyqueue import answers, quality, queue
 from studyqueue.models import ExplanationRevision, FinishReason, StudyQuestion
 from studyqueue.quality import QualityFlag
 from tests.factories import StudyQuestionFactory
@@ -139,4 +139,87 @@ def test_flags_and_finish_reasons_are_enums_stored_as_their_values():
         "unfinished",
         "too_short",
         "wrong_script",
+        "answer_mismatch",
+        "no_answer_stated",
     ]
+    assert set(quality.MEANINGS) == set(quality.FLAGS), "every flag says what it means"
+
+
+CAPITALS = ["Busan", "Seoul", "Incheon"]
+AGREEING = "Seoul has been the capital since 1948; Busan and Incheon are ports.\nAnswer: 2"
+
+
+def test_the_answer_flags_come_from_the_agreement():
+    agrees = answers.compare(AGREEING, CAPITALS, "Seoul")
+    differs = answers.compare(AGREEING, CAPITALS, "Busan")
+    unread = answers.compare("Seoul has been the capital since 1948.", CAPITALS, "Seoul")
+    no_key = answers.compare("Seoul has been the capital since 1948.", CAPITALS, "")
+    flags = [
+        quality.flags_for("Capital?", AGREEING, "stop", agreement=found)
+        for found in (agrees, differs, unread, no_key, None)
+    ]
+    assert flags == [[], ["answer_mismatch"], ["no_answer_stated"], [], []]
+    assert quality.flags_for("Capital?", "Cut", "length", agreement=unread) == [
+        "truncated",
+        "too_short",
+        "no_answer_stated",
+    ], "a cut reply lost its answer line: truncated comes first, so it retries as truncated"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "reply,key,flags,stated",
+    [
+        (AGREEING, "Seoul", [], "2"),
+        (AGREEING, "B", [], "2"),
+        (
+            AGREEING.replace("Answer: 2", "정답은 ①번입니다"),
+            "Seoul",
+            ["answer_mismatch"],
+            "①번입니다",
+        ),
+        (AGREEING.replace("\nAnswer: 2", ""), "Seoul", ["no_answer_stated"], ""),
+        (AGREEING.replace("\nAnswer: 2", ""), "", [], ""),  # no key: nothing to compare
+    ],
+)
+def test_real_replies_state_their_answer(llm_server, make_consumer, reply, key, flags, stated):
+    llm_server.configure(answer=reply)
+    queue.enqueue(StudyQuestionFactory(text="Capital of Korea?", choices=CAPITALS, answer=key))
+    assert make_consumer().run_cycle().outcomes == {"completed": 1}
+    revision = ExplanationRevision.objects.get()
+    assert (revision.flags, revision.stated_answer) == (flags, stated)
+    assert StudyQuestion.objects.get().explanation_flags == flags
+
+
+@pytest.mark.django_db(transaction=True)
+def test_answer_mismatch_is_a_flag_quality_retry_accepts(llm_server, settings, make_consumer):
+    from django.core.management import call_command
+
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "QUALITY_RETRY": "answer_mismatch,no_answer_stated",
+    }
+    call_command("check")  # E008 would refuse an unknown flag
+    llm_server.configure(answer=AGREEING)
+    queue.enqueue(StudyQuestionFactory(text="Capital of Korea?", choices=CAPITALS, answer="Busan"))
+    assert make_consumer().run_cycle().outcomes == {"retrying": 1, "completed": 1}
+    assert [body["max_tokens"] for body in llm_server.bodies] == [1024, 1024]
+    first, second = ExplanationRevision.objects.order_by("pk")
+    assert first.flags == second.flags == ["answer_mismatch"], "retried once, then kept"
+    assert StudyQuestion.objects.get().current_revision == second
+
+
+def test_a_stated_answer_longer_than_its_column_is_cut(db):
+    from studyqueue import revisions
+    from studyqueue.columns import width
+    from studyqueue.prompts import PromptVersion
+    from studyqueue.services.llm import LLMReply
+    from tests.factories import StudyQuestionJobFactory
+
+    job = StudyQuestionJobFactory()
+    reply = LLMReply("x", "m", "stop", prompt_tokens=1, completion_tokens=1, elapsed_ms=1)
+    revision = revisions.add(
+        job, job.study_question_id, reply, PromptVersion("h", "l"), [], stated_answer="2" * 999
+    )
+    revision.refresh_from_db()
+    assert revision.stated_answer == "2" * width(ExplanationRevision, "stated_answer")

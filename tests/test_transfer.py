@@ -14,7 +14,6 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
-from tests.llm_server import ANSWER
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -206,11 +205,41 @@ def test_from_a_csv_of_questions_to_a_csv_of_explanations_in_three_commands(tmp_
     questions = tmp_path / "questions.csv"
     questions.write_text("external_id,text,choices,answer\nq1,What is 2 + 2?,3 | 4,4\n")
     run("importquestions", str(questions), "--enqueue")
+    reply = "Two and two make four: 3 is one short.\nAnswer: 2"
+    llm_server.configure(answer=reply)
     run("runconsumer", "--drain")
     explanations = tmp_path / "explanations.csv"
     run("exportexplanations", "--format", "csv", "--output", str(explanations))
     (row,) = csv.DictReader(explanations.open())
-    assert (row["external_id"], row["explanation"]) == ("q1", ANSWER)
+    assert (row["external_id"], row["explanation"]) == ("q1", reply)
+    assert (row["stated_answer"], row["flags"]) == ("2", "[]"), "choice 2 is the key, 4"
+
+
+def test_exports_carry_the_stated_answer_beside_the_flags(tmp_path):
+    """Issue 19: what the explanation says the answer is, and whether it agrees (flags)."""
+    agreeing = _explained(text="Capital?", answer="Seoul")
+    differing = _explained(text="Port?", answer="Busan")
+    ExplanationRevision.objects.filter(pk=agreeing.current_revision_id).update(stated_answer="2")
+    ExplanationRevision.objects.filter(pk=differing.current_revision_id).update(
+        stated_answer="=Seoul", flags=["answer_mismatch"]
+    )
+    StudyQuestion.objects.filter(pk=differing.pk).update(explanation_flags=["answer_mismatch"])
+    StudyQuestion.objects.create(text="Raw?", explanation="Written by raw SQL")  # no revision
+    out, _ = run("exportexplanations")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["stated_answer"], r["flags"]) for r in rows] == [
+        ("2", []),
+        ("=Seoul", ["answer_mismatch"]),
+        ("", []),
+    ]
+    target = tmp_path / "out.csv"
+    run("exportexplanations", "--format", "csv", "--output", str(target))
+    table = list(csv.DictReader(target.open()))
+    assert [(r["stated_answer"], r["flags"]) for r in table] == [
+        ("2", "[]"),
+        ("'=Seoul", '["answer_mismatch"]'),  # a spreadsheet would run it: neutralised
+        ("", "[]"),
+    ]
 
 
 # Hostile files (issue 16): a stray quote, huge fields, deep nesting, odd Unicode, control

@@ -97,7 +97,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
                     "reply_model",
                     "reply_prompt",
                     "max_tokens",
-                    "quality_retried",
+                    "retried_for_quality",
                     "reply_prompt_tokens",
                     "reply_completion_tokens",
                     "llm_time",
@@ -187,6 +187,11 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
     def _reply_field(self, job: StudyQuestionJob, name: str) -> object:
         value = getattr(job.revision, name) if job.revision_id is not None else None
         return "-" if value is None or value == "" else value
+
+    @admin.display(description=_("quality retried"))
+    def retried_for_quality(self, job: StudyQuestionJob) -> str:
+        # Words, not the boolean icons: "not retried" is no fault to show as a red cross.
+        return str(_("yes, once")) if job.quality_retried else str(_("no"))
 
     @admin.display(description=_("model"))
     def reply_model(self, job: StudyQuestionJob) -> object:

@@ -31,6 +31,7 @@ from studyqueue.admin.common import (
     selected_ids,
     status_badge,
 )
+from studyqueue.admin.flags import flag_badges, stated_beside_key
 from studyqueue.forms import StudyQuestionForm
 from studyqueue.models import (
     ExplanationRevision,
@@ -74,21 +75,30 @@ class ReviewFilter(admin.SimpleListFilter):
     parameter_name = "review"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("any", "Any flag"), *((flag, flag.replace("_", " ")) for flag in quality.FLAGS)]
+        return [("any", "Any flag"), *((flag.value, str(flag.label)) for flag in quality.FLAGS)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
         questions = cast(QuestionQuerySet, queryset)
-        if self.value() == "any":
+        value = self.value()
+        if value == "any":
             return questions.needs_review()
-        if self.value() in quality.FLAGS:
-            return questions.filter(explanation_flags__contains=[self.value()])
+        if value is not None and value in quality.FLAGS:
+            return questions.flagged(value)
         return None
 
 
 class RevisionInline(admin.TabularInline):
     model = ExplanationRevision
     fk_name = "question"
-    fields = ("revision_link", "created_at", "model", "prompt_label", "flags", "finish_reason")
+    fields = (
+        "revision_link",
+        "created_at",
+        "model",
+        "prompt_label",
+        "flag_list",
+        "stated_answer",
+        "finish_reason",
+    )
     readonly_fields = fields
     extra = 0
     max_num = 0
@@ -101,6 +111,10 @@ class RevisionInline(admin.TabularInline):
         url = reverse("admin:studyqueue_explanationrevision_change", args=[revision.pk])
         current = " (current)" if revision.pk == revision.question.current_revision_id else ""
         return format_html('<a href="{}">#{}</a>{}', url, revision.pk, current)
+
+    @admin.display(description=gettext_lazy("quality flags"))
+    def flag_list(self, revision: ExplanationRevision) -> str:
+        return flag_badges(revision.flags)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -157,7 +171,14 @@ class DeferringChangeList(ChangeList):
 
 @admin.register(StudyQuestion)
 class StudyQuestionAdmin(GuardedInputAdmin):
-    list_display = ("id", "text_excerpt", "has_explanation", "latest_job", "explained_at")
+    list_display = (
+        "id",
+        "text_excerpt",
+        "has_explanation",
+        "flag_list",
+        "latest_job",
+        "explained_at",
+    )
     list_display_links = ("id", "text_excerpt")
     list_filter = (ExplanationStateFilter, ReviewFilter)
     search_fields = ("text",)
@@ -172,13 +193,15 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         "explanation_model",
         "explanation_truncated",
         "explanation_prompt",
-        "explanation_flags",
+        "flag_list",
+        "stated_answer",
         "explained_at",
         "current_revision_link",
         "created_at",
     )
     fieldsets = (
-        (None, {"fields": ("text", "choices", "answer")}),
+        # The answer the current explanation states, beside the key it should agree with.
+        (None, {"fields": ("text", "choices", ("answer", "stated_answer"))}),
         (
             "Explanation (written by the LLM)",
             {
@@ -187,7 +210,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
                     "explanation_model",
                     "explanation_prompt",
                     "explanation_truncated",
-                    "explanation_flags",
+                    "flag_list",
                     "explained_at",
                     "current_revision_link",
                     "created_at",
@@ -256,10 +279,23 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         revision = self._current(question)
         return revision.model if revision is not None and revision.model else "-"
 
-    @admin.display(description=gettext_lazy("explanation truncated"), boolean=True)
-    def explanation_truncated(self, question: StudyQuestion) -> bool:
+    @admin.display(description=gettext_lazy("explanation truncated"))
+    def explanation_truncated(self, question: StudyQuestion) -> str:
         revision = self._current(question)
-        return revision is not None and revision.truncated
+        if revision is not None and revision.truncated:
+            return flag_badges([quality.TRUNCATED])
+        return gettext("no")  # not a fault: no red cross
+
+    @admin.display(description=gettext_lazy("quality flags"))
+    def flag_list(self, question: StudyQuestion) -> str:
+        return flag_badges(question.explanation_flags)
+
+    @admin.display(description=gettext_lazy("stated answer"))
+    def stated_answer(self, question: StudyQuestion) -> str:
+        revision = self._current(question)
+        if revision is None:
+            return "-"
+        return stated_beside_key(revision.stated_answer, question.answer, revision.flags)
 
     @admin.display(
         description=gettext_lazy("explained at"), ordering="current_revision__created_at"

@@ -9,9 +9,11 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue import revisions
 from studyqueue.admin.common import GuardedInputAdmin, excerpt, long_text
+from studyqueue.admin.flags import flag_badges, stated_beside_key
 from studyqueue.models import ExplanationRevision
 
 
@@ -23,7 +25,8 @@ class ExplanationRevisionAdmin(GuardedInputAdmin):
         "created_at",
         "model",
         "prompt_label",
-        "flags",
+        "flag_list",
+        "stated_answer_display",
         "is_current",
     )
     list_filter = ("prompt_version", "finish_reason")
@@ -36,7 +39,8 @@ class ExplanationRevisionAdmin(GuardedInputAdmin):
         "model",
         "prompt_label",
         "prompt_version",
-        "flags",
+        "flag_list",
+        "stated_answer_display",
         "finish_reason",
         "prompt_tokens",
         "completion_tokens",
@@ -55,9 +59,18 @@ class ExplanationRevisionAdmin(GuardedInputAdmin):
         url = reverse("admin:studyqueue_studyquestion_change", args=[revision.question_id])
         return format_html('<a href="{}">#{}</a>', url, revision.question_id)
 
-    @admin.display(description="current", boolean=True)
-    def is_current(self, revision: ExplanationRevision) -> bool:
-        return revision.question.current_revision_id == revision.pk
+    @admin.display(description=gettext_lazy("current"))
+    def is_current(self, revision: ExplanationRevision) -> str:
+        # An older revision is not a fault: a word for the current one, nothing for others.
+        return gettext("current") if revision.question.current_revision_id == revision.pk else ""
+
+    @admin.display(description=gettext_lazy("quality flags"))
+    def flag_list(self, revision: ExplanationRevision) -> str:
+        return flag_badges(revision.flags)
+
+    @admin.display(description=gettext_lazy("stated answer"))
+    def stated_answer_display(self, revision: ExplanationRevision) -> str:
+        return stated_beside_key(revision.stated_answer, revision.question.answer, revision.flags)
 
     @admin.display(description="text")
     def text_box(self, revision: ExplanationRevision) -> str:

@@ -1,5 +1,5 @@
 """The explanation handler: build the prompt, ask the LLM through the gate, keep the answer
-as a revision, check its quality, make it current."""
+as a revision, check its quality (and the answer it states against the key), make it current."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from studyqueue import quality, queue, retry, revisions
+from studyqueue import answers, quality, queue, retry, revisions
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode, StudyQuestion, StudyQuestionJob
 from studyqueue.prompts import PromptVersion, build_messages, current_version
@@ -64,8 +64,13 @@ def store(
     """Keep the reply as a revision and, in the same transaction, either complete the job
     and make the revision current, or (a flag set to retry) run the job once more; fenced
     by the claim token and by the question's content (``question`` as the prompt saw it)."""
-    flags = quality.flags_for(question.text, reply.content, reply.finish_reason)
+    # What the reply says the answer is, against the key the prompt gave (no other call).
+    agreement = answers.compare(reply.content, question.choices, question.answer)
+    flags = quality.flags_for(
+        question.text, reply.content, reply.finish_reason, agreement=agreement
+    )
     retry_for = _quality_retry(job, flags)
+    stated = agreement.stated
     with transaction.atomic(using=db):
         # Locked until the commit: an edit waits, then finds the explanation stored (and an
         # import queues a new job); or it came first, and the content no longer matches.
@@ -89,10 +94,12 @@ def store(
             outcome = queue.retry_for_quality(job, reason=reason, max_tokens=max_tokens)
             if outcome is Outcome.LOST:
                 return outcome
-            revisions.add(job, question.pk, reply, version, flags)  # kept, not current
+            revisions.add(
+                job, question.pk, reply, version, flags, stated_answer=stated
+            )  # not current
             return outcome
         # The revision holds the reply's metadata; the job points at it.
-        revision = revisions.add(job, question.pk, reply, version, flags)
+        revision = revisions.add(job, question.pk, reply, version, flags, stated_answer=stated)
         completed = queue.complete(job, revision=revision, llm_ms=reply.elapsed_ms)
         if completed is Outcome.LOST:
             transaction.set_rollback(True, using=db)  # the claim was lost: keep nothing

@@ -63,7 +63,7 @@ def test_the_question_page_and_list_read_the_current_revision(admin_client):
     page = admin_client.get(url)
     html = page.content.decode()
     assert "qwen-7b" in html and "explanation v3" in html
-    assert 'alt="True"' in html, "truncated: the revision ended at max_tokens"
+    assert 'data-flag="truncated"' in html, "truncated: the revision ended at max_tokens"
     listed = admin_client.get(reverse("admin:studyqueue_studyquestion_changelist"))
     (row,) = listed.context["cl"].result_list
     assert row.explained_at == reply.created_at

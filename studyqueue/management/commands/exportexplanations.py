@@ -33,7 +33,10 @@ moment.__name__ = "date"  # argparse's error: "invalid date value"
 
 
 class Command(BaseCommand):
-    help = "Export explained questions with their explanation, model, prompt version and flags."
+    help = (
+        "Export explained questions with their explanation, model, prompt version, flags "
+        "and stated answer."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--format", choices=transfer.FORMATS, default="jsonl")

@@ -1,0 +1,59 @@
+"""What reading the stated answer costs the worker, beside what the LLM call costs.
+
+    .venv/bin/python -m bench.answer_parse [--replies 2000] [--runs 5]
+
+Times ``answers.compare`` on typical replies (a 1,500-character Korean or English
+explanation ending with its answer line) and on a hostile one (8 MB, the default
+LLM_MAX_REPLY_BYTES, of answer labels). Prints the median of ``--runs`` runs, per reply,
+and the share of a 1-second LLM call (the fastest real call) a typical reply costs.
+Target: under 1 ms a typical reply, under 100 ms the hostile one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+KOREAN = (
+    "서울은 1394년 조선의 수도가 된 이후 지금까지 한국의 수도입니다. 부산은 항구 도시이고, "
+    "인천은 국제공항이 있는 도시이며, 대구는 내륙의 큰 도시입니다. " * 12
+) + "\n정답: ②"
+ENGLISH = (
+    "Seoul has been the capital since 1394, under the Joseon dynasty. Busan is a port, "
+    "Incheon has the international airport, and Daegu is an inland city. " * 10
+) + "\n**Answer:** 2"
+HOSTILE = "정답 " * (8 * 1024 * 1024 // 3)
+
+
+def per_reply(reply: str, choices: list[str], key: str, count: int) -> float:
+    from studyqueue import answers
+
+    start = time.perf_counter()
+    for _ in range(count):
+        answers.compare(reply, choices, key)
+    return (time.perf_counter() - start) / count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replies", type=int, default=2000, help="(default: %(default)r)")
+    parser.add_argument("--runs", type=int, default=5, help="(default: %(default)r)")
+    args = parser.parse_args()
+    cases = [
+        ("korean, 1.5 kB", KOREAN, ["부산", "서울", "인천", "대구"], "서울", args.replies),
+        ("english, 1.5 kB", ENGLISH, ["Busan", "Seoul", "Incheon", "Daegu"], "B", args.replies),
+        ("hostile, 8 MB of labels", HOSTILE, ["부산", "서울"], "서울", 1),
+    ]
+    for name, reply, choices, key, count in cases:
+        runs = [per_reply(reply, choices, key, count) for _ in range(args.runs)]
+        median = statistics.median(runs)
+        print(
+            f"{name:26} median {median * 1e6:10.1f} us/reply "
+            f"(runs: {', '.join(f'{r * 1e6:.1f}' for r in runs)}) "
+            f"= {median / 1.0:.5%} of a 1 s LLM call"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Quality flags as people read them: a labelled badge per flag, its one-line meaning on
+hover, and the answer a reply states beside the question's key.
+
+``flag_badges(flags)`` is the one renderer (the template
+``admin/studyqueue/flag_badges.html``); admin columns call it, and any template gets it
+with ``{% load studyqueue_flags %}{% flag_badges revision.flags %}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.template.loader import render_to_string
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext
+
+from studyqueue.quality import MEANINGS, QualityFlag
+
+# Badge colours per flag, the worst reddest; a test checks that every flag has one.
+FLAG_COLOURS: dict[str, str] = {
+    QualityFlag.TRUNCATED: "#b45309",
+    QualityFlag.UNFINISHED: "#b45309",
+    QualityFlag.TOO_SHORT: "#64748b",
+    QualityFlag.WRONG_SCRIPT: "#7c3aed",
+    QualityFlag.ANSWER_MISMATCH: "#dc2626",
+    QualityFlag.NO_ANSWER_STATED: "#d97706",
+}
+_UNKNOWN_COLOUR = "#6b7280"  # a flag this version does not know (stored by a newer one)
+
+
+@dataclass(frozen=True)
+class Badge:
+    value: str
+    label: str
+    meaning: str
+    colour: str
+
+
+def badges(flags: Iterable[object] | None) -> list[Badge]:
+    """The badges of a stored flags list (anything not a list shows as no flag)."""
+    if not isinstance(flags, list | tuple):
+        return []
+    shown = []
+    for flag in map(str, flags):
+        known = flag in QualityFlag.values
+        shown.append(
+            Badge(
+                value=flag,
+                label=str(QualityFlag(flag).label) if known else flag,
+                meaning=str(MEANINGS[flag]) if known else "",
+                colour=FLAG_COLOURS.get(flag, _UNKNOWN_COLOUR),
+            )
+        )
+    return shown
+
+
+def flag_badges(flags: Iterable[object] | None) -> SafeString:
+    """Flags as labelled badges with their meaning on hover; a dash for none."""
+    return SafeString(
+        render_to_string("admin/studyqueue/flag_badges.html", {"badges": badges(flags)})
+    )
+
+
+def stated_beside_key(stated: str, key: str, flags: Iterable[object] | None) -> SafeString:
+    """The answer a reply states, then the question's key, then the answer flag if any:
+    ``② · key: 서울``; "none read" when the reply stated none."""
+    answer_flags = [
+        flag
+        for flag in (flags if isinstance(flags, list | tuple) else [])
+        if flag in (QualityFlag.ANSWER_MISMATCH, QualityFlag.NO_ANSWER_STATED)
+    ]
+    return format_html(
+        '<span class="sq-stated">{}</span> · {} {}',
+        stated or gettext("none read"),
+        gettext("key: %(key)s") % {"key": key or gettext("none")},
+        flag_badges(answer_flags) if answer_flags else "",
+    )

@@ -1,0 +1,307 @@
+"""The answer an explanation states, read from its text and compared with the question's key.
+
+The default prompt asks the model to end with one line such as ``정답: ②`` or ``Answer: 2``;
+models also write ``정답은 ②번입니다``, ``The correct answer is (B) Seoul``, ``**Answer:** 2``,
+``서울이 정답입니다`` or correct themselves half-way. ``compare`` reads the LAST statement that
+names something and says whether it names the key; no extra LLM call. A reply it cannot read
+is ``Verdict.UNREAD``, never an agreement. Pure text: no Django, no database.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Verdict(StrEnum):
+    """How the stated answer relates to the key."""
+
+    AGREES = "agrees"  # it names the key
+    DIFFERS = "differs"  # it names another answer
+    UNREAD = "unread"  # no statement the parser can read (or one naming two answers)
+    NO_KEY = "no_key"  # the question has no key: nothing to compare with
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """What ``compare`` found: the statement as written ("" when none) and the verdict."""
+
+    stated: str
+    verdict: Verdict
+
+
+# Only the reply's end is read: the answer line closes it, and a reply may be megabytes
+# (LLM_MAX_REPLY_BYTES) of which every "정답" would be a statement to resolve. A statement
+# is at most a line's first characters; an answer named before a label, its last words.
+TAIL_CHARS = 8000
+LAST_STATEMENTS = 64  # resolved from the end; more in 8,000 characters is no explanation
+STATEMENT_CHARS = 300
+BEFORE_CHARS = 120
+
+# What a statement resolves to: a choice (1-based), something that is no choice, two
+# answers at once, or nothing recognisable (a sentence that only uses the word "answer").
+_JUNK, _OTHER, _AMBIGUOUS = "junk", "other", "ambiguous"
+_Resolved = int | str
+
+_CIRCLED = {
+    **{chr(0x2460 + i): i + 1 for i in range(20)},  # ①..⑳
+    **{chr(0x2776 + i): i + 1 for i in range(10)},  # ❶..❿
+    **{chr(0x2780 + i): i + 1 for i in range(10)},  # ➀..➉
+    **{chr(0x278A + i): i + 1 for i in range(10)},  # ➊..➓
+}
+_CIRCLED_CLASS = "".join(_CIRCLED)
+
+# "Answer:", "The correct answer is", "Final answer -", "The best option is"…
+_EN_LABEL = re.compile(
+    r"\b(?:(?:the\s+)?(?:(?:correct|right|final|best|true)\s+)?answer"
+    r"|(?:the\s+)?(?:correct|right|final|best)\s+(?:option|choice))"
+    r"\s*(?:is|would\s+be|must\s+be|should\s+be|will\s+be|[:\uff1a=\-\u2013\u2014→])",
+    re.IGNORECASE,
+)
+# "정답:", "정답은", "답은", "최종 정답 :" (not "대답은", "답변은": no syllable around "답").
+_KO_LABEL = re.compile(
+    r"(?<![가-힣])(?:최종\s*)?(?:정답|답)"
+    r"(?:\s*(?:은|는|이|가)(?![가-힣])|\s*[:\uff1a=→\-\u2013]|\s+(?=\S))"
+)
+# The answer named before the label: "②번이 정답입니다", "(B) Seoul is the correct answer".
+_KO_AFTER = re.compile(
+    r"(?:이|가|은|는)?\s*(?:최종\s*)?정답(?:이다|입니다|이에요|예요|이야|임)?(?![가-힣])"
+)
+_EN_AFTER = re.compile(
+    r"\s+(?:is|was)\s+(?:the\s+)?(?:correct|right|final|best)\s+(?:answer|option|choice)\b",
+    re.IGNORECASE,
+)
+# Where a clause before an "after" label starts: the answer is the clause's last words.
+_CLAUSE_START = re.compile(
+    r".*(?:[.,;:!?。]\s|\b(?:so|thus|therefore|hence)\b|따라서|그러므로|그래서|즉)", re.IGNORECASE
+)
+
+_FILLER = re.compile(
+    r"^(?:(?:clearly|simply|definitely|therefore|thus|so|option|choice|number|no\.|"
+    r"letter|바로|보기|선택지|번호|결국|따라서)\s*)+",
+    re.IGNORECASE,
+)
+# "not 1 but 3", "①이 아니라 ③": what comes after the turn is the answer.
+_KO_TURN = re.compile(r"(?:이|가)?\s*아니(?:라|고|며)\s*")
+_EN_TURN = re.compile(r"^not\b.*?\b(?:but(?:\s+rather)?|rather|it\s+is|it's)\s+", re.IGNORECASE)
+_EN_NOT = re.compile(r"^not\b", re.IGNORECASE)
+_MARKER = re.compile(
+    r"^(?:[(\uff08\[]\s*(?P<paren>\d{1,2}|[A-Za-z])\s*[)\uff09\]]"
+    rf"|(?P<circled>[{_CIRCLED_CLASS}])"
+    r"|(?P<number>\d{1,2})(?P<beon>\s*번)?(?![\d,.]\d|\s*[%/])"
+    r"|(?P<letter>[A-Za-z])(?P<close>[).:])?(?![A-Za-z0-9'\u2019]))",
+)
+_AND = re.compile(r"^\s*(?:,|/|&|and\b|or\b|및|또는|와|과|이나|나)\s*", re.IGNORECASE)
+_ANOTHER = re.compile(
+    r"^\s*(?:,|/|&|and\b|or\b|및|또는|와|과)\s*"
+    rf"(?:[(\uff08\[]?\s*(?:\d{{1,2}}|[A-Za-z])\s*[)\uff09\]]|[{_CIRCLED_CLASS}]|\d{{1,2}}\s*번?(?!\w))",
+    re.IGNORECASE,
+)
+# Endings of a Korean statement ("서울입니다", "②번이다"): not part of the answer.
+_COPULA = re.compile(r"\s*(?:번)?\s*(?:입니다|이에요|예요|이다|이야|임)?\s*[.!。]*\s*$")
+_EDGE = " \t\"'\u201c\u201d\u2018\u2019「」『』.,;:!?。·-\u2013\u2014*_`$"
+_SENTENCE_END = re.compile(r"(?<=[.!?。])\s+|;|\s+[-\u2013\u2014]\s+")
+
+
+def _markdown_off(text: str) -> str:
+    """Emphasis, code marks and LaTeX boxes off: ``**Answer:** 2``, ``$\\boxed{B}$``."""
+    text = re.sub(r"\\boxed\s*\{([^{}]*)\}", r"\1", text)
+    return re.sub(r"\*+|__|`+|\$", "", text)
+
+
+def _norm(text: str) -> str:
+    """Compatibility forms folded (full-width letters), case folded, blanks collapsed."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(text.split()).strip(_EDGE)
+
+
+def _starts_with(text: str, prefix: str) -> bool:
+    """``text`` starts with ``prefix`` as a word: a Latin word or a number may not go on
+    after it; Korean particles may ("서울입니다")."""
+    if not prefix or not text.startswith(prefix):
+        return False
+    return not _latin_word(text[len(prefix) : len(prefix) + 1])
+
+
+def _latin_word(char: str) -> bool:
+    return char.isascii() and char.isalnum()
+
+
+def _choice_by_text(text: str, choices: Sequence[str]) -> _Resolved:
+    """The choice a statement starts with (the longest, for "서울" and "서울특별시"), else
+    the one choice its first sentence mentions; ``_JUNK`` for none, ``_AMBIGUOUS`` for two."""
+    said = _norm(text)
+    names = [_norm(choice) for choice in choices]
+    starts = [(len(name), i) for i, name in enumerate(names) if _starts_with(said, name)]
+    if starts:
+        longest = max(starts)[0]
+        found = {names[i] for length, i in starts if length == longest}
+        if len(found) != 1 or names.count(found.pop()) != 1:
+            return _AMBIGUOUS
+        number = max(starts)[1] + 1
+        joined = _AND.match(said[longest:])
+        if joined and _choice_by_text(said[longest + joined.end() :], choices) != _JUNK:
+            return _AMBIGUOUS  # "Seoul or Busan": two answers
+        return number
+    sentence = _norm(_SENTENCE_END.split(text, maxsplit=1)[0])
+    inside = {i for i, name in enumerate(names) if name and _mentions(sentence, name)}
+    # A choice inside a longer one ("Seoul" in "Seoul Tower") is that one.
+    inside = {i for i in inside if not any(j != i and names[i] in names[j] for j in inside)}
+    if len(inside) == 1:
+        return inside.pop() + 1
+    return _AMBIGUOUS if inside else _JUNK
+
+
+def _mentions(sentence: str, name: str) -> bool:
+    return any(
+        _starts_with(sentence[m.start() :], name)
+        and (
+            m.start() == 0
+            or not sentence[m.start() - 1].isascii()
+            or not sentence[m.start() - 1].isalnum()
+        )
+        for m in re.finditer(re.escape(name), sentence)
+    )
+
+
+def _marker(match: re.Match[str], choices: Sequence[str]) -> _Resolved:
+    """The choice a number, circled number or letter names (``_OTHER`` out of range)."""
+    count = len(choices)
+    token = match["paren"] or match["number"] or match["letter"]
+    if match["circled"]:
+        number = _CIRCLED[match["circled"]]
+    elif token.isdigit():
+        number = int(token)
+        as_text = [i + 1 for i, choice in enumerate(choices) if _norm(choice) == _norm(token)]
+        plain = match["number"] is not None and match["beon"] is None
+        if as_text and (number > count or (plain and as_text != [number])):
+            # "4" among the choices "3", "4": the choice's text, or (in range) both readings.
+            return as_text[0] if number > count and len(as_text) == 1 else _AMBIGUOUS
+    else:
+        alone = match["close"] or match.string.strip(_EDGE) == token
+        if match["letter"] and token.islower() and not alone:
+            return _JUNK  # "a" as a word, not the letter of a choice
+        number = ord(token.upper()) - ord("A") + 1
+    return number if 1 <= number <= count else _OTHER
+
+
+def _answer_part(statement: str) -> str:
+    """The part of a statement that names the answer: after "not … but", "…이 아니라";
+    "" when it only says what the answer is not ("not 1")."""
+    said = _FILLER.sub("", statement.strip(_EDGE))
+    turned = _EN_TURN.sub("", said)
+    if turned == said and _EN_NOT.match(said):
+        return ""
+    parts = _KO_TURN.split(turned)
+    return _FILLER.sub("", parts[-1].strip(_EDGE)) if len(parts) > 1 else turned
+
+
+def resolve(statement: str, choices: Sequence[str]) -> _Resolved:
+    """What a statement names: a choice number (1-based), ``"other"`` (an answer that is no
+    choice), ``"ambiguous"`` (two answers at once) or ``"junk"`` (nothing recognisable)."""
+    said = _answer_part(statement)
+    if not said:
+        return _JUNK
+    if not choices:
+        return _OTHER
+    match = _MARKER.match(said)
+    if match is None:
+        return _choice_by_text(said, choices)
+    found = _marker(match, choices)
+    if found in (_JUNK, _AMBIGUOUS):
+        return found if found == _AMBIGUOUS else _choice_by_text(said, choices)
+    rest = said[match.end() :]
+    if _ANOTHER.match(rest):
+        return _AMBIGUOUS  # "②, ③": two answers
+    rest = rest.strip(_EDGE + "()\uff08\uff09[]")
+    named = _choice_by_text(rest, choices) if rest else _JUNK
+    if isinstance(named, int) and isinstance(found, int) and named != found:
+        return _AMBIGUOUS  # "2 (Rome)" when Rome is choice 3
+    return found
+
+
+@dataclass(frozen=True)
+class _Statement:
+    at: int
+    text: str
+    line: bool = False  # the label opens its line: the fixed form, whatever follows is meant
+
+
+_LINE_START = " \t#>-•"
+
+
+def _statements(reply: str) -> list[_Statement]:
+    """Every place the reply states an answer, in order: after a label (to the line's end)
+    or before one (the clause's last words)."""
+    found = []
+    for label in (_EN_LABEL, _KO_LABEL):
+        for match in label.finditer(reply):
+            start = reply.rfind("\n", 0, match.start()) + 1
+            end = reply.find("\n", match.end())
+            text = reply[match.end() : min(match.end() + STATEMENT_CHARS, len(reply))]
+            text = text if end < 0 else text[: end - match.end()]
+            line = match.start() - start < 8 and not reply[start : match.start()].strip(_LINE_START)
+            found.append(_Statement(match.start(), text, line))
+    for label in (_EN_AFTER, _KO_AFTER):
+        for match in label.finditer(reply):
+            start = reply.rfind("\n", 0, match.start()) + 1
+            before = reply[max(start, match.start() - BEFORE_CHARS) : match.start()]
+            clause = _CLAUSE_START.match(before)
+            found.append(_Statement(match.start(), before[clause.end() :] if clause else before))
+    return sorted(found, key=lambda statement: statement.at)
+
+
+def _shown(text: str) -> str:
+    return " ".join(text.split()).strip(_EDGE)
+
+
+def read(reply: str, choices: Sequence[str]) -> tuple[str, _Resolved]:
+    """The last statement that names something (in the reply's last ``TAIL_CHARS``), as
+    written, and what it names; ``("", "junk")`` when it states nothing the parser reads."""
+    statements = _statements(_markdown_off(reply[-TAIL_CHARS:]))[-LAST_STATEMENTS:]
+    for statement in reversed(statements):
+        resolved = resolve(statement.text, choices)
+        if resolved == _JUNK and statement.line and _answer_part(statement.text):
+            resolved = _OTHER  # "Answer: Tokyo": an answer that is none of the choices
+        if resolved != _JUNK:
+            return _shown(statement.text), resolved
+    return "", _JUNK
+
+
+def key_choice(key: str, choices: Sequence[str]) -> int | None:
+    """The choice (1-based) a key names: its text first, then its number or letter."""
+    said = _norm(key)
+    exact = [i + 1 for i, choice in enumerate(choices) if _norm(choice) == said]
+    if len(exact) == 1:
+        return exact[0]
+    found = resolve(key, choices) if said and not exact else None
+    return found if isinstance(found, int) else None
+
+
+def _same_text(stated: str, key: str) -> bool:
+    """An open answer agrees when it is the key, or the key with a Korean ending attached
+    ("서울입니다", "서울특별시"; not "서울 또는 부산")."""
+    said = _norm(_COPULA.sub("", _SENTENCE_END.split(stated, maxsplit=1)[0]))
+    wanted = _norm(key)
+    ending = said[len(wanted) :].strip(_EDGE)
+    return said == wanted or (
+        _starts_with(said, wanted) and all("\uac00" <= char <= "\ud7a3" for char in ending)
+    )
+
+
+def compare(reply: str, choices: Sequence[str], key: str) -> Agreement:
+    """Read the answer a reply states and compare it with the key (its text, number or
+    letter among ``choices``; for a question without choices, the text itself)."""
+    stated, resolved = read(reply, choices)
+    if not key.strip():
+        return Agreement(stated, Verdict.NO_KEY)
+    if resolved in (_JUNK, _AMBIGUOUS):
+        return Agreement(stated, Verdict.UNREAD)
+    wanted = key_choice(key, choices) if choices else None
+    if wanted is not None:
+        return Agreement(stated, Verdict.AGREES if resolved == wanted else Verdict.DIFFERS)
+    said = choices[resolved - 1] if isinstance(resolved, int) else _answer_part(stated)
+    return Agreement(stated, Verdict.AGREES if _same_text(said, key) else Verdict.DIFFERS)

@@ -1,0 +1,176 @@
+"""The answer parser: what a reply states, compared with the key (issue 19, item 1).
+
+One table of real-looking replies, Korean and English; each row names the verdict and the
+statement the parser must report. A reply it cannot read is "unread", never "agrees"."""
+
+from __future__ import annotations
+
+import pytest
+
+from studyqueue import answers
+from studyqueue.answers import Verdict
+
+AGREES, DIFFERS, UNREAD, NO_KEY = (
+    Verdict.AGREES,
+    Verdict.DIFFERS,
+    Verdict.UNREAD,
+    Verdict.NO_KEY,
+)
+CITIES = ["부산", "서울", "인천", "대구"]  # key: 서울, choice 2 (B)
+CAPITALS = ["Busan", "Seoul", "Incheon", "Daegu"]
+SUMS = ["3", "4", "5"]  # numbers as choices: "4" is choice 2
+BACKWARDS = ["2", "1"]  # choice 1 is "2": a bare "1" reads both ways
+
+# (reply, choices, key, verdict, stated)
+CASES = [
+    # The fixed line the default prompt asks for.
+    ("서울은 수도입니다.\n정답: ②", CITIES, "서울", AGREES, "②"),
+    ("Seoul is the capital.\nAnswer: 2", CAPITALS, "Seoul", AGREES, "2"),
+    ("서울은 수도입니다.\n정답: ①", CITIES, "서울", DIFFERS, "①"),
+    ("Seoul is the capital.\nAnswer: 3", CAPITALS, "Seoul", DIFFERS, "3"),
+    # Numbers written every way.
+    ("...\n정답: 2", CITIES, "서울", AGREES, "2"),
+    ("...\n정답: (2)", CITIES, "서울", AGREES, "(2)"),
+    ("...\n정답: 2번", CITIES, "서울", AGREES, "2번"),
+    ("...\n정답: 2)", CITIES, "서울", AGREES, "2)"),
+    ("...\nAnswer: 2.", CAPITALS, "Seoul", AGREES, "2"),
+    ("...\nAnswer: (2)", CAPITALS, "Seoul", AGREES, "(2)"),
+    ("...\n정답: \uff08\uff12\uff09", CITIES, "서울", AGREES, "\uff08\uff12\uff09"),  # full width
+    ("...\n정답: ❷", CITIES, "서울", AGREES, "❷"),
+    ("...\nAnswer: option 2", CAPITALS, "Seoul", AGREES, "option 2"),
+    ("...\n정답: 보기 ②", CITIES, "서울", AGREES, "보기 ②"),
+    # Letters.
+    ("...\nAnswer: B", CAPITALS, "Seoul", AGREES, "B"),
+    ("...\nAnswer: (b)", CAPITALS, "Seoul", AGREES, "(b)"),
+    ("...\nAnswer: b)", CAPITALS, "Seoul", AGREES, "b)"),
+    ("...\nAnswer: b", CAPITALS, "Seoul", AGREES, "b"),
+    ("...\nAnswer: C", CAPITALS, "Seoul", DIFFERS, "C"),
+    ("...\nThe correct answer is (B) Seoul.", CAPITALS, "Seoul", AGREES, "(B) Seoul"),
+    ("...\nThe correct answer is (C) Seoul.", CAPITALS, "Seoul", UNREAD, "(C) Seoul"),
+    # Korean phrasings.
+    ("...\n정답은 ②번입니다.", CITIES, "서울", AGREES, "②번입니다"),
+    ("...\n따라서 답은 서울", CITIES, "서울", AGREES, "서울"),
+    ("...\n따라서 답은 서울입니다.", CITIES, "서울", AGREES, "서울입니다"),
+    ("...\n정답은 ④번입니다.", CITIES, "서울", DIFFERS, "④번입니다"),
+    ("...\n따라서 ②번이 정답입니다.", CITIES, "서울", AGREES, "②번"),
+    ("...\n그러므로 서울이 정답이다.", CITIES, "서울", AGREES, "서울"),
+    ("...\n최종 정답: ②", CITIES, "서울", AGREES, "②"),
+    ("...\n정답 : ② 서울", CITIES, "서울", AGREES, "② 서울"),
+    ("...\n정답은 ② 부산입니다.", CITIES, "서울", UNREAD, "② 부산입니다"),
+    ("...\n정답은 ①이 아니라 ②입니다.", CITIES, "서울", AGREES, "①이 아니라 ②입니다"),
+    ("①번은 정답이 아닙니다. 부산은 항구 도시입니다.\n정답: ②", CITIES, "서울", AGREES, "②"),
+    ("...\n답: 수도인 서울", CITIES, "서울", AGREES, "수도인 서울"),
+    # English phrasings.
+    ("...\n**Answer:** 2", CAPITALS, "Seoul", AGREES, "2"),
+    ("...\n**Answer: B**", CAPITALS, "Seoul", AGREES, "B"),
+    ("...\nThe answer is Seoul.", CAPITALS, "Seoul", AGREES, "Seoul"),
+    ("...\nSo the final answer is $\\boxed{B}$.", CAPITALS, "Seoul", AGREES, "B"),
+    ("...\nTherefore, (B) Seoul is the correct answer.", CAPITALS, "Seoul", AGREES, "(B) Seoul"),
+    ("...\nThe best option is Daegu.", CAPITALS, "Seoul", DIFFERS, "Daegu"),
+    ("...\nThe answer is not Busan but Seoul.", CAPITALS, "Seoul", AGREES, "not Busan but Seoul"),
+    ("...\nThe answer is clearly Seoul, the capital.", CAPITALS, "Seoul", AGREES, None),
+    ("...\nAnswer - 2", CAPITALS, "Seoul", AGREES, "2"),
+    # The model corrects itself: the last statement counts.
+    ("정답: ①\n잠깐, 다시 보니 정답은 ②입니다.", CITIES, "서울", AGREES, "②입니다"),
+    ("정답: ②\n아니, 다시 계산하면 정답은 ③번입니다.", CITIES, "서울", DIFFERS, "③번입니다"),
+    ("Answer: 1. Wait, correction. Answer: 2", CAPITALS, "Seoul", AGREES, "2"),
+    ("Answer: 2\nOn second thought, the correct answer is (A).", CAPITALS, "Seoul", DIFFERS, "(A)"),
+    # The key stored as a number, a letter, or another form of the text.
+    ("...\n정답: ②", CITIES, "2", AGREES, "②"),
+    ("...\nAnswer: B", CAPITALS, "B", AGREES, "B"),
+    ("...\nAnswer: Seoul", CAPITALS, "2", AGREES, "Seoul"),
+    ("...\nAnswer: 2", CAPITALS, "b", AGREES, "2"),
+    ("...\nAnswer: 2", CAPITALS, " seoul ", AGREES, "2"),
+    ("...\nAnswer: 3", CAPITALS, "B", DIFFERS, "3"),
+    # Numbers that are themselves choices.
+    ("2 + 2 = 4\nAnswer: 2", SUMS, "4", AGREES, "2"),
+    ("2 + 2 = 4\nAnswer: 4", SUMS, "4", AGREES, "4"),
+    ("...\nAnswer: 1", BACKWARDS, "1", UNREAD, "1"),
+    ("...\nAnswer: (2)", BACKWARDS, "1", AGREES, "(2)"),
+    ("...\n정답: 2번", BACKWARDS, "1", AGREES, "2번"),
+    # Out of range, or not a choice at all.
+    ("...\nAnswer: 7", CAPITALS, "Seoul", DIFFERS, "7"),
+    ("...\nAnswer: Tokyo", CAPITALS, "Seoul", DIFFERS, "Tokyo"),
+    ("...\n- 정답: 광주", CITIES, "서울", DIFFERS, "광주"),
+    ("The answer lies in the history of Daegu and Busan.", CAPITALS, "Seoul", UNREAD, ""),
+    # Open questions (no choices): the text itself.
+    ("...\n정답: 서울", [], "서울", AGREES, "서울"),
+    ("...\n정답은 서울입니다.", [], "서울", AGREES, "서울입니다"),
+    ("...\nAnswer: 4", [], "4", AGREES, "4"),
+    ("...\nAnswer: 5", [], "4", DIFFERS, "5"),
+    ("...\nThe answer is Seoul.", [], "Seoul", AGREES, "Seoul"),
+    ("...\nThe answer is Seoulite.", [], "Seoul", DIFFERS, "Seoulite"),
+    ("...\n정답: 서울 또는 부산", [], "서울", DIFFERS, "서울 또는 부산"),
+    ("...\n정답: 서울특별시", [], "서울", AGREES, "서울특별시"),
+    ("...\n정답은 부산이 아니라 서울입니다.", [], "서울", AGREES, "부산이 아니라 서울입니다"),
+    # Nothing stated: unread, never an agreement.
+    ("Seoul is the capital of Korea.", CAPITALS, "Seoul", UNREAD, ""),
+    ("서울은 대한민국의 수도입니다.", CITIES, "서울", UNREAD, ""),
+    ("", CAPITALS, "Seoul", UNREAD, ""),
+    ("The answer depends on the year you ask about.", CAPITALS, "Seoul", UNREAD, ""),
+    ("①번은 정답이 아닙니다.", CITIES, "서울", UNREAD, ""),
+    ("The answer is not Busan.", CAPITALS, "Seoul", UNREAD, ""),
+    ("답변은 다음과 같습니다. 서울은 수도입니다.", CITIES, "서울", UNREAD, ""),
+    ("A city like Seoul grew fast.", CAPITALS, "Seoul", UNREAD, ""),
+    ("...\nAnswer: 2, 3", CAPITALS, "Seoul", UNREAD, "2, 3"),
+    ("...\n정답: ②, ③", CITIES, "서울", UNREAD, "②, ③"),
+    ("...\n정답은 서울이나 부산입니다.", CITIES, "서울", UNREAD, "서울이나 부산입니다"),
+    ("...\nThe answer is Seoul or Busan.", CAPITALS, "Seoul", UNREAD, "Seoul or Busan"),
+    # No key: read, not judged.
+    ("...\n정답: ②", CITIES, "", NO_KEY, "②"),
+    ("Seoul is the capital.", CAPITALS, "  ", NO_KEY, ""),
+]
+
+
+@pytest.mark.parametrize("reply,choices,key,verdict,stated", CASES)
+def test_a_reply_states_an_answer(reply, choices, key, verdict, stated):
+    found = answers.compare(reply, choices, key)
+    assert found.verdict == verdict
+    if stated is not None:
+        assert found.stated == stated
+
+
+def test_the_table_is_large_and_bilingual():
+    korean = [case for case in CASES if any("가" <= char <= "힣" for char in case[0])]
+    assert len(CASES) >= 60 and len(korean) >= 20
+
+
+def test_the_statement_is_its_line_as_written_up_to_a_bound():
+    found = answers.compare("Answer: 2 " + "because " * 100, CAPITALS, "Seoul")
+    assert found.verdict == AGREES and found.stated.startswith("2 because because")
+    assert len(found.stated) <= answers.STATEMENT_CHARS
+
+
+@pytest.mark.parametrize(
+    "noise",
+    ["정답 " * 350_000, "the answer is x " * 70_000, "정답: 다음과 같습니다\n" * 80_000],
+    ids=["korean-labels", "english-labels", "label-lines"],
+)
+def test_a_megabyte_of_labels_is_read_from_its_end(noise):
+    """A hostile reply (up to LLM_MAX_REPLY_BYTES) full of labels: only its end is read."""
+    assert len(noise) > 1_000_000
+    assert answers.compare(noise + "\n정답: ②", CITIES, "서울").verdict == AGREES
+    assert answers.compare(noise, CITIES, "서울").verdict != AGREES
+
+
+def test_an_answer_stated_only_far_before_the_end_is_not_read():
+    reply = "정답: ②\n" + "서울은 조선 시대부터 수도였습니다. " * 500
+    assert len(reply) > answers.TAIL_CHARS
+    assert answers.compare(reply, CITIES, "서울").verdict == UNREAD
+
+
+@pytest.mark.parametrize(
+    "key,choices,expected",
+    [
+        ("서울", CITIES, 2),
+        ("2", CITIES, 2),
+        ("②", CITIES, 2),
+        ("B", CAPITALS, 2),
+        ("seoul", CAPITALS, 2),
+        ("1", BACKWARDS, 2),  # the choice's text wins over its number
+        ("Tokyo", CAPITALS, None),
+        ("", CAPITALS, None),
+    ],
+)
+def test_the_key_names_a_choice_by_text_number_or_letter(key, choices, expected):
+    assert answers.key_choice(key, choices) == expected

@@ -36,6 +36,7 @@ from studyqueue.models import (
     ExplanationRevision,
     JobKind,
     QuestionQuerySet,
+    ReviewStatus,
     StudyQuestion,
     StudyQuestionJob,
 )
@@ -68,20 +69,45 @@ class ExplanationStateFilter(admin.SimpleListFilter):
 
 
 class ReviewFilter(admin.SimpleListFilter):
-    """Explanations with a quality flag: all of them, or one flag."""
+    """Explanations waiting for a reviewer (all, or the flagged ones), or with a quality flag
+    (any, or one), whatever their review."""
 
-    title = "needs review"
+    title = gettext_lazy("needs review")
     parameter_name = "review"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("any", "Any flag"), *((flag, flag.replace("_", " ")) for flag in quality.FLAGS)]
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [
+            ("waiting", gettext_lazy("Waiting for review (unreviewed or a candidate)")),
+            ("waiting_flagged", gettext_lazy("Waiting for review, flagged")),
+            ("any", "Any flag"),
+            *((flag, flag.replace("_", " ")) for flag in quality.FLAGS),
+        ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
         questions = cast(QuestionQuerySet, queryset)
-        if self.value() == "any":
+        if self.value() == "waiting":
             return questions.needs_review()
+        if self.value() == "waiting_flagged":
+            return questions.needs_review().exclude(explanation_flags=[])
+        if self.value() == "any":
+            return questions.flagged()
         if self.value() in quality.FLAGS:
             return questions.filter(explanation_flags__contains=[self.value()])
+        return None
+
+
+class ReviewStatusFilter(admin.SimpleListFilter):
+    """The reviewer's decision on the current explanation."""
+
+    title = gettext_lazy("review")
+    parameter_name = "review_status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return list(ReviewStatus.choices)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
+        if self.value() in ReviewStatus.values:
+            return queryset.filter(current_revision__review_status=self.value())
         return None
 
 
@@ -159,7 +185,7 @@ class DeferringChangeList(ChangeList):
 class StudyQuestionAdmin(GuardedInputAdmin):
     list_display = ("id", "text_excerpt", "has_explanation", "latest_job", "explained_at")
     list_display_links = ("id", "text_excerpt")
-    list_filter = (ExplanationStateFilter, ReviewFilter)
+    list_filter = (ExplanationStateFilter, ReviewFilter, ReviewStatusFilter)
     search_fields = ("text",)
     show_full_result_count = False
     paginator = CappedCountPaginator

@@ -148,3 +148,31 @@ def test_enqueue_outdated_leaves_approved_work_alone_unless_asked(
     approved.refresh_from_db()
     assert approved.explanation == FIRST  # the regeneration waits as a candidate
     assert ExplanationRevision.objects.filter(question=approved, candidate=True).count() == 1
+
+
+def test_export_approved_only_and_every_row_carries_its_review_status(llm_server, make_consumer):
+    import csv
+    import json
+
+    approved, edited, plain = (StudyQuestionFactory() for _ in range(3))
+    for question in (approved, edited, plain):
+        explain(llm_server, make_consumer, question, FIRST)
+    review.decide(approved.current_revision.pk, Decision.APPROVE, by="ana")
+    review.decide(edited.current_revision.pk, Decision.EDIT, by="ana", text=SECOND)
+    out = StringIO()
+    call_command("exportexplanations", stdout=out, stderr=StringIO())
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(r["id"], r["review_status"]) for r in rows] == [
+        (approved.pk, "approved"),
+        (edited.pk, "edited"),
+        (plain.pk, "unreviewed"),
+    ]
+    out = StringIO()
+    call_command(
+        "exportexplanations", "--approved", "--format", "csv", stdout=out, stderr=StringIO()
+    )
+    table = list(csv.DictReader(StringIO(out.getvalue())))
+    assert [(r["id"], r["review_status"], r["explanation"]) for r in table] == [
+        (str(approved.pk), "approved", FIRST),
+        (str(edited.pk), "edited", SECOND),
+    ]

@@ -12,6 +12,7 @@ from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils.formats import number_format
 
+from studyqueue import promptstats
 from studyqueue.admin.common import short_duration, status_badge
 from studyqueue.conf import conf
 from studyqueue.models import (
@@ -126,6 +127,9 @@ class QueueDashboardAdmin(admin.ModelAdmin):
             "title": "Queue dashboard",
             "opts": self.model._meta,
             "refresh_seconds": REFRESH_SECONDS,
+            # Once per page load, not in the 5-second refresh: a GROUP BY over many rows.
+            "prompt_versions": promptstats.collect(promptstats.DASHBOARD_NEWEST),
+            "prompt_newest": number_format(promptstats.DASHBOARD_NEWEST, force_grouping=True),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/studyqueue/dashboard.html", context)

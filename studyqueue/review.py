@@ -81,13 +81,13 @@ def item(question_id: int) -> Item | None:
     revision = judged(question)
     if revision is None:
         return None
-    older = ExplanationRevision.objects.using(queue.database()).filter(question=question)
     previous: ExplanationRevision | None = None
-    if revision.candidate:
-        if question.current_revision_id is not None:
-            previous = older.filter(pk=question.current_revision_id).first()
-    else:
-        previous = older.filter(pk__lt=revision.pk, candidate=False).order_by("-pk").first()
+    if not revision.candidate:
+        previous = revisions.previous(revision)
+    elif question.current_revision_id is not None:  # what the candidate would replace
+        previous = ExplanationRevision.objects.using(queue.database()).get(
+            pk=question.current_revision_id
+        )
     return Item(question, revision, previous)
 
 

@@ -93,6 +93,15 @@ def _revisions() -> QuerySet[ExplanationRevision]:
     return ExplanationRevision.objects.using(queue.database())
 
 
+def previous(revision: ExplanationRevision) -> ExplanationRevision | None:
+    """The revision ``revision`` follows: the one a reviewer corrected into it, else the
+    question's newest older revision."""
+    if revision.based_on_id is not None:
+        return _revisions().filter(pk=revision.based_on_id).first()
+    older = _revisions().filter(question_id=revision.question_id, pk__lt=revision.pk)
+    return older.order_by("-pk").first()
+
+
 def settle(revision: ExplanationRevision, current_id: int | None) -> bool:
     """A completed job's revision: current, unless the question's current explanation
     (``current_id``, read under the question's lock) is approved or edited; then it waits as

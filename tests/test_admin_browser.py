@@ -211,8 +211,8 @@ def test_a_reviewer_works_through_the_queue_with_the_keyboard(site, page):
     page.click("input[type=submit]")
     showing(first)
     assert_styled(page, "review")
-    assert page.inner_html("#sq-diff-old") == "<del>Old one.</del>"
-    assert page.inner_html("#sq-diff-new") == "<ins>Explanation 0.</ins>"
+    assert page.inner_html(".sq-diff-old") == "<del>Old one.</del>"
+    assert page.inner_html(".sq-diff-new") == "<ins>Explanation 0.</ins>"
     page.screenshot(path=str(SHOTS / "20-review.png"), full_page=True)
 
     page.keyboard.press("a")  # approve: the next waiting question opens

@@ -96,12 +96,17 @@ class ExplanationReviewAdmin(admin.ModelAdmin):
                 question=question,
                 revision=current.revision,
                 previous=current.previous,
+                previous_url=reverse(
+                    "admin:studyqueue_explanationrevision_change", args=[current.previous.pk]
+                )
+                if current.previous is not None
+                else None,
                 diff=side_by_side(current.previous.text, current.revision.text)
                 if current.previous is not None
                 else None,
                 in_queue=review.waiting().filter(pk=question.pk).exists(),
                 next_url=self._step_url(question.pk, backwards=False),
-                previous_url=self._step_url(question.pk, backwards=True),
+                prev_question_url=self._step_url(question.pk, backwards=True),
                 question_url=reverse("admin:studyqueue_studyquestion_change", args=[question.pk]),
             )
         return TemplateResponse(request, "admin/studyqueue/review.html", context)

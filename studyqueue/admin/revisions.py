@@ -8,10 +8,13 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
+from django.template.loader import render_to_string
 from django.utils.html import format_html
+from django.utils.translation import gettext_lazy
 
 from studyqueue import revisions
 from studyqueue.admin.common import GuardedInputAdmin, excerpt, long_text
+from studyqueue.diff import side_by_side
 from studyqueue.models import ExplanationRevision
 
 
@@ -24,15 +27,22 @@ class ExplanationRevisionAdmin(GuardedInputAdmin):
         "model",
         "prompt_label",
         "flags",
+        "review_status",
         "is_current",
     )
-    list_filter = ("prompt_version", "finish_reason")
+    list_filter = ("prompt_version", "finish_reason", "review_status", "candidate")
     list_select_related = ("question",)
     ordering = ("-id",)
     actions = ("make_current",)
     fields = (
         "question_link",
         "text_box",
+        "changes",
+        "review_status",
+        "reviewed_by",
+        "reviewed_at",
+        "author",
+        "candidate",
         "model",
         "prompt_label",
         "prompt_version",
@@ -62,6 +72,18 @@ class ExplanationRevisionAdmin(GuardedInputAdmin):
     @admin.display(description="text")
     def text_box(self, revision: ExplanationRevision) -> str:
         return long_text(revision.text)
+
+    @admin.display(description=gettext_lazy("changes from the previous revision"))
+    def changes(self, revision: ExplanationRevision) -> str:
+        previous = revisions.previous(revision)
+        if previous is None:
+            return "-"
+        diff = side_by_side(previous.text, revision.text)
+        url = reverse("admin:studyqueue_explanationrevision_change", args=[previous.pk])
+        return render_to_string(
+            "admin/studyqueue/side_by_side.html",
+            {"diff": diff, "previous": previous, "revision": revision, "previous_url": url},
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # written by the consumer

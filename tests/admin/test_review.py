@@ -142,3 +142,16 @@ def test_the_dashboard_counts_what_waits_and_links_the_review_page(admin_client)
         reverse("admin:studyqueue_studyquestion_changelist"), {"review_status": "approved"}
     )
     assert [q.pk for q in approved_list.context["cl"].result_list] == [approved.pk]
+
+
+def test_a_revision_page_shows_the_previous_text_side_by_side(admin_client):
+    question = explained("Seoul is the capital.")
+    newer = ExplanationRevisionFactory(question=question, text="Seoul is the largest city.")
+    page = admin_client.get(
+        reverse("admin:studyqueue_explanationrevision_change", args=[newer.pk])
+    ).content.decode()
+    assert "<del>capital.</del>" in page and "<ins>largest city.</ins>" in page
+    first = admin_client.get(
+        reverse("admin:studyqueue_explanationrevision_change", args=[question.current_revision_id])
+    ).content.decode()
+    assert "sq-diff-old" not in first  # nothing before it

@@ -13,7 +13,7 @@ from django.urls import path
 from django.utils.formats import number_format
 
 from studyqueue import promptstats
-from studyqueue.admin.common import short_duration, status_badge
+from studyqueue.admin.common import PageAdmin, short_duration, status_badge
 from studyqueue.conf import conf
 from studyqueue.models import (
     JobKind,
@@ -67,26 +67,10 @@ def _chart_rows(stats: DashboardStats) -> dict[str, Any]:
 
 
 @admin.register(QueueDashboard)
-class QueueDashboardAdmin(admin.ModelAdmin):
+class QueueDashboardAdmin(PageAdmin):
     """Staff with view permission on jobs see the dashboard; nothing here changes data."""
 
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        user = request.user
-        return bool(
-            user.is_active and user.is_staff and user.has_perm("studyqueue.view_studyquestionjob")
-        )
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return self.has_view_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    permission = "studyqueue.view_studyquestionjob"
 
     def get_urls(self) -> list:
         return [

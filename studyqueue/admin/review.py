@@ -20,6 +20,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext
 
 from studyqueue import queue, review
+from studyqueue.admin.common import PageAdmin
 from studyqueue.diff import side_by_side
 from studyqueue.exceptions import ReviewConflict
 from studyqueue.models import ExplanationReview, ReviewStatus, StudyQuestion
@@ -35,24 +36,10 @@ def _question_id(value: str | None) -> int | None:
 
 
 @admin.register(ExplanationReview)
-class ExplanationReviewAdmin(admin.ModelAdmin):
+class ExplanationReviewAdmin(PageAdmin):
     """Reviewers (``review_explanation``) judge explanations here; nothing else is listed."""
 
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        user = request.user
-        return bool(user.is_active and user.is_staff and user.has_perm(PERMISSION))
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return self.has_view_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    permission = PERMISSION
 
     def get_urls(self) -> list:
         return [

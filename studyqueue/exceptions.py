@@ -13,3 +13,7 @@ class EnqueueError(StudyQueueError, ValueError):
 
 class SettingsError(ImproperlyConfigured):
     """A STUDYQUEUE setting or its environment variable has an invalid value."""
+
+
+class ReviewConflict(StudyQueueError):
+    """What a reviewer judged changed meanwhile (decided by another, or a newer reply)."""

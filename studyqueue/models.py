@@ -104,14 +104,28 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
     def current(self, version: str) -> QuestionQuerySet:
         return self.explained().filter(explanation_prompt_version=version)
 
-    def needs_review(self) -> QuestionQuerySet:
-        """The current explanation carries a quality flag."""
-        return self.explained().exclude(explanation_flags=[])
+    def flagged(self, flag: str | None = None) -> QuestionQuerySet:
+        """The current explanation carries a quality flag (``flag``, or any). Matched in the
+        list's JSON text, quotes included (no flag's name is inside another's): JSON
+        ``contains`` is PostgreSQL-only."""
+        flagged = self.explained().exclude(explanation_flags=[])
+        if flag is None:
+            return flagged
+        return flagged.filter(explanation_flags__icontains=f'"{flag}"')
 
-    def flagged(self, flag: str) -> QuestionQuerySet:
-        """The current explanation carries ``flag``. Matched in the list's JSON text, quotes
-        included (no flag's name is inside another's): JSON ``contains`` is PostgreSQL-only."""
-        return self.needs_review().filter(explanation_flags__icontains=f'"{flag}"')
+    def needs_review(self) -> QuestionQuerySet:
+        """A reviewer has a decision to make: the current explanation is unreviewed (every
+        flagged one is, until someone decides), or a candidate waits to replace it."""
+        waiting = ExplanationRevision.objects.filter(question=OuterRef("pk"), candidate=True)
+        return self.explained().filter(
+            Q(current_revision__isnull=True)
+            | Q(current_revision__review_status=ReviewStatus.UNREVIEWED)
+            | Exists(waiting)
+        )
+
+    def approved(self) -> QuestionQuerySet:
+        """The current explanation was approved, or written by a reviewer."""
+        return self.explained().filter(current_revision__review_status__in=PROTECTED_REVIEWS)
 
 
 class StudyQuestion(models.Model):
@@ -470,6 +484,20 @@ class FinishReason(models.TextChoices):
 FINISH_REASON_WIDTH = 20
 
 
+class ReviewStatus(models.TextChoices):
+    """What a reviewer decided about a revision (one decision each, with who and when)."""
+
+    UNREVIEWED = "unreviewed", _("unreviewed")  # nobody has judged it yet
+    APPROVED = "approved", _("approved")  # fit to publish as it is
+    REJECTED = "rejected", _("rejected")  # wrong: a regeneration was queued
+    EDITED = "edited", _("edited")  # corrected by a reviewer (or the correction itself)
+
+
+# A current explanation in these states is never replaced silently: a regeneration becomes a
+# candidate revision that a reviewer accepts or rejects.
+PROTECTED_REVIEWS = (ReviewStatus.APPROVED, ReviewStatus.EDITED)
+
+
 class ExplanationRevision(models.Model):
     """One generated explanation of a question, kept for good; the question points at its
     current one. Written only through ``studyqueue.revisions``."""
@@ -536,11 +564,66 @@ class ExplanationRevision(models.Model):
     )
     created_at = models.DateTimeField(verbose_name=_("created"), default=timezone.now)
 
+    author = models.CharField(
+        verbose_name=_("author"),
+        max_length=150,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_("Who wrote it: blank for the LLM, else the reviewer who corrected it."),
+    )
+    based_on = models.ForeignKey(
+        "self",
+        verbose_name=_("based on"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text=_("The revision a reviewer corrected into this one."),
+    )
+    candidate = models.BooleanField(
+        verbose_name=_("candidate"),
+        default=False,
+        db_default=False,
+        help_text=_(
+            "Written for a question whose explanation was approved or edited: it becomes "
+            "current only when a reviewer accepts it."
+        ),
+    )
+    review_status = models.CharField(
+        verbose_name=_("review status"),
+        max_length=_choice_width(ReviewStatus),
+        choices=ReviewStatus.choices,
+        default=ReviewStatus.UNREVIEWED,
+        db_default=ReviewStatus.UNREVIEWED,
+    )
+    reviewed_by = models.CharField(
+        verbose_name=_("reviewed by"), max_length=150, blank=True, default="", db_default=""
+    )
+    reviewed_at = models.DateTimeField(verbose_name=_("reviewed at"), null=True, blank=True)
+
     class Meta:
         ordering = ["-id"]
         verbose_name = _("explanation revision")
         verbose_name_plural = _("explanation revisions")
-        permissions = [("restore_explanationrevision", _("Can make an older revision current"))]
+        permissions = [
+            ("restore_explanationrevision", _("Can make an older revision current")),
+            ("review_explanation", _("Can review explanations (approve, reject, edit)")),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(review_status__in=ReviewStatus.values),
+                name="studyqueue_revision_review_status_valid",
+            ),
+        ]
+        indexes = [
+            # The review queue's "a candidate waits for this question" (few rows).
+            models.Index(
+                fields=["question"],
+                condition=Q(candidate=True),
+                name="studyqueue_revision_candidate",
+            ),
+        ]
 
     def __str__(self) -> str:
         return gettext("revision %(id)s of question %(question)s") % {
@@ -552,3 +635,18 @@ class ExplanationRevision(models.Model):
     def truncated(self) -> bool:
         """The LLM stopped at max_tokens: the text may be cut."""
         return self.finish_reason == FinishReason.LENGTH
+
+    @property
+    def protected(self) -> bool:
+        """Approved or written by a reviewer: a regeneration must not replace it silently."""
+        return self.review_status in PROTECTED_REVIEWS
+
+
+class ExplanationReview(ExplanationRevision):
+    """The admin's review page (a proxy so that it appears in the app's admin index)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("explanation review")
+        verbose_name_plural = _("explanation reviews")
+        default_permissions = ()

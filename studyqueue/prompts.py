@@ -39,10 +39,19 @@ def _template(name: str) -> tuple[Template, str]:
     return template, source
 
 
-def current_version(*, max_tokens: int | None = None) -> PromptVersion:
-    """The prompt version of today's settings and templates."""
+def trial_template(source: str) -> Template:
+    """A user prompt template given as text (``explain --prompt-template``), compiled by the
+    same engine as the configured ones; ``TemplateSyntaxError`` if it does not compile."""
+    return Engine.get_default().from_string(source)
+
+
+def current_version(
+    *, max_tokens: int | None = None, prompt_source: str | None = None
+) -> PromptVersion:
+    """The prompt version of today's settings and templates (with ``prompt_source`` as the
+    user template's text instead of the configured one's: a trial's version)."""
     _, system = _template(conf.SYSTEM_PROMPT_TEMPLATE)
-    _, user = _template(conf.PROMPT_TEMPLATE)
+    user = prompt_source if prompt_source is not None else _template(conf.PROMPT_TEMPLATE)[1]
     shape = {
         "system": system,
         "user": user,
@@ -62,13 +71,21 @@ def render(name: str, context: dict[str, Any]) -> str:
     return template.render(Context(context, autoescape=False)).strip()
 
 
-def build_messages(question: StudyQuestion) -> list[dict[str, str]]:
-    """The chat messages for a question (its choices must be valid: ``ValidationError``)."""
+def build_messages(
+    question: StudyQuestion, *, prompt: Template | None = None
+) -> list[dict[str, str]]:
+    """The chat messages for a question (its choices must be valid: ``ValidationError``);
+    ``prompt`` replaces the configured user template (a trial)."""
     validate_choices(question.choices)
     context = {"question": question, "choices": question.choices, "answer": question.answer}
+    user = (
+        render(conf.PROMPT_TEMPLATE, context)
+        if prompt is None
+        else prompt.render(Context(context, autoescape=False)).strip()
+    )
     return [
         {"role": "system", "content": render(conf.SYSTEM_PROMPT_TEMPLATE, context)},
-        {"role": "user", "content": render(conf.PROMPT_TEMPLATE, context)},
+        {"role": "user", "content": user},
     ]
 
 

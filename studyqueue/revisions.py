@@ -2,6 +2,11 @@
 one. A new revision becomes current only when its job completes; an older one can be made
 current again. The only module that writes revisions and a question's explanation fields.
 
+An approved or reviewer-edited explanation is never replaced silently: a regeneration of it
+is kept as a *candidate* that becomes current only when a reviewer accepts it (``settle``).
+A reviewer's decision is written on the revision with who and when (``decide``); a
+correction is a new revision authored by the reviewer (``add_correction``).
+
 A revision is the one home of a reply's metadata (model, prompt version, tokens, timings,
 finish reason, flags, the answer it states); the question keeps its current text and the two
 facts its admin filters need, the job a pointer to the revision that completed it."""
@@ -12,11 +17,12 @@ import logging
 from collections.abc import Sequence
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from studyqueue import queue
 from studyqueue.columns import fit
-from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
+from studyqueue.models import ExplanationRevision, ReviewStatus, StudyQuestion, StudyQuestionJob
 from studyqueue.prompts import PromptVersion
 from studyqueue.services.llm import LLMReply
 
@@ -67,6 +73,11 @@ def make_current(revision: ExplanationRevision) -> bool:
             updated_at=now,
         )
     )
+    if updated and revision.candidate:  # an accepted (or restored) candidate waits no more
+        ExplanationRevision.objects.using(queue.database()).filter(pk=revision.pk).update(
+            candidate=False
+        )
+        revision.candidate = False
     if updated:
         logger.info(
             "study_revision_current question=%s revision=%s prompt_version=%s",
@@ -81,3 +92,73 @@ def restore(revision: ExplanationRevision) -> bool:
     """An operator makes an older revision current again (one transaction)."""
     with transaction.atomic(using=queue.database()):
         return make_current(revision)
+
+
+def _revisions() -> QuerySet[ExplanationRevision]:
+    return ExplanationRevision.objects.using(queue.database())
+
+
+def previous(revision: ExplanationRevision) -> ExplanationRevision | None:
+    """The revision ``revision`` follows: the one a reviewer corrected into it, else the
+    question's newest older revision."""
+    if revision.based_on_id is not None:
+        return _revisions().filter(pk=revision.based_on_id).first()
+    older = _revisions().filter(question_id=revision.question_id, pk__lt=revision.pk)
+    return older.order_by("-pk").first()
+
+
+def settle(revision: ExplanationRevision, current_id: int | None) -> bool:
+    """A completed job's revision: current, unless the question's current explanation
+    (``current_id``, read under the question's lock) is approved or edited; then it waits as
+    a candidate (the newest candidate replaces older ones). False if the question is gone."""
+    current = None
+    if current_id is not None:
+        current = _revisions().filter(pk=current_id).only("review_status").first()
+    if current is None or not current.protected:
+        return make_current(revision)
+    waiting = _revisions().filter(question_id=revision.question_id, candidate=True)
+    waiting.exclude(pk=revision.pk).update(candidate=False)  # superseded, still kept
+    _revisions().filter(pk=revision.pk).update(candidate=True)
+    revision.candidate = True
+    logger.info(
+        "study_revision_candidate question=%s revision=%s current=%s current_review=%s",
+        revision.question_id,
+        revision.pk,
+        current_id,
+        current.review_status,
+    )
+    return True
+
+
+def decide(revision: ExplanationRevision, status: ReviewStatus, *, by: str) -> None:
+    """Record a reviewer's decision on ``revision`` (who, when); a candidate stops waiting."""
+    now = timezone.now()
+    _revisions().filter(pk=revision.pk).update(
+        review_status=status, reviewed_by=by, reviewed_at=now, candidate=False
+    )
+    revision.review_status, revision.reviewed_by, revision.reviewed_at = status, by, now
+    revision.candidate = False
+    logger.info(
+        "study_revision_reviewed question=%s revision=%s review=%s by=%s",
+        revision.question_id,
+        revision.pk,
+        status,
+        by,
+    )
+
+
+def add_correction(based_on: ExplanationRevision, text: str, *, by: str) -> ExplanationRevision:
+    """A reviewer's corrected text as a new revision (authored and reviewed by ``by``), in
+    the prompt version of the one it corrects; not current yet."""
+    return _revisions().create(
+        question_id=based_on.question_id,
+        text=text,
+        prompt_version=based_on.prompt_version,
+        prompt_label=based_on.prompt_label,
+        finish_reason="stop",
+        author=by,
+        based_on=based_on,
+        review_status=ReviewStatus.EDITED,
+        reviewed_by=by,
+        reviewed_at=timezone.now(),
+    )

@@ -19,7 +19,7 @@ from django.db.models import Avg, Count, FilteredRelation, Min, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from studyqueue import queue
+from studyqueue import queue, review
 from studyqueue.conf import conf
 from studyqueue.models import (
     ACTIVE_STATUSES,
@@ -99,7 +99,8 @@ class DashboardStats:
     consumers: list[ConsumerState]
     pauses: list[QueuePause]
     outdated: int  # explanations another prompt version wrote (counted up to OUTDATED_CAP)
-    needs_review: int  # current explanations with a quality flag (same cap)
+    needs_review: int  # explanations waiting for a reviewer: unreviewed, or a candidate (same cap)
+    needs_review_flagged: int  # of them, those with a quality flag (same cap)
     tokens: TokenTotals
 
     @property
@@ -296,10 +297,11 @@ def capped(questions: QuestionQuerySet) -> int:
     return questions.order_by().values("pk")[:OUTDATED_CAP].count()
 
 
-def explanations() -> tuple[int, int]:
-    """Explanations outdated (another prompt version) and needing review, each capped."""
+def explanations() -> tuple[int, int, int]:
+    """Explanations outdated (another prompt version), waiting for review, and of those the
+    flagged ones, each capped."""
     questions = StudyQuestion.objects.using(queue.database())
-    return capped(questions.outdated(current_version().hash)), capped(questions.needs_review())
+    return capped(questions.outdated(current_version().hash)), *review.counts()
 
 
 def by_status_kind(finished: dict[tuple[str, str, str], int]) -> dict[str, dict[str, int]]:
@@ -320,7 +322,7 @@ def collect(now: datetime | None = None) -> DashboardStats:
     finished = finished_counts(now)
     oldest = oldest_pending()
     total, is_estimate = table_total()
-    outdated, needs_review = explanations()
+    outdated, needs_review, needs_review_flagged = explanations()
     return DashboardStats(
         now=now,
         active=active_counts(),
@@ -335,5 +337,6 @@ def collect(now: datetime | None = None) -> DashboardStats:
         pauses=pauses(),
         outdated=outdated,
         needs_review=needs_review,
+        needs_review_flagged=needs_review_flagged,
         tokens=tokens(now),
     )

@@ -19,7 +19,13 @@ from django.utils.translation import gettext as _
 
 from studyqueue import queue
 from studyqueue.columns import width
-from studyqueue.models import JobKind, StudyQuestion, StudyQuestionJob, validate_choices
+from studyqueue.models import (
+    JobKind,
+    ReviewStatus,
+    StudyQuestion,
+    StudyQuestionJob,
+    validate_choices,
+)
 
 FORMATS = ("jsonl", "csv")
 FIELDS = ("text", "choices", "answer", "external_id")
@@ -39,6 +45,7 @@ EXPORT_FIELDS = (
     "flags",
     # The answer the current explanation states (issue 19); its agreement is in "flags".
     "stated_answer",
+    "review_status",  # the reviewer's decision on the current explanation (issue 19)
     "explained_at",
     # The current reply's measurements (issue 18): null when the server did not say.
     "prompt_tokens",
@@ -577,9 +584,13 @@ def export_rows(
     since: datetime | None = None,
     outdated_for: str | None = None,
     ids: Iterable[int] | None = None,
+    approved: bool = False,
 ) -> Generator[dict[str, Any]]:
-    """Explained questions with their current explanation, streamed from the database."""
+    """Explained questions with their current explanation, streamed from the database;
+    ``approved``: only those a reviewer approved or corrected."""
     questions = StudyQuestion.objects.using(queue.database()).explained()
+    if approved:
+        questions = questions.approved()
     if ids is not None:
         questions = questions.filter(pk__in=list(ids))
     if outdated_for is not None:
@@ -590,15 +601,17 @@ def export_rows(
     rows = questions.order_by("pk").values_list(
         "id", "external_id", "text", "choices", "answer", "explanation",
         "current_revision__model", "explanation_prompt_version", "explanation_flags",
-        "current_revision__stated_answer", "current_revision__created_at",
+        "current_revision__stated_answer", "current_revision__review_status",
+        "current_revision__created_at",
         "current_revision__prompt_tokens", "current_revision__cached_tokens",
         "current_revision__completion_tokens",
         "current_revision__first_token_ms", "current_revision__tokens_per_second",
     )  # fmt: skip
     for values in rows.iterator(chunk_size=2000):
         row = dict(zip(EXPORT_FIELDS, values, strict=True))
-        # No revision (a row written by raw SQL): no model, no stated answer.
+        # No revision (a row written by raw SQL): no model, no stated answer, unreviewed.
         row["model"], row["stated_answer"] = row["model"] or "", row["stated_answer"] or ""
+        row["review_status"] = row["review_status"] or ReviewStatus.UNREVIEWED
         row["explained_at"] = row["explained_at"].isoformat() if row["explained_at"] else None
         yield row
 

@@ -184,3 +184,59 @@ def test_operator_filters_failed_jobs_retries_them_and_opens_the_dashboard(site,
     # Retried jobs went back to pending; with no LLM server the consumer hands them back.
     assert {j.error_code for j in retried} <= {"", "llm_unavailable"}
     assert {j.status for j in retried} == {"pending"}
+
+
+def test_a_reviewer_works_through_the_queue_with_the_keyboard(site, page):
+    from studyqueue import revisions
+    from studyqueue.models import ExplanationRevision, StudyQuestion
+    from tests.factories import ExplanationRevisionFactory
+
+    questions, judged = [], []
+    for n, text in enumerate(("대한민국의 수도는?", "What is 2 + 2?", "Capital of France?")):
+        question = StudyQuestionFactory(text=text, choices=["A", "B"], answer="A")
+        if n == 0:  # a regenerated one: its previous revision shows beside it
+            revisions.make_current(ExplanationRevisionFactory(question=question, text="Old one."))
+        revision = ExplanationRevisionFactory(question=question, text=f"Explanation {n}.")
+        revisions.make_current(revision)
+        questions.append(question)
+        judged.append(revision)
+    first, second, third = questions
+
+    def showing(question: StudyQuestion) -> None:
+        page.wait_for_selector(f"#sq-review[data-question='{question.pk}']")
+
+    page.goto(f"{site}/admin/login/?next=/admin/studyqueue/explanationreview/")
+    page.fill("#id_username", OPERATOR)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    showing(first)
+    assert_styled(page, "review")
+    assert page.inner_html(".sq-diff-old") == "<del>Old one.</del>"
+    assert page.inner_html(".sq-diff-new") == "<ins>Explanation 0.</ins>"
+    page.screenshot(path=str(SHOTS / "20-review.png"), full_page=True)
+
+    page.keyboard.press("a")  # approve: the next waiting question opens
+    showing(second)
+    assert "approved" in page.inner_text("ul.messagelist")
+    page.keyboard.press("j")
+    showing(third)
+    page.keyboard.press("k")
+    showing(second)
+    page.keyboard.press("r")  # reject: a regeneration is queued
+    showing(third)
+    assert "regeneration job" in page.inner_text("ul.messagelist")
+    page.keyboard.press("e")
+    box = page.locator("#sq-edit-text")
+    box.press("Control+a")
+    box.type("Paris: a j k r e typed here are text.")  # not shortcuts while typing
+    page.screenshot(path=str(SHOTS / "21-review-edit.png"), full_page=True)
+    box.press("Control+Enter")
+    page.wait_for_selector("#sq-review-empty")
+    assert "correction" in page.inner_text("ul.messagelist")
+
+    statuses = [ExplanationRevision.objects.get(pk=r.pk).review_status for r in judged]
+    assert statuses == ["approved", "rejected", "edited"]
+    third = StudyQuestion.objects.get(pk=third.pk)
+    assert third.explanation == "Paris: a j k r e typed here are text."
+    assert third.current_revision.author == OPERATOR
+    assert StudyQuestionJob.objects.filter(study_question=second).count() == 1

@@ -127,6 +127,7 @@ ALLOWED = {
     "manage",
     "py",
     "runconsumer",
+    "promptstats",
     "UTC",
     "KST",
     "Asia",

@@ -60,7 +60,8 @@ def test_real_replies_are_flagged(
     stored = StudyQuestion.objects.get()
     assert stored.explanation_flags == flags
     assert ExplanationRevision.objects.get().flags == flags
-    assert list(StudyQuestion.objects.needs_review()) == ([stored] if flags else [])
+    assert list(StudyQuestion.objects.flagged()) == ([stored] if flags else [])
+    assert list(StudyQuestion.objects.needs_review()) == [stored]  # unreviewed, flagged or not
 
 
 @pytest.mark.django_db(transaction=True)
@@ -101,7 +102,7 @@ def test_a_reply_without_a_finish_reason_keeps_its_ending_on_the_revision(
         False,
         ["unfinished"],
     )
-    assert list(StudyQuestion.objects.needs_review()) == [question]
+    assert list(StudyQuestion.objects.flagged()) == [question]
 
 
 @pytest.mark.django_db(transaction=True)

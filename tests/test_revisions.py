@@ -266,3 +266,40 @@ def test_a_reply_whose_claim_was_lost_leaves_no_revision_and_no_pointer():
     assert store(new, question, reply, current_version(), queue.database()) == Outcome.COMPLETED
     job = StudyQuestionJob.objects.get()
     assert job.revision == ExplanationRevision.objects.get() and job.llm_ms == 30
+
+
+def test_explain_tries_a_prompt_template_without_storing_anything(llm_server, tmp_path):
+    import pytest
+    from django.core.management.base import CommandError
+
+    llm_server.configure(answer=FIRST)
+    question = StudyQuestionFactory(text="What is 2 + 2?", choices=["3", "4"], answer="4")
+    trial = tmp_path / "trial.txt"
+    trial.write_text("TRIAL {{ question.text }} key={{ answer }}", encoding="utf-8")
+    out = StringIO()
+    call_command(
+        "explain", str(question.pk), "--prompt-template", str(trial), "--dry-run", stdout=out
+    )
+    text = out.getvalue()
+    assert "(trial, not stored)" in text and "--- user\nTRIAL What is 2 + 2? key=4" in text
+    assert current_version().hash not in text.splitlines()[0]  # a version of its own
+    assert llm_server.stats()["requests"] == 0
+
+    out = StringIO()
+    call_command("explain", str(question.pk), "--prompt-template", str(trial), stdout=out)
+    text = out.getvalue()
+    assert FIRST in text and "trial, nothing stored" in text and "flags: none" in text
+    assert llm_server.bodies[-1]["messages"][-1]["content"] == "TRIAL What is 2 + 2? key=4"
+    question.refresh_from_db()
+    assert (question.explanation, question.revisions.count()) == ("", 0)
+    assert not StudyQuestionJob.objects.exists()
+
+    trial.write_text("{% if %}", encoding="utf-8")
+    with pytest.raises(CommandError, match="is not a valid template"):
+        call_command("explain", str(question.pk), "--prompt-template", str(trial))
+    with pytest.raises(CommandError, match="cannot read"):
+        call_command("explain", str(question.pk), "--prompt-template", str(tmp_path / "none"))
+    llm_server.configure(fault="400")
+    trial.write_text("Hi {{ question.text }}", encoding="utf-8")
+    with pytest.raises(CommandError, match="the LLM call failed"):
+        call_command("explain", str(question.pk), "--prompt-template", str(trial))

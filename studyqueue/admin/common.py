@@ -142,6 +142,29 @@ class StaleFilter(admin.SimpleListFilter):
         return None
 
 
+class PageAdmin(admin.ModelAdmin):
+    """A page of its own behind a proxy model (the dashboard, the review page): active staff
+    with ``permission`` see it; the admin's add, change and delete views are closed."""
+
+    permission = ""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        user = request.user
+        return bool(user.is_active and user.is_staff and user.has_perm(self.permission))
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self.has_view_permission(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 class GuardedInputAdmin(admin.ModelAdmin):
     """Crafted list parameters end as the admin's own "invalid parameters" page or a message,
     never as a database error: a NUL in a filter or the search (PostgreSQL refuses it in

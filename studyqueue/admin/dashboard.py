@@ -14,7 +14,8 @@ from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.translation import gettext
 
-from studyqueue.admin.common import short_duration, status_badge
+from studyqueue import promptstats
+from studyqueue.admin.common import PageAdmin, short_duration, status_badge
 from studyqueue.conf import conf
 from studyqueue.models import (
     JobKind,
@@ -72,26 +73,10 @@ def _chart_rows(stats: DashboardStats) -> dict[str, Any]:
 
 
 @admin.register(QueueDashboard)
-class QueueDashboardAdmin(admin.ModelAdmin):
+class QueueDashboardAdmin(PageAdmin):
     """Staff with view permission on jobs see the dashboard; nothing here changes data."""
 
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        user = request.user
-        return bool(
-            user.is_active and user.is_staff and user.has_perm("studyqueue.view_studyquestionjob")
-        )
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return self.has_view_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    permission = "studyqueue.view_studyquestionjob"
 
     def get_urls(self) -> list:
         return [
@@ -133,6 +118,9 @@ class QueueDashboardAdmin(admin.ModelAdmin):
             "refresh_failed": gettext("refresh failed"),
             "opts": self.model._meta,
             "refresh_seconds": REFRESH_SECONDS,
+            # Once per page load, not in the 5-second refresh: a GROUP BY over many rows.
+            "prompt_versions": promptstats.collect(promptstats.DASHBOARD_NEWEST),
+            "prompt_newest": number_format(promptstats.DASHBOARD_NEWEST, force_grouping=True),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/studyqueue/dashboard.html", context)

@@ -37,6 +37,7 @@ from studyqueue.models import (
     ExplanationRevision,
     JobKind,
     QuestionQuerySet,
+    ReviewStatus,
     StudyQuestion,
     StudyQuestionJob,
 )
@@ -69,21 +70,46 @@ class ExplanationStateFilter(admin.SimpleListFilter):
 
 
 class ReviewFilter(admin.SimpleListFilter):
-    """Explanations with a quality flag: all of them, or one flag."""
+    """Explanations waiting for a reviewer (all, or the flagged ones), or with a quality flag
+    (any, or one), whatever their review."""
 
-    title = "needs review"
+    title = gettext_lazy("needs review")
     parameter_name = "review"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("any", "Any flag"), *((flag.value, str(flag.label)) for flag in quality.FLAGS)]
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [
+            ("waiting", gettext_lazy("Waiting for review (unreviewed or a candidate)")),
+            ("waiting_flagged", gettext_lazy("Waiting for review, flagged")),
+            ("any", gettext_lazy("Any flag")),
+            *((flag.value, flag.label) for flag in quality.FLAGS),
+        ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
         questions = cast(QuestionQuerySet, queryset)
         value = self.value()
-        if value == "any":
+        if value == "waiting":
             return questions.needs_review()
+        if value == "waiting_flagged":
+            return questions.needs_review().flagged()
+        if value == "any":
+            return questions.flagged()
         if value is not None and value in quality.FLAGS:
             return questions.flagged(value)
+        return None
+
+
+class ReviewStatusFilter(admin.SimpleListFilter):
+    """The reviewer's decision on the current explanation."""
+
+    title = gettext_lazy("review")
+    parameter_name = "review_status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return list(ReviewStatus.choices)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
+        if self.value() in ReviewStatus.values:
+            return queryset.filter(current_revision__review_status=self.value())
         return None
 
 
@@ -180,7 +206,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         "explained_at",
     )
     list_display_links = ("id", "text_excerpt")
-    list_filter = (ExplanationStateFilter, ReviewFilter)
+    list_filter = (ExplanationStateFilter, ReviewFilter, ReviewStatusFilter)
     search_fields = ("text",)
     show_full_result_count = False
     paginator = CappedCountPaginator

@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_lazy
@@ -14,6 +15,7 @@ from django.utils.translation import gettext, gettext_lazy
 from studyqueue import revisions
 from studyqueue.admin.common import GuardedInputAdmin, excerpt, long_text
 from studyqueue.admin.flags import flag_badges, stated_beside_key
+from studyqueue.diff import side_by_side
 from studyqueue.models import ExplanationRevision
 
 
@@ -27,15 +29,22 @@ class ExplanationRevisionAdmin(GuardedInputAdmin):
         "prompt_label",
         "flag_list",
         "stated_answer_display",
+        "review_status",
         "is_current",
     )
-    list_filter = ("prompt_version", "finish_reason")
+    list_filter = ("prompt_version", "finish_reason", "review_status", "candidate")
     list_select_related = ("question",)
     ordering = ("-id",)
     actions = ("make_current",)
     fields = (
         "question_link",
         "text_box",
+        "changes",
+        "review_status",
+        "reviewed_by",
+        "reviewed_at",
+        "author",
+        "candidate",
         "model",
         "prompt_label",
         "prompt_version",
@@ -54,7 +63,7 @@ class ExplanationRevisionAdmin(GuardedInputAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).defer("text", "question__explanation")
 
-    @admin.display(description="question")
+    @admin.display(description=gettext_lazy("question"))
     def question_link(self, revision: ExplanationRevision) -> str:
         url = reverse("admin:studyqueue_studyquestion_change", args=[revision.question_id])
         return format_html('<a href="{}">#{}</a>', url, revision.question_id)
@@ -72,9 +81,21 @@ class ExplanationRevisionAdmin(GuardedInputAdmin):
     def stated_answer_display(self, revision: ExplanationRevision) -> str:
         return stated_beside_key(revision.stated_answer, revision.question.answer, revision.flags)
 
-    @admin.display(description="text")
+    @admin.display(description=gettext_lazy("text"))
     def text_box(self, revision: ExplanationRevision) -> str:
         return long_text(revision.text)
+
+    @admin.display(description=gettext_lazy("changes from the previous revision"))
+    def changes(self, revision: ExplanationRevision) -> str:
+        previous = revisions.previous(revision)
+        if previous is None:
+            return "-"
+        diff = side_by_side(previous.text, revision.text)
+        url = reverse("admin:studyqueue_explanationrevision_change", args=[previous.pk])
+        return render_to_string(
+            "admin/studyqueue/side_by_side.html",
+            {"diff": diff, "previous": previous, "revision": revision, "previous_url": url},
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # written by the consumer

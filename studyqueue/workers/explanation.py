@@ -1,5 +1,6 @@
 """The explanation handler: build the prompt, ask the LLM through the gate, keep the answer
-as a revision, check its quality (and the answer it states against the key), make it current."""
+as a revision, check its quality (and the answer it states against the key), make it current
+(or a candidate for a reviewer, when the current explanation was approved or edited)."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def store(
         now = (
             StudyQuestion.objects.using(db)
             .select_for_update(no_key=True)
-            .only("text", "choices", "answer")
+            .only("text", "choices", "answer", "current_revision_id")
             .filter(pk=question.pk)
             .first()
         )
@@ -104,7 +105,8 @@ def store(
         if completed is Outcome.LOST:
             transaction.set_rollback(True, using=db)  # the claim was lost: keep nothing
             return completed
-        if revisions.make_current(revision):
+        # Current, or a candidate when a reviewer approved or wrote the current one.
+        if revisions.settle(revision, now.current_revision_id):
             if flags:
                 logger.warning(
                     "study_explanation_flagged id=%s question=%s flags=%s",

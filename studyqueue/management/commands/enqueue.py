@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from studyqueue import queue
 from studyqueue.management.commands._options import bounded_int, object_id
-from studyqueue.models import JobKind, StudyQuestion, StudyQuestionJob
+from studyqueue.models import PROTECTED_REVIEWS, JobKind, StudyQuestion, StudyQuestionJob
 from studyqueue.prompts import current_version
 
 
@@ -28,6 +28,12 @@ class Command(BaseCommand):
             "--outdated",
             action="store_true",
             help="every question whose explanation another prompt version wrote (regenerate)",
+        )
+        parser.add_argument(
+            "--include-approved",
+            action="store_true",
+            help="with --outdated: approved and reviewer-edited explanations too (their "
+            "regeneration waits as a candidate for a reviewer to accept)",
         )
         parser.add_argument(
             "--limit",
@@ -50,6 +56,7 @@ class Command(BaseCommand):
         *args: Any,
         missing: bool,
         outdated: bool,
+        include_approved: bool,
         limit: int | None,
         question: list[int],
         kind: str,
@@ -61,6 +68,8 @@ class Command(BaseCommand):
             )
         if limit is not None and not (missing or outdated):
             raise CommandError("--limit goes with --missing or --outdated")
+        if include_approved and not outdated:
+            raise CommandError("--include-approved goes with --outdated")
         ids: set[int] = set()
         if question:
             found = set(StudyQuestion.objects.filter(pk__in=question).values_list("pk", flat=True))
@@ -78,7 +87,11 @@ class Command(BaseCommand):
         if missing:
             wanted |= waiting.missing()
         if outdated:
-            wanted |= waiting.outdated(current_version().hash)
+            old = waiting.outdated(current_version().hash)
+            # A reviewer's approval or correction is not regenerated unless asked for.
+            if not include_approved:
+                old = old.exclude(current_revision__review_status__in=PROTECTED_REVIEWS)
+            wanted |= old
         if missing or outdated:
             ids |= set(wanted.order_by("pk").values_list("pk", flat=True)[:limit])
         created = queue.enqueue_many(sorted(ids), kind)

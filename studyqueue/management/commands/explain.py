@@ -1,26 +1,32 @@
-"""Try the prompt on one question: print the rendered messages, or run that one job now."""
+"""Try the prompt on one question: print the rendered messages, run that one job now, or try
+another user prompt template on it without storing anything."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.template import Template, TemplateSyntaxError
 from django.utils.translation import gettext as _
 
-from studyqueue import queue
+from studyqueue import quality, queue
 from studyqueue.consumer import Consumer, default_worker_id
 from studyqueue.management.commands._options import object_id
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.models import ExplanationRevision, JobKind, JobStatus, StudyQuestion
-from studyqueue.prompts import build_messages, current_version
+from studyqueue.prompts import build_messages, current_version, trial_template
 from studyqueue.queue import Outcome
+from studyqueue.services.llm import LLMClient, LLMError, LLMReply
 
 
 class Command(BaseCommand):
     help = (
         "Explain one question now through the consumer's gate, client and storage (a new "
-        "revision), or with --dry-run print the messages and the prompt version."
+        "revision), or with --dry-run print the messages and the prompt version; "
+        "--prompt-template PATH tries another user template without storing anything."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -28,23 +34,35 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dry-run", action="store_true", help="print the prompt; call nothing, write nothing"
         )
+        parser.add_argument(
+            "--prompt-template",
+            metavar="PATH",
+            help="try this user prompt template instead of the configured one: one call to "
+            "the LLM server, the reply printed, nothing stored (no job, no revision)",
+        )
 
-    def handle(self, *args: Any, question_id: int, dry_run: bool, **options: Any) -> None:
+    def handle(
+        self,
+        *args: Any,
+        question_id: int,
+        dry_run: bool,
+        prompt_template: str | None,
+        **options: Any,
+    ) -> None:
         question = StudyQuestion.objects.filter(pk=question_id).first()
         if question is None:
             raise CommandError(f"no study question with id {question_id}")
-        version = current_version()
-        if dry_run:
-            try:
-                messages = build_messages(question)
-            except ValidationError as exc:
-                raise CommandError(
-                    _("question %(id)s has invalid choices: %(reason)s")
-                    % {"id": question.pk, "reason": " ".join(exc.messages)}
-                ) from None
-            self.stdout.write(f"prompt version {version.hash} ({version.label})")
-            for message in messages:
-                self.stdout.write(f"\n--- {message['role']}\n{message['content']}")
+        trial, source = self._trial(prompt_template) if prompt_template else (None, None)
+        version = current_version(prompt_source=source)
+        if dry_run or trial is not None:
+            messages = self._messages(question, trial)
+            kind = " (trial, not stored)" if trial is not None else ""
+            self.stdout.write(f"prompt version {version.hash} ({version.label}){kind}")
+            if dry_run:
+                for message in messages:
+                    self.stdout.write(f"\n--- {message['role']}\n{message['content']}")
+                return
+            self._try(question, messages)
             return
         stopped_by: list[str] = []
         running: list[int] = []
@@ -85,6 +103,55 @@ class Command(BaseCommand):
             f"time to first token {_ms(revision.first_token_ms)}; "
             f"{revision.tokens_per_second or '-'} tokens/s; LLM time {_ms(job.llm_ms)}; "
             f"flags: {', '.join(revision.flags) or 'none'}"
+        )
+
+    def _trial(self, path: str) -> tuple[Template, str]:
+        """The template file to try, compiled: a one-line error if it cannot be read."""
+        try:
+            source = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            raise CommandError(
+                _("cannot read %(path)s: %(reason)s") % {"path": path, "reason": reason}
+            ) from None
+        try:
+            return trial_template(source), source
+        except TemplateSyntaxError as exc:
+            raise CommandError(
+                _("%(path)s is not a valid template: %(reason)s") % {"path": path, "reason": exc}
+            ) from None
+
+    def _messages(self, question: StudyQuestion, trial: Template | None) -> list[dict[str, str]]:
+        try:
+            return build_messages(question, prompt=trial)
+        except ValidationError as exc:
+            raise CommandError(
+                _("question %(id)s has invalid choices: %(reason)s")
+                % {"id": question.pk, "reason": " ".join(exc.messages)}
+            ) from None
+
+    def _try(self, question: StudyQuestion, messages: list[dict[str, str]]) -> None:
+        """One call straight to the LLM server (no job, no gate, nothing stored)."""
+
+        async def ask() -> LLMReply:
+            async with LLMClient.from_settings() as client:
+                return await client.chat(messages)
+
+        try:
+            reply = asyncio.run(ask())
+        except LLMError as exc:
+            raise CommandError(
+                _("the LLM call failed (%(code)s): %(reason)s")
+                % {"code": exc.code, "reason": exc.message}
+            ) from None
+        flags = quality.flags_for(question.text, reply.content, reply.finish_reason)
+        self.stdout.write(reply.content)
+        self.stdout.write(
+            f"\n--- trial, nothing stored; model {reply.model or '-'}\n"
+            f"tokens: prompt {reply.prompt_tokens}, completion {reply.completion_tokens}; "
+            f"time to first token {_ms(reply.first_token_ms)}; "
+            f"{reply.tokens_per_second or '-'} tokens/s; LLM time {_ms(reply.elapsed_ms)}; "
+            f"flags: {', '.join(flags) or 'none'}"
         )
 
     def _claim(self, question: StudyQuestion) -> Any:

@@ -34,8 +34,8 @@ moment.__name__ = "date"  # argparse's error: "invalid date value"
 
 class Command(BaseCommand):
     help = (
-        "Export explained questions with their explanation, model, prompt version, flags "
-        "and stated answer."
+        "Export explained questions with their explanation, model, prompt version, flags, "
+        "stated answer and review status."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -43,6 +43,12 @@ class Command(BaseCommand):
         parser.add_argument("--since", type=moment, help="explained at or after (a date)")
         parser.add_argument(
             "--outdated", action="store_true", help="only explanations of an older prompt"
+        )
+        parser.add_argument(
+            "--approved",
+            action="store_true",
+            help="only explanations a reviewer approved or corrected (review_status approved "
+            "or edited)",
         )
         parser.add_argument("--output", help="a file (default: standard output)")
 
@@ -52,11 +58,14 @@ class Command(BaseCommand):
         format: str,
         since: datetime | None,
         outdated: bool,
+        approved: bool,
         output: str | None,
         **options: Any,
     ) -> None:
         rows = transfer.export_rows(
-            since=since, outdated_for=current_version().hash if outdated else None
+            since=since,
+            outdated_for=current_version().hash if outdated else None,
+            approved=approved,
         )
         # An export that stops early closes its database cursor now, not at exit.
         with closing(rows):

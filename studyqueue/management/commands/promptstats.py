@@ -1,0 +1,80 @@
+"""Compare prompt versions: what each wrote, its flags, length, speed and reviews."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from studyqueue import promptstats
+from studyqueue.management.commands._options import bounded_int
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f} %"
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+class Command(BaseCommand):
+    help = (
+        "Per prompt version: explanations written, share with each flag, mean length and "
+        "completion tokens, tokens/s, approval and rejection rates."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--newest",
+            type=bounded_int(1, 100_000_000),
+            default=None,
+            help="only the newest N explanations the LLM wrote (default: all)",
+        )
+        parser.add_argument(
+            "--json", action="store_true", dest="as_json", help="one JSON object per version"
+        )
+
+    def handle(self, *args: Any, newest: int | None, as_json: bool, **options: Any) -> None:
+        versions = promptstats.collect(newest)
+        if as_json:
+            for version in versions:
+                self.stdout.write(self._json(version))
+            return
+        if not versions:
+            self.stdout.write("No explanation written yet.")
+            return
+        for version in versions:
+            self.stdout.write(self._text(version))
+
+    def _json(self, v: promptstats.VersionStats) -> str:
+        row = {
+            "prompt_version": v.prompt_version,
+            "label": v.label,
+            "written": v.written,
+            "first_at": v.first_at.isoformat() if v.first_at else None,
+            "last_at": v.last_at.isoformat() if v.last_at else None,
+            "flag_shares": dict(v.flag_shares),
+            "mean_chars": v.mean_chars,
+            "mean_completion_tokens": v.mean_completion_tokens,
+            "tokens_per_second": v.tokens_per_second,
+            "reviewed": v.reviewed,
+            "approved": v.approved,
+            "rejected": v.rejected,
+            "edited": v.edited,
+            "approval_rate": v.approval_rate,
+            "rejection_rate": v.rejection_rate,
+        }
+        return json.dumps(row, ensure_ascii=False)
+
+    def _text(self, v: promptstats.VersionStats) -> str:
+        flags = ", ".join(f"{name} {_pct(share)}" for name, share in v.flag_shares) or "none"
+        return (
+            f"{v.prompt_version or '(none)'}  {v.label or '-'}\n"
+            f"  written {v.written}; flags: {flags}\n"
+            f"  mean {_num(v.mean_chars)} characters, {_num(v.mean_completion_tokens)} "
+            f"completion tokens, {_num(v.tokens_per_second, 1)} tokens/s\n"
+            f"  reviewed {v.reviewed}: approved {_pct(v.approval_rate)}, "
+            f"rejected {_pct(v.rejection_rate)}, edited {v.edited}\n"
+        )

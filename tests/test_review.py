@@ -1,0 +1,178 @@
+"""The review queue: what waits, in what order, and each decision with who and when;
+approved work is never replaced silently (candidates), on real replies from the test LLM."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from studyqueue import queue, review
+from studyqueue.exceptions import ReviewConflict
+from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
+from studyqueue.review import Decision
+from tests.factories import StudyQuestionFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FIRST = "Because two and two make four, as counting on your fingers shows."
+SECOND = "Two plus two is four: add one four times, starting from zero, and you reach four."
+
+
+def explain(llm_server, make_consumer, question: StudyQuestion, answer: str) -> StudyQuestion:  # type: ignore[no-untyped-def]
+    llm_server.configure(answer=answer)
+    queue.enqueue(question)
+    assert make_consumer().run_cycle().outcomes == {"completed": 1}
+    question.refresh_from_db()
+    return question
+
+
+def test_approve_records_who_and_when_and_the_question_leaves_the_queue(llm_server, make_consumer):
+    first, second = StudyQuestionFactory(), StudyQuestionFactory()
+    for question in (first, second):
+        explain(llm_server, make_consumer, question, FIRST)
+    assert list(review.waiting()) == [first, second]
+    assert review.counts() == (2, 0)
+    revision = first.current_revision
+    result = review.decide(revision.pk, Decision.APPROVE, by="ana")
+    revision.refresh_from_db()
+    assert (revision.review_status, revision.reviewed_by) == ("approved", "ana")
+    assert revision.reviewed_at is not None and result.current == revision
+    assert list(review.waiting()) == [second]
+    assert list(StudyQuestion.objects.approved()) == [first]
+    # The queue moves on from the decided one, wrapping around at the end.
+    assert review.next_id(first.pk) == second.pk
+    assert review.next_id(second.pk) == second.pk
+    assert review.next_id(second.pk, backwards=True) == second.pk
+
+
+def test_reject_queues_a_regeneration_that_becomes_current_unreviewed(llm_server, make_consumer):
+    question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
+    rejected = question.current_revision
+    result = review.decide(rejected.pk, Decision.REJECT, by="ana")
+    job = StudyQuestionJob.objects.get(pk=result.job_id)
+    assert (job.status, job.study_question_id) == ("pending", question.pk)
+    rejected.refresh_from_db()
+    assert rejected.review_status == "rejected"
+    assert list(review.waiting()) == []  # decided; the regeneration is on its way
+    question = explain(llm_server, make_consumer, question, SECOND)  # runs the queued job
+    assert question.explanation == SECOND and not question.current_revision.candidate
+    assert question.current_revision.review_status == "unreviewed"
+    assert list(review.waiting()) == [question]
+
+
+def test_edit_keeps_the_correction_as_a_new_current_revision_by_the_reviewer(
+    llm_server, make_consumer
+):
+    question = explain(llm_server, make_consumer, StudyQuestionFactory(), "Short.")
+    original = question.current_revision
+    assert original.flags == ["too_short"]
+    result = review.decide(original.pk, Decision.EDIT, by="ana", text=f"  {SECOND}\n")
+    question.refresh_from_db()
+    correction = question.current_revision
+    assert correction == result.current and correction != original
+    assert question.explanation == correction.text == SECOND
+    assert (correction.author, correction.based_on, correction.review_status) == (
+        "ana",
+        original,
+        "edited",
+    )
+    assert (correction.flags, correction.prompt_version) == ([], original.prompt_version)
+    assert question.explanation_flags == []
+    original.refresh_from_db()
+    assert (original.review_status, original.reviewed_by) == ("edited", "ana")
+    with pytest.raises(ReviewConflict):  # no longer what is judged
+        review.decide(original.pk, Decision.APPROVE, by="bo")
+    with pytest.raises(ValueError):
+        review.decide(correction.pk, Decision.EDIT, by="bo", text="  ")
+
+
+@pytest.mark.parametrize("protect", ["approve", "edit"])
+def test_a_regeneration_of_approved_work_waits_as_a_candidate(llm_server, make_consumer, protect):
+    question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
+    review.decide(question.current_revision.pk, Decision(protect), by="ana", text=FIRST + " Yes.")
+    question.refresh_from_db()
+    kept, kept_text = question.current_revision, question.explanation
+    question = explain(llm_server, make_consumer, question, SECOND)
+    assert (question.current_revision, question.explanation) == (kept, kept_text)
+    candidate = ExplanationRevision.objects.get(candidate=True)
+    assert candidate.text == SECOND
+    item = review.item(question.pk)
+    assert (item.revision, item.previous, item.is_candidate) == (candidate, kept, True)
+    assert list(review.waiting()) == [question]
+    # A newer regeneration supersedes the waiting candidate (kept, no longer waiting).
+    question = explain(llm_server, make_consumer, question, SECOND + " Again.")
+    newest = ExplanationRevision.objects.get(candidate=True)
+    assert newest.pk > candidate.pk and question.explanation == kept_text
+    review.decide(newest.pk, Decision.APPROVE, by="bo")
+    question.refresh_from_db()
+    assert question.explanation == SECOND + " Again." and question.current_revision == newest
+    newest.refresh_from_db()
+    assert (newest.candidate, newest.review_status, newest.reviewed_by) == (
+        False,
+        "approved",
+        "bo",
+    )
+
+
+def test_rejecting_a_candidate_keeps_the_approved_explanation(llm_server, make_consumer):
+    question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
+    review.decide(question.current_revision.pk, Decision.APPROVE, by="ana")
+    question = explain(llm_server, make_consumer, question, SECOND)
+    candidate = ExplanationRevision.objects.get(candidate=True)
+    result = review.decide(candidate.pk, Decision.REJECT, by="ana")
+    assert result.job_id is None and not StudyQuestionJob.objects.active().exists()
+    question.refresh_from_db()
+    assert question.explanation == FIRST and list(review.waiting()) == []
+    candidate.refresh_from_db()
+    assert (candidate.candidate, candidate.review_status) == (False, "rejected")
+
+
+def test_enqueue_outdated_leaves_approved_work_alone_unless_asked(
+    llm_server, make_consumer, settings
+):
+    approved = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
+    review.decide(approved.current_revision.pk, Decision.APPROVE, by="ana")
+    plain = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_MODEL": "another-model"}  # all outdated
+    out = StringIO()
+    call_command("enqueue", "--outdated", stdout=out)
+    assert out.getvalue().strip() == "Created 1 explanation job(s); 0 already queued."
+    assert list(StudyQuestionJob.objects.active().values_list("study_question", flat=True)) == [
+        plain.pk
+    ]
+    call_command("enqueue", "--outdated", "--include-approved", stdout=out)
+    assert StudyQuestionJob.objects.active().filter(study_question=approved).exists()
+    make_consumer().run_cycle()
+    approved.refresh_from_db()
+    assert approved.explanation == FIRST  # the regeneration waits as a candidate
+    assert ExplanationRevision.objects.filter(question=approved, candidate=True).count() == 1
+
+
+def test_export_approved_only_and_every_row_carries_its_review_status(llm_server, make_consumer):
+    import csv
+    import json
+
+    approved, edited, plain = (StudyQuestionFactory() for _ in range(3))
+    for question in (approved, edited, plain):
+        explain(llm_server, make_consumer, question, FIRST)
+    review.decide(approved.current_revision.pk, Decision.APPROVE, by="ana")
+    review.decide(edited.current_revision.pk, Decision.EDIT, by="ana", text=SECOND)
+    out = StringIO()
+    call_command("exportexplanations", stdout=out, stderr=StringIO())
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(r["id"], r["review_status"]) for r in rows] == [
+        (approved.pk, "approved"),
+        (edited.pk, "edited"),
+        (plain.pk, "unreviewed"),
+    ]
+    out = StringIO()
+    call_command(
+        "exportexplanations", "--approved", "--format", "csv", stdout=out, stderr=StringIO()
+    )
+    table = list(csv.DictReader(StringIO(out.getvalue())))
+    assert [(r["id"], r["review_status"], r["explanation"]) for r in table] == [
+        (str(approved.pk), "approved", FIRST),
+        (str(edited.pk), "edited", SECOND),
+    ]

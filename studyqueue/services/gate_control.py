@@ -1,0 +1,227 @@
+"""The adaptive gate's controller (``GATE_PERMITS=auto``): which concurrency an endpoint
+rewards, found from the calls themselves. Pure: no I/O, time from the clock it is given.
+
+The gate feeds it every call that ends (completion tokens and the call's wall time) or
+fails with a loss signal, and how many calls it holds (``in_flight``); it answers with
+the current ``limit``. Decisions are taken per window of calls at one limit:
+
+- **climb** while tokens/s rises by more than the noise (doubling until the first limit
+  that does not pay, then one at a time);
+- **step back and hold** when it stops rising while time per output token grows;
+- **halve** on a loss signal (429, 503, a timeout, a stall, a refused connection);
+- **never climb** on a window the backlog could not fill (the gate was not full).
+
+Tokens/s of a window is Little's law: the mean calls in flight times the tokens each call
+produced per second of its own time; unlike counting completions in a short span, it does
+not depend on where the window's edges cut the calls.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+# A window holds at least this many calls (and two per permit): with calls whose speed
+# varies by +/-30 %, eight of them put the window's rate within about 6 %. While doubling,
+# half as many: a doubling that pays shows as ~2x, far above that noise.
+MIN_WINDOW_CALLS = 8
+# A rise counts when it exceeds this many standard errors of the two windows compared,
+# and at least MIN_RISE.
+NOISE_Z = 2.0
+MIN_RISE = 0.05
+# The gate must have been full this share of a window for the window to judge a climb.
+FULL_SHARE = 0.8
+# Windows held at a limit before trying one more permit again (the server may change).
+HOLD_WINDOWS = 20
+
+
+class Reason:
+    """Why the limit changed (the log's ``reason=``)."""
+
+    CLIMB = "climb"
+    STEP_BACK = "step_back"
+    LOSS = "loss"
+    SHARED = "shared"  # another consumer moved the endpoint's limit
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of the limit."""
+
+    old: int
+    new: int
+    reason: str
+    rate: float | None  # tokens/s measured at ``old`` (None: not measured)
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """What one full window measured at ``limit``."""
+
+    limit: int
+    rate: float  # completion tokens/s through the gate
+    seconds_per_token: float  # time per output token of one call (its wall time / tokens)
+    noise: float  # relative standard error of both (from the calls' own spread)
+
+
+class _Window:
+    """Calls that started and ended at one limit, and the gate's occupancy meanwhile."""
+
+    def __init__(self, now: float, in_flight: int) -> None:
+        self.start = now
+        self.changed_at = now
+        self.in_flight = in_flight
+        self.occupied = 0.0  # integral of calls in flight over time
+        self.full = 0.0  # time with the gate full
+        self.tokens = 0
+        self.seconds = 0.0
+        self.speeds: list[float] = []  # tokens per second of each call
+
+    def advance(self, now: float, limit: int) -> None:
+        span = max(0.0, now - self.changed_at)
+        self.occupied += self.in_flight * span
+        if self.in_flight >= limit:
+            self.full += span
+        self.changed_at = now
+
+    def stats(self, now: float, limit: int) -> tuple[WindowStats, float]:
+        """The window's measure and the share of its time the gate was full."""
+        elapsed = max(now - self.start, 1e-9)
+        mean_in_flight = self.occupied / elapsed
+        speed = self.tokens / self.seconds
+        spread = statistics.pstdev(self.speeds) / statistics.fmean(self.speeds)
+        noise = spread / math.sqrt(len(self.speeds))
+        stats = WindowStats(limit, mean_in_flight * speed, 1.0 / speed, noise)
+        return stats, self.full / elapsed
+
+
+class GateController:
+    """The limit of one endpoint between 1 and ``max_limit``; see the module."""
+
+    def __init__(
+        self,
+        *,
+        max_limit: int,
+        limit: int = 1,
+        rates: Mapping[int, float] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        min_window: int = MIN_WINDOW_CALLS,
+        hold_windows: int = HOLD_WINDOWS,
+    ) -> None:
+        if max_limit < 1:
+            raise ValueError("an adaptive gate needs at least one permit")
+        self.max_limit = max_limit
+        self._limit = min(max(limit, 1), max_limit)
+        self.rates: dict[int, float] = {k: v for k, v in (rates or {}).items() if k >= 1}
+        self._clock = clock
+        self.min_window = min_window
+        self.hold_windows = hold_windows
+        # Doubling until the first limit that does not pay or a loss; a limit restored
+        # from an earlier run was already found, so it starts one at a time.
+        self.slow_start = limit <= 1 and not self.rates
+        self._reference: WindowStats | None = None  # the window a probe is judged against
+        self._hold_left = 0 if self.slow_start else hold_windows
+        self._in_flight = 0
+        self._last_loss = -math.inf
+        self._call_seconds = 1.0  # a recent call's length: losses closer than this are one
+        self._limit_since = self._clock()
+        self._window = _Window(self._limit_since, 0)
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    @property
+    def window_calls(self) -> int:
+        """Calls a window at the current limit needs."""
+        least = self.min_window // 2 if self.slow_start else self.min_window
+        return max(least, 2 * self._limit)
+
+    def in_flight(self, calls: int) -> None:
+        """The gate now holds ``calls`` calls."""
+        self._window.advance(self._clock(), self._limit)
+        self._window.in_flight = self._in_flight = calls
+
+    def sample(self, *, tokens: int | None, seconds: float) -> Change | None:
+        """A call ended with ``tokens`` completion tokens after ``seconds``."""
+        now = self._clock()
+        if not tokens or seconds <= 0:
+            return None
+        self._call_seconds = seconds
+        if now - seconds < self._limit_since:
+            return None  # it began under another limit: its speed belongs to neither
+        window = self._window
+        window.tokens += tokens
+        window.seconds += seconds
+        window.speeds.append(tokens / seconds)
+        if len(window.speeds) < self.window_calls:
+            return None
+        window.advance(now, self._limit)
+        stats, full = window.stats(now, self._limit)
+        self._new_window(now)
+        if full < FULL_SHARE:
+            return None  # the backlog did not fill the gate: this says nothing of more
+        self.rates[self._limit] = stats.rate
+        return self._judge(stats)
+
+    def loss(self) -> Change | None:
+        """A call ended in a loss signal: the server is overloaded or unreachable."""
+        now = self._clock()
+        if now - self._last_loss < self._call_seconds:
+            return None  # the same overload seen by calls that were already running
+        self._last_loss = now
+        self.slow_start = False
+        self._reference = None
+        self._hold_left = self.hold_windows
+        return self._move(max(1, self._limit // 2), Reason.LOSS, now)
+
+    def adopt(self, limit: int) -> Change | None:
+        """Another consumer set the endpoint's limit: follow it, and measure afresh."""
+        limit = min(max(limit, 1), self.max_limit)
+        if limit == self._limit:
+            return None
+        self._reference = None
+        self.slow_start = False
+        self._hold_left = self.hold_windows
+        return self._move(limit, Reason.SHARED, self._clock())
+
+    def _judge(self, stats: WindowStats) -> Change | None:
+        reference, self._reference = self._reference, None
+        now = self._clock()
+        if reference is not None:
+            margin = max(MIN_RISE, NOISE_Z * math.hypot(reference.noise, stats.noise))
+            if stats.rate > reference.rate * (1 + margin):
+                return self._climb(stats, now)  # it paid: go on
+            self.slow_start = False
+            self._hold_left = self.hold_windows
+            if stats.seconds_per_token > reference.seconds_per_token * (1 + margin):
+                return self._move(reference.limit, Reason.STEP_BACK, now)
+            return None  # no gain, no harm: hold here
+        if self._hold_left > 0:
+            self._hold_left -= 1
+            return None
+        return self._climb(stats, now)
+
+    def _climb(self, stats: WindowStats, now: float) -> Change | None:
+        if self._limit >= self.max_limit:
+            self.slow_start = False
+            self._hold_left = self.hold_windows
+            return None
+        self._reference = stats
+        step = self._limit if self.slow_start else 1
+        return self._move(min(self.max_limit, self._limit + step), Reason.CLIMB, now)
+
+    def _move(self, limit: int, reason: str, now: float) -> Change | None:
+        old = self._limit
+        self._new_window(now)
+        if limit == old:
+            return None
+        self._limit = limit
+        self._limit_since = now
+        return Change(old, limit, reason, self.rates.get(old))
+
+    def _new_window(self, now: float) -> None:
+        self._window = _Window(now, self._in_flight)

@@ -45,6 +45,7 @@ class Reason:
     STEP_BACK = "step_back"
     LOSS = "loss"
     SHARED = "shared"  # another consumer moved the endpoint's limit
+    RESTORED = "restored"  # the last good value, stored by an earlier run
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,14 @@ class GateController:
         self.slow_start = False
         self._hold_left = self.hold_windows
         return self._move(limit, Reason.SHARED, self._clock())
+
+    def restore(self, limit: int, rates: Mapping[int, float]) -> Change | None:
+        """Start from a limit found earlier (the stored last good value), not from one."""
+        self.rates = {**{k: v for k, v in rates.items() if k >= 1}, **self.rates}
+        change = self.adopt(limit)
+        if change is None:
+            return None
+        return Change(change.old, change.new, Reason.RESTORED, self.rates.get(change.new))
 
     def _judge(self, stats: WindowStats) -> Change | None:
         reference, self._reference = self._reference, None

@@ -19,11 +19,12 @@ from django.db.models import Avg, Count, FilteredRelation, Min, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from studyqueue import queue
+from studyqueue import gate_limits, queue
 from studyqueue.conf import conf
 from studyqueue.models import (
     ACTIVE_STATUSES,
     ErrorCode,
+    GateLimit,
     JobQuerySet,
     JobStatus,
     QuestionQuerySet,
@@ -101,6 +102,7 @@ class DashboardStats:
     outdated: int  # explanations another prompt version wrote (counted up to OUTDATED_CAP)
     needs_review: int  # current explanations with a quality flag (same cap)
     tokens: TokenTotals
+    gate_limits: list[GateLimit]  # GATE_PERMITS=auto: each endpoint's limit and tokens/s
 
     @property
     def live_consumers(self) -> list[ConsumerState]:
@@ -336,4 +338,5 @@ def collect(now: datetime | None = None) -> DashboardStats:
         outdated=outdated,
         needs_review=needs_review,
         tokens=tokens(now),
+        gate_limits=gate_limits.all_limits(),
     )

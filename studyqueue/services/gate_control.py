@@ -3,17 +3,27 @@ rewards, found from the calls themselves. Pure: no I/O, time from the clock it i
 
 The gate feeds it every call that ends (completion tokens and the call's wall time) or
 fails with a loss signal, and how many calls it holds (``in_flight``); it answers with
-the current ``limit``. Decisions are taken per window of calls at one limit:
+the current ``limit``. It measures tokens/s in windows of calls at one limit and:
 
-- **climb** while tokens/s rises by more than the noise (doubling until the first limit
-  that does not pay, then one at a time);
-- **step back and hold** when it stops rising while time per output token grows;
-- **halve** on a loss signal (429, 503, a timeout, a stall, a refused connection);
-- **never climb** on a window the backlog could not fill (the gate was not full).
+- **climbs** (doubling from 1 until the first step that does not pay, then one at a time),
+  keeping each limit's window of this climb; a step pays when its tokens/s beats the best
+  of the climb by more than the noise;
+- **looks ahead** past a flat step: a batching server may gain little from 1 to 2 calls
+  and much from 2 to 4 (mlx_lm.server batches in 0.5 s slices), so one step that neither
+  pays nor clearly loses is followed by one more before concluding;
+- **steps back and holds**: when the climb ends it settles on the lowest limit the climb's
+  best does not beat by more than the noise (more calls for no more tokens/s only stretch
+  each reply's time per token), and holds it for ``hold_windows`` windows before climbing
+  again (the server may change; the next climb measures afresh);
+- **halves** on a loss signal (429, 503, a timeout, a stall, a refused connection);
+- **never climbs** on a window the backlog could not fill (the gate was not full).
 
 Tokens/s of a window is Little's law: the mean calls in flight times the tokens each call
 produced per second of its own time; unlike counting completions in a short span, it does
-not depend on where the window's edges cut the calls.
+not depend on where the window's edges cut the calls. Its noise is the calls' own spread
+(coefficient of variation over the square root of their number), so a window grows with
+that spread until its noise is about ``TARGET_NOISE``, and lasts at least
+``MIN_WINDOW_SECONDS`` so that it spans several of a batching server's slices.
 """
 
 from __future__ import annotations
@@ -24,17 +34,21 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-# A window holds at least this many calls (and two per permit): with calls whose speed
-# varies by +/-30 %, eight of them put the window's rate within about 6 %. While doubling,
-# half as many: a doubling that pays shows as ~2x, far above that noise.
+# A window holds at least this many calls (and two per permit) ...
 MIN_WINDOW_CALLS = 8
+# ... and more while the calls' spread says its rate is noisier than TARGET_NOISE (on a
+# real mlx_lm.server on CPU single calls vary by 30-45 %: ~50 calls), up to MAX_WINDOW_CALLS.
+TARGET_NOISE = 0.05
+MAX_WINDOW_CALLS = 48
+# ... and lasts this long: several of mlx_lm.server's 0.5 s batching slices.
+MIN_WINDOW_SECONDS = 2.0
 # A rise counts when it exceeds this many standard errors of the two windows compared,
 # and at least MIN_RISE.
 NOISE_Z = 2.0
 MIN_RISE = 0.05
 # The gate must have been full this share of a window for the window to judge a climb.
 FULL_SHARE = 0.8
-# Windows held at a limit before trying one more permit again (the server may change).
+# Windows held at a limit before climbing again (the server may change).
 HOLD_WINDOWS = 20
 
 
@@ -88,15 +102,23 @@ class _Window:
             self.full += span
         self.changed_at = now
 
+    def spread(self) -> float:
+        """The coefficient of variation of the calls' speeds."""
+        return statistics.pstdev(self.speeds) / statistics.fmean(self.speeds)
+
     def stats(self, now: float, limit: int) -> tuple[WindowStats, float]:
         """The window's measure and the share of its time the gate was full."""
         elapsed = max(now - self.start, 1e-9)
         mean_in_flight = self.occupied / elapsed
         speed = self.tokens / self.seconds
-        spread = statistics.pstdev(self.speeds) / statistics.fmean(self.speeds)
-        noise = spread / math.sqrt(len(self.speeds))
+        noise = self.spread() / math.sqrt(len(self.speeds))
         stats = WindowStats(limit, mean_in_flight * speed, 1.0 / speed, noise)
         return stats, self.full / elapsed
+
+
+def _margin(a: WindowStats, b: WindowStats) -> float:
+    """The relative difference between two windows' rates that is more than noise."""
+    return max(MIN_RISE, NOISE_Z * math.hypot(a.noise, b.noise))
 
 
 class GateController:
@@ -110,6 +132,7 @@ class GateController:
         rates: Mapping[int, float] | None = None,
         clock: Callable[[], float] = time.monotonic,
         min_window: int = MIN_WINDOW_CALLS,
+        min_window_seconds: float = MIN_WINDOW_SECONDS,
         hold_windows: int = HOLD_WINDOWS,
     ) -> None:
         if max_limit < 1:
@@ -119,11 +142,15 @@ class GateController:
         self.rates: dict[int, float] = {k: v for k, v in (rates or {}).items() if k >= 1}
         self._clock = clock
         self.min_window = min_window
+        self.min_window_seconds = min_window_seconds
         self.hold_windows = hold_windows
-        # Doubling until the first limit that does not pay or a loss; a limit restored
-        # from an earlier run was already found, so it starts one at a time.
+        # Doubling until the first climb ends or a loss; a limit restored from an earlier
+        # run was already found, so it holds first and then climbs one at a time.
         self.slow_start = limit <= 1 and not self.rates
-        self._reference: WindowStats | None = None  # the window a probe is judged against
+        # The windows of the climb under way, by limit (empty: holding). Only this climb's:
+        # rates measured minutes ago on a shared machine are no yardstick for now.
+        self._climb: dict[int, WindowStats] = {}
+        self._looked_ahead = False  # this climb already stepped past a flat step
         self._hold_left = 0 if self.slow_start else hold_windows
         self._in_flight = 0
         self._last_loss = -math.inf
@@ -137,9 +164,13 @@ class GateController:
 
     @property
     def window_calls(self) -> int:
-        """Calls a window at the current limit needs."""
-        least = self.min_window // 2 if self.slow_start else self.min_window
-        return max(least, 2 * self._limit)
+        """Calls the window under way needs (more when its calls' speeds spread)."""
+        least = max(self.min_window, 2 * self._limit)
+        speeds = self._window.speeds
+        if len(speeds) < least:
+            return least
+        wanted = math.ceil((self._window.spread() / TARGET_NOISE) ** 2)
+        return max(least, min(MAX_WINDOW_CALLS, wanted))
 
     def in_flight(self, calls: int) -> None:
         """The gate now holds ``calls`` calls."""
@@ -158,10 +189,12 @@ class GateController:
         window.tokens += tokens
         window.seconds += seconds
         window.speeds.append(tokens / seconds)
-        if len(window.speeds) < self.window_calls:
+        if now - window.start < self.min_window_seconds:
             return None
         window.advance(now, self._limit)
         stats, full = window.stats(now, self._limit)
+        if len(window.speeds) < self.window_calls and not self._pays(stats, full):
+            return None
         self._new_window(now)
         if full < FULL_SHARE:
             return None  # the backlog did not fill the gate: this says nothing of more
@@ -174,9 +207,7 @@ class GateController:
         if now - self._last_loss < self._call_seconds:
             return None  # the same overload seen by calls that were already running
         self._last_loss = now
-        self.slow_start = False
-        self._reference = None
-        self._hold_left = self.hold_windows
+        self._hold()
         return self._move(max(1, self._limit // 2), Reason.LOSS, now)
 
     def adopt(self, limit: int) -> Change | None:
@@ -184,9 +215,7 @@ class GateController:
         limit = min(max(limit, 1), self.max_limit)
         if limit == self._limit:
             return None
-        self._reference = None
-        self.slow_start = False
-        self._hold_left = self.hold_windows
+        self._hold()
         return self._move(limit, Reason.SHARED, self._clock())
 
     def restore(self, limit: int, rates: Mapping[int, float]) -> Change | None:
@@ -197,31 +226,53 @@ class GateController:
             return None
         return Change(change.old, change.new, Reason.RESTORED, self.rates.get(change.new))
 
-    def _judge(self, stats: WindowStats) -> Change | None:
-        reference, self._reference = self._reference, None
-        now = self._clock()
-        if reference is not None:
-            margin = max(MIN_RISE, NOISE_Z * math.hypot(reference.noise, stats.noise))
-            if stats.rate > reference.rate * (1 + margin):
-                return self._climb(stats, now)  # it paid: go on
-            self.slow_start = False
-            self._hold_left = self.hold_windows
-            if stats.seconds_per_token > reference.seconds_per_token * (1 + margin):
-                return self._move(reference.limit, Reason.STEP_BACK, now)
-            return None  # no gain, no harm: hold here
-        if self._hold_left > 0:
-            self._hold_left -= 1
-            return None
-        return self._climb(stats, now)
+    def _pays(self, stats: WindowStats, full: float) -> bool:
+        """Whether a climb's window, from half its calls on, already beats the climb's
+        best by more than its noise (a doubling that pays shows as ~2x: waiting for the
+        whole window would only spend time at the lower limits)."""
+        if not self._climb or full < FULL_SHARE or len(self._window.speeds) < self.min_window // 2:
+            return False
+        best = max(self._climb.values(), key=lambda w: w.rate)
+        return stats.rate > best.rate * (1 + _margin(best, stats))
 
-    def _climb(self, stats: WindowStats, now: float) -> Change | None:
+    def _judge(self, stats: WindowStats) -> Change | None:
+        now = self._clock()
+        if not self._climb:
+            if self._hold_left > 0:
+                self._hold_left -= 1
+                return None
+            self._climb = {stats.limit: stats}
+            self._looked_ahead = False
+            return self._step_up(now)
+        best = max(self._climb.values(), key=lambda w: w.rate)
+        self._climb[stats.limit] = stats
+        margin = _margin(best, stats)
+        if stats.rate > best.rate * (1 + margin):
+            self._looked_ahead = False
+            return self._step_up(now)  # it paid: go on
+        if not self._looked_ahead and stats.rate * (1 + margin) >= best.rate:
+            self._looked_ahead = True
+            return self._step_up(now)  # flat, not clearly worse: one more step to be sure
+        return self._settle(now)
+
+    def _step_up(self, now: float) -> Change | None:
         if self._limit >= self.max_limit:
-            self.slow_start = False
-            self._hold_left = self.hold_windows
-            return None
-        self._reference = stats
+            return self._settle(now)
         step = self._limit if self.slow_start else 1
         return self._move(min(self.max_limit, self._limit + step), Reason.CLIMB, now)
+
+    def _settle(self, now: float) -> Change | None:
+        """End the climb on the lowest limit its best window does not clearly beat."""
+        top = max(self._climb.values(), key=lambda w: w.rate)
+        good = [w for w in self._climb.values() if w.rate * (1 + _margin(w, top)) >= top.rate]
+        choice = min(w.limit for w in good)
+        self._hold()
+        return self._move(choice, Reason.STEP_BACK, now)
+
+    def _hold(self) -> None:
+        self.slow_start = False
+        self._climb = {}
+        self._hold_left = self.hold_windows
 
     def _move(self, limit: int, reason: str, now: float) -> Change | None:
         old = self._limit

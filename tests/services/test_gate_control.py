@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from studyqueue.services.gate_control import GateController, Reason
+from studyqueue.services.gate_control import MAX_WINDOW_CALLS, GateController, Reason
 from tests.helpers.batching_sim import VirtualClock, adaptive, fixed
 
 
@@ -17,9 +17,11 @@ def _window(controller: GateController, clock: VirtualClock, *, speed: float, to
     seconds = tokens / speed
     controller.in_flight(controller.limit)
     clock.now += seconds  # the first calls at this limit, all started after it was set
-    for _ in range(controller.window_calls):
-        clock.now += seconds / controller.limit
+    limit, calls = controller.limit, 0
+    while calls < controller.window_calls and change is None:
+        clock.now += seconds / limit
         change = controller.sample(tokens=tokens, seconds=seconds)
+        calls += 1
     return change
 
 
@@ -41,13 +43,61 @@ def test_steps_back_when_tokens_per_second_stops_rising_and_time_per_token_grows
     _window(controller, clock, speed=20.0)  # limit 1: 20 tokens/s
     assert controller.limit == 2
     change = _window(controller, clock, speed=10.0)  # limit 2: 2 x 10, each call twice as slow
+    # One flat step is not the end: a batching server may pay only from 4 on.
+    assert change is not None and (change.old, change.new, change.reason) == (2, 4, Reason.CLIMB)
+    change = _window(controller, clock, speed=5.0)  # limit 4: 4 x 5, flat again
     assert change is not None
-    assert (change.old, change.new, change.reason) == (2, 1, Reason.STEP_BACK)
+    assert (change.old, change.new, change.reason) == (4, 1, Reason.STEP_BACK)
     # It holds: windows at 1 change nothing for HOLD_WINDOWS windows.
     for _ in range(controller.hold_windows):
         assert _window(controller, clock, speed=20.0) is None
     assert controller.rates[1] == pytest.approx(20.0, rel=0.01)
     assert controller.rates[2] == pytest.approx(20.0, rel=0.01)
+    assert controller.rates[4] == pytest.approx(20.0, rel=0.01)
+
+
+def test_looks_past_a_flat_step_to_a_batching_gain():
+    """mlx_lm.server batches in slices: 2 calls may gain nothing over 1 and 4 nearly 2x."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    _window(controller, clock, speed=20.0)  # 1: 20 tokens/s
+    _window(controller, clock, speed=10.5)  # 2: 21, flat
+    assert controller.limit == 4
+    _window(controller, clock, speed=9.0)  # 4: 36, it paid
+    assert controller.limit == 8
+    change = _window(controller, clock, speed=4.6)  # 8: 37, flat at the maximum
+    assert change is not None and (change.old, change.new) == (8, 4)
+    assert not controller.slow_start
+
+
+def test_settles_on_the_best_of_the_climb_not_the_last_step():
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    _window(controller, clock, speed=20.0)  # 1: 20
+    _window(controller, clock, speed=20.0)  # 2: 40
+    _window(controller, clock, speed=8.0)  # 4: 32, worse than 2 by more than the noise
+    assert controller.limit == 2 and not controller.slow_start
+
+
+def test_a_window_grows_with_the_spread_of_its_calls_and_lasts_a_minimum_time():
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock, min_window_seconds=3.0)
+    controller.in_flight(1)
+    for n in range(8):  # speeds 10 and 30: a spread of 0.5, so ~100 calls are wanted
+        clock.now += 1.0
+        controller.sample(tokens=10 if n % 2 else 30, seconds=1.0)
+    assert controller.window_calls == MAX_WINDOW_CALLS
+    start = clock.now
+    quick = GateController(max_limit=8, clock=clock, min_window_seconds=3.0)
+    quick.in_flight(1)
+    for _ in range(8):  # steady calls, but 8 of them in 0.8 s: shorter than the minimum
+        clock.now += 0.1
+        assert quick.sample(tokens=10, seconds=0.1) is None
+    assert quick.limit == 1
+    while quick.limit == 1:
+        clock.now += 0.1
+        quick.sample(tokens=10, seconds=0.1)
+    assert clock.now - start >= 3.0
 
 
 def test_a_loss_halves_once_per_overload():

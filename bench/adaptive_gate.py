@@ -11,10 +11,12 @@ the server answers 503 (a window at 8 is 16 calls).
 
 ``--url URL``: the same comparison against a real server (e.g. mlx_lm.server) through the
 real ``LLMGate`` and ``LLMClient`` (no job queue: calls are started as fast as the gate
-admits them), ``--jobs`` calls per gate.
+admits them), ``--jobs`` calls per gate; each of ``--runs`` runs goes through the fixed
+``--gates`` and auto one after another (so a machine's load drifts over all of them alike),
+and the medians are compared. Auto is also measured from the moment it first settled.
 
     .venv/bin/python -m bench.adaptive_gate [--runs 5] [--jobs 400]
-    .venv/bin/python -m bench.adaptive_gate --url http://127.0.0.1:18080/v1 --jobs 48
+    .venv/bin/python -m bench.adaptive_gate --url http://127.0.0.1:18080/v1 --jobs 160 --runs 3
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import argparse
 import asyncio
 import statistics
 import time
+from dataclasses import dataclass
 
 from bench.common import setup_django
 
@@ -84,7 +87,17 @@ def simulated(runs: int, jobs: int) -> None:
     print(f"503 from job 200 (limit 8, window 16 calls): halved after {counts} failed call(s)")
 
 
-async def _real_run(url: str, jobs: int, permits: int | None) -> tuple[float, float, list[int]]:
+@dataclass
+class RealRun:
+    """One gate's calls against a real server."""
+
+    rate: float  # completion tokens/s over the whole run
+    seconds_per_token: float
+    limits: list[int]  # the limit as each call ended
+    settled_rate: float | None = None  # auto: tokens/s of the calls after it first settled
+
+
+async def _real_run(url: str, jobs: int, permits: int | None) -> RealRun:
     from studyqueue.services.gate import LLMGate
     from studyqueue.services.gate_control import GateController
     from studyqueue.services.llm import LLMClient
@@ -101,9 +114,11 @@ async def _real_run(url: str, jobs: int, permits: int | None) -> tuple[float, fl
     tokens = 0
     call_seconds = 0.0
     limits: list[int] = []
+    settled_at: float | None = None
+    tokens_after = 0
 
     async def one(n: int) -> None:
-        nonlocal tokens, call_seconds
+        nonlocal tokens, call_seconds, settled_at, tokens_after
         messages = [
             {"role": "system", "content": "You explain answers to study questions briefly."},
             {"role": "user", "content": f"Question {n}: why is the sky blue?"},
@@ -114,31 +129,59 @@ async def _real_run(url: str, jobs: int, permits: int | None) -> tuple[float, fl
         tokens += reply.completion_tokens or 0
         call_seconds += reply.elapsed_ms / 1000
         limits.append(gate.limit)
+        if settled_at is not None:
+            tokens_after += reply.completion_tokens or 0
+        elif controller is not None and not controller.slow_start:
+            settled_at = time.monotonic()
 
     start = time.monotonic()
     try:
         await asyncio.gather(*(one(n) for n in range(jobs)))
     finally:
         await client.aclose()
-    wall = time.monotonic() - start
-    return tokens / wall, call_seconds / max(tokens, 1), limits
+    end = time.monotonic()
+    run = RealRun(tokens / (end - start), call_seconds / max(tokens, 1), limits)
+    if settled_at is not None and end > settled_at:
+        run.settled_rate = tokens_after / (end - settled_at)
+    return run
 
 
-def real(url: str, jobs: int) -> None:
+def real(url: str, jobs: int, runs: int, gates: list[int]) -> None:
     setup_django("sqlite")
-    print(f"real server {url}: {jobs} calls per gate, max_tokens 64")
-    results = {}
-    for permits in (1, 2, 4, 8, None):
-        rate, tpot, limits = asyncio.run(_real_run(url, jobs, permits))
-        name = "auto" if permits is None else f"gate {permits}"
-        results[name] = rate
-        extra = f" limits {limits[:: max(1, len(limits) // 12)]}" if permits is None else ""
-        print(f"{name}: {rate:.1f} tokens/s, {tpot * 1000:.1f} ms per output token{extra}")
-    best = max((k for k in results if k != "auto"), key=lambda k: results[k])
     print(
-        f"best fixed: {best}; auto {results['auto'] / results[best]:.2f}x of it, "
-        f"{results['auto'] / results['gate 1']:.2f}x of gate 1"
+        f"real server {url}: {jobs} calls per gate, max_tokens 64, {runs} run(s), each run "
+        f"gates {gates} then auto, one after another"
     )
+    rates: dict[str, list[float]] = {}
+    settled: list[float] = []
+    for n in range(runs):
+        for permits in [*gates, None]:
+            run = asyncio.run(_real_run(url, jobs, permits))
+            name = "auto" if permits is None else f"gate {permits}"
+            rates.setdefault(name, []).append(run.rate)
+            extra = ""
+            if permits is None:
+                step = max(1, len(run.limits) // 16)
+                extra = f", limits {run.limits[::step]}"
+                if run.settled_rate is not None:
+                    settled.append(run.settled_rate)
+                    extra += f", {run.settled_rate:.1f} tokens/s after settling"
+            print(
+                f"run {n + 1} {name}: {run.rate:.1f} tokens/s, "
+                f"{run.seconds_per_token * 1000:.1f} ms per output token{extra}",
+                flush=True,
+            )
+    med = {name: statistics.median(values) for name, values in rates.items()}
+    best = max((k for k in med if k != "auto"), key=lambda k: med[k])
+    print("medians: " + ", ".join(f"{k} {v:.1f}" for k, v in med.items()))
+    line = (
+        f"best fixed: {best}; auto (whole run, ramp from 1 included) "
+        f"{med['auto'] / med[best]:.2f}x of it, {med['auto'] / med['gate 1']:.2f}x of gate 1"
+    )
+    if settled:
+        after = statistics.median(settled)
+        line += f"; after settling {after:.1f} tokens/s, {after / med[best]:.2f}x of {best}"
+    print(line)
 
 
 def main() -> None:
@@ -148,9 +191,12 @@ def main() -> None:
         "--jobs", type=int, default=400, help="jobs per gate (default: %(default)r)"
     )
     parser.add_argument("--url", help="a real OpenAI-compatible server instead of the simulation")
+    parser.add_argument(
+        "--gates", default="1,2,4,8", help="fixed gates run against --url (default: %(default)s)"
+    )
     args = parser.parse_args()
     if args.url:
-        real(args.url, args.jobs)
+        real(args.url, args.jobs, args.runs, [int(g) for g in args.gates.split(",")])
     else:
         simulated(args.runs, args.jobs)
 

@@ -8,9 +8,10 @@ the current ``limit``. It measures tokens/s in windows of calls at one limit and
 - **climbs** (doubling from 1 until the first step that does not pay, then one at a time),
   keeping each limit's window of this climb; a step pays when its tokens/s beats the best
   of the climb by more than the noise;
-- **looks ahead** past a flat step: a batching server may gain little from 1 to 2 calls
-  and much from 2 to 4 (mlx_lm.server batches in 0.5 s slices), so one step that neither
-  pays nor clearly loses is followed by one more before concluding;
+- **looks ahead** past a step that does not pay: a batching server may gain little from 1
+  to 2 calls and much from 2 to 4 (mlx_lm.server batches in 0.5 s slices), and one window
+  on a loaded machine can be unlucky, so such a step is followed by one more before the
+  climb ends;
 - **steps back and holds**: when the climb ends it settles on the lowest limit the climb's
   best does not beat by more than the noise (more calls for no more tokens/s only stretch
   each reply's time per token), and holds it for ``hold_windows`` windows before climbing
@@ -250,9 +251,11 @@ class GateController:
         if stats.rate > best.rate * (1 + margin):
             self._looked_ahead = False
             return self._step_up(now)  # it paid: go on
-        if not self._looked_ahead and stats.rate * (1 + margin) >= best.rate:
+        if not self._looked_ahead:
+            # One step that did not pay is no proof: a batching server's gain comes in
+            # steps, and one window on a loaded machine can be unlucky. One more to be sure.
             self._looked_ahead = True
-            return self._step_up(now)  # flat, not clearly worse: one more step to be sure
+            return self._step_up(now)
         return self._settle(now)
 
     def _step_up(self, now: float) -> Change | None:

@@ -75,7 +75,9 @@ def test_settles_on_the_best_of_the_climb_not_the_last_step():
     controller = GateController(max_limit=8, clock=clock)
     _window(controller, clock, speed=20.0)  # 1: 20
     _window(controller, clock, speed=20.0)  # 2: 40
-    _window(controller, clock, speed=8.0)  # 4: 32, worse than 2 by more than the noise
+    _window(controller, clock, speed=8.0)  # 4: 32, worse than 2: one more step to be sure
+    assert controller.limit == 8
+    _window(controller, clock, speed=4.0)  # 8: 32
     assert controller.limit == 2 and not controller.slow_start
 
 

@@ -70,6 +70,7 @@ bench: $(VENV)/.installed-dev
 	$(PY) -m bench.bulk_enqueue $(if $(QUICK),--questions 10000 --runs 1,)
 	$(PY) -m bench.admin_scale $(if $(QUICK),--rows 100000 --runs 2,)
 	$(PY) -m bench.import_export $(if $(QUICK),--rows 10000 --export-rows 100000 --runs 1,)
+	$(PY) -m bench.adaptive_gate $(if $(QUICK),--runs 1 --jobs 250,)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .

@@ -1,7 +1,8 @@
 """How much of each prompt a real LLM server serves from its prompt cache.
 
     python -m bench.prompt_cache --url http://127.0.0.1:18080/v1 [--questions 20]
-        [--words 1000] [--concurrency 1] [--all-at-once] [--layout after|before] [--runs 3]
+        [--words 1000] [--concurrency 1 | --permits auto] [--all-at-once]
+        [--layout after|before] [--runs 3]
 
 Sends ``--questions`` different questions, rendered with the app's templates, through
 studyqueue's own ``LLMClient``, ``--concurrency`` at a time (1 = gate 1), with a fixed text of
@@ -17,6 +18,10 @@ Prints, per run, the share of prompt tokens the server reports as cached
 calls and over all but the first. The client does not keep that field, so the bench reads
 it from the bytes on the wire: the client talks to a relay in this process that forwards
 everything unchanged to the server.
+
+``--permits auto`` sends the calls through the consumer's adaptive gate instead
+(``LLMGate`` with its controller, up to 8 at once, warm-first on the prompt), as
+``GATE_PERMITS=auto`` does; the limit it reached is printed.
 """
 
 from __future__ import annotations
@@ -26,9 +31,13 @@ import asyncio
 import re
 import statistics
 import uuid
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from bench.common import setup_django
+
+if TYPE_CHECKING:
+    from studyqueue.services.gate import LLMGate
 
 OLD_USER_TEMPLATE = """{% autoescape off %}Explain the answer to this study question for a \
 learner.
@@ -144,20 +153,29 @@ async def run_once(args: argparse.Namespace) -> tuple[float, float, list[tuple[i
     text = guide(args.words, uuid.uuid4().hex[:8])
     batch = [messages_for(q, args.layout, text) for q in questions(args.questions)]
     url = f"http://127.0.0.1:{port}{parts.path}"
+    auto = _auto_gate(url) if args.permits == "auto" else None
+    connections = auto.permits if auto is not None else args.concurrency
     async with LLMClient(
-        base_url=url, max_tokens=args.max_tokens, timeout=600, max_connections=args.concurrency
+        base_url=url, max_tokens=args.max_tokens, timeout=600, max_connections=connections
     ) as client:
         gate = asyncio.Semaphore(args.concurrency)
 
         async def one(messages: list[dict[str, str]]) -> None:
-            async with gate:
-                await client.chat(messages)
+            if auto is None:
+                async with gate:
+                    await client.chat(messages)
+                return
+            async with auto.slot(prefix="bench"):
+                reply = await client.chat(messages, on_first_token=lambda: auto.warmed("bench"))
+                auto.record(tokens=reply.completion_tokens, seconds=reply.elapsed_ms / 1000)
 
         if args.all_at_once:  # N calls on a cold prefix at once, as a plain gate N sends them
             await asyncio.gather(*(one(m) for m in batch))
         else:  # one call first (the cold prefix), the others once it has ended
             await one(batch[0])
             await asyncio.gather(*(one(m) for m in batch[1:]))
+    if auto is not None:
+        print(f"  adaptive gate ended at limit {auto.limit}")
     usages = relay.usages()
     if len(usages) != len(batch):
         raise SystemExit(f"the server reported usage with cached_tokens for {len(usages)} calls")
@@ -167,12 +185,25 @@ async def run_once(args: argparse.Namespace) -> tuple[float, float, list[tuple[i
     return share_all, share_warm, usages
 
 
+def _auto_gate(url: str) -> LLMGate:
+    """The adaptive gate as a consumer builds it for ``GATE_PERMITS=auto`` (on SQLite: no
+    advisory lock, so ``run_db`` is never called)."""
+    from studyqueue.services.gate import LLMGate
+    from studyqueue.services.gate_control import GateController
+
+    async def run_db(fn, *args):  # type: ignore[no-untyped-def]
+        return fn(*args)
+
+    return LLMGate(url, run_db=run_db, timeout=3600, controller=GateController(max_limit=8))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="http://127.0.0.1:18080/v1")
     parser.add_argument("--questions", type=int, default=20)
     parser.add_argument("--words", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--permits", choices=["auto"], help="the adaptive gate (GATE_PERMITS=auto)")
     parser.add_argument("--layout", choices=["after", "before"], default="after")
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument(
@@ -183,7 +214,7 @@ def main() -> None:
     setup_django("sqlite")
     print(
         f"prompt cache: {args.questions} questions, {args.words}-word fixed text, "
-        f"layout {args.layout}, concurrency {args.concurrency}, {args.url}"
+        f"layout {args.layout}, concurrency {args.permits or args.concurrency}, {args.url}"
     )
     alls, warms = [], []
     for run in range(1, args.runs + 1):

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.utils.translation import gettext
 
-from studyqueue.conf import SETTINGS, SettingNotFinite, SettingOutOfRange, conf
+from studyqueue.conf import AUTO, SETTINGS, SettingNotFinite, SettingOutOfRange, conf
 from studyqueue.exceptions import SettingsError
 from studyqueue.services.redact import is_valid_api_key
 
@@ -33,8 +33,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         except SettingNotFinite as exc:
             problems.append(Error(str(exc), id="studyqueue.E005"))
         except SettingOutOfRange as exc:
+            also = gettext(" or %(auto)r") % {"auto": AUTO} if spec.auto else ""
             hint = gettext("Allowed: %(range)s (default %(default)s).") % {
-                "range": spec.range_text(),
+                "range": spec.range_text() + also,
                 "default": spec.default,
             }
             problems.append(Error(str(exc), hint=hint, id="studyqueue.E002"))

@@ -29,6 +29,7 @@ class SettingNotFinite(SettingsError):
 
 
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
+AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Setting:
     low: float | None = None
     high: float | None = None
     above_low: bool = False
+    auto: bool = False  # the word ``auto`` is accepted besides a number (``AUTO``)
 
     def range_text(self) -> str:
         """The allowed range in words, e.g. ``greater than 0 and at most 86400``."""
@@ -105,7 +107,18 @@ SETTINGS: dict[str, Setting] = {
         int, 1024, "max_tokens sent with each request", low=1, high=1_000_000
     ),
     "LLM_TEMPERATURE": Setting(float, 0.2, "sampling temperature", low=0.0, high=2.0),
-    "GATE_PERMITS": Setting(int, 1, "concurrent LLM calls allowed per endpoint", low=1, high=256),
+    "GATE_PERMITS": Setting(
+        int,
+        1,
+        "concurrent LLM calls allowed per endpoint, or auto: the concurrency the server "
+        "rewards with the most tokens/s, up to GATE_MAX_PERMITS",
+        low=1,
+        high=256,
+        auto=True,
+    ),
+    "GATE_MAX_PERMITS": Setting(
+        int, 8, "the most concurrent LLM calls GATE_PERMITS=auto tries", low=1, high=256
+    ),
     "GATE_TIMEOUT_SECONDS": _seconds(600.0, "how long a caller waits for the gate", DAY),
     "BREAKER_BASE_SECONDS": _seconds(
         2.0, "first pause after the LLM server fails as a whole", HOUR
@@ -146,6 +159,8 @@ SETTINGS: dict[str, Setting] = {
 
 def _parse(spec: Setting, raw: Any, source: str) -> Any:
     shown = "<hidden>" if spec.secret else repr(raw)
+    if spec.auto and isinstance(raw, str) and raw.strip().lower() == AUTO:
+        return AUTO
     if spec.type is str and not isinstance(raw, str):
         # str() accepts anything: an object in the settings dict would become a URL or a key.
         raise SettingsError(f"{source} must be text, got {shown}")
@@ -153,6 +168,8 @@ def _parse(spec: Setting, raw: Any, source: str) -> Any:
         value = spec.type(raw)
     except (TypeError, ValueError, OverflowError):  # int(float("inf")) overflows
         kind = {int: "an integer", float: "a number"}.get(spec.type, spec.type.__name__)
+        if spec.auto:
+            kind += f" or {AUTO!r}"
         raise SettingsError(f"{source} must be {kind}, got {shown}") from None
     if spec.type in (int, float):
         _check_range(spec, value, source)
@@ -186,3 +203,14 @@ class StudyQueueSettings:
 
 
 conf = StudyQueueSettings()
+
+
+def gate_is_auto() -> bool:
+    """``GATE_PERMITS=auto``: the gate finds its own limit."""
+    return bool(conf.GATE_PERMITS == AUTO)
+
+
+def gate_slots() -> int:
+    """The most calls the gate ever lets through: ``GATE_PERMITS``, or
+    ``GATE_MAX_PERMITS`` when it is ``auto``."""
+    return int(conf.GATE_MAX_PERMITS if gate_is_auto() else conf.GATE_PERMITS)

@@ -8,8 +8,8 @@ The cycle's own one-query reads, off the per-job path, use Django's async ORM (t
 ``Consumer.run_cycle()`` as its scheduled job (``studyqueue.scheduler``).
 
 One cycle (``Cycle``): reset stale jobs, then claim jobs in id order and keep up to
-``2 x GATE_PERMITS`` of them in flight (at most ``GATE_PERMITS`` calling the LLM, the
-others loaded and waiting at the gate) until nothing is ready or the budget is spent.
+twice the gate's limit of them in flight (at most the limit calling the LLM, the others
+loaded and waiting at the gate) until nothing is ready or the budget is spent.
 Each job runs in isolation: its exception never touches another job, an unexpected
 error fails it as ``internal``, and a crash leaves it to stale recovery.
 """
@@ -33,12 +33,13 @@ from typing import Any, ParamSpec, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, close_old_connections, connections
 
-from studyqueue import presence, queue
-from studyqueue.conf import conf
+from studyqueue import gate_limits, presence, queue
+from studyqueue.conf import conf, gate_is_auto
 from studyqueue.models import ErrorCode, StudyQuestionJob
 from studyqueue.queue import Outcome
 from studyqueue.services.breaker import CircuitBreaker
 from studyqueue.services.gate import LLMGate
+from studyqueue.services.gate_control import GateController
 from studyqueue.services.llm import LLMClient
 from studyqueue.workers import registry
 from studyqueue.workers.base import WorkContext
@@ -47,6 +48,10 @@ logger = logging.getLogger("studyqueue.consumer")
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+# GATE_PERMITS=auto: how often a consumer reads the endpoint's shared limit (and writes its
+# measures) when its own gate did not move it.
+GATE_SYNC_SECONDS = 2.0
 
 
 def default_worker_id() -> str:
@@ -120,13 +125,16 @@ class Consumer:
         self._runner = asyncio.Runner()
         self.breaker = CircuitBreaker()
         self.client = LLMClient.from_settings()
+        auto = gate_is_auto()
         self.gate = LLMGate(
             self.client.redact(conf.LLM_URL),  # names the gate in messages: no secrets
-            permits=conf.GATE_PERMITS,
+            permits=1 if auto else conf.GATE_PERMITS,
             timeout=conf.GATE_TIMEOUT_SECONDS,
             run_db=self.db,
             db=self.database,
+            controller=GateController(max_limit=conf.GATE_MAX_PERMITS) if auto else None,
         )
+        self._gate_synced_at = 0.0
         self.ctx = WorkContext(
             self.client,
             self.breaker,
@@ -188,9 +196,14 @@ class Consumer:
             if not self._started:
                 llm_url = self.client.redact(conf.LLM_URL)
                 await self.claims_db(
-                    presence.record_start, self.worker_id, interval=self.interval, llm_url=llm_url
+                    presence.record_start,
+                    self.worker_id,
+                    interval=self.interval,
+                    llm_url=llm_url,
+                    gate=str(conf.GATE_PERMITS),
                 )
                 self._started = True
+            await self.sync_gate()
             await self.report()
             result = await Cycle(self).run()
             await self.report()
@@ -203,9 +216,39 @@ class Consumer:
             result.summary(),
             self.breaker.failures,
             self.gate.free_slots,
-            self.gate.permits,
+            self.gate.limit,
         )
         return result
+
+    async def sync_gate(self) -> None:
+        """``GATE_PERMITS=auto``: share the gate's limit through the database (``GateLimit``).
+        First the stored last good value is restored; then a move of this gate is stored
+        (unless another consumer moved the limit first) and another's move adopted, at
+        once after a move, else every ``GATE_SYNC_SECONDS``."""
+        gate = self.gate
+        if gate.controller is None:
+            return
+        moved = gate.synced_limit is not None and gate.limit != gate.synced_limit
+        if not moved and time.monotonic() - self._gate_synced_at < GATE_SYNC_SECONDS:
+            return
+        self._gate_synced_at = time.monotonic()
+        try:
+            if gate.synced_limit is None:
+                stored = await self.claims_db(gate_limits.load, gate.endpoint)
+                if stored is not None:
+                    gate.restore(stored.limit, dict(stored.measured()))
+            limit = await self.claims_db(
+                gate_limits.sync,
+                gate.endpoint,
+                limit=gate.limit,
+                rates=dict(gate.controller.rates),
+                changed_from=gate.synced_limit if moved else None,
+                reason=gate.last_reason,
+            )
+        except DatabaseError as exc:
+            logger.warning("study_gate_sync_failed error=%s", type(exc).__name__)
+            return
+        gate.adopt(limit)
 
     def pause_before_next_cycle(self) -> float:
         """Seconds before a cycle could claim anything: the rest of the breaker's pause (0
@@ -412,16 +455,20 @@ class Cycle:
         self.consumer = consumer
         self.result = CycleResult()
         self.running: set[asyncio.Task[Outcome]] = set()
-        # One job ready behind each gate slot: while a call runs, the next job is
-        # claimed, loaded and waiting, and the gate hands it the slot when the call
-        # ends. A larger BATCH_SIZE claims more at once; the extra jobs wait their turn.
-        self.in_flight = max(2 * conf.GATE_PERMITS, consumer.batch_size)
         self.deadline = time.monotonic() + consumer.budget
         self.claims = 0
         self.nothing_ready = False  # a claim came back short: claim again once a job ends
         self.db_error: DatabaseError | None = None
         self.stop_seen_at: float | None = None
         self.pauses_checked_at = time.monotonic()
+
+    @property
+    def in_flight(self) -> int:
+        """Jobs kept in flight: one ready behind each gate slot the limit allows now (while
+        a call runs, the next job is claimed, loaded and waiting, and the gate hands it the
+        slot when the call ends). A larger BATCH_SIZE claims more at once; the extra jobs
+        wait their turn."""
+        return max(2 * self.consumer.gate.limit, self.consumer.batch_size)
 
     async def run(self) -> CycleResult:
         """Reset stale jobs, then claim and run jobs until nothing is ready or the budget
@@ -442,6 +489,7 @@ class Cycle:
             )
             for task in done:
                 self.job_finished(task)
+            await consumer.sync_gate()
             await self.check_pauses()
             await consumer.report(if_due=True)
             if self.stop_seen_at is not None and self.wait_timeout() == 0:

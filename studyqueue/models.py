@@ -449,6 +449,12 @@ class QueueConsumer(models.Model):
     llm_url = models.CharField(
         verbose_name=_("LLM server"), max_length=500, help_text=_("Credentials redacted.")
     )
+    gate_permits = models.CharField(
+        _("gate permits"),
+        max_length=10,
+        blank=True,
+        help_text=_("GATE_PERMITS as it started: a number, or auto (see GateLimit)."),
+    )
     paused_kinds = models.JSONField(
         verbose_name=_("paused kinds"),
         default=list,
@@ -650,3 +656,40 @@ class ExplanationReview(ExplanationRevision):
         verbose_name = _("explanation review")
         verbose_name_plural = _("explanation reviews")
         default_permissions = ()
+
+
+class GateLimit(models.Model):
+    """The adaptive gate's limit for one LLM endpoint (``GATE_PERMITS=auto``): shared by
+    every consumer of that endpoint, kept across restarts. Written only through
+    ``studyqueue.gate_limits``."""
+
+    endpoint = models.CharField(
+        _("endpoint"), max_length=500, unique=True, help_text=_("Credentials redacted.")
+    )
+    limit = models.PositiveIntegerField(_("limit"), help_text=_("Concurrent calls allowed now."))
+    rates = models.JSONField(
+        _("tokens/s by limit"),
+        default=dict,
+        blank=True,
+        help_text=_("Completion tokens/s last measured at each limit, as {limit: tokens/s}."),
+    )
+    reason = models.CharField(_("reason"), max_length=20, blank=True)
+    changed_at = models.DateTimeField(_("changed at"), default=timezone.now)
+
+    class Meta:
+        ordering = ["endpoint"]
+        verbose_name = _("gate limit")
+        verbose_name_plural = _("gate limits")
+
+    def __str__(self) -> str:
+        return f"{self.endpoint}: {self.limit}"
+
+    def measured(self) -> list[tuple[int, float]]:
+        """``(limit, tokens/s)`` pairs in the order of the limit."""
+        pairs = []
+        for key, value in self.rates.items():
+            try:
+                pairs.append((int(key), float(value)))
+            except (TypeError, ValueError):
+                continue  # hand-edited garbage: not shown
+        return sorted(pairs)

@@ -32,7 +32,7 @@ class Report:
     breaker_error: str
 
 
-def record_start(worker_id: str, *, interval: float, llm_url: str) -> None:
+def record_start(worker_id: str, *, interval: float, llm_url: str, gate: str = "") -> None:
     """A consumer starts (or restarts under the same worker id)."""
     now = timezone.now()
     QueueConsumer.objects.using(queue.database()).update_or_create(
@@ -50,6 +50,7 @@ def record_start(worker_id: str, *, interval: float, llm_url: str) -> None:
             "breaker_since": None,
             "breaker_error": "",
             "llm_url": fit(QueueConsumer, "llm_url", llm_url),
+            "gate_permits": fit(QueueConsumer, "gate_permits", gate),
             "paused_kinds": queue.paused_kinds(),
         },
     )

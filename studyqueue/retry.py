@@ -60,6 +60,12 @@ TRANSIENT_ERRORS = frozenset(
 # breaker and the job waits without losing an attempt.
 SERVER_WIDE_ERRORS = frozenset({ErrorCode.LLM_UNAVAILABLE, ErrorCode.LLM_OVERLOADED})
 
+# Codes that say the server had more calls than it could bear (429/503, a timeout or a
+# stall, a refused connection): the adaptive gate halves its limit on them.
+LOSS_SIGNALS = frozenset(
+    {ErrorCode.LLM_OVERLOADED, ErrorCode.LLM_TIMEOUT, ErrorCode.LLM_UNAVAILABLE}
+)
+
 # Hand-backs in a row, after calls that reached the server, that keep the job's attempt.
 MAX_FREE_RELEASES = 2
 
@@ -158,6 +164,11 @@ def strategy() -> RetryStrategy:
 def is_transient(code: str) -> bool:
     """Whether a failure with ``code`` is retried while attempts remain."""
     return code in TRANSIENT_ERRORS
+
+
+def is_loss_signal(code: str) -> bool:
+    """Whether ``code`` tells the adaptive gate to halve its limit."""
+    return code in LOSS_SIGNALS
 
 
 def is_server_wide(code: str) -> bool:

@@ -19,11 +19,12 @@ from django.db.models import Avg, Count, FilteredRelation, Min, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from studyqueue import queue, review
+from studyqueue import gate_limits, queue, review
 from studyqueue.conf import conf
 from studyqueue.models import (
     ACTIVE_STATUSES,
     ErrorCode,
+    GateLimit,
     JobQuerySet,
     JobStatus,
     QuestionQuerySet,
@@ -102,6 +103,7 @@ class DashboardStats:
     needs_review: int  # explanations waiting for a reviewer: unreviewed, or a candidate (same cap)
     needs_review_flagged: int  # of them, those with a quality flag (same cap)
     tokens: TokenTotals
+    gate_limits: list[GateLimit]  # GATE_PERMITS=auto: each endpoint's limit and tokens/s
 
     @property
     def live_consumers(self) -> list[ConsumerState]:
@@ -339,4 +341,5 @@ def collect(now: datetime | None = None) -> DashboardStats:
         needs_review=needs_review,
         needs_review_flagged=needs_review_flagged,
         tokens=tokens(now),
+        gate_limits=gate_limits.all_limits(),
     )

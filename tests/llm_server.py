@@ -44,9 +44,9 @@ from typing import Any
 
 QUESTION_RE = re.compile(r"Question:\n(.*?)(?:\n|\Z)", re.S)  # the question may end the message
 FAULT_RE = re.compile(r"FAULT:([a-z0-9]+)")
-# The default reply: long enough (QUALITY_MIN_CHARS is 40) that a first explanation on the
-# README's path is not flagged too_short.
-ANSWER = "Because 2 + 2 equals 4: two things and two more make four."
+# The default reply: long enough (QUALITY_MIN_CHARS is 40) not to be flagged too_short, and
+# ending with the answer line the default prompt asks for (the README's question: 2 + 2).
+ANSWER = "Because 2 + 2 equals 4: two things and two more make four.\nAnswer: 4"
 
 
 class LLMServer:

@@ -28,6 +28,12 @@ def test_e002_out_of_range():
     assert ids(GATE_PERMITS=0, STALE_MINUTES=-1) == ["studyqueue.E002", "studyqueue.E002"]
 
 
+def test_gate_permits_auto_passes_and_garbage_is_e001():
+    assert ids(GATE_PERMITS="auto", GATE_MAX_PERMITS=16) == []
+    assert ids(GATE_PERMITS="most") == ["studyqueue.E001"]
+    assert ids(GATE_MAX_PERMITS=0) == ["studyqueue.E002"]
+
+
 def test_every_numeric_setting_has_a_range_that_holds_its_default():
     for name in NUMERIC:
         spec = SETTINGS[name]

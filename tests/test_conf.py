@@ -49,3 +49,26 @@ def test_bad_values_raise_a_clear_error_without_showing_secrets(monkeypatch):
 def test_unknown_setting_is_an_attribute_error():
     with pytest.raises(AttributeError, match="unknown studyqueue setting 'NOPE'"):
         _ = conf.NOPE
+
+
+def test_gate_permits_takes_a_number_or_auto(monkeypatch):
+    from studyqueue.conf import gate_is_auto, gate_slots
+
+    monkeypatch.setenv("STUDYQUEUE_GATE_PERMITS", " Auto ")
+    assert conf.GATE_PERMITS == "auto" and gate_is_auto()
+    assert gate_slots() == conf.GATE_MAX_PERMITS == 8
+    monkeypatch.setenv("STUDYQUEUE_GATE_MAX_PERMITS", "3")
+    assert gate_slots() == 3
+    monkeypatch.setenv("STUDYQUEUE_GATE_PERMITS", "4")
+    assert conf.GATE_PERMITS == 4 and not gate_is_auto() and gate_slots() == 4
+    monkeypatch.setenv("STUDYQUEUE_GATE_PERMITS", "automatic")
+    with pytest.raises(
+        SettingsError,
+        match="STUDYQUEUE_GATE_PERMITS must be an integer or 'auto', got 'automatic'",
+    ):
+        _ = conf.GATE_PERMITS
+    with (
+        override_settings(STUDYQUEUE={"GATE_MAX_PERMITS": "auto"}),
+        pytest.raises(SettingsError, match=r"must be an integer, got 'auto'"),
+    ):
+        _ = conf.GATE_MAX_PERMITS

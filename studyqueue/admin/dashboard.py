@@ -16,8 +16,9 @@ from django.utils.translation import gettext
 
 from studyqueue import promptstats
 from studyqueue.admin.common import PageAdmin, short_duration, status_badge
-from studyqueue.conf import conf
+from studyqueue.conf import AUTO, conf
 from studyqueue.models import (
+    GateLimit,
     JobKind,
     JobStatus,
     QueueDashboard,
@@ -69,7 +70,36 @@ def _chart_rows(stats: DashboardStats) -> dict[str, Any]:
         }
         for status in JobStatus.values
     ]
-    return {"hour_rows": hours, "error_rows": errors, "status_rows": table}
+    return {
+        "hour_rows": hours,
+        "error_rows": errors,
+        "status_rows": table,
+        "consumer_rows": _consumer_rows(stats),
+        "gate_rows": [_gate_row(limit) for limit in stats.gate_limits],
+    }
+
+
+def _gate_row(limit: GateLimit) -> dict[str, Any]:
+    """An endpoint's adaptive limit and the tokens/s measured at each limit."""
+    return {
+        "record": limit,
+        "measured": [
+            {"limit": n, "rate": f"{rate:.1f}", "current": n == limit.limit}
+            for n, rate in limit.measured()
+        ],
+    }
+
+
+def _consumer_rows(stats: DashboardStats) -> list[dict[str, Any]]:
+    """Each consumer with its gate: its fixed permits, or ``auto`` and the endpoint's limit."""
+    limits = {limit.endpoint: limit for limit in stats.gate_limits}
+    rows = []
+    for state in stats.consumers:
+        permits = state.record.gate_permits
+        shared = limits.get(state.record.llm_url) if permits == AUTO else None
+        rate = dict(shared.measured()).get(shared.limit) if shared else None
+        rows.append({"c": state, "gate": permits or "-", "limit": shared, "rate": rate})
+    return rows
 
 
 @admin.register(QueueDashboard)

@@ -17,6 +17,11 @@ wait before taking a slot until the first call's first token (``warmed``) or its
 they find the prefix in the server's prompt cache instead of all prefilling it at once.
 With one permit calls run one at a time anyway, and nothing waits.
 
+Adaptive (``GATE_PERMITS=auto``): given a ``GateController``, the gate numbers
+``max_limit`` slots but lets callers take only those below the controller's current
+``limit`` (so on PostgreSQL a slot at or above the limit is taken by no process), tells it
+how many calls it holds, and hands it each call's outcome (``record``, ``record_loss``).
+
 Usage::
 
     gate = LLMGate(url, permits=1, timeout=600, run_db=consumer.db, db="default")
@@ -32,12 +37,13 @@ import logging
 import time
 import zlib
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import ParamSpec, Protocol, TypeVar
 
 from django.db import DatabaseError, connections
 
 from studyqueue.exceptions import StudyQueueError
+from studyqueue.services.gate_control import Change, GateController
 
 logger = logging.getLogger("studyqueue.gate")
 
@@ -109,16 +115,23 @@ class LLMGate:
         timeout: float = 600.0,
         db: str = "default",
         idle_seconds: float = WARM_IDLE_SECONDS,
+        controller: GateController | None = None,
     ) -> None:
+        if controller is not None:
+            permits = controller.max_limit
         if permits < 1:
             raise ValueError("a gate needs at least one permit")
         self.endpoint = endpoint
-        self.permits = permits
+        self.permits = permits  # slots numbered 0 .. permits - 1
+        self.controller = controller
+        self.synced_limit: int | None = None  # the limit last agreed with the database
+        self.last_reason = ""
         self.timeout = timeout
         self._run_db = run_db
         self._db = db
         self._free = list(range(permits))  # slots nobody in this process holds
-        self._waiters: deque[asyncio.Future[int]] = deque()
+        # A waiter is handed a slot, or None: look again (the limit rose).
+        self._waiters: deque[asyncio.Future[int | None]] = deque()
         self.idle_seconds = idle_seconds
         self._warmth: dict[str, _Warmth] = {}
 
@@ -126,6 +139,68 @@ class LLMGate:
     def free_slots(self) -> int:
         """Slots no caller of this gate holds (another process may hold them)."""
         return len(self._free)
+
+    @property
+    def limit(self) -> int:
+        """Slots callers may take now: ``permits``, or the controller's limit."""
+        return self.permits if self.controller is None else self.controller.limit
+
+    @property
+    def held(self) -> int:
+        """Slots callers of this gate hold (or are locking)."""
+        return self.permits - len(self._free)
+
+    def record(self, *, tokens: int | None, seconds: float) -> None:
+        """A call through the gate ended with ``tokens`` completion tokens (adaptive)."""
+        if self.controller is not None:
+            self._changed(self.controller.sample(tokens=tokens, seconds=seconds))
+
+    def record_loss(self, code: str) -> None:
+        """A call through the gate ended in a loss signal ``code`` (adaptive)."""
+        if self.controller is not None:
+            change = self.controller.loss()
+            if change is not None:
+                self._changed(change, detail=f" error_code={code}")
+
+    def adopt(self, limit: int) -> None:
+        """Use ``limit``, the endpoint's limit another consumer set (adaptive)."""
+        if self.controller is not None:
+            self._changed(self.controller.adopt(limit))
+        self.synced_limit = limit
+
+    def restore(self, limit: int, rates: Mapping[int, float]) -> None:
+        """Start from the endpoint's stored limit and measures (adaptive)."""
+        if self.controller is not None:
+            self._changed(self.controller.restore(limit, rates))
+        self.synced_limit = limit
+
+    def _changed(self, change: Change | None, detail: str = "") -> None:
+        if change is None:
+            return
+        self.last_reason = change.reason
+        rate = "-" if change.rate is None else f"{change.rate:.1f}"
+        logger.info(
+            "study_gate_limit endpoint=%s old=%s new=%s reason=%s tokens_per_s=%s%s",
+            self.endpoint,
+            change.old,
+            change.new,
+            change.reason,
+            rate,
+            detail,
+        )
+        if change.new > change.old:
+            self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
+        """Let every waiter look for a slot again: more may be taken now."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _in_flight(self) -> None:
+        if self.controller is not None:
+            self.controller.in_flight(self.held)
 
     @property
     def _locks(self) -> bool:
@@ -198,7 +273,7 @@ class LLMGate:
             if remaining <= 0:
                 raise GateTimeout(
                     f"no gate slot for {self.endpoint} within {self.timeout:g}s "
-                    f"({self.permits} permit(s) busy)"
+                    f"({self.limit} permit(s) busy)"
                 )
             slot = await self._wait_for_handover(min(pause, remaining))
             if slot is not None:
@@ -206,9 +281,11 @@ class LLMGate:
             pause = min(pause * 2, 0.25)
 
     async def _try_take(self) -> int | None:
-        for slot in list(self._free):
-            if slot not in self._free:
-                continue  # taken by another caller while we awaited the database
+        for slot in sorted(self._free):
+            if self.held >= self.limit:
+                return None
+            if slot not in self._free or slot >= self.limit:
+                continue  # taken meanwhile, or beyond the limit for every process
             self._free.remove(slot)  # ours while we ask the database
             try:
                 locked = await self._lock(slot)
@@ -216,6 +293,7 @@ class LLMGate:
                 self._free.append(slot)
                 raise
             if locked:
+                self._in_flight()
                 return slot
             self._free.append(slot)  # another process holds it
         return None
@@ -236,7 +314,7 @@ class LLMGate:
             raise
 
     async def _wait_for_handover(self, timeout: float) -> int | None:
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
         self._waiters.append(future)
         try:
             async with asyncio.timeout(timeout):
@@ -245,7 +323,9 @@ class LLMGate:
             pass  # a slot handed over just as the timeout fired is still taken below
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
-                await self.release(future.result())  # handed one as we were cancelled
+                handed = future.result()
+                if handed is not None:
+                    await self.release(handed)  # handed one as we were cancelled
             raise
         finally:
             with contextlib.suppress(ValueError):
@@ -256,8 +336,10 @@ class LLMGate:
         return None
 
     async def release(self, slot: int) -> None:
-        """Give a slot back: to a waiting caller as it is, else to everyone."""
-        while self._waiters:
+        """Give a slot back: to a waiting caller as it is, else to everyone (a slot the
+        limit no longer allows, or one too many since it fell, goes back to everyone)."""
+        within = slot < self.limit and self.held <= self.limit
+        while within and self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(slot)
@@ -270,3 +352,4 @@ class LLMGate:
             logger.warning("study_gate_unlock_failed endpoint=%s slot=%s", self.endpoint, slot)
         finally:
             self._free.append(slot)
+            self._in_flight()

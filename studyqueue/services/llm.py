@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlsplit
 import httpx
 from django.utils.translation import gettext
 
-from studyqueue.conf import conf
+from studyqueue.conf import conf, gate_slots
 from studyqueue.models import ErrorCode
 from studyqueue.services.llm_reply import (
     LLMError,
@@ -136,7 +136,7 @@ class LLMClient:
             connect_timeout=conf.LLM_CONNECT_TIMEOUT_SECONDS,
             max_tokens=conf.LLM_MAX_TOKENS,
             temperature=conf.LLM_TEMPERATURE,
-            max_connections=max(conf.GATE_PERMITS, 1),
+            max_connections=gate_slots(),
             max_reply_bytes=conf.LLM_MAX_REPLY_BYTES,
         )
 

@@ -58,7 +58,10 @@ async def handle_llm_error(ctx: WorkContext, job: StudyQuestionJob, error: LLMEr
     A failure of the server as a whole pauses claiming (the breaker) and hands the job
     back with its attempt while the policy says that is free
     (``retry.RetryStrategy.release_is_free``); everything else is a failed attempt.
+    Called inside the gate: an overload tells the adaptive gate to back off.
     """
+    if retry.is_loss_signal(error.code):
+        ctx.gate.record_loss(error.code)
     if error.affects_all:
         pause = ctx.breaker.trip(error)
         free = retry.strategy().release_is_free(

@@ -162,6 +162,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
             except LLMError as error:
                 # Inside the gate: a job waiting for the slot must see the breaker open.
                 return await handle_llm_error(ctx, job, error)
+            ctx.gate.record(tokens=reply.completion_tokens, seconds=reply.elapsed_ms / 1000)
     except GateTimeout as exc:
         return await ctx.db(queue.release, job, code=ErrorCode.LLM_OVERLOADED, message=str(exc))
 

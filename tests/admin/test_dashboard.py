@@ -115,3 +115,33 @@ def test_the_live_data_view_needs_the_same_permission(admin_client, client):
     staff = User.objects.create_user("nobody", password="pw", is_staff=True)
     client.force_login(staff)
     assert client.get(DATA_URL).status_code == 403
+
+
+def test_the_consumers_panel_and_the_dashboard_show_the_adaptive_gate(admin_client):
+    from studyqueue.models import GateLimit, QueueConsumer
+
+    now = timezone.now()
+    url = "http://127.0.0.1:8080/v1"
+    for worker, gate in (("auto-box:1", "auto"), ("fixed-box:2", "2")):
+        QueueConsumer.objects.create(
+            worker_id=worker,
+            host="box",
+            pid=1,
+            started_at=now,
+            seen_at=now,
+            interval_seconds=60,
+            llm_url=url,
+            gate_permits=gate,
+        )
+    GateLimit.objects.create(
+        endpoint=url, limit=4, rates={"1": 20.04, "2": 39.9, "4": 80.5, "8": 81.0}, reason="climb"
+    )
+    html = admin_client.get(DASHBOARD_URL).content.decode()
+    auto_row = html.split('data-worker="auto-box:1"')[1].split("</tr>")[0]
+    assert '<td class="sq-gate">auto: limit 4 (80.5 tokens/s)</td>' in auto_row
+    fixed_row = html.split('data-worker="fixed-box:2"')[1].split("</tr>")[0]
+    assert '<td class="sq-gate">2</td>' in fixed_row
+    table = html.split('id="sq-gate-limits"')[1].split("</table>")[0]
+    assert f'data-endpoint="{url}" data-limit="4"' in table
+    assert "1: 20.0 · 2: 39.9 · <strong>4: 80.5</strong> · 8: 81.0" in table
+    assert "climb" in table

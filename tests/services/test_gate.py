@@ -12,6 +12,7 @@ from django.db import connection, connections
 
 from studyqueue.pg import psycopg_kwargs
 from studyqueue.services.gate import LOCK_NAMESPACE, GateTimeout, LLMGate, lock_key
+from studyqueue.services.gate_control import GateController
 from studyqueue.services.llm import LLMClient, LLMError
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -254,3 +255,72 @@ def test_a_failed_first_call_lets_the_others_on(db_thread, llm_server):
     codes = asyncio.run(main())
     assert len(codes) == 4 and "ok" not in codes
     assert llm_server.requests == 4
+
+
+# ---------------------------------------------------------------- adaptive (GATE_PERMITS=auto)
+
+
+def _adaptive(run_db, limit: int, max_limit: int = 8) -> LLMGate:
+    controller = GateController(max_limit=max_limit)
+    controller.restore(limit, {})
+    return LLMGate(ENDPOINT, run_db=run_db, timeout=5.0, controller=controller)
+
+
+def test_an_adaptive_gate_lets_through_only_its_limit_and_follows_a_raise(db_thread):
+    shared = _adaptive(db_thread, limit=2)
+    active = peak = 0
+    taken: set[int] = set()
+
+    async def call() -> None:
+        nonlocal active, peak
+        async with shared.slot() as slot:
+            taken.add(slot)
+            active += 1
+            peak = max(peak, active)
+            await asyncio.sleep(0.02)
+            active -= 1
+
+    async def main(calls: int) -> None:
+        await asyncio.gather(*(call() for _ in range(calls)))
+
+    asyncio.run(main(8))
+    assert peak == 2 and taken <= {0, 1}
+    assert shared.permits == 8 and shared.free_slots == 8
+
+    async def raised_while_waiting() -> None:
+        waiting = asyncio.gather(*(call() for _ in range(8)))
+        await asyncio.sleep(0.01)
+        shared.adopt(4)  # another consumer raised the endpoint's limit
+        await waiting
+
+    peak = 0
+    asyncio.run(raised_while_waiting())
+    assert peak == 4 and shared.free_slots == 8
+
+
+@pytest.mark.postgres
+def test_slots_at_or_above_the_limit_are_taken_by_no_process(db_thread):
+    shared = _adaptive(db_thread, limit=2)
+
+    async def hold_two_and_probe() -> list[bool]:
+        async with shared.slot(), shared.slot():
+            return [await asyncio.to_thread(_locked_elsewhere, slot) for slot in range(4)]
+
+    assert asyncio.run(hold_two_and_probe()) == [True, True, False, False]
+
+
+def test_an_adaptive_gate_halves_on_a_refused_connection(db_thread, free_port):
+    shared = _adaptive(db_thread, limit=4)
+    client = LLMClient(base_url=f"http://127.0.0.1:{free_port}/v1", timeout=2)
+
+    async def main() -> None:
+        try:
+            async with shared.slot():
+                with pytest.raises(LLMError) as raised:
+                    await client.chat([{"role": "user", "content": "hi"}])
+                shared.record_loss(raised.value.code)
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+    assert shared.limit == 2

@@ -1,0 +1,205 @@
+"""GATE_PERMITS=auto against fixed gates (issue 18, item 8).
+
+Default: a batching server simulated on a virtual clock (``tests/helpers/batching_sim``):
+total tokens/s ``r * min(c, K)`` shared by the ``c`` calls in flight, each call's speed
++/-30 %, for K = 1, 4, 8; the controller is fed exactly as the gate feeds it. Virtual
+time, so hundreds of jobs per gate cost milliseconds and the figures are reproducible
+(medians over ``--runs`` seeds). Prints tokens/s of gate 1, of the best fixed gate and of
+auto (the whole run, and the 200 jobs after it settled), the jobs auto needed to settle,
+time per output token against gate 1, and how many failed calls auto took to halve once
+the server answers 503 (a window at 8 is 16 calls).
+
+``--url URL``: the same comparison against a real server (e.g. mlx_lm.server) through the
+real ``LLMGate`` and ``LLMClient`` (no job queue: calls are started as fast as the gate
+admits them), ``--jobs`` calls per gate; each of ``--runs`` runs goes through the fixed
+``--gates`` and auto one after another (so a machine's load drifts over all of them alike),
+and the medians are compared. Auto is also measured from the moment it first settled.
+
+    .venv/bin/python -m bench.adaptive_gate [--runs 5] [--jobs 400]
+    .venv/bin/python -m bench.adaptive_gate --url http://127.0.0.1:18080/v1 --jobs 160 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from dataclasses import dataclass
+
+from bench.common import setup_django
+
+KNEES = (1, 4, 8)
+MAX_LIMIT = 8
+
+
+def simulated(runs: int, jobs: int) -> None:
+    from tests.helpers.batching_sim import adaptive, fixed
+
+    print(
+        f"simulated batching server, r=20 tokens/s per call, +/-30 % noise, {jobs} jobs, "
+        f"median of {runs} seeds, GATE_MAX_PERMITS={MAX_LIMIT}"
+    )
+    header = (
+        "K",
+        "gate 1",
+        "best fixed",
+        "auto (run)",
+        "auto (200 after settling)",
+        "x best",
+        "settled after",
+        "tpot vs gate 1",
+    )
+    print(" | ".join(header))
+    for knee in KNEES:
+        rows = []
+        for seed in range(runs):
+            gate1 = fixed(1, jobs=jobs, knee=knee, seed=seed)
+            fixed_runs = {c: fixed(c, jobs=jobs, knee=knee, seed=seed) for c in range(1, 9)}
+            best_limit = max(fixed_runs, key=lambda c: fixed_runs[c].tokens_per_second)
+            best = fixed_runs[best_limit]
+            run, _ = adaptive(max_limit=MAX_LIMIT, jobs=jobs, knee=knee, seed=seed)
+            settled = run.settled or 0
+            steady = run.tokens_per_second_between(settled, settled + 200)
+            rows.append(
+                (
+                    gate1.tokens_per_second,
+                    best.tokens_per_second,
+                    best_limit,
+                    run.tokens_per_second,
+                    steady,
+                    steady / best.tokens_per_second,
+                    settled,
+                    run.seconds_per_token / gate1.seconds_per_token,
+                )
+            )
+        med = [statistics.median(col) for col in zip(*rows, strict=True)]
+        print(
+            f"{knee} | {med[0]:.1f} | {med[1]:.1f} (gate {int(med[2])}) | {med[3]:.1f} "
+            f"({med[3] / med[1]:.2f}x) | {med[4]:.1f} | {med[5]:.3f}x | {med[6]:.0f} jobs | "
+            f"{med[7]:.2f}x"
+        )
+    losses = [
+        adaptive(max_limit=MAX_LIMIT, jobs=300, knee=8, seed=s, fail_from_job=200)[0]
+        for s in range(runs)
+    ]
+    counts = [r.losses_before_halving for r in losses]
+    print(f"503 from job 200 (limit 8, window 16 calls): halved after {counts} failed call(s)")
+
+
+@dataclass
+class RealRun:
+    """One gate's calls against a real server."""
+
+    rate: float  # completion tokens/s over the whole run
+    seconds_per_token: float
+    limits: list[int]  # the limit as each call ended
+    settled_rate: float | None = None  # auto: tokens/s of the calls after it first settled
+
+
+async def _real_run(url: str, jobs: int, permits: int | None) -> RealRun:
+    from studyqueue.services.gate import LLMGate
+    from studyqueue.services.gate_control import GateController
+    from studyqueue.services.llm import LLMClient
+
+    controller = GateController(max_limit=MAX_LIMIT) if permits is None else None
+
+    async def run_db(fn, *args):  # type: ignore[no-untyped-def]
+        return fn(*args)  # never called: SQLite takes no advisory lock
+
+    gate = LLMGate(url, run_db=run_db, permits=permits or 1, controller=controller, timeout=3600)
+    client = LLMClient(
+        base_url=url, timeout=600, stall_seconds=600, max_tokens=64, max_connections=MAX_LIMIT
+    )
+    tokens = 0
+    call_seconds = 0.0
+    limits: list[int] = []
+    settled_at: float | None = None
+    tokens_after = 0
+
+    async def one(n: int) -> None:
+        nonlocal tokens, call_seconds, settled_at, tokens_after
+        messages = [
+            {"role": "system", "content": "You explain answers to study questions briefly."},
+            {"role": "user", "content": f"Question {n}: why is the sky blue?"},
+        ]
+        async with gate.slot():
+            reply = await client.chat(messages)
+            gate.record(tokens=reply.completion_tokens, seconds=reply.elapsed_ms / 1000)
+        tokens += reply.completion_tokens or 0
+        call_seconds += reply.elapsed_ms / 1000
+        limits.append(gate.limit)
+        if settled_at is not None:
+            tokens_after += reply.completion_tokens or 0
+        elif controller is not None and not controller.slow_start:
+            settled_at = time.monotonic()
+
+    start = time.monotonic()
+    try:
+        await asyncio.gather(*(one(n) for n in range(jobs)))
+    finally:
+        await client.aclose()
+    end = time.monotonic()
+    run = RealRun(tokens / (end - start), call_seconds / max(tokens, 1), limits)
+    if settled_at is not None and end > settled_at:
+        run.settled_rate = tokens_after / (end - settled_at)
+    return run
+
+
+def real(url: str, jobs: int, runs: int, gates: list[int]) -> None:
+    setup_django("sqlite")
+    print(
+        f"real server {url}: {jobs} calls per gate, max_tokens 64, {runs} run(s), each run "
+        f"gates {gates} then auto, one after another"
+    )
+    rates: dict[str, list[float]] = {}
+    settled: list[float] = []
+    for n in range(runs):
+        for permits in [*gates, None]:
+            run = asyncio.run(_real_run(url, jobs, permits))
+            name = "auto" if permits is None else f"gate {permits}"
+            rates.setdefault(name, []).append(run.rate)
+            extra = ""
+            if permits is None:
+                step = max(1, len(run.limits) // 16)
+                extra = f", limits {run.limits[::step]}"
+                if run.settled_rate is not None:
+                    settled.append(run.settled_rate)
+                    extra += f", {run.settled_rate:.1f} tokens/s after settling"
+            print(
+                f"run {n + 1} {name}: {run.rate:.1f} tokens/s, "
+                f"{run.seconds_per_token * 1000:.1f} ms per output token{extra}",
+                flush=True,
+            )
+    med = {name: statistics.median(values) for name, values in rates.items()}
+    best = max((k for k in med if k != "auto"), key=lambda k: med[k])
+    print("medians: " + ", ".join(f"{k} {v:.1f}" for k, v in med.items()))
+    line = (
+        f"best fixed: {best}; auto (whole run, ramp from 1 included) "
+        f"{med['auto'] / med[best]:.2f}x of it, {med['auto'] / med['gate 1']:.2f}x of gate 1"
+    )
+    if settled:
+        after = statistics.median(settled)
+        line += f"; after settling {after:.1f} tokens/s, {after / med[best]:.2f}x of {best}"
+    print(line)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="seeds (default: %(default)r)")
+    parser.add_argument(
+        "--jobs", type=int, default=400, help="jobs per gate (default: %(default)r)"
+    )
+    parser.add_argument("--url", help="a real OpenAI-compatible server instead of the simulation")
+    parser.add_argument(
+        "--gates", default="1,2,4,8", help="fixed gates run against --url (default: %(default)s)"
+    )
+    args = parser.parse_args()
+    if args.url:
+        real(args.url, args.jobs, args.runs, [int(g) for g in args.gates.split(",")])
+    else:
+        simulated(args.runs, args.jobs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+"""The adaptive gate's controller (``GATE_PERMITS=auto``): which concurrency an endpoint
+rewards, found from the calls themselves. Pure: no I/O, time from the clock it is given.
+
+The gate feeds it every call that ends (completion tokens and the call's wall time) or
+fails with a loss signal, and how many calls it holds (``in_flight``); it answers with
+the current ``limit``. It measures tokens/s in windows of calls at one limit and:
+
+- **climbs** (doubling from 1 until the first step that does not pay, then one at a time),
+  keeping each limit's window of this climb; a step pays when its tokens/s beats the best
+  of the climb by more than the noise;
+- **looks ahead** past a step that does not pay: a batching server may gain little from 1
+  to 2 calls and much from 2 to 4 (mlx_lm.server batches in 0.5 s slices), and one window
+  on a loaded machine can be unlucky, so such a step is followed by one more before the
+  climb ends;
+- **steps back and holds**: when the climb ends it settles on the lowest limit the climb's
+  best does not beat by more than the noise (more calls for no more tokens/s only stretch
+  each reply's time per token), and holds it for ``hold_windows`` windows before climbing
+  again (the server may change; the next climb measures afresh);
+- **halves** on a loss signal (429, 503, a timeout, a stall, a refused connection);
+- **never climbs** on a window the backlog could not fill (the gate was not full).
+
+Tokens/s of a window is Little's law: the mean calls in flight times the tokens each call
+produced per second of its own time; unlike counting completions in a short span, it does
+not depend on where the window's edges cut the calls. Its noise is the calls' own spread
+(coefficient of variation over the square root of their number), so a window grows with
+that spread until its noise is about ``TARGET_NOISE``, and lasts at least
+``MIN_WINDOW_SECONDS`` so that it spans several of a batching server's slices.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+# A window holds at least this many calls (and two per permit) ...
+MIN_WINDOW_CALLS = 8
+# ... and more while the calls' spread says its rate is noisier than TARGET_NOISE (on a
+# real mlx_lm.server on CPU single calls vary by 30-45 %: ~50 calls), up to MAX_WINDOW_CALLS.
+TARGET_NOISE = 0.05
+MAX_WINDOW_CALLS = 48
+# ... and lasts this long: several of mlx_lm.server's 0.5 s batching slices.
+MIN_WINDOW_SECONDS = 2.0
+# A rise counts when it exceeds this many standard errors of the two windows compared,
+# and at least MIN_RISE.
+NOISE_Z = 2.0
+MIN_RISE = 0.05
+# The gate must have been full this share of a window for the window to judge a climb.
+FULL_SHARE = 0.8
+# Windows held at a limit before climbing again (the server may change).
+HOLD_WINDOWS = 20
+
+
+class Reason:
+    """Why the limit changed (the log's ``reason=``)."""
+
+    CLIMB = "climb"
+    STEP_BACK = "step_back"
+    LOSS = "loss"
+    SHARED = "shared"  # another consumer moved the endpoint's limit
+    RESTORED = "restored"  # the last good value, stored by an earlier run
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of the limit."""
+
+    old: int
+    new: int
+    reason: str
+    rate: float | None  # tokens/s measured at ``old`` (None: not measured)
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """What one full window measured at ``limit``."""
+
+    limit: int
+    rate: float  # completion tokens/s through the gate
+    seconds_per_token: float  # time per output token of one call (its wall time / tokens)
+    noise: float  # relative standard error of both (from the calls' own spread)
+
+
+class _Window:
+    """Calls that started and ended at one limit, and the gate's occupancy meanwhile."""
+
+    def __init__(self, now: float, in_flight: int) -> None:
+        self.start = now
+        self.changed_at = now
+        self.in_flight = in_flight
+        self.occupied = 0.0  # integral of calls in flight over time
+        self.full = 0.0  # time with the gate full
+        self.tokens = 0
+        self.seconds = 0.0
+        self.speeds: list[float] = []  # tokens per second of each call
+
+    def advance(self, now: float, limit: int) -> None:
+        span = max(0.0, now - self.changed_at)
+        self.occupied += self.in_flight * span
+        if self.in_flight >= limit:
+            self.full += span
+        self.changed_at = now
+
+    def spread(self) -> float:
+        """The coefficient of variation of the calls' speeds."""
+        return statistics.pstdev(self.speeds) / statistics.fmean(self.speeds)
+
+    def stats(self, now: float, limit: int) -> tuple[WindowStats, float]:
+        """The window's measure and the share of its time the gate was full."""
+        elapsed = max(now - self.start, 1e-9)
+        mean_in_flight = self.occupied / elapsed
+        speed = self.tokens / self.seconds
+        noise = self.spread() / math.sqrt(len(self.speeds))
+        stats = WindowStats(limit, mean_in_flight * speed, 1.0 / speed, noise)
+        return stats, self.full / elapsed
+
+
+def _margin(a: WindowStats, b: WindowStats) -> float:
+    """The relative difference between two windows' rates that is more than noise."""
+    return max(MIN_RISE, NOISE_Z * math.hypot(a.noise, b.noise))
+
+
+class GateController:
+    """The limit of one endpoint between 1 and ``max_limit``; see the module."""
+
+    def __init__(
+        self,
+        *,
+        max_limit: int,
+        limit: int = 1,
+        rates: Mapping[int, float] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        min_window: int = MIN_WINDOW_CALLS,
+        min_window_seconds: float = MIN_WINDOW_SECONDS,
+        hold_windows: int = HOLD_WINDOWS,
+    ) -> None:
+        if max_limit < 1:
+            raise ValueError("an adaptive gate needs at least one permit")
+        self.max_limit = max_limit
+        self._limit = min(max(limit, 1), max_limit)
+        self.rates: dict[int, float] = {k: v for k, v in (rates or {}).items() if k >= 1}
+        self._clock = clock
+        self.min_window = min_window
+        self.min_window_seconds = min_window_seconds
+        self.hold_windows = hold_windows
+        # Doubling until the first climb ends or a loss; a limit restored from an earlier
+        # run was already found, so it holds first and then climbs one at a time.
+        self.slow_start = limit <= 1 and not self.rates
+        # The windows of the climb under way, by limit (empty: holding). Only this climb's:
+        # rates measured minutes ago on a shared machine are no yardstick for now.
+        self._climb: dict[int, WindowStats] = {}
+        self._looked_ahead = False  # this climb already stepped past a flat step
+        self._hold_left = 0 if self.slow_start else hold_windows
+        self._in_flight = 0
+        self._last_loss = -math.inf
+        self._call_seconds = 1.0  # a recent call's length: losses closer than this are one
+        self._limit_since = self._clock()
+        self._window = _Window(self._limit_since, 0)
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    @property
+    def window_calls(self) -> int:
+        """Calls the window under way needs (more when its calls' speeds spread)."""
+        least = max(self.min_window, 2 * self._limit)
+        speeds = self._window.speeds
+        if len(speeds) < least:
+            return least
+        wanted = math.ceil((self._window.spread() / TARGET_NOISE) ** 2)
+        return max(least, min(MAX_WINDOW_CALLS, wanted))
+
+    def in_flight(self, calls: int) -> None:
+        """The gate now holds ``calls`` calls."""
+        self._window.advance(self._clock(), self._limit)
+        self._window.in_flight = self._in_flight = calls
+
+    def sample(self, *, tokens: int | None, seconds: float) -> Change | None:
+        """A call ended with ``tokens`` completion tokens after ``seconds``."""
+        now = self._clock()
+        if not tokens or seconds <= 0:
+            return None
+        self._call_seconds = seconds
+        if now - seconds < self._limit_since:
+            return None  # it began under another limit: its speed belongs to neither
+        window = self._window
+        window.tokens += tokens
+        window.seconds += seconds
+        window.speeds.append(tokens / seconds)
+        if now - window.start < self.min_window_seconds:
+            return None
+        window.advance(now, self._limit)
+        stats, full = window.stats(now, self._limit)
+        if len(window.speeds) < self.window_calls and not self._pays(stats, full):
+            return None
+        self._new_window(now)
+        if full < FULL_SHARE:
+            return None  # the backlog did not fill the gate: this says nothing of more
+        self.rates[self._limit] = stats.rate
+        return self._judge(stats)
+
+    def loss(self) -> Change | None:
+        """A call ended in a loss signal: the server is overloaded or unreachable."""
+        now = self._clock()
+        if now - self._last_loss < self._call_seconds:
+            return None  # the same overload seen by calls that were already running
+        self._last_loss = now
+        self._hold()
+        return self._move(max(1, self._limit // 2), Reason.LOSS, now)
+
+    def adopt(self, limit: int) -> Change | None:
+        """Another consumer set the endpoint's limit: follow it, and measure afresh."""
+        limit = min(max(limit, 1), self.max_limit)
+        if limit == self._limit:
+            return None
+        self._hold()
+        return self._move(limit, Reason.SHARED, self._clock())
+
+    def restore(self, limit: int, rates: Mapping[int, float]) -> Change | None:
+        """Start from a limit found earlier (the stored last good value), not from one."""
+        self.rates = {**{k: v for k, v in rates.items() if k >= 1}, **self.rates}
+        change = self.adopt(limit)
+        if change is None:
+            return None
+        return Change(change.old, change.new, Reason.RESTORED, self.rates.get(change.new))
+
+    def _pays(self, stats: WindowStats, full: float) -> bool:
+        """Whether a climb's window, from half its calls on, already beats the climb's
+        best by more than its noise (a doubling that pays shows as ~2x: waiting for the
+        whole window would only spend time at the lower limits)."""
+        if not self._climb or full < FULL_SHARE or len(self._window.speeds) < self.min_window // 2:
+            return False
+        best = max(self._climb.values(), key=lambda w: w.rate)
+        return stats.rate > best.rate * (1 + _margin(best, stats))
+
+    def _judge(self, stats: WindowStats) -> Change | None:
+        now = self._clock()
+        if not self._climb:
+            if self._hold_left > 0:
+                self._hold_left -= 1
+                return None
+            self._climb = {stats.limit: stats}
+            self._looked_ahead = False
+            return self._step_up(now)
+        best = max(self._climb.values(), key=lambda w: w.rate)
+        self._climb[stats.limit] = stats
+        margin = _margin(best, stats)
+        if stats.rate > best.rate * (1 + margin):
+            self._looked_ahead = False
+            return self._step_up(now)  # it paid: go on
+        if not self._looked_ahead:
+            # One step that did not pay is no proof: a batching server's gain comes in
+            # steps, and one window on a loaded machine can be unlucky. One more to be sure.
+            self._looked_ahead = True
+            return self._step_up(now)
+        return self._settle(now)
+
+    def _step_up(self, now: float) -> Change | None:
+        if self._limit >= self.max_limit:
+            return self._settle(now)
+        step = self._limit if self.slow_start else 1
+        return self._move(min(self.max_limit, self._limit + step), Reason.CLIMB, now)
+
+    def _settle(self, now: float) -> Change | None:
+        """End the climb on the lowest limit its best window does not clearly beat."""
+        top = max(self._climb.values(), key=lambda w: w.rate)
+        good = [w for w in self._climb.values() if w.rate * (1 + _margin(w, top)) >= top.rate]
+        choice = min(w.limit for w in good)
+        self._hold()
+        return self._move(choice, Reason.STEP_BACK, now)
+
+    def _hold(self) -> None:
+        self.slow_start = False
+        self._climb = {}
+        self._hold_left = self.hold_windows
+
+    def _move(self, limit: int, reason: str, now: float) -> Change | None:
+        old = self._limit
+        self._new_window(now)
+        if limit == old:
+            return None
+        self._limit = limit
+        self._limit_since = now
+        return Change(old, limit, reason, self.rates.get(old))
+
+    def _new_window(self, now: float) -> None:
+        self._window = _Window(now, self._in_flight)

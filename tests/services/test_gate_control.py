@@ -1,0 +1,199 @@
+"""The adaptive gate's controller on a virtual clock: deterministic, no database, no sleep."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from studyqueue.services.gate_control import MAX_WINDOW_CALLS, GateController, Reason
+from tests.helpers.batching_sim import VirtualClock, adaptive, fixed
+
+
+def _window(controller: GateController, clock: VirtualClock, *, speed: float, tokens: int = 100):
+    """A full window of calls at the current limit, each ``speed`` tokens/s; the last
+    call's change (or None)."""
+    change = None
+    seconds = tokens / speed
+    controller.in_flight(controller.limit)
+    clock.now += seconds  # the first calls at this limit, all started after it was set
+    limit, calls = controller.limit, 0
+    while calls < controller.window_calls and change is None:
+        clock.now += seconds / limit
+        change = controller.sample(tokens=tokens, seconds=seconds)
+        calls += 1
+    return change
+
+
+def test_doubles_while_tokens_per_second_rises_then_holds_at_the_maximum():
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    seen = []
+    for _ in range(6):
+        change = _window(controller, clock, speed=20.0)  # each call as fast: rate ~ limit
+        if change is not None:
+            seen.append((change.old, change.new, change.reason))
+    assert seen == [(1, 2, Reason.CLIMB), (2, 4, Reason.CLIMB), (4, 8, Reason.CLIMB)]
+    assert controller.limit == 8 and not controller.slow_start
+
+
+def test_steps_back_when_tokens_per_second_stops_rising_and_time_per_token_grows():
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    _window(controller, clock, speed=20.0)  # limit 1: 20 tokens/s
+    assert controller.limit == 2
+    change = _window(controller, clock, speed=10.0)  # limit 2: 2 x 10, each call twice as slow
+    # One flat step is not the end: a batching server may pay only from 4 on.
+    assert change is not None and (change.old, change.new, change.reason) == (2, 4, Reason.CLIMB)
+    change = _window(controller, clock, speed=5.0)  # limit 4: 4 x 5, flat again
+    assert change is not None
+    assert (change.old, change.new, change.reason) == (4, 1, Reason.STEP_BACK)
+    # It holds: windows at 1 change nothing for HOLD_WINDOWS windows.
+    for _ in range(controller.hold_windows):
+        assert _window(controller, clock, speed=20.0) is None
+    assert controller.rates[1] == pytest.approx(20.0, rel=0.01)
+    assert controller.rates[2] == pytest.approx(20.0, rel=0.01)
+    assert controller.rates[4] == pytest.approx(20.0, rel=0.01)
+
+
+def test_looks_past_a_flat_step_to_a_batching_gain():
+    """mlx_lm.server batches in slices: 2 calls may gain nothing over 1 and 4 nearly 2x."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    _window(controller, clock, speed=20.0)  # 1: 20 tokens/s
+    _window(controller, clock, speed=10.5)  # 2: 21, flat
+    assert controller.limit == 4
+    _window(controller, clock, speed=9.0)  # 4: 36, it paid
+    assert controller.limit == 8
+    change = _window(controller, clock, speed=4.6)  # 8: 37, flat at the maximum
+    assert change is not None and (change.old, change.new) == (8, 4)
+    assert not controller.slow_start
+
+
+def test_settles_on_the_best_of_the_climb_not_the_last_step():
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    _window(controller, clock, speed=20.0)  # 1: 20
+    _window(controller, clock, speed=20.0)  # 2: 40
+    _window(controller, clock, speed=8.0)  # 4: 32, worse than 2: one more step to be sure
+    assert controller.limit == 8
+    _window(controller, clock, speed=4.0)  # 8: 32
+    assert controller.limit == 2 and not controller.slow_start
+
+
+def test_a_window_grows_with_the_spread_of_its_calls_and_lasts_a_minimum_time():
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock, min_window_seconds=3.0)
+    controller.in_flight(1)
+    for n in range(8):  # speeds 10 and 30: a spread of 0.5, so ~100 calls are wanted
+        clock.now += 1.0
+        controller.sample(tokens=10 if n % 2 else 30, seconds=1.0)
+    assert controller.window_calls == MAX_WINDOW_CALLS
+    start = clock.now
+    quick = GateController(max_limit=8, clock=clock, min_window_seconds=3.0)
+    quick.in_flight(1)
+    for _ in range(8):  # steady calls, but 8 of them in 0.8 s: shorter than the minimum
+        clock.now += 0.1
+        assert quick.sample(tokens=10, seconds=0.1) is None
+    assert quick.limit == 1
+    while quick.limit == 1:
+        clock.now += 0.1
+        quick.sample(tokens=10, seconds=0.1)
+    assert clock.now - start >= 3.0
+
+
+def test_a_loss_halves_once_per_overload():
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, limit=8, rates={8: 100.0}, clock=clock)
+    change = controller.loss()
+    assert change is not None and (change.old, change.new, change.reason) == (8, 4, Reason.LOSS)
+    assert change.rate == 100.0
+    assert controller.loss() is None  # the calls already running see the same overload
+    clock.now += 5.0
+    assert controller.loss().new == 2  # type: ignore[union-attr]
+    clock.now += 5.0
+    assert controller.loss().new == 1  # type: ignore[union-attr]
+    clock.now += 5.0
+    assert controller.loss() is None and controller.limit == 1  # never below one
+
+
+def test_never_climbs_when_the_backlog_cannot_fill_the_limit():
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, limit=2, rates={2: 40.0}, clock=clock, hold_windows=0)
+    for _ in range(10):
+        controller.in_flight(1)  # one job at a time: the gate of 2 is never full
+        for _ in range(controller.window_calls):
+            clock.now += 5.0
+            assert controller.sample(tokens=100, seconds=5.0) is None
+    assert controller.limit == 2
+
+
+def test_a_restored_limit_starts_one_step_at_a_time_after_a_hold():
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, limit=4, rates={4: 80.0}, clock=clock, hold_windows=1)
+    assert not controller.slow_start and controller.window_calls == 8
+    assert _window(controller, clock, speed=20.0) is None  # the hold
+    change = _window(controller, clock, speed=20.0)
+    assert change is not None and (change.old, change.new) == (4, 5)
+
+
+def test_adopt_follows_another_consumer_and_measures_afresh():
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    change = controller.adopt(6)
+    assert change is not None and (change.old, change.new, change.reason) == (1, 6, Reason.SHARED)
+    assert controller.adopt(6) is None
+    assert controller.adopt(99).new == 8  # type: ignore[union-attr]
+
+
+def test_calls_that_began_under_another_limit_are_not_counted():
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    clock.now = 10.0
+    controller.adopt(4)
+    clock.now = 11.0
+    for _ in range(50):
+        assert controller.sample(tokens=100, seconds=5.0) is None  # began at 6 s, before 10 s
+    assert controller.rates == {}
+
+
+@pytest.mark.parametrize("knee", [1, 4, 8])
+def test_the_simulated_server_targets(knee):
+    """The issue's targets on the batching simulation (the bench prints the figures)."""
+    jobs = 400
+    best = max(fixed(c, jobs=jobs, knee=knee).tokens_per_second for c in range(1, 9))
+    gate1 = fixed(1, jobs=jobs, knee=knee)
+    run, _ = adaptive(jobs=jobs, knee=knee)
+    assert run.settled is not None and run.settled <= 200
+    steady = run.tokens_per_second_between(run.settled, run.settled + 200)
+    assert steady >= 0.9 * best
+    if knee == 1:
+        assert run.tokens_per_second >= 0.95 * gate1.tokens_per_second
+        assert run.seconds_per_token <= 1.5 * gate1.seconds_per_token
+
+
+def test_backs_off_within_one_window_when_the_server_answers_503():
+    run, controller = adaptive(jobs=300, knee=8, fail_from_job=200)
+    assert run.limits[199] == 8
+    assert run.losses_before_halving is not None
+    assert run.losses_before_halving <= 8  # one window at 8 is 16 calls
+    # Halved once: 100 instant 503s within one call's length are one overload, not 100.
+    assert controller.limit == 4
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    knee=st.integers(min_value=1, max_value=12),
+    noise=st.floats(min_value=0.0, max_value=0.3),
+    seed=st.integers(min_value=0, max_value=2**16),
+    max_limit=st.integers(min_value=1, max_value=8),
+)
+def test_any_knee_and_noise_ends_near_the_best_fixed_gate(knee, noise, seed, max_limit):
+    jobs = 500
+    run, _ = adaptive(max_limit=max_limit, jobs=jobs, knee=knee, noise=noise, seed=seed)
+    assert all(1 <= limit <= max_limit for limit in run.limits)
+    best = max(
+        fixed(c, jobs=jobs, knee=knee, noise=noise, seed=seed).tokens_per_second
+        for c in range(1, max_limit + 1)
+    )
+    assert run.tokens_per_second_between(300, jobs) >= 0.8 * best

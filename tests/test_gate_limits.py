@@ -1,0 +1,112 @@
+"""GATE_PERMITS=auto end to end: consumers against the real test LLM server, the limit
+found, halved, shared through the database and kept across a restart."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from studyqueue import consumer as consumer_module
+from studyqueue import gate_limits, queue
+from studyqueue.models import GateLimit
+from tests.factories import StudyQuestionFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def auto(llm_server, settings):
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "GATE_PERMITS": "auto",
+        "GATE_MAX_PERMITS": 8,
+        "BATCH_SIZE": 1,
+        "CYCLE_BUDGET_SECONDS": 120,
+    }
+    return llm_server
+
+
+def enqueue(n: int) -> None:
+    for _ in range(n):
+        queue.enqueue(StudyQuestionFactory())
+
+
+def stored() -> GateLimit:
+    return GateLimit.objects.get()
+
+
+def test_the_limit_rises_when_the_server_batches(auto, make_consumer, caplog):
+    # Four replies at once, each 0.1 s: tokens/s grows up to four calls, then stops.
+    auto.configure(delay=0.1, capacity=4)
+    enqueue(80)
+    consumer = make_consumer()
+    with caplog.at_level(logging.INFO, logger="studyqueue.gate"):
+        assert consumer.run_cycle().outcomes == {"completed": 80}
+    climbs = [r.getMessage() for r in caplog.records if "reason=climb" in r.getMessage()]
+    assert climbs, "the limit never rose"
+    assert "study_gate_limit endpoint=" in climbs[0] and "old=1 new=2" in climbs[0]
+    row = stored()
+    assert row.endpoint == consumer.gate.endpoint
+    assert row.limit >= 2 and len(row.measured()) >= 2
+    assert auto.stats()["max_active"] <= 8  # never beyond GATE_MAX_PERMITS
+
+
+def test_a_503_halves_the_stored_limit(auto, make_consumer, caplog):
+    GateLimit.objects.create(endpoint=auto.url, limit=4, rates={"4": 120.0})
+    auto.configure(fault="503")
+    enqueue(1)
+    consumer = make_consumer()
+    with caplog.at_level(logging.INFO, logger="studyqueue.gate"):
+        consumer.run_cycle()
+    assert consumer.gate.limit == 2 and stored().limit == 2 and stored().reason == "loss"
+    assert any(
+        "old=4 new=2 reason=loss tokens_per_s=120.0 error_code=llm_overloaded" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_a_restarted_consumer_starts_from_the_stored_limit(auto, make_consumer):
+    GateLimit.objects.create(endpoint=auto.url, limit=3, rates={"3": 90.0})
+    auto.configure(delay=0.2)
+    enqueue(6)
+    consumer = make_consumer()
+    assert consumer.run_cycle().outcomes == {"completed": 6}
+    assert consumer.gate.limit == 3
+    assert auto.stats()["max_active"] == 3  # from the first calls on, not from one
+
+
+def test_two_consumers_share_one_limit(auto, make_consumer, monkeypatch):
+    monkeypatch.setattr(consumer_module, "GATE_SYNC_SECONDS", 0.0)
+    GateLimit.objects.create(endpoint=auto.url, limit=4)
+    first, second = make_consumer(worker_id="a"), make_consumer(worker_id="b")
+    first.run_cycle()
+    second.run_cycle()
+    assert first.gate.limit == second.gate.limit == 4
+    auto.configure(fault="503")  # the first one sees the server overloaded
+    enqueue(1)
+    first.run_cycle()
+    assert first.gate.limit == 2 and stored().limit == 2
+    auto.configure(fault="")
+    second.run_cycle()
+    assert second.gate.limit == 2  # adopted from the database
+
+
+def test_a_move_decided_at_a_limit_that_no_longer_holds_is_void(db):
+    assert gate_limits.sync("http://x/v1", limit=2, rates={2: 50.0}) == 2
+    # Another consumer moved it to 1 meanwhile: this one's climb from 2 is refused,
+    # its measures are kept.
+    GateLimit.objects.update(limit=1)
+    assert gate_limits.sync("http://x/v1", limit=4, rates={4: 99.0}, changed_from=2) == 1
+    assert stored().measured() == [(2, 50.0), (4, 99.0)]
+    assert gate_limits.sync("http://x/v1", limit=2, rates={}, changed_from=1, reason="climb") == 2
+    assert (stored().limit, stored().reason) == (2, "climb")
+
+
+def test_a_fixed_gate_stores_nothing(llm_server, make_consumer, settings):
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "GATE_PERMITS": 2}
+    enqueue(2)
+    consumer = make_consumer()
+    assert consumer.run_cycle().outcomes == {"completed": 2}
+    assert consumer.gate.controller is None and consumer.gate.limit == 2
+    assert not GateLimit.objects.exists()

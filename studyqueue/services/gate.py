@@ -67,7 +67,7 @@ T = TypeVar("T")
 
 class RunDB(Protocol):
     """``await run_db(fn, *args, **kwargs)``: runs the sync (ORM) function ``fn`` on one
-    database connection, always the same (the consumer's ``Consumer.db``)."""
+    database connection, always the same (the consumer's ``Consumer.gate_db``)."""
 
     def __call__(
         self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
@@ -106,7 +106,7 @@ def _unlock(db: str, key: int) -> None:
 class LLMGate:
     """``permits`` slots for one endpoint, shared by every caller of this object.
 
-    ``run_db`` runs a sync function on the consumer's jobs connection: advisory locks are
+    ``run_db`` runs a sync function on the consumer's gate connection: advisory locks are
     session locks, so every lock and unlock must go to that one session. They are taken
     when database ``db`` is PostgreSQL.
     """

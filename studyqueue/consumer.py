@@ -1,8 +1,8 @@
 """The consumer: one long-lived object per process that turns pending jobs into results.
 
-A ``Consumer`` owns, for the life of the process, its event loop, its two database
-connections (the jobs' and the claims', each reached through ``sync_to_async`` on a
-single-thread executor of its own), the LLM client, the circuit breaker and the gate.
+A ``Consumer`` owns, for the life of the process, its event loop, its three database
+connections (the jobs', the claims' and the gate's, each reached through ``sync_to_async``
+on a single-thread executor of its own), the LLM client, the circuit breaker and the gate.
 The cycle's own one-query reads, off the per-job path, use Django's async ORM (the README's
 "How it is built" says which work goes where, and why). django-apscheduler calls
 ``Consumer.run_cycle()`` as its scheduled job (``studyqueue.scheduler``).
@@ -112,16 +112,17 @@ class Consumer:
         self._stop = threading.Event()
         self.stopping: Callable[[], bool] = should_stop or self._stop.is_set
         self.database = queue.database()
-        # Two dedicated connections, each on a single-thread executor that sync_to_async
-        # runs on (``db``, ``claims_db``), health-checked between cycles: the jobs' (their
-        # writes and heartbeats, in order, and the gate's advisory locks, which are session
-        # locks and so must stay on one session), and the cycle's claims, which so never
-        # queue behind a job's write. A job's reads stay on the jobs' connection too: on a
-        # third thread they contend for the GIL in the gap between two LLM calls.
+        # Three dedicated connections, each on a single-thread executor that sync_to_async
+        # runs on (``db``, ``claims_db``, ``gate_db``), health-checked between cycles: the
+        # jobs' (their writes and heartbeats, in order), the cycle's claims, and the gate's
+        # (its advisory locks, session locks that must stay on one session, and the last
+        # look at the pauses before a call). Claims and gate operations so never queue
+        # behind a job's write: the gate's sit between two LLM calls, where the server idles.
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-db")
         self._claim_thread = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="studyqueue-claims"
         )
+        self._gate_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-gate")
         self._runner = asyncio.Runner()
         self.breaker = CircuitBreaker()
         self.client = LLMClient.from_settings()
@@ -130,7 +131,7 @@ class Consumer:
             self.client.redact(conf.LLM_URL),  # names the gate in messages: no secrets
             permits=1 if auto else conf.GATE_PERMITS,
             timeout=conf.GATE_TIMEOUT_SECONDS,
-            run_db=self.db,
+            run_db=self.gate_db,
             db=self.database,
             controller=GateController(max_limit=conf.GATE_MAX_PERMITS) if auto else None,
         )
@@ -178,11 +179,18 @@ class Consumer:
         on_claims = sync_to_async(fn, thread_sensitive=False, executor=self._claim_thread)
         return await on_claims(*args, **kwargs)
 
+    async def gate_db(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a sync function for the gate (its advisory locks, the pauses right before a
+        call) on the gate's connection, which no job's write ever occupies."""
+        on_gate = sync_to_async(fn, thread_sensitive=False, executor=self._gate_thread)
+        return await on_gate(*args, **kwargs)
+
     async def close_old_connections(self) -> None:
         """Drop connections that are too old or broken (a restarted database), on each
-        thread that holds one: the jobs', the claims' and the async ORM's."""
+        thread that holds one: the jobs', the claims', the gate's and the async ORM's."""
         await self.db(close_old_connections)
         await self.claims_db(close_old_connections)
+        await self.gate_db(close_old_connections)
         await sync_to_async(close_old_connections)()
 
     def run_cycle(self) -> CycleResult:
@@ -352,7 +360,7 @@ class Consumer:
         cycle's job calls the LLM (``run_one`` runs its job whatever the pauses)."""
         if self._not_started.pop(job.pk, None) is None:
             return None
-        paused = await self.db(queue.paused_kinds)  # the hot path: see "How it is built"
+        paused = await self.gate_db(queue.paused_kinds)  # the hot path: "How it is built"
         return _paused_message(job.kind, paused) if queue.is_paused(job.kind, paused) else None
 
     async def run_claimed(self, job: StudyQuestionJob) -> Outcome:
@@ -426,7 +434,7 @@ class Consumer:
                 logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
         self._runner.run(self.client.aclose())
         self._runner.run(sync_to_async(connections.close_all)())  # the async ORM's
-        for thread in (self._db_thread, self._claim_thread):
+        for thread in (self._db_thread, self._claim_thread, self._gate_thread):
             thread.submit(connections.close_all).result()
             thread.shutdown()
         self._runner.close()

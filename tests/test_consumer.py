@@ -216,6 +216,9 @@ def test_transient_faults_end_failed_after_max_attempts(consumer, llm_server):
 def test_server_wide_faults_release_jobs_without_burning_attempts(
     llm_server, settings, free_port, make_consumer, fault
 ):
+    # A pause longer than the tests' 0.2 s: on a loaded machine the second cycle below
+    # came after a 0.2 s pause had run out, and claimed.
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "BREAKER_BASE_SECONDS": 5}
     if fault == "refused":
         settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_URL": f"http://127.0.0.1:{free_port}/v1"}
     else:

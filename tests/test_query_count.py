@@ -2,7 +2,7 @@
 against the real test server → store), statement by statement, on SQLite and PostgreSQL.
 
 A feature that adds a query per job fails here; if the query is worth it, add it to
-``PER_JOB`` below with the reason. Cycle bookkeeping (the stale scan, the consumer's
+``PER_JOB`` or ``PER_GATE`` below with the reason. Cycle bookkeeping (the stale scan, the consumer's
 reports, the next-due time) is per cycle, not per job, and not counted here.
 """
 
@@ -20,13 +20,20 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 CLAIM = "UPDATE studyqueue_studyquestionjob SET status = 'processing'"
 REVISION = 'INSERT INTO "studyqueue_explanationrevision"'
+PAUSES = 'SELECT "studyqueue_queuepause"'
+GATE_THREAD = "studyqueue-gate"  # the consumer's gate executor (its thread names)
 
-# On the consumer's job connection, in order: (what, the statement's start, PostgreSQL only).
+# On the gate's connection, in order: (what, the statement's start, PostgreSQL only). The
+# gate has a connection of its own so that none of these, in the gap between two LLM calls,
+# queues behind another job's store.
+PER_GATE = [
+    ("take a gate slot: the advisory lock", "SELECT pg_try_advisory_lock", True),
+    ("inside the gate, the last look at the pauses", PAUSES, False),
+    ("the call is over: give the slot back", "SELECT pg_advisory_unlock", True),
+]  # fmt: skip
+# On the consumer's job connection, in order.
 PER_JOB = [
     ("load the question and its prompt's fields", 'SELECT "studyqueue_studyquestion"', False),
-    ("take a gate slot: the advisory lock", "SELECT pg_try_advisory_lock", True),
-    ("inside the gate, the last look at the pauses", 'SELECT "studyqueue_queuepause"', False),
-    ("the call is over: give the slot back", "SELECT pg_advisory_unlock", True),
     # store(), one transaction:
     ("re-read the question: changed during the call?", 'SELECT "studyqueue_studyquestion"', False),
     ("the new revision with the reply's metadata", REVISION, False),
@@ -37,19 +44,18 @@ PER_JOB = [
 TRANSACTION_CONTROL = ("BEGIN", "SAVEPOINT", "RELEASE SAVEPOINT", "COMMIT", "ROLLBACK")
 
 
-def expected_per_job() -> list[tuple[str, str]]:
+def expected(per: list[tuple[str, str, bool]]) -> list[tuple[str, str]]:
     postgres = connection.vendor == "postgresql"
-    return [(what, start) for what, start, pg_only in PER_JOB if postgres or not pg_only]
+    return [(what, start) for what, start, pg_only in per if postgres or not pg_only]
 
 
-def named(statements: list[str]) -> list[str]:
-    """The statements, each as its ``PER_JOB`` name where it is the one expected at its
+def named(statements: list[str], wanted: list[tuple[str, str]]) -> list[str]:
+    """The statements, each as its ``wanted`` name where it is the one wanted at its
     place, else as its SQL (what the failure shows)."""
-    expected = expected_per_job()
     names = []
     for i, sql in enumerate(statements):
-        if i < len(expected) and sql.startswith(expected[i][1]):
-            names.append(expected[i][0])
+        if i < len(wanted) and sql.startswith(wanted[i][1]):
+            names.append(wanted[i][0])
         else:
             names.append(sql[:160])
     return names
@@ -87,12 +93,14 @@ def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_c
                 conn: [" ".join(sql.split()) for sql in sqls]  # one line each
                 for conn, sqls in log.by_connection().items()
             }
+            gates = list({q.connection for q in log.queries if q.thread.startswith(GATE_THREAD)})
             log.queries.clear()
             claims = [c for c, sqls in per_connection.items() if any(CLAIM in s for s in sqls)]
             jobs = [c for c, sqls in per_connection.items() if any(REVISION in s for s in sqls)]
-            # The claims and the jobs keep their own connections (a claim never queues
-            # behind a job's write).
-            assert len(claims) == 1 and len(jobs) == 1 and claims != jobs
+            # The claims, the jobs and the gate keep their own connections (neither a claim
+            # nor a gate operation queues behind a job's write).
+            assert len(claims) == len(jobs) == len(gates) == 1
+            assert len({claims[0], jobs[0], gates[0]}) == 3
 
             # The claim: one statement takes and marks the job. The cycle also claims when
             # its second place in flight is free and when the job ends; both come back
@@ -101,5 +109,7 @@ def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_c
             assert len(claim_sqls) == 3
 
             job_queries = queries(per_connection[jobs[0]])
-            assert named(job_queries) == [what for what, _ in expected_per_job()]
+            assert named(job_queries, expected(PER_JOB)) == [w for w, _ in expected(PER_JOB)]
+            gate_queries = queries(per_connection[gates[0]])
+            assert named(gate_queries, expected(PER_GATE)) == [w for w, _ in expected(PER_GATE)]
     assert StudyQuestion.objects.exclude(explanation="").count() == 2

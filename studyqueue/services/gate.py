@@ -8,7 +8,10 @@ one consumer per LLM server there.
 
 A caller that gives a slot back while another caller of the same gate waits hands it
 over directly: the advisory lock stays with the session, and the next call starts
-without a database round trip.
+without a database round trip. The giver's ``async with`` then ends only once the taker
+has sent its request (``sent(slot)``) or given the slot back, within
+``HANDOVER_WAIT_SECONDS``: what the giver does next (storing its reply) would otherwise
+compete with the taker's call start for the interpreter, while the server idles.
 
 Warm-first: a caller that names the prompt it sends (``prefix``, e.g. the prompt
 version's hash) is admitted alone while that prefix is cold for this gate (first use,
@@ -25,8 +28,12 @@ how many calls it holds, and hands it each call's outcome (``record``, ``record_
 Usage::
 
     gate = LLMGate(url, permits=1, timeout=600, run_db=consumer.db, db="default")
-    async with gate.slot(prefix=version.hash):
-        reply = await client.chat(messages, on_first_token=lambda: gate.warmed(version.hash))
+    async with gate.slot(prefix=version.hash) as slot:
+        reply = await client.chat(
+            messages,
+            on_sent=lambda: gate.sent(slot),
+            on_first_token=lambda: gate.warmed(version.hash),
+        )
 """
 
 from __future__ import annotations
@@ -56,13 +63,17 @@ LOCK_NAMESPACE = 0x5347  # "SG"
 # call's time to first token, so erring on the short side is cheap.
 WARM_IDLE_SECONDS = 60.0
 
+# The most a caller that handed its slot over waits for the taker's request to go out: a
+# request is written in milliseconds; a slow connect only delays the giver's storing.
+HANDOVER_WAIT_SECONDS = 0.5
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
 class RunDB(Protocol):
     """``await run_db(fn, *args, **kwargs)``: runs the sync (ORM) function ``fn`` on one
-    database connection, always the same (the consumer's ``Consumer.db``)."""
+    database connection, always the same (the consumer's ``Consumer.gate_db``)."""
 
     def __call__(
         self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
@@ -101,7 +112,7 @@ def _unlock(db: str, key: int) -> None:
 class LLMGate:
     """``permits`` slots for one endpoint, shared by every caller of this object.
 
-    ``run_db`` runs a sync function on the consumer's jobs connection: advisory locks are
+    ``run_db`` runs a sync function on the consumer's gate connection: advisory locks are
     session locks, so every lock and unlock must go to that one session. They are taken
     when database ``db`` is PostgreSQL.
     """
@@ -134,6 +145,7 @@ class LLMGate:
         self._waiters: deque[asyncio.Future[int | None]] = deque()
         self.idle_seconds = idle_seconds
         self._warmth: dict[str, _Warmth] = {}
+        self._handed: dict[int, asyncio.Event] = {}  # slot -> set once its taker sent
 
     @property
     def free_slots(self) -> int:
@@ -218,7 +230,7 @@ class LLMGate:
             try:
                 yield slot
             finally:
-                await asyncio.shield(self.release(slot))
+                await self._give_back(slot)
             return
         warmth = self._warmth.get(prefix)
         now = time.monotonic()
@@ -243,12 +255,26 @@ class LLMGate:
             try:
                 yield slot
             finally:
-                await asyncio.shield(self.release(slot))
+                await self._give_back(slot)
         finally:
             warmth.active -= 1
             warmth.last_seen = time.monotonic()
             if leader:
                 warmth.ready.set()  # ended or failed without a token: let the others on
+
+    async def _give_back(self, slot: int) -> None:
+        """Release ``slot``; if a waiting caller took it, wait (bounded) for its request."""
+        handed = await asyncio.shield(self.release(slot))
+        if handed is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(HANDOVER_WAIT_SECONDS):
+                    await handed.wait()
+
+    def sent(self, slot: int) -> None:
+        """The holder of ``slot`` has sent its request: a giver waiting on it goes on."""
+        handed = self._handed.pop(slot, None)
+        if handed is not None:
+            handed.set()
 
     def warmed(self, prefix: str) -> None:
         """A call on ``prefix`` got its first token: the server holds the prefix now."""
@@ -335,15 +361,18 @@ class LLMGate:
         future.cancel()
         return None
 
-    async def release(self, slot: int) -> None:
-        """Give a slot back: to a waiting caller as it is, else to everyone (a slot the
-        limit no longer allows, or one too many since it fell, goes back to everyone)."""
+    async def release(self, slot: int) -> asyncio.Event | None:
+        """Give a slot back: to a waiting caller as it is (returns the event set once that
+        caller has sent its request or given the slot back), else to everyone (None; so
+        also a slot the limit no longer allows, or one too many since it fell)."""
+        self.sent(slot)  # given back unsent (held back, failed): nobody waits on it any more
         within = slot < self.limit and self.held <= self.limit
         while within and self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(slot)
-                return
+                handed = self._handed[slot] = asyncio.Event()
+                return handed
         try:
             if self._locks:
                 await self._run_db(_unlock, self._db, lock_key(self.endpoint, slot))
@@ -353,3 +382,4 @@ class LLMGate:
         finally:
             self._free.append(slot)
             self._in_flight()
+        return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -206,12 +206,14 @@ class LLMClient:
         messages: list[dict[str, str]],
         *,
         max_tokens: int | None = None,
+        on_sent: Callable[[], None] | None = None,
         on_first_token: Callable[[], None] | None = None,
     ) -> LLMReply:
         """One chat completion; raises ``LLMError`` (redacted) with the failure's code.
 
-        ``on_first_token`` is called once, when the first text arrives (the gate's
-        warm-first waits for it)."""
+        ``on_sent`` is called once the request is written (the gate's hand-over waits for
+        it); ``on_first_token`` once the first text arrives (the gate's warm-first waits
+        for it)."""
         body: dict[str, Any] = {
             "messages": messages,
             "max_tokens": max_tokens or self.max_tokens,
@@ -230,7 +232,7 @@ class LLMClient:
             )
         try:
             async with asyncio.timeout(self.timeout):
-                return (await self._post(body, on_first_token)).reply()
+                return (await self._post(body, on_sent, on_first_token)).reply()
         except TimeoutError:
             error = LLMError(ErrorCode.LLM_TIMEOUT, f"no complete reply within {self.timeout:g}s")
         except LLMError as exc:
@@ -242,13 +244,16 @@ class LLMClient:
         raise error.with_message(self.redact(error.message))
 
     async def _post(
-        self, body: dict[str, Any], on_first_token: Callable[[], None] | None = None
+        self,
+        body: dict[str, Any],
+        on_sent: Callable[[], None] | None,
+        on_first_token: Callable[[], None] | None,
     ) -> ReplyParser:
         # A refused or reset connect is retried once: mlx_lm.server's small listen
         # backlog drops connects under bursts even when it is healthy.
         for attempt in (1, 2):
             try:
-                return await self._stream(body, on_first_token)
+                return await self._stream(body, on_sent, on_first_token)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 if attempt == 2:
                     raise LLMError(
@@ -260,12 +265,18 @@ class LLMClient:
         raise AssertionError("unreachable")
 
     async def _stream(
-        self, body: dict[str, Any], on_first_token: Callable[[], None] | None = None
+        self,
+        body: dict[str, Any],
+        on_sent: Callable[[], None] | None,
+        on_first_token: Callable[[], None] | None,
     ) -> ReplyParser:
         parser = ReplyParser(on_first_token=on_first_token)
         received_any = False
+        extensions = {"trace": _when_sent(on_sent)} if on_sent is not None else None
         try:
-            async with self._http.stream("POST", self.url, json=body) as response:
+            async with self._http.stream(
+                "POST", self.url, json=body, extensions=extensions
+            ) as response:
                 if response.status_code >= 400:
                     error_body = await self._read_error_body(response)
                     raise classify_status(response.status_code, error_body, response.headers)
@@ -364,6 +375,17 @@ class LLMClient:
             return False
         writer.close()
         return True
+
+
+def _when_sent(on_sent: Callable[[], None]) -> Callable[[str, Any], Awaitable[None]]:
+    """An httpx ``trace`` extension (documented: "Request Extensions") that calls
+    ``on_sent`` once the request body is written, on HTTP/1.1 or HTTP/2."""
+
+    async def trace(event: str, info: Any) -> None:
+        if event.endswith(".send_request_body.complete"):
+            on_sent()
+
+    return trace
 
 
 async def _probe_one(url: str, api_key: str, deadline: float, connect_timeout: float) -> Probe:

@@ -139,7 +139,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
         return await ctx.db(queue.fail, job, ErrorCode.QUESTION_INVALID, message)
     version = current_version(max_tokens=job.max_tokens)
     try:
-        async with ctx.gate.slot(prefix=version.hash):
+        async with ctx.gate.slot(prefix=version.hash) as slot:
             held_back = await hold_back(ctx, job)  # stopping, or its kind was paused
             if held_back is not None:
                 return held_back
@@ -157,6 +157,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
                 reply = await ctx.client.chat(
                     messages,
                     max_tokens=job.max_tokens,
+                    on_sent=lambda: ctx.gate.sent(slot),
                     on_first_token=lambda: ctx.gate.warmed(version.hash),
                 )
             except LLMError as error:

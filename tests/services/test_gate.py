@@ -118,6 +118,76 @@ def test_a_waiter_is_handed_the_slot_as_it_is_released(db_thread, vendor):
     assert order == ["a-in", "a-out", "b-in"]
 
 
+def test_a_giver_goes_on_once_the_taker_of_its_slot_has_sent_its_request(db_thread):
+    shared = gate(db_thread)
+    steps: list[str] = []
+
+    async def giver(release: asyncio.Event) -> None:
+        async with shared.slot():
+            await release.wait()
+        steps.append("giver goes on")  # e.g. to store its reply
+
+    async def taker(send: asyncio.Event, finish: asyncio.Event) -> None:
+        async with shared.slot() as slot:
+            steps.append("taker in")
+            await send.wait()
+            steps.append("taker sent")
+            shared.sent(slot)
+            await finish.wait()
+
+    async def main() -> None:
+        release, send, finish = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        given = asyncio.create_task(giver(release))
+        while shared.free_slots:
+            await asyncio.sleep(0)
+        taken = asyncio.create_task(taker(send, finish))
+        while not shared._waiters:  # the taker waits at the gate
+            await asyncio.sleep(0.001)
+        release.set()
+        while "taker in" not in steps:
+            await asyncio.sleep(0)
+        for _ in range(20):  # the loop turns; the giver still waits for the request
+            await asyncio.sleep(0)
+        assert not given.done()
+        send.set()
+        async with asyncio.timeout(5):
+            await given
+        finish.set()
+        await taken
+
+    asyncio.run(main())
+    assert steps == ["taker in", "taker sent", "giver goes on"]
+
+
+def test_a_taker_that_gives_the_slot_back_unsent_lets_the_giver_on(db_thread):
+    shared = gate(db_thread)
+
+    async def main() -> None:
+        release = asyncio.Event()
+
+        async def giver() -> None:
+            async with shared.slot():
+                await release.wait()
+
+        given = asyncio.create_task(giver())
+        while shared.free_slots:
+            await asyncio.sleep(0)
+        taker = asyncio.create_task(shared.acquire())
+        while not shared._waiters:
+            await asyncio.sleep(0.001)
+        release.set()
+        slot = await taker
+        assert not given.done()
+        await shared.release(slot)  # held back (a pause, the breaker): no request
+        for _ in range(50):  # a few turns of the loop, not the hand-over's time bound
+            if given.done():
+                break
+            await asyncio.sleep(0)
+        assert given.done() and shared.free_slots == 1
+
+    asyncio.run(main())
+
+
 def test_a_cancelled_waiter_loses_no_slot(db_thread):
     shared = gate(db_thread)
 

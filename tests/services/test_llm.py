@@ -395,3 +395,32 @@ def test_decode_rate_needs_two_tokens_and_a_minimum_span():
     assert decode_rate(2, MIN_DECODE_SPAN_MS) == 20.0
     assert decode_rate(31, 1000) == 30.0
     assert decode_rate(31, None) is None
+
+
+@pytest.mark.parametrize("ignore_stream", [False, True], ids=["stream", "whole-json"])
+def test_on_sent_comes_once_the_request_is_written_before_any_reply(server, ignore_stream):
+    server.configure(ignore_stream=ignore_stream)
+    events: list[str] = []
+
+    async def go() -> LLMReply:
+        async with LLMClient(base_url=server.url) as client:
+            return await client.chat(
+                MESSAGES,
+                on_sent=lambda: events.append("sent"),
+                on_first_token=lambda: events.append("first token"),
+            )
+
+    assert asyncio.run(go()).content == ANSWER
+    assert events[0] == "sent" and events.count("sent") == 1
+
+
+def test_on_sent_never_comes_when_nothing_was_sent(free_port):
+    sent: list[str] = []
+
+    async def go() -> None:
+        async with LLMClient(base_url=f"http://127.0.0.1:{free_port}/v1") as client:
+            await client.chat(MESSAGES, on_sent=lambda: sent.append("sent"))
+
+    with pytest.raises(LLMError):
+        asyncio.run(go())
+    assert sent == []

@@ -115,23 +115,23 @@ async def _real_run(url: str, jobs: int, permits: int | None) -> RealRun:
     call_seconds = 0.0
     limits: list[int] = []
     settled_at: float | None = None
-    tokens_after = 0
+    spans: list[tuple[float, float, int]] = []  # each call's start, end and tokens
 
     async def one(n: int) -> None:
-        nonlocal tokens, call_seconds, settled_at, tokens_after
+        nonlocal tokens, call_seconds, settled_at
         messages = [
             {"role": "system", "content": "You explain answers to study questions briefly."},
             {"role": "user", "content": f"Question {n}: why is the sky blue?"},
         ]
         async with gate.slot():
+            began = time.monotonic()
             reply = await client.chat(messages)
             gate.record(tokens=reply.completion_tokens, seconds=reply.elapsed_ms / 1000)
         tokens += reply.completion_tokens or 0
         call_seconds += reply.elapsed_ms / 1000
         limits.append(gate.limit)
-        if settled_at is not None:
-            tokens_after += reply.completion_tokens or 0
-        elif controller is not None and not controller.slow_start:
+        spans.append((began, time.monotonic(), reply.completion_tokens or 0))
+        if settled_at is None and controller is not None and not controller.slow_start:
             settled_at = time.monotonic()
 
     start = time.monotonic()
@@ -142,7 +142,11 @@ async def _real_run(url: str, jobs: int, permits: int | None) -> RealRun:
     end = time.monotonic()
     run = RealRun(tokens / (end - start), call_seconds / max(tokens, 1), limits)
     if settled_at is not None and end > settled_at:
-        run.settled_rate = tokens_after / (end - settled_at)
+        # A call running when it settled counts for its share after that moment.
+        after = sum(
+            n * (b - max(a, settled_at)) / (b - a) for a, b, n in spans if b > settled_at and b > a
+        )
+        run.settled_rate = after / (end - settled_at)
     return run
 
 

@@ -20,7 +20,7 @@ class ChoicesField(forms.CharField):
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("required", False)
         kwargs.setdefault("strip", False)
-        kwargs.setdefault("help_text", "One answer option per line.")
+        kwargs.setdefault("help_text", gettext_lazy("One answer option per line."))
         super().__init__(**kwargs)
 
     def prepare_value(self, value: Any) -> Any:
@@ -50,7 +50,8 @@ class ChoicesField(forms.CharField):
 class StudyQuestionForm(forms.ModelForm):
     """A question as an operator edits it; the explanation is written by the LLM only."""
 
-    choices = ChoicesField()
+    # A declared field takes no label from the model: give it the model field's.
+    choices = ChoicesField(label=StudyQuestion._meta.get_field("choices").verbose_name)
 
     class Meta:
         model = StudyQuestion

@@ -26,6 +26,7 @@ from apscheduler.job import Job as SchedulerJob
 from apscheduler.schedulers.background import BackgroundScheduler
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext
 from django_apscheduler.jobstores import DjangoJobStore
 from django_apscheduler.models import DjangoJob, DjangoJobExecution
 from django_apscheduler.util import close_old_connections
@@ -165,7 +166,10 @@ class ScheduledConsumer:
                 conf.GATE_PERMITS,
                 llm_url,
             )
-            announce(f"Consumer {worker_id} running every {self.interval:g}s against {llm_url}.")
+            announce(
+                gettext("Consumer %(worker)s running every %(interval)ss against %(url)s.")
+                % {"worker": worker_id, "interval": f"{self.interval:g}", "url": llm_url}
+            )
             self.consumer.wait_for_stop()
             self.scheduler.shutdown(wait=True)
         finally:

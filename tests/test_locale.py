@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from html.parser import HTMLParser
@@ -18,29 +16,30 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone, translation
 
-from studyqueue import quality
-from studyqueue.models import ErrorCode, JobKind, QueueConsumer, QueuePause, StudyQuestionJob
-from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
-from tests.helpers import ROOT
-from tests.helpers.admin import DASHBOARD_URL, JOBS_URL, PAUSES_URL
+from studyqueue import quality, revisions
+from studyqueue.models import (
+    ErrorCode,
+    FinishReason,
+    JobKind,
+    QueueConsumer,
+    QueuePause,
+    StudyQuestionJob,
+)
+from tests.factories import (
+    ExplanationRevisionFactory,
+    StudyQuestionFactory,
+    StudyQuestionJobFactory,
+)
+from tests.helpers import ROOT, catalogue
+from tests.helpers.admin import DASHBOARD_URL, JOBS_URL, PAUSES_URL, QUESTIONS_URL
 
 CATALOGUE = ROOT / "studyqueue" / "locale" / "ko" / "LC_MESSAGES"
 HANGUL = re.compile("[\uac00-\ud7a3]")
 
 
 def _extracted_msgids(tmp_path) -> set[str]:
-    """The msgids ``makemessages`` finds in the app today (run on a copy: the checkout's
-    catalogue is not touched)."""
-    app = tmp_path / "studyqueue"
-    shutil.copytree(ROOT / "studyqueue", app, ignore=shutil.ignore_patterns("__pycache__", "*.mo"))
-    subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "makemessages", "-l", "ko", "--no-location"],
-        cwd=app,
-        check=True,
-        capture_output=True,
-    )
-    extracted = polib.pofile(str(app / "locale" / "ko" / "LC_MESSAGES" / "django.po"))
-    return {entry.msgid for entry in extracted if not entry.obsolete}
+    """The msgids ``makemessages`` finds in the app today."""
+    return {entry.msgid for entry in catalogue.extract(tmp_path) if not entry.obsolete}
 
 
 @pytest.mark.skipif(shutil.which("xgettext") is None, reason="needs GNU gettext (xgettext)")
@@ -76,9 +75,22 @@ def test_the_compiled_catalogue_is_its_source():
 # ---------------------------------------------------------------- pages asked for in Korean
 
 
+# Apps whose text is translated: this one, and Django's own. Another installed app (the
+# scheduler's) has no Korean of its own: its box on the admin index is not ours to judge.
+TRANSLATED_APPS = {"studyqueue", "auth"}
+
+
+def _other_app(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+    """An app's box on the admin index (``<div class="app-LABEL module">``) of another app."""
+    classes = (dict(attrs).get("class") or "").split()
+    labels = {c.removeprefix("app-") for c in classes if c.startswith("app-")}
+    return tag == "div" and bool(labels) and not labels & TRANSLATED_APPS
+
+
 class _VisibleText(HTMLParser):
     """The text a person reads: no scripts, styles or tag names; titles and placeholders
-    (tooltips) included; not the sidebar, which lists every installed app's models."""
+    (tooltips) included; not the sidebar, which lists every installed app's models, nor
+    another app's box on the index."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -90,7 +102,8 @@ class _VisibleText(HTMLParser):
         if self._hiding:
             self._depth += tag == self._hiding
             return
-        if tag in ("script", "style") or (tag == "nav" and ("id", "nav-sidebar") in attrs):
+        sidebar = tag == "nav" and ("id", "nav-sidebar") in attrs
+        if tag in ("script", "style") or sidebar or _other_app(tag, attrs):
             self._hiding, self._depth = tag, 1
             return
         for name, value in attrs:
@@ -136,6 +149,9 @@ ALLOWED = {
     "ko",
     "en",
     "English",
+    "Ctrl",  # keys, as printed on the keyboard
+    "Enter",
+    "Esc",
 }
 
 
@@ -146,7 +162,8 @@ def english_words(html: str, data: set[str]) -> list[str]:
     text = " ".join(parser.parts)
     for value in sorted(data, key=len, reverse=True):
         text = text.replace(value, " ")
-    codes = {*ErrorCode.values, *JobKind.values, *quality.FLAGS}  # identifiers, as stored
+    # Identifiers, as stored (a finish reason as the LLM server said it).
+    codes = {*ErrorCode.values, *JobKind.values, *quality.FLAGS, *FinishReason.values}
     words = set(re.findall(r"[A-Za-z][A-Za-z_]+", text))
     settings_names = {w for w in words if re.fullmatch(r"[A-Z]+(_[A-Z]+)+", w)}  # LLM_URL...
     return sorted(words - ALLOWED - codes - settings_names)
@@ -190,6 +207,15 @@ def queue_data(admin_user) -> dict[str, object]:
         ),
         StudyQuestionJobFactory(study_question=StudyQuestionFactory(text="3 더하기 3은?")),
     ]
+    # A regenerated explanation waiting for review: the review page shows it beside the
+    # previous one; the question and revision pages list both.
+    revisions.make_current(
+        ExplanationRevisionFactory(question=question, text="서울입니다.", model="m-1")
+    )
+    revision = ExplanationRevisionFactory(
+        question=question, text="정답: ① 서울", model="m-1", stated_answer="서울"
+    )
+    revisions.make_current(revision)
     QueuePause.objects.create(kind="", reason="점검", paused_by=admin_user.get_username())
     QueueConsumer.objects.create(
         worker_id="host-1",
@@ -202,25 +228,70 @@ def queue_data(admin_user) -> dict[str, object]:
     )
     return {
         "jobs": jobs,
-        "data": {"host-1", "host", "http://127.0.0.1:8080", admin_user.get_username(), "admin"},
+        "question": question,
+        "revision": revision,
+        "data": {
+            "m-1",
+            "host-1",
+            "host",
+            "http://127.0.0.1:8080",
+            admin_user.get_username(),
+            "admin",
+        },
     }
 
 
-@pytest.mark.django_db
-@pytest.mark.parametrize("page", ["dashboard", "jobs", "job", "pauses"])
-def test_a_page_asked_for_in_korean_has_no_english(korean, queue_data, page):
+def _page_url(page: str, queue_data: dict[str, object]) -> str:
     jobs: list[StudyQuestionJob] = queue_data["jobs"]  # type: ignore[assignment]
-    url = {
+    question, revision = queue_data["question"], queue_data["revision"]
+    change = {
+        "job": ("studyquestionjob", jobs[1]),
+        "question": ("studyquestion", question),
+        "revision": ("explanationrevision", revision),
+    }
+    if page in change:
+        model, row = change[page]
+        return reverse(f"admin:studyqueue_{model}_change", args=[row.pk])  # type: ignore[attr-defined]
+    return {
+        "index": reverse("admin:index"),
+        "app": reverse("admin:app_list", args=["studyqueue"]),
         "dashboard": DASHBOARD_URL,
         "jobs": JOBS_URL,
-        "job": reverse("admin:studyqueue_studyquestionjob_change", args=[jobs[1].pk]),
         "pauses": PAUSES_URL,
+        "pause_add": reverse("admin:studyqueue_queuepause_add"),
+        "questions": QUESTIONS_URL,
+        "question_add": reverse("admin:studyqueue_studyquestion_add"),
+        "revisions": reverse("admin:studyqueue_explanationrevision_changelist"),
+        "review": reverse("admin:studyqueue_explanationreview_changelist"),
     }[page]
+
+
+KOREAN_PAGES = [
+    "index",
+    "app",
+    "dashboard",
+    "jobs",
+    "job",
+    "pauses",
+    "pause_add",
+    "questions",
+    "question",
+    "question_add",
+    "revisions",
+    "revision",
+    "review",
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("page", KOREAN_PAGES)
+def test_a_page_asked_for_in_korean_has_no_english(korean, queue_data, page):
+    url = _page_url(page, queue_data)
     response = korean.get(url)
     assert response.status_code == 200
     assert response.headers["Content-Language"] == "ko"
-    html = response.content.decode()
-    assert not english_words(html, queue_data["data"]), english_words(html, queue_data["data"])
+    found = english_words(response.content.decode(), queue_data["data"])
+    assert not found, " ".join(found)
 
 
 @pytest.mark.django_db

@@ -15,7 +15,8 @@ from django.db.models import BooleanField, ExpressionWrapper, F, OuterRef, Q, Qu
 from django.db.models.functions import Left
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import path, reverse
-from django.utils.formats import number_format
+from django.utils import timezone
+from django.utils.formats import date_format, number_format
 from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_lazy
 
@@ -51,11 +52,15 @@ DELETE_LIMIT = 1_000
 class ExplanationStateFilter(admin.SimpleListFilter):
     """Current: written by today's prompt version; outdated: by another; missing: none."""
 
-    title = "explanation"
+    title = gettext_lazy("explanation")
     parameter_name = "explanation"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("current", "Current"), ("outdated", "Outdated"), ("missing", "Missing")]
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [
+            ("current", gettext_lazy("Current")),
+            ("outdated", gettext_lazy("Outdated")),
+            ("missing", gettext_lazy("Missing")),
+        ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
         questions = cast(QuestionQuerySet, queryset)  # the questions' own QuerySet
@@ -130,13 +135,14 @@ class RevisionInline(admin.TabularInline):
     max_num = 0
     can_delete = False
     ordering = ("-id",)
-    verbose_name_plural = "explanation revisions (newest first)"
+    verbose_name_plural = gettext_lazy("explanation revisions (newest first)")
 
-    @admin.display(description="revision")
+    @admin.display(description=gettext_lazy("revision"))
     def revision_link(self, revision: ExplanationRevision) -> str:
         url = reverse("admin:studyqueue_explanationrevision_change", args=[revision.pk])
-        current = " (current)" if revision.pk == revision.question.current_revision_id else ""
-        return format_html('<a href="{}">#{}</a>{}', url, revision.pk, current)
+        if revision.pk == revision.question.current_revision_id:
+            return format_html('<a href="{}">#{}</a> ({})', url, revision.pk, gettext("current"))
+        return format_html('<a href="{}">#{}</a>', url, revision.pk)
 
     @admin.display(description=gettext_lazy("quality flags"))
     def flag_list(self, revision: ExplanationRevision) -> str:
@@ -167,12 +173,12 @@ class JobInline(admin.TabularInline):
     ordering = ("-id",)
     show_change_link = False
 
-    @admin.display(description="job")
+    @admin.display(description=gettext_lazy("job"))
     def job_link(self, job: StudyQuestionJob) -> str:
         url = reverse("admin:studyqueue_studyquestionjob_change", args=[job.pk])
         return format_html('<a href="{}">#{}</a>', url, job.pk)
 
-    @admin.display(description="status")
+    @admin.display(description=gettext_lazy("status"))
     def status_badge(self, job: StudyQuestionJob) -> str:
         return status_badge(job.status)
 
@@ -229,7 +235,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         # The answer the current explanation states, beside the key it should agree with.
         (None, {"fields": ("text", "choices", ("answer", "stated_answer"))}),
         (
-            "Explanation (written by the LLM)",
+            gettext_lazy("Explanation (written by the LLM)"),
             {
                 "fields": (
                     "explanation_box",
@@ -291,14 +297,15 @@ class StudyQuestionAdmin(GuardedInputAdmin):
     def _current(self, question: StudyQuestion) -> ExplanationRevision | None:
         return question.current_revision if question.current_revision_id is not None else None
 
-    @admin.display(description="prompt version")
+    @admin.display(description=gettext_lazy("prompt version"))
     def explanation_prompt(self, question: StudyQuestion) -> str:
         revision = self._current(question)
         if not question.explanation_prompt_version:
             return "-"
         label = revision.prompt_label if revision else question.explanation_prompt_version
-        outdated = question.explanation_prompt_version != current_version().hash
-        return f"{label}{' (outdated: the prompt changed since)' if outdated else ''}"
+        if question.explanation_prompt_version == current_version().hash:
+            return label
+        return gettext("%(label)s (outdated: the prompt changed since)") % {"label": label}
 
     @admin.display(description=gettext_lazy("explanation model"))
     def explanation_model(self, question: StudyQuestion) -> str:
@@ -326,12 +333,15 @@ class StudyQuestionAdmin(GuardedInputAdmin):
     @admin.display(
         description=gettext_lazy("explained at"), ordering="current_revision__created_at"
     )
-    def explained_at(self, question: StudyQuestion) -> datetime | None:
-        annotated = getattr(question, "explained_at", None)  # annotated in the list
-        if annotated is not None:
-            return annotated
-        revision = self._current(question)
-        return revision.created_at if revision is not None else None
+    def explained_at(self, question: StudyQuestion) -> str:
+        when: datetime | None = getattr(question, "explained_at", None)  # annotated in the list
+        if when is None:
+            revision = self._current(question)
+            when = revision.created_at if revision is not None else None
+        # Formatted here: the change page would show a read-only callable's datetime raw (UTC).
+        if when is None:
+            return "-"
+        return date_format(timezone.localtime(when), "SHORT_DATETIME_FORMAT")
 
     @admin.display(description=gettext_lazy("current revision"))
     def current_revision_link(self, question: StudyQuestion) -> str:
@@ -342,31 +352,33 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         )
         return format_html('<a href="{}">#{}</a>', url, question.current_revision_id)
 
-    @admin.display(description="explanation")
+    @admin.display(description=gettext_lazy("explanation"))
     def explanation_box(self, question: StudyQuestion) -> str:
         if question.pk is None:
             return "-"
         url = reverse("admin:studyqueue_studyquestion_explanation", args=[question.pk])
         return long_text(question.explanation, url)
 
-    @admin.display(description="question", ordering="text")
+    @admin.display(description=gettext_lazy("question"), ordering="text")
     def text_excerpt(self, question: StudyQuestion) -> str:
         start = getattr(question, "text_start", None)  # annotated in the list
         return excerpt(question.text if start is None else start, 80)
 
-    @admin.display(description="explained", boolean=True)
+    @admin.display(description=gettext_lazy("explained"), boolean=True)
     def has_explanation(self, question: StudyQuestion) -> bool:
         explained = getattr(question, "explained", None)  # annotated in the list
         return bool(question.explanation) if explained is None else bool(explained)
 
-    @admin.display(description="latest job")
+    @admin.display(description=gettext_lazy("latest job"))
     def latest_job(self, question: StudyQuestion) -> str:
         status = getattr(question, "latest_status", None)
         if not status:
             return "-"
-        return format_html("{} {}", getattr(question, "latest_kind", ""), status_badge(status))
+        kind = getattr(question, "latest_kind", "")
+        label = JobKind(kind).label if kind in JobKind.values else kind
+        return format_html("{} {}", label, status_badge(status))
 
-    @admin.action(permissions=["view"], description="Download explanations as CSV")
+    @admin.action(permissions=["view"], description=gettext_lazy("Download explanations as CSV"))
     def download_csv(
         self, request: HttpRequest, queryset: QuerySet
     ) -> StreamingHttpResponse | None:
@@ -386,7 +398,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         response["Content-Disposition"] = 'attachment; filename="explanations.csv"'
         return response
 
-    @admin.action(permissions=["change"], description="Regenerate explanation")
+    @admin.action(permissions=["change"], description=gettext_lazy("Regenerate explanation"))
     def regenerate_explanation(self, request: HttpRequest, queryset: QuerySet) -> None:
         ids = selected_ids(queryset)
         if ids is None:
@@ -400,12 +412,16 @@ class StudyQuestionAdmin(GuardedInputAdmin):
                 request,
                 StudyQuestion,
                 ids,
-                f"Regenerate explanation: {created} job(s) queued for {len(ids)} selected "
-                "question(s); the others already had one",
+                gettext(
+                    "Regenerate explanation: %(created)s job(s) queued for %(selected)s selected "
+                    "question(s); the others already had one"
+                )
+                % {"created": created, "selected": len(ids)},
             )
         self.message_user(
             request,
-            f"Queued {created} explanation job(s); {len(ids) - created} already queued.",
+            gettext("Queued %(created)s explanation job(s); %(already)s already queued.")
+            % {"created": created, "already": len(ids) - created},
             messages.SUCCESS,
         )
 

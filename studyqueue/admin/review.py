@@ -139,12 +139,17 @@ class ExplanationReviewAdmin(PageAdmin):
         return back if back and safe else self._url()
 
     def _log_message(self, result: review.Result) -> str:
-        status = result.decided.review_status
-        message = f"Review: {status} revision {result.decided.pk}"
+        status = ReviewStatus(result.decided.review_status)
+        message = gettext("Review: %(status)s revision %(revision)s") % {
+            "status": status.label,
+            "revision": result.decided.pk,
+        }
         if status == ReviewStatus.EDITED and result.current is not None:
-            message += f"; the correction is revision {result.current.pk}"
+            message += gettext("; the correction is revision %(revision)s") % {
+                "revision": result.current.pk
+            }
         if result.job_id is not None:
-            message += f"; regeneration job {result.job_id}"
+            message += gettext("; regeneration job %(job)s") % {"job": result.job_id}
         return message
 
     def _summary(self, question: StudyQuestion, result: review.Result) -> str:

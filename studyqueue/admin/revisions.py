@@ -109,22 +109,28 @@ class ExplanationRevisionAdmin(GuardedInputAdmin):
     def has_restore_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("studyqueue.restore_explanationrevision")
 
-    @admin.action(permissions=["restore"], description="Make the selected revision current")
+    @admin.action(
+        permissions=["restore"], description=gettext_lazy("Make the selected revision current")
+    )
     def make_current(self, request: HttpRequest, queryset: QuerySet) -> None:
         chosen = list(queryset[:2])
         if len(chosen) != 1:
-            self.message_user(request, "Select exactly one revision.", messages.WARNING)
+            self.message_user(request, gettext("Select exactly one revision."), messages.WARNING)
             return
         (revision,) = chosen
         if not revisions.restore(revision):
-            self.message_user(request, "Its question no longer exists.", messages.WARNING)
+            self.message_user(request, gettext("Its question no longer exists."), messages.WARNING)
             return
+        values = {"revision": revision.pk, "question": revision.question_id}
         self.log_change(
-            request, revision.question, f"Made revision {revision.pk} the current explanation"
+            request,
+            revision.question,
+            gettext("Made revision %(revision)s the current explanation") % values,
         )
         self.message_user(
             request,
-            f"Revision {revision.pk} is now the explanation of question "
-            f"#{revision.question_id}: {excerpt(revision.text)}",
+            gettext("Revision %(revision)s is now the explanation of question #%(question)s:")
+            % values
+            + f" {excerpt(revision.text)}",
             messages.SUCCESS,
         )

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
+from django.utils.functional import Promise
 from django.utils.translation import gettext
 
 from studyqueue import queue
+from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
 
 BATCH = 10_000  # ids per queue call: each call works in OPERATOR_BATCH statements
@@ -51,11 +53,12 @@ def id_batches(
         yield batch
 
 
-class JobSetCommand(BaseCommand):
+class JobSetCommand(TranslatedCommand):
     """A command that acts on the jobs an operator picks, batch by batch: ``statuses`` are
     the ones it may act on (the first is the default); subclasses say what it does."""
 
     statuses: ClassVar[list[str]]
+    help: str | Promise = ""  # marked with gettext_lazy, as in TranslatedCommand
 
     def add_arguments(self, parser: CommandParser) -> None:
         add_filters(parser, self.statuses, default=self.statuses[0])

@@ -7,8 +7,14 @@ import argparse
 import math
 from collections.abc import Callable
 
+from django.utils.translation import gettext as _
+
 from studyqueue.columns import MAX_ID, width
 from studyqueue.models import StudyQuestionJob
+
+
+def _at_most(upper: object, value: object) -> str:
+    return _("must be at most %(upper)s, got %(value)s") % {"upper": upper, "value": value}
 
 
 def bounded_int(lower: int, upper: int) -> Callable[[str], int]:
@@ -18,11 +24,15 @@ def bounded_int(lower: int, upper: int) -> Callable[[str], int]:
         try:
             number = int(value)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+            raise argparse.ArgumentTypeError(
+                _("expected a whole number, got %(value)r") % {"value": value}
+            ) from None
         if number < lower:
-            raise argparse.ArgumentTypeError(f"must be at least {lower}, got {number}")
+            raise argparse.ArgumentTypeError(
+                _("must be at least %(lower)s, got %(value)s") % {"lower": lower, "value": number}
+            )
         if number > upper:
-            raise argparse.ArgumentTypeError(f"must be at most {upper}, got {number}")
+            raise argparse.ArgumentTypeError(_at_most(upper, number))
         return number
 
     return parse
@@ -35,13 +45,19 @@ def bounded_float(upper: float) -> Callable[[str], float]:
         try:
             number = float(value)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+            raise argparse.ArgumentTypeError(
+                _("expected a number, got %(value)r") % {"value": value}
+            ) from None
         if not math.isfinite(number):
-            raise argparse.ArgumentTypeError(f"must be a finite number, got {value}")
+            raise argparse.ArgumentTypeError(
+                _("must be a finite number, got %(value)s") % {"value": value}
+            )
         if not number > 0:
-            raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
+            raise argparse.ArgumentTypeError(
+                _("must be greater than 0, got %(value)s") % {"value": value}
+            )
         if number > upper:
-            raise argparse.ArgumentTypeError(f"must be at most {upper:g}, got {value}")
+            raise argparse.ArgumentTypeError(_at_most(f"{upper:g}", value))
         return number
 
     return parse
@@ -55,10 +71,13 @@ def worker_id(value: str) -> str:
     """A consumer's name: printable, not empty, fits its column."""
     value = value.strip()
     if not value:
-        raise argparse.ArgumentTypeError("must not be empty")
+        raise argparse.ArgumentTypeError(_("must not be empty"))
     limit = width(StudyQuestionJob, "worker_id")
     if len(value) > limit:
-        raise argparse.ArgumentTypeError(f"must be at most {limit} characters, got {len(value)}")
+        raise argparse.ArgumentTypeError(
+            _("must be at most %(limit)s characters, got %(length)s")
+            % {"limit": limit, "length": len(value)}
+        )
     if not value.isprintable():
-        raise argparse.ArgumentTypeError("must hold printable characters only")
+        raise argparse.ArgumentTypeError(_("must hold printable characters only"))
     return value

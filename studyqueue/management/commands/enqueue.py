@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
+from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue import queue
 from studyqueue.management.commands._options import bounded_int, object_id
+from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import PROTECTED_REVIEWS, JobKind, StudyQuestion, StudyQuestionJob
 from studyqueue.prompts import current_version
 
 
-class Command(BaseCommand):
-    help = (
+class Command(TranslatedCommand):
+    help = gettext_lazy(
         "Queue jobs: for given questions, every question missing an explanation, or every "
         "one whose explanation an older prompt version wrote."
     )
@@ -22,33 +24,42 @@ class Command(BaseCommand):
         parser.add_argument(
             "--missing",
             action="store_true",
-            help="every question with text, no explanation and no active job of this kind",
+            help=gettext("every question with text, no explanation and no active job of this kind"),
         )
         parser.add_argument(
             "--outdated",
             action="store_true",
-            help="every question whose explanation another prompt version wrote (regenerate)",
+            help=gettext(
+                "every question whose explanation another prompt version wrote (regenerate)"
+            ),
         )
         parser.add_argument(
             "--include-approved",
             action="store_true",
-            help="with --outdated: approved and reviewer-edited explanations too (their "
-            "regeneration waits as a candidate for a reviewer to accept)",
+            help=gettext(
+                "with --outdated: approved and reviewer-edited explanations too (their "
+                "regeneration waits as a candidate for a reviewer to accept)"
+            ),
         )
         parser.add_argument(
             "--limit",
             type=bounded_int(1, 10_000_000),
             default=None,
-            help="with --missing/--outdated: at most this many questions, oldest first",
+            help=gettext("with --missing/--outdated: at most this many questions, oldest first"),
         )
         parser.add_argument(
-            "--question", type=object_id, nargs="+", default=[], metavar="ID", help="question ids"
+            "--question",
+            type=object_id,
+            nargs="+",
+            default=[],
+            metavar="ID",
+            help=gettext("question ids"),
         )
         parser.add_argument(
             "--kind",
             choices=JobKind.values,
             default=JobKind.EXPLANATION,
-            help="job kind (default: %(default)s)",
+            help=gettext("job kind (default: %(default)s)"),
         )
 
     def handle(
@@ -64,19 +75,20 @@ class Command(BaseCommand):
     ) -> None:
         if not (missing or outdated or question):
             raise CommandError(
-                "nothing to enqueue: give --missing, --outdated or --question ID ..."
+                gettext("nothing to enqueue: give --missing, --outdated or --question ID ...")
             )
         if limit is not None and not (missing or outdated):
-            raise CommandError("--limit goes with --missing or --outdated")
+            raise CommandError(gettext("--limit goes with --missing or --outdated"))
         if include_approved and not outdated:
-            raise CommandError("--include-approved goes with --outdated")
+            raise CommandError(gettext("--include-approved goes with --outdated"))
         ids: set[int] = set()
         if question:
             found = set(StudyQuestion.objects.filter(pk__in=question).values_list("pk", flat=True))
             unknown = sorted(set(question) - found)
             if unknown:
                 raise CommandError(
-                    f"no study question with id {', '.join(map(str, unknown))}; nothing queued"
+                    gettext("no study question with id %(ids)s; nothing queued")
+                    % {"ids": ", ".join(map(str, unknown))}
                 )
             ids |= found
         active = StudyQuestionJob.objects.active().filter(kind=kind)
@@ -95,4 +107,7 @@ class Command(BaseCommand):
         if missing or outdated:
             ids |= set(wanted.order_by("pk").values_list("pk", flat=True)[:limit])
         created = queue.enqueue_many(sorted(ids), kind)
-        self.stdout.write(f"Created {created} {kind} job(s); {len(ids) - created} already queued.")
+        self.stdout.write(
+            gettext("Created %(created)s %(kind)s job(s); %(already)s already queued.")
+            % {"created": created, "kind": kind, "already": len(ids) - created}
+        )

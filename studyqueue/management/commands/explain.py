@@ -4,26 +4,29 @@ another user prompt template on it without storing anything."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.template import Template, TemplateSyntaxError
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from studyqueue import quality, queue
 from studyqueue.consumer import Consumer, default_worker_id
 from studyqueue.management.commands._options import object_id
 from studyqueue.management.commands._signals import stop_on_signals
+from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import ExplanationRevision, JobKind, JobStatus, StudyQuestion
 from studyqueue.prompts import build_messages, current_version, trial_template
 from studyqueue.queue import Outcome
 from studyqueue.services.llm import LLMClient, LLMError, LLMReply
 
 
-class Command(BaseCommand):
-    help = (
+class Command(TranslatedCommand):
+    help = gettext_lazy(
         "Explain one question now through the consumer's gate, client and storage (a new "
         "revision), or with --dry-run print the messages and the prompt version; "
         "--prompt-template PATH tries another user template without storing anything."
@@ -32,13 +35,17 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("question_id", type=object_id, metavar="QUESTION_ID")
         parser.add_argument(
-            "--dry-run", action="store_true", help="print the prompt; call nothing, write nothing"
+            "--dry-run",
+            action="store_true",
+            help=_("print the prompt; call nothing, write nothing"),
         )
         parser.add_argument(
             "--prompt-template",
             metavar="PATH",
-            help="try this user prompt template instead of the configured one: one call to "
-            "the LLM server, the reply printed, nothing stored (no job, no revision)",
+            help=_(
+                "try this user prompt template instead of the configured one: one call to "
+                "the LLM server, the reply printed, nothing stored (no job, no revision)"
+            ),
         )
 
     def handle(
@@ -51,13 +58,18 @@ class Command(BaseCommand):
     ) -> None:
         question = StudyQuestion.objects.filter(pk=question_id).first()
         if question is None:
-            raise CommandError(f"no study question with id {question_id}")
+            raise CommandError(_("no study question with id %(id)s") % {"id": question_id})
         trial, source = self._trial(prompt_template) if prompt_template else (None, None)
         version = current_version(prompt_source=source)
         if dry_run or trial is not None:
             messages = self._messages(question, trial)
-            kind = " (trial, not stored)" if trial is not None else ""
-            self.stdout.write(f"prompt version {version.hash} ({version.label}){kind}")
+            values = {"hash": version.hash, "label": version.label}
+            if trial is None:
+                self.stdout.write(_("prompt version %(hash)s (%(label)s)") % values)
+            else:
+                self.stdout.write(
+                    _("prompt version %(hash)s (%(label)s) (trial, not stored)") % values
+                )
             if dry_run:
                 for message in messages:
                     self.stdout.write(f"\n--- {message['role']}\n{message['content']}")
@@ -92,17 +104,29 @@ class Command(BaseCommand):
             )
         if outcome != Outcome.COMPLETED:
             detail = f"{job.error_code}: {job.error_message}" if job.error_code else job.status
-            raise CommandError(f"job {job.pk} {outcome}: {detail}")
+            raise CommandError(
+                _("job %(job)s %(outcome)s: %(detail)s")
+                % {"job": job.pk, "outcome": outcome, "detail": detail}
+            )
         revision = ExplanationRevision.objects.filter(job=job).order_by("-pk").first()
         assert revision is not None
         self.stdout.write(revision.text)
+        heading = _("job %(job)s, revision %(revision)s, model %(model)s, prompt %(prompt)s") % {
+            "job": job.pk,
+            "revision": revision.pk,
+            "model": revision.model or "-",
+            "prompt": version.hash,
+        }
         self.stdout.write(
-            f"\n--- job {job.pk}, revision {revision.pk}, model {revision.model or '-'}, "
-            f"prompt {version.hash}\n"
-            f"tokens: prompt {revision.prompt_tokens}, completion {revision.completion_tokens}; "
-            f"time to first token {_ms(revision.first_token_ms)}; "
-            f"{revision.tokens_per_second or '-'} tokens/s; LLM time {_ms(job.llm_ms)}; "
-            f"flags: {', '.join(revision.flags) or 'none'}"
+            f"\n--- {heading}\n"
+            + _figures(
+                revision.prompt_tokens,
+                revision.completion_tokens,
+                revision.first_token_ms,
+                revision.tokens_per_second,
+                job.llm_ms,
+                revision.flags,
+            )
         )
 
     def _trial(self, path: str) -> tuple[Template, str]:
@@ -146,12 +170,17 @@ class Command(BaseCommand):
             ) from None
         flags = quality.flags_for(question.text, reply.content, reply.finish_reason)
         self.stdout.write(reply.content)
+        heading = _("trial, nothing stored; model %(model)s") % {"model": reply.model or "-"}
         self.stdout.write(
-            f"\n--- trial, nothing stored; model {reply.model or '-'}\n"
-            f"tokens: prompt {reply.prompt_tokens}, completion {reply.completion_tokens}; "
-            f"time to first token {_ms(reply.first_token_ms)}; "
-            f"{reply.tokens_per_second or '-'} tokens/s; LLM time {_ms(reply.elapsed_ms)}; "
-            f"flags: {', '.join(flags) or 'none'}"
+            f"\n--- {heading}\n"
+            + _figures(
+                reply.prompt_tokens,
+                reply.completion_tokens,
+                reply.first_token_ms,
+                reply.tokens_per_second,
+                reply.elapsed_ms,
+                flags,
+            )
         )
 
     def _claim(self, question: StudyQuestion) -> Any:
@@ -159,13 +188,41 @@ class Command(BaseCommand):
         active = queue.enqueue(question, JobKind.EXPLANATION).job
         if active.status == JobStatus.PROCESSING:
             raise CommandError(
-                f"question {question.pk} is being explained right now by {active.worker_id} "
-                f"(job {active.pk}); try again when it is done"
+                _(
+                    "question %(question)s is being explained right now by %(worker)s "
+                    "(job %(job)s); try again when it is done"
+                )
+                % {"question": question.pk, "worker": active.worker_id, "job": active.pk}
             )
         job = queue.claim_job(active.pk, worker_id=f"explain@{default_worker_id()}")
         if job is None:
-            raise CommandError(f"job {active.pk} could not be claimed (taken, or out of attempts)")
+            raise CommandError(
+                _("job %(job)s could not be claimed (taken, or out of attempts)")
+                % {"job": active.pk}
+            )
         return job
+
+
+def _figures(
+    prompt_tokens: int | None,
+    completion_tokens: int | None,
+    first_token_ms: int | None,
+    tokens_per_second: float | None,
+    llm_ms: int | None,
+    flags: Sequence[str],
+) -> str:
+    """A call's tokens, speed and flags, as the summary's last line."""
+    return _(
+        "tokens: prompt %(prompt)s, completion %(completion)s; time to first token "
+        "%(first)s; %(rate)s tokens/s; LLM time %(llm)s; flags: %(flags)s"
+    ) % {
+        "prompt": prompt_tokens,
+        "completion": completion_tokens,
+        "first": _ms(first_token_ms),
+        "rate": tokens_per_second or "-",
+        "llm": _ms(llm_ms),
+        "flags": ", ".join(flags) or _("none"),
+    }
 
 
 def _ms(value: int | None) -> str:

@@ -9,12 +9,14 @@ from datetime import UTC, datetime, time
 from pathlib import Path
 from typing import IO, Any, cast
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from studyqueue import transfer
+from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.prompts import current_version
 
 
@@ -32,25 +34,27 @@ def moment(value: str) -> datetime:
 moment.__name__ = "date"  # argparse's error: "invalid date value"
 
 
-class Command(BaseCommand):
-    help = (
+class Command(TranslatedCommand):
+    help = gettext_lazy(
         "Export explained questions with their explanation, model, prompt version, flags, "
         "stated answer and review status."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--format", choices=transfer.FORMATS, default="jsonl")
-        parser.add_argument("--since", type=moment, help="explained at or after (a date)")
+        parser.add_argument("--since", type=moment, help=_("explained at or after (a date)"))
         parser.add_argument(
-            "--outdated", action="store_true", help="only explanations of an older prompt"
+            "--outdated", action="store_true", help=_("only explanations of an older prompt")
         )
         parser.add_argument(
             "--approved",
             action="store_true",
-            help="only explanations a reviewer approved or corrected (review_status approved "
-            "or edited)",
+            help=_(
+                "only explanations a reviewer approved or corrected (review_status approved "
+                "or edited)"
+            ),
         )
-        parser.add_argument("--output", help="a file (default: standard output)")
+        parser.add_argument("--output", help=_("a file (default: standard output)"))
 
     def handle(
         self,
@@ -83,14 +87,19 @@ class Command(BaseCommand):
                     _("cannot write to standard output: %(reason)s; the export stopped")
                     % {"reason": exc.strerror or exc}
                 ) from None
-            self.stderr.write(f"exported {count} question(s)")
+            self.stderr.write(_("exported %(count)s question(s)") % {"count": count})
             return
         try:
             with Path(output).open("w", encoding="utf-8", newline="") as out:
                 count = transfer.write(rows, out, format)
         except OSError as exc:
-            raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
-        self.stderr.write(f"exported {count} question(s) to {output}")
+            raise CommandError(
+                _("cannot write %(file)s: %(reason)s")
+                % {"file": output, "reason": exc.strerror or exc}
+            ) from None
+        self.stderr.write(
+            _("exported %(count)s question(s) to %(file)s") % {"count": count, "file": output}
+        )
 
     def _discard_stdout(self) -> None:
         """Point standard output at /dev/null, so that the interpreter's last flush of what

@@ -9,31 +9,35 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from tqdm import tqdm
 
 from studyqueue import transfer
+from studyqueue.management.commands._translated import TranslatedCommand
 
 SHOWN_ERRORS = 50
 
 
-class Command(BaseCommand):
-    help = (
+class Command(TranslatedCommand):
+    help = gettext_lazy(
         "Import questions (text, choices, answer, external_id) from a .jsonl or .csv file; "
         "a file with a bad row imports nothing unless --skip-invalid."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("file", help="a .jsonl or .csv file, or - for standard input")
-        parser.add_argument("--format", choices=transfer.FORMATS, help="default: by extension")
+        parser.add_argument("file", help=_("a .jsonl or .csv file, or - for standard input"))
+        parser.add_argument("--format", choices=transfer.FORMATS, help=_("default: by extension"))
         parser.add_argument(
-            "--skip-invalid", action="store_true", help="import the good rows, report the rest"
+            "--skip-invalid",
+            action="store_true",
+            help=_("import the good rows, report the rest"),
         )
         parser.add_argument(
             "--enqueue",
             action="store_true",
-            help="queue explanation jobs for the questions created or changed",
+            help=_("queue explanation jobs for the questions created or changed"),
         )
 
     def handle(
@@ -54,22 +58,38 @@ class Command(BaseCommand):
             report = self._report(parsed.errors)
             if not skip_invalid:
                 raise CommandError(
-                    f"{len(parsed.errors)} invalid row(s); nothing imported "
-                    f"(--skip-invalid imports the {len(parsed.rows)} valid ones):\n{report}"
+                    _(
+                        "%(invalid)s invalid row(s); nothing imported "
+                        "(--skip-invalid imports the %(valid)s valid ones):"
+                    )
+                    % {"invalid": len(parsed.errors), "valid": len(parsed.rows)}
+                    + f"\n{report}"
                 )
-            self.stderr.write(f"skipped {len(parsed.errors)} invalid row(s):\n{report}")
+            self.stderr.write(
+                _("skipped %(invalid)s invalid row(s):") % {"invalid": len(parsed.errors)}
+                + f"\n{report}"
+            )
         result = transfer.store(parsed.rows, self._progress(len(parsed.rows)))
         queued = ""
         if enqueue:
             jobs = transfer.enqueue_explanations(result.created + result.updated)
-            queued = f"; queued {jobs.created} explanation job(s)"
+            queued = _("; queued %(count)s explanation job(s)") % {"count": jobs.created}
             if jobs.active_before:
                 queued += _(", %(count)s already queued or running (they explain the new text)") % {
                     "count": jobs.active_before
                 }
         self.stdout.write(
-            f"Imported {len(parsed.rows)} row(s): {len(result.created)} created, "
-            f"{len(result.updated)} updated, {result.unchanged} unchanged{queued}."
+            _(
+                "Imported %(rows)s row(s): %(created)s created, %(updated)s updated, "
+                "%(unchanged)s unchanged%(queued)s."
+            )
+            % {
+                "rows": len(parsed.rows),
+                "created": len(result.created),
+                "updated": len(result.updated),
+                "unchanged": result.unchanged,
+                "queued": queued,
+            }
         )
 
     def _parse(self, file: str, fmt: str) -> transfer.Parsed:
@@ -89,18 +109,21 @@ class Command(BaseCommand):
             with Path(file).open(encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
                 return transfer.parse(f, fmt)
         except OSError as exc:
-            raise CommandError(f"cannot read {file}: {exc.strerror or exc}") from None
+            raise CommandError(_cannot_read(file, exc.strerror or exc)) from None
         except transfer.FileError as exc:
             raise CommandError(
                 _("%(file)s, %(error)s; nothing imported") % {"file": file, "error": exc}
             ) from None
         except (ValueError, UnicodeDecodeError) as exc:
-            raise CommandError(f"cannot read {file}: {exc}") from None
+            raise CommandError(_cannot_read(file, exc)) from None
 
     def _report(self, errors: list[tuple[int, str]]) -> str:
-        lines = [f"  line {line}: {reason}" for line, reason in errors[:SHOWN_ERRORS]]
+        lines = [
+            "  " + _("line %(line)s: %(reason)s") % {"line": line, "reason": reason}
+            for line, reason in errors[:SHOWN_ERRORS]
+        ]
         if len(errors) > SHOWN_ERRORS:
-            lines.append(f"  … and {len(errors) - SHOWN_ERRORS} more")
+            lines.append("  " + _("… and %(count)s more") % {"count": len(errors) - SHOWN_ERRORS})
         return "\n".join(lines)
 
     def _progress(self, total: int) -> Callable[[int], None]:
@@ -114,7 +137,13 @@ class Command(BaseCommand):
             state["done"] += n
             now = time.monotonic()
             if now - state["at"] >= 5 or state["done"] == total:
-                self.stderr.write(f"imported {state['done']}/{total} rows")
+                self.stderr.write(
+                    _("imported %(done)s/%(total)s rows") % {"done": state["done"], "total": total}
+                )
                 state["at"] = now
 
         return line
+
+
+def _cannot_read(file: str, reason: object) -> str:
+    return _("cannot read %(file)s: %(reason)s") % {"file": file, "reason": reason}

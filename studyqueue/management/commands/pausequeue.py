@@ -4,31 +4,48 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
+from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from studyqueue import queue
+from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import JobKind
 
 
-class Command(BaseCommand):
-    help = "Pause the queue (every kind, or --kind K): running jobs finish, nothing new starts."
+class Command(TranslatedCommand):
+    help = gettext_lazy(
+        "Pause the queue (every kind, or --kind K): running jobs finish, nothing new starts."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--kind", choices=JobKind.values, default="", help="pause one kind (default: all)"
+            "--kind", choices=JobKind.values, default="", help=_("pause one kind (default: all)")
         )
-        parser.add_argument("--reason", default="", help="why, shown to operators")
+        parser.add_argument("--reason", default="", help=_("why, shown to operators"))
 
     def handle(self, *args: Any, kind: str, reason: str, **options: Any) -> None:
         row, created = queue.pause(kind, reason=reason, by="manage.py pausequeue")
-        scope = kind or "every kind"
+        scope = kind or _("every kind")
         if not created:
+            # Local time (TIME_ZONE), as the admin shows it.
+            since = date_format(timezone.localtime(row.paused_at), "SHORT_DATETIME_FORMAT")
             self.stdout.write(
-                f"Already paused for {scope} since {row.paused_at:%Y-%m-%d %H:%M} UTC "
-                f"by {row.paused_by or '-'}: {row.reason or '(no reason)'}"
+                _("Already paused for %(scope)s since %(since)s by %(by)s: %(reason)s")
+                % {
+                    "scope": scope,
+                    "since": since,
+                    "by": row.paused_by or "-",
+                    "reason": row.reason or _("(no reason)"),
+                }
             )
             return
-        self.stdout.write(f"Paused for {scope}. Resume with: manage.py resumequeue{_kind(kind)}")
+        self.stdout.write(
+            _("Paused for %(scope)s. Resume with: %(command)s")
+            % {"scope": scope, "command": f"manage.py resumequeue{_kind(kind)}"}
+        )
 
 
 def _kind(kind: str) -> str:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from studyqueue import promptstats
 from studyqueue.management.commands._options import bounded_int
+from studyqueue.management.commands._translated import TranslatedCommand
 
 
 def _pct(value: float | None) -> str:
@@ -19,8 +22,8 @@ def _num(value: float | None, digits: int = 0) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-class Command(BaseCommand):
-    help = (
+class Command(TranslatedCommand):
+    help = gettext_lazy(
         "Per prompt version: explanations written, share with each flag, mean length and "
         "completion tokens, tokens/s, approval and rejection rates."
     )
@@ -30,10 +33,10 @@ class Command(BaseCommand):
             "--newest",
             type=bounded_int(1, 100_000_000),
             default=None,
-            help="only the newest N explanations the LLM wrote (default: all)",
+            help=_("only the newest N explanations the LLM wrote (default: all)"),
         )
         parser.add_argument(
-            "--json", action="store_true", dest="as_json", help="one JSON object per version"
+            "--json", action="store_true", dest="as_json", help=_("one JSON object per version")
         )
 
     def handle(self, *args: Any, newest: int | None, as_json: bool, **options: Any) -> None:
@@ -43,7 +46,7 @@ class Command(BaseCommand):
                 self.stdout.write(self._json(version))
             return
         if not versions:
-            self.stdout.write("No explanation written yet.")
+            self.stdout.write(_("No explanation written yet."))
             return
         for version in versions:
             self.stdout.write(self._text(version))
@@ -69,12 +72,25 @@ class Command(BaseCommand):
         return json.dumps(row, ensure_ascii=False)
 
     def _text(self, v: promptstats.VersionStats) -> str:
-        flags = ", ".join(f"{name} {_pct(share)}" for name, share in v.flag_shares) or "none"
-        return (
-            f"{v.prompt_version or '(none)'}  {v.label or '-'}\n"
-            f"  written {v.written}; flags: {flags}\n"
-            f"  mean {_num(v.mean_chars)} characters, {_num(v.mean_completion_tokens)} "
-            f"completion tokens, {_num(v.tokens_per_second, 1)} tokens/s\n"
-            f"  reviewed {v.reviewed}: approved {_pct(v.approval_rate)}, "
-            f"rejected {_pct(v.rejection_rate)}, edited {v.edited}\n"
-        )
+        flags = ", ".join(f"{name} {_pct(share)}" for name, share in v.flag_shares) or _("none")
+        lines = [
+            "  ".join((v.prompt_version or _("(none)"), v.label or "-")),
+            _("written %(written)s; flags: %(flags)s") % {"written": v.written, "flags": flags},
+            _("mean %(chars)s characters, %(tokens)s completion tokens, %(rate)s tokens/s")
+            % {
+                "chars": _num(v.mean_chars),
+                "tokens": _num(v.mean_completion_tokens),
+                "rate": _num(v.tokens_per_second, 1),
+            },
+            _(
+                "reviewed %(reviewed)s: approved %(approved)s, rejected %(rejected)s, "
+                "edited %(edited)s"
+            )
+            % {
+                "reviewed": v.reviewed,
+                "approved": _pct(v.approval_rate),
+                "rejected": _pct(v.rejection_rate),
+                "edited": v.edited,
+            },
+        ]
+        return lines[0] + "\n" + "".join(f"  {line}\n" for line in lines[1:])

@@ -4,25 +4,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from studyqueue import queue
+from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import JobKind
 
 
-class Command(BaseCommand):
-    help = "Resume the queue (the pause of every kind, or of --kind K)."
+class Command(TranslatedCommand):
+    help = gettext_lazy("Resume the queue (the pause of every kind, or of --kind K).")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--kind", choices=JobKind.values, default="", help="resume one kind (default: all)"
+            "--kind", choices=JobKind.values, default="", help=_("resume one kind (default: all)")
         )
 
     def handle(self, *args: Any, kind: str, **options: Any) -> None:
-        scope = kind or "every kind"
+        scope = kind or _("every kind")
         if queue.resume(kind):
-            self.stdout.write(f"Resumed for {scope}.")
+            self.stdout.write(_("Resumed for %(scope)s.") % {"scope": scope})
             return
-        still = [k or "every kind" for k in queue.paused_kinds()]
-        note = f" Still paused: {', '.join(still)}." if still else ""
-        self.stdout.write(f"The queue was not paused for {scope}.{note}")
+        message = _("The queue was not paused for %(scope)s.") % {"scope": scope}
+        still = [k or _("every kind") for k in queue.paused_kinds()]
+        if still:
+            message += " " + _("Still paused: %(kinds)s.") % {"kinds": ", ".join(still)}
+        self.stdout.write(message)

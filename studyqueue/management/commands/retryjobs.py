@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue import queue
 from studyqueue.management.commands._jobsets import JobSetCommand
@@ -12,7 +12,9 @@ from studyqueue.models import JobStatus
 
 
 class Command(JobSetCommand):
-    help = "Put failed or skipped jobs back to pending with attempts reset, in bounded batches."
+    help = gettext_lazy(
+        "Put failed or skipped jobs back to pending with attempts reset, in bounded batches."
+    )
     statuses = [JobStatus.FAILED, JobStatus.SKIPPED]
 
     def would(self, count: int) -> str:

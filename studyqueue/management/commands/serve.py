@@ -19,14 +19,16 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import models
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from studyqueue.consumer import Consumer
 from studyqueue.management.commands import _serve_needs, _web
 from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._signals import stop_on_signals
+from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.scheduler import ScheduledConsumer
 
 logger = logging.getLogger("studyqueue.serve")
@@ -39,7 +41,7 @@ def wsgi_target() -> str:
     """``module:attribute`` of the project's WSGI application, as gunicorn takes it."""
     app = getattr(settings, "WSGI_APPLICATION", None)
     if not app or "." not in app:
-        raise CommandError("settings.WSGI_APPLICATION must name the WSGI application")
+        raise CommandError(_("settings.WSGI_APPLICATION must name the WSGI application"))
     module, attribute = app.rsplit(".", 1)
     return f"{module}:{attribute}"
 
@@ -99,20 +101,22 @@ def browsable(bind: str) -> str:
     return f"localhost:{port}" if host in ("0.0.0.0", "[::]", "") else bind
 
 
-class Command(BaseCommand):
-    help = "Serve the admin (gunicorn) and run the consumer together until Ctrl-C or SIGTERM."
+class Command(TranslatedCommand):
+    help = gettext_lazy(
+        "Serve the admin (gunicorn) and run the consumer together until Ctrl-C or SIGTERM."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--bind",
             default=os.environ.get("STUDYQUEUE_BIND", "127.0.0.1:8000"),
-            help="address:port of the web site (default: %(default)s, or $STUDYQUEUE_BIND)",
+            help=_("address:port of the web site (default: %(default)s, or $STUDYQUEUE_BIND)"),
         )
         parser.add_argument(
             "--web-workers",
             type=bounded_int(1, 64),
             default=2,
-            help="gunicorn worker processes (default: %(default)s)",
+            help=_("gunicorn worker processes (default: %(default)s)"),
         )
 
     def handle(self, *args: Any, bind: str, web_workers: int, **options: Any) -> None:
@@ -168,14 +172,19 @@ class Command(BaseCommand):
             )
             watcher.start()
             try:
-                self.stdout.write(f"Admin: http://{browsable(bind)}/admin/ ({account})")
+                self.stdout.write(
+                    _("Admin: %(url)s (%(account)s)")
+                    % {"url": f"http://{browsable(bind)}/admin/", "account": account}
+                )
                 self.stdout.flush()
                 ScheduledConsumer(consumer).run(self._announce)
             finally:
                 stop()
                 self._wait_web(web)
         if web_failed.is_set():
-            raise CommandError(f"the web server stopped with exit code {web.returncode}")
+            raise CommandError(
+                _("the web server stopped with exit code %(code)s") % {"code": web.returncode}
+            )
 
     @contextlib.contextmanager
     def _parent_pipe(self) -> Iterator[int]:
@@ -197,7 +206,7 @@ class Command(BaseCommand):
             web.wait()
 
     def _announce(self, line: str) -> None:
-        self.stdout.write(f"{line} Ctrl-C stops the site and the consumer.")
+        self.stdout.write(line + " " + _("Ctrl-C stops the site and the consumer."))
         self.stdout.flush()
 
     def _watch_web(
@@ -227,14 +236,14 @@ class Command(BaseCommand):
                     "log in to the admin: give it staff status, or set "
                     "DJANGO_SUPERUSER_USERNAME to another name"
                 ) % {"name": name}
-            return f"log in as {name!r}"
+            return _("log in as %(name)r") % {"name": name}
         if users.objects.filter(is_superuser=True).exists():
-            return "log in with your operator account"
+            return _("log in with your operator account")
         if sys.stdin.isatty():
-            self.stdout.write("No operator account yet: create one to log in to the admin.")
+            self.stdout.write(_("No operator account yet: create one to log in to the admin."))
             call_command("createsuperuser")
-            return "log in with the account you just created"
-        return (
+            return _("log in with the account you just created")
+        return _(
             "no operator account yet: run 'manage.py createsuperuser', or set "
             "DJANGO_SUPERUSER_USERNAME and DJANGO_SUPERUSER_PASSWORD and start again"
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue import queue
 from studyqueue.management.commands._jobsets import JobSetCommand
@@ -12,7 +12,9 @@ from studyqueue.models import JobStatus
 
 
 class Command(JobSetCommand):
-    help = "Mark pending or processing jobs skipped (operator_skipped), in bounded batches."
+    help = gettext_lazy(
+        "Mark pending or processing jobs skipped (operator_skipped), in bounded batches."
+    )
     statuses = [JobStatus.PENDING, JobStatus.PROCESSING]
 
     def would(self, count: int) -> str:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from studyqueue.health import CHECKS, run_checks
+from studyqueue.management.commands._translated import TranslatedCommand
 
 
-class Command(BaseCommand):
-    help = (
+class Command(TranslatedCommand):
+    help = gettext_lazy(
         "Check the database (reachable, migrated), the consumers (one ran a cycle lately) and "
         "the LLM servers the live consumers use (reachable; this process's LLM_URL when none "
         "is live), each named; pick some with --db, --consumer, --llm (default: all)."
@@ -19,7 +22,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         for name in CHECKS:
-            parser.add_argument(f"--{name}", action="store_true", help=f"check the {name}")
+            parser.add_argument(
+                f"--{name}", action="store_true", help=_("check the %(name)s") % {"name": name}
+            )
 
     def handle(self, *args: Any, **options: Any) -> None:
         chosen = tuple(name for name in CHECKS if options[name]) or CHECKS

@@ -1,0 +1,93 @@
+"""The admin in Korean in a real browser, against ``manage.py serve`` (as in
+tests/test_admin_browser.py, whose fixtures this uses): a browser that asks for Korean
+(``Accept-Language: ko``) gets the dashboard, the job list and the review page in Korean,
+``<html lang="ko">``, and no English the app wrote. Screenshots land in
+artifacts/screenshots/ko-*.png; the README shows two of them (docs/screenshots/)."""
+
+from __future__ import annotations
+
+import re
+import socket
+
+import pytest
+from django.urls import reverse
+from django.utils import translation
+from django.utils.translation import gettext
+
+from studyqueue import revisions
+from tests.factories import (
+    ExplanationRevisionFactory,
+    StudyQuestionFactory,
+    StudyQuestionJobFactory,
+)
+from tests.test_admin_browser import (  # noqa: F401 (site and page are fixtures)
+    OPERATOR,
+    PASSWORD,
+    SHOTS,
+    assert_styled,
+    page,
+    site,
+)
+from tests.test_locale import english_words
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.slow]
+
+# Words each page must show, by their msgid: in Korean, and never in English.
+LABELS = {
+    "dashboard": ("Queue dashboard", "Consumers"),
+    "jobs": ("study question jobs", "status"),
+    "review": ("Review explanations", "Approve", "Keyboard"),
+}
+
+
+def test_the_admin_asked_for_in_korean_is_korean(site, page):  # noqa: F811
+    question = StudyQuestionFactory(
+        text="대한민국의 수도는?", choices=["서울", "부산"], answer="서울"
+    )
+    revisions.make_current(ExplanationRevisionFactory(question=question, text="수도는 서울."))
+    revisions.make_current(
+        ExplanationRevisionFactory(
+            question=question,
+            text="정답: ① 서울\n서울은 대한민국의 수도이며 가장 큰 도시입니다.",
+            stated_answer="서울",
+        )
+    )
+    StudyQuestionJobFactory(study_question=question, status="completed", llm_ms=1800)
+    StudyQuestionJobFactory(
+        study_question=StudyQuestionFactory(text="1 더하기 1은?"),
+        status="failed",
+        error_code="llm_timeout",
+        error_message="300초 동안 응답 없음",
+        attempts=3,
+    )
+    StudyQuestionJobFactory(study_question=StudyQuestionFactory(text="2 더하기 2는?"))
+    with translation.override("ko"):
+        korean = {name: [gettext(label) for label in labels] for name, labels in LABELS.items()}
+    # What the pages show as data: the operator, this host (in the consumer's name); URLs
+    # (the LLM server's) are dropped before the words are read.
+    data = {OPERATOR, socket.gethostname()}
+
+    page.set_extra_http_headers({"Accept-Language": "ko"})
+    page.goto(f"{site}/admin/login/?next=/admin/")
+    page.fill("#id_username", OPERATOR)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_selector("#content-main")
+
+    pages = {
+        "dashboard": reverse("admin:studyqueue_queuedashboard_changelist"),
+        "jobs": reverse("admin:studyqueue_studyquestionjob_changelist"),
+        "review": reverse("admin:studyqueue_explanationreview_changelist"),
+    }
+    for name, path in pages.items():
+        page.goto(f"{site}{path}")
+        page.wait_for_selector("#content-main")
+        assert_styled(page, name)
+        assert page.get_attribute("html", "lang") == "ko", name
+        text = page.inner_text("#content")
+        for label, english in zip(korean[name], LABELS[name], strict=True):
+            assert label != english and label in text, (name, label)
+            assert english not in text, (name, english)
+        found = english_words(re.sub(r"https?://[^\s<\"']+", " ", page.content()), data)
+        assert not found, (name, found)
+        page.screenshot(path=str(SHOTS / f"ko-{name}.png"))

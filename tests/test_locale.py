@@ -155,12 +155,17 @@ ALLOWED = {
 }
 
 
+# Django's own admin text that its Korean catalogue does not translate yet (Django 6.1's
+# action menu placeholder): not the app's to mark.
+DJANGO_UNTRANSLATED = {"Select an option"}
+
+
 def english_words(html: str, data: set[str]) -> list[str]:
     """Latin-letter words on a page that are neither data nor allowed names."""
     parser = _VisibleText()
     parser.feed(html)
     text = " ".join(parser.parts)
-    for value in sorted(data, key=len, reverse=True):
+    for value in sorted({*data, *DJANGO_UNTRANSLATED}, key=len, reverse=True):
         text = text.replace(value, " ")
     # Identifiers, as stored (a finish reason as the LLM server said it).
     codes = {*ErrorCode.values, *JobKind.values, *quality.FLAGS, *FinishReason.values}

@@ -32,8 +32,8 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
 )
+from studyqueue.outdated import Basis, basis
 from studyqueue.presence import ConsumerState, consumer_states
-from studyqueue.prompts import current_version
 
 Job = StudyQuestionJob
 WINDOW = timedelta(hours=24)
@@ -99,7 +99,8 @@ class DashboardStats:
     total_is_estimate: bool
     consumers: list[ConsumerState]
     pauses: list[QueuePause]
-    outdated: int  # explanations another prompt version wrote (counted up to OUTDATED_CAP)
+    outdated: int  # explanations no live consumer's prompt version wrote (up to OUTDATED_CAP)
+    outdated_basis: Basis  # the versions ``outdated`` is counted against, and whose they are
     needs_review: int  # explanations waiting for a reviewer: unreviewed, or a candidate (same cap)
     needs_review_flagged: int  # of them, those with a quality flag (same cap)
     tokens: TokenTotals
@@ -299,11 +300,11 @@ def capped(questions: QuestionQuerySet) -> int:
     return questions.order_by().values("pk")[:OUTDATED_CAP].count()
 
 
-def explanations() -> tuple[int, int, int]:
-    """Explanations outdated (another prompt version), waiting for review, and of those the
+def explanations(versions: list[str]) -> tuple[int, int, int]:
+    """Explanations outdated (by none of ``versions``), waiting for review, and of those the
     flagged ones, each capped."""
     questions = StudyQuestion.objects.using(queue.database())
-    return capped(questions.outdated(current_version().hash)), *review.counts()
+    return capped(questions.outdated(versions)), *review.counts()
 
 
 def by_status_kind(finished: dict[tuple[str, str, str], int]) -> dict[str, dict[str, int]]:
@@ -324,7 +325,9 @@ def collect(now: datetime | None = None) -> DashboardStats:
     finished = finished_counts(now)
     oldest = oldest_pending()
     total, is_estimate = table_total()
-    outdated, needs_review, needs_review_flagged = explanations()
+    consumers = consumer_states(now)
+    against = basis(consumers)
+    outdated, needs_review, needs_review_flagged = explanations(against.versions)
     return DashboardStats(
         now=now,
         active=active_counts(),
@@ -335,9 +338,10 @@ def collect(now: datetime | None = None) -> DashboardStats:
         top_errors=top_errors(finished, waiting_again()),
         total_estimate=total,
         total_is_estimate=is_estimate,
-        consumers=consumer_states(now),
+        consumers=consumers,
         pauses=pauses(),
         outdated=outdated,
+        outdated_basis=against,
         needs_review=needs_review,
         needs_review_flagged=needs_review_flagged,
         tokens=tokens(now),

@@ -91,14 +91,16 @@ def _gate_row(limit: GateLimit) -> dict[str, Any]:
 
 
 def _consumer_rows(stats: DashboardStats) -> list[dict[str, Any]]:
-    """Each consumer with its gate: its fixed permits, or ``auto`` and the endpoint's limit."""
+    """Each consumer with its gate: its fixed permits, or ``auto`` and the endpoint's limit
+    (the one it reported when the endpoint has no shared limit yet)."""
     limits = {limit.endpoint: limit for limit in stats.gate_limits}
     rows = []
     for state in stats.consumers:
         permits = state.record.gate_permits
         shared = limits.get(state.record.llm_url) if permits == AUTO else None
         rate = dict(shared.measured()).get(shared.limit) if shared else None
-        rows.append({"c": state, "gate": permits or "-", "limit": shared, "rate": rate})
+        limit = shared.limit if shared else state.record.gate_limit if permits == AUTO else None
+        rows.append({"c": state, "gate": permits or "-", "limit": limit, "rate": rate})
     return rows
 
 
@@ -170,6 +172,11 @@ class QueueDashboardAdmin(PageAdmin):
                 "consumers_live": len(stats.live_consumers),
                 "paused": [pause.kind or "all" for pause in stats.pauses],
                 "llm_unreachable": stats.llm_unreachable_since is not None,
+                "outdated": stats.outdated,
+                # What "outdated" is counted against: the live consumers' versions, or
+                # (when none is live) the web server's own.
+                "outdated_against": stats.outdated_basis.versions,
+                "outdated_against_live": stats.outdated_basis.from_live,
                 # The page's body as the server renders it (escaped by the template).
                 "html": render_to_string("admin/studyqueue/dashboard_body.html", context, request),
             }

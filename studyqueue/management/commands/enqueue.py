@@ -7,9 +7,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from studyqueue import queue
+from studyqueue.management.commands import _outdated
 from studyqueue.management.commands._options import bounded_int, object_id
 from studyqueue.models import PROTECTED_REVIEWS, JobKind, StudyQuestion, StudyQuestionJob
-from studyqueue.prompts import current_version
 
 
 class Command(BaseCommand):
@@ -27,7 +27,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--outdated",
             action="store_true",
-            help="every question whose explanation another prompt version wrote (regenerate)",
+            help="every question whose explanation none of the live consumers' prompt versions "
+            "wrote (regenerate); with no live consumer, these settings' version",
         )
         parser.add_argument(
             "--include-approved",
@@ -87,7 +88,7 @@ class Command(BaseCommand):
         if missing:
             wanted |= waiting.missing()
         if outdated:
-            old = waiting.outdated(current_version().hash)
+            old = waiting.outdated(_outdated.versions(self))
             # A reviewer's approval or correction is not regenerated unless asked for.
             if not include_approved:
                 old = old.exclude(current_revision__review_status__in=PROTECTED_REVIEWS)

@@ -15,7 +15,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.translation import gettext as _
 
 from studyqueue import transfer
-from studyqueue.prompts import current_version
+from studyqueue.management.commands import _outdated
 
 
 def moment(value: str) -> datetime:
@@ -42,7 +42,10 @@ class Command(BaseCommand):
         parser.add_argument("--format", choices=transfer.FORMATS, default="jsonl")
         parser.add_argument("--since", type=moment, help="explained at or after (a date)")
         parser.add_argument(
-            "--outdated", action="store_true", help="only explanations of an older prompt"
+            "--outdated",
+            action="store_true",
+            help="only explanations none of the live consumers' prompt versions wrote (with "
+            "no live consumer: these settings' version)",
         )
         parser.add_argument(
             "--approved",
@@ -64,7 +67,7 @@ class Command(BaseCommand):
     ) -> None:
         rows = transfer.export_rows(
             since=since,
-            outdated_for=current_version().hash if outdated else None,
+            outdated_for=_outdated.versions(self) if outdated else None,
             approved=approved,
         )
         # An export that stops early closes its database cursor now, not at exit.

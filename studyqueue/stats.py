@@ -37,6 +37,8 @@ from studyqueue.presence import ConsumerState, consumer_states
 
 Job = StudyQuestionJob
 WINDOW = timedelta(hours=24)
+# The backlog's estimate divides by the jobs completed over this last stretch.
+RATE_WINDOW = timedelta(hours=1)
 OUTDATED_CAP = 10_000
 TOP_ERRORS = 5
 
@@ -105,10 +107,33 @@ class DashboardStats:
     needs_review_flagged: int  # of them, those with a quality flag (same cap)
     tokens: TokenTotals
     gate_limits: list[GateLimit]  # GATE_PERMITS=auto: each endpoint's limit and tokens/s
+    completed_recently: int = 0  # jobs completed over the last RATE_WINDOW
 
     @property
     def live_consumers(self) -> list[ConsumerState]:
         return [c for c in self.consumers if c.live]
+
+    @property
+    def backlog(self) -> int:
+        """Jobs still to run: pending and processing, every kind."""
+        return sum(n for status in ACTIVE_STATUSES for n in self.active.get(status, {}).values())
+
+    @property
+    def completed_per_hour(self) -> float:
+        return self.completed_recently / (RATE_WINDOW / timedelta(hours=1))
+
+    @property
+    def backlog_done_in(self) -> timedelta | None:
+        """How long the backlog takes at the rate of the last ``RATE_WINDOW``; None when
+        nothing completed then (no rate) or nothing waits."""
+        if not self.backlog or not self.completed_recently:
+            return None
+        return timedelta(hours=self.backlog / self.completed_per_hour)
+
+    @property
+    def live_gate_limits(self) -> list[int]:
+        """The concurrent calls the live consumers' gates allow now (each distinct once)."""
+        return sorted({c.record.gate_limit for c in self.live_consumers if c.record.gate_limit})
 
     @property
     def llm_unreachable_since(self) -> datetime | None:
@@ -121,14 +146,6 @@ class DashboardStats:
         ):
             return None
         return min((c.record.breaker_since or self.now for c in live), default=None)
-
-    @property
-    def max_hour_first_token_ms(self) -> float:
-        return max((h.first_token_ms or 0 for h in self.hours), default=0)
-
-    @property
-    def max_hour_tokens_per_second(self) -> float:
-        return max((h.tokens_per_second or 0 for h in self.hours), default=0)
 
     @property
     def max_hour_jobs(self) -> int:
@@ -193,6 +210,11 @@ def oldest_pending() -> datetime | None:
     """When the oldest pending job was created; None when none waits."""
     oldest: datetime | None = jobs().pending().aggregate(t=Min("created_at"))["t"]
     return oldest
+
+
+def completed_since(since: datetime) -> int:
+    """Jobs completed since ``since`` (the ``completed_at`` index)."""
+    return jobs().filter(completed_at__gte=since, status=JobStatus.COMPLETED).count()
 
 
 def stale_count(now: datetime) -> int:
@@ -346,4 +368,5 @@ def collect(now: datetime | None = None) -> DashboardStats:
         needs_review_flagged=needs_review_flagged,
         tokens=tokens(now),
         gate_limits=gate_limits.all_limits(),
+        completed_recently=completed_since(now - RATE_WINDOW),
     )

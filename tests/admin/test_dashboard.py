@@ -176,3 +176,29 @@ def test_the_outdated_tile_counts_against_the_live_consumers_and_notes_doubts(ad
         ["aaaaaaaaaaaa", "bbbbbbbbbbbb"],
         True,
     )
+
+
+def test_each_hourly_metric_is_one_row_of_24_bars_with_its_values_as_text(admin_client):
+    from tests.factories import ExplanationRevisionFactory
+
+    now = timezone.now()
+    reply = ExplanationRevisionFactory(first_token_ms=450, tokens_per_second=31.25)
+    StudyQuestionJobFactory(
+        study_question=reply.question, status="completed", completed_at=now, llm_ms=1500,
+        revision=reply,
+    )  # fmt: skip
+    html = admin_client.get(DASHBOARD_URL).content.decode()
+    hour = timezone.localtime(now).strftime("%H:00")
+    for chart, figure, newest in (
+        ("sq-throughput", "1 / 0", f"{hour}: 1 / 0"),
+        ("sq-llm", "1.5 s", f"{hour}: 1.5 s"),
+        ("sq-ttft", "last: 0.45 s", f"{hour}: 0.45 s"),
+        ("sq-tps", "last: 31.2", f"{hour}: 31.2"),
+    ):
+        row = html.split(f'id="{chart}"', 1)[1].split('<div class="sq-chart"', 1)[0]
+        assert row.count('<span class="sq-col"') == 24, chart
+        assert f'<span class="sq-chart-total">{figure}</span>' in row, chart
+        assert row.split('class="sq-col" title="')[-1].startswith(newest), chart
+        label = row.split('aria-label="', 1)[1].split('"', 1)[0]
+        assert label.endswith(newest), chart  # empty hours are left out of the text
+    assert 'id="sq-throughput"' in admin_client.get(DATA_URL).json()["html"]

@@ -39,8 +39,10 @@ class Chart:
     @property
     def label(self) -> str:
         """The row as text: its title and every hour with a value."""
-        shown = [bar.text for bar in self.bars if bar.parts]
-        return f"{self.title}: {'; '.join(shown) or gettext('nothing in the last 24 hours')}"
+        shown = "; ".join(bar.text for bar in self.bars if bar.parts)
+        if not shown:
+            shown = gettext("nothing in the last 24 hours")
+        return f"{self.title}: {shown}"
 
 
 def _pct(value: float, top: float) -> float:
@@ -53,6 +55,10 @@ def _hour(bucket: HourBucket) -> str:
 
 def _seconds(value: float) -> str:
     return gettext("%(seconds).2f s") % {"seconds": value}
+
+
+def _llm_seconds(ms: float) -> str:
+    return gettext("%(seconds)s s") % {"seconds": round(ms / 1000, 1)}
 
 
 def _mean_chart(
@@ -99,13 +105,13 @@ def hourly_charts(stats: DashboardStats) -> list[Chart]:
         Bar(
             _hour(h),
             [Part(_pct(h.llm_ms, top_ms), "sq-llm")] if h.llm_ms else [],
-            f"{_hour(h)}: {gettext('%(seconds)s s') % {'seconds': round(h.llm_ms / 1000, 1)}}",
+            f"{_hour(h)}: {_llm_seconds(h.llm_ms)}",
         )
         for h in stats.hours
     ]
     completed = sum(h.completed for h in stats.hours)
     failed = sum(h.failed for h in stats.hours)
-    llm_total = sum(h.llm_ms for h in stats.hours) / 1000
+    llm_total = sum(h.llm_ms for h in stats.hours)
     return [
         Chart(
             "sq-throughput",
@@ -116,7 +122,7 @@ def hourly_charts(stats: DashboardStats) -> list[Chart]:
         Chart(
             "sq-llm",
             gettext("LLM time per hour"),
-            gettext("%(seconds)s s") % {"seconds": round(llm_total, 1)},
+            _llm_seconds(llm_total),
             llm,
         ),
         _mean_chart(

@@ -299,6 +299,7 @@ class Consumer:
             breaker_open=not breaker.allows(),
             breaker_since=breaker.failing_since,
             breaker_error=error.code if error and breaker.failures else "",
+            gate_limit=self.gate.limit,
         )
         try:
             await self.claims_db(presence.record_report, self.worker_id, report)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from datetime import datetime
 
 from django.core.exceptions import ValidationError
@@ -88,6 +89,10 @@ def validate_choices(value: object) -> None:
             )
 
 
+def _versions(version: str | Collection[str]) -> list[str]:
+    return [version] if isinstance(version, str) else list(version)
+
+
 class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
     """Questions by the state of their explanation."""
 
@@ -97,12 +102,12 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
     def missing(self) -> QuestionQuerySet:
         return self.filter(explanation="")
 
-    def outdated(self, version: str) -> QuestionQuerySet:
-        """Explained by another prompt version than ``version`` (today's)."""
-        return self.explained().exclude(explanation_prompt_version=version)
+    def outdated(self, version: str | Collection[str]) -> QuestionQuerySet:
+        """Explained by another prompt version than ``version`` (or than any of them)."""
+        return self.explained().exclude(explanation_prompt_version__in=_versions(version))
 
-    def current(self, version: str) -> QuestionQuerySet:
-        return self.explained().filter(explanation_prompt_version=version)
+    def current(self, version: str | Collection[str]) -> QuestionQuerySet:
+        return self.explained().filter(explanation_prompt_version__in=_versions(version))
 
     def flagged(self, flag: str | None = None) -> QuestionQuerySet:
         """The current explanation carries a quality flag (``flag``, or any). Matched in the
@@ -455,6 +460,19 @@ class QueueConsumer(models.Model):
         blank=True,
         help_text=_("GATE_PERMITS as it started: a number, or auto (see GateLimit)."),
     )
+    gate_limit = models.PositiveIntegerField(
+        _("gate limit"),
+        null=True,
+        blank=True,
+        help_text=_("Concurrent LLM calls its gate allowed at its last report."),
+    )
+    model = models.CharField(
+        _("model"), max_length=200, blank=True, help_text=_("LLM_MODEL ('': the server's default).")
+    )
+    # What "outdated" is measured against: the version the running consumers write, not the
+    # settings of whichever shell or web server asks (they may differ: issue 20, item 4).
+    prompt_version = models.CharField(_("prompt version"), max_length=12, blank=True)
+    prompt_label = models.CharField(_("prompt label"), max_length=200, blank=True)
     paused_kinds = models.JSONField(
         verbose_name=_("paused kinds"),
         default=list,

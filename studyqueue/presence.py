@@ -1,5 +1,8 @@
 """Each running consumer's record of itself (``QueueConsumer``): written at start, during
-every cycle and at stop; read by the dashboard, which tells live, silent and stopped apart."""
+every cycle and at stop; read by the dashboard, which tells live, silent and stopped apart.
+A record also says what the consumer writes with (model, prompt version, gate): what
+"outdated" is measured against (``studyqueue.outdated``). Records silent or stopped for
+longer than ``KEPT_FOR`` are deleted when a consumer starts or stops."""
 
 from __future__ import annotations
 
@@ -15,10 +18,14 @@ from django.utils.translation import gettext_lazy as _
 
 from studyqueue import queue
 from studyqueue.columns import fit
+from studyqueue.conf import conf
 from studyqueue.models import QueueConsumer
+from studyqueue.prompts import current_version
 
 # A consumer is silent when it has not reported for this many intervals.
 SILENT_AFTER_INTERVALS = 2
+# The panel shows consumers that reported within this; older records are deleted.
+KEPT_FOR = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -30,11 +37,31 @@ class Report:
     breaker_open: bool
     breaker_since: datetime | None
     breaker_error: str
+    gate_limit: int | None = None  # concurrent LLM calls its gate allows now
+
+
+def _writes_with() -> dict[str, object]:
+    """What this process's settings and templates write with: read at each report, as the
+    worker reads the prompt version at each job (a template edited on disk counts)."""
+    version = current_version()
+    return {
+        "model": fit(QueueConsumer, "model", conf.LLM_MODEL),
+        "prompt_version": version.hash,
+        "prompt_label": fit(QueueConsumer, "prompt_label", version.label),
+    }
+
+
+def prune(now: datetime | None = None) -> int:
+    """Delete the records of consumers silent or stopped for longer than ``KEPT_FOR``."""
+    cutoff = (now or timezone.now()) - KEPT_FOR
+    deleted, _ = QueueConsumer.objects.using(queue.database()).filter(seen_at__lt=cutoff).delete()
+    return deleted
 
 
 def record_start(worker_id: str, *, interval: float, llm_url: str, gate: str = "") -> None:
-    """A consumer starts (or restarts under the same worker id)."""
+    """A consumer starts (or restarts under the same worker id); old records go."""
     now = timezone.now()
+    prune(now)
     QueueConsumer.objects.using(queue.database()).update_or_create(
         worker_id=fit(QueueConsumer, "worker_id", worker_id),
         defaults={
@@ -51,7 +78,9 @@ def record_start(worker_id: str, *, interval: float, llm_url: str, gate: str = "
             "breaker_error": "",
             "llm_url": fit(QueueConsumer, "llm_url", llm_url),
             "gate_permits": fit(QueueConsumer, "gate_permits", gate),
+            "gate_limit": None,
             "paused_kinds": queue.paused_kinds(),
+            **_writes_with(),
         },
     )
 
@@ -66,17 +95,20 @@ def record_report(worker_id: str, report: Report) -> None:
         breaker_open=report.breaker_open,
         breaker_since=report.breaker_since,
         breaker_error=report.breaker_error,
+        gate_limit=report.gate_limit,
         paused_kinds=queue.paused_kinds(),
+        **_writes_with(),
     )
 
 
 def record_stop(worker_id: str) -> None:
-    """A consumer stopped cleanly."""
+    """A consumer stopped cleanly; old records go."""
     now = timezone.now()
     worker_id = fit(QueueConsumer, "worker_id", worker_id)
     QueueConsumer.objects.using(queue.database()).filter(worker_id=worker_id).update(
         seen_at=now, stopped_at=now, jobs_running=0
     )
+    prune(now)
 
 
 class Liveness(models.TextChoices):
@@ -104,22 +136,23 @@ class ConsumerState:
 
 
 def consumer_states(now: datetime | None = None) -> list[ConsumerState]:
-    """Every consumer that reported in the last day, live ones first."""
+    """Every consumer that reported within ``KEPT_FOR``, live ones first."""
     now = now or timezone.now()
-    rows = QueueConsumer.objects.using(queue.database()).filter(
-        seen_at__gte=now - timedelta(days=1)
-    )
-    states = []
-    for row in rows:
-        quiet = now - row.seen_at
-        if row.stopped_at is not None:
-            state = Liveness.STOPPED
-        elif quiet > timedelta(seconds=SILENT_AFTER_INTERVALS * row.interval_seconds):
-            state = Liveness.SILENT
-        else:
-            state = Liveness.LIVE
-        states.append(ConsumerState(row, state, quiet if state is Liveness.SILENT else None))
+    rows = QueueConsumer.objects.using(queue.database()).filter(seen_at__gte=now - KEPT_FOR)
+    states = [state_of(row, now) for row in rows]
     return sorted(states, key=lambda s: (_ORDER[s.state], s.record.worker_id))
+
+
+def state_of(row: QueueConsumer, now: datetime) -> ConsumerState:
+    """How one record looks at ``now``."""
+    quiet = now - row.seen_at
+    if row.stopped_at is not None:
+        state = Liveness.STOPPED
+    elif quiet > timedelta(seconds=SILENT_AFTER_INTERVALS * row.interval_seconds):
+        state = Liveness.SILENT
+    else:
+        state = Liveness.LIVE
+    return ConsumerState(row, state, quiet if state is Liveness.SILENT else None)
 
 
 def live_consumers(now: datetime | None = None) -> list[ConsumerState]:

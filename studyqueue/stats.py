@@ -32,11 +32,13 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
 )
+from studyqueue.outdated import Basis, basis
 from studyqueue.presence import ConsumerState, consumer_states
-from studyqueue.prompts import current_version
 
 Job = StudyQuestionJob
 WINDOW = timedelta(hours=24)
+# The backlog's estimate divides by the jobs completed over this last stretch.
+RATE_WINDOW = timedelta(hours=1)
 OUTDATED_CAP = 10_000
 TOP_ERRORS = 5
 
@@ -99,15 +101,39 @@ class DashboardStats:
     total_is_estimate: bool
     consumers: list[ConsumerState]
     pauses: list[QueuePause]
-    outdated: int  # explanations another prompt version wrote (counted up to OUTDATED_CAP)
+    outdated: int  # explanations no live consumer's prompt version wrote (up to OUTDATED_CAP)
+    outdated_basis: Basis  # the versions ``outdated`` is counted against, and whose they are
     needs_review: int  # explanations waiting for a reviewer: unreviewed, or a candidate (same cap)
     needs_review_flagged: int  # of them, those with a quality flag (same cap)
     tokens: TokenTotals
     gate_limits: list[GateLimit]  # GATE_PERMITS=auto: each endpoint's limit and tokens/s
+    completed_recently: int = 0  # jobs completed over the last RATE_WINDOW
 
     @property
     def live_consumers(self) -> list[ConsumerState]:
         return [c for c in self.consumers if c.live]
+
+    @property
+    def backlog(self) -> int:
+        """Jobs still to run: pending and processing, every kind."""
+        return sum(n for status in ACTIVE_STATUSES for n in self.active.get(status, {}).values())
+
+    @property
+    def completed_per_hour(self) -> float:
+        return self.completed_recently / (RATE_WINDOW / timedelta(hours=1))
+
+    @property
+    def backlog_done_in(self) -> timedelta | None:
+        """How long the backlog takes at the rate of the last ``RATE_WINDOW``; None when
+        nothing completed then (no rate) or nothing waits."""
+        if not self.backlog or not self.completed_recently:
+            return None
+        return timedelta(hours=self.backlog / self.completed_per_hour)
+
+    @property
+    def live_gate_limits(self) -> list[int]:
+        """The concurrent calls the live consumers' gates allow now (each distinct once)."""
+        return sorted({c.record.gate_limit for c in self.live_consumers if c.record.gate_limit})
 
     @property
     def llm_unreachable_since(self) -> datetime | None:
@@ -120,14 +146,6 @@ class DashboardStats:
         ):
             return None
         return min((c.record.breaker_since or self.now for c in live), default=None)
-
-    @property
-    def max_hour_first_token_ms(self) -> float:
-        return max((h.first_token_ms or 0 for h in self.hours), default=0)
-
-    @property
-    def max_hour_tokens_per_second(self) -> float:
-        return max((h.tokens_per_second or 0 for h in self.hours), default=0)
 
     @property
     def max_hour_jobs(self) -> int:
@@ -192,6 +210,11 @@ def oldest_pending() -> datetime | None:
     """When the oldest pending job was created; None when none waits."""
     oldest: datetime | None = jobs().pending().aggregate(t=Min("created_at"))["t"]
     return oldest
+
+
+def completed_since(since: datetime) -> int:
+    """Jobs completed since ``since`` (the ``completed_at`` index)."""
+    return jobs().filter(completed_at__gte=since, status=JobStatus.COMPLETED).count()
 
 
 def stale_count(now: datetime) -> int:
@@ -299,11 +322,11 @@ def capped(questions: QuestionQuerySet) -> int:
     return questions.order_by().values("pk")[:OUTDATED_CAP].count()
 
 
-def explanations() -> tuple[int, int, int]:
-    """Explanations outdated (another prompt version), waiting for review, and of those the
+def explanations(versions: list[str]) -> tuple[int, int, int]:
+    """Explanations outdated (by none of ``versions``), waiting for review, and of those the
     flagged ones, each capped."""
     questions = StudyQuestion.objects.using(queue.database())
-    return capped(questions.outdated(current_version().hash)), *review.counts()
+    return capped(questions.outdated(versions)), *review.counts()
 
 
 def by_status_kind(finished: dict[tuple[str, str, str], int]) -> dict[str, dict[str, int]]:
@@ -324,7 +347,9 @@ def collect(now: datetime | None = None) -> DashboardStats:
     finished = finished_counts(now)
     oldest = oldest_pending()
     total, is_estimate = table_total()
-    outdated, needs_review, needs_review_flagged = explanations()
+    consumers = consumer_states(now)
+    against = basis(consumers)
+    outdated, needs_review, needs_review_flagged = explanations(against.versions)
     return DashboardStats(
         now=now,
         active=active_counts(),
@@ -335,11 +360,13 @@ def collect(now: datetime | None = None) -> DashboardStats:
         top_errors=top_errors(finished, waiting_again()),
         total_estimate=total,
         total_is_estimate=is_estimate,
-        consumers=consumer_states(now),
+        consumers=consumers,
         pauses=pauses(),
         outdated=outdated,
+        outdated_basis=against,
         needs_review=needs_review,
         needs_review_flagged=needs_review_flagged,
         tokens=tokens(now),
         gate_limits=gate_limits.all_limits(),
+        completed_recently=completed_since(now - RATE_WINDOW),
     )

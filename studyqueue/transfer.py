@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, Any
@@ -582,7 +582,7 @@ def enqueue_explanations(question_ids: list[int]) -> Enqueued:
 def export_rows(
     *,
     since: datetime | None = None,
-    outdated_for: str | None = None,
+    outdated_for: str | Collection[str] | None = None,
     ids: Iterable[int] | None = None,
     approved: bool = False,
 ) -> Generator[dict[str, Any]]:

@@ -1,11 +1,13 @@
 """factory-boy factories for the studyqueue models."""
 
 import factory
+from django.utils import timezone
 
 from studyqueue.models import (
     ExplanationRevision,
     JobKind,
     JobStatus,
+    QueueConsumer,
     StudyQuestion,
     StudyQuestionJob,
 )
@@ -41,3 +43,18 @@ class ExplanationRevisionFactory(factory.django.DjangoModelFactory):
     text = "Because it is."
     model = "m"
     finish_reason = "stop"
+
+
+class QueueConsumerFactory(factory.django.DjangoModelFactory):
+    """A consumer's record of itself, live (it reported just now) unless told otherwise."""
+
+    class Meta:
+        model = QueueConsumer
+
+    worker_id = factory.Sequence(lambda n: f"box:{n}")
+    host = "box"
+    pid = factory.Sequence(lambda n: n + 1)
+    started_at = factory.LazyFunction(timezone.now)
+    seen_at = factory.LazyFunction(timezone.now)
+    interval_seconds = 60
+    llm_url = "http://127.0.0.1:8080/v1"

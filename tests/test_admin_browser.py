@@ -240,3 +240,86 @@ def test_a_reviewer_works_through_the_queue_with_the_keyboard(site, page):
     assert third.explanation == "Paris: a j k r e typed here are text."
     assert third.current_revision.author == OPERATOR
     assert StudyQuestionJob.objects.filter(study_question=second).count() == 1
+
+
+def _a_busy_day() -> None:
+    """A day of work for the dashboard: completions with their replies' timings every other
+    hour, failures, a backlog that cannot start yet, consumers live and gone, an adaptive gate."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from studyqueue.models import GateLimit
+    from tests.factories import ExplanationRevisionFactory, QueueConsumerFactory
+
+    now = timezone.now()
+    for hours_ago in range(0, 24, 2):
+        for n in range(1 + hours_ago % 5):
+            revision = ExplanationRevisionFactory(
+                first_token_ms=300 + 40 * hours_ago,
+                tokens_per_second=30 + hours_ago,
+                prompt_tokens=400,
+                cached_tokens=300,
+            )
+            StudyQuestionJobFactory(
+                study_question=revision.question,
+                status="completed",
+                completed_at=now - timedelta(hours=hours_ago, minutes=5 + n),
+                llm_ms=2000 + 100 * n,
+                revision=revision,
+            )
+    StudyQuestionJobFactory.create_batch(
+        2, status="failed", error_code="llm_timeout", completed_at=now - timedelta(hours=3)
+    )
+    StudyQuestionJobFactory.create_batch(30, status="pending", run_after="2999-01-01T00:00:00Z")
+    url = "http://127.0.0.1:8080/v1"
+    QueueConsumerFactory(
+        worker_id="gpu-box:4242",
+        gate_permits="auto",
+        gate_limit=4,
+        llm_url=url,
+        model="mlx-community/Qwen2.5-7B-Instruct-4bit",
+        prompt_version="3f9a1c2d4e5f",
+        prompt_label="mlx-community/Qwen2.5-7B-Instruct-4bit · max 1024 · t 0.2 · 3f9a1c2",
+    )
+    QueueConsumerFactory(worker_id="old-box:17", seen_at=now - timedelta(hours=3))
+    GateLimit.objects.create(endpoint=url, limit=4, rates={"2": 41.0, "4": 80.5}, reason="climb")
+
+
+def test_the_dashboard_fits_a_1400_px_screen_at_a_glance(site, page):
+    """Issue 20, item 8: no horizontal scroll with the sidebar open, the main content within
+    about two screens, one row of 24 bars per hourly metric with its values as text."""
+    _a_busy_day()
+    page.goto(f"{site}/admin/login/?next=/admin/studyqueue/queuedashboard/")
+    page.fill("#id_username", OPERATOR)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_selector("#sq-charts")
+    assert_styled(page, "dashboard")
+    assert page.is_visible("#nav-sidebar"), "measured with the sidebar open"
+
+    width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert width[0] <= width[1], f"horizontal scroll: {width[0]} px wide in {width[1]}"
+    height = page.evaluate("document.querySelector('#content-main').scrollHeight")
+    assert height <= 2 * 900, f"the dashboard is {height} px tall (two screens: 1800)"
+
+    for chart in ("sq-throughput", "sq-llm", "sq-ttft", "sq-tps"):
+        assert page.locator(f"#{chart} .sq-strip .sq-col").count() == 24, chart
+        label = page.get_attribute(f"#{chart} .sq-strip", "aria-label")
+        assert label and ":00: " in label, chart
+    newest = page.locator("#sq-throughput .sq-col").last
+    assert newest.get_attribute("title").endswith(": 1 / 0")  # the value on hover
+    assert newest.bounding_box()["width"] < 40  # thin bars in one row
+    assert page.inner_text("#sq-backlog .n").startswith("≈")  # 30 waiting, 1 done last hour
+    assert page.inner_text("#sq-cached .n") == "75 %"
+    assert "4" in page.inner_text("#sq-gate-limit .n")
+    assert page.is_visible("#sq-consumer-records")  # to the records, to remove gone ones
+    page.screenshot(path=str(SHOTS / "30-dashboard.png"), full_page=True)
+
+    # The JSON view still refreshes the page body.
+    page.wait_for_function(
+        "old => document.querySelector('#sq-updated-at').getAttribute('datetime') !== old",
+        arg=page.get_attribute("#sq-updated-at", "datetime"),
+        timeout=15_000,
+    )
+    assert page.locator("#sq-throughput .sq-col").count() == 24

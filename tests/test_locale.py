@@ -16,7 +16,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone, translation
 
-from studyqueue import quality, revisions
+from studyqueue import prompts, quality, revisions
 from studyqueue.models import (
     ErrorCode,
     FinishReason,
@@ -141,6 +141,7 @@ ALLOWED = {
     "py",
     "runconsumer",
     "promptstats",
+    "auto",  # GATE_PERMITS=auto, a setting value
     "UTC",
     "KST",
     "Asia",
@@ -242,6 +243,8 @@ def queue_data(admin_user) -> dict[str, object]:
             "http://127.0.0.1:8080",
             admin_user.get_username(),
             "admin",
+            # A prompt version's label names its model and settings: data, not a phrase.
+            prompts.current_version().label,
         },
     }
 

@@ -83,3 +83,50 @@ def test_paused_kinds_are_a_list_shown_with_all_for_every_kind(make_consumer, ll
     record = QueueConsumer.objects.get(worker_id="c3")
     assert sorted(record.paused_kinds) == ["", "session_summary"]
     assert record.paused_display == ", ".join(k or "all" for k in record.paused_kinds)
+
+
+def test_a_consumer_reports_its_model_prompt_version_and_gate_limit(
+    llm_server, make_consumer, settings
+):
+    from studyqueue.prompts import current_version
+
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_MODEL": "qwen", "GATE_PERMITS": 3}
+    make_consumer(worker_id="c4").run_cycle()
+    record = QueueConsumer.objects.get(worker_id="c4")
+    version = current_version()
+    assert (record.model, record.prompt_version, record.prompt_label) == (
+        "qwen",
+        version.hash,
+        version.label,
+    )
+    assert (record.gate_permits, record.gate_limit) == ("3", 3)
+
+
+def test_records_silent_or_stopped_for_over_a_day_go_when_a_consumer_starts_or_stops(
+    llm_server, make_consumer
+):
+    now = timezone.now()
+    common = {"host": "h", "pid": 1, "interval_seconds": 60, "llm_url": "u"}
+    day = presence.KEPT_FOR
+    QueueConsumer.objects.create(
+        worker_id="old-stopped",
+        started_at=now - 2 * day,
+        seen_at=now - day * 1.5,
+        stopped_at=now - day * 1.5,
+        **common,
+    )
+    QueueConsumer.objects.create(
+        worker_id="old-silent", started_at=now - 2 * day, seen_at=now - day * 1.1, **common
+    )
+    QueueConsumer.objects.create(
+        worker_id="recent-stopped", started_at=now, seen_at=now - day / 2, stopped_at=now, **common
+    )
+    consumer = make_consumer(worker_id="new")
+    consumer.run_cycle()
+    assert set(QueueConsumer.objects.values_list("worker_id", flat=True)) == {
+        "recent-stopped",
+        "new",
+    }
+    QueueConsumer.objects.filter(worker_id="recent-stopped").update(seen_at=now - day * 2)
+    consumer.close()  # its stop prunes too
+    assert list(QueueConsumer.objects.values_list("worker_id", flat=True)) == ["new"]

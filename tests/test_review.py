@@ -135,7 +135,8 @@ def test_enqueue_outdated_leaves_approved_work_alone_unless_asked(
     approved = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
     review.decide(approved.current_revision.pk, Decision.APPROVE, by="ana")
     plain = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
-    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_MODEL": "another-model"}  # all outdated
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_MODEL": "another-model"}
+    make_consumer().run_cycle()  # the live consumer's new model: all outdated
     out = StringIO()
     call_command("enqueue", "--outdated", stdout=out)
     assert out.getvalue().strip() == "Created 1 explanation job(s); 0 already queued."

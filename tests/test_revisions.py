@@ -118,8 +118,10 @@ def test_outdated_explanations_are_found_filtered_and_regenerated(
     assert out.getvalue().strip() == "Created 1 explanation job(s); 0 already queued."
     call_command("enqueue", "--outdated", stdout=out)  # idempotent: one active job
     assert StudyQuestionJob.objects.filter(study_question=old, status="pending").count() == 1
-    # A changed model makes every explanation outdated; --limit bounds the batch.
+    # Consumers restarted with another model make every explanation outdated (the live
+    # consumers' version counts, not this shell's); --limit bounds the batch.
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_MODEL": "another-model"}
+    make_consumer().run_cycle()  # regenerates the one queued, and reports its version
     out = StringIO()
     call_command("enqueue", "--outdated", "--limit", "5", stdout=out)
     assert out.getvalue().strip() == "Created 1 explanation job(s); 0 already queued."

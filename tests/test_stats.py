@@ -102,3 +102,38 @@ def test_collect_is_split_into_named_parts():
     for name, part in inspect.getmembers(stats, inspect.isfunction):
         if part.__module__ == stats.__name__:
             assert len(inspect.getsource(part).splitlines()) <= 40, name
+
+
+def test_the_backlog_estimate_divides_what_waits_by_the_last_hours_completions(admin_client):
+    now = timezone.now()
+    StudyQuestionJobFactory.create_batch(5, status="pending")
+    StudyQuestionJobFactory(status="processing", heartbeat_at=now)
+    assert stats.collect(now).backlog_done_in is None  # no rate: nothing completed lately
+    for minutes in (10, 40, 59):
+        StudyQuestionJobFactory(status="completed", completed_at=now - timedelta(minutes=minutes))
+    StudyQuestionJobFactory(status="completed", completed_at=now - timedelta(minutes=61))
+    StudyQuestionJobFactory(status="failed", completed_at=now - timedelta(minutes=5))
+    shown = stats.collect(now)
+    assert (shown.backlog, shown.completed_recently) == (6, 3)
+    assert shown.backlog_done_in == timedelta(hours=2)  # 6 left at 3 an hour
+    tile = admin_client.get(reverse("admin:studyqueue_queuedashboard_changelist")).content
+    tile = tile.decode().split('id="sq-backlog"', 1)[1].split("</div></div>", 1)[0]
+    assert "≈ 1h 59m" in tile or "≈ 2h 0m" in tile  # the page's own now is a moment later
+    assert "(3 jobs completed)" in tile
+    data = admin_client.get(reverse("admin:studyqueue_queuedashboard_data")).json()
+    assert (data["completed_per_hour"], abs(data["backlog_done_in_seconds"] - 7200) < 60) == (
+        3,
+        True,
+    )
+
+
+def test_the_gate_tile_shows_the_live_consumers_limits(admin_client):
+    from tests.factories import QueueConsumerFactory
+
+    QueueConsumerFactory(gate_permits="auto", gate_limit=6)
+    QueueConsumerFactory(gate_permits="2", gate_limit=2)
+    QueueConsumerFactory(gate_limit=9, stopped_at=timezone.now())  # not live: not shown
+    assert stats.collect().live_gate_limits == [2, 6]
+    page = admin_client.get(reverse("admin:studyqueue_queuedashboard_changelist")).content
+    tile = page.decode().split('id="sq-gate-limit"', 1)[1].split("</div></div>", 1)[0]
+    assert '<div class="n">2 · 6</div>' in tile

@@ -1,10 +1,19 @@
-"""The operator's admin: jobs, questions, pauses, the queue dashboard and the review page.
+"""The operator's admin: jobs, questions, pauses, consumers, the queue dashboard and the
+review page.
 
 State changes happen only through actions that call ``studyqueue.queue`` (the same
 functions as the commands and the consumer); every field of a job is read-only.
 """
 
-from studyqueue.admin import dashboard, jobs, pauses, questions, review, revisions  # noqa: F401
+from studyqueue.admin import (  # noqa: F401
+    consumers,
+    dashboard,
+    jobs,
+    pauses,
+    questions,
+    review,
+    revisions,
+)
 from studyqueue.admin.common import LONG_TEXT_SHOWN, STATUS_COLOURS
 
 __all__ = ["LONG_TEXT_SHOWN", "STATUS_COLOURS"]

@@ -1,4 +1,4 @@
-"""The queue dashboard: index-friendly numbers, drawn as CSS bars."""
+"""The queue dashboard: index-friendly numbers at a glance, drawn as CSS bars."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from django.utils.formats import number_format
 from django.utils.translation import gettext
 
 from studyqueue import promptstats
+from studyqueue.admin.charts import hourly_charts
 from studyqueue.admin.common import PageAdmin, short_duration, status_badge
 from studyqueue.conf import AUTO, conf
 from studyqueue.models import (
@@ -33,26 +34,8 @@ def _pct(value: float, top: float) -> float:
 
 
 def _chart_rows(stats: DashboardStats) -> dict[str, Any]:
-    """Bar lengths (percent of the largest) beside the numbers they draw."""
-    top_jobs, top_ms, top_err = stats.max_hour_jobs, stats.max_hour_llm_ms, stats.max_error_count
-    hours = [
-        {
-            "label": timezone.localtime(h.start).strftime("%H:00"),  # the hour, local
-            "completed": h.completed,
-            "failed": h.failed,
-            "completed_pct": _pct(h.completed, top_jobs),
-            "failed_pct": _pct(h.failed, top_jobs),
-            "llm_s": round(h.llm_ms / 1000, 1),
-            "llm_pct": _pct(h.llm_ms, top_ms),
-            "ttft": "-"
-            if h.first_token_ms is None
-            else gettext("%(seconds).2f s") % {"seconds": h.first_token_ms / 1000},
-            "ttft_pct": _pct(h.first_token_ms or 0, stats.max_hour_first_token_ms),
-            "tps": "-" if h.tokens_per_second is None else f"{h.tokens_per_second:.1f}",
-            "tps_pct": _pct(h.tokens_per_second or 0, stats.max_hour_tokens_per_second),
-        }
-        for h in stats.hours
-    ]
+    """The hourly charts, the error bars and the tables, ready for the template."""
+    top_err = stats.max_error_count
     errors = [{"code": code, "count": n, "pct": _pct(n, top_err)} for code, n in stats.top_errors]
     table = [
         {
@@ -71,7 +54,7 @@ def _chart_rows(stats: DashboardStats) -> dict[str, Any]:
         for status in JobStatus.values
     ]
     return {
-        "hour_rows": hours,
+        "charts": hourly_charts(stats),
         "error_rows": errors,
         "status_rows": table,
         "consumer_rows": _consumer_rows(stats),
@@ -91,15 +74,26 @@ def _gate_row(limit: GateLimit) -> dict[str, Any]:
 
 
 def _consumer_rows(stats: DashboardStats) -> list[dict[str, Any]]:
-    """Each consumer with its gate: its fixed permits, or ``auto`` and the endpoint's limit."""
+    """Each consumer with its gate: its fixed permits, or ``auto`` and the endpoint's limit
+    (the one it reported when the endpoint has no shared limit yet)."""
     limits = {limit.endpoint: limit for limit in stats.gate_limits}
     rows = []
     for state in stats.consumers:
         permits = state.record.gate_permits
         shared = limits.get(state.record.llm_url) if permits == AUTO else None
         rate = dict(shared.measured()).get(shared.limit) if shared else None
-        rows.append({"c": state, "gate": permits or "-", "limit": shared, "rate": rate})
+        limit = shared.limit if shared else state.record.gate_limit if permits == AUTO else None
+        rows.append({"c": state, "gate": permits or "-", "limit": limit, "rate": rate})
     return rows
+
+
+def _backlog(stats: DashboardStats) -> dict[str, Any]:
+    """When the backlog will be done at the last hour's rate (none without a rate)."""
+    done_in = stats.backlog_done_in
+    return {
+        "backlog_done_in": short_duration(done_in) if done_in is not None else None,
+        "backlog_done_at": timezone.localtime(stats.now + done_in) if done_in else None,
+    }
 
 
 @admin.register(QueueDashboard)
@@ -138,6 +132,7 @@ class QueueDashboardAdmin(PageAdmin):
             if stats.oldest_pending_age is not None
             else None,
             "can_pause": request.user.has_perm("studyqueue.pause_queue"),
+            **_backlog(stats),
         }
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
@@ -170,6 +165,16 @@ class QueueDashboardAdmin(PageAdmin):
                 "consumers_live": len(stats.live_consumers),
                 "paused": [pause.kind or "all" for pause in stats.pauses],
                 "llm_unreachable": stats.llm_unreachable_since is not None,
+                "backlog_done_in_seconds": None
+                if stats.backlog_done_in is None
+                else round(stats.backlog_done_in.total_seconds()),
+                "completed_per_hour": stats.completed_per_hour,
+                "gate_limits": stats.live_gate_limits,
+                "outdated": stats.outdated,
+                # What "outdated" is counted against: the live consumers' versions, or
+                # (when none is live) the web server's own.
+                "outdated_against": stats.outdated_basis.versions,
+                "outdated_against_live": stats.outdated_basis.from_live,
                 # The page's body as the server renders it (escaped by the template).
                 "html": render_to_string("admin/studyqueue/dashboard_body.html", context, request),
             }

@@ -20,7 +20,7 @@ from django.utils.formats import date_format, number_format
 from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_lazy
 
-from studyqueue import quality, queue, transfer
+from studyqueue import outdated, quality, queue, transfer
 from studyqueue.admin.common import (
     EXCERPT,
     CappedCountPaginator,
@@ -42,7 +42,6 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
 )
-from studyqueue.prompts import current_version
 
 # Django's delete confirmation lists each question with its revisions and jobs: a page of
 # this many questions is already long; the delete itself runs in one request too.
@@ -50,7 +49,8 @@ DELETE_LIMIT = 1_000
 
 
 class ExplanationStateFilter(admin.SimpleListFilter):
-    """Current: written by today's prompt version; outdated: by another; missing: none."""
+    """Current: written by a live consumer's prompt version (``studyqueue.outdated``);
+    outdated: by another; missing: none. Current and outdated say against what."""
 
     title = gettext_lazy("explanation")
     parameter_name = "explanation"
@@ -64,14 +64,18 @@ class ExplanationStateFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
         questions = cast(QuestionQuerySet, queryset)  # the questions' own QuerySet
-        version = current_version().hash
-        if self.value() == "current":
-            return questions.current(version)
-        if self.value() == "outdated":
-            return questions.outdated(version)
         if self.value() == "missing":
             return questions.missing()
-        return None
+        if self.value() not in ("current", "outdated"):
+            return None
+        basis = outdated.basis()
+        level = messages.INFO if basis.from_live else messages.WARNING
+        messages.add_message(request, level, basis.summary, fail_silently=True)
+        for warning in basis.warnings:
+            messages.warning(request, warning, fail_silently=True)
+        if self.value() == "current":
+            return questions.current(basis.versions)
+        return questions.outdated(basis.versions)
 
 
 class ReviewFilter(admin.SimpleListFilter):
@@ -303,7 +307,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         if not question.explanation_prompt_version:
             return "-"
         label = revision.prompt_label if revision else question.explanation_prompt_version
-        if question.explanation_prompt_version == current_version().hash:
+        if question.explanation_prompt_version in outdated.basis().versions:
             return label
         return gettext("%(label)s (outdated: the prompt changed since)") % {"label": label}
 

@@ -145,3 +145,60 @@ def test_the_consumers_panel_and_the_dashboard_show_the_adaptive_gate(admin_clie
     assert f'data-endpoint="{url}" data-limit="4"' in table
     assert "1: 20.0 · 2: 39.9 · <strong>4: 80.5</strong> · 8: 81.0" in table
     assert "climb" in table
+
+
+def test_the_outdated_tile_counts_against_the_live_consumers_and_notes_doubts(admin_client):
+    from studyqueue.prompts import current_version
+    from tests.factories import QueueConsumerFactory, StudyQuestionFactory
+
+    StudyQuestionFactory(explanation="x", explanation_prompt_version="aaaaaaaaaaaa")
+    StudyQuestionFactory(explanation="y", explanation_prompt_version="bbbbbbbbbbbb")
+    html = admin_client.get(DASHBOARD_URL).content.decode()
+    tile = html.split('id="sq-outdated"')[1].split("</div></div>")[0]
+    assert f'data-versions="{current_version().hash}" data-live="no"' in tile
+    assert "against these settings: no live consumer" in tile and ">2</a>" in tile
+
+    QueueConsumerFactory(prompt_version="aaaaaaaaaaaa", prompt_label="qwen · aaaaaaa")
+    QueueConsumerFactory(prompt_version="bbbbbbbbbbbb", prompt_label="other · bbbbbbb")
+    html = admin_client.get(DASHBOARD_URL).content.decode()
+    tile = html.split('id="sq-outdated"')[1].split("</div></div>")[0]
+    assert 'data-versions="aaaaaaaaaaaa bbbbbbbbbbbb" data-live="yes"' in tile
+    assert "against aaaaaaa, bbbbbbb, the live consumers'" in tile and ">0</a>" in tile
+    notes = html.split('class="sq-note sq-version-warning">')[1:]
+    assert [n.split("</div>")[0][:36] for n in notes] == [
+        "The live consumers disagree on the p",
+        "The prompt version of these settings",
+    ]
+    assert "qwen · aaaaaaa" in html.split('id="sq-consumers"')[1]  # each consumer's prompt
+    data = admin_client.get(DATA_URL).json()
+    assert (data["outdated"], data["outdated_against"], data["outdated_against_live"]) == (
+        0,
+        ["aaaaaaaaaaaa", "bbbbbbbbbbbb"],
+        True,
+    )
+
+
+def test_each_hourly_metric_is_one_row_of_24_bars_with_its_values_as_text(admin_client):
+    from tests.factories import ExplanationRevisionFactory
+
+    now = timezone.now()
+    reply = ExplanationRevisionFactory(first_token_ms=450, tokens_per_second=31.25)
+    StudyQuestionJobFactory(
+        study_question=reply.question, status="completed", completed_at=now, llm_ms=1500,
+        revision=reply,
+    )  # fmt: skip
+    html = admin_client.get(DASHBOARD_URL).content.decode()
+    hour = timezone.localtime(now).strftime("%H:00")
+    for chart, figure, newest in (
+        ("sq-throughput", "1 / 0", f"{hour}: 1 / 0"),
+        ("sq-llm", "1.5 s", f"{hour}: 1.5 s"),
+        ("sq-ttft", "last: 0.45 s", f"{hour}: 0.45 s"),
+        ("sq-tps", "last: 31.2", f"{hour}: 31.2"),
+    ):
+        row = html.split(f'id="{chart}"', 1)[1].split('<div class="sq-chart"', 1)[0]
+        assert row.count('<span class="sq-col"') == 24, chart
+        assert f'<span class="sq-chart-total">{figure}</span>' in row, chart
+        assert row.split('class="sq-col" title="')[-1].startswith(newest), chart
+        label = row.split('aria-label="', 1)[1].split('"', 1)[0]
+        assert label.endswith(newest), chart  # empty hours are left out of the text
+    assert 'id="sq-throughput"' in admin_client.get(DATA_URL).json()["html"]

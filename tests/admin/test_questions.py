@@ -196,3 +196,23 @@ def test_the_model_refuses_choices_that_are_not_a_list_of_strings(value):
     with pytest.raises(ValidationError) as info:
         question.full_clean()
     assert "choices" in info.value.message_dict
+
+
+def test_the_outdated_filter_follows_the_live_consumers_and_says_so(admin_client):
+    from tests.factories import QueueConsumerFactory
+
+    theirs = StudyQuestionFactory(explanation="x", explanation_prompt_version="aaaaaaaaaaaa")
+    other = StudyQuestionFactory(explanation="y", explanation_prompt_version="bbbbbbbbbbbb")
+    QueueConsumerFactory(prompt_version="aaaaaaaaaaaa", prompt_label="qwen · aaaaaaa")
+    response = admin_client.get(QUESTIONS_URL, {"explanation": "outdated"})
+    assert [q.pk for q in response.context["cl"].result_list] == [other.pk]
+    said = [(m.level_tag, str(m)) for m in get_messages(response.wsgi_request)]
+    assert said[0] == (
+        "info",
+        "Outdated against prompt version qwen · aaaaaaa, used by 1 live consumer.",
+    )
+    assert said[1][0] == "warning" and "differs from the live consumers'" in said[1][1]
+    response = admin_client.get(QUESTIONS_URL, {"explanation": "current"})
+    assert [q.pk for q in response.context["cl"].result_list] == [theirs.pk]
+    page = admin_client.get(reverse("admin:studyqueue_studyquestion_change", args=[other.pk]))
+    assert "(outdated: the prompt changed since)" in page.content.decode()

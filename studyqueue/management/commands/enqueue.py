@@ -8,10 +8,10 @@ from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue import queue
+from studyqueue.management.commands import _outdated
 from studyqueue.management.commands._options import bounded_int, object_id
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import PROTECTED_REVIEWS, JobKind, StudyQuestion, StudyQuestionJob
-from studyqueue.prompts import current_version
 
 
 class Command(TranslatedCommand):
@@ -30,7 +30,8 @@ class Command(TranslatedCommand):
             "--outdated",
             action="store_true",
             help=gettext(
-                "every question whose explanation another prompt version wrote (regenerate)"
+                "every question whose explanation none of the live consumers' prompt "
+                "versions wrote (regenerate); with no live consumer, these settings' version"
             ),
         )
         parser.add_argument(
@@ -99,7 +100,7 @@ class Command(TranslatedCommand):
         if missing:
             wanted |= waiting.missing()
         if outdated:
-            old = waiting.outdated(current_version().hash)
+            old = waiting.outdated(_outdated.versions(self))
             # A reviewer's approval or correction is not regenerated unless asked for.
             if not include_approved:
                 old = old.exclude(current_revision__review_status__in=PROTECTED_REVIEWS)

@@ -16,8 +16,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from studyqueue import transfer
+from studyqueue.management.commands import _outdated
 from studyqueue.management.commands._translated import TranslatedCommand
-from studyqueue.prompts import current_version
 
 
 def moment(value: str) -> datetime:
@@ -44,7 +44,12 @@ class Command(TranslatedCommand):
         parser.add_argument("--format", choices=transfer.FORMATS, default="jsonl")
         parser.add_argument("--since", type=moment, help=_("explained at or after (a date)"))
         parser.add_argument(
-            "--outdated", action="store_true", help=_("only explanations of an older prompt")
+            "--outdated",
+            action="store_true",
+            help=_(
+                "only explanations none of the live consumers' prompt versions wrote (with "
+                "no live consumer: these settings' version)"
+            ),
         )
         parser.add_argument(
             "--approved",
@@ -68,7 +73,7 @@ class Command(TranslatedCommand):
     ) -> None:
         rows = transfer.export_rows(
             since=since,
-            outdated_for=current_version().hash if outdated else None,
+            outdated_for=_outdated.versions(self) if outdated else None,
             approved=approved,
         )
         # An export that stops early closes its database cursor now, not at exit.

@@ -1,0 +1,144 @@
+"""The dashboard's hourly charts: one row of 24 thin bars per metric (CSS only), each bar
+with its value as text (the hover title, and the row's accessible label)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.utils import timezone
+from django.utils.translation import gettext
+
+from studyqueue.stats import DashboardStats, HourBucket
+
+NONE = "\u2013"  # an en dash: no value that hour
+
+
+@dataclass(frozen=True)
+class Part:
+    """One coloured piece of a bar: its height in percent of the row's largest bar."""
+
+    pct: float
+    css: str
+
+
+@dataclass(frozen=True)
+class Bar:
+    hour: str
+    parts: list[Part]
+    text: str  # the hour and its value, for people and screen readers
+
+
+@dataclass(frozen=True)
+class Chart:
+    id: str
+    title: str
+    total: str  # the row's figure at a glance (a sum over 24 h, or the last hour's mean)
+    bars: list[Bar]
+
+    @property
+    def label(self) -> str:
+        """The row as text: its title and every hour with a value."""
+        shown = "; ".join(bar.text for bar in self.bars if bar.parts)
+        if not shown:
+            shown = gettext("nothing in the last 24 hours")
+        return f"{self.title}: {shown}"
+
+
+def _pct(value: float, top: float) -> float:
+    return round(100.0 * value / top, 1) if top else 0.0
+
+
+def _hour(bucket: HourBucket) -> str:
+    return timezone.localtime(bucket.start).strftime("%H:00")  # the hour, local
+
+
+def _seconds(value: float) -> str:
+    return gettext("%(seconds).2f s") % {"seconds": value}
+
+
+def _llm_seconds(ms: float) -> str:
+    return gettext("%(seconds)s s") % {"seconds": round(ms / 1000, 1)}
+
+
+def _mean_chart(
+    stats: DashboardStats,
+    id: str,
+    title: str,
+    value: Callable[[HourBucket], float | None],
+    shown: Callable[[float], str],
+    css: str,
+) -> Chart:
+    """A row of hourly means; its figure is the newest hour that has one."""
+    values = [value(h) for h in stats.hours]
+    top = max((v or 0 for v in values), default=0)
+    bars = [
+        Bar(
+            _hour(h),
+            [Part(_pct(v, top), css)] if v else [],
+            f"{_hour(h)}: {shown(v) if v is not None else NONE}",
+        )
+        for h, v in zip(stats.hours, values, strict=True)
+    ]
+    latest = next((v for v in reversed(values) if v is not None), None)
+    total = NONE if latest is None else gettext("last: %(value)s") % {"value": shown(latest)}
+    return Chart(id, title, total, bars)
+
+
+def hourly_charts(stats: DashboardStats) -> list[Chart]:
+    """Finished jobs, LLM time, time to first token and tokens/s over the last 24 hours."""
+    top_jobs, top_ms = stats.max_hour_jobs, stats.max_hour_llm_ms
+    finished = [
+        Bar(
+            _hour(h),
+            [
+                Part(_pct(n, top_jobs), css)
+                for n, css in ((h.completed, "sq-ok"), (h.failed, "sq-bad"))
+                if n
+            ],
+            gettext("%(hour)s: %(completed)s / %(failed)s")
+            % {"hour": _hour(h), "completed": h.completed, "failed": h.failed},
+        )
+        for h in stats.hours
+    ]
+    llm = [
+        Bar(
+            _hour(h),
+            [Part(_pct(h.llm_ms, top_ms), "sq-llm")] if h.llm_ms else [],
+            f"{_hour(h)}: {_llm_seconds(h.llm_ms)}",
+        )
+        for h in stats.hours
+    ]
+    completed = sum(h.completed for h in stats.hours)
+    failed = sum(h.failed for h in stats.hours)
+    llm_total = sum(h.llm_ms for h in stats.hours)
+    return [
+        Chart(
+            "sq-throughput",
+            gettext("Finished per hour: completed / failed"),
+            f"{completed} / {failed}",
+            finished,
+        ),
+        Chart(
+            "sq-llm",
+            gettext("LLM time per hour"),
+            _llm_seconds(llm_total),
+            llm,
+        ),
+        _mean_chart(
+            stats,
+            "sq-ttft",
+            gettext("Time to first token (hourly mean)"),
+            lambda h: None if h.first_token_ms is None else h.first_token_ms / 1000,
+            _seconds,
+            "sq-ttft",
+        ),
+        _mean_chart(
+            stats,
+            "sq-tps",
+            gettext("Tokens per second (hourly mean)"),
+            lambda h: h.tokens_per_second,
+            lambda v: f"{v:.1f}",
+            "sq-tps",
+        ),
+    ]

@@ -1,0 +1,115 @@
+"""Consumers as they last reported themselves: what each writes with (model, prompt
+version, gate) and whether it still runs. Records are written by the consumers only; an
+operator may remove the record of a stopped or silent one (a live one would come back at
+its next report only after a restart, so it is kept)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
+
+from studyqueue.admin.common import GuardedInputAdmin
+from studyqueue.models import QueueConsumer
+from studyqueue.presence import Liveness, state_of
+
+STATE_COLOURS = {
+    Liveness.LIVE: "#16a34a",
+    Liveness.SILENT: "#d97706",
+    Liveness.STOPPED: "#64748b",
+}
+
+
+@admin.register(QueueConsumer)
+class QueueConsumerAdmin(GuardedInputAdmin):
+    list_display = (
+        "worker_id",
+        "liveness",
+        "started_at",
+        "seen_at",
+        "model_shown",
+        "prompt_label",
+        "gate",
+        "llm_url",
+    )
+    search_fields = ("worker_id", "host", "prompt_version")
+    actions = ("remove_gone",)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Whoever sees the dashboard (which lists the consumers) sees them here too.
+        return super().has_view_permission(request, obj) or request.user.has_perm(
+            "studyqueue.view_studyquestionjob"
+        )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # a consumer writes its own record
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and state_of(obj, timezone.now()).live:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # remove_gone keeps the live ones
+        return actions
+
+    @admin.display(description=_("state"))
+    def liveness(self, record: QueueConsumer) -> str:
+        state = state_of(record, timezone.now()).state
+        return format_html(
+            '<span style="color:#fff;background:{};padding:2px 8px;border-radius:10px;'
+            'font-size:11px;font-weight:600">{}</span>',
+            STATE_COLOURS[state],
+            state.label,
+        )
+
+    @admin.display(description=_("model"), ordering="model")
+    def model_shown(self, record: QueueConsumer) -> str:
+        return record.model or gettext("server default")
+
+    @admin.display(description=_("gate"))
+    def gate(self, record: QueueConsumer) -> str:
+        if record.gate_limit is None or str(record.gate_limit) == record.gate_permits:
+            return record.gate_permits or "-"
+        return gettext("%(permits)s: limit %(limit)s") % {
+            "permits": record.gate_permits or "-",
+            "limit": record.gate_limit,
+        }
+
+    @admin.action(
+        permissions=["delete"], description=_("Remove the selected stopped or silent consumers")
+    )
+    def remove_gone(self, request: HttpRequest, queryset: QuerySet) -> None:
+        now = timezone.now()
+        records = list(queryset)
+        gone = queryset.filter(pk__in=[r.pk for r in records if not state_of(r, now).live])
+        self.log_deletions(request, gone)
+        removed, _ = gone.delete()
+        kept = len(records) - removed
+        self.message_user(
+            request,
+            ngettext("Removed %(count)s consumer.", "Removed %(count)s consumers.", removed)
+            % {"count": removed},
+            messages.SUCCESS,
+        )
+        if kept:
+            self.message_user(
+                request,
+                ngettext(
+                    "Kept %(count)s live consumer: it is running.",
+                    "Kept %(count)s live consumers: they are running.",
+                    kept,
+                )
+                % {"count": kept},
+                messages.WARNING,
+            )

@@ -145,6 +145,7 @@ class Consumer:
             self.database,
             self.stopping,
             starting=self._starting,
+            read=self.claims_db,
         )
         self._jobs: dict[int, asyncio.Task[Outcome]] = {}  # running, by job id
         # Jobs a cycle claimed whose LLM call has not started (loading, waiting at the

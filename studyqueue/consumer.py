@@ -334,17 +334,14 @@ class Consumer:
         return len(self._not_started)
 
     def hand_back_paused_soon(self, kind: str) -> None:
-        """On the consumer's loop, note the pause of ``kind`` (``pauses``) and
-        ``hand_back_paused([kind])`` (thread-safe: the listener's pause notice). Noted even
-        while no job waits: a claim in flight may bring one."""
-        if self._closed:
+        """Note the pause of ``kind`` (``pauses``: even while no job waits, a claim in
+        flight may bring one) and ``hand_back_paused([kind])`` on the consumer's loop
+        (thread-safe: the listener's pause notice)."""
+        self.pauses.noticed(kind)
+        if not self._not_started or self._closed:
             return
         with contextlib.suppress(RuntimeError):  # the loop closed: no job waits any more
-            self._runner.get_loop().call_soon_threadsafe(self._pause_noticed, kind)
-
-    def _pause_noticed(self, kind: str) -> None:
-        self.pauses.noticed(kind)
-        self.hand_back_paused([kind])
+            self._runner.get_loop().call_soon_threadsafe(self.hand_back_paused, [kind])
 
     def hand_back_paused(self, paused: list[str]) -> int:
         """Hand back (attempt kept) every job a cycle claimed whose kind is ``paused``

@@ -12,15 +12,18 @@ name lets the call start at once. README "Pause and resume" states what that gua
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 
 from studyqueue import queue
 
 
 class KnownPauses:
-    """The paused kinds (``""``: every kind) as last noticed or read; one event loop's."""
+    """The paused kinds (``""``: every kind) as last noticed or read (thread-safe: the
+    LISTEN thread notes notices, the consumer's loop reads)."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self._kinds: frozenset[str] = frozenset()
         self._notices = 0  # bumped by every notice: a read started before one may miss it
 
@@ -34,8 +37,9 @@ class KnownPauses:
 
     def noticed(self, kind: str) -> None:
         """A pause of ``kind`` was announced (its ``NOTIFY``)."""
-        self._kinds |= {kind}
-        self._notices += 1
+        with self._lock:
+            self._kinds |= {kind}
+            self._notices += 1
 
     def reading(self) -> int:
         """Call before reading the pauses; hand the result to ``read``."""
@@ -45,4 +49,5 @@ class KnownPauses:
         """The pauses as a read begun at ``started`` (``reading()``) found them. A notice
         that came during the read is kept: the read may have run before its commit."""
         found = frozenset(kinds)
-        self._kinds = found if started == self._notices else self._kinds | found
+        with self._lock:
+            self._kinds = found if started == self._notices else self._kinds | found

@@ -35,6 +35,7 @@ from django.db import DatabaseError, close_old_connections, connections
 
 from studyqueue import gate_limits, presence, queue
 from studyqueue.conf import conf, gate_is_auto
+from studyqueue.known_pauses import KnownPauses
 from studyqueue.models import ErrorCode, StudyQuestionJob
 from studyqueue.queue import Outcome
 from studyqueue.services.breaker import CircuitBreaker
@@ -115,9 +116,9 @@ class Consumer:
         # Three dedicated connections, each on a single-thread executor that sync_to_async
         # runs on (``db``, ``claims_db``, ``gate_db``), health-checked between cycles: the
         # jobs' (their writes and heartbeats, in order), the cycle's claims, and the gate's
-        # (its advisory locks, session locks that must stay on one session, and the last
-        # look at the pauses before a call). Claims and gate operations so never queue
-        # behind a job's write: the gate's sit between two LLM calls, where the server idles.
+        # (its advisory locks, session locks that must stay on one session). Claims and
+        # gate operations so never queue behind a job's write: the gate's sit between two
+        # LLM calls, where the server idles.
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-db")
         self._claim_thread = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="studyqueue-claims"
@@ -144,12 +145,15 @@ class Consumer:
             self.database,
             self.stopping,
             starting=self._starting,
+            read=self.claims_db,
         )
         self._jobs: dict[int, asyncio.Task[Outcome]] = {}  # running, by job id
         # Jobs a cycle claimed whose LLM call has not started (loading, waiting at the
         # gate): a pause of their kind hands them back at once.
         self._not_started: dict[int, StudyQuestionJob] = {}
         self._handed_back: dict[int, str] = {}  # cancelled to be handed back: why
+        # The last look before a call reads these, not the database (``known_pauses``).
+        self.pauses = KnownPauses()
         self._started = False  # reported its start (QueueConsumer)
         self._closed = False
         self._completed_unreported = 0
@@ -180,8 +184,9 @@ class Consumer:
         return await on_claims(*args, **kwargs)
 
     async def gate_db(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a sync function for the gate (its advisory locks, the pauses right before a
-        call) on the gate's connection, which no job's write ever occupies."""
+        """Run a sync function for the gate (its advisory locks; the pauses right before a
+        call when ``pauses`` names the job's kind) on the gate's connection, which no job's
+        write ever occupies."""
         on_gate = sync_to_async(fn, thread_sensitive=False, executor=self._gate_thread)
         return await on_gate(*args, **kwargs)
 
@@ -330,8 +335,10 @@ class Consumer:
         return len(self._not_started)
 
     def hand_back_paused_soon(self, kind: str) -> None:
-        """``hand_back_paused([kind])`` on the consumer's loop (thread-safe: the listener's
-        pause notice)."""
+        """Note the pause of ``kind`` (``pauses``: even while no job waits, a claim in
+        flight may bring one) and ``hand_back_paused([kind])`` on the consumer's loop
+        (thread-safe: the listener's pause notice)."""
+        self.pauses.noticed(kind)
         if not self._not_started or self._closed:
             return
         with contextlib.suppress(RuntimeError):  # the loop closed: no job waits any more
@@ -358,10 +365,16 @@ class Consumer:
 
     async def _starting(self, job: StudyQuestionJob) -> str | None:
         """``WorkContext.starting``: inside the gate, the last look at the pauses before a
-        cycle's job calls the LLM (``run_one`` runs its job whatever the pauses)."""
+        cycle's job calls the LLM (``run_one`` runs its job whatever the pauses). The hot
+        path ("How it is built"): the pauses this consumer knows of, read from the database
+        only when they name the job's kind."""
         if self._not_started.pop(job.pk, None) is None:
             return None
-        paused = await self.gate_db(queue.paused_kinds)  # the hot path: "How it is built"
+        if not self.pauses.may_be_paused(job.kind):
+            return None
+        started = self.pauses.reading()
+        paused = await self.gate_db(queue.paused_kinds)
+        self.pauses.read(paused, started=started)
         return _paused_message(job.kind, paused) if queue.is_paused(job.kind, paused) else None
 
     async def run_claimed(self, job: StudyQuestionJob) -> Outcome:
@@ -553,16 +566,19 @@ class Cycle:
 
     async def check_pauses(self) -> None:
         """While claimed jobs wait to start, look for a pause of their kind twice a second
-        (on PostgreSQL the pause's NOTIFY is sooner; this covers SQLite and a lost one)."""
+        (on PostgreSQL the pause's NOTIFY is sooner; this covers SQLite and a lost one),
+        and keep what it found for the jobs' last look (``Consumer.pauses``)."""
         consumer = self.consumer
         if not consumer.not_started or time.monotonic() - self.pauses_checked_at < 0.5:
             return
         self.pauses_checked_at = time.monotonic()
+        started = consumer.pauses.reading()
         try:
             paused = await queue.apaused_kinds()
         except DatabaseError as exc:
             self.db_error = exc  # as for a claim: claim no more, let running jobs finish
             return
+        consumer.pauses.read(paused, started=started)
         if paused:
             consumer.hand_back_paused(paused)
 

@@ -455,6 +455,34 @@ def test_a_pause_hands_back_at_once_the_jobs_waiting_at_the_gate(
         assert "paused" in job.error_message and job.free_releases == 0
 
 
+def test_a_pause_known_but_lifted_does_not_hold_a_job_back(llm_server, make_consumer):
+    """The last look before a call reads the pauses the consumer knows of; one it knows
+    but the database no longer has (a resume sends no notice of its own) is confirmed
+    there, the job runs, and the stale entry is gone."""
+    (job,) = enqueue()
+    consumer = make_consumer()
+    consumer.pauses.noticed("")
+    assert consumer.run_cycle().outcomes == {"completed": 1}
+    assert job_state(job) == ("completed", "", 1)
+    assert consumer.pauses.kinds == frozenset()
+
+
+def test_a_pause_the_consumer_knows_of_holds_back_a_job_claimed_before_it(
+    llm_server, make_consumer
+):
+    """A job claimed before the pause whose notice came while the claim was in flight
+    (not yet waiting, so not handed back by it) is held back by its last look."""
+    (job,) = enqueue()
+    consumer = make_consumer()
+    claimed = queue.claim(worker_id=consumer.worker_id, limit=1)
+    queue.pause(reason="test")
+    consumer.pauses.noticed("")
+    consumer._not_started[claimed[0].pk] = claimed[0]
+    assert consumer.run_one(claimed[0]) == "released"
+    assert llm_server.stats()["requests"] == 0
+    assert job_state(job) == ("pending", "", 0)
+
+
 def test_an_explicit_run_ignores_a_pause(llm_server, make_consumer):
     """``run_one`` (``manage.py explain``) runs the job it was given, paused or not."""
     (job,) = enqueue()

@@ -36,6 +36,15 @@ class WorkContext:
     # Right before a job's LLM call: a reason not to start it (its kind was paused since
     # the claim), or None; from then on the job counts as started (``hold_back``).
     starting: Starting = _always_start
+    # ``await ctx.read(fn, *args)``: a job's reads before its call (its question), on a
+    # connection its writes do not hold (the consumer's claims'), so that the next job's
+    # read never queues behind the previous job's store; None: on ``db``.
+    read: RunDB | None = None
+
+    @property
+    def reader(self) -> RunDB:
+        """Where a job's reads before its call run: ``read``, else ``db``."""
+        return self.read or self.db
 
 
 async def hold_back(ctx: WorkContext, job: StudyQuestionJob) -> Outcome | None:

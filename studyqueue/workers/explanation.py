@@ -126,7 +126,8 @@ def _question_missing(job: StudyQuestionJob) -> Outcome:
 
 async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
     """Run one claimed explanation job; returns what became of it."""
-    question = await ctx.db(_load, job, ctx.database)
+    # Not on the jobs' connection: there it waited behind the previous job's store.
+    question = await ctx.reader(_load, job, ctx.database)
     if question is None:
         return await ctx.db(queue.fail, job, ErrorCode.QUESTION_MISSING, "the question was deleted")
     if not question.text.strip():

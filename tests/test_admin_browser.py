@@ -181,9 +181,11 @@ def test_operator_filters_failed_jobs_retries_them_and_opens_the_dashboard(site,
     assert_styled(page, "dashboard")
     page.screenshot(path=str(SHOTS / "12-dashboard.png"), full_page=True)
     retried = StudyQuestionJob.objects.filter(pk__in=[f.pk for f in failed])
-    # Retried jobs went back to pending; with no LLM server the consumer hands them back.
+    # Retried jobs went back to pending; with no LLM server the consumer hands them back (it
+    # may hold one at this moment: SQLite's consumer looks for ready jobs every second).
     assert {j.error_code for j in retried} <= {"", "llm_unavailable"}
-    assert {j.status for j in retried} == {"pending"}
+    assert {j.status for j in retried} <= {"pending", "processing"}
+    assert all(j.attempts == 0 for j in retried), "an unreachable server costs no attempt"
 
 
 def test_a_reviewer_works_through_the_queue_with_the_keyboard(site, page):

@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import gettext
 
-from studyqueue import revisions
+from studyqueue import prompts, revisions
 from tests.factories import (
     ExplanationRevisionFactory,
     StudyQuestionFactory,
@@ -63,9 +63,10 @@ def test_the_admin_asked_for_in_korean_is_korean(site, page):  # noqa: F811
     StudyQuestionJobFactory(study_question=StudyQuestionFactory(text="2 더하기 2는?"))
     with translation.override("ko"):
         korean = {name: [gettext(label) for label in labels] for name, labels in LABELS.items()}
-    # What the pages show as data: the operator, this host (in the consumer's name); URLs
-    # (the LLM server's) are dropped before the words are read.
-    data = {OPERATOR, socket.gethostname()}
+    # What the pages show as data: the operator, this host (in the consumer's name), the
+    # prompt version's label (its model and settings); URLs (the LLM server's) are dropped
+    # before the words are read.
+    data = {OPERATOR, socket.gethostname(), prompts.current_version().label}
 
     page.set_extra_http_headers({"Accept-Language": "ko"})
     page.goto(f"{site}/admin/login/?next=/admin/")

@@ -23,7 +23,7 @@ from django.db import connections
 from django.urls import reverse
 from django.utils import timezone
 
-from studyqueue.models import StudyQuestionJob
+from studyqueue.models import JobAttempt, StudyQuestionJob
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 from tests.helpers import ROOT, wait_for
 
@@ -217,11 +217,11 @@ def a_job_of_every_kind_of_row() -> dict[str, StudyQuestionJob]:
         ),
         "running": dict(
             status="processing", attempts=2, started_at=ago(minutes=2),
-            heartbeat_at=ago(seconds=5), worker_id="host-1:4242:ab12cd",
+            heartbeat_at=ago(seconds=5), worker_id="host-1:4242",
         ),
         "stale": dict(
             status="processing", attempts=3, started_at=ago(hours=3),
-            heartbeat_at=ago(hours=2), worker_id="host-2:4242:ef34gh",
+            heartbeat_at=ago(hours=2), worker_id="host-2:4242",
         ),
         "skipped": dict(
             status="skipped", kind="session_summary", error_code="unsupported_kind",
@@ -252,7 +252,19 @@ OVERFLOW_JS = """() => {
 }"""
 
 
-def test_the_job_list_fits_1400px_with_the_sidebar_open(idle_site, page):
+# How far the job page's timeline reaches past its fieldset (which clips it) and the window.
+TIMELINE_OVERFLOW_JS = """() => {
+    const last = document.querySelector('table.sq-timeline thead th:last-child');
+    const fieldset = document.querySelector('fieldset:has(table.sq-timeline)');
+    const right = (element) => element.getBoundingClientRect().right;
+    return {
+        fieldset: right(last) - right(fieldset),
+        page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+    };
+}"""
+
+
+def test_the_job_list_fits_1400px_and_a_job_page_shows_its_attempts(idle_site, page):
     jobs = a_job_of_every_kind_of_row()
     log_in(page, idle_site, reverse("admin:studyqueue_studyquestionjob_changelist"))
     page.wait_for_selector("#result_list")
@@ -281,6 +293,32 @@ def test_the_job_list_fits_1400px_with_the_sidebar_open(idle_site, page):
     assert "retry at" in text("retrying") and "question_changed" in text("retrying")
     assert "(9s)" in text("completed") and "8.9s" in text("completed")
     assert "llm_server_error" in text("failed")
+
+    # The failed job's page: its three attempts as a timeline (rows as the queue writes them).
+    failed = jobs["failed"]
+    start = failed.started_at
+    JobAttempt.objects.bulk_create(
+        JobAttempt(
+            job=failed, number=n, worker_id=f"ip-10-0-12-{n}.eu-west-1.compute.internal:4242",
+            started_at=start - timedelta(minutes=30 * (3 - n)),
+            ended_at=start - timedelta(minutes=30 * (3 - n), seconds=-41 * n),
+            outcome="failed" if n == 3 else "retrying", error_code="llm_server_error",
+            error_message="the LLM server answered 502 Bad Gateway: upstream model worker crashed",
+            prompt_tokens=412 if n == 2 else None, completion_tokens=3 if n == 2 else None,
+            first_token_ms=230 if n == 2 else None,
+        )
+        for n in (1, 2, 3)
+    )  # fmt: skip
+    page.goto(f"{idle_site}{reverse('admin:studyqueue_studyquestionjob_change', args=[failed.pk])}")
+    page.wait_for_selector("table.sq-timeline")
+    assert page.locator("table.sq-timeline tbody tr").count() == 3
+    assert page.locator("table.sq-timeline .sq-badge").all_inner_texts() == [
+        "Retrying", "Retrying", "Failed",
+    ]  # fmt: skip
+    past = page.evaluate(TIMELINE_OVERFLOW_JS)
+    assert all(px <= 0 for px in past.values()), f"px past the edge: {past}"
+    page.screenshot(path=str(SHOTS / "14-job-page.png"), full_page=True)
+    page.locator("fieldset:has(table.sq-timeline)").screenshot(path=str(SHOTS / "15-timeline.png"))
 
 
 def test_operator_filters_failed_jobs_retries_them_and_opens_the_dashboard(site, page):

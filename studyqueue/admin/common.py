@@ -26,6 +26,7 @@ from studyqueue import queue
 from studyqueue.columns import MAX_ID, unstorable
 from studyqueue.conf import conf
 from studyqueue.models import (
+    AttemptOutcome,
     JobQuerySet,
     JobStatus,
 )
@@ -37,6 +38,17 @@ STATUS_COLOURS: dict[str, str] = {
     JobStatus.COMPLETED: "#16a34a",
     JobStatus.FAILED: "#dc2626",
     JobStatus.SKIPPED: "#d97706",
+}
+
+# Badge colours per attempt outcome ("" is an attempt still running); a test checks them all.
+ATTEMPT_COLOURS: dict[str, str] = {
+    "": STATUS_COLOURS[JobStatus.PROCESSING],
+    AttemptOutcome.COMPLETED: STATUS_COLOURS[JobStatus.COMPLETED],
+    AttemptOutcome.RETRYING: "#ca8a04",
+    AttemptOutcome.FAILED: STATUS_COLOURS[JobStatus.FAILED],
+    AttemptOutcome.RELEASED: STATUS_COLOURS[JobStatus.PENDING],
+    AttemptOutcome.SKIPPED: STATUS_COLOURS[JobStatus.SKIPPED],
+    AttemptOutcome.STALE: "#9a3412",
 }
 
 EXCERPT = 60

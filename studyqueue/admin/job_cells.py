@@ -10,10 +10,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
-from studyqueue.admin.common import badge, short_duration, status_badge
-from studyqueue.models import ErrorCode, JobStatus, StudyQuestionJob
-
-STALE_COLOUR = "#9a3412"
+from studyqueue.admin.common import ATTEMPT_COLOURS, badge, short_duration, status_badge
+from studyqueue.models import AttemptOutcome, ErrorCode, JobStatus, StudyQuestionJob
 
 
 def local_time(moment: datetime, since: datetime) -> str:
@@ -43,7 +41,8 @@ def state_cell(job: StudyQuestionJob, cutoff: datetime) -> SafeString:
     cell = status_badge(job.status)
     if is_stale(job, cutoff) and job.heartbeat_at is not None:
         since = gettext("No heartbeat since %(time)s") % {"time": _full(job.heartbeat_at)}
-        cell += format_html(" {}", badge(gettext("stale"), STALE_COLOUR, since))
+        colour = ATTEMPT_COLOURS[AttemptOutcome.STALE]
+        cell += format_html(" {}", badge(gettext("stale"), colour, since))
     if job.error_code:
         label = ErrorCode(job.error_code).label if job.error_code in ErrorCode.values else ""
         cell += format_html(

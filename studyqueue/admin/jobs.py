@@ -31,6 +31,7 @@ from studyqueue.admin.common import (
     stale_cutoff,
     status_badge,
 )
+from studyqueue.admin.timeline import timeline
 from studyqueue.columns import MAX_ID
 from studyqueue.conf import conf
 from studyqueue.models import (
@@ -87,6 +88,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
                 )
             },
         ),
+        (_("Every attempt"), {"fields": ("attempt_timeline",)}),
         (
             _("Times"),
             {"fields": ("created_at", "started_at", "heartbeat_at", "completed_at", "claim_token")},
@@ -236,6 +238,10 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             return "-"
         url = reverse("admin:studyqueue_studyquestion_explanation", args=[question.pk])
         return long_text(question.explanation, url)
+
+    @admin.display(description=_("timeline"))
+    def attempt_timeline(self, job: StudyQuestionJob) -> str:
+        return timeline(job)
 
     @admin.display(description=_("error message"))
     def error_message_box(self, job: StudyQuestionJob) -> str:

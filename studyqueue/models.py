@@ -60,6 +60,16 @@ def _choice_width(choices: type[models.TextChoices]) -> int:
     return max(len(value) for value in choices.values)
 
 
+def error_code_field() -> models.CharField:
+    """An error code column: a job's last, an attempt's own."""
+    return models.CharField(
+        verbose_name=_("error code"),
+        max_length=_choice_width(ErrorCode),
+        choices=ErrorCode.choices,
+        blank=True,
+    )
+
+
 def default_max_attempts() -> int:
     """The MAX_ATTEMPTS setting, read when a job is created."""
     from studyqueue.conf import conf
@@ -280,12 +290,7 @@ class StudyQuestionJob(models.Model):
             "after its call reached the LLM server (bounded: every job ends)."
         ),
     )
-    error_code = models.CharField(
-        verbose_name=_("error code"),
-        max_length=_choice_width(ErrorCode),
-        choices=ErrorCode.choices,
-        blank=True,
-    )
+    error_code = error_code_field()
     error_message = models.TextField(verbose_name=_("error message"), blank=True)
     created_at = models.DateTimeField(verbose_name=_("created"), default=timezone.now)
     run_after = models.DateTimeField(
@@ -418,12 +423,7 @@ class JobAttempt(models.Model):
         choices=AttemptOutcome.choices,
         blank=True,
     )
-    error_code = models.CharField(
-        verbose_name=_("error code"),
-        max_length=_choice_width(ErrorCode),
-        choices=ErrorCode.choices,
-        blank=True,
-    )
+    error_code = error_code_field()
     error_message = models.TextField(verbose_name=_("error message"), blank=True)
     prompt_tokens = models.PositiveIntegerField(
         verbose_name=_("prompt tokens"), null=True, blank=True

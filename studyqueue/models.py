@@ -61,6 +61,16 @@ def _choice_width(choices: type[models.TextChoices]) -> int:
     return max(len(value) for value in choices.values)
 
 
+def error_code_field() -> models.CharField:
+    """An error code column: a job's last, an attempt's own."""
+    return models.CharField(
+        verbose_name=_("error code"),
+        max_length=_choice_width(ErrorCode),
+        choices=ErrorCode.choices,
+        blank=True,
+    )
+
+
 def default_max_attempts() -> int:
     """The MAX_ATTEMPTS setting, read when a job is created."""
     from studyqueue.conf import conf
@@ -285,12 +295,7 @@ class StudyQuestionJob(models.Model):
             "after its call reached the LLM server (bounded: every job ends)."
         ),
     )
-    error_code = models.CharField(
-        verbose_name=_("error code"),
-        max_length=_choice_width(ErrorCode),
-        choices=ErrorCode.choices,
-        blank=True,
-    )
+    error_code = error_code_field()
     error_message = models.TextField(verbose_name=_("error message"), blank=True)
     created_at = models.DateTimeField(verbose_name=_("created"), default=timezone.now)
     run_after = models.DateTimeField(
@@ -384,6 +389,80 @@ class StudyQuestionJob(models.Model):
             "id": self.pk,
             "kind": self.get_kind_display(),
             "status": self.get_status_display(),
+        }
+
+
+class AttemptOutcome(models.TextChoices):
+    """How one attempt at a job ended (blank while it runs)."""
+
+    COMPLETED = "completed", _("Completed")  # the reply was stored
+    RETRYING = "retrying", _("Retrying")  # failed, or its reply was flagged: the job runs again
+    FAILED = "failed", _("Failed")  # failed, and the job with it
+    RELEASED = "released", _("Handed back")  # not counted: server down, consumer stopping, pause
+    SKIPPED = "skipped", _("Skipped")  # not run (reserved or unknown kind), or by an operator
+    STALE = "stale", _("Stale")  # no heartbeat: presumed dead, reset or failed by the stale scan
+
+
+class JobAttempt(models.Model):
+    """One claim of a job, from the claim to how it ended: the job's history, pruned with it.
+    Written only by ``studyqueue.queue``, in the statements and transactions of its
+    transitions."""
+
+    job = models.ForeignKey(
+        StudyQuestionJob,
+        verbose_name=_("job"),
+        on_delete=models.CASCADE,
+        related_name="attempt_log",
+        db_index=False,  # the (job, number) constraint's index serves it
+    )
+    number = models.PositiveIntegerField(
+        verbose_name=_("attempt"),
+        help_text=_("1, 2, … over the job's whole life, an operator's retries included."),
+    )
+    started_at = models.DateTimeField(verbose_name=_("started"))
+    ended_at = models.DateTimeField(verbose_name=_("ended"), null=True, blank=True)
+    worker_id = models.CharField(verbose_name=_("worker"), max_length=200, blank=True)
+    outcome = models.CharField(
+        verbose_name=_("outcome"),
+        max_length=_choice_width(AttemptOutcome),
+        choices=AttemptOutcome.choices,
+        blank=True,
+    )
+    error_code = error_code_field()
+    error_message = models.TextField(verbose_name=_("error message"), blank=True)
+    prompt_tokens = models.PositiveIntegerField(
+        verbose_name=_("prompt tokens"), null=True, blank=True
+    )
+    completion_tokens = models.PositiveIntegerField(
+        verbose_name=_("completion tokens"), null=True, blank=True
+    )
+    first_token_ms = models.PositiveIntegerField(
+        verbose_name=_("time to first token (ms)"), null=True, blank=True
+    )
+
+    class Meta:
+        ordering = ["job", "number"]
+        verbose_name = _("job attempt")
+        verbose_name_plural = _("job attempts")
+        default_permissions = ()  # shown on its job's page, never edited
+        constraints = [
+            models.UniqueConstraint(fields=["job", "number"], name="studyqueue_attempt_number"),
+            # The one a fenced transition closes; also the index of "its open attempt".
+            models.UniqueConstraint(
+                fields=["job"],
+                condition=Q(ended_at__isnull=True),
+                name="studyqueue_attempt_one_open",
+            ),
+            models.CheckConstraint(
+                condition=Q(outcome__in=["", *AttemptOutcome.values]),
+                name="studyqueue_attempt_outcome_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return gettext("attempt %(number)s of job %(job)s") % {
+            "number": self.number,
+            "job": self.job_id,
         }
 
 

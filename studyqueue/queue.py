@@ -29,12 +29,13 @@ from django.db import IntegrityError, connections, router, transaction
 from django.db.models import F, Field, QuerySet
 from django.utils import timezone
 
-from studyqueue import notify
+from studyqueue import attempts, notify
 from studyqueue import retry as policy
 from studyqueue.columns import fit
 from studyqueue.conf import conf
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import (
+    AttemptOutcome,
     ErrorCode,
     JobKind,
     JobQuerySet,
@@ -92,15 +93,18 @@ SET status = 'processing',
 WHERE {ids}
 RETURNING *
 """
-# One given job, for an operator who runs it now (``manage.py explain``): not before its
-# turn in the queue matters, nor a pause; attempts and the fence are as for any claim.
-CLAIM_ONE_SQL = _CLAIM.format(
-    ids="id = %(job_id)s AND status = 'pending' AND attempts < max_attempts"
-)
+# Each claim opens its jobs' attempts (``JobAttempt``): on PostgreSQL in the same statement
+# (``attempts.opening_claim``), on SQLite by a second one in the claim's transaction.
 CLAIM_SQL = {
-    "postgresql": _CLAIM.format(ids=f"id = ANY(ARRAY({_READY_IDS}\n    FOR UPDATE SKIP LOCKED))"),
+    "postgresql": attempts.opening_claim(
+        _CLAIM.format(ids=f"id = ANY(ARRAY({_READY_IDS}\n    FOR UPDATE SKIP LOCKED))")
+    ),
     "sqlite": _CLAIM.format(ids=f"id IN ({_READY_IDS})"),
 }
+# One given job, for an operator who runs it now (``manage.py explain``): not before its
+# turn in the queue matters, nor a pause; attempts and the fence are as for any claim.
+_CLAIM_ONE = _CLAIM.format(ids="id = %(job_id)s AND status = 'pending' AND attempts < max_attempts")
+CLAIM_ONE_SQL = {"postgresql": attempts.opening_claim(_CLAIM_ONE), "sqlite": _CLAIM_ONE}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -260,15 +264,22 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
 # --------------------------------------------------------------------------- consumer side
 
 
-def _run_claim(sql: str, worker_id: str, **params: Any) -> list[Job]:
-    """Run a claim statement with a fresh claim token; the claimed jobs in id order."""
+def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]:
+    """Run a claim statement (by vendor) with a fresh claim token, opening the claimed jobs'
+    attempts; the claimed jobs in id order."""
     db = database()
     params.update(
         token=_db_value("claim_token", uuid.uuid4(), db),
         worker_id=fit(Job, "worker_id", worker_id),
         now=_db_value("started_at", timezone.now(), db),
     )
-    jobs = sorted(Job.objects.db_manager(db).raw(sql, params), key=lambda j: j.pk)
+    vendor = connections[db].vendor
+    if vendor == "postgresql":  # one statement: atomic as it is
+        jobs = sorted(Job.objects.db_manager(db).raw(sqls[vendor], params), key=lambda j: j.pk)
+    else:
+        with transaction.atomic(using=db):
+            jobs = sorted(Job.objects.db_manager(db).raw(sqls[vendor], params), key=lambda j: j.pk)
+            attempts.open_claimed(db, [job.pk for job in jobs])
     for job in jobs:
         _log("claimed", job, worker=worker_id)
     return jobs
@@ -282,8 +293,7 @@ def claim(*, worker_id: str, limit: int | None = None) -> list[Job]:
     limit = conf.BATCH_SIZE if limit is None else limit
     if limit < 1:
         return []
-    sql = CLAIM_SQL[connections[database()].vendor]
-    return _run_claim(sql, worker_id, limit=limit)
+    return _run_claim(CLAIM_SQL, worker_id, limit=limit)
 
 
 def claim_job(job_id: int, *, worker_id: str) -> Job | None:
@@ -304,12 +314,30 @@ def heartbeat(job: Job) -> bool:
 
 
 def _finish(
-    job: Job, event: str, values: dict[str, Any], outcome: Outcome, level: int = logging.INFO
+    job: Job,
+    event: str,
+    values: dict[str, Any],
+    outcome: Outcome,
+    level: int = logging.INFO,
+    usage: attempts.Usage | None = None,
 ) -> Outcome:
-    """Apply a fenced transition; ``outcome`` if it applied, else ``Outcome.LOST``."""
-    if not _fenced_update(job, values):
-        _log(f"{event}_refused", job, level=logging.WARNING, reason="claim_lost")
-        return Outcome.LOST
+    """Apply a fenced transition and close the claim's attempt with it, in one transaction;
+    ``outcome`` if it applied, else ``Outcome.LOST`` (and nothing is written)."""
+    db = database()
+    # No savepoint: inside a caller's transaction (store) the two share its fate.
+    with transaction.atomic(using=db, savepoint=False):
+        if not _fenced_update(job, values):
+            _log(f"{event}_refused", job, level=logging.WARNING, reason="claim_lost")
+            return Outcome.LOST
+        attempts.close(
+            db,
+            job.pk,
+            AttemptOutcome(outcome),
+            ended_at=values.get("completed_at") or timezone.now(),
+            error_code=values.get("error_code", ""),
+            error_message=values.get("error_message", ""),
+            usage=usage,
+        )
 
     def committed() -> None:
         # Only once the write is durable: inside a transaction that later rolls back
@@ -319,7 +347,7 @@ def _finish(
             setattr(job, name, value)
         _log(event, job, level=level)
 
-    transaction.on_commit(committed, using=database())
+    transaction.on_commit(committed, using=db)
     return outcome
 
 
@@ -338,13 +366,30 @@ def complete(
         "revision_id": revision.pk if revision is not None else None,
         "llm_ms": llm_ms,
     }
-    return _finish(job, "completed", values, Outcome.COMPLETED)
+    return _finish(job, "completed", values, Outcome.COMPLETED, usage=_usage(revision))
 
 
-def retry_for_quality(job: Job, *, reason: str, max_tokens: int | None = None) -> Outcome:
-    """A finished call whose reply was flagged: run the job once more, at once (with
-    ``max_tokens`` if given); the next claim counts its attempt. Only once per job. Fenced:
-    ``RETRYING``, or ``LOST``."""
+def _usage(revision: ExplanationRevision | None) -> attempts.Usage | None:
+    """What the attempt's reply reported, from the revision it became."""
+    if revision is None:
+        return None
+    return attempts.Usage(
+        prompt_tokens=revision.prompt_tokens,
+        completion_tokens=revision.completion_tokens,
+        first_token_ms=revision.first_token_ms,
+    )
+
+
+def retry_for_quality(
+    job: Job,
+    *,
+    reason: str,
+    max_tokens: int | None = None,
+    revision: ExplanationRevision | None = None,
+) -> Outcome:
+    """A finished call whose reply was flagged (kept as ``revision``, not current): run the
+    job once more, at once (with ``max_tokens`` if given); the next claim counts its attempt.
+    Only once per job. Fenced: ``RETRYING``, or ``LOST``."""
     values: dict[str, Any] = {
         "status": JobStatus.PENDING,
         "run_after": timezone.now(),
@@ -354,7 +399,7 @@ def retry_for_quality(job: Job, *, reason: str, max_tokens: int | None = None) -
         "error_code": "",
         "error_message": _clip(reason),
     }
-    return _finish(job, "quality_retry", values, Outcome.RETRYING)
+    return _finish(job, "quality_retry", values, Outcome.RETRYING, usage=_usage(revision))
 
 
 def fail(job: Job, code: str, message: str = "", *, retry_after: float | None = None) -> Outcome:
@@ -614,12 +659,20 @@ def skip(
             active = _jobs().active().filter(pk__in=chunk).select_for_update()
             running = dict(active.values_list("pk", "status"))
             done = sorted(running)
-            for job_id in done:
-                if running[job_id] == JobStatus.PROCESSING:
-                    # Its consumer stops the LLM call at once (PostgreSQL; on SQLite at its
-                    # next heartbeat, which finds the claim gone).
-                    notify.send(notify.cancel(job_id), using=db)
+            processing = [pk for pk in done if running[pk] == JobStatus.PROCESSING]
+            for job_id in processing:
+                # Its consumer stops the LLM call at once (PostgreSQL; on SQLite at its
+                # next heartbeat, which finds the claim gone).
+                notify.send(notify.cancel(job_id), using=db)
             _jobs().filter(pk__in=done).update(**values)
+            attempts.close_many(
+                db,
+                processing,
+                AttemptOutcome.SKIPPED,
+                ended_at=values["completed_at"],
+                error_code=values["error_code"],
+                error_message=values["error_message"],
+            )
         result.skipped += done
         result.wrong_state += [i for i in chunk if i not in running]
         _log_set("skipped", done, error_code=code)
@@ -656,22 +709,27 @@ def reset_stale(
     stale = _jobs().stale(now - older_than)
     if job_ids is not None:
         stale = stale.filter(pk__in=sorted({int(i) for i in job_ids}))
-    exhausted = stale.filter(attempts__gte=F("max_attempts"))
     if not dry_run and not stale.exists():
         return StaleResult(reset=0, failed=0)  # the usual case: one cheap index probe
     if dry_run:
-        failed_count = exhausted.count()
+        failed_count = stale.filter(attempts__gte=F("max_attempts")).count()
         return StaleResult(reset=stale.count() - failed_count, failed=failed_count)
     message = f"no heartbeat for {older_than.total_seconds():.0f}s; worker presumed dead"
     common = {"claim_token": None, "error_code": ErrorCode.STALE, "error_message": message}
     with transaction.atomic(using=db):
         # Locked first: an old worker's fenced write waits for this transaction and
         # then finds its claim gone.
-        failed_ids = sorted(exhausted.select_for_update().values_list("pk", flat=True))
+        rows = stale.select_for_update().values_list("pk", "attempts", "max_attempts")
+        failed_ids = sorted(pk for pk, used, allowed in rows if used >= allowed)
+        reset_ids = sorted(pk for pk, used, allowed in rows if used < allowed)
+        # Their attempts end as stale: the locked set as a subquery, not a list of ids.
+        attempts.close_many(
+            db, stale.values("pk"), AttemptOutcome.STALE, ended_at=now,
+            error_code=ErrorCode.STALE, error_message=message,
+        )  # fmt: skip
         _jobs().filter(pk__in=failed_ids).update(
             status=JobStatus.FAILED, completed_at=now, **common
         )
-        reset_ids = sorted(stale.select_for_update().values_list("pk", flat=True))
         _jobs().filter(pk__in=reset_ids).update(
             status=JobStatus.PENDING, run_after=now, started_at=None, heartbeat_at=None, **common
         )
@@ -686,7 +744,9 @@ def reset_stale(
 def prune_finished(*, older_than: timedelta) -> int:
     """Delete finished (completed, failed, skipped) jobs that ended before ``older_than`` ago."""
     cutoff = timezone.now() - older_than
-    deleted, _ = _jobs().finished().filter(completed_at__lt=cutoff).delete()
+    # Their attempts go with them (CASCADE); the count is of jobs.
+    _, per_model = _jobs().finished().filter(completed_at__lt=cutoff).delete()
+    deleted = per_model.get(Job._meta.label, 0)
     logger.info("study_jobs_pruned count=%s older_than_days=%s", deleted, older_than.days)
     return deleted
 

@@ -7,19 +7,23 @@ page served without its CSS fails. Screenshots land in artifacts/screenshots/ (g
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
 import urllib.request
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.db import connections
 from django.urls import reverse
+from django.utils import timezone
 
-from studyqueue.models import StudyQuestionJob
+from studyqueue.models import JobAttempt, StudyQuestionJob
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 from tests.helpers import ROOT, wait_for
 
@@ -41,48 +45,74 @@ OPERATOR, PASSWORD = "operator", "correct-horse-battery"
 STYLED_HEADER = "rgb(65, 118, 144)"
 
 
-@pytest.fixture
-def site(child_env, python, free_port) -> Iterator[str]:
-    """``manage.py serve`` on a free port, on the test database; its base URL."""
+@contextlib.contextmanager
+def serving(env: dict[str, str], python: str, port: int, log: Path | None = None) -> Iterator[str]:
+    """``manage.py serve`` on a free port, on the test database; its base URL. ``log``: a file
+    for its log lines (else they go where the test's go)."""
     env = {
-        **child_env,
+        **env,
         "DJANGO_SUPERUSER_USERNAME": OPERATOR,
         "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
         "DJANGO_SUPERUSER_EMAIL": "op@example.com",
-        "STUDYQUEUE_LLM_URL": f"http://127.0.0.1:{free_port}/v1",  # no LLM: jobs wait
+        "STUDYQUEUE_LLM_URL": f"http://127.0.0.1:{port}/v1",  # no LLM: jobs wait
     }
-    bind = f"127.0.0.1:{free_port + 1 if free_port < 65535 else free_port - 1}"
-    proc = subprocess.Popen(
-        [python, "manage.py", "serve", "--bind", bind, "--web-workers", "1"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    url = f"http://{bind}"
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        assert f"Admin: {url}/admin/ (log in as '{OPERATOR}')" in first, first
-
-        def answers() -> bool:
-            try:
-                with urllib.request.urlopen(f"{url}/admin/login/", timeout=2) as reply:
-                    return reply.status == 200
-            except OSError:
-                return False
-
-        wait_for(answers, timeout=30, interval=0.1, what="the web server")
-        yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
+    bind = f"127.0.0.1:{port + 1 if port < 65535 else port - 1}"
+    with contextlib.ExitStack() as stack:
+        stderr = stack.enter_context(log.open("w")) if log is not None else None
+        proc = subprocess.Popen(
+            [python, "manage.py", "serve", "--bind", bind, "--web-workers", "1"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            start_new_session=True,
+        )
+        url = f"http://{bind}"
         try:
-            proc.wait(timeout=30)
+            assert proc.stdout is not None
+            first = proc.stdout.readline()
+            assert f"Admin: {url}/admin/ (log in as '{OPERATOR}')" in first, first
+
+            def answers() -> bool:
+                try:
+                    with urllib.request.urlopen(f"{url}/admin/login/", timeout=2) as reply:
+                        return reply.status == 200
+                except OSError:
+                    return False
+
+            wait_for(answers, timeout=30, interval=0.1, what="the web server")
+            yield url
         finally:
-            if proc.poll() is None:
-                proc.kill()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
     assert proc.returncode == 0, "serve stops cleanly on SIGTERM"
+
+
+@pytest.fixture
+def site(child_env, python, free_port) -> Iterator[str]:
+    with serving(child_env, python, free_port) as url:
+        yield url
+
+
+@pytest.fixture
+def idle_site(child_env, python, free_port, tmp_path) -> Iterator[str]:
+    """``serve`` whose consumer has run its first cycle and runs no other for an hour unless
+    a job is ready: the rows a test writes next (stale ones too) stay as written."""
+    log = tmp_path / "serve.log"
+    env = {**child_env, "LOG_LEVEL": "INFO", "STUDYQUEUE_INTERVAL_SECONDS": "3600"}
+    with serving(env, python, free_port, log) as url:
+        wait_for(
+            lambda: "study_consumer_cycle" in log.read_text(),
+            timeout=30,
+            interval=0.1,
+            what="the consumer's first cycle",
+        )
+        yield url
 
 
 @pytest.fixture
@@ -150,6 +180,147 @@ def test_the_served_admin_is_styled_on_every_studyqueue_page(site, page):
     assert page.inner_text("body").startswith("Because Because")
 
 
+def log_in(tab, site: str, path: str) -> None:  # type: ignore[no-untyped-def]
+    tab.goto(f"{site}/admin/login/?next={path}")
+    tab.fill("#id_username", OPERATOR)
+    tab.fill("#id_password", PASSWORD)
+    tab.click("input[type=submit]")
+
+
+def a_job_of_every_kind_of_row() -> dict[str, StudyQuestionJob]:
+    """Jobs whose cells are the widest the list shows: long questions (Korean too), every
+    status, long error codes, a stale job, a waiting retry, a job finished yesterday."""
+    now = timezone.now()
+    long = (
+        "In the passage about the separation of powers in the 1787 constitution, which of "
+        "the following statements best describes the role of the judiciary?"
+    )
+    korean = "다음 중 조선 시대 훈민정음 창제의 목적과 가장 관련이 깊은 설명으로 옳은 것은?"
+    ago = lambda **kw: now - timedelta(**kw)  # noqa: E731
+    rows = {
+        "completed": dict(
+            status="completed", attempts=1, started_at=ago(seconds=40),
+            completed_at=ago(seconds=31), llm_ms=8900,
+        ),
+        "yesterday": dict(
+            status="completed", attempts=2, started_at=ago(days=1, minutes=3),
+            completed_at=ago(days=1), llm_ms=123_400,
+        ),
+        "failed": dict(
+            status="failed", attempts=3, error_code="llm_server_error",
+            error_message="502 Bad Gateway", started_at=ago(days=2, hours=3),
+            completed_at=ago(days=2),
+        ),
+        "retrying": dict(
+            status="pending", attempts=1, error_code="question_changed",
+            run_after=now + timedelta(minutes=5),
+        ),
+        "running": dict(
+            status="processing", attempts=2, started_at=ago(minutes=2),
+            heartbeat_at=ago(seconds=5), worker_id="host-1:4242",
+        ),
+        "stale": dict(
+            status="processing", attempts=3, started_at=ago(hours=3),
+            heartbeat_at=ago(hours=2), worker_id="host-2:4242",
+        ),
+        "skipped": dict(
+            status="skipped", kind="session_summary", error_code="unsupported_kind",
+            completed_at=ago(minutes=1),
+        ),
+    }  # fmt: skip
+    jobs = {}
+    for n, (name, fields) in enumerate(rows.items()):
+        question = StudyQuestionFactory(text=korean if n % 2 else long)
+        jobs[name] = StudyQuestionJobFactory(study_question=question, **fields)
+    return jobs
+
+
+# How far the job list reaches past its box: the results box (which scrolls sideways when
+# the table is wider), the change list, the page, the last column's right edge against the
+# results box and the window.
+OVERFLOW_JS = """() => {
+    const results = document.querySelector('#changelist .results');
+    const changelist = document.querySelector('#changelist');
+    const last = document.querySelector('#result_list thead th:last-child');
+    const edge = (element) => element.getBoundingClientRect().right;
+    return {
+        results: results.scrollWidth - results.clientWidth,
+        changelist: changelist.scrollWidth - changelist.clientWidth,
+        page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+        last_column: edge(last) - Math.min(edge(results), document.documentElement.clientWidth),
+    };
+}"""
+
+
+# How far the job page's timeline reaches past its fieldset (which clips it) and the window.
+TIMELINE_OVERFLOW_JS = """() => {
+    const last = document.querySelector('table.sq-timeline thead th:last-child');
+    const fieldset = document.querySelector('fieldset:has(table.sq-timeline)');
+    const right = (element) => element.getBoundingClientRect().right;
+    return {
+        fieldset: right(last) - right(fieldset),
+        page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+    };
+}"""
+
+
+def test_the_job_list_fits_1400px_and_a_job_page_shows_its_attempts(idle_site, page):
+    jobs = a_job_of_every_kind_of_row()
+    log_in(page, idle_site, reverse("admin:studyqueue_studyquestionjob_changelist"))
+    page.wait_for_selector("#result_list")
+    assert_styled(page, "job list")
+    assert page.is_visible("#nav-sidebar"), "the admin's nav sidebar is open"
+    assert page.is_visible("#changelist-filter"), "the filters are shown"
+    assert page.viewport_size == {"width": 1400, "height": 900}
+    page.screenshot(path=str(SHOTS / "13-job-list-1400.png"), full_page=True)
+
+    overflow = page.evaluate(OVERFLOW_JS)
+    assert all(px <= 0 for px in overflow.values()), f"px past the edge: {overflow}"
+
+    def row(name: str):  # type: ignore[no-untyped-def]
+        link = f"a[href$='/studyquestionjob/{jobs[name].pk}/change/']"
+        return page.locator("#result_list tbody tr", has=page.locator(link))
+
+    def text(name: str) -> str:
+        return row(name).inner_text()
+
+    def badges(name: str) -> list[str]:
+        return row(name).locator(".sq-badge").all_inner_texts()
+
+    assert badges("stale") == ["Processing", "stale"] and "heartbeat 2h 0m ago" in text("stale")
+    assert badges("running") == ["Processing"]
+    assert re.search(r"heartbeat \d+s ago", text("running"))
+    assert "retry at" in text("retrying") and "question_changed" in text("retrying")
+    assert "(9s)" in text("completed") and "8.9s" in text("completed")
+    assert "llm_server_error" in text("failed")
+
+    # The failed job's page: its three attempts as a timeline (rows as the queue writes them).
+    failed = jobs["failed"]
+    start = failed.started_at
+    JobAttempt.objects.bulk_create(
+        JobAttempt(
+            job=failed, number=n, worker_id=f"ip-10-0-12-{n}.eu-west-1.compute.internal:4242",
+            started_at=start - timedelta(minutes=30 * (3 - n)),
+            ended_at=start - timedelta(minutes=30 * (3 - n), seconds=-41 * n),
+            outcome="failed" if n == 3 else "retrying", error_code="llm_server_error",
+            error_message="the LLM server answered 502 Bad Gateway: upstream model worker crashed",
+            prompt_tokens=412 if n == 2 else None, completion_tokens=3 if n == 2 else None,
+            first_token_ms=230 if n == 2 else None,
+        )
+        for n in (1, 2, 3)
+    )  # fmt: skip
+    page.goto(f"{idle_site}{reverse('admin:studyqueue_studyquestionjob_change', args=[failed.pk])}")
+    page.wait_for_selector("table.sq-timeline")
+    assert page.locator("table.sq-timeline tbody tr").count() == 3
+    assert page.locator("table.sq-timeline .sq-badge").all_inner_texts() == [
+        "Retrying", "Retrying", "Failed",
+    ]  # fmt: skip
+    past = page.evaluate(TIMELINE_OVERFLOW_JS)
+    assert all(px <= 0 for px in past.values()), f"px past the edge: {past}"
+    page.screenshot(path=str(SHOTS / "14-job-page.png"), full_page=True)
+    page.locator("fieldset:has(table.sq-timeline)").screenshot(path=str(SHOTS / "15-timeline.png"))
+
+
 def test_operator_filters_failed_jobs_retries_them_and_opens_the_dashboard(site, page):
     failed = StudyQuestionJobFactory.create_batch(
         3, status="failed", error_code="llm_timeout", error_message="no reply in 300s", attempts=3
@@ -157,10 +328,7 @@ def test_operator_filters_failed_jobs_retries_them_and_opens_the_dashboard(site,
     StudyQuestionJobFactory.create_batch(2, status="completed", llm_ms=1800)
     StudyQuestionJobFactory(status="pending", run_after="2999-01-01T00:00:00Z")
 
-    page.goto(f"{site}/admin/login/?next=/admin/studyqueue/studyquestionjob/")
-    page.fill("#id_username", OPERATOR)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
+    log_in(page, site, "/admin/studyqueue/studyquestionjob/")
     page.wait_for_selector("#result_list")
 
     page.click("#changelist-filter a[href*='status__exact=failed']")
@@ -207,10 +375,7 @@ def test_a_reviewer_works_through_the_queue_with_the_keyboard(site, page):
     def showing(question: StudyQuestion) -> None:
         page.wait_for_selector(f"#sq-review[data-question='{question.pk}']")
 
-    page.goto(f"{site}/admin/login/?next=/admin/studyqueue/explanationreview/")
-    page.fill("#id_username", OPERATOR)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
+    log_in(page, site, "/admin/studyqueue/explanationreview/")
     showing(first)
     assert_styled(page, "review")
     assert page.inner_html(".sq-diff-old") == "<del>Old one.</del>"

@@ -19,6 +19,7 @@ from tests.helpers.queries import QueryLog
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CLAIM = "UPDATE studyqueue_studyquestionjob SET status = 'processing'"
+OPEN_ATTEMPT = "INSERT INTO studyqueue_jobattempt"
 REVISION = 'INSERT INTO "studyqueue_explanationrevision"'
 QUESTION = 'SELECT "studyqueue_studyquestion"'
 GATE_THREAD = "studyqueue-gate"  # the consumer's gate executor (its thread names)
@@ -37,6 +38,8 @@ PER_JOB = [
     ("re-read the question: changed during the call?", QUESTION, False),
     ("the new revision with the reply's metadata", REVISION, False),
     ("complete the job, pointing at it (fenced)", 'UPDATE "studyqueue_studyquestionjob"', False),
+    # Issue 20: every attempt is kept. One statement per job, in store()'s transaction.
+    ("close its attempt with the reply's tokens", 'UPDATE "studyqueue_jobattempt"', False),
     ("the question's current explanation", 'UPDATE "studyqueue_studyquestion"', False),
 ]  # fmt: skip
 # Transaction control is not a query of its own (SQLite's atomic() runs BEGIN IMMEDIATE).
@@ -112,6 +115,14 @@ def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_c
             # it waited behind the previous job's store).
             loads = [s for s in per_connection[claims[0]] if s.startswith(QUESTION)]
             assert len(loads) == 1
+            # The claim opens the job's attempt: on PostgreSQL inside the claim statement
+            # (WITH … INSERT), on SQLite one INSERT after a claim that took a job (in its
+            # transaction); an empty claim costs nothing more.
+            opened = [s for s in per_connection[claims[0]] if s.startswith(OPEN_ATTEMPT)]
+            if connection.vendor == "postgresql":
+                assert opened == [] and all(OPEN_ATTEMPT in s for s in claim_sqls)
+            else:
+                assert len(opened) == 1
 
             job_queries = queries(per_connection[jobs[0]])
             assert named(job_queries, expected(PER_JOB)) == [w for w, _ in expected(PER_JOB)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from django.contrib import admin, messages
@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.functional import cached_property
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
@@ -25,6 +26,7 @@ from studyqueue import queue
 from studyqueue.columns import MAX_ID, unstorable
 from studyqueue.conf import conf
 from studyqueue.models import (
+    AttemptOutcome,
     JobQuerySet,
     JobStatus,
 )
@@ -36,6 +38,17 @@ STATUS_COLOURS: dict[str, str] = {
     JobStatus.COMPLETED: "#16a34a",
     JobStatus.FAILED: "#dc2626",
     JobStatus.SKIPPED: "#d97706",
+}
+
+# Badge colours per attempt outcome ("" is an attempt still running); a test checks them all.
+ATTEMPT_COLOURS: dict[str, str] = {
+    "": STATUS_COLOURS[JobStatus.PROCESSING],
+    AttemptOutcome.COMPLETED: STATUS_COLOURS[JobStatus.COMPLETED],
+    AttemptOutcome.RETRYING: "#ca8a04",
+    AttemptOutcome.FAILED: STATUS_COLOURS[JobStatus.FAILED],
+    AttemptOutcome.RELEASED: STATUS_COLOURS[JobStatus.PENDING],
+    AttemptOutcome.SKIPPED: STATUS_COLOURS[JobStatus.SKIPPED],
+    AttemptOutcome.STALE: "#9a3412",
 }
 
 EXCERPT = 60
@@ -92,15 +105,21 @@ def short_duration(delta: timedelta) -> str:
     return gettext("%(days)dd") % {"days": seconds // 86400}
 
 
-def status_badge(status: str) -> str:
-    """A coloured status label; styled inline, so it looks the same on every admin page."""
-    colour = STATUS_COLOURS.get(status, "#6b7280")
+def badge(text: str, colour: str, title: str = "") -> SafeString:
+    """A coloured label that never wraps; styled inline, so it looks the same on every page."""
     return format_html(
         '<span class="sq-badge" style="background:{};color:#fff;padding:2px 8px;'
-        'border-radius:10px;font-size:11px;font-weight:600;white-space:nowrap">{}</span>',
+        'border-radius:10px;font-size:11px;font-weight:600;white-space:nowrap"{}>{}</span>',
         colour,
-        JobStatus(status).label if status in JobStatus.values else status,
+        format_html(' title="{}"', title) if title else "",
+        text,
     )
+
+
+def status_badge(status: str) -> SafeString:
+    """A job status as a coloured label."""
+    label = JobStatus(status).label if status in JobStatus.values else status
+    return badge(str(label), STATUS_COLOURS.get(status, "#6b7280"))
 
 
 class CappedCountPaginator(Paginator):
@@ -120,6 +139,11 @@ class CappedCountPaginator(Paginator):
         return self.count >= self.CAP
 
 
+def stale_cutoff(now: datetime) -> datetime:
+    """A processing job whose last heartbeat is older than this is stale."""
+    return now - timedelta(minutes=conf.STALE_MINUTES)
+
+
 class StaleFilter(admin.SimpleListFilter):
     """Processing jobs whose heartbeat is older than the stale threshold."""
 
@@ -137,8 +161,8 @@ class StaleFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
         if self.value() == "yes":
-            cutoff = timezone.now() - timedelta(minutes=conf.STALE_MINUTES)
-            return cast(JobQuerySet, queryset).stale(cutoff)  # the jobs' own QuerySet
+            jobs = cast(JobQuerySet, queryset)  # the jobs' own QuerySet
+            return jobs.stale(stale_cutoff(timezone.now()))
         return None
 
 

@@ -17,6 +17,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from studyqueue import queue
+from studyqueue.admin import job_cells
 from studyqueue.admin.common import (
     EXCERPT,
     CappedCountPaginator,
@@ -27,31 +28,32 @@ from studyqueue.admin.common import (
     long_text,
     refuse_selection,
     selected_ids,
-    short_duration,
+    stale_cutoff,
     status_badge,
 )
+from studyqueue.admin.timeline import timeline
 from studyqueue.columns import MAX_ID
 from studyqueue.conf import conf
 from studyqueue.models import (
     ExplanationRevision,
-    JobStatus,
     QueuePause,
     StudyQuestionJob,
 )
 
+# The question's start in the list: long enough to recognise it, two lines at most.
+QUESTION_EXCERPT = 48
+
 
 @admin.register(StudyQuestionJob)
 class StudyQuestionJobAdmin(GuardedInputAdmin):
+    # Few, compact columns: the list fits 1400 px with the admin's sidebar and filters open
+    # (tests/test_admin_browser.py measures it).
     list_display = (
         "id",
-        "question_link",
-        "kind",
-        "status_badge",
+        "question_cell",
+        "state",
         "attempts_display",
-        "error_code",
-        "age",
-        "started_at",
-        "completed_at",
+        "when",
         "llm_time",
     )
     list_display_links = ("id",)
@@ -86,6 +88,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
                 )
             },
         ),
+        (_("Every attempt"), {"fields": ("attempt_timeline",)}),
         (
             _("Times"),
             {"fields": ("created_at", "started_at", "heartbeat_at", "completed_at", "claim_token")},
@@ -141,7 +144,15 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             return gettext("(deleted)")
         url = reverse("admin:studyqueue_studyquestion_change", args=[job.study_question_id])
         text = getattr(job, "question_start", None) or ""
-        return format_html('<a href="{}">#{}</a> {}', url, job.study_question_id, excerpt(text))
+        return format_html(
+            '<a href="{}">#{}</a> {}', url, job.study_question_id, excerpt(text, QUESTION_EXCERPT)
+        )
+
+    @admin.display(description=_("question"), ordering="study_question")
+    def question_cell(self, job: StudyQuestionJob) -> str:
+        # The kind under it: no column of its own, it is nearly always the same one.
+        kind = job.get_kind_display()
+        return format_html('{}<div class="sq-sub">{}</div>', self.question_link(job), kind)
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, job: StudyQuestionJob) -> str:
@@ -149,20 +160,16 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
 
     @admin.display(description=_("attempts"))
     def attempts_display(self, job: StudyQuestionJob) -> str:
-        return f"{job.attempts} / {job.max_attempts}"
+        return f"{job.attempts}/{job.max_attempts}"
 
-    @admin.display(description=_("waiting / running"))
-    def age(self, job: StudyQuestionJob) -> str:
+    @admin.display(description=_("status"), ordering="status")
+    def state(self, job: StudyQuestionJob) -> str:
+        return job_cells.state_cell(job, stale_cutoff(timezone.now()))
+
+    @admin.display(description=_("when"), ordering="created_at")
+    def when(self, job: StudyQuestionJob) -> str:
         now = timezone.now()
-        if job.status == JobStatus.PENDING:
-            return gettext("waiting %(age)s") % {"age": short_duration(now - job.created_at)}
-        if job.status == JobStatus.PROCESSING and job.started_at:
-            return gettext("running %(age)s") % {"age": short_duration(now - job.started_at)}
-        if job.started_at and job.completed_at:
-            return gettext("took %(age)s") % {
-                "age": short_duration(job.completed_at - job.started_at)
-            }
-        return "-"
+        return job_cells.when_cell(job, now, stale_cutoff(now))
 
     @admin.display(description=_("LLM time"), ordering="llm_ms")
     def llm_time(self, job: StudyQuestionJob) -> str:
@@ -231,6 +238,10 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             return "-"
         url = reverse("admin:studyqueue_studyquestion_explanation", args=[question.pk])
         return long_text(question.explanation, url)
+
+    @admin.display(description=_("timeline"))
+    def attempt_timeline(self, job: StudyQuestionJob) -> str:
+        return timeline(job)
 
     @admin.display(description=_("error message"))
     def error_message_box(self, job: StudyQuestionJob) -> str:

@@ -92,12 +92,13 @@ def store(
             doubled = (job.max_tokens or conf.LLM_MAX_TOKENS) * 2
             reason = f"retried once: the reply was flagged {retry_for}"
             max_tokens = doubled if retry_for == quality.TRUNCATED else None
-            outcome = queue.retry_for_quality(job, reason=reason, max_tokens=max_tokens)
+            # Kept (not current); its attempt records the reply's tokens.
+            flagged = revisions.add(job, question.pk, reply, version, flags, stated_answer=stated)
+            outcome = queue.retry_for_quality(
+                job, reason=reason, max_tokens=max_tokens, revision=flagged
+            )
             if outcome is Outcome.LOST:
-                return outcome
-            revisions.add(
-                job, question.pk, reply, version, flags, stated_answer=stated
-            )  # not current
+                transaction.set_rollback(True, using=db)  # the claim was lost: keep nothing
             return outcome
         # The revision holds the reply's metadata; the job points at it.
         revision = revisions.add(job, question.pk, reply, version, flags, stated_answer=stated)

@@ -1,0 +1,93 @@
+"""The job list's compact cells: a job's state with why (status, stale, error code) and its
+times in one "when" cell, so that the list fits a laptop screen with the admin's sidebar open."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.utils import formats, timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext
+
+from studyqueue.admin.common import ATTEMPT_COLOURS, badge, short_duration, status_badge
+from studyqueue.models import AttemptOutcome, ErrorCode, JobStatus, StudyQuestionJob
+
+
+def local_time(moment: datetime, since: datetime) -> str:
+    """``moment`` in local time with seconds; the date too unless it is ``since``'s day."""
+    local = timezone.localtime(moment)
+    if local.date() == timezone.localtime(since).date():
+        return formats.time_format(local, "TIME_FORMAT")
+    return formats.date_format(local, "SHORT_DATETIME_FORMAT")
+
+
+def _full(moment: datetime) -> str:
+    return formats.date_format(timezone.localtime(moment), "SHORT_DATETIME_FORMAT")
+
+
+def is_stale(job: StudyQuestionJob, cutoff: datetime) -> bool:
+    """Processing with its last heartbeat before ``cutoff`` (what the *stale* filter shows)."""
+    return (
+        job.status == JobStatus.PROCESSING
+        and job.heartbeat_at is not None
+        and job.heartbeat_at < cutoff
+    )
+
+
+def state_cell(job: StudyQuestionJob, cutoff: datetime) -> SafeString:
+    """The status badge, a *stale* badge on a stale job, and the error code (its meaning on
+    hover) on a line of its own."""
+    cell = status_badge(job.status)
+    if is_stale(job, cutoff) and job.heartbeat_at is not None:
+        since = gettext("No heartbeat since %(time)s") % {"time": _full(job.heartbeat_at)}
+        colour = ATTEMPT_COLOURS[AttemptOutcome.STALE]
+        cell += format_html(" {}", badge(gettext("stale"), colour, since))
+    if job.error_code:
+        label = ErrorCode(job.error_code).label if job.error_code in ErrorCode.values else ""
+        cell += format_html(
+            '<div class="sq-sub sq-code" title="{}">{}</div>', label, job.error_code
+        )
+    return cell
+
+
+def _lines(title: str, *lines: str) -> SafeString:
+    """Short lines that never wrap inside; the full times on hover."""
+    inner = format_html_join("", '<span class="sq-line">{}</span>', ((line,) for line in lines))
+    return format_html('<span class="sq-when" title="{}">{}</span>', title, inner)
+
+
+def when_cell(job: StudyQuestionJob, now: datetime, cutoff: datetime) -> SafeString:
+    """When the job was queued, started and ended, in local time with seconds, and what it
+    waits for: the next try of a waiting job, the heartbeat age of a running one."""
+    queued = gettext("queued %(time)s") % {"time": local_time(job.created_at, now)}
+    if job.status == JobStatus.PENDING:
+        if job.run_after > now:
+            return _lines(
+                gettext("queued %(time)s") % {"time": _full(job.created_at)},
+                gettext("retry at %(time)s") % {"time": local_time(job.run_after, now)},
+                gettext("in %(age)s") % {"age": short_duration(job.run_after - now)},
+            )
+        age = short_duration(now - job.created_at)
+        return _lines(_full(job.created_at), queued, gettext("waiting %(age)s") % {"age": age})
+    if job.status == JobStatus.PROCESSING and job.started_at is not None:
+        started = gettext("started %(time)s") % {"time": local_time(job.started_at, now)}
+        if job.heartbeat_at is None:
+            return _lines(_full(job.started_at), started)
+        beat = gettext("heartbeat %(age)s ago") % {"age": short_duration(now - job.heartbeat_at)}
+        if is_stale(job, cutoff):
+            beat = format_html('<span class="sq-late">{}</span>', beat)
+        return _lines(_full(job.started_at), started, beat)
+    ended = job.completed_at
+    if ended is None:
+        return _lines(_full(job.created_at), queued)
+    if job.started_at is None:  # skipped before it ran
+        ended_at = gettext("ended %(time)s") % {"time": local_time(ended, now)}
+        return _lines(_full(ended), queued, ended_at)
+    took = short_duration(ended - job.started_at)
+    return _lines(
+        f"{_full(job.started_at)} → {_full(ended)}",
+        local_time(job.started_at, now),
+        # The end's date only when it is not the start's.
+        gettext("→ %(time)s (%(age)s)") % {"time": local_time(ended, job.started_at), "age": took},
+    )

@@ -1,0 +1,75 @@
+"""A job's attempts as a timeline on its page: when each started and ended, how long it took,
+which worker ran it, how it ended and why, its reply's tokens and time to first token."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.template.loader import render_to_string
+from django.utils import formats, timezone
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from studyqueue import attempts, queue
+from studyqueue.admin.common import ATTEMPT_COLOURS, badge, excerpt, short_duration
+from studyqueue.admin.job_cells import local_time
+from studyqueue.models import AttemptOutcome, ErrorCode, JobAttempt, StudyQuestionJob
+
+# A job's page lists at most its last this many attempts (a job retried by operators again
+# and again has no bound of its own).
+SHOWN = 100
+MESSAGE_EXCERPT = 80
+RUNNING = _("Running")
+
+
+def _outcome(attempt: JobAttempt) -> SafeString:
+    outcome = attempt.outcome
+    label = AttemptOutcome(outcome).label if outcome in AttemptOutcome.values else RUNNING
+    return badge(str(label), ATTEMPT_COLOURS.get(outcome, ATTEMPT_COLOURS[""]))
+
+
+def _tokens(attempt: JobAttempt) -> str:
+    prompt, completion = attempt.prompt_tokens, attempt.completion_tokens
+    if prompt is None and completion is None:
+        return "-"
+    return " → ".join("?" if n is None else str(n) for n in (prompt, completion))
+
+
+def _row(attempt: JobAttempt, now: datetime) -> dict[str, Any]:
+    started, ended = attempt.started_at, attempt.ended_at
+    code = attempt.error_code
+    return {
+        "number": attempt.number,
+        "started": local_time(started, now),
+        "started_full": formats.date_format(timezone.localtime(started), "SHORT_DATETIME_FORMAT"),
+        "ended": local_time(ended, started) if ended is not None else "-",
+        "took": short_duration((ended or now) - started),
+        "worker": attempt.worker_id or "-",
+        "outcome": _outcome(attempt),
+        "error_code": code,
+        "error_meaning": ErrorCode(code).label if code in ErrorCode.values else "",
+        "message": excerpt(attempt.error_message, MESSAGE_EXCERPT),
+        "message_full": attempt.error_message,
+        "tokens": _tokens(attempt),
+        "first_token": (
+            gettext("%(ms)d ms") % {"ms": attempt.first_token_ms}
+            if attempt.first_token_ms is not None
+            else "-"
+        ),
+    }
+
+
+def timeline(job: StudyQuestionJob) -> SafeString:
+    """The job's attempts as a small table, first to last (the last ``SHOWN``)."""
+    rows = attempts.for_job(queue.database(), job.pk, last=SHOWN + 1)
+    first_shown = None
+    if len(rows) > SHOWN:
+        rows = rows[1:]
+        first_shown = rows[0].number
+    now = timezone.now()
+    return render_to_string(
+        "admin/studyqueue/attempt_timeline.html",
+        {"rows": [_row(a, now) for a in rows], "first_shown": first_shown},
+    )

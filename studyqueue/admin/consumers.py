@@ -58,8 +58,12 @@ class QueueConsumerAdmin(GuardedInputAdmin):
             return False
         return super().has_delete_permission(request, obj)
 
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        actions = super().get_actions(request)
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
+        # Django 6.1 says where the actions show (action_location); Django 5.2 does not.
+        if action_location is None:
+            actions = super().get_actions(request)
+        else:
+            actions = super().get_actions(request, action_location=action_location)  # type: ignore[call-arg]
         actions.pop("delete_selected", None)  # remove_gone keeps the live ones
         return actions
 

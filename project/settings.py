@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import zoneinfo
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,24 +70,17 @@ def _env_int(name: str, default: int, low: int, high: int) -> int:
     return value
 
 
-def _env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
-    """One of ``choices`` (case-insensitive); anything else is a clear error."""
+def _env_choice(
+    name: str, default: str, choices: tuple[str, ...], case: Callable[[str], str] = str.upper
+) -> str:
+    """One of ``choices``, written in any case (``case`` makes it the choices' own: log
+    levels upper, language codes lower); anything else is a clear error."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    if raw.upper() not in choices:
+    if case(raw) not in choices:
         raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
-    return raw.upper()
-
-
-def _env_choice_lower(name: str, default: str, choices: tuple[str, ...]) -> str:
-    """One of ``choices`` (lower case, as language codes are written)."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    if raw.lower() not in choices:
-        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
-    return raw.lower()
+    return case(raw)
 
 
 def _env_time_zone(name: str, default: str) -> str:
@@ -262,7 +256,9 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGES = [("en", _("English")), ("ko", _("Korean"))]
-LANGUAGE_CODE = _env_choice_lower("LANGUAGE_CODE", "en", tuple(code for code, _name in LANGUAGES))
+LANGUAGE_CODE = _env_choice(
+    "LANGUAGE_CODE", "en", tuple(code for code, _name in LANGUAGES), case=str.lower
+)
 TIME_ZONE = _env_time_zone("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True

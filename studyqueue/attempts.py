@@ -11,6 +11,7 @@ from typing import Any
 from django.db import connections
 from django.db.models import QuerySet
 
+from studyqueue import rawsql
 from studyqueue.models import AttemptOutcome, JobAttempt
 
 # A claimed job's new attempt, numbered after the job's last one. ON CONFLICT: a job that
@@ -60,18 +61,15 @@ def _open(db: str) -> QuerySet[JobAttempt]:
     return JobAttempt.objects.using(db).filter(ended_at__isnull=True)
 
 
-def close(
-    db: str,
-    job_id: int,
+def _closing(
     outcome: AttemptOutcome,
     *,
     ended_at: datetime,
-    error_code: str = "",
-    error_message: str = "",
-    usage: Usage | None = None,
-) -> None:
-    """End the job's open attempt. Call it only after the job's fenced write applied, in its
-    transaction: the open attempt is then the caller's own claim's."""
+    error_code: str,
+    error_message: str,
+    usage: Usage | None,
+) -> dict[str, Any]:
+    """What closing an attempt writes."""
     values: dict[str, Any] = {
         "ended_at": ended_at,
         "outcome": outcome,
@@ -84,7 +82,60 @@ def close(
             completion_tokens=usage.completion_tokens,
             first_token_ms=usage.first_token_ms,
         )
+    return values
+
+
+def close(
+    db: str,
+    job_id: int,
+    outcome: AttemptOutcome,
+    *,
+    ended_at: datetime,
+    error_code: str = "",
+    error_message: str = "",
+    usage: Usage | None = None,
+) -> None:
+    """End the job's open attempt. Call it only after the job's fenced write applied, in its
+    transaction: the open attempt is then the caller's own claim's."""
+    values = _closing(
+        outcome, ended_at=ended_at, error_code=error_code, error_message=error_message, usage=usage
+    )
     _open(db).filter(job_id=job_id).update(**values)
+
+
+# A job's fenced UPDATE (``{job}``, RETURNING its id) and its open attempt's close, in one
+# statement: both apply or neither, in one round trip (and one commit, outside a transaction).
+_FINISH = """
+WITH job AS ({job}),
+closed AS (
+    UPDATE studyqueue_jobattempt SET {closing}
+    WHERE job_id IN (SELECT id FROM job) AND ended_at IS NULL
+)
+SELECT count(*) FROM job"""
+
+
+def finish(
+    db: str,
+    job_update: tuple[str, dict[str, Any]],
+    outcome: AttemptOutcome,
+    *,
+    ended_at: datetime,
+    error_code: str = "",
+    error_message: str = "",
+    usage: Usage | None = None,
+) -> bool:
+    """PostgreSQL: run a job's fenced ``UPDATE … RETURNING id`` (SQL and parameters) and, if
+    it applied, close the job's open attempt in the same statement (``close``'s values).
+    Whether the job's update applied."""
+    values = _closing(
+        outcome, ended_at=ended_at, error_code=error_code, error_message=error_message, usage=usage
+    )
+    closing, params = rawsql.assignments(JobAttempt, values, db, prefix="attempt_")
+    sql, job_params = job_update
+    with connections[db].cursor() as cursor:
+        cursor.execute(_FINISH.format(job=sql, closing=closing), {**job_params, **params})
+        row = cursor.fetchone()
+    return bool(row and row[0] == 1)
 
 
 def close_many(

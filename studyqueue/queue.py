@@ -26,10 +26,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, connections, router, transaction
-from django.db.models import F, Field, QuerySet
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from studyqueue import attempts, notify
+from studyqueue import attempts, notify, rawsql
 from studyqueue import retry as policy
 from studyqueue.columns import fit
 from studyqueue.conf import conf
@@ -145,16 +145,27 @@ def _clip(message: str) -> str:
 
 
 def _db_value(field_name: str, value: Any, db: str) -> Any:
-    """A Python value as the database wants it for ``field_name`` (raw SQL parameters)."""
-    model_field = Job._meta.get_field(field_name)
-    assert isinstance(model_field, Field)  # a concrete column, not a relation
-    return model_field.get_db_prep_value(value, connections[db])
+    """A Python value as the database wants it for the job's ``field_name``."""
+    return rawsql.db_value(Job, field_name, value, db)
 
 
 def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
     """Apply ``values`` only while the job is still processing under the caller's claim."""
     changed = _jobs().filter(pk=job.pk, status=JobStatus.PROCESSING, claim_token=job.claim_token)
     return changed.update(**values) == 1
+
+
+def _fenced_update_sql(job: Job, values: dict[str, Any], db: str) -> tuple[str, dict[str, Any]]:
+    """``_fenced_update`` as one raw ``UPDATE … RETURNING id`` (SQL, parameters), for a
+    statement that does more with the job it updated (``attempts.finish``)."""
+    sets, params = rawsql.assignments(Job, values, db, prefix="job_")
+    params.update(fence_id=job.pk, fence_token=_db_value("claim_token", job.claim_token, db))
+    sql = (
+        f"UPDATE {connections[db].ops.quote_name(Job._meta.db_table)} SET {sets}"
+        f" WHERE id = %(fence_id)s AND status = '{JobStatus.PROCESSING}'"
+        " AND claim_token = %(fence_token)s RETURNING id"
+    )
+    return sql, params
 
 
 # --------------------------------------------------------------------------- enqueue
@@ -321,23 +332,29 @@ def _finish(
     level: int = logging.INFO,
     usage: attempts.Usage | None = None,
 ) -> Outcome:
-    """Apply a fenced transition and close the claim's attempt with it, in one transaction;
+    """Apply a fenced transition and close the claim's attempt with it, both or neither;
     ``outcome`` if it applied, else ``Outcome.LOST`` (and nothing is written)."""
     db = database()
-    # No savepoint: inside a caller's transaction (store) the two share its fate.
-    with transaction.atomic(using=db, savepoint=False):
-        if not _fenced_update(job, values):
-            _log(f"{event}_refused", job, level=logging.WARNING, reason="claim_lost")
-            return Outcome.LOST
-        attempts.close(
-            db,
-            job.pk,
-            AttemptOutcome(outcome),
-            ended_at=values.get("completed_at") or timezone.now(),
-            error_code=values.get("error_code", ""),
-            error_message=values.get("error_message", ""),
-            usage=usage,
-        )
+    closing = {
+        "ended_at": values.get("completed_at") or timezone.now(),
+        "error_code": values.get("error_code", ""),
+        "error_message": values.get("error_message", ""),
+        "usage": usage,
+    }
+    if connections[db].vendor == "postgresql":
+        # One statement: atomic as it is, one round trip, and outside a caller's
+        # transaction one commit (the consumer's hot path: every job ends here).
+        update = _fenced_update_sql(job, values, db)
+        applied = attempts.finish(db, update, AttemptOutcome(outcome), **closing)
+    else:
+        # No savepoint: inside a caller's transaction (store) the two share its fate.
+        with transaction.atomic(using=db, savepoint=False):
+            applied = _fenced_update(job, values)
+            if applied:
+                attempts.close(db, job.pk, AttemptOutcome(outcome), **closing)
+    if not applied:
+        _log(f"{event}_refused", job, level=logging.WARNING, reason="claim_lost")
+        return Outcome.LOST
 
     def committed() -> None:
         # Only once the write is durable: inside a transaction that later rolls back
@@ -347,6 +364,7 @@ def _finish(
             setattr(job, name, value)
         _log(event, job, level=level)
 
+    # Outside a transaction (the statement committed) this runs at once.
     transaction.on_commit(committed, using=db)
     return outcome
 

@@ -61,46 +61,37 @@ def _open(db: str) -> QuerySet[JobAttempt]:
     return JobAttempt.objects.using(db).filter(ended_at__isnull=True)
 
 
-def _closing(
-    outcome: AttemptOutcome,
-    *,
-    ended_at: datetime,
-    error_code: str,
-    error_message: str,
-    usage: Usage | None,
-) -> dict[str, Any]:
-    """What closing an attempt writes."""
-    values: dict[str, Any] = {
-        "ended_at": ended_at,
-        "outcome": outcome,
-        "error_code": error_code,
-        "error_message": error_message,
-    }
-    if usage is not None:
-        values.update(
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            first_token_ms=usage.first_token_ms,
-        )
-    return values
+@dataclass(frozen=True)
+class Ending:
+    """How an attempt ended: what closing it writes."""
+
+    outcome: AttemptOutcome
+    ended_at: datetime
+    error_code: str = ""
+    error_message: str = ""
+    usage: Usage | None = None
+
+    def values(self) -> dict[str, Any]:
+        """The attempt's fields and their values."""
+        values: dict[str, Any] = {
+            "ended_at": self.ended_at,
+            "outcome": self.outcome,
+            "error_code": self.error_code,
+            "error_message": self.error_message,
+        }
+        if self.usage is not None:
+            values.update(
+                prompt_tokens=self.usage.prompt_tokens,
+                completion_tokens=self.usage.completion_tokens,
+                first_token_ms=self.usage.first_token_ms,
+            )
+        return values
 
 
-def close(
-    db: str,
-    job_id: int,
-    outcome: AttemptOutcome,
-    *,
-    ended_at: datetime,
-    error_code: str = "",
-    error_message: str = "",
-    usage: Usage | None = None,
-) -> None:
+def close(db: str, job_id: int, ending: Ending) -> None:
     """End the job's open attempt. Call it only after the job's fenced write applied, in its
     transaction: the open attempt is then the caller's own claim's."""
-    values = _closing(
-        outcome, ended_at=ended_at, error_code=error_code, error_message=error_message, usage=usage
-    )
-    _open(db).filter(job_id=job_id).update(**values)
+    _open(db).filter(job_id=job_id).update(**ending.values())
 
 
 # A job's fenced UPDATE (``{job}``, RETURNING its id) and its open attempt's close, in one
@@ -114,23 +105,11 @@ closed AS (
 SELECT count(*) FROM job"""
 
 
-def finish(
-    db: str,
-    job_update: tuple[str, dict[str, Any]],
-    outcome: AttemptOutcome,
-    *,
-    ended_at: datetime,
-    error_code: str = "",
-    error_message: str = "",
-    usage: Usage | None = None,
-) -> bool:
+def finish(db: str, job_update: tuple[str, dict[str, Any]], ending: Ending) -> bool:
     """PostgreSQL: run a job's fenced ``UPDATE … RETURNING id`` (SQL and parameters) and, if
-    it applied, close the job's open attempt in the same statement (``close``'s values).
+    it applied, close the job's open attempt in the same statement (as ``close`` does).
     Whether the job's update applied."""
-    values = _closing(
-        outcome, ended_at=ended_at, error_code=error_code, error_message=error_message, usage=usage
-    )
-    closing, params = rawsql.assignments(JobAttempt, values, db, prefix="attempt_")
+    closing, params = rawsql.assignments(JobAttempt, ending.values(), db, prefix="attempt_")
     sql, job_params = job_update
     with connections[db].cursor() as cursor:
         cursor.execute(_FINISH.format(job=sql, closing=closing), {**job_params, **params})

@@ -335,23 +335,23 @@ def _finish(
     """Apply a fenced transition and close the claim's attempt with it, both or neither;
     ``outcome`` if it applied, else ``Outcome.LOST`` (and nothing is written)."""
     db = database()
-    closing = {
-        "ended_at": values.get("completed_at") or timezone.now(),
-        "error_code": values.get("error_code", ""),
-        "error_message": values.get("error_message", ""),
-        "usage": usage,
-    }
+    ending = attempts.Ending(
+        AttemptOutcome(outcome),
+        ended_at=values.get("completed_at") or timezone.now(),
+        error_code=values.get("error_code", ""),
+        error_message=values.get("error_message", ""),
+        usage=usage,
+    )
     if connections[db].vendor == "postgresql":
         # One statement: atomic as it is, one round trip, and outside a caller's
         # transaction one commit (the consumer's hot path: every job ends here).
-        update = _fenced_update_sql(job, values, db)
-        applied = attempts.finish(db, update, AttemptOutcome(outcome), **closing)
+        applied = attempts.finish(db, _fenced_update_sql(job, values, db), ending)
     else:
         # No savepoint: inside a caller's transaction (store) the two share its fate.
         with transaction.atomic(using=db, savepoint=False):
             applied = _fenced_update(job, values)
             if applied:
-                attempts.close(db, job.pk, AttemptOutcome(outcome), **closing)
+                attempts.close(db, job.pk, ending)
     if not applied:
         _log(f"{event}_refused", job, level=logging.WARNING, reason="claim_lost")
         return Outcome.LOST

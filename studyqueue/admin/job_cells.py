@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.utils import formats, timezone
-from django.utils.html import format_html, format_html_join
-from django.utils.safestring import SafeString
+from django.utils.html import conditional_escape, format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext
 
 from studyqueue.admin.common import ATTEMPT_COLOURS, badge, short_duration, status_badge
@@ -51,8 +51,21 @@ def state_cell(job: StudyQuestionJob, cutoff: datetime) -> SafeString:
     return cell
 
 
+def _times(message: str, **times: str) -> SafeString:
+    """A translated line (``message``, with ``%(name)s`` placeholders) whose times never
+    break inside: the line may wrap before a time when the list is narrow (a date makes it
+    long), never in the middle of one."""
+    return mark_safe(conditional_escape(message) % {name: _time(t) for name, t in times.items()})
+
+
+def _time(time: str) -> SafeString:
+    """A time (or a duration) that never breaks inside."""
+    return format_html('<span class="sq-time">{}</span>', time)
+
+
 def _lines(title: str, *lines: str) -> SafeString:
-    """Short lines that never wrap inside; the full times on hover."""
+    """Short lines (each wraps only between its words, if it must); the full times on
+    hover."""
     inner = format_html_join("", '<span class="sq-line">{}</span>', ((line,) for line in lines))
     return format_html('<span class="sq-when" title="{}">{}</span>', title, inner)
 
@@ -60,21 +73,22 @@ def _lines(title: str, *lines: str) -> SafeString:
 def when_cell(job: StudyQuestionJob, now: datetime, cutoff: datetime) -> SafeString:
     """When the job was queued, started and ended, in local time with seconds, and what it
     waits for: the next try of a waiting job, the heartbeat age of a running one."""
-    queued = gettext("queued %(time)s") % {"time": local_time(job.created_at, now)}
+    queued = _times(gettext("queued %(time)s"), time=local_time(job.created_at, now))
     if job.status == JobStatus.PENDING:
         if job.run_after > now:
             return _lines(
                 gettext("queued %(time)s") % {"time": _full(job.created_at)},
-                gettext("retry at %(time)s") % {"time": local_time(job.run_after, now)},
-                gettext("in %(age)s") % {"age": short_duration(job.run_after - now)},
+                _times(gettext("retry at %(time)s"), time=local_time(job.run_after, now)),
+                _times(gettext("in %(age)s"), age=short_duration(job.run_after - now)),
             )
         age = short_duration(now - job.created_at)
-        return _lines(_full(job.created_at), queued, gettext("waiting %(age)s") % {"age": age})
+        return _lines(_full(job.created_at), queued, _times(gettext("waiting %(age)s"), age=age))
     if job.status == JobStatus.PROCESSING and job.started_at is not None:
-        started = gettext("started %(time)s") % {"time": local_time(job.started_at, now)}
+        started = _times(gettext("started %(time)s"), time=local_time(job.started_at, now))
         if job.heartbeat_at is None:
             return _lines(_full(job.started_at), started)
-        beat = gettext("heartbeat %(age)s ago") % {"age": short_duration(now - job.heartbeat_at)}
+        since = short_duration(now - job.heartbeat_at)
+        beat = _times(gettext("heartbeat %(age)s ago"), age=since)
         if is_stale(job, cutoff):
             beat = format_html('<span class="sq-late">{}</span>', beat)
         return _lines(_full(job.started_at), started, beat)
@@ -82,12 +96,12 @@ def when_cell(job: StudyQuestionJob, now: datetime, cutoff: datetime) -> SafeStr
     if ended is None:
         return _lines(_full(job.created_at), queued)
     if job.started_at is None:  # skipped before it ran
-        ended_at = gettext("ended %(time)s") % {"time": local_time(ended, now)}
+        ended_at = _times(gettext("ended %(time)s"), time=local_time(ended, now))
         return _lines(_full(ended), queued, ended_at)
     took = short_duration(ended - job.started_at)
     return _lines(
         f"{_full(job.started_at)} → {_full(ended)}",
-        local_time(job.started_at, now),
+        _time(local_time(job.started_at, now)),
         # The end's date only when it is not the start's.
-        gettext("→ %(time)s (%(age)s)") % {"time": local_time(ended, job.started_at), "age": took},
+        _times(gettext("→ %(time)s (%(age)s)"), time=local_time(ended, job.started_at), age=took),
     )

@@ -107,13 +107,11 @@ def previous(revision: ExplanationRevision) -> ExplanationRevision | None:
     return older.order_by("-pk").first()
 
 
-def settle(revision: ExplanationRevision, current_id: int | None) -> bool:
+def settle(revision: ExplanationRevision, current: ExplanationRevision | None) -> bool:
     """A completed job's revision: current, unless the question's current explanation
-    (``current_id``, read under the question's lock) is approved or edited; then it waits as
-    a candidate (the newest candidate replaces older ones). False if the question is gone."""
-    current = None
-    if current_id is not None:
-        current = _revisions().filter(pk=current_id).only("review_status").first()
+    (``current``, read with its review under the question's lock) is approved or edited;
+    then it waits as a candidate (the newest candidate replaces older ones). False if the
+    question is gone."""
     if current is None or not current.protected:
         return make_current(revision)
     waiting = _revisions().filter(question_id=revision.question_id, candidate=True)
@@ -124,7 +122,7 @@ def settle(revision: ExplanationRevision, current_id: int | None) -> bool:
         "study_revision_candidate question=%s revision=%s current=%s current_review=%s",
         revision.question_id,
         revision.pk,
-        current_id,
+        current.pk,
         current.review_status,
     )
     return True

@@ -75,11 +75,14 @@ def store(
     with transaction.atomic(using=db):
         # Locked until the commit: an edit waits, then finds the explanation stored (and an
         # import queues a new job); or it came first, and the content no longer matches.
-        # NO KEY: inserting a job that refers to the question is not blocked.
+        # NO KEY: inserting a job that refers to the question is not blocked. Its current
+        # explanation's review comes in the same read (only the question is locked): a
+        # reviewed one is not replaced (``revisions.settle``).
         now = (
             StudyQuestion.objects.using(db)
-            .select_for_update(no_key=True)
-            .only("text", "choices", "answer", "current_revision_id")
+            .select_for_update(no_key=True, of=("self",))
+            .select_related("current_revision")
+            .only("text", "choices", "answer", "current_revision__review_status")
             .filter(pk=question.pk)
             .first()
         )
@@ -107,7 +110,7 @@ def store(
             transaction.set_rollback(True, using=db)  # the claim was lost: keep nothing
             return completed
         # Current, or a candidate when a reviewer approved or wrote the current one.
-        if revisions.settle(revision, now.current_revision_id):
+        if revisions.settle(revision, now.current_revision):
             if flags:
                 logger.warning(
                     "study_explanation_flagged id=%s question=%s flags=%s",

@@ -67,7 +67,8 @@ def current_version(
 
 def render(name: str, context: dict[str, Any]) -> str:
     """Render one prompt template with autoescape off."""
-    template, _ = _template(name)
+    # The compiled template only: its source (read from disk) is the version's business.
+    template = Engine.get_default().get_template(name)
     return template.render(Context(context, autoescape=False)).strip()
 
 

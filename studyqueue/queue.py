@@ -285,12 +285,14 @@ def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]
         now=_db_value("started_at", timezone.now(), db),
     )
     vendor = connections[db].vendor
+    claimed = Job.objects.db_manager(db).raw(sqls[vendor], params)  # runs when read
     if vendor == "postgresql":  # one statement: atomic as it is
-        jobs = sorted(Job.objects.db_manager(db).raw(sqls[vendor], params), key=lambda j: j.pk)
+        jobs = list(claimed)
     else:
         with transaction.atomic(using=db):
-            jobs = sorted(Job.objects.db_manager(db).raw(sqls[vendor], params), key=lambda j: j.pk)
+            jobs = list(claimed)
             attempts.open_claimed(db, [job.pk for job in jobs])
+    jobs.sort(key=lambda job: job.pk)
     for job in jobs:
         _log("claimed", job, worker=worker_id)
     return jobs

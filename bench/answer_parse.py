@@ -1,19 +1,26 @@
-"""What reading the stated answer costs the worker, beside what the LLM call costs.
+"""What reading a reply costs the worker (its stated answer, its quality flags), beside
+what the LLM call costs.
 
     .venv/bin/python -m bench.answer_parse [--replies 2000] [--runs 5]
 
-Times ``answers.compare`` on typical replies (a 1,500-character Korean or English
-explanation ending with its answer line) and on a hostile one (8 MB, the default
-LLM_MAX_REPLY_BYTES, of answer labels). Prints the median of ``--runs`` runs, per reply,
-and the share of a 1-second LLM call (the fastest real call) a typical reply costs.
-Target: under 1 ms a typical reply, under 100 ms the hostile one.
+Times ``answers.compare`` and ``quality.flags_for`` (which finds the script of the question
+and of the reply) on typical replies (a 1,500-character Korean or English explanation
+ending with its answer line) and on a hostile one (8 MB, the default LLM_MAX_REPLY_BYTES,
+of answer labels). Prints the median of ``--runs`` runs, per reply, and the share of a
+1-second LLM call (the fastest real call) a typical reply costs. Target: under 1 ms a
+typical reply, under 100 ms the hostile one, for each.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
+
+import django
+
+from bench import common  # noqa: F401  (puts the checkout on sys.path)
 
 KOREAN = (
     "서울은 1394년 조선의 수도가 된 이후 지금까지 한국의 수도입니다. 부산은 항구 도시이고, "
@@ -35,24 +42,38 @@ def per_reply(reply: str, choices: list[str], key: str, count: int) -> float:
     return (time.perf_counter() - start) / count
 
 
+def flags_per_reply(reply: str, choices: list[str], key: str, count: int) -> float:
+    from studyqueue import quality
+
+    korean = "정답" in reply
+    question = "다음 중 한국의 수도는 어디입니까?" if korean else "Which city is the capital?"
+    start = time.perf_counter()
+    for _ in range(count):
+        quality.flags_for(question, reply, "stop")
+    return (time.perf_counter() - start) / count
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replies", type=int, default=2000, help="(default: %(default)r)")
     parser.add_argument("--runs", type=int, default=5, help="(default: %(default)r)")
     args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    django.setup()  # the quality flags read the studyqueue settings (no database is used)
     cases = [
         ("korean, 1.5 kB", KOREAN, ["부산", "서울", "인천", "대구"], "서울", args.replies),
         ("english, 1.5 kB", ENGLISH, ["Busan", "Seoul", "Incheon", "Daegu"], "B", args.replies),
         ("hostile, 8 MB of labels", HOSTILE, ["부산", "서울"], "서울", 1),
     ]
-    for name, reply, choices, key, count in cases:
-        runs = [per_reply(reply, choices, key, count) for _ in range(args.runs)]
-        median = statistics.median(runs)
-        print(
-            f"{name:26} median {median * 1e6:10.1f} us/reply "
-            f"(runs: {', '.join(f'{r * 1e6:.1f}' for r in runs)}) "
-            f"= {median / 1.0:.5%} of a 1 s LLM call"
-        )
+    for what, timer in (("answer", per_reply), ("flags", flags_per_reply)):
+        for name, reply, choices, key, count in cases:
+            runs = [timer(reply, choices, key, count) for _ in range(args.runs)]
+            median = statistics.median(runs)
+            print(
+                f"{what:6} {name:26} median {median * 1e6:10.1f} us/reply "
+                f"(runs: {', '.join(f'{r * 1e6:.1f}' for r in runs)}) "
+                f"= {median / 1.0:.5%} of a 1 s LLM call"
+            )
 
 
 if __name__ == "__main__":

@@ -22,6 +22,11 @@ LONG_KOREAN = "서울은 대한민국이 세워진 이후로 줄곧 수도였습
         ("東京は日本の首都です", "CJK"),
         ("Столица России — Москва", "CYRILLIC"),
         ("2 + 2 = 4 !", None),
+        # Counted letter by letter, repeats included; a tie goes to the script seen first.
+        ("서울 Seoul", "LATIN"),
+        ("서울서울서울 Seoul", "HANGUL"),
+        ("ab 가나", "LATIN"),
+        ("가나 ab", "HANGUL"),
     ],
 )
 def test_dominant_script(text, script):

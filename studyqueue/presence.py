@@ -42,7 +42,8 @@ class Report:
 
 def _writes_with() -> dict[str, object]:
     """What this process's settings and templates write with: read at each report, as the
-    worker reads the prompt version at each job (a template edited on disk counts)."""
+    worker reads the prompt version at each job (the version of the templates it renders:
+    a template edited on disk counts once the process loads it anew, at its restart)."""
     version = current_version()
     return {
         "model": fit(QueueConsumer, "model", conf.LLM_MODEL),

@@ -12,6 +12,7 @@ import difflib
 import hashlib
 import json
 import re
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,11 +32,19 @@ class PromptVersion:
     label: str
 
 
+# The source text of each compiled prompt template, read once. The template loader hands
+# back the same compiled ``Template`` until it loads the file anew (a new object, read
+# anew), so the version always describes the template that renders, and a job reads no file.
+_sources: weakref.WeakKeyDictionary[Template, str] = weakref.WeakKeyDictionary()
+
+
 def _template(name: str) -> tuple[Template, str]:
     """A prompt template and its source text (the text is part of the version)."""
     template = Engine.get_default().get_template(name)
-    # A file-based loader's origin name is the file's path (the app's or the project's).
-    source = Path(template.origin.name).read_text(encoding="utf-8")
+    source = _sources.get(template)
+    if source is None:
+        # A file-based loader's origin name is the file's path (the app's or the project's).
+        source = _sources[template] = Path(template.origin.name).read_text(encoding="utf-8")
     return template, source
 
 
@@ -67,7 +76,7 @@ def current_version(
 
 def render(name: str, context: dict[str, Any]) -> str:
     """Render one prompt template with autoescape off."""
-    # The compiled template only: its source (read from disk) is the version's business.
+    # The compiled template only: its source is the version's business.
     template = Engine.get_default().get_template(name)
     return template.render(Context(context, autoescape=False)).strip()
 

@@ -52,6 +52,23 @@ def test_a_template_edit_is_a_new_version(settings, tmp_path):
     assert prompts.build_messages(question)[1]["content"] == "Explain: Why is the sky blue?"
 
 
+def test_the_version_describes_the_template_that_renders(settings, template_dir):
+    """A template file edited under a running process: Django's cached loader keeps
+    rendering the template it compiled, and the version stays the one of that text (not of
+    the file on disk) until the templates are loaded anew."""
+    prompt = template_dir / "explanation_prompt.txt"
+    prompt.write_text("First: {{ question.text }}")
+    question = StudyQuestionFactory(text="Why is the sky blue?")
+    first = prompts.current_version()
+    assert prompts.build_messages(question)[1]["content"] == "First: Why is the sky blue?"
+    prompt.write_text("Second: {{ question.text }}")
+    assert prompts.current_version() == first
+    assert prompts.build_messages(question)[1]["content"] == "First: Why is the sky blue?"
+    settings.TEMPLATES = [{**settings.TEMPLATES[0]}]  # loaded anew, as after a restart
+    assert prompts.current_version() != first
+    assert prompts.build_messages(question)[1]["content"] == "Second: Why is the sky blue?"
+
+
 def test_templates_render_with_autoescape_off_and_the_questions_fields(template_dir):
     (template_dir / "explanation_prompt.txt").write_text(
         "{{ question.text }} | {% for c in choices %}[{{ c }}]{% endfor %} | {{ answer }}"

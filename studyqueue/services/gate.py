@@ -146,6 +146,9 @@ class LLMGate:
         self.idle_seconds = idle_seconds
         self._warmth: dict[str, _Warmth] = {}
         self._handed: dict[int, asyncio.Event] = {}  # slot -> set once its taker sent
+        # Whether slots are advisory locks too, fixed by the database's engine: read once
+        # (on the event loop, ``connections[db]`` builds a connection object per task).
+        self._locks = connections[db].vendor == "postgresql"
 
     @property
     def free_slots(self) -> int:
@@ -213,10 +216,6 @@ class LLMGate:
     def _in_flight(self) -> None:
         if self.controller is not None:
             self.controller.in_flight(self.held)
-
-    @property
-    def _locks(self) -> bool:
-        return connections[self._db].vendor == "postgresql"
 
     @contextlib.asynccontextmanager
     async def slot(self, prefix: str | None = None) -> AsyncIterator[int]:

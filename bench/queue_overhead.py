@@ -9,6 +9,12 @@ partial index as ours). studyqueue drains through ``runconsumer --drain`` with t
 users get (persistent, health-checked connections; BATCH_SIZE 1) and with BATCH_SIZE 10,
 using a handler that completes the job at once (no HTTP). Target: >= 0.4x the loop.
 
+A third loop, "studyqueue's SQL", sends studyqueue's own two statements per job (the claim
+and the finish, as ``queue.claim`` and ``queue.complete`` send them, captured through
+Django's ``execute_wrapper``) from the same bare psycopg loop to the studyqueue tables: no
+ORM, no threads, no event loop. It is the ceiling of any consumer that keeps those
+statements, and tells the database's share of the gap from the consumer's.
+
 The machine is shared and its speed drifts within minutes, so the figure is a paired one:
 after an untimed warm-up round (imports, first connections, the planner's caches), each
 round runs the loop and studyqueue back to back, alternating which goes first, and the
@@ -20,7 +26,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+import uuid
 from collections.abc import Callable
+from typing import Any
 
 from bench.common import analyze, reset_tables, setup_django
 
@@ -62,21 +70,68 @@ def reference_loop(jobs: int) -> float:
     return jobs / elapsed
 
 
+def _fill(jobs: int) -> None:
+    from studyqueue import queue
+    from studyqueue.models import StudyQuestion
+
+    reset_tables()
+    StudyQuestion.objects.bulk_create(StudyQuestion(text=f"q{i}") for i in range(jobs))
+    queue.enqueue_many(StudyQuestion.objects.values_list("pk", flat=True))
+    analyze()
+
+
+def statements_loop(jobs: int) -> float:
+    """jobs/s of the bare loop sending studyqueue's claim and finish statements."""
+    import psycopg
+    from django.db import connection
+    from django.utils import timezone
+
+    from studyqueue import queue
+    from studyqueue.pg import psycopg_kwargs
+
+    _fill(jobs + 1)
+    sent: list[tuple[str, dict[str, Any]]] = []
+
+    def capture(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        sent.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):  # one job, to learn the statements
+        queue.complete(queue.claim(worker_id="bench", limit=1)[0])
+    (claim_sql, claim_params), (finish_sql, finish_params) = sent
+    # Parameters bound by psycopg on the client, as Django's backend binds them.
+    kwargs = psycopg_kwargs(connection.settings_dict)
+    with psycopg.connect(**kwargs, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+        done = 0
+        started = time.perf_counter()
+        while True:
+            claim = {**claim_params, "token": uuid.uuid4(), "now": timezone.now()}
+            cursor = conn.execute(claim_sql, claim)
+            row = cursor.fetchone()
+            if row is None:
+                break
+            job_id = row[[c.name for c in cursor.description].index("id")]
+            conn.execute(
+                finish_sql, {**finish_params, "fence_id": job_id, "fence_token": claim["token"]}
+            )
+            done += 1
+        elapsed = time.perf_counter() - started
+    assert done == jobs
+    return jobs / elapsed
+
+
 def studyqueue_drain(jobs: int, batch_size: int) -> float:
     from django.core.management import call_command
 
     from studyqueue import queue
-    from studyqueue.models import JobKind, StudyQuestion, StudyQuestionJob
+    from studyqueue.models import JobKind, StudyQuestionJob
     from studyqueue.queue import Outcome
     from studyqueue.workers import registry
 
     async def noop(job, ctx) -> Outcome:  # type: ignore[no-untyped-def]
         return await ctx.db(queue.complete, job)  # type: ignore[no-any-return]
 
-    reset_tables()
-    StudyQuestion.objects.bulk_create(StudyQuestion(text=f"q{i}") for i in range(jobs))
-    queue.enqueue_many(StudyQuestion.objects.values_list("pk", flat=True))
-    analyze()
+    _fill(jobs)
     real = registry.HANDLERS[JobKind.EXPLANATION]
     registry.HANDLERS[JobKind.EXPLANATION] = noop
     try:
@@ -89,6 +144,9 @@ def studyqueue_drain(jobs: int, batch_size: int) -> float:
     return jobs / elapsed
 
 
+LABELS = {"SQL": "studyqueue's SQL"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=5000)
@@ -98,6 +156,7 @@ def main() -> None:
     setup_django("postgres")
 
     contenders: dict[str, Callable[[int], float]] = {
+        "SQL": statements_loop,
         "batch 1": lambda jobs: studyqueue_drain(jobs, 1),
         "batch 10": lambda jobs: studyqueue_drain(jobs, 10),
     }
@@ -128,9 +187,9 @@ def main() -> None:
             continue
         ratio = statistics.median(ratios[name])
         each = ", ".join(f"{r:.2f}" for r in ratios[name])
+        label = LABELS.get(name, f"studyqueue {name}")
         print(
-            f"{'studyqueue ' + name:22} jobs_per_s={median:7.0f} ratio={ratio:.2f}"
-            f" (paired: {each})  runs=[{runs}]"
+            f"{label:22} jobs_per_s={median:7.0f} ratio={ratio:.2f} (paired: {each})  runs=[{runs}]"
         )
     print("target: studyqueue batch 1 >= 0.40x the psycopg loop (median of the paired ratios)")
 

@@ -213,7 +213,6 @@ class ReplyParser:
         self.parts: list[str] = []
         self.finish_reason = ""
         self.model = ""
-        self._model_seen: Any = None
         self.usage: dict[str, Any] = {}
         self.done = False
         self.first_token_at: float | None = None
@@ -225,10 +224,8 @@ class ReplyParser:
             raise bad_response("reply is not a JSON object")
         if data.get("error"):
             raise bad_response(f"server reported an error: {error_text(json.dumps(data).encode())}")
-        model = data.get("model")
-        if model and model != self._model_seen:  # every chunk of a stream names it
-            self._model_seen = model
-            self.model = fit(ExplanationRevision, "model", storable(str(model)))
+        if data.get("model"):
+            self.model = fit(ExplanationRevision, "model", storable(str(data["model"])))
         if isinstance(data.get("usage"), dict):
             self.usage = data["usage"]
         choices = data.get("choices")

@@ -6,8 +6,9 @@ import os
 import statistics
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -67,6 +68,18 @@ def reset_tables() -> None:
     StudyQuestion.objects.update(current_revision=None)
     StudyQuestionJob.objects.all().delete()
     StudyQuestion.objects.all().delete()
+
+
+def fill_queue(questions: Iterable[Any]) -> None:
+    """Empty tables, then ``questions`` (unsaved ``StudyQuestion``s) saved, each with a
+    pending job, and the planner's statistics fresh."""
+    from studyqueue import queue
+    from studyqueue.models import StudyQuestion
+
+    reset_tables()
+    StudyQuestion.objects.bulk_create(questions)
+    queue.enqueue_many(StudyQuestion.objects.values_list("pk", flat=True))
+    analyze()
 
 
 def analyze() -> None:

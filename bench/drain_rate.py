@@ -20,7 +20,7 @@ import argparse
 import statistics
 import time
 
-from bench.common import median_of, reset_tables, setup_django
+from bench.common import fill_queue, median_of, setup_django
 
 
 def main() -> None:
@@ -36,7 +36,6 @@ def main() -> None:
     from django.conf import settings
     from django.core.management import call_command
 
-    from studyqueue import queue
     from studyqueue.models import StudyQuestion, StudyQuestionJob
     from tests.llm_server import LLMServerProcess
 
@@ -46,9 +45,7 @@ def main() -> None:
     peak: dict[int, int] = {}
 
     def one_run(permits: int) -> float:
-        reset_tables()
-        StudyQuestion.objects.bulk_create(StudyQuestion(text=f"q{i}") for i in range(args.jobs))
-        queue.enqueue_many(StudyQuestion.objects.values_list("pk", flat=True))
+        fill_queue(StudyQuestion(text=f"q{i}") for i in range(args.jobs))
         server.configure(delay=args.delay, capacity=permits)
         server.reset_stats()
         settings.STUDYQUEUE = {

@@ -30,24 +30,21 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from bench.common import median_of, reset_tables, setup_django
+from bench.common import fill_queue, median_of, setup_django
 
 # A reply that states its question's key (as ``_fill``'s questions have it), so not flagged.
 REPLY = "An explanation of the answer, long enough.\nAnswer: 4"
 
 
 def _fill(jobs: int) -> None:
-    from studyqueue import queue
     from studyqueue.models import StudyQuestion
 
-    reset_tables()
     # Questions the test server's reply answers as their key does ("Answer: 4"), as most
     # real replies do: a job flagged for a missing answer would log a warning each.
-    StudyQuestion.objects.bulk_create(
+    fill_queue(
         StudyQuestion(text=f"What is 2 + 2? ({i})", choices=["3", "4"], answer="4")
         for i in range(jobs)
     )
-    queue.enqueue_many(StudyQuestion.objects.values_list("pk", flat=True))
 
 
 def _per_job_ms(jobs: int, step: Callable[[], None]) -> float:

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import analyze, reset_tables, setup_django
+from bench.common import fill_queue, setup_django
 
 
 def reference_loop(jobs: int) -> float:
@@ -71,13 +71,9 @@ def reference_loop(jobs: int) -> float:
 
 
 def _fill(jobs: int) -> None:
-    from studyqueue import queue
     from studyqueue.models import StudyQuestion
 
-    reset_tables()
-    StudyQuestion.objects.bulk_create(StudyQuestion(text=f"q{i}") for i in range(jobs))
-    queue.enqueue_many(StudyQuestion.objects.values_list("pk", flat=True))
-    analyze()
+    fill_queue(StudyQuestion(text=f"q{i}") for i in range(jobs))
 
 
 def statements_loop(jobs: int) -> float:

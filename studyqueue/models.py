@@ -118,9 +118,13 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
     """Questions by the state of their explanation. Its writes that can change what a
     prompt is built from (``update``, ``bulk_update``) void the review of what changed."""
 
-    def _contents(self, ids: Sequence[int]) -> dict[int, tuple[str, Any, str]]:
+    def _contents(
+        self, ids: Sequence[int], *, lock: bool = False
+    ) -> dict[int, tuple[str, Any, str]]:
         found: dict[int, tuple[str, Any, str]] = {}
-        base = StudyQuestion.objects.using(self.db).order_by()
+        base = StudyQuestion.objects.using(self.db).order_by("pk")  # one lock order
+        if lock:  # the content compared is the content replaced
+            base = base.select_for_update()
         for start in range(0, len(ids), _CONTENT_BATCH):
             chunk = ids[start : start + _CONTENT_BATCH]
             found |= _content_of(
@@ -140,7 +144,9 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
         if not CONTENT_FIELDS & kwargs.keys():
             return super().update(**kwargs)
         with transaction.atomic(using=self.db):
-            before = _content_of(self.values_list("pk", "text", "choices", "answer"))
+            # Locked: the content compared is the content replaced.
+            locked = self.select_for_update().values_list("pk", "text", "choices", "answer")
+            before = _content_of(locked)
             rows = super().update(**kwargs)
             self._changed_content(before)
         return rows
@@ -153,7 +159,7 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
             return super().bulk_update(objs, fields, batch_size)
         objs = list(objs)
         with transaction.atomic(using=self.db):
-            before = self._contents([obj.pk for obj in objs])
+            before = self._contents([obj.pk for obj in objs], lock=True)
             rows = super().bulk_update(objs, fields, batch_size)
             self._changed_content(before)
         return rows

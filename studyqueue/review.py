@@ -223,12 +223,15 @@ def decide(
         text = correction(text)  # before anything is read: bad input changes nothing
     db = queue.database()
     with transaction.atomic(using=db):
-        revision = ExplanationRevision.objects.using(db).filter(pk=revision_id).first()
+        revisions_ = ExplanationRevision.objects.using(db)
+        question_id = revisions_.filter(pk=revision_id).values_list("question", flat=True).first()
         # The question's lock orders this decision with other reviewers, the consumer
-        # storing a reply and a change of the question's content (each locks it too).
-        question = None
-        if revision is not None:
-            question = _questions().select_for_update().filter(pk=revision.question_id).first()
+        # storing a reply and a change of the question's content (each locks it too);
+        # the revision is read after it.
+        question = revision = None
+        if question_id is not None:
+            question = _questions().select_for_update().filter(pk=question_id).first()
+            revision = revisions_.filter(pk=revision_id).first()
         if revision is None or question is None or judged(question) != revision:
             raise ReviewConflict(
                 _("this explanation changed meanwhile (another reviewer, or a newer reply)")
@@ -246,16 +249,18 @@ def decide(
             Decision.REJECT: ReviewStatus.REJECTED,
             Decision.EDIT: ReviewStatus.EDITED,
         }[decision]
+        if seen.current_revision_id != question.current_revision_id:
+            # What a candidate would replace is not what the page showed: a candidate
+            # accepted by another reviewer, or another revision made current.
+            if revisions.ReviewState.of(revision) != seen.review:
+                raise ReviewConflict(_("another reviewer decided first"))
+            raise ReviewConflict(
+                _("this explanation changed meanwhile (another reviewer, or a newer reply)")
+            )
         was_candidate = revision.candidate
         # The compare-and-set: the revision's review must still be what the page showed.
         if not revisions.decide(revision, status, by=by, seen=seen.review):
             raise ReviewConflict(_("another reviewer decided first"))
-        if seen.current_revision_id != question.current_revision_id:
-            # What a candidate would replace is not what the page showed (the rollback
-            # undoes the decision just written).
-            raise ReviewConflict(
-                _("this explanation changed meanwhile (another reviewer, or a newer reply)")
-            )
         if decision is Decision.APPROVE:
             if was_candidate:
                 revisions.make_current(revision)

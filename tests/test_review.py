@@ -284,3 +284,18 @@ def test_a_correction_no_column_can_store_is_refused_before_anything_is_written(
         review.decide(question.current_revision_id, Decision.EDIT, by="ana", text=bad)
     assert ExplanationRevision.objects.count() == 1
     assert ExplanationRevision.objects.get().review_status == "unreviewed"
+
+
+def test_a_candidate_accepted_by_one_reviewer_is_not_rejected_by_another(llm_server, make_consumer):
+    question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
+    review.decide(question.current_revision_id, Decision.APPROVE, by="ana")
+    question = explain(llm_server, make_consumer, question, SECOND)
+    candidate = ExplanationRevision.objects.get(candidate=True)
+    seen = review.item(question.pk).seen
+    review.decide(candidate.pk, Decision.APPROVE, by="alice", seen=seen)
+    with pytest.raises(ReviewConflict, match="another reviewer decided first"):
+        review.decide(candidate.pk, Decision.REJECT, by="bob", seen=seen)
+    question.refresh_from_db()
+    assert question.current_revision == candidate and question.explanation == SECOND
+    candidate.refresh_from_db()
+    assert (candidate.review_status, candidate.reviewed_by) == ("approved", "alice")

@@ -17,3 +17,7 @@ class SettingsError(ImproperlyConfigured):
 
 class ReviewConflict(StudyQueueError):
     """What a reviewer judged changed meanwhile (decided by another, or a newer reply)."""
+
+
+class UnchangedEdit(StudyQueueError):
+    """A reviewer saved a correction that changes nothing: no edit, nothing decided."""

@@ -6,10 +6,36 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.core.validators import ProhibitNullCharactersValidator
 from django.utils.translation import gettext_lazy
 
 from studyqueue.columns import unstorable
 from studyqueue.models import StudyQuestion, validate_choices
+
+
+def validate_storable(value: str) -> None:
+    """Refuse text no database column can store (a NUL: PostgreSQL refuses it; a lone
+    surrogate: not UTF-8), with a form error instead of a database error."""
+    if unstorable(value):
+        raise ValidationError(
+            gettext_lazy(
+                "The text holds a character that cannot be stored (a NUL or a lone surrogate)."
+            ),
+            code="unstorable",
+        )
+
+
+class StorableTextField(forms.CharField):
+    """Text a person writes into a form, checked as every text column needs it
+    (``validate_storable``: one clear error instead of Django's NUL-only one)."""
+
+    widget = forms.Textarea
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators = [
+            v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)
+        ] + [validate_storable]
 
 
 class ChoicesField(forms.CharField):
@@ -56,3 +82,11 @@ class StudyQuestionForm(forms.ModelForm):
     class Meta:
         model = StudyQuestion
         fields = ("text", "choices", "answer")
+        field_classes = {"text": StorableTextField, "answer": StorableTextField}
+
+
+class CorrectionForm(forms.Form):
+    """A reviewer's corrected explanation: the same storable-text check as the question
+    form; line ends and blank ends are normalised by ``review.correction``."""
+
+    text = StorableTextField(label=gettext_lazy("corrected text"), strip=False)

@@ -6,19 +6,26 @@ an approved or edited explanation, else the current explanation. Approve keeps i
 candidate becomes current); Reject marks it and, for a current explanation, queues a
 regeneration through ``queue.enqueue``; Edit keeps the reviewer's text as a new current
 revision authored by them. Revisions are written by ``studyqueue.revisions`` only.
+
+A decision applies only to what the reviewer saw (``Seen``, carried by the page's form): a
+compare-and-set on the revision's review, under the question's lock, so of two reviewers
+on one item the second is refused (``ReviewConflict``) and changes nothing. A correction's
+line ends are normalised; one that changes nothing is no edit (``UnchangedEdit``).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 from django.db import transaction
 from django.utils.translation import gettext as _
 
 from studyqueue import queue, revisions
-from studyqueue.exceptions import ReviewConflict
+from studyqueue.columns import unstorable
+from studyqueue.exceptions import ReviewConflict, UnchangedEdit
 from studyqueue.models import (
     ExplanationRevision,
     JobKind,
@@ -51,6 +58,59 @@ class Item:
     @property
     def is_candidate(self) -> bool:
         return self.revision.candidate
+
+    @property
+    def seen(self) -> Seen:
+        """What the page shows of it, for its form to carry."""
+        return Seen.of(self.question, self.revision)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """An item as a reviewer's page showed it: the revision's review, the question's
+    current revision and content. A decision is applied only while all of it still holds."""
+
+    review: revisions.ReviewState
+    current_revision_id: int | None
+    content: str  # StudyQuestion.content_hash()
+
+    @classmethod
+    def of(cls, question: StudyQuestion, revision: ExplanationRevision) -> Seen:
+        return cls(
+            revisions.ReviewState.of(revision),
+            question.current_revision_id,
+            question.content_hash(),
+        )
+
+    def token(self) -> str:
+        """For a hidden form field (``parse`` reads it back)."""
+        review = self.review
+        return "|".join(
+            (
+                review.review_status,
+                review.reviewed_at.isoformat() if review.reviewed_at else "",
+                "1" if review.candidate else "0",
+                str(self.current_revision_id or ""),
+                self.content,
+            )
+        )
+
+    @classmethod
+    def parse(cls, token: str) -> Seen:
+        """``ValueError`` for anything ``token`` did not write."""
+        parts = token.split("|")
+        if len(parts) != 5:
+            raise ValueError("not a review state")
+        status, reviewed_at, candidate, current, content = parts
+        if status not in ReviewStatus.values or candidate not in ("0", "1"):
+            raise ValueError("not a review state")
+        if current and not (current.isascii() and current.isdigit() and len(current) <= 18):
+            raise ValueError("not a review state")
+        when = datetime.fromisoformat(reviewed_at) if reviewed_at else None
+        if when is not None and when.tzinfo is None:
+            raise ValueError("not a review state")
+        review = revisions.ReviewState(status, when, candidate == "1")
+        return cls(review, int(current) if current else None, content)
 
 
 def _questions() -> QuestionQuerySet:
@@ -127,51 +187,89 @@ class Result:
     job_id: int | None = None
 
 
-def decide(revision_id: int, decision: Decision, *, by: str, text: str = "") -> Result:
+def correction(text: str) -> str:
+    """A reviewer's text as it is stored: line ends as ``\\n`` (a browser sends CRLF), no
+    blank start or end; ``ValueError`` if it is empty or holds a character no column can
+    store (the question form's check)."""
+    text = normalised(text).strip()
+    if not text:
+        raise ValueError(_("the corrected text is empty"))
+    if unstorable(text):
+        raise ValueError(
+            _("the text holds a character that cannot be stored (a NUL or a lone surrogate)")
+        )
+    return text
+
+
+def normalised(text: str) -> str:
+    """``text`` with every line end as ``\\n``."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def decide(
+    revision_id: int,
+    decision: Decision,
+    *,
+    by: str,
+    text: str = "",
+    seen: Seen | None = None,
+) -> Result:
     """Apply a reviewer's decision on ``revision_id``, which must still be its question's
-    item (``ReviewConflict`` if another reviewer or a newer reply came first)."""
+    item as ``seen`` (default: as it is now, for a caller that showed nothing):
+    ``ReviewConflict`` if another reviewer, a newer reply or a change of the question came
+    first; ``UnchangedEdit`` for an edit that changes nothing; ``ValueError`` for a
+    correction that cannot be kept. Nothing is written unless the decision is applied."""
+    if decision is Decision.EDIT:
+        text = correction(text)  # before anything is read: bad input changes nothing
     db = queue.database()
     with transaction.atomic(using=db):
-        revision = ExplanationRevision.objects.using(db).filter(pk=revision_id).first()
-        # The question's lock orders this decision with other reviewers and the consumer
-        # storing a reply (it locks the question too).
-        question = None
-        if revision is not None:
-            question = _questions().select_for_update().filter(pk=revision.question_id).first()
+        revisions_ = ExplanationRevision.objects.using(db)
+        question_id = revisions_.filter(pk=revision_id).values_list("question", flat=True).first()
+        # The question's lock orders this decision with other reviewers, the consumer
+        # storing a reply and a change of the question's content (each locks it too);
+        # the revision is read after it.
+        question = revision = None
+        if question_id is not None:
+            question = _questions().select_for_update().filter(pk=question_id).first()
+            revision = revisions_.filter(pk=revision_id).first()
         if revision is None or question is None or judged(question) != revision:
             raise ReviewConflict(
                 _("this explanation changed meanwhile (another reviewer, or a newer reply)")
             )
+        if seen is None:
+            seen = Seen.of(question, revision)
+        if seen.content != question.content_hash():
+            raise ReviewConflict(_("the question changed meanwhile (its text, choices or answer)"))
+        if decision is Decision.EDIT and normalised(revision.text).strip() == text:
+            raise UnchangedEdit(
+                _("the text is the same as revision %(revision)s") % {"revision": revision.pk}
+            )
+        status = {
+            Decision.APPROVE: ReviewStatus.APPROVED,
+            Decision.REJECT: ReviewStatus.REJECTED,
+            Decision.EDIT: ReviewStatus.EDITED,
+        }[decision]
+        if seen.current_revision_id != question.current_revision_id:
+            # What a candidate would replace is not what the page showed: a candidate
+            # accepted by another reviewer, or another revision made current.
+            if revisions.ReviewState.of(revision) != seen.review:
+                raise ReviewConflict(_("another reviewer decided first"))
+            raise ReviewConflict(
+                _("this explanation changed meanwhile (another reviewer, or a newer reply)")
+            )
+        was_candidate = revision.candidate
+        # The compare-and-set: the revision's review must still be what the page showed.
+        if not revisions.decide(revision, status, by=by, seen=seen.review):
+            raise ReviewConflict(_("another reviewer decided first"))
         if decision is Decision.APPROVE:
-            return _approve(revision, by)
+            if was_candidate:
+                revisions.make_current(revision)
+            return Result(decided=revision, current=revision)
         if decision is Decision.REJECT:
-            return _reject(question, revision, by)
-        return _edit(revision, text, by)
-
-
-def _approve(revision: ExplanationRevision, by: str) -> Result:
-    if revision.candidate:
-        revisions.make_current(revision)
-    revisions.decide(revision, ReviewStatus.APPROVED, by=by)
-    return Result(decided=revision, current=revision)
-
-
-def _reject(question: StudyQuestion, revision: ExplanationRevision, by: str) -> Result:
-    was_candidate = revision.candidate
-    revisions.decide(revision, ReviewStatus.REJECTED, by=by)
-    if was_candidate:  # the approved explanation stays; nothing to regenerate
-        return Result(decided=revision, current=None)
-    job = queue.enqueue(question, JobKind.EXPLANATION).job
-    return Result(decided=revision, current=revision, job_id=job.pk)
-
-
-def _edit(revision: ExplanationRevision, text: str, by: str) -> Result:
-    text = text.strip()
-    if not text:
-        raise ValueError(_("the corrected text is empty"))
-    if text == revision.text.strip():  # nothing corrected: the reviewer approves it as it is
-        return _approve(revision, by)
-    correction = revisions.add_correction(revision, text, by=by)
-    revisions.make_current(correction)
-    revisions.decide(revision, ReviewStatus.EDITED, by=by)
-    return Result(decided=revision, current=correction)
+            if was_candidate:  # the approved explanation stays; nothing to regenerate
+                return Result(decided=revision, current=None)
+            job = queue.enqueue(question, JobKind.EXPLANATION).job
+            return Result(decided=revision, current=revision, job_id=job.pk)
+        corrected = revisions.add_correction(revision, text, by=by)
+        revisions.make_current(corrected)
+        return Result(decided=revision, current=corrected)

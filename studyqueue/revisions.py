@@ -14,7 +14,9 @@ facts its admin filters need, the job a pointer to the revision that completed i
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
 from django.db.models import QuerySet
@@ -22,7 +24,13 @@ from django.utils import timezone
 
 from studyqueue import queue
 from studyqueue.columns import fit
-from studyqueue.models import ExplanationRevision, ReviewStatus, StudyQuestion, StudyQuestionJob
+from studyqueue.models import (
+    PROTECTED_REVIEWS,
+    ExplanationRevision,
+    ReviewStatus,
+    StudyQuestion,
+    StudyQuestionJob,
+)
 from studyqueue.prompts import PromptVersion
 from studyqueue.services.llm import LLMReply
 
@@ -128,12 +136,50 @@ def settle(revision: ExplanationRevision, current: ExplanationRevision | None) -
     return True
 
 
-def decide(revision: ExplanationRevision, status: ReviewStatus, *, by: str) -> None:
-    """Record a reviewer's decision on ``revision`` (who, when); a candidate stops waiting."""
+@dataclass(frozen=True)
+class ReviewState:
+    """A revision's review as a reviewer saw it: a decision is written only while the
+    revision still holds exactly this (``decide``)."""
+
+    review_status: str
+    reviewed_at: datetime | None
+    candidate: bool
+
+    @classmethod
+    def of(cls, revision: ExplanationRevision) -> ReviewState:
+        return cls(revision.review_status, revision.reviewed_at, revision.candidate)
+
+
+def decide(
+    revision: ExplanationRevision,
+    status: ReviewStatus,
+    *,
+    by: str,
+    seen: ReviewState | None = None,
+) -> bool:
+    """Record a reviewer's decision on ``revision`` (who, when); a candidate stops waiting.
+
+    With ``seen``, a compare-and-set: one UPDATE that matches only while the revision's
+    review is still ``seen``; False (nothing written) when another decision came first."""
     now = timezone.now()
-    _revisions().filter(pk=revision.pk).update(
-        review_status=status, reviewed_by=by, reviewed_at=now, candidate=False
-    )
+    rows = _revisions().filter(pk=revision.pk)
+    if seen is not None:
+        rows = rows.filter(review_status=seen.review_status, candidate=seen.candidate)
+        rows = (
+            rows.filter(reviewed_at__isnull=True)
+            if seen.reviewed_at is None
+            else rows.filter(reviewed_at=seen.reviewed_at)
+        )
+    if not rows.update(review_status=status, reviewed_by=by, reviewed_at=now, candidate=False):
+        logger.info(
+            "study_revision_review_refused question=%s revision=%s review=%s by=%s "
+            "reason=decided_meanwhile",
+            revision.question_id,
+            revision.pk,
+            status,
+            by,
+        )
+        return False
     revision.review_status, revision.reviewed_by, revision.reviewed_at = status, by, now
     revision.candidate = False
     logger.info(
@@ -143,6 +189,50 @@ def decide(revision: ExplanationRevision, status: ReviewStatus, *, by: str) -> N
         status,
         by,
     )
+    return True
+
+
+def content_changed(question_ids: Iterable[int], *, using: str) -> None:
+    """The questions' text, choices or answer changed (what the prompt is built from): an
+    approval or correction of their current explanation judged content that is gone, so it
+    is void (the explanation is unreviewed again, and a regeneration becomes current), and
+    a candidate written for the old content waits no more (kept in the history).
+
+    Called by ``StudyQuestion.save``, ``bulk_update`` and ``update`` in the transaction
+    that changes the content, so every path (import, the admin's form, code) keeps it."""
+    ids = sorted(set(question_ids))
+    revisions_ = ExplanationRevision.objects.using(using)
+    for start in range(0, len(ids), _VOID_BATCH):
+        chunk = ids[start : start + _VOID_BATCH]
+        current = StudyQuestion.objects.using(using).filter(
+            pk__in=chunk, current_revision__isnull=False
+        )
+        voided = revisions_.filter(
+            pk__in=current.values("current_revision_id"), review_status__in=PROTECTED_REVIEWS
+        )
+        for pk, question_id, review, by in voided.values_list(
+            "pk", "question_id", "review_status", "reviewed_by"
+        ):
+            logger.info(
+                "study_review_voided question=%s revision=%s review=%s by=%s "
+                "reason=content_changed",
+                question_id,
+                pk,
+                review,
+                by or "-",
+            )
+        voided.update(review_status=ReviewStatus.UNREVIEWED, reviewed_by="", reviewed_at=None)
+        waiting = revisions_.filter(question_id__in=chunk, candidate=True)
+        for pk, question_id in waiting.values_list("pk", "question_id"):
+            logger.info(
+                "study_candidate_cleared question=%s revision=%s reason=content_changed",
+                question_id,
+                pk,
+            )
+        waiting.update(candidate=False)
+
+
+_VOID_BATCH = 1000  # ids in one statement (SQLite's parameter limit, a readable log)
 
 
 def add_correction(based_on: ExplanationRevision, text: str, *, by: str) -> ExplanationRevision:

@@ -552,6 +552,8 @@ def _store_batch(batch: list[Row], result: Imported, db: str) -> None:
         else:
             result.unchanged += 1
     result.created += [q.pk for q in questions.bulk_create(new)]
+    # Also voids the review of each changed question's explanation and its candidates
+    # (QuestionQuerySet.bulk_update: the rule is the model's, whoever changes the content).
     questions.bulk_update(changed, ["text", "choices", "answer", "updated_at"])
     result.updated += [q.pk for q in changed]
 

@@ -174,3 +174,110 @@ def test_a_change_after_the_reply_was_stored_gets_a_new_job(llm_server, make_con
     llm_server.configure(answer=NEW_REPLY)
     make_consumer().run_cycle()
     assert StudyQuestion.objects.get().explanation == NEW_REPLY
+
+
+def approved_with_a_candidate(llm_server, make_consumer, tmp_path) -> StudyQuestion:  # type: ignore[no-untyped-def]
+    """q1 explained and approved, and a regeneration of it waiting as a candidate."""
+    from studyqueue import review
+
+    import_file(write_jsonl(tmp_path / "a.jsonl", OLD_TEXT), "--enqueue")
+    llm_server.configure(answer=OLD_REPLY)
+    make_consumer().run_cycle()
+    question = StudyQuestion.objects.get()
+    review.decide(question.current_revision_id, review.Decision.APPROVE, by="ana")
+    queue.enqueue(question)
+    llm_server.configure(answer=OLD_REPLY + " Again.")
+    make_consumer().run_cycle()
+    assert ExplanationRevision.objects.filter(candidate=True).count() == 1
+    return StudyQuestion.objects.get()
+
+
+def export_approved() -> list[dict]:
+    out = StringIO()
+    call_command("exportexplanations", "--approved", stdout=out, stderr=StringIO())
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def _admin_form(question: StudyQuestion, admin_user, **changed: str) -> None:  # type: ignore[no-untyped-def]
+    client = Client()
+    client.force_login(admin_user)
+    form = {
+        "text": question.text,
+        "choices": "\n".join(question.choices),
+        "answer": question.answer,
+        "jobs-TOTAL_FORMS": "0",
+        "jobs-INITIAL_FORMS": "0",
+        "revisions-TOTAL_FORMS": "0",
+        "revisions-INITIAL_FORMS": "0",
+        **changed,
+    }
+    url = reverse("admin:studyqueue_studyquestion_change", args=[question.pk])
+    assert client.post(url, form).status_code == 302
+
+
+def _save(question: StudyQuestion, **changed: object) -> None:
+    for name, value in changed.items():
+        setattr(question, name, value)
+    question.save()
+
+
+# Every path that changes what the prompt is built from: text, choices or the key.
+CHANGES = {
+    "reimport": lambda q, tmp_path, admin_user: import_file(
+        write_jsonl(tmp_path / "b.jsonl", NEW_TEXT)
+    ),
+    "admin form": lambda q, tmp_path, admin_user: _admin_form(q, admin_user, answer="Ottawa"),
+    "save": lambda q, tmp_path, admin_user: _save(q, choices=["Toronto", "Ottawa"]),
+    "update": lambda q, tmp_path, admin_user: StudyQuestion.objects.filter(pk=q.pk).update(
+        text=NEW_TEXT
+    ),
+}
+
+
+@pytest.mark.parametrize("path", list(CHANGES))
+def test_a_content_change_voids_the_approval_and_the_candidates_written_for_the_old_content(
+    llm_server, make_consumer, tmp_path, admin_user, path
+):
+    from studyqueue import review
+    from studyqueue.exceptions import ReviewConflict
+
+    question = approved_with_a_candidate(llm_server, make_consumer, tmp_path)
+    approved = question.current_revision
+    candidate = ExplanationRevision.objects.get(candidate=True)
+    assert [row["id"] for row in export_approved()] == [question.pk]
+    CHANGES[path](question, tmp_path, admin_user)
+    question.refresh_from_db()
+    approved.refresh_from_db()
+    # The old explanation is still shown, but nobody approved it for this content.
+    assert question.current_revision == approved and question.explanation == OLD_REPLY
+    assert (approved.review_status, approved.reviewed_by, approved.reviewed_at) == (
+        "unreviewed",
+        "",
+        None,
+    )
+    assert export_approved() == []
+    assert list(review.waiting()) == [question]
+    # The candidate written for the old content waits no more and cannot be accepted.
+    assert not ExplanationRevision.objects.filter(candidate=True).exists()
+    assert review.item(question.pk).revision == approved
+    with pytest.raises(ReviewConflict):
+        review.decide(candidate.pk, review.Decision.APPROVE, by="bo")
+    # The regeneration becomes current at once (nothing approved to protect).
+    queue.enqueue(question)
+    llm_server.configure(answer=NEW_REPLY)
+    make_consumer().run_cycle()
+    question.refresh_from_db()
+    assert question.explanation == NEW_REPLY and not question.current_revision.candidate
+
+
+def test_a_reimport_or_save_that_changes_nothing_keeps_the_approval(
+    llm_server, make_consumer, tmp_path, admin_user
+):
+    question = approved_with_a_candidate(llm_server, make_consumer, tmp_path)
+    out = import_file(write_jsonl(tmp_path / "same.jsonl", OLD_TEXT))
+    assert out.endswith("0 created, 0 updated, 1 unchanged.")
+    question.save()  # no field changed
+    _admin_form(question, admin_user)  # the form saved as it was shown
+    StudyQuestion.objects.filter(pk=question.pk).update(text=OLD_TEXT)  # the same text
+    assert [row["id"] for row in export_approved()] == [question.pk]
+    assert ExplanationRevision.objects.filter(candidate=True).count() == 1

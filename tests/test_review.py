@@ -177,3 +177,125 @@ def test_export_approved_only_and_every_row_carries_its_review_status(llm_server
         (str(approved.pk), "approved", FIRST),
         (str(edited.pk), "edited", SECOND),
     ]
+
+
+def test_of_two_reviewers_on_one_item_the_second_is_refused_and_changes_nothing(
+    llm_server, make_consumer
+):
+    question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
+    revision = question.current_revision
+    seen = review.item(question.pk).seen  # both pages show it unreviewed
+    review.decide(revision.pk, Decision.APPROVE, by="alice", seen=seen)
+    with pytest.raises(ReviewConflict, match="another reviewer decided first"):
+        review.decide(revision.pk, Decision.REJECT, by="bob", seen=seen)
+    revision.refresh_from_db()
+    assert (revision.review_status, revision.reviewed_by) == ("approved", "alice")
+    assert not StudyQuestionJob.objects.active().exists()  # no regeneration queued
+    # A page loaded after Alice's decision may overrule it; one loaded before never does,
+    # even once the revision is approved again (the time of the decision is in the state).
+    after_alice = review.item(question.pk).seen
+    review.decide(revision.pk, Decision.REJECT, by="bob", seen=after_alice)
+    review.decide(revision.pk, Decision.APPROVE, by="cy", seen=review.item(question.pk).seen)
+    with pytest.raises(ReviewConflict):
+        review.decide(revision.pk, Decision.REJECT, by="dee", seen=after_alice)
+    revision.refresh_from_db()
+    assert (revision.review_status, revision.reviewed_by) == ("approved", "cy")
+
+
+def test_a_page_shown_before_the_question_changed_decides_nothing(llm_server, make_consumer):
+    question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
+    seen = review.item(question.pk).seen
+    StudyQuestion.objects.filter(pk=question.pk).update(answer="five")
+    with pytest.raises(ReviewConflict, match="the question changed meanwhile"):
+        review.decide(question.current_revision_id, Decision.APPROVE, by="ana", seen=seen)
+    assert not StudyQuestion.objects.approved().exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("second", ["reject", "approve", "edit"])
+def test_two_reviewers_at_once_on_postgres_exactly_one_decides(llm_server, make_consumer, second):
+    """Two threads, each on its own connection, decide on the same page state at once."""
+    import threading
+
+    from django.db import connections
+
+    question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
+    revision_id = question.current_revision_id
+    seen = review.item(question.pk).seen
+    start = threading.Barrier(2)
+    outcomes: dict[str, str] = {}
+
+    def decide(who: str, decision: Decision) -> None:
+        try:
+            start.wait(timeout=10)
+            review.decide(revision_id, decision, by=who, text=SECOND, seen=seen)
+            outcomes[who] = "decided"
+        except ReviewConflict:
+            outcomes[who] = "refused"
+        except BaseException as exc:  # reported below, not lost in the thread
+            outcomes[who] = repr(exc)
+        finally:
+            connections.close_all()
+
+    threads = [
+        threading.Thread(target=decide, args=("alice", Decision.APPROVE)),
+        threading.Thread(target=decide, args=("bob", Decision(second))),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes.values()) == ["decided", "refused"], outcomes
+    (winner,) = [who for who, outcome in outcomes.items() if outcome == "decided"]
+    revision = ExplanationRevision.objects.get(pk=revision_id)
+    assert revision.reviewed_by == winner
+    # Only the winner's effects: a regeneration or a correction only if it was Bob's.
+    bob_won = winner == "bob"
+    assert StudyQuestionJob.objects.active().exists() == (bob_won and second == "reject")
+    assert ExplanationRevision.objects.filter(author="bob").exists() == (
+        bob_won and second == "edit"
+    )
+
+
+def test_an_edit_that_changes_nothing_but_line_ends_is_no_edit(llm_server, make_consumer):
+    from studyqueue.exceptions import UnchangedEdit
+
+    text = "Two plus two is four.\nCount it on your fingers."
+    question = explain(llm_server, make_consumer, StudyQuestionFactory(), text)
+    original = question.current_revision
+    with pytest.raises(UnchangedEdit):  # as a browser sends it: CRLF, a line end at the end
+        review.decide(
+            original.pk, Decision.EDIT, by="ana", text=text.replace("\n", "\r\n") + "\r\n"
+        )
+    original.refresh_from_db()
+    assert original.review_status == "unreviewed" and ExplanationRevision.objects.count() == 1
+    # A real correction is stored with its line ends as \n.
+    review.decide(original.pk, Decision.EDIT, by="ana", text="Four.\r\nCount it.\rTwice.\r\n")
+    question.refresh_from_db()
+    assert question.explanation == question.current_revision.text == "Four.\nCount it.\nTwice."
+
+
+@pytest.mark.parametrize("bad", ["Four\x00.", "Four\ud800."])
+def test_a_correction_no_column_can_store_is_refused_before_anything_is_written(
+    llm_server, make_consumer, bad
+):
+    question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
+    with pytest.raises(ValueError, match="cannot be stored"):
+        review.decide(question.current_revision_id, Decision.EDIT, by="ana", text=bad)
+    assert ExplanationRevision.objects.count() == 1
+    assert ExplanationRevision.objects.get().review_status == "unreviewed"
+
+
+def test_a_candidate_accepted_by_one_reviewer_is_not_rejected_by_another(llm_server, make_consumer):
+    question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
+    review.decide(question.current_revision_id, Decision.APPROVE, by="ana")
+    question = explain(llm_server, make_consumer, question, SECOND)
+    candidate = ExplanationRevision.objects.get(candidate=True)
+    seen = review.item(question.pk).seen
+    review.decide(candidate.pk, Decision.APPROVE, by="alice", seen=seen)
+    with pytest.raises(ReviewConflict, match="another reviewer decided first"):
+        review.decide(candidate.pk, Decision.REJECT, by="bob", seen=seen)
+    question.refresh_from_db()
+    assert question.current_revision == candidate and question.explanation == SECOND
+    candidate.refresh_from_db()
+    assert (candidate.review_status, candidate.reviewed_by) == ("approved", "alice")

@@ -2,8 +2,11 @@
 
 GET shows an item (``?question=ID``, else the first waiting); POST to ``decide/`` applies
 Approve, Reject or Edit through ``studyqueue.review`` and redirects to the next waiting
-question. Permission ``studyqueue.review_explanation``; every decision is written to the
-admin log in the same transaction."""
+question. Each form carries the state the page showed (``review.Seen``): a decision made
+on a page another reviewer has overtaken is refused. A correction that cannot be kept (or
+was overtaken) shows the page again with the reviewer's text in the box: nothing is lost.
+Permission ``studyqueue.review_explanation``; every decision is written to the admin log in
+the same transaction."""
 
 from __future__ import annotations
 
@@ -22,7 +25,8 @@ from django.utils.translation import gettext
 from studyqueue import queue, review
 from studyqueue.admin.common import PageAdmin
 from studyqueue.diff import side_by_side
-from studyqueue.exceptions import ReviewConflict
+from studyqueue.exceptions import ReviewConflict, UnchangedEdit
+from studyqueue.forms import CorrectionForm
 from studyqueue.models import ExplanationReview, ReviewStatus, StudyQuestion
 
 PERMISSION = "studyqueue.review_explanation"
@@ -64,6 +68,15 @@ class ExplanationReviewAdmin(PageAdmin):
             raise PermissionDenied
         asked = _question_id(request.GET.get("question"))
         question_id = asked if asked is not None else review.next_id()
+        return self._page(request, question_id, asked, extra_context)
+
+    def _page(
+        self,
+        request: HttpRequest,
+        question_id: int | None,
+        asked: int | None,
+        extra_context: dict | None = None,
+    ) -> TemplateResponse:
         current = review.item(question_id) if question_id is not None else None
         waiting, flagged = review.counts()
         context: dict[str, Any] = {
@@ -75,7 +88,8 @@ class ExplanationReviewAdmin(PageAdmin):
             "waiting": waiting,
             "flagged": flagged,
             "capped": waiting >= review.COUNT_CAP,
-            **(extra_context or {}),
+            # Where a refused decision comes back to: this page (not the decide URL).
+            "back_url": request.get_full_path() if request.method == "GET" else self._url(asked),
         }
         if current is not None:
             question = current.question
@@ -83,6 +97,9 @@ class ExplanationReviewAdmin(PageAdmin):
                 question=question,
                 revision=current.revision,
                 previous=current.previous,
+                # The state this page shows: every decision form carries it back.
+                seen=current.seen.token(),
+                edit_text=current.revision.text,
                 previous_url=reverse(
                     "admin:studyqueue_explanationrevision_change", args=[current.previous.pk]
                 )
@@ -96,6 +113,7 @@ class ExplanationReviewAdmin(PageAdmin):
                 prev_question_url=self._step_url(question.pk, backwards=True),
                 question_url=reverse("admin:studyqueue_studyquestion_change", args=[question.pk]),
             )
+        context.update(extra_context or {})
         return TemplateResponse(request, "admin/studyqueue/review.html", context)
 
     def _step_url(self, question_id: int, *, backwards: bool) -> str | None:
@@ -110,28 +128,61 @@ class ExplanationReviewAdmin(PageAdmin):
         try:
             revision_id = int(request.POST.get("revision", ""))
             decision = review.Decision(request.POST.get("decision", ""))
+            seen = review.Seen.parse(request.POST.get("seen", ""))
         except ValueError:
             self.message_user(request, gettext("Nothing decided: a bad form."), messages.ERROR)
             return redirect(self._url())
+        text = ""
+        if decision is review.Decision.EDIT:
+            form = CorrectionForm(request.POST)
+            if not form.is_valid():
+                return self._edit_again(
+                    request, revision_id, [str(error) for error in form.errors.get("text", [])]
+                )
+            text = form.cleaned_data["text"]
         by = request.user.get_username()
         try:
             with transaction.atomic(using=queue.database()):  # the decision and its log entry
-                result = review.decide(
-                    revision_id, decision, by=by, text=request.POST.get("text", "")
-                )
+                result = review.decide(revision_id, decision, by=by, text=text, seen=seen)
                 question = StudyQuestion.objects.using(queue.database()).get(
                     pk=result.decided.question_id
                 )
                 self.log_change(request, question, self._log_message(result))
-        except ReviewConflict as exc:
-            self.message_user(request, gettext("Nothing decided: %s.") % exc, messages.WARNING)
+        except UnchangedEdit as exc:
+            self.message_user(
+                request,
+                gettext("Nothing changed: %s. Nothing was decided; approve it if it is right.")
+                % exc,
+                messages.INFO,
+            )
             return redirect(self._back(request))
-        except ValueError as exc:  # an empty correction
-            self.message_user(request, gettext("Nothing decided: %s.") % exc, messages.ERROR)
+        except (ReviewConflict, ValueError) as exc:
+            if decision is review.Decision.EDIT:  # their text stays in the box
+                return self._edit_again(request, revision_id, [gettext("Nothing saved: %s.") % exc])
+            level = messages.WARNING if isinstance(exc, ReviewConflict) else messages.ERROR
+            self.message_user(request, gettext("Nothing decided: %s.") % exc, level)
             return redirect(self._back(request))
         self.message_user(request, self._summary(question, result), messages.SUCCESS)
         following = review.next_id(question.pk)
         return HttpResponseRedirect(self._url(following))
+
+    def _edit_again(
+        self, request: HttpRequest, revision_id: int, errors: list[str]
+    ) -> TemplateResponse:
+        """The page of the revision's question as it is now, the correction box open with
+        the reviewer's own text and why it was not saved."""
+        question_id = (
+            ExplanationReview.objects.using(queue.database())
+            .filter(pk=revision_id)
+            .values_list("question_id", flat=True)
+            .first()
+        )
+        extra = {
+            "edit_text": request.POST.get("text", ""),
+            "edit_errors": errors,
+            "edit_open": True,
+        }
+        return self._page(request, question_id, question_id, extra)
 
     def _back(self, request: HttpRequest) -> str:
         back = request.POST.get("back", "")

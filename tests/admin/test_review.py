@@ -9,7 +9,7 @@ from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from studyqueue import revisions
+from studyqueue import review, revisions
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
 from tests.helpers.admin import DASHBOARD_URL, staff
@@ -27,6 +27,13 @@ def explained(explanation: str = "Because it is so.", flags: list[str] | None = 
     )
     revisions.make_current(revision)
     return StudyQuestion.objects.get(pk=revision.question_id)
+
+
+def post(question: StudyQuestion, decision: str, **fields: str) -> dict[str, object]:
+    """A decision form as the page posts it: the item's revision and the state shown."""
+    item = review.item(question.pk)
+    assert item is not None
+    return {"revision": item.revision.pk, "seen": item.seen.token(), "decision": decision, **fields}
 
 
 def test_only_reviewers_see_the_page_and_post_decisions():
@@ -69,9 +76,7 @@ def test_the_page_shows_everything_needed_to_judge(admin_client):
 
 def test_a_decision_moves_to_the_next_question_and_is_logged(admin_client):
     first, second = explained(), explained()
-    response = admin_client.post(
-        DECIDE_URL, {"revision": first.current_revision_id, "decision": "approve"}
-    )
+    response = admin_client.post(DECIDE_URL, post(first, "approve"))
     assert (
         response.status_code == 302 and response["Location"] == f"{REVIEW_URL}?question={second.pk}"
     )
@@ -82,9 +87,7 @@ def test_a_decision_moves_to_the_next_question_and_is_logged(admin_client):
     entry = LogEntry.objects.get(object_id=str(first.pk))
     assert entry.change_message == f"Review: approved revision {revision.pk}"
 
-    response = admin_client.post(
-        DECIDE_URL, {"revision": second.current_revision_id, "decision": "reject"}
-    )
+    response = admin_client.post(DECIDE_URL, post(second, "reject"))
     job = StudyQuestionJob.objects.get(study_question=second)
     assert job.status == "pending"
     assert response["Location"] == REVIEW_URL  # nothing waits any more
@@ -94,34 +97,34 @@ def test_a_decision_moves_to_the_next_question_and_is_logged(admin_client):
 
 def test_an_edit_posted_from_the_page_becomes_the_current_explanation(admin_client):
     question = explained("Wrong: 5.")
-    admin_client.post(
-        DECIDE_URL,
-        {"revision": question.current_revision_id, "decision": "edit", "text": "Right: 4."},
-    )
+    admin_client.post(DECIDE_URL, post(question, "edit", text="Right: 4."))
     question.refresh_from_db()
     assert question.explanation == "Right: 4." and question.current_revision.author == "admin"
 
 
 def test_a_stale_or_bad_post_changes_nothing(admin_client):
     question = explained()
-    revision_id = question.current_revision_id
-    admin_client.post(DECIDE_URL, {"revision": revision_id, "decision": "approve"})
+    stale = post(question, "reject", back=f"{REVIEW_URL}?question=1")
+    admin_client.post(DECIDE_URL, post(question, "approve"))
     # A second reviewer's page still shows the question: theirs is refused, not applied.
     newer = ExplanationRevisionFactory(question=question, text="Newer.")
     revisions.make_current(newer)
-    response = admin_client.post(
-        DECIDE_URL,
-        {"revision": revision_id, "decision": "reject", "back": f"{REVIEW_URL}?question=1"},
-    )
+    response = admin_client.post(DECIDE_URL, stale)
     assert response["Location"] == f"{REVIEW_URL}?question=1"
     assert "changed meanwhile" in str(list(get_messages(response.wsgi_request))[-1])
     assert not StudyQuestionJob.objects.exists()
-    for bad in ({"revision": "x", "decision": "approve"}, {"revision": newer.pk, "decision": "?"}):
+    bad_forms = (
+        {"revision": "x", "decision": "approve"},
+        {"revision": newer.pk, "decision": "?"},
+        {"revision": newer.pk, "decision": "approve"},  # no state shown: not a page's form
+        {"revision": newer.pk, "decision": "approve", "seen": "approved|x|0|1|y"},
+    )
+    for bad in bad_forms:
         response = admin_client.post(DECIDE_URL, bad)
         assert response.status_code == 302
-    response = admin_client.post(
-        DECIDE_URL, {"revision": newer.pk, "decision": "reject", "back": "https://evil.example/"}
-    )
+        assert "a bad form" in str(list(get_messages(response.wsgi_request))[-1])
+    assert ExplanationRevision.objects.get(pk=newer.pk).review_status == "unreviewed"
+    response = admin_client.post(DECIDE_URL, post(question, "reject", back="https://evil.example/"))
     assert ExplanationRevision.objects.get(pk=newer.pk).review_status == "rejected"
     assert admin_client.get(f"{REVIEW_URL}?question=abc").status_code == 200
 
@@ -155,3 +158,80 @@ def test_a_revision_page_shows_the_previous_text_side_by_side(admin_client):
         reverse("admin:studyqueue_explanationrevision_change", args=[question.current_revision_id])
     ).content.decode()
     assert "sq-diff-old" not in first  # nothing before it
+
+
+def test_the_page_carries_the_state_it_shows_in_every_decision_form(admin_client):
+    question = explained()
+    page = admin_client.get(f"{REVIEW_URL}?question={question.pk}")
+    token = review.item(question.pk).seen.token()
+    assert page.context["seen"] == token
+    assert page.content.decode().count(f'name="seen" value="{token}"') == 3
+
+
+def test_a_second_reviewer_on_the_same_page_is_refused_and_changes_nothing(admin_client):
+    question = explained()
+    revision_id = question.current_revision_id
+    alice = post(question, "approve")
+    bob = post(question, "reject", back=f"{REVIEW_URL}?question={question.pk}")  # same page
+    admin_client.post(DECIDE_URL, alice)
+    response = admin_client.post(DECIDE_URL, bob)
+    assert response["Location"] == f"{REVIEW_URL}?question={question.pk}"
+    assert [str(m) for m in get_messages(response.wsgi_request)][-1] == (
+        "Nothing decided: another reviewer decided first."
+    )
+    revision = ExplanationRevision.objects.get(pk=revision_id)
+    assert (revision.review_status, revision.reviewed_by) == ("approved", "admin")
+    assert not StudyQuestionJob.objects.exists()  # no regeneration queued
+    assert LogEntry.objects.count() == 1  # Alice's decision only
+
+
+def test_saving_the_text_unchanged_is_no_edit_and_says_so(admin_client):
+    question = explained("Four.\nCount it on your fingers.")
+    revision_id = question.current_revision_id
+    # A browser sends the textarea with CRLF line ends.
+    response = admin_client.post(
+        DECIDE_URL,
+        post(question, "edit", text="Four.\r\nCount it on your fingers.\r\n", back="/back/"),
+    )
+    assert response["Location"] == "/back/"
+    assert [str(m) for m in get_messages(response.wsgi_request)][-1] == (
+        f"Nothing changed: the text is the same as revision {revision_id}. Nothing was "
+        "decided; approve it if it is right."
+    )
+    assert ExplanationRevision.objects.count() == 1
+    assert ExplanationRevision.objects.get().review_status == "unreviewed"
+    assert not LogEntry.objects.exists()
+    # A real change keeps its lines with \n only.
+    admin_client.post(DECIDE_URL, post(question, "edit", text="Four.\r\nTwo and two.\r\n"))
+    question.refresh_from_db()
+    assert question.explanation == "Four.\nTwo and two." and "\r" not in question.explanation
+
+
+def test_a_correction_with_a_nul_is_a_form_error_and_keeps_the_text(admin_client):
+    question = explained("Wrong: 5.")
+    text = "Right: 4.\x00 Count it."
+    response = admin_client.post(DECIDE_URL, post(question, "edit", text=text))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert response.context["edit_errors"] == [
+        "The text holds a character that cannot be stored (a NUL or a lone surrogate)."
+    ]
+    assert 'id="sq-edit-errors"' in page and "cannot be stored" in page
+    # The box is open with the reviewer's text, on a page whose forms post its state.
+    assert f'<textarea name="text" id="sq-edit-text">{text}</textarea>' in page
+    assert 'id="sq-edit-form" hidden' not in page
+    assert response.context["seen"] == review.item(question.pk).seen.token()
+    assert ExplanationRevision.objects.count() == 1
+    assert ExplanationRevision.objects.get().review_status == "unreviewed"
+    assert not LogEntry.objects.exists()
+
+
+def test_an_edit_overtaken_by_another_reviewer_keeps_the_text_in_the_box(admin_client):
+    question = explained("Wrong: 5.")
+    mine = post(question, "edit", text="Right: 4, as counting shows.")
+    admin_client.post(DECIDE_URL, post(question, "approve"))
+    response = admin_client.post(DECIDE_URL, mine)
+    assert response.status_code == 200
+    assert response.context["edit_errors"] == ["Nothing saved: another reviewer decided first."]
+    assert "Right: 4, as counting shows.</textarea>" in response.content.decode()
+    assert ExplanationRevision.objects.get().review_status == "approved"

@@ -147,6 +147,7 @@ def test_flags_and_finish_reasons_are_enums_stored_as_their_values():
         "wrong_script",
         "answer_mismatch",
         "no_answer_stated",
+        "question_changed",
     ]
     assert set(quality.MEANINGS) == set(quality.FLAGS), "every flag says what it means"
 

@@ -195,7 +195,7 @@ def decide(
 
 def content_changed(question_ids: Iterable[int], *, using: str) -> None:
     """The questions' text, choices or answer changed (what the prompt is built from): an
-    approval or correction of their current explanation judged content that is gone, so it
+    approval or correction of any of their explanations judged content that is gone, so it
     is void (the explanation is unreviewed again, and a regeneration becomes current); the
     explanation is outdated (flagged ``question_changed``); and a candidate written for the
     old content waits no more (kept in the history).
@@ -206,12 +206,9 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> None:
     revisions_ = ExplanationRevision.objects.using(using)
     for start in range(0, len(ids), _VOID_BATCH):
         chunk = ids[start : start + _VOID_BATCH]
-        current = StudyQuestion.objects.using(using).filter(
-            pk__in=chunk, current_revision__isnull=False
-        )
-        voided = revisions_.filter(
-            pk__in=current.values("current_revision_id"), review_status__in=PROTECTED_REVIEWS
-        )
+        # Every approval of the question, not only the current one: "make current" on an
+        # older revision must not bring back an approval of content that is gone.
+        voided = revisions_.filter(question_id__in=chunk, review_status__in=PROTECTED_REVIEWS)
         for pk, question_id, review, by in voided.values_list(
             "pk", "question_id", "review_status", "reviewed_by"
         ):

@@ -256,6 +256,7 @@ def test_a_content_change_voids_the_approval_and_the_candidates_written_for_the_
         None,
     )
     assert export_approved() == []
+    assert not ExplanationRevision.objects.filter(review_status="approved").exists()
     assert list(review.waiting()) == [question]
     # The candidate written for the old content waits no more and cannot be accepted.
     assert not ExplanationRevision.objects.filter(candidate=True).exists()
@@ -317,3 +318,19 @@ def queue_jobs_for(question: StudyQuestion) -> int:
 
     jobs = StudyQuestionJob.objects.filter(study_question=question)
     return jobs.exclude(status="completed").count()
+
+
+def test_a_content_change_voids_the_approvals_of_older_revisions_too(
+    llm_server, make_consumer, tmp_path
+):
+    from studyqueue import review
+
+    question = approved_with_a_candidate(llm_server, make_consumer, tmp_path)
+    first = question.current_revision
+    candidate = ExplanationRevision.objects.get(candidate=True)
+    review.decide(candidate.pk, review.Decision.APPROVE, by="bo")
+    first.refresh_from_db()
+    assert first.review_status == "approved"  # superseded, still approved
+    import_file(write_jsonl(tmp_path / "b.jsonl", NEW_TEXT))
+    statuses = ExplanationRevision.objects.values_list("review_status", flat=True)
+    assert set(statuses) == {"unreviewed"}

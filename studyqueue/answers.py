@@ -2,9 +2,17 @@
 
 The default prompt asks the model to end with one line such as ``정답: ②`` or ``Answer: 2``;
 models also write ``정답은 ②번입니다``, ``The correct answer is (B) Seoul``, ``**Answer:** 2``,
-``서울이 정답입니다`` or correct themselves half-way. ``compare`` reads the LAST statement that
-names something and says whether it names the key; no extra LLM call. A reply it cannot read
-is ``Verdict.UNREAD``, never an agreement. Pure text: no Django, no database.
+``서울이 정답입니다`` or correct themselves half-way. ``compare`` reads the statement that
+names the answer and says whether it names the key; no extra LLM call. The grammar:
+
+- a label that opens its sentence (``정답: ②``, ``So the answer is B``) outranks an answer
+  named inside a sentence (``Students often say the answer is A``); among equals, the last
+  counts (the model corrected itself);
+- a statement that is negated, hedged, asked, reported or names two answers states none;
+- a later statement naming another answer, or doubting this one, makes the reply unread.
+
+A reply it cannot read is ``Verdict.UNREAD``, never an agreement. Pure text: no Django, no
+database.
 """
 
 from __future__ import annotations
@@ -66,9 +74,10 @@ _KO_LABEL = re.compile(
     r"(?<![가-힣])(?:최종\s*)?(?:정답|답)"
     r"(?:\s*(?:은|는|이|가)(?![가-힣])|\s*[:\uff1a=→\-\u2013]|\s+(?=\S))"
 )
-# The answer named before the label: "②번이 정답입니다", "(B) Seoul is the correct answer".
+# The answer named before the label, on its line: "②번이 정답입니다", "(B) Seoul is the
+# correct answer".
 _KO_AFTER = re.compile(
-    r"(?:이|가|은|는)?\s*(?:최종\s*)?정답(?:이다|입니다|이에요|예요|이야|임)?(?![가-힣])"
+    r"(?:이|가|은|는)?[ \t]*(?:최종\s*)?정답(?:이다|입니다|이에요|예요|이야|임)?(?![가-힣])"
 )
 _EN_AFTER = re.compile(
     r"\s+(?:is|was)\s+(?:the\s+)?(?:correct|right|final|best)\s+(?:answer|option|choice)\b",
@@ -89,27 +98,73 @@ _KO_TURN = re.compile(r"(?:이|가)?\s*아니(?:라|고|며)\s*")
 _EN_TURN = re.compile(r"^not\b.*?\b(?:but(?:\s+rather)?|rather|it\s+is|it's)\s+", re.IGNORECASE)
 _EN_NOT = re.compile(r"^not\b", re.IGNORECASE)
 _MARKER = re.compile(
-    r"^(?:[(\uff08\[]\s*(?P<paren>\d{1,2}|[A-Za-z])\s*[)\uff09\]]"
+    rf"^(?:[(\uff08\[【]\s*(?P<paren>\d{{1,2}}|[A-Za-z]|[{_CIRCLED_CLASS}])\s*[)\uff09\]】]"
     rf"|(?P<circled>[{_CIRCLED_CLASS}])"
     r"|(?P<number>\d{1,2})(?P<beon>\s*번)?(?![\d,.]\d|\s*[%/])"
     r"|(?P<letter>[A-Za-z])(?P<close>[).:])?(?![A-Za-z0-9'\u2019]))",
 )
 _AND = re.compile(r"^\s*(?:,|/|&|and\b|or\b|및|또는|와|과|이나|나)\s*", re.IGNORECASE)
-_ANOTHER = re.compile(
-    r"^\s*(?:,|/|&|and\b|or\b|및|또는|와|과)\s*"
-    rf"(?:[(\uff08\[]?\s*(?:\d{{1,2}}|[A-Za-z])\s*[)\uff09\]]|[{_CIRCLED_CLASS}]|\d{{1,2}}\s*번?(?!\w))",
-    re.IGNORECASE,
+# A second choice right after the first, alone or through "and", "or", a comma or a
+# bracket: "B and C", "B C", "B (or C)", "② ③", "②③", "②번과 ③번" name two answers.
+_SECOND = re.compile(
+    r"^(?:\s*번)?[\s(\[【]*"
+    r"(?:(?:,|/|&|\+|(?i:and|or)\b|및|또는|혹은|이나|이랑|랑|하고|와|과|나)[\s(\[【]*)?"
+    rf"(?=[{_CIRCLED_CLASS}]|\d{{1,2}}(?![\d,.]\d|\s*[%/])|[A-Z](?![A-Za-z0-9'\u2019])"
+    r"|(?<=[(\[【])[a-z]\s*[)\]】])"
 )
 # Endings of a Korean statement ("서울입니다", "②번이다"): not part of the answer.
 _COPULA = re.compile(r"\s*(?:번)?\s*(?:입니다|이에요|예요|이다|이야|임)?\s*[.!。]*\s*$")
 _EDGE = " \t\"'\u201c\u201d\u2018\u2019「」『』.,;:!?。·-\u2013\u2014*_`$"
 _SENTENCE_END = re.compile(r"(?<=[.!?。])\s+|;|\s+[-\u2013\u2014]\s+")
 
+# What makes a statement state no answer: a question mark, or a word that negates it
+# ("not", "아님", "틀렸다"), hedges it ("probably", "것 같"), reports someone else's view
+# ("students say", "라고 생각") or makes the answer another than the writer's own ("a common
+# wrong answer", "either"). Read in the statement's sentence with the choices' own words
+# blanked out (a choice may be "해당 없음" or "not enough data"). When in doubt, unread.
+_DOUBT = re.compile(
+    r"[?\uff1f]|n['\u2019]?t\b"
+    r"|\b(?:not|no|never|none|neither|nor|incorrect|wrong|false|except|"
+    r"maybe|perhaps|probably|possibly|likely|unlikely|might|may|could|seems?|appears?|"
+    r"guess|think|thinks|thought|believes?|believed|suppose[sd]?|assume[sd]?|unsure|"
+    r"if|unless|whether|either|both|also|say|says|said|claims?|claimed|argues?|argued|"
+    r"suggests?|suggested|common|commonly|typical|typically|popular|tempting|often|"
+    r"many|some|students?|people|others?|another|alternative)\b"
+    r"|아니|아닙|아님|아냐|않|틀[리렸림립린]|오답|잘못|없"
+    r"|것\s*같|듯|아마|혹시|수도\s*있|일지도|일까|추정|추측|보입니다|보인다|생각|모르"
+    r"|라고|다고|라는|냐고|만약|만일",
+    re.IGNORECASE,
+)
+# Words that may come before a label in its sentence and leave it the writer's own
+# statement: "So the answer is", "On second thought, the answer is", "잠깐, 다시 보니 정답은".
+_LEAD_IN = re.compile(
+    r"(?:[\s,:;>#\-\u2013\u2014\u2022]+"
+    r"|(?:so|thus|therefore|hence|finally|actually|wait|correction|then|overall"
+    r"|in\s+(?:conclusion|summary|short)|on\s+(?:second\s+thought|reflection)"
+    r"|따라서|그러므로|그래서|즉|결국|결론적으로|최종적으로|정리하면|요약하면|아니|잠깐"
+    r"|다시\s*[가-힣]+)(?![A-Za-z가-힣]))*",
+    re.IGNORECASE,
+)
+_SENTENCE_START = re.compile(r".*[.!?。]\s")
+_NEXT_LINE = re.compile(r"\n\s*([^\n]+)")
+_NOT_CIRCLED = re.compile(rf"[^{_CIRCLED_CLASS}]+")
+_TEX_WRAP = re.compile(r"\\(?:boxed|fbox|text|textbf|mathrm|mathbf)\s*\{([^{}]*)\}")
+_TEX_DELIMITER = re.compile(r"\\[()\[\]]")
+_HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]{0,80}>")
+
 
 def _markdown_off(text: str) -> str:
-    """Emphasis, code marks and LaTeX boxes off: ``**Answer:** 2``, ``$\\boxed{B}$``."""
-    text = re.sub(r"\\boxed\s*\{([^{}]*)\}", r"\1", text)
+    """Emphasis, code marks, HTML tags and LaTeX off: ``**Answer:** 2``, ``$\\boxed{B}$``,
+    ``<b>②</b>``, ``\\(\\boxed{\\text{B}}\\)``."""
+    text = _TEX_WRAP.sub(r"\1", _TEX_WRAP.sub(r"\1", text))  # twice: \boxed{\text{B}}
+    text = _HTML_TAG.sub("", _TEX_DELIMITER.sub(" ", text))
     return re.sub(r"\*+|__|`+|\$", "", text)
+
+
+def _fold(text: str) -> str:
+    """Compatibility forms folded (full-width ``B``, ``⑵``, ``Ⓑ``) but not the circled
+    numbers: NFKC makes ``②`` a plain ``2``, which may be another choice's text."""
+    return _NOT_CIRCLED.sub(lambda part: unicodedata.normalize("NFKC", part[0]), text)
 
 
 def _norm(text: str) -> str:
@@ -171,8 +226,8 @@ def _marker(match: re.Match[str], choices: Sequence[str]) -> _Resolved:
     """The choice a number, circled number or letter names (``_OTHER`` out of range)."""
     count = len(choices)
     token = match["paren"] or match["number"] or match["letter"]
-    if match["circled"]:
-        number = _CIRCLED[match["circled"]]
+    if match["circled"] or token in _CIRCLED:
+        number = _CIRCLED[match["circled"] or token]
     elif token.isdigit():
         number = int(token)
         as_text = [i + 1 for i, choice in enumerate(choices) if _norm(choice) == _norm(token)]
@@ -202,7 +257,7 @@ def _answer_part(statement: str) -> str:
 def resolve(statement: str, choices: Sequence[str]) -> _Resolved:
     """What a statement names: a choice number (1-based), ``"other"`` (an answer that is no
     choice), ``"ambiguous"`` (two answers at once) or ``"junk"`` (nothing recognisable)."""
-    said = _answer_part(statement)
+    said = _answer_part(_fold(statement))
     if not said:
         return _JUNK
     if not choices:
@@ -214,8 +269,10 @@ def resolve(statement: str, choices: Sequence[str]) -> _Resolved:
     if found in (_JUNK, _AMBIGUOUS):
         return found if found == _AMBIGUOUS else _choice_by_text(said, choices)
     rest = said[match.end() :]
-    if _ANOTHER.match(rest):
-        return _AMBIGUOUS  # "②, ③": two answers
+    second = _SECOND.match(rest)
+    also = _MARKER.match(rest[second.end() :]) if second else None
+    if also and _marker(also, choices) not in (found, _JUNK):
+        return _AMBIGUOUS  # "② ③", "B and C": two answers
     rest = rest.strip(_EDGE + "()\uff08\uff09[]")
     named = _choice_by_text(rest, choices) if rest else _JUNK
     if isinstance(named, int) and isinstance(found, int) and named != found:
@@ -223,52 +280,122 @@ def resolve(statement: str, choices: Sequence[str]) -> _Resolved:
     return found
 
 
+def _doubted(words: str, names: Sequence[str]) -> bool:
+    """The words around an answer negate, hedge, ask or report it (``_DOUBT``), with the
+    ``names`` (the choices, the key) blanked out: their own words are the answer."""
+    said = _norm(words)
+    for name in names:
+        if (name := _norm(name)) and name in said:
+            said = re.sub(rf"(?<![0-9a-z]){re.escape(name)}(?![0-9a-z])", " ", said)
+    return _DOUBT.search(said) is not None
+
+
 @dataclass(frozen=True)
 class _Statement:
     at: int
-    text: str
+    text: str  # what names the answer: after the label (its line), or before it (its clause)
+    context: str = ""  # the rest of its sentence, which may doubt it (``_DOUBT``)
     line: bool = False  # the label opens its line: the fixed form, whatever follows is meant
+    opens: bool = False  # the label opens its sentence: the writer's own statement
+
+
+@dataclass(frozen=True)
+class _Reading:
+    statement: _Statement
+    names: _Resolved  # what the statement names, doubted or not
+    answer: str  # the words naming it
+    doubted: bool  # negated, hedged, asked, reported or two answers: it states no answer
 
 
 _LINE_START = " \t#>-•"
 
 
 def _statements(reply: str) -> list[_Statement]:
-    """Every place the reply states an answer, in order: after a label (to the line's end)
-    or before one (the clause's last words)."""
-    found = []
-    for label in (_EN_LABEL, _KO_LABEL):
-        for match in label.finditer(reply):
-            start = reply.rfind("\n", 0, match.start()) + 1
-            end = reply.find("\n", match.end())
-            text = reply[match.end() : min(match.end() + STATEMENT_CHARS, len(reply))]
-            text = text if end < 0 else text[: end - match.end()]
-            line = match.start() - start < 8 and not reply[start : match.start()].strip(_LINE_START)
-            found.append(_Statement(match.start(), text, line))
-    for label in (_EN_AFTER, _KO_AFTER):
-        for match in label.finditer(reply):
-            start = reply.rfind("\n", 0, match.start()) + 1
-            before = reply[max(start, match.start() - BEFORE_CHARS) : match.start()]
-            clause = _CLAUSE_START.match(before)
-            found.append(_Statement(match.start(), before[clause.end() :] if clause else before))
-    return sorted(found, key=lambda statement: statement.at)
+    """The last ``LAST_STATEMENTS`` places the reply states an answer, in order: after a
+    label (to the line's end; the next line when the label ends its line) or before one
+    (the clause's last words)."""
+    found = [
+        (m.start(), True, m) for label in (_EN_LABEL, _KO_LABEL) for m in label.finditer(reply)
+    ]
+    found += [
+        (m.start(), False, m) for label in (_EN_AFTER, _KO_AFTER) for m in label.finditer(reply)
+    ]
+    statements = []
+    for at, after_label, match in sorted(found, key=lambda item: item[0])[-LAST_STATEMENTS:]:
+        start = reply.rfind("\n", 0, at) + 1
+        before = reply[max(start, at - BEFORE_CHARS) : at]
+        clause = _CLAUSE_START.match(before)
+        end = reply.find("\n", match.end())
+        rest = reply[match.end() : end if end >= 0 else len(reply)][:STATEMENT_CHARS]
+        if not after_label:
+            # "(B) Seoul is the correct answer": the clause before; the sentence's rest after.
+            said = before[clause.end() :] if clause else before
+            statements.append(_Statement(at, said, _SENTENCE_END.split(rest, maxsplit=1)[0]))
+            continue
+        sentence = before[opened.end() :] if (opened := _SENTENCE_START.match(before)) else before
+        opens = _LEAD_IN.fullmatch(sentence) is not None
+        line = at - start < 8 and not before.strip(_LINE_START)
+        if line and end >= 0 and not rest.strip(_EDGE) and (below := _NEXT_LINE.match(reply, end)):
+            rest = below[1][:STATEMENT_CHARS]  # "**정답:**" and the answer on the next line
+        # Unless it opens the sentence, the words before the label may report or doubt it.
+        context = "" if opens else before[clause.end() :] if clause else before
+        statements.append(_Statement(at, rest, context, line, opens))
+    return statements
+
+
+def _reading(statement: _Statement, choices: Sequence[str], names: Sequence[str]) -> _Reading:
+    """What a statement names, and whether it is doubted (see ``_DOUBT``)."""
+    first = _SENTENCE_END.split(statement.text, maxsplit=1)[0]
+    said = _FILLER.sub("", _fold(first).strip(_EDGE))
+    only_not = _EN_NOT.match(said) and not _EN_TURN.match(said)  # "not 1": what it is not
+    text = _EN_NOT.sub("", said, count=1) if only_not else statement.text
+    named = resolve(text, choices)
+    answer = _answer_part(text)
+    if named == _JUNK and statement.line and answer:
+        named = _OTHER  # "Answer: Tokyo": an answer that is none of the choices
+    doubted = bool(only_not)
+    if not doubted:
+        asked = "?" in first or "\uff1f" in first or "?" in statement.context
+        words = f"{statement.context} {_answer_part(_fold(first))}"
+        doubted = asked or _doubted(words, [*choices, *names])
+    return _Reading(statement, named, answer, doubted)
+
+
+def _same(one: _Reading, other: _Reading) -> bool:
+    if isinstance(one.names, int) or isinstance(other.names, int):
+        return one.names == other.names
+    if _AMBIGUOUS in (one.names, other.names):
+        return False
+    return _same_text(one.answer, other.answer) or _same_text(other.answer, one.answer)
 
 
 def _shown(text: str) -> str:
     return " ".join(text.split()).strip(_EDGE)
 
 
-def read(reply: str, choices: Sequence[str]) -> tuple[str, _Resolved]:
-    """The last statement that names something (in the reply's last ``TAIL_CHARS``), as
-    written, and what it names; ``("", "junk")`` when it states nothing the parser reads."""
-    statements = _statements(_markdown_off(reply[-TAIL_CHARS:]))[-LAST_STATEMENTS:]
-    for statement in reversed(statements):
-        resolved = resolve(statement.text, choices)
-        if resolved == _JUNK and statement.line and _answer_part(statement.text):
-            resolved = _OTHER  # "Answer: Tokyo": an answer that is none of the choices
-        if resolved != _JUNK:
-            return _shown(statement.text), resolved
-    return "", _JUNK
+def read(reply: str, choices: Sequence[str], names: Sequence[str] = ()) -> tuple[str, _Resolved]:
+    """The statement of the answer (in the reply's last ``TAIL_CHARS``), as written, and
+    what it names; ``("", "junk")`` when it states none the parser reads. ``names`` (the
+    key) are, like the choices, words that never doubt a statement."""
+    readings = [
+        _reading(statement, choices, names)
+        for statement in _statements(_markdown_off(reply[-TAIL_CHARS:]))
+    ]
+    said = [reading for reading in readings if reading.names != _JUNK]
+    # A label opening its sentence outranks any answer named inside one; among either, the
+    # last counts (the model corrected itself). A doubted answer line states none.
+    opening = [reading for reading in said if reading.statement.opens]
+    plain = opening[-1:] or [reading for reading in said if not reading.doubted][-1:]
+    if not plain or plain[0].doubted:
+        return "", _JUNK
+    chosen = plain[0]
+    stated = _shown(chosen.statement.text)
+    for later in said[said.index(chosen) + 1 :]:
+        # After the answer: another answer stated, or this one doubted ("정답: ② … ②번이
+        # 정답이라고 생각하기 쉽지만"): the reply contradicts itself.
+        if later.doubted == _same(later, chosen):
+            return stated, _AMBIGUOUS
+    return stated, chosen.names
 
 
 def key_choice(key: str, choices: Sequence[str]) -> int | None:

@@ -103,7 +103,10 @@ _MARKER = re.compile(
     r"|(?P<number>\d{1,2})(?P<beon>\s*번)?(?![\d,.]\d|\s*[%/])"
     r"|(?P<letter>[A-Za-z])(?P<close>[).:])?(?![A-Za-z0-9'\u2019]))",
 )
-_AND = re.compile(r"^\s*(?:,|/|&|and\b|or\b|및|또는|와|과|이나|나)\s*", re.IGNORECASE)
+# What may join two answers named by their text: "Seoul or Busan", "서울이나 부산", "서울 부산".
+_AND = re.compile(
+    r"^[\s(\[]*(?:(?P<word>,|/|&|and\b|or\b|및|또는|혹은|와|과|이나|나)[\s(\[]*)?", re.IGNORECASE
+)
 # A second choice right after the first, alone or through "and", "or", a comma or a
 # bracket: "B and C", "B C", "B (or C)", "② ③", "②③", "②번과 ③번" name two answers.
 _SECOND = re.compile(
@@ -117,14 +120,14 @@ _COPULA = re.compile(r"\s*(?:번)?\s*(?:입니다|이에요|예요|이다|이야
 _EDGE = " \t\"'\u201c\u201d\u2018\u2019「」『』.,;:!?。·-\u2013\u2014*_`$"
 _SENTENCE_END = re.compile(r"(?<=[.!?。])\s+|;|\s+[-\u2013\u2014]\s+")
 
-# What makes a statement state no answer: a question mark, or a word that negates it
+# What makes a statement state no answer (besides a question mark): a word that negates it
 # ("not", "아님", "틀렸다"), hedges it ("probably", "것 같"), reports someone else's view
 # ("students say", "라고 생각") or makes the answer another than the writer's own ("a common
 # wrong answer", "either"). Read in the statement's sentence with the choices' own words
 # blanked out (a choice may be "해당 없음" or "not enough data"). When in doubt, unread.
 _DOUBT = re.compile(
-    r"[?\uff1f]|n['\u2019]?t\b"
-    r"|\b(?:not|no|never|none|neither|nor|incorrect|wrong|false|except|"
+    r"n['\u2019]t\b"
+    r"|\b(?:not|no|never|none|isnt|neither|nor|incorrect|wrong|false|except|"
     r"maybe|perhaps|probably|possibly|likely|unlikely|might|may|could|seems?|appears?|"
     r"guess|think|thinks|thought|believes?|believed|suppose[sd]?|assume[sd]?|unsure|"
     r"if|unless|whether|either|both|also|say|says|said|claims?|claimed|argues?|argued|"
@@ -198,8 +201,11 @@ def _choice_by_text(text: str, choices: Sequence[str]) -> _Resolved:
             return _AMBIGUOUS
         number = max(starts)[1] + 1
         joined = _AND.match(said[longest:])
-        if joined and _choice_by_text(said[longest + joined.end() :], choices) != _JUNK:
+        after = said[longest + joined.end() :] if joined else ""
+        if joined and joined["word"] and _choice_by_text(after, choices) != _JUNK:
             return _AMBIGUOUS  # "Seoul or Busan": two answers
+        if any(_starts_with(after, name) for name in names):
+            return _AMBIGUOUS  # "서울 부산", "Seoul (Busan)": two answers side by side
         return number
     sentence = _norm(_SENTENCE_END.split(text, maxsplit=1)[0])
     inside = {i for i, name in enumerate(names) if name and _mentions(sentence, name)}
@@ -281,7 +287,7 @@ def resolve(statement: str, choices: Sequence[str]) -> _Resolved:
 
 
 def _doubted(words: str, names: Sequence[str]) -> bool:
-    """The words around an answer negate, hedge, ask or report it (``_DOUBT``), with the
+    """The words around an answer negate, hedge or report it (``_DOUBT``), with the
     ``names`` (the choices, the key) blanked out: their own words are the answer."""
     said = _norm(words)
     for name in names:
@@ -353,11 +359,12 @@ def _reading(statement: _Statement, choices: Sequence[str], names: Sequence[str]
     answer = _answer_part(text)
     if named == _JUNK and statement.line and answer:
         named = _OTHER  # "Answer: Tokyo": an answer that is none of the choices
-    doubted = bool(only_not)
-    if not doubted:
-        asked = "?" in first or "\uff1f" in first or "?" in statement.context
-        words = f"{statement.context} {_answer_part(_fold(first))}"
-        doubted = asked or _doubted(words, [*choices, *names])
+    # Doubts are read in the statement's sentence, or on an answer line in all of it: a line
+    # is the answer's own place ("Answer: 2 — no, 3"), a sentence in prose is not.
+    region = statement.text if statement.line else first
+    asked = "?" in _fold(f"{statement.context} {region}")  # "Paris is the correct answer?"
+    words = f"{statement.context} {_answer_part(region)}"
+    doubted = bool(only_not) or asked or _doubted(words, [*choices, *names])
     return _Reading(statement, named, answer, doubted)
 
 
@@ -422,7 +429,7 @@ def _same_text(stated: str, key: str) -> bool:
 def compare(reply: str, choices: Sequence[str], key: str) -> Agreement:
     """Read the answer a reply states and compare it with the key (its text, number or
     letter among ``choices``; for a question without choices, the text itself)."""
-    stated, resolved = read(reply, choices)
+    stated, resolved = read(reply, choices, [key])
     if not key.strip():
         return Agreement(stated, Verdict.NO_KEY)
     if resolved in (_JUNK, _AMBIGUOUS):

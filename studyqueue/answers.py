@@ -63,24 +63,28 @@ _CIRCLED = {
 _CIRCLED_CLASS = "".join(_CIRCLED)
 
 # "Answer:", "The correct answer is", "Final answer -", "The best option is"…
+# A blank within a line: no label reaches across a line break ("… is right\nAnswer: ②").
+_SP = r"[^\S\n]"
 _EN_LABEL = re.compile(
-    r"\b(?:(?:the\s+)?(?:(?:correct|right|final|best|true)\s+)?answer"
-    r"|(?:the\s+)?(?:correct|right|final|best)\s+(?:option|choice))"
-    r"\s*(?:is|would\s+be|must\s+be|should\s+be|will\s+be|[:\uff1a=\-\u2013\u2014→])",
+    rf"\b(?:(?:the{_SP}+)?(?:(?:correct|right|final|best|true){_SP}+)?answer"
+    rf"|(?:the{_SP}+)?(?:correct|right|final|best){_SP}+(?:option|choice))"
+    rf"{_SP}*(?:is|(?:would|must|should|will){_SP}+be|[:\uff1a=\-\u2013\u2014→])",
     re.IGNORECASE,
 )
-# "정답:", "정답은", "답은", "최종 정답 :" (not "대답은", "답변은": no syllable around "답").
+# "정답:", "정답은", "답은", "최종 정답 :" (not "대답은", "답변은": no syllable around "답"),
+# or "정답" ending its line (the answer below it).
 _KO_LABEL = re.compile(
-    r"(?<![가-힣])(?:최종\s*)?(?:정답|답)"
-    r"(?:\s*(?:은|는|이|가)(?![가-힣])|\s*[:\uff1a=→\-\u2013]|\s+(?=\S))"
+    rf"(?<![가-힣])(?:최종{_SP}*)?(?:정답|답)"
+    rf"(?:{_SP}*(?:은|는|이|가)(?![가-힣])|{_SP}*[:\uff1a=→\-\u2013]|{_SP}+(?=\S)|{_SP}*(?=\n))"
 )
 # The answer named before the label, on its line: "②번이 정답입니다", "(B) Seoul is the
 # correct answer".
 _KO_AFTER = re.compile(
-    r"(?:이|가|은|는)?[ \t]*(?:최종\s*)?정답(?:이다|입니다|이에요|예요|이야|임)?(?![가-힣])"
+    rf"(?:이|가|은|는)?{_SP}*(?:최종{_SP}*)?정답(?:이다|입니다|이에요|예요|이야|임)?(?![가-힣])"
 )
 _EN_AFTER = re.compile(
-    r"\s+(?:is|was)\s+(?:the\s+)?(?:correct|right|final|best)\s+(?:answer|option|choice)\b",
+    rf"{_SP}+(?:is|was){_SP}+(?:the{_SP}+)?(?:correct|right|final|best){_SP}+"
+    r"(?:answer|option|choice)\b",
     re.IGNORECASE,
 )
 # Where a clause before an "after" label starts: the answer is the clause's last words.
@@ -202,11 +206,13 @@ def _choice_by_text(text: str, choices: Sequence[str]) -> _Resolved:
         number = max(starts)[1] + 1
         joined = _AND.match(said[longest:])
         after = said[longest + joined.end() :] if joined else ""
-        if joined and joined["word"] and _choice_by_text(after, choices) != _JUNK:
-            return _AMBIGUOUS  # "Seoul or Busan": two answers
-        if any(_starts_with(after, name) for name in names):
-            return _AMBIGUOUS  # "서울 부산", "Seoul (Busan)": two answers side by side
-        return number
+        if joined and joined["word"]:
+            other = resolve(after, choices)  # "Seoul or Busan", "Seoul and ①"
+        else:  # "서울 부산", "Seoul (B)": only a choice right after it
+            marker = _MARKER.match(after)
+            by_name = [i + 1 for i, name in enumerate(names) if _starts_with(after, name)]
+            other = _marker(marker, choices) if marker else by_name[0] if by_name else _JUNK
+        return number if other in (number, _JUNK, _OTHER) else _AMBIGUOUS
     sentence = _norm(_SENTENCE_END.split(text, maxsplit=1)[0])
     inside = {i for i, name in enumerate(names) if name and _mentions(sentence, name)}
     # A choice inside a longer one ("Seoul" in "Seoul Tower") is that one.

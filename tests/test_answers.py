@@ -8,6 +8,8 @@ prose and distractors, are also checked as a property (hypothesis)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from studyqueue import answers
 from studyqueue.answers import Verdict
@@ -298,3 +300,154 @@ def test_a_statement_that_is_not_plain_is_no_agreement(reply, choices, key, verd
     assert found.verdict == verdict
     if stated is not None:
         assert found.stated == stated
+
+
+# The property: replies composed of prose, statements and distractor lines. A statement
+# template names choice {a} (and {o}, another or the same); {p} is a Korean particle slot.
+def named(number: int, form: str, korean: bool) -> str:
+    """Choice ``number`` (1-based) written one way: ``②``, ``2``, ``2번``, ``(2)``, ``B``,
+    or its text."""
+    return {
+        "circled": "①②③④"[number - 1],
+        "number": str(number),
+        "beon": f"{number}번",
+        "paren": f"({number})",
+        "letter": "ABCD"[number - 1],
+        "text": (CITIES if korean else CAPITALS)[number - 1],
+    }[form]
+
+
+FORMS = ["circled", "number", "beon", "paren", "letter", "text"]
+PLAIN = {
+    True: ["정답: {a}", "정답은 {a}입니다.", "따라서 답은 {a}", "최종 정답: {a}", "**정답:** {a}"],
+    False: [
+        "Answer: {a}",
+        "The correct answer is {a}.",
+        "So the final answer is {a}.",
+        "**Answer:** {a}",
+        "On second thought, the answer is {a}.",
+    ],
+}
+NOT_PLAIN = {
+    True: [
+        # negated
+        "정답: {a} 아님",
+        "정답은 {a}이 아닙니다.",
+        "정답: {a}은 틀렸다",
+        "따라서 정답은 {a}가 아닙니다",
+        "정답: {a} (오답)",
+        # hedged, asked, reported, rejected
+        "정답은 {a}인 것 같습니다.",
+        "정답은 아마 {a}입니다.",
+        "정답은 {a}일 수도 있습니다.",
+        "정답은 {a}인 것 같지만 {o}입니다.",
+        "정답은 {a}일까요?",
+        "많은 학생들이 답은 {a}이라고 생각합니다.",
+        "{a}이 정답이다?",
+        # two answers
+        "정답: {a} {o}",
+        "정답: {a}, {o}",
+        "정답은 {a} 또는 {o}입니다.",
+        "정답: {a}과 {o}",
+    ],
+    False: [
+        "Answer: {a} is incorrect",
+        "Answer: {a} is wrong, {o} is right",
+        "The answer is not {a}.",
+        "It is not true that {a} is the correct answer.",
+        "The answer is probably {a}.",
+        "I think the answer is {a}.",
+        "Many think {a} is the correct answer, but it is {o}.",
+        "The answer is {a}?",
+        "{a} is the correct answer? No.",
+        "Students often say the answer is {a}.",
+        "A common wrong answer is {a}.",
+        "Answer: {a} and {o}",
+        "Answer: {a} {o}",
+        "Answer: {a} (or {o})",
+        "The answer is {a} or {o}.",
+    ],
+}
+# Distractor lines after the answer line: named inside a sentence, negated or reported.
+DISTRACTOR = {
+    True: [
+        "오답 {a}: {t}은 정답 아님",
+        "- {a} {t} (정답 아님)",
+        "많은 학생들이 답은 {a}라고 생각합니다.",
+    ],
+    False: [
+        "A common wrong answer is {t}.",
+        "Students often say the answer is {t}.",
+        "- {a}: not {t}.",
+    ],
+}
+PROSE = {
+    True: [
+        "서울은 1394년부터 수도였습니다.",
+        "부산은 항구 도시이고 인천에는 공항이 있습니다.",
+        "...",
+    ],
+    False: [
+        "Seoul has been the capital since 1394.",
+        "Busan is a port; Incheon has the airport.",
+        "...",
+    ],
+}
+
+
+@st.composite
+def statement(draw, korean: bool, templates: dict[bool, list[str]], number: int | None = None):
+    """One statement in a reply's language, naming choice ``number`` (any when None)."""
+    template = draw(st.sampled_from(templates[korean]))
+    first = number or draw(st.integers(1, 4))
+    second = draw(st.integers(1, 4).filter(lambda other: other != first))
+    a, o = (named(n, draw(st.sampled_from(FORMS)), korean) for n in (first, second))
+    return template.format(a=a, o=o, t=(CITIES if korean else CAPITALS)[first - 1])
+
+
+@st.composite
+def not_plain_reply(draw):
+    """Prose and statements that are no plain statement of choice 2 (the key): each is
+    negated, hedged, asked, reported or names two answers, or plainly states another choice."""
+    korean = draw(st.booleans())
+    other = st.sampled_from([1, 3, 4]).flatmap(lambda n: statement(korean, PLAIN, n))
+    lines = draw(
+        st.lists(
+            st.one_of(st.sampled_from(PROSE[korean]), statement(korean, NOT_PLAIN), other),
+            min_size=1,
+            max_size=5,
+        )
+    )
+    return "\n".join(lines), korean
+
+
+@st.composite
+def plain_reply(draw):
+    """Prose and any statements, then a plain answer line naming choice 2 (the key), then
+    distractor lines about the other choices."""
+    korean = draw(st.booleans())
+    before = draw(
+        st.lists(
+            st.one_of(st.sampled_from(PROSE[korean]), statement(korean, NOT_PLAIN)), max_size=3
+        )
+    )
+    line = draw(statement(korean, PLAIN, 2))
+    others = st.sampled_from([1, 3, 4]).flatmap(lambda n: statement(korean, DISTRACTOR, n))
+    after = draw(st.lists(others, max_size=2))
+    return "\n".join([*before, line, *after]), korean
+
+
+@settings(max_examples=300, deadline=None)
+@given(not_plain_reply())
+def test_no_reply_that_does_not_plainly_state_the_key_agrees(case):
+    reply, korean = case
+    found = answers.compare(reply, CITIES if korean else CAPITALS, "서울" if korean else "Seoul")
+    assert found.verdict != AGREES, found
+
+
+@settings(max_examples=300, deadline=None)
+@given(plain_reply())
+def test_a_plain_answer_line_agrees_whatever_surrounds_it(case):
+    reply, korean = case
+    found = answers.compare(reply, CITIES if korean else CAPITALS, "서울" if korean else "Seoul")
+    assert found.verdict == AGREES, found

@@ -29,7 +29,7 @@ class Verdict(StrEnum):
 
     AGREES = "agrees"  # it names the key
     DIFFERS = "differs"  # it names another answer
-    UNREAD = "unread"  # no statement the parser can read (or one naming two answers)
+    UNREAD = "unread"  # no plain statement the parser can read (see the module's grammar)
     NO_KEY = "no_key"  # the question has no key: nothing to compare with
 
 
@@ -45,7 +45,7 @@ class Agreement:
 # (LLM_MAX_REPLY_BYTES) of which every "정답" would be a statement to resolve. A statement
 # is at most a line's first characters; an answer named before a label, its last words.
 TAIL_CHARS = 8000
-LAST_STATEMENTS = 64  # resolved from the end; more in 8,000 characters is no explanation
+LAST_STATEMENTS = 64  # the last ones weighed; more in 8,000 characters is no explanation
 STATEMENT_CHARS = 300
 BEFORE_CHARS = 120
 
@@ -306,7 +306,7 @@ def _doubted(words: str, names: Sequence[str]) -> bool:
 class _Statement:
     at: int
     text: str  # what names the answer: after the label (its line), or before it (its clause)
-    context: str = ""  # the rest of its sentence, which may doubt it (``_DOUBT``)
+    context: str = ""  # the words beside it that may doubt it: before a label, or after one
     line: bool = False  # the label opens its line: the fixed form, whatever follows is meant
     opens: bool = False  # the label opens its sentence: the writer's own statement
 
@@ -316,7 +316,7 @@ class _Reading:
     statement: _Statement
     names: _Resolved  # what the statement names, doubted or not
     answer: str  # the words naming it
-    doubted: bool  # negated, hedged, asked, reported or two answers: it states no answer
+    doubted: bool  # negated, hedged, asked or reported: it states no answer
 
 
 _LINE_START = " \t#>-•"
@@ -375,6 +375,7 @@ def _reading(statement: _Statement, choices: Sequence[str], names: Sequence[str]
 
 
 def _same(one: _Reading, other: _Reading) -> bool:
+    """Two statements name the same answer: one choice, or (no choice) the same text."""
     if isinstance(one.names, int) or isinstance(other.names, int):
         return one.names == other.names
     if _AMBIGUOUS in (one.names, other.names):
@@ -404,9 +405,10 @@ def read(reply: str, choices: Sequence[str], names: Sequence[str] = ()) -> tuple
     chosen = plain[0]
     stated = _shown(chosen.statement.text)
     for later in said[said.index(chosen) + 1 :]:
-        # After the answer: another answer stated, or this one doubted ("정답: ② … ②번이
-        # 정답이라고 생각하기 쉽지만"): the reply contradicts itself.
-        if later.doubted == _same(later, chosen):
+        # After the answer, another one stated ("So C is the correct answer") or this one
+        # doubted ("It is not true that B is the correct answer"): it contradicts itself.
+        contradicts = later.doubted if _same(later, chosen) else not later.doubted
+        if contradicts:
             return stated, _AMBIGUOUS
     return stated, chosen.names
 

@@ -72,10 +72,10 @@ _EN_LABEL = re.compile(
     re.IGNORECASE,
 )
 # "정답:", "정답은", "답은", "최종 정답 :" (not "대답은", "답변은": no syllable around "답"),
-# or "정답" ending its line (the answer below it).
+# "정답 ②" (but not "정답 해설", a heading), or "정답" ending its line (the answer below it).
 _KO_LABEL = re.compile(
-    rf"(?<![가-힣])(?:최종{_SP}*)?(?:정답|답)"
-    rf"(?:{_SP}*(?:은|는|이|가)(?![가-힣])|{_SP}*[:\uff1a=→\-\u2013]|{_SP}+(?=\S)|{_SP}*(?=\n))"
+    rf"(?<![가-힣])(?:최종{_SP}*)?(?:정답|답)(?:{_SP}*(?:은|는|이|가)(?![가-힣])"
+    rf"|{_SP}*[:\uff1a=→\-\u2013]|{_SP}+(?=[^\s가-힣])|{_SP}*(?=\n))"
 )
 # The answer named before the label, on its line: "②번이 정답입니다", "(B) Seoul is the
 # correct answer".

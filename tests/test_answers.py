@@ -220,6 +220,8 @@ DISTRACTORS = [
     # The same with the key on the answer line: it agrees.
     ("...\n정답: ①\n오답 ②: 서울은 정답 아님", CITIES, "부산", AGREES, "①"),
     ("...\nAnswer: A\nStudents often say the answer is Seoul.", CAPITALS, "Busan", AGREES, "A"),
+    # An explanation headed "정답 해설" after the line is no answer line.
+    ("...\n정답: ②\n정답 해설: ①번 부산은 수도가 아닙니다.", CITIES, "서울", AGREES, "②"),
     # An answer named inside a sentence before the line does not count either.
     ("Some say the answer is Busan.\nAnswer: B", CAPITALS, "Busan", DIFFERS, "B"),
     ("①번 부산이 정답이라고 생각하기 쉽지만 아닙니다.\n정답: ②", CITIES, "부산", DIFFERS, "②"),

@@ -115,7 +115,7 @@ _AND = re.compile(
 # bracket: "B and C", "B C", "B (or C)", "② ③", "②③", "②번과 ③번" name two answers.
 _SECOND = re.compile(
     r"^(?:\s*번)?[\s(\[【]*"
-    r"(?:(?:,|/|&|\+|(?i:and|or)\b|및|또는|혹은|이나|이랑|랑|하고|와|과|나)[\s(\[【]*)?"
+    r"(?:(?:[,;/&+|]|(?i:and|or)\b|및|또는|혹은|이나|이랑|랑|하고|와|과|나)[\s(\[【]*)?"
     rf"(?=[{_CIRCLED_CLASS}]|\d{{1,2}}(?![\d,.]\d|\s*[%/])|[A-Z](?![A-Za-z0-9'\u2019])"
     r"|(?<=[(\[【])[a-z]\s*[)\]】])"
 )
@@ -124,22 +124,26 @@ _COPULA = re.compile(r"\s*(?:번)?\s*(?:입니다|이에요|예요|이다|이야
 _EDGE = " \t\"'\u201c\u201d\u2018\u2019「」『』.,;:!?。·-\u2013\u2014*_`$"
 _SENTENCE_END = re.compile(r"(?<=[.!?。])\s+|;|\s+[-\u2013\u2014]\s+")
 
-# What makes a statement state no answer (besides a question mark): a word that negates it
-# ("not", "아님", "틀렸다"), hedges it ("probably", "것 같"), reports someone else's view
-# ("students say", "라고 생각") or makes the answer another than the writer's own ("a common
-# wrong answer", "either"). Read in the statement's sentence with the choices' own words
-# blanked out (a choice may be "해당 없음" or "not enough data"). When in doubt, unread.
+# What makes a statement state no answer (besides a question mark): a word or mark that
+# negates it ("not", "아님", "틀렸다", "✗"), hedges or qualifies it ("probably", "but",
+# "것 같", "지만"), reports someone else's view ("students say", "라고 생각") or makes the
+# answer another than the writer's own ("a common wrong answer", "a trap", "either"). Read
+# with the choices' and the key's own words blanked out (a choice may be "해당 없음", a key
+# "No"). When in doubt, unread.
 _DOUBT = re.compile(
-    r"n['\u2019]t\b"
-    r"|\b(?:not|no|never|none|isnt|neither|nor|incorrect|wrong|false|except|"
-    r"maybe|perhaps|probably|possibly|likely|unlikely|might|may|could|seems?|appears?|"
+    r"n['\u2019]t\b|[\u2717\u2718\u274c\u274e\U0001f6ab]"
+    r"|\b(?:not|no|never|none|isnt|neither|nor|incorrect|wrong|false|except|excluded|"
+    r"eliminated|rejected|ruled|trap|distractor|decoy|"
+    r"maybe|perhaps|probably|possibly|presumably|apparently|supposedly|likely|unlikely|"
+    r"might|may|could|seems?|appears?|unclear|uncertain|doubt|doubtful|"
     r"guess|think|thinks|thought|believes?|believed|suppose[sd]?|assume[sd]?|unsure|"
-    r"if|unless|whether|either|both|also|say|says|said|claims?|claimed|argues?|argued|"
-    r"suggests?|suggested|common|commonly|typical|typically|popular|tempting|often|"
+    r"if|unless|whether|but|however|although|though|either|both|also|"
+    r"say|says|said|claims?|claimed|argues?|argued|suggests?|suggested|"
+    r"common|commonly|typical|typically|popular|tempting|often|"
     r"many|some|students?|people|others?|another|alternative)\b"
-    r"|아니|아닙|아님|아냐|않|틀[리렸림립린]|오답|잘못|없"
-    r"|것\s*같|듯|아마|혹시|수도\s*있|일지도|일까|추정|추측|보입니다|보인다|생각|모르"
-    r"|라고|다고|라는|냐고|만약|만일",
+    r"|아니|아닙|아님|아냐|않|(?<![가-힣])못|틀[리렸림립린]|오답|잘못|없|제외|소거|함정"
+    r"|것\s*같|듯|아마|혹시|수도\s*있|일지도|일까|겠|지만|가능|추정|추측|보입니다|보인다"
+    r"|생각|모르|애매|글쎄|라고|다고|라는|냐고|만약|만일",
     re.IGNORECASE,
 )
 # Words that may come before a label in its sentence and leave it the writer's own

@@ -196,6 +196,10 @@ NEGATED = [
     ("...\nThe correct answer is never Seoul.", CAPITALS, "Seoul", UNREAD, ""),
     ("...\nAnswer: not 2", CAPITALS, "Seoul", UNREAD, ""),
     ("...\nAnswer: 2 is false", [], "2", UNREAD, ""),
+    ("...\nAnswer: B \u2717", CAPITALS, "Seoul", UNREAD, ""),  # ✗
+    ("...\nAnswer: B is a trap", CAPITALS, "Seoul", UNREAD, ""),
+    ("...\n정답: ②번 (함정)", CITIES, "서울", UNREAD, ""),
+    ("...\n정답: ② 못 됨", CITIES, "서울", UNREAD, ""),
     # The turn still names the answer; and a choice's own words are no negation.
     ("...\n정답은 ①이 아니라 ②입니다.", CITIES, "서울", AGREES, None),
     ("...\n정답: ④ 해당 없음", ["가", "나", "다", "해당 없음"], "해당 없음", AGREES, None),
@@ -248,6 +252,9 @@ HEDGED = [
     ("...\nThe answer is B?", CAPITALS, "Seoul", UNREAD, ""),
     ("...\nIf the answer is B, the question is wrong.", CAPITALS, "Seoul", UNREAD, ""),
     ("...\nThe answer is maybe Seoul.", [], "Seoul", UNREAD, ""),
+    ("...\nThe answer is B, presumably.", CAPITALS, "Seoul", UNREAD, ""),
+    ("...\n정답은 ②번이지만 ③번도 가능합니다.", CITIES, "서울", UNREAD, ""),
+    ("...\n정답은 ②번이겠지만 확인이 필요합니다.", CITIES, "서울", UNREAD, ""),
 ]
 # Two answers at once: unread, however they are joined. Key: 서울 / Seoul.
 TWO_ANSWERS = [
@@ -255,6 +262,7 @@ TWO_ANSWERS = [
     ("...\nAnswer: B C", CAPITALS, "Seoul", UNREAD, "B C"),
     ("...\nAnswer: B (or C)", CAPITALS, "Seoul", UNREAD, "B (or C)"),
     ("...\nAnswer: B or D", CAPITALS, "Seoul", UNREAD, "B or D"),
+    ("...\nAnswer: B; C", CAPITALS, "Seoul", UNREAD, "B; C"),
     ("...\nAnswer: (B) and (c)", CAPITALS, "Seoul", UNREAD, None),
     ("...\nAnswer: Seoul Busan", CAPITALS, "Seoul", UNREAD, None),
     ("...\n정답: ② ③", CITIES, "서울", UNREAD, "② ③"),

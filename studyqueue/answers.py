@@ -158,6 +158,7 @@ _LEAD_IN = re.compile(
 )
 _SENTENCE_START = re.compile(r".*[.!?。]\s")
 _NEXT_LINE = re.compile(r"\n\s*([^\n]+)")
+_LATIN_AFTER = re.compile(r"\s+[A-Za-z]")
 _NOT_CIRCLED = re.compile(rf"[^{_CIRCLED_CLASS}]+")
 _TEX_WRAP = re.compile(r"\\(?:boxed|fbox|text|textbf|mathrm|mathbf)\s*\{([^{}]*)\}")
 _TEX_DELIMITER = re.compile(r"\\[()\[\]]")
@@ -252,9 +253,9 @@ def _marker(match: re.Match[str], choices: Sequence[str]) -> _Resolved:
             # "4" among the choices "3", "4": the choice's text, or (in range) both readings.
             return as_text[0] if number > count and len(as_text) == 1 else _AMBIGUOUS
     else:
-        alone = match["close"] or match.string.strip(_EDGE) == token
-        if match["letter"] and token.islower() and not alone:
-            return _JUNK  # "a" as a word, not the letter of a choice
+        word = not match["close"] and _LATIN_AFTER.match(match.string, match.end())
+        if match["letter"] and token.islower() and word:
+            return _JUNK  # "a city": the article, not the letter of a choice ("a입니다" is)
         number = ord(token.upper()) - ord("A") + 1
     return number if 1 <= number <= count else _OTHER
 

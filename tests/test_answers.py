@@ -271,6 +271,7 @@ TWO_ANSWERS = [
     ("...\n정답: 2번 또는 3번", CITIES, "서울", UNREAD, None),
     ("...\n정답: [②] [③]", CITIES, "서울", UNREAD, None),
     ("...\n정답: 서울 부산", CITIES, "서울", UNREAD, None),
+    ("...\n정답은 서울 또는 c입니다.", CITIES, "서울", UNREAD, None),
     # One answer written two ways is one answer.
     ("...\nAnswer: B (2)", CAPITALS, "Seoul", AGREES, "B (2)"),
     ("...\n정답: ②번 서울", CITIES, "서울", AGREES, "②번 서울"),

@@ -97,8 +97,8 @@ _FILLER = re.compile(
     r"letter|바로|보기|선택지|번호|결국|따라서)\s*)+",
     re.IGNORECASE,
 )
-# "not 1 but 3", "①이 아니라 ③": what comes after the turn is the answer.
-_KO_TURN = re.compile(r"(?:이|가)?\s*아니(?:라|고|며)\s*")
+# "not 1 but 3", "①이 아니라 ③", "①이 아닌 ③": what comes after the turn is the answer.
+_KO_TURN = re.compile(r"(?:이|가)?\s*(?:아니(?:라|고|며)|아닌)\s*")
 _EN_TURN = re.compile(r"^not\b.*?\b(?:but(?:\s+rather)?|rather|it\s+is|it's)\s+", re.IGNORECASE)
 _EN_NOT = re.compile(r"^not\b", re.IGNORECASE)
 _MARKER = re.compile(
@@ -109,13 +109,14 @@ _MARKER = re.compile(
 )
 # What may join two answers named by their text: "Seoul or Busan", "서울이나 부산", "서울 부산".
 _AND = re.compile(
-    r"^[\s(\[]*(?:(?P<word>,|/|&|and\b|or\b|및|또는|혹은|와|과|이나|나)[\s(\[]*)?", re.IGNORECASE
+    r"^[\s(\[]*(?:(?P<word>[,/&·・、]|and\b|or\b|및|또는|혹은|와|과|이나|나)[\s(\[]*)?",
+    re.IGNORECASE,
 )
 # A second choice right after the first, alone or through "and", "or", a comma or a
 # bracket: "B and C", "B C", "B (or C)", "② ③", "②③", "②번과 ③번" name two answers.
 _SECOND = re.compile(
     r"^(?:\s*번)?[\s(\[【]*"
-    r"(?:(?:[,;/&+|]|(?i:and|or)\b|및|또는|혹은|이나|이랑|랑|하고|와|과|나)[\s(\[【]*)?"
+    r"(?:(?:[,;/&+|~·・、]|(?i:and|or)\b|및|또는|혹은|이나|이랑|랑|하고|와|과|나)[\s(\[【]*)?"
     rf"(?=[{_CIRCLED_CLASS}]|\d{{1,2}}(?![\d,.]\d|\s*[%/])|[A-Z](?![A-Za-z0-9'\u2019])"
     r"|(?<=[(\[【])[a-z]\s*[)\]】])"
 )
@@ -141,9 +142,9 @@ _DOUBT = re.compile(
     r"say|says|said|claims?|claimed|argues?|argued|suggests?|suggested|"
     r"common|commonly|typical|typically|popular|tempting|often|"
     r"many|some|students?|people|others?|another|alternative)\b"
-    r"|아니|아닙|아님|아냐|않|(?<![가-힣])못|틀[리렸림립린]|오답|잘못|없|제외|소거|함정"
+    r"|아니|아닙|아닌|아님|아냐|않|(?<![가-힣])못|틀[리렸림립린]|오답|잘못|없|제외|소거|함정"
     r"|것\s*같|듯|아마|혹시|수도\s*있|일지도|일까|겠|지만|가능|추정|추측|보입니다|보인다"
-    r"|생각|모르|애매|글쎄|라고|다고|라는|냐고|만약|만일",
+    r"|생각|모르|애매|글쎄|라고|다고|라는|냐고|만약|만일|흔히|흔한|착각|오해",
     re.IGNORECASE,
 )
 # Words that may come before a label in its sentence and leave it the writer's own

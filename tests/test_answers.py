@@ -202,6 +202,8 @@ NEGATED = [
     ("...\n정답: ② 못 됨", CITIES, "서울", UNREAD, ""),
     # The turn still names the answer; and a choice's own words are no negation.
     ("...\n정답은 ①이 아니라 ②입니다.", CITIES, "서울", AGREES, None),
+    ("...\n정답: ②번이 아닌 ③번", CITIES, "서울", DIFFERS, None),
+    ("...\n정답: ③번이 아닌 ②번", CITIES, "서울", AGREES, None),
     ("...\n정답: ④ 해당 없음", ["가", "나", "다", "해당 없음"], "해당 없음", AGREES, None),
     ("...\nAnswer: D", ["Yes", "No", "Maybe", "None of these"], "None of these", AGREES, "D"),
     ("...\nAnswer: (D) None of these", ["Yes", "No", "Maybe", "None of these"], "D", AGREES, None),
@@ -243,6 +245,7 @@ HEDGED = [
     ("...\n정답은 ②번일까요?", CITIES, "서울", UNREAD, ""),
     ("...\n서울이 정답이다?", CITIES, "서울", UNREAD, ""),
     ("...\n정답은 ②번이라고 생각합니다.", CITIES, "서울", UNREAD, ""),
+    ("학생들은 흔히 답이 ②라 여긴다.", CITIES, "서울", UNREAD, ""),
     ("Many think Seoul is the correct answer, but it is Incheon.", CAPITALS, "Seoul", UNREAD, ""),
     ("It is not true that Seoul is the correct answer.", CAPITALS, "Seoul", UNREAD, ""),
     ("Seoul is the correct answer? No.", CAPITALS, "Seoul", UNREAD, ""),
@@ -271,6 +274,7 @@ TWO_ANSWERS = [
     ("...\n정답: 2번 또는 3번", CITIES, "서울", UNREAD, None),
     ("...\n정답: [②] [③]", CITIES, "서울", UNREAD, None),
     ("...\n정답: 서울 부산", CITIES, "서울", UNREAD, None),
+    ("...\n정답: ②·③", CITIES, "서울", UNREAD, None),
     ("...\n정답은 서울 또는 c입니다.", CITIES, "서울", UNREAD, None),
     # One answer written two ways is one answer.
     ("...\nAnswer: B (2)", CAPITALS, "Seoul", AGREES, "B (2)"),

@@ -364,6 +364,9 @@ NOT_PLAIN = {
         "정답: {a}, {o}",
         "정답은 {a} 또는 {o}입니다.",
         "정답: {a}과 {o}",
+        "정답: {a}·{o}",
+        "정답은 {a}이지만 {o}도 가능합니다.",
+        "학생들은 흔히 답이 {a}라 여긴다.",
     ],
     False: [
         "Answer: {a} is incorrect",
@@ -381,6 +384,9 @@ NOT_PLAIN = {
         "Answer: {a} {o}",
         "Answer: {a} (or {o})",
         "The answer is {a} or {o}.",
+        "Answer: {a}; {o}",
+        "Answer: {a} \u2717",
+        "Answer: {a} is a trap",
     ],
 }
 # Distractor lines after the answer line: named inside a sentence, negated or reported.

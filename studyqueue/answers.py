@@ -107,16 +107,14 @@ _MARKER = re.compile(
     r"|(?P<number>\d{1,2})(?P<beon>\s*번)?(?![\d,.]\d|\s*[%/])"
     r"|(?P<letter>[A-Za-z])(?P<close>[).:])?(?![A-Za-z0-9'\u2019]))",
 )
+# What joins two answers: "and", "or", a comma, "또는", "와"…
+_JOIN = r"[,;/&+|~·・、]|(?i:and|or)\b|및|또는|혹은|이나|이랑|랑|하고|와|과|나"
 # What may join two answers named by their text: "Seoul or Busan", "서울이나 부산", "서울 부산".
-_AND = re.compile(
-    r"^[\s(\[]*(?:(?P<word>[,/&·・、]|and\b|or\b|및|또는|혹은|와|과|이나|나)[\s(\[]*)?",
-    re.IGNORECASE,
-)
-# A second choice right after the first, alone or through "and", "or", a comma or a
-# bracket: "B and C", "B C", "B (or C)", "② ③", "②③", "②번과 ③번" name two answers.
+_AND = re.compile(rf"^[\s(\[]*(?:(?P<word>{_JOIN})[\s(\[]*)?")
+# A second choice right after the first, alone or joined, or in brackets: "B and C", "B C",
+# "B (or C)", "② ③", "②③", "②번과 ③번" name two answers.
 _SECOND = re.compile(
-    r"^(?:\s*번)?[\s(\[【]*"
-    r"(?:(?:[,;/&+|~·・、]|(?i:and|or)\b|및|또는|혹은|이나|이랑|랑|하고|와|과|나)[\s(\[【]*)?"
+    rf"^(?:\s*번)?[\s(\[【]*(?:(?:{_JOIN})[\s(\[【]*)?"
     rf"(?=[{_CIRCLED_CLASS}]|\d{{1,2}}(?![\d,.]\d|\s*[%/])|[A-Z](?![A-Za-z0-9'\u2019])"
     r"|(?<=[(\[【])[a-z]\s*[)\]】])"
 )

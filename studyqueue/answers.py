@@ -310,7 +310,7 @@ def _doubted(words: str, names: Sequence[str]) -> bool:
 class _Statement:
     at: int
     text: str  # what names the answer: after the label (its line), or before it (its clause)
-    context: str = ""  # the words beside it that may doubt it: before a label, or after one
+    context: str = ""  # the rest of its sentence, which may doubt it (none when it opens one)
     line: bool = False  # the label opens its line: the fixed form, whatever follows is meant
     opens: bool = False  # the label opens its sentence: the writer's own statement
 
@@ -343,19 +343,19 @@ def _statements(reply: str) -> list[_Statement]:
         clause = _CLAUSE_START.match(before)
         end = reply.find("\n", match.end())
         rest = reply[match.end() : end if end >= 0 else len(reply)][:STATEMENT_CHARS]
-        if not after_label:
-            # "(B) Seoul is the correct answer": the clause before; the sentence's rest after.
-            said = before[clause.end() :] if clause else before
-            statements.append(_Statement(at, said, _SENTENCE_END.split(rest, maxsplit=1)[0]))
-            continue
+        # The sentence's words before the label: they may report or doubt the statement.
         sentence = before[opened.end() :] if (opened := _SENTENCE_START.match(before)) else before
+        if not after_label:
+            # "(B) Seoul is the correct answer": the clause's last words before the label.
+            said = before[clause.end() :] if clause else before
+            context = f"{sentence[: len(sentence) - len(said)]} {_SENTENCE_END.split(rest, 1)[0]}"
+            statements.append(_Statement(at, said, context))
+            continue
         opens = _LEAD_IN.fullmatch(sentence) is not None
         line = at - start < 8 and not before.strip(_LINE_START)
         if line and end >= 0 and not rest.strip(_EDGE) and (below := _NEXT_LINE.match(reply, end)):
             rest = below[1][:STATEMENT_CHARS]  # "**정답:**" and the answer on the next line
-        # Unless it opens the sentence, the words before the label may report or doubt it.
-        context = "" if opens else before[clause.end() :] if clause else before
-        statements.append(_Statement(at, rest, context, line, opens))
+        statements.append(_Statement(at, rest, "" if opens else sentence, line, opens))
     return statements
 
 

@@ -53,7 +53,9 @@ def sync(
         if changed_from is not None and row.limit == changed_from and limit != row.limit:
             row.limit, row.reason, row.changed_at = limit, reason, timezone.now()
             fields += ["limit", "reason", "changed_at"]
-        row.rates = {**row.rates, **measured}
+        # Stored rates that are not an object (a hand edit, a bad restore) are unknown.
+        kept = row.rates if isinstance(row.rates, dict) else {}
+        row.rates = {**kept, **measured}
         row.save(update_fields=fields)
         return row.limit
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Collection
 from datetime import datetime
 
@@ -783,10 +784,14 @@ class GateLimit(models.Model):
 
     def measured(self) -> list[tuple[int, float]]:
         """``(limit, tokens/s)`` pairs in the order of the limit."""
+        if not isinstance(self.rates, dict):
+            return []  # a hand edit or a bad restore (a list, a number): nothing measured
         pairs = []
         for key, value in self.rates.items():
             try:
-                pairs.append((int(key), float(value)))
-            except (TypeError, ValueError):
+                pair = (int(key), float(value))
+            except (TypeError, ValueError, OverflowError):
                 continue  # hand-edited garbage: not shown
+            if math.isfinite(pair[1]):
+                pairs.append(pair)
         return sorted(pairs)

@@ -110,3 +110,18 @@ def test_a_fixed_gate_stores_nothing(llm_server, make_consumer, settings):
     assert consumer.run_cycle().outcomes == {"completed": 2}
     assert consumer.gate.controller is None and consumer.gate.limit == 2
     assert not GateLimit.objects.exists()
+
+
+@pytest.mark.parametrize("rates", [[1, 2], "80.5", 4, {"4": 10**400, "2": "x"}])
+def test_stored_rates_that_are_not_an_object_are_unknown(auto, make_consumer, rates):
+    # A hand edit or a bad restore: the consumer starts, and its measures replace them.
+    GateLimit.objects.create(endpoint=auto.url, limit=3)
+    GateLimit.objects.update(rates=rates)
+    assert stored().measured() == []
+    enqueue(2)
+    consumer = make_consumer()
+    assert consumer.run_cycle().outcomes == {"completed": 2}
+    assert consumer.gate.limit == 3
+    assert isinstance(stored().rates, dict)
+    assert gate_limits.sync(auto.url, limit=3, rates={3: 60.0}) == 3
+    assert (3, 60.0) in stored().measured()

@@ -41,11 +41,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import ParamSpec, Protocol, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from django.db import DatabaseError, connections
 
@@ -93,6 +95,38 @@ class _Warmth:
         self.last_seen = time.monotonic()
 
 
+# Hosts that name this machine: ``localhost`` and ``127.0.0.1`` reach the same server.
+_LOOPBACK_NAMES = {"localhost": "127.0.0.1"}
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# The user info of a URL's authority (up to its last "@"): dropped before anything else, so
+# that a URL whose credentials do not parse (or were redacted to ``[redacted]``) names the
+# same gate as the URL without them, and no credential ever reaches a name.
+_USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/?#]*@", re.IGNORECASE)
+
+
+def endpoint_name(url: str) -> str:
+    """The name of the gate (its advisory locks, its ``GateLimit``) for a server at ``url``:
+    one name per server however its URL is written. Scheme and host lower case,
+    ``localhost`` as ``127.0.0.1``, the scheme's default port dropped, no trailing slash, no
+    credentials (they would show in logs and on the dashboard), query or fragment. A URL that
+    does not parse is returned without credentials and trailing slash."""
+    url = _USERINFO.sub(r"\1", url.strip())
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return url.rstrip("/")
+    if not host:
+        return url.rstrip("/")
+    scheme = parts.scheme.lower()
+    host = _LOOPBACK_NAMES.get(host, host)  # ``hostname`` is already lower case
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 address
+    if port is not None and port != _DEFAULT_PORTS.get(scheme):
+        host = f"{host}:{port}"
+    return urlunsplit((scheme, host, parts.path.rstrip("/"), "", ""))
+
+
 def lock_key(endpoint: str, slot: int) -> int:
     """The second int of a slot's advisory lock key: endpoint hash and slot number."""
     return ((zlib.crc32(endpoint.encode()) & 0x7FFF) << 16 | slot) & 0x7FFFFFFF
@@ -132,7 +166,7 @@ class LLMGate:
             permits = controller.max_limit
         if permits < 1:
             raise ValueError("a gate needs at least one permit")
-        self.endpoint = endpoint
+        self.endpoint = endpoint_name(endpoint)
         self.permits = permits  # slots numbered 0 .. permits - 1
         self.controller = controller
         self.synced_limit: int | None = None  # the limit last agreed with the database

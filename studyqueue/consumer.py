@@ -241,7 +241,7 @@ class Consumer:
         gate = self.gate
         if gate.controller is None:
             return
-        moved = gate.synced_limit is not None and gate.limit != gate.synced_limit
+        moved = gate.synced_limit is not None and gate.shared_limit != gate.synced_limit
         if not moved and time.monotonic() - self._gate_synced_at < GATE_SYNC_SECONDS:
             return
         self._gate_synced_at = time.monotonic()
@@ -253,7 +253,7 @@ class Consumer:
             limit = await self.claims_db(
                 gate_limits.sync,
                 gate.endpoint,
-                limit=gate.limit,
+                limit=gate.shared_limit,  # not capped by this consumer's GATE_MAX_PERMITS
                 rates=dict(gate.controller.rates),
                 changed_from=gate.synced_limit if moved else None,
                 reason=gate.last_reason,

@@ -191,3 +191,24 @@ def test_0018_names_stored_limits_by_the_normalised_url(transactional_db):
     merged = rows["http://127.0.0.1:8080/v1"]
     assert merged.limit == 4  # the one changed last
     assert merged.measured() == [(1, 10.0), (2, 20.0), (4, 35.0)]
+
+
+def test_a_consumer_with_a_lower_maximum_bounds_its_own_calls_only(auto, make_consumer, settings):
+    """GATE_MAX_PERMITS=2 next to a consumer with 8: the small one calls two at a time and
+    leaves the shared limit of 8 where it was; the other uses all 8."""
+    GateLimit.objects.create(endpoint=auto.url, limit=8, rates={"8": 160.0})
+    auto.configure(delay=0.05, capacity=8)
+    base = settings.STUDYQUEUE
+    settings.STUDYQUEUE = {**base, "GATE_MAX_PERMITS": 2}
+    small = make_consumer(worker_id="small")
+    enqueue(40)  # enough for full windows at its maximum
+    assert small.run_cycle().outcomes == {"completed": 40}
+    assert (small.gate.limit, small.gate.shared_limit) == (2, 8)
+    assert auto.stats()["max_active"] == 2
+    assert (stored().limit, stored().measured()) == (8, [(8, 160.0)])
+    settings.STUDYQUEUE = {**base, "GATE_MAX_PERMITS": 8}
+    large = make_consumer(worker_id="large")
+    auto.reset_stats()
+    enqueue(16)
+    assert large.run_cycle().outcomes == {"completed": 16}
+    assert large.gate.limit == 8 and auto.stats()["max_active"] == 8

@@ -22,7 +22,8 @@ With one permit calls run one at a time anyway, and nothing waits.
 
 Adaptive (``GATE_PERMITS=auto``): given a ``GateController``, the gate numbers
 ``max_limit`` slots but lets callers take only those below the controller's current
-``limit`` (so on PostgreSQL a slot at or above the limit is taken by no process), tells it
+``limit`` (so on PostgreSQL a slot at or above the limit is taken by no process) and below
+its own ``max_limit`` (a consumer's maximum bounds its own calls, not the shared limit), tells it
 how many calls it holds, and hands it each call's outcome (``record``, ``record_loss``).
 
 Usage::
@@ -191,7 +192,14 @@ class LLMGate:
 
     @property
     def limit(self) -> int:
-        """Slots callers may take now: ``permits``, or the controller's limit."""
+        """Slots callers may take now: ``permits``, or the controller's limit within this
+        consumer's ``GATE_MAX_PERMITS`` (``GateController.allowed``)."""
+        return self.permits if self.controller is None else self.controller.allowed
+
+    @property
+    def shared_limit(self) -> int:
+        """The endpoint's limit as every consumer shares it (``GateLimit``): ``limit``, or
+        the controller's, which another consumer's larger maximum may set above ours."""
         return self.permits if self.controller is None else self.controller.limit
 
     @property

@@ -123,7 +123,9 @@ def _margin(a: WindowStats, b: WindowStats) -> float:
 
 
 class GateController:
-    """The limit of one endpoint between 1 and ``max_limit``; see the module."""
+    """The limit of one endpoint, found between 1 and ``max_limit``; see the module. A
+    limit another consumer set above ``max_limit`` stays the endpoint's: this consumer
+    only lets ``allowed`` calls through."""
 
     def __init__(
         self,
@@ -161,12 +163,24 @@ class GateController:
 
     @property
     def limit(self) -> int:
+        """The endpoint's limit, shared by every consumer (may exceed ``max_limit``)."""
         return self._limit
+
+    @property
+    def allowed(self) -> int:
+        """The calls this consumer's gate lets through: the limit, within its own
+        ``max_limit`` (another consumer's larger maximum is no reason to lower the limit)."""
+        return min(self._limit, self.max_limit)
+
+    @property
+    def capped(self) -> bool:
+        """The shared limit is above this consumer's maximum: it cannot measure there."""
+        return self._limit > self.max_limit
 
     @property
     def window_calls(self) -> int:
         """Calls the window under way needs (more when its calls' speeds spread)."""
-        least = max(self.min_window, 2 * self._limit)
+        least = max(self.min_window, 2 * self.allowed)
         speeds = self._window.speeds
         if len(speeds) < least:
             return least
@@ -175,7 +189,7 @@ class GateController:
 
     def in_flight(self, calls: int) -> None:
         """The gate now holds ``calls`` calls."""
-        self._window.advance(self._clock(), self._limit)
+        self._window.advance(self._clock(), self.allowed)
         self._window.in_flight = self._in_flight = calls
 
     def sample(self, *, tokens: int | None, seconds: float) -> Change | None:
@@ -192,13 +206,17 @@ class GateController:
         window.speeds.append(tokens / seconds)
         if now - window.start < self.min_window_seconds:
             return None
-        window.advance(now, self._limit)
-        stats, full = window.stats(now, self._limit)
+        window.advance(now, self.allowed)
+        stats, full = window.stats(now, self.allowed)
         if len(window.speeds) < self.window_calls and not self._pays(stats, full):
             return None
         self._new_window(now)
         if full < FULL_SHARE:
             return None  # the backlog did not fill the gate: this says nothing of more
+        if self.capped:
+            # Measured at its own maximum, below the shared limit: what it would decide
+            # (step back to at most its maximum) is for consumers that reach the limit.
+            return None
         self.rates[self._limit] = stats.rate
         return self._judge(stats)
 
@@ -212,8 +230,10 @@ class GateController:
         return self._move(max(1, self._limit // 2), Reason.LOSS, now)
 
     def adopt(self, limit: int) -> Change | None:
-        """Another consumer set the endpoint's limit: follow it, and measure afresh."""
-        limit = min(max(limit, 1), self.max_limit)
+        """Another consumer set the endpoint's limit: follow it, and measure afresh. A limit
+        above ``max_limit`` is kept as the shared one; this consumer's calls stay within
+        ``max_limit`` (``allowed``)."""
+        limit = max(limit, 1)
         if limit == self._limit:
             return None
         self._hold()

@@ -143,7 +143,25 @@ def test_adopt_follows_another_consumer_and_measures_afresh():
     change = controller.adopt(6)
     assert change is not None and (change.old, change.new, change.reason) == (1, 6, Reason.SHARED)
     assert controller.adopt(6) is None
-    assert controller.adopt(99).new == 8  # type: ignore[union-attr]
+    # Another consumer's larger maximum: kept as the shared limit, this one calls 8 at most.
+    assert controller.adopt(99).new == 99  # type: ignore[union-attr]
+    assert (controller.limit, controller.allowed) == (99, 8)
+
+
+def test_a_consumer_below_the_shared_limit_never_moves_it_by_its_own_maximum():
+    """GATE_MAX_PERMITS bounds this consumer's calls; the shared limit stays another's."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=2, clock=clock, hold_windows=0)
+    change = controller.restore(8, {8: 160.0})
+    assert change is not None and (change.new, change.reason) == (8, Reason.RESTORED)
+    assert (controller.limit, controller.allowed, controller.capped) == (8, 2, True)
+    for _ in range(30):  # full windows at its own maximum, flat or not: nothing to judge
+        assert _window(controller, clock, speed=20.0) is None
+        assert _window(controller, clock, speed=5.0) is None
+    assert controller.limit == 8 and controller.window_calls == 8
+    # A loss is the server's, whoever sees it: the shared limit halves.
+    assert controller.loss().new == 4  # type: ignore[union-attr]
+    assert controller.allowed == 2
 
 
 def test_calls_that_began_under_another_limit_are_not_counted():

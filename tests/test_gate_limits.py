@@ -211,4 +211,5 @@ def test_a_consumer_with_a_lower_maximum_bounds_its_own_calls_only(auto, make_co
     auto.reset_stats()
     enqueue(16)
     assert large.run_cycle().outcomes == {"completed": 16}
-    assert large.gate.limit == 8 and auto.stats()["max_active"] == 8
+    assert large.gate.limit == 8
+    assert auto.stats()["max_active"] > 2  # more than the small one's maximum

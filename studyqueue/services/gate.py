@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
+import math
 import re
 import time
 import zlib
@@ -70,6 +72,12 @@ WARM_IDLE_SECONDS = 60.0
 # request is written in milliseconds; a slow connect only delays the giver's storing.
 HANDOVER_WAIT_SECONDS = 0.5
 
+# A caller that has waited this long (or half its timeout, if shorter) for a slot held by
+# another session asks ``reclaim`` whether its holder is stuck; a gate asks at most this
+# often. A live holder gives its slot back within one call; a stuck one is reclaimed only
+# past the stall bound, so asking sooner or more often would only cost queries.
+RECLAIM_CHECK_SECONDS = 1.0
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -81,6 +89,11 @@ class RunDB(Protocol):
     def __call__(
         self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
     ) -> Awaitable[T]: ...
+
+
+# ``reclaim(db, endpoint, {slot: lock key})``, run on the gate's connection: frees the slots
+# among these whose holder is proven stuck (``studyqueue.gate_reclaim``); how many it freed.
+Reclaim = Callable[[str, str, dict[int, int]], int]
 
 
 class GateTimeout(StudyQueueError):
@@ -133,9 +146,33 @@ def lock_key(endpoint: str, slot: int) -> int:
     return ((zlib.crc32(endpoint.encode()) & 0x7FFF) << 16 | slot) & 0x7FFFFFFF
 
 
-def _try_lock(db: str, key: int) -> bool:
+# PostgreSQL keeps an application_name to NAMEDATALEN - 1 bytes.
+_APPLICATION_NAME_BYTES = 63
+_TAG_PREFIX = "studyqueue-gate "
+
+
+def holder_tag(worker_id: str) -> str:
+    """The ``application_name`` a consumer's gate session carries while it takes slots: how
+    another consumer finds, in ``pg_stat_activity``, whose session holds a slot. A worker id
+    too long for it is named by a hash (compared the same way, never truncated: a cut id
+    could name another consumer)."""
+    tag = _TAG_PREFIX + worker_id
+    if len(tag.encode()) <= _APPLICATION_NAME_BYTES:
+        return tag
+    return f"{_TAG_PREFIX}#{hashlib.sha256(worker_id.encode()).hexdigest()[:32]}"
+
+
+def _try_lock(db: str, key: int, tag: str = "") -> bool:
     with connections[db].cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, key])
+        if tag:
+            # The same round trip names the session for ``pg_stat_activity`` (again after a
+            # reconnect): the holder a reclaim looks for (``reclaim``).
+            cursor.execute(
+                "SELECT pg_try_advisory_lock(%s, %s), set_config('application_name', %s, false)",
+                [LOCK_NAMESPACE, key, tag],
+            )
+        else:
+            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, key])
         return bool(cursor.fetchone()[0])
 
 
@@ -162,6 +199,8 @@ class LLMGate:
         db: str = "default",
         idle_seconds: float = WARM_IDLE_SECONDS,
         controller: GateController | None = None,
+        holder: str = "",
+        reclaim: Reclaim | None = None,
     ) -> None:
         if controller is not None:
             permits = controller.max_limit
@@ -184,6 +223,11 @@ class LLMGate:
         # Whether slots are advisory locks too, fixed by the database's engine: read once
         # (on the event loop, ``connections[db]`` builds a connection object per task).
         self._locks = connections[db].vendor == "postgresql"
+        # PostgreSQL: the session that takes slots says whose it is (``holder_tag``), and a
+        # caller kept waiting by another session may reclaim a stuck holder's slot.
+        self._tag = holder_tag(holder) if holder else ""
+        self._reclaim = reclaim if self._locks else None
+        self._reclaim_checked_at = -math.inf
 
     @property
     def free_slots(self) -> int:
@@ -330,12 +374,15 @@ class LLMGate:
         Waits for a hand-over from a caller of this gate; a slot held by another
         process is polled for with a growing pause.
         """
-        deadline = time.monotonic() + self.timeout
+        started = time.monotonic()
+        deadline = started + self.timeout
         pause = 0.01
         while True:
             slot = await self._try_take()
             if slot is not None:
                 return slot
+            if time.monotonic() - started >= min(RECLAIM_CHECK_SECONDS, self.timeout / 2):
+                await self._check_stuck()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise GateTimeout(
@@ -346,6 +393,23 @@ class LLMGate:
             if slot is not None:
                 return slot
             pause = min(pause * 2, 0.25)
+
+    async def _check_stuck(self) -> None:
+        """Ask ``reclaim`` about the slots below the limit that another session holds (at
+        most every ``RECLAIM_CHECK_SECONDS`` per gate); a freed slot is taken next."""
+        now = time.monotonic()
+        if self._reclaim is None or now - self._reclaim_checked_at < RECLAIM_CHECK_SECONDS:
+            return
+        self._reclaim_checked_at = now
+        others = {s: lock_key(self.endpoint, s) for s in sorted(self._free) if s < self.limit}
+        if not others:
+            return
+        try:
+            await self._run_db(self._reclaim, self._db, self.endpoint, others)
+        except DatabaseError as exc:
+            logger.warning(
+                "study_gate_reclaim_failed endpoint=%s error=%s", self.endpoint, type(exc).__name__
+            )
 
     async def _try_take(self) -> int | None:
         for slot in sorted(self._free):
@@ -370,7 +434,7 @@ class LLMGate:
         if not self._locks:
             return True
         key = lock_key(self.endpoint, slot)
-        attempt = asyncio.ensure_future(self._run_db(_try_lock, self._db, key))
+        attempt = asyncio.ensure_future(self._run_db(_try_lock, self._db, key, self._tag))
         try:
             return bool(await asyncio.shield(attempt))
         except asyncio.CancelledError:

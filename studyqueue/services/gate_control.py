@@ -180,12 +180,18 @@ class GateController:
     @property
     def window_calls(self) -> int:
         """Calls the window under way needs (more when its calls' speeds spread)."""
-        least = max(self.min_window, 2 * self.allowed)
-        speeds = self._window.speeds
-        if len(speeds) < least:
-            return least
+        if len(self._window.speeds) < self._least_calls:
+            return self._least_calls
+        return self._calls_wanted()
+
+    @property
+    def _least_calls(self) -> int:
+        return max(self.min_window, 2 * self.allowed)
+
+    def _calls_wanted(self) -> int:
+        """The calls the window's spread so far asks for (``TARGET_NOISE``), within bounds."""
         wanted = math.ceil((self._window.spread() / TARGET_NOISE) ** 2)
-        return max(least, min(MAX_WINDOW_CALLS, wanted))
+        return max(self._least_calls, min(MAX_WINDOW_CALLS, wanted))
 
     def in_flight(self, calls: int) -> None:
         """The gate now holds ``calls`` calls."""
@@ -208,7 +214,7 @@ class GateController:
             return None
         window.advance(now, self.allowed)
         stats, full = window.stats(now, self.allowed)
-        if len(window.speeds) < self.window_calls and not self._pays(stats, full):
+        if len(window.speeds) < self.window_calls and not self._judged_early(stats, full):
             return None
         self._new_window(now)
         if full < FULL_SHARE:
@@ -247,14 +253,28 @@ class GateController:
             return None
         return Change(change.old, change.new, Reason.RESTORED, self.rates.get(change.new))
 
-    def _pays(self, stats: WindowStats, full: float) -> bool:
-        """Whether a climb's window, from half its calls on, already beats the climb's
-        best by more than its noise (a doubling that pays shows as ~2x: waiting for the
-        whole window would only spend time at the lower limits)."""
-        if not self._climb or full < FULL_SHARE or len(self._window.speeds) < self.min_window // 2:
+    def _judged_early(self, stats: WindowStats, full: float) -> bool:
+        """Whether a climb's window can be judged before it is whole.
+
+        From half its calls on, a step is judged either way alike: when it beats the climb's
+        best by more than the noise of the two (a doubling that pays shows as ~2x), or falls
+        short of it by as much (more calls that cost tokens/s). Waiting for the whole window
+        would only spend time at a limit already shown not to be the one. A step within the
+        noise of the best (flat) waits for its whole window: judged sooner, a noisy server's
+        flat step and its small real gains look alike, and the climb settles too low.
+        The climb's first window, the yardstick, is judged from half the calls it wants:
+        the windows compared with it carry its noise in their margin, and on a batching
+        server it runs at the worst limit (one call at a time, at the start).
+        """
+        calls = len(self._window.speeds)
+        if full < FULL_SHARE or calls < self.min_window // 2:
             return False
+        if not self._climb:
+            # Holding, the windows' length is the hold's clock: only a climb's first counts.
+            return self._hold_left == 0 and calls >= math.ceil(self._calls_wanted() / 2)
         best = max(self._climb.values(), key=lambda w: w.rate)
-        return stats.rate > best.rate * (1 + _margin(best, stats))
+        margin = _margin(best, stats)
+        return stats.rate > best.rate * (1 + margin) or stats.rate * (1 + margin) < best.rate
 
     def _judge(self, stats: WindowStats) -> Change | None:
         now = self._clock()

@@ -215,3 +215,55 @@ def test_any_knee_and_noise_ends_near_the_best_fixed_gate(knee, noise, seed, max
         for c in range(1, max_limit + 1)
     )
     assert run.tokens_per_second_between(300, jobs) >= 0.8 * best
+
+
+def _calls_until_change(controller: GateController, clock: VirtualClock, *, speed: float) -> int:
+    """Calls at the current limit, each ``speed`` tokens/s, until the limit moves."""
+    seconds = 100 / speed
+    limit = controller.limit
+    controller.in_flight(limit)
+    clock.now += seconds  # the first calls at this limit, all started after it was set
+    for calls in range(1, 1000):
+        clock.now += seconds / limit
+        if controller.sample(tokens=100, seconds=seconds) is not None:
+            return calls
+    raise AssertionError("the limit never moved")
+
+
+def test_a_step_is_judged_from_half_its_calls_whether_it_pays_or_not():
+    """A step that clearly pays and one that clearly costs tokens/s end as soon alike (from
+    half the least window), instead of the second waiting for its whole window."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    _window(controller, clock, speed=20.0)  # 1: 20 tokens/s
+    assert _calls_until_change(controller, clock, speed=20.0) == 4  # 2: 40, it pays
+    assert controller.limit == 4
+    assert controller.window_calls == 8
+    # 4: 4 x 2.5 = 10 tokens/s, clearly worse than 40: judged as soon as a paying one.
+    assert _calls_until_change(controller, clock, speed=2.5) == 4
+    assert controller.limit == 8  # one more step to be sure (the look-ahead)
+
+
+def test_the_first_window_of_a_climb_is_judged_from_half_the_calls_it_wants():
+    """The yardstick at one call at a time (the worst limit on a batching server) no longer
+    waits for its whole window: half of what its spread asks for."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    controller.in_flight(1)
+    calls = 0
+    while controller.limit == 1:  # speeds 10 and 30: a spread of 0.5, 48 calls wanted
+        calls += 1
+        clock.now += 1.0
+        controller.sample(tokens=10 if calls % 2 else 30, seconds=1.0)
+    assert calls == MAX_WINDOW_CALLS // 2
+
+
+def test_over_a_short_backlog_auto_comes_near_the_best_fixed_gate():
+    """240 jobs against a server that serves 4 at once, the ramp from one call included:
+    the median over seeds of the whole run reaches 0.85 of the best fixed gate."""
+    ratios = []
+    for seed in range(7):
+        best = max(fixed(c, jobs=240, knee=4, seed=seed).tokens_per_second for c in range(1, 9))
+        run, _ = adaptive(jobs=240, knee=4, seed=seed)
+        ratios.append(run.tokens_per_second / best)
+    assert sorted(ratios)[3] >= 0.85

@@ -762,7 +762,13 @@ class GateLimit(models.Model):
     ``studyqueue.gate_limits``."""
 
     endpoint = models.CharField(
-        _("endpoint"), max_length=500, unique=True, help_text=_("Credentials redacted.")
+        _("endpoint"),
+        max_length=500,
+        unique=True,
+        help_text=_(
+            "The LLM server's URL, normalised: one row per server however its URL is "
+            "written, never with credentials."
+        ),
     )
     limit = models.PositiveIntegerField(_("limit"), help_text=_("Concurrent calls allowed now."))
     rates = models.JSONField(

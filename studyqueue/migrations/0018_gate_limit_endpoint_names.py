@@ -3,7 +3,7 @@ stored under another spelling of the same server (a trailing slash, ``localhost`
 default port, redacted credentials) are renamed, and two spellings of one server merged
 into one row: the limit of the one changed last, the tokens/s of both (the newer wins)."""
 
-from django.db import migrations
+from django.db import migrations, models
 
 
 def rename(apps, schema_editor):
@@ -34,5 +34,10 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AlterField(
+            model_name='gatelimit',
+            name='endpoint',
+            field=models.CharField(help_text="The LLM server's URL, normalised: one row per server however its URL is written, never with credentials.", max_length=500, unique=True, verbose_name='endpoint'),
+        ),
         migrations.RunPython(rename, migrations.RunPython.noop, elidable=True),
     ]

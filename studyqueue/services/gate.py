@@ -400,6 +400,8 @@ class LLMGate:
         now = time.monotonic()
         if self._reclaim is None or now - self._reclaim_checked_at < RECLAIM_CHECK_SECONDS:
             return
+        if self.held >= self.limit:
+            return  # this process's own calls fill the limit: a hand-over comes
         self._reclaim_checked_at = now
         others = {s: lock_key(self.endpoint, s) for s in sorted(self._free) if s < self.limit}
         if not others:

@@ -41,9 +41,8 @@ LABELS = {
 
 
 def test_the_admin_asked_for_in_korean_is_korean(site, page):  # noqa: F811
-    question = StudyQuestionFactory(
-        text="대한민국의 수도는?", choices=["서울", "부산"], answer="서울"
-    )
+    # The key as a number, as many question banks give it: the review page names the choice.
+    question = StudyQuestionFactory(text="대한민국의 수도는?", choices=["서울", "부산"], answer="1")
     revisions.make_current(ExplanationRevisionFactory(question=question, text="수도는 서울."))
     revisions.make_current(
         ExplanationRevisionFactory(
@@ -91,7 +90,21 @@ def test_the_admin_asked_for_in_korean_is_korean(site, page):  # noqa: F811
             assert english not in text, (name, english)
         found = english_words(re.sub(r"https?://[^\s<\"']+", " ", page.content()), data)
         assert not found, (name, found)
+        # Headed 학습 큐, not "Django 관리"; the scheduler's tables last in the sidebar.
+        assert page.inner_text("#site-name") == "학습 큐", name
+        sections = page.eval_on_selector_all(
+            "#nav-sidebar caption", "captions => captions.map(c => c.textContent.trim())"
+        )
+        assert sections == ["인증 및 권한", "학습 큐", "스케줄러 (내부용)"], (name, sections)
         page.screenshot(path=str(SHOTS / f"ko-{name}.png"))
+    # A list the operator may only view: our Korean title, not Django's broken one.
+    page.goto(f"{site}{pages['jobs']}")
+    assert page.inner_text("#content h1") == "조회할 문항 작업 선택"
+    page.goto(f"{site}{pages['review']}")
+    assert page.inner_text("#sq-review-key") == "1 (서울)"
+    assert page.evaluate("getComputedStyle(document.querySelector('#sq-approve')).borderStyle") == (
+        "none"  # the admin's button, not the browser's
+    )
 
 
 def _keydown(tab, selector: str, **init: object) -> bool:  # type: ignore[no-untyped-def]

@@ -277,7 +277,7 @@ def test_the_page_uses_the_admins_buttons(admin_client):
     explained(), explained()
     page = admin_client.get(REVIEW_URL).content.decode()
     for control in ("sq-approve", "sq-reject", "sq-edit", "sq-next", "sq-edit-save"):
-        assert re.search(rf'id="{control}" class="button( default)?"', page), control
+        assert re.search(rf'id="{control}" class="button( default)? sq-button"', page), control
 
 
 def test_a_correction_is_checked_against_the_key_as_a_reply_is(admin_client):

@@ -4,12 +4,14 @@ the admin log, and the dashboard's counts."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
 from django.urls import reverse
+from django.utils import translation
 
 from studyqueue import review, revisions
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
@@ -20,6 +22,14 @@ pytestmark = pytest.mark.django_db
 
 REVIEW_URL = reverse("admin:studyqueue_explanationreview_changelist")
 DECIDE_URL = reverse("admin:studyqueue_explanationreview_decide")
+
+
+@pytest.fixture(autouse=True)
+def _no_language_left() -> Iterator[None]:
+    """A page asked for in Korean leaves Korean active on this thread (LocaleMiddleware):
+    the next test would run in it."""
+    yield
+    translation.deactivate()
 
 
 def explained(explanation: str = "Because it is so.", flags: list[str] | None = None, **question):  # type: ignore[no-untyped-def]

@@ -4,16 +4,26 @@ internal tables for superusers only and last, and our Korean where Django's read
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth.models import Permission
 from django.urls import reverse
+from django.utils import translation
 
 from tests.helpers.admin import JOBS_URL, staff
 
 pytestmark = pytest.mark.django_db
 
 INDEX_URL = reverse("admin:index")
+
+
+@pytest.fixture(autouse=True)
+def _no_language_left() -> Iterator[None]:
+    """A page asked for in Korean leaves Korean active on this thread (LocaleMiddleware):
+    the next test would run in it."""
+    yield
+    translation.deactivate()
 
 
 def _sections(page: str) -> list[str]:

@@ -1,5 +1,5 @@
 # studyqueue: `make run` starts the admin web site and the consumer on the SQLite default;
-# `make test` runs every test.
+# `make test` runs every test, on SQLite and then on PostgreSQL (see the target).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -32,7 +32,22 @@ messages: $(VENV)/.installed-dev
 run: migrate
 	$(PY) manage.py serve
 
-test: test-sqlite test-postgres
+# Both halves run whatever the first one does; the target fails at the end if either failed
+# (or PostgreSQL was required and not reachable), and its last lines say which half failed
+# and whether PostgreSQL was skipped.
+test: $(VENV)/.installed-dev
+	@sqlite=passed; pg=passed; failed=""; \
+	$(MAKE) --no-print-directory test-sqlite || { sqlite=FAILED; failed="SQLite"; }; \
+	if $(PY) -m tests.helpers.pg_ready "$(PG_URL)"; then \
+		$(MAKE) --no-print-directory test-postgres || { pg=FAILED; failed="$${failed:+$$failed, }PostgreSQL"; }; \
+	elif [ -n "$$STUDYQUEUE_REQUIRE_PG" ]; then \
+		pg="FAILED: required (STUDYQUEUE_REQUIRE_PG) but not reachable"; \
+		failed="$${failed:+$$failed, }PostgreSQL (not reachable)"; \
+	else \
+		pg="SKIPPED: not reachable (set DATABASE_URL to a postgres:// URL, or start it locally)"; \
+	fi; \
+	echo "== make test: SQLite run $$sqlite; PostgreSQL run $$pg"; \
+	if [ -n "$$failed" ]; then echo "== make test FAILED: $$failed"; exit 1; fi
 
 test-sqlite: $(VENV)/.installed-dev
 	DATABASE_URL= $(PY) -m pytest $(PYTEST_ARGS)

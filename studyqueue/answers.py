@@ -2,9 +2,17 @@
 
 The default prompt asks the model to end with one line such as ``정답: ②`` or ``Answer: 2``;
 models also write ``정답은 ②번입니다``, ``The correct answer is (B) Seoul``, ``**Answer:** 2``,
-``서울이 정답입니다`` or correct themselves half-way. ``compare`` reads the LAST statement that
-names something and says whether it names the key; no extra LLM call. A reply it cannot read
-is ``Verdict.UNREAD``, never an agreement. Pure text: no Django, no database.
+``서울이 정답입니다`` or correct themselves half-way. ``compare`` reads the statement that
+names the answer and says whether it names the key; no extra LLM call. The grammar:
+
+- a label that opens its sentence (``정답: ②``, ``So the answer is B``) outranks an answer
+  named inside a sentence (``Students often say the answer is A``); among equals, the last
+  counts (the model corrected itself);
+- a statement that is negated, hedged, asked, reported or names two answers states none;
+- a later statement naming another answer, or doubting this one, makes the reply unread.
+
+A reply it cannot read is ``Verdict.UNREAD``, never an agreement. Pure text: no Django, no
+database.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ class Verdict(StrEnum):
 
     AGREES = "agrees"  # it names the key
     DIFFERS = "differs"  # it names another answer
-    UNREAD = "unread"  # no statement the parser can read (or one naming two answers)
+    UNREAD = "unread"  # no plain statement the parser can read (see the module's grammar)
     NO_KEY = "no_key"  # the question has no key: nothing to compare with
 
 
@@ -37,7 +45,7 @@ class Agreement:
 # (LLM_MAX_REPLY_BYTES) of which every "정답" would be a statement to resolve. A statement
 # is at most a line's first characters; an answer named before a label, its last words.
 TAIL_CHARS = 8000
-LAST_STATEMENTS = 64  # resolved from the end; more in 8,000 characters is no explanation
+LAST_STATEMENTS = 64  # the last ones weighed; more in 8,000 characters is no explanation
 STATEMENT_CHARS = 300
 BEFORE_CHARS = 120
 
@@ -55,23 +63,28 @@ _CIRCLED = {
 _CIRCLED_CLASS = "".join(_CIRCLED)
 
 # "Answer:", "The correct answer is", "Final answer -", "The best option is"…
+# A blank within a line: no label reaches across a line break ("… is right\nAnswer: ②").
+_SP = r"[^\S\n]"
 _EN_LABEL = re.compile(
-    r"\b(?:(?:the\s+)?(?:(?:correct|right|final|best|true)\s+)?answer"
-    r"|(?:the\s+)?(?:correct|right|final|best)\s+(?:option|choice))"
-    r"\s*(?:is|would\s+be|must\s+be|should\s+be|will\s+be|[:\uff1a=\-\u2013\u2014→])",
+    rf"\b(?:(?:the{_SP}+)?(?:(?:correct|right|final|best|true){_SP}+)?answer"
+    rf"|(?:the{_SP}+)?(?:correct|right|final|best){_SP}+(?:option|choice))"
+    rf"{_SP}*(?:is|(?:would|must|should|will){_SP}+be|[:\uff1a=\-\u2013\u2014→])",
     re.IGNORECASE,
 )
-# "정답:", "정답은", "답은", "최종 정답 :" (not "대답은", "답변은": no syllable around "답").
+# "정답:", "정답은", "답은", "최종 정답 :" (not "대답은", "답변은": no syllable around "답"),
+# "정답 ②" (but not "정답 해설", a heading), or "정답" ending its line (the answer below it).
 _KO_LABEL = re.compile(
-    r"(?<![가-힣])(?:최종\s*)?(?:정답|답)"
-    r"(?:\s*(?:은|는|이|가)(?![가-힣])|\s*[:\uff1a=→\-\u2013]|\s+(?=\S))"
+    rf"(?<![가-힣])(?:최종{_SP}*)?(?:정답|답)(?:{_SP}*(?:은|는|이|가)(?![가-힣])"
+    rf"|{_SP}*[:\uff1a=→\-\u2013]|{_SP}+(?=[^\s가-힣])|{_SP}*(?=\n))"
 )
-# The answer named before the label: "②번이 정답입니다", "(B) Seoul is the correct answer".
+# The answer named before the label, on its line: "②번이 정답입니다", "(B) Seoul is the
+# correct answer".
 _KO_AFTER = re.compile(
-    r"(?:이|가|은|는)?\s*(?:최종\s*)?정답(?:이다|입니다|이에요|예요|이야|임)?(?![가-힣])"
+    rf"(?:이|가|은|는)?{_SP}*(?:최종{_SP}*)?정답(?:이다|입니다|이에요|예요|이야|임)?(?![가-힣])"
 )
 _EN_AFTER = re.compile(
-    r"\s+(?:is|was)\s+(?:the\s+)?(?:correct|right|final|best)\s+(?:answer|option|choice)\b",
+    rf"{_SP}+(?:is|was){_SP}+(?:the{_SP}+)?(?:correct|right|final|best){_SP}+"
+    r"(?:answer|option|choice)\b",
     re.IGNORECASE,
 )
 # Where a clause before an "after" label starts: the answer is the clause's last words.
@@ -84,32 +97,85 @@ _FILLER = re.compile(
     r"letter|바로|보기|선택지|번호|결국|따라서)\s*)+",
     re.IGNORECASE,
 )
-# "not 1 but 3", "①이 아니라 ③": what comes after the turn is the answer.
-_KO_TURN = re.compile(r"(?:이|가)?\s*아니(?:라|고|며)\s*")
+# "not 1 but 3", "①이 아니라 ③", "①이 아닌 ③": what comes after the turn is the answer.
+_KO_TURN = re.compile(r"(?:이|가)?\s*(?:아니(?:라|고|며)|아닌)\s*")
 _EN_TURN = re.compile(r"^not\b.*?\b(?:but(?:\s+rather)?|rather|it\s+is|it's)\s+", re.IGNORECASE)
 _EN_NOT = re.compile(r"^not\b", re.IGNORECASE)
 _MARKER = re.compile(
-    r"^(?:[(\uff08\[]\s*(?P<paren>\d{1,2}|[A-Za-z])\s*[)\uff09\]]"
+    rf"^(?:[(\uff08\[【]\s*(?P<paren>\d{{1,2}}|[A-Za-z]|[{_CIRCLED_CLASS}])\s*[)\uff09\]】]"
     rf"|(?P<circled>[{_CIRCLED_CLASS}])"
     r"|(?P<number>\d{1,2})(?P<beon>\s*번)?(?![\d,.]\d|\s*[%/])"
     r"|(?P<letter>[A-Za-z])(?P<close>[).:])?(?![A-Za-z0-9'\u2019]))",
 )
-_AND = re.compile(r"^\s*(?:,|/|&|and\b|or\b|및|또는|와|과|이나|나)\s*", re.IGNORECASE)
-_ANOTHER = re.compile(
-    r"^\s*(?:,|/|&|and\b|or\b|및|또는|와|과)\s*"
-    rf"(?:[(\uff08\[]?\s*(?:\d{{1,2}}|[A-Za-z])\s*[)\uff09\]]|[{_CIRCLED_CLASS}]|\d{{1,2}}\s*번?(?!\w))",
-    re.IGNORECASE,
+# What joins two answers: "and", "or", a comma, "또는", "와"…
+_JOIN = r"[,;/&+|~·・、]|(?i:and|or)\b|및|또는|혹은|이나|이랑|랑|하고|와|과|나"
+# What may join two answers named by their text: "Seoul or Busan", "서울이나 부산", "서울 부산".
+_AND = re.compile(rf"^[\s(\[]*(?:(?P<word>{_JOIN})[\s(\[]*)?")
+# A second choice right after the first, alone or joined, or in brackets: "B and C", "B C",
+# "B (or C)", "② ③", "②③", "②번과 ③번" name two answers.
+_SECOND = re.compile(
+    rf"^(?:\s*번)?[\s(\[【]*(?:(?:{_JOIN})[\s(\[【]*)?"
+    rf"(?=[{_CIRCLED_CLASS}]|\d{{1,2}}(?![\d,.]\d|\s*[%/])|[A-Z](?![A-Za-z0-9'\u2019])"
+    r"|(?<=[(\[【])[a-z]\s*[)\]】])"
 )
 # Endings of a Korean statement ("서울입니다", "②번이다"): not part of the answer.
 _COPULA = re.compile(r"\s*(?:번)?\s*(?:입니다|이에요|예요|이다|이야|임)?\s*[.!。]*\s*$")
 _EDGE = " \t\"'\u201c\u201d\u2018\u2019「」『』.,;:!?。·-\u2013\u2014*_`$"
 _SENTENCE_END = re.compile(r"(?<=[.!?。])\s+|;|\s+[-\u2013\u2014]\s+")
 
+# What makes a statement state no answer (besides a question mark): a word or mark that
+# negates it ("not", "아님", "틀렸다", "✗"), hedges or qualifies it ("probably", "but",
+# "것 같", "지만"), reports someone else's view ("students say", "라고 생각") or makes the
+# answer another than the writer's own ("a common wrong answer", "a trap", "either"). Read
+# with the choices' and the key's own words blanked out (a choice may be "해당 없음", a key
+# "No"). When in doubt, unread.
+_DOUBT = re.compile(
+    r"n['\u2019]t\b|[\u2717\u2718\u274c\u274e\U0001f6ab]"
+    r"|\b(?:not|no|never|none|isnt|neither|nor|incorrect|wrong|false|except|excluded|"
+    r"eliminated|rejected|ruled|trap|distractor|decoy|"
+    r"maybe|perhaps|probably|possibly|presumably|apparently|supposedly|likely|unlikely|"
+    r"might|may|could|seems?|appears?|unclear|uncertain|doubt|doubtful|"
+    r"guess|think|thinks|thought|believes?|believed|suppose[sd]?|assume[sd]?|unsure|"
+    r"if|unless|whether|but|however|although|though|either|both|also|"
+    r"say|says|said|claims?|claimed|argues?|argued|suggests?|suggested|"
+    r"common|commonly|typical|typically|popular|tempting|often|"
+    r"many|some|students?|people|others?|another|alternative)\b"
+    r"|아니|아닙|아닌|아님|아냐|않|(?<![가-힣])못|틀[리렸림립린]|오답|잘못|없|제외|소거|함정"
+    r"|것\s*같|듯|아마|혹시|수도\s*있|일지도|일까|겠|지만|가능|추정|추측|보입니다|보인다"
+    r"|생각|모르|애매|글쎄|라고|다고|라는|냐고|만약|만일|흔히|흔한|착각|오해",
+    re.IGNORECASE,
+)
+# Words that may come before a label in its sentence and leave it the writer's own
+# statement: "So the answer is", "On second thought, the answer is", "잠깐, 다시 보니 정답은".
+_LEAD_IN = re.compile(
+    r"(?:[\s,:;>#\-\u2013\u2014\u2022]+"
+    r"|(?:so|thus|therefore|hence|finally|actually|wait|correction|then|overall"
+    r"|in\s+(?:conclusion|summary|short)|on\s+(?:second\s+thought|reflection)"
+    r"|따라서|그러므로|그래서|즉|결국|결론적으로|최종적으로|정리하면|요약하면|아니|잠깐"
+    r"|다시\s*[가-힣]+)(?![A-Za-z가-힣]))*",
+    re.IGNORECASE,
+)
+_SENTENCE_START = re.compile(r".*[.!?。]\s")
+_NEXT_LINE = re.compile(r"\n\s*([^\n]+)")
+_LATIN_AFTER = re.compile(r"\s+[A-Za-z]")
+_NOT_CIRCLED = re.compile(rf"[^{_CIRCLED_CLASS}]+")
+_TEX_WRAP = re.compile(r"\\(?:boxed|fbox|text|textbf|mathrm|mathbf)\s*\{([^{}]*)\}")
+_TEX_DELIMITER = re.compile(r"\\[()\[\]]")
+_HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]{0,80}>")
+
 
 def _markdown_off(text: str) -> str:
-    """Emphasis, code marks and LaTeX boxes off: ``**Answer:** 2``, ``$\\boxed{B}$``."""
-    text = re.sub(r"\\boxed\s*\{([^{}]*)\}", r"\1", text)
+    """Emphasis, code marks, HTML tags and LaTeX off: ``**Answer:** 2``, ``$\\boxed{B}$``,
+    ``<b>②</b>``, ``\\(\\boxed{\\text{B}}\\)``."""
+    text = _TEX_WRAP.sub(r"\1", _TEX_WRAP.sub(r"\1", text))  # twice: \boxed{\text{B}}
+    text = _HTML_TAG.sub("", _TEX_DELIMITER.sub(" ", text))
     return re.sub(r"\*+|__|`+|\$", "", text)
+
+
+def _fold(text: str) -> str:
+    """Compatibility forms folded (full-width ``B``, ``⑵``, ``Ⓑ``) but not the circled
+    numbers: NFKC makes ``②`` a plain ``2``, which may be another choice's text."""
+    return _NOT_CIRCLED.sub(lambda part: unicodedata.normalize("NFKC", part[0]), text)
 
 
 def _norm(text: str) -> str:
@@ -143,9 +209,14 @@ def _choice_by_text(text: str, choices: Sequence[str]) -> _Resolved:
             return _AMBIGUOUS
         number = max(starts)[1] + 1
         joined = _AND.match(said[longest:])
-        if joined and _choice_by_text(said[longest + joined.end() :], choices) != _JUNK:
-            return _AMBIGUOUS  # "Seoul or Busan": two answers
-        return number
+        after = said[longest + joined.end() :] if joined else ""
+        if joined and joined["word"]:
+            other = resolve(after, choices)  # "Seoul or Busan", "Seoul and ①"
+        else:  # "서울 부산", "Seoul (B)": only a choice right after it
+            marker = _MARKER.match(after)
+            by_name = [i + 1 for i, name in enumerate(names) if _starts_with(after, name)]
+            other = _marker(marker, choices) if marker else by_name[0] if by_name else _JUNK
+        return number if other in (number, _JUNK, _OTHER) else _AMBIGUOUS
     sentence = _norm(_SENTENCE_END.split(text, maxsplit=1)[0])
     inside = {i for i, name in enumerate(names) if name and _mentions(sentence, name)}
     # A choice inside a longer one ("Seoul" in "Seoul Tower") is that one.
@@ -171,8 +242,8 @@ def _marker(match: re.Match[str], choices: Sequence[str]) -> _Resolved:
     """The choice a number, circled number or letter names (``_OTHER`` out of range)."""
     count = len(choices)
     token = match["paren"] or match["number"] or match["letter"]
-    if match["circled"]:
-        number = _CIRCLED[match["circled"]]
+    if match["circled"] or token in _CIRCLED:
+        number = _CIRCLED[match["circled"] or token]
     elif token.isdigit():
         number = int(token)
         as_text = [i + 1 for i, choice in enumerate(choices) if _norm(choice) == _norm(token)]
@@ -181,9 +252,9 @@ def _marker(match: re.Match[str], choices: Sequence[str]) -> _Resolved:
             # "4" among the choices "3", "4": the choice's text, or (in range) both readings.
             return as_text[0] if number > count and len(as_text) == 1 else _AMBIGUOUS
     else:
-        alone = match["close"] or match.string.strip(_EDGE) == token
-        if match["letter"] and token.islower() and not alone:
-            return _JUNK  # "a" as a word, not the letter of a choice
+        word = not match["close"] and _LATIN_AFTER.match(match.string, match.end())
+        if match["letter"] and token.islower() and word:
+            return _JUNK  # "a city": the article, not the letter of a choice ("a입니다" is)
         number = ord(token.upper()) - ord("A") + 1
     return number if 1 <= number <= count else _OTHER
 
@@ -202,7 +273,7 @@ def _answer_part(statement: str) -> str:
 def resolve(statement: str, choices: Sequence[str]) -> _Resolved:
     """What a statement names: a choice number (1-based), ``"other"`` (an answer that is no
     choice), ``"ambiguous"`` (two answers at once) or ``"junk"`` (nothing recognisable)."""
-    said = _answer_part(statement)
+    said = _answer_part(_fold(statement))
     if not said:
         return _JUNK
     if not choices:
@@ -214,8 +285,10 @@ def resolve(statement: str, choices: Sequence[str]) -> _Resolved:
     if found in (_JUNK, _AMBIGUOUS):
         return found if found == _AMBIGUOUS else _choice_by_text(said, choices)
     rest = said[match.end() :]
-    if _ANOTHER.match(rest):
-        return _AMBIGUOUS  # "②, ③": two answers
+    second = _SECOND.match(rest)
+    also = _MARKER.match(rest[second.end() :]) if second else None
+    if also and _marker(also, choices) not in (found, _JUNK):
+        return _AMBIGUOUS  # "② ③", "B and C": two answers
     rest = rest.strip(_EDGE + "()\uff08\uff09[]")
     named = _choice_by_text(rest, choices) if rest else _JUNK
     if isinstance(named, int) and isinstance(found, int) and named != found:
@@ -223,52 +296,125 @@ def resolve(statement: str, choices: Sequence[str]) -> _Resolved:
     return found
 
 
+def _doubted(words: str, names: Sequence[str]) -> bool:
+    """The words around an answer negate, hedge or report it (``_DOUBT``), with the
+    ``names`` (the choices, the key) blanked out: their own words are the answer."""
+    said = _norm(words)
+    for name in names:
+        if (name := _norm(name)) and name in said:
+            said = re.sub(rf"(?<![0-9a-z]){re.escape(name)}(?![0-9a-z])", " ", said)
+    return _DOUBT.search(said) is not None
+
+
 @dataclass(frozen=True)
 class _Statement:
     at: int
-    text: str
+    text: str  # what names the answer: after the label (its line), or before it (its clause)
+    context: str = ""  # the rest of its sentence, which may doubt it (none when it opens one)
     line: bool = False  # the label opens its line: the fixed form, whatever follows is meant
+    opens: bool = False  # the label opens its sentence: the writer's own statement
+
+
+@dataclass(frozen=True)
+class _Reading:
+    statement: _Statement
+    names: _Resolved  # what the statement names, doubted or not
+    answer: str  # the words naming it
+    doubted: bool  # negated, hedged, asked or reported: it states no answer
 
 
 _LINE_START = " \t#>-•"
 
 
 def _statements(reply: str) -> list[_Statement]:
-    """Every place the reply states an answer, in order: after a label (to the line's end)
-    or before one (the clause's last words)."""
-    found = []
-    for label in (_EN_LABEL, _KO_LABEL):
-        for match in label.finditer(reply):
-            start = reply.rfind("\n", 0, match.start()) + 1
-            end = reply.find("\n", match.end())
-            text = reply[match.end() : min(match.end() + STATEMENT_CHARS, len(reply))]
-            text = text if end < 0 else text[: end - match.end()]
-            line = match.start() - start < 8 and not reply[start : match.start()].strip(_LINE_START)
-            found.append(_Statement(match.start(), text, line))
-    for label in (_EN_AFTER, _KO_AFTER):
-        for match in label.finditer(reply):
-            start = reply.rfind("\n", 0, match.start()) + 1
-            before = reply[max(start, match.start() - BEFORE_CHARS) : match.start()]
-            clause = _CLAUSE_START.match(before)
-            found.append(_Statement(match.start(), before[clause.end() :] if clause else before))
-    return sorted(found, key=lambda statement: statement.at)
+    """The last ``LAST_STATEMENTS`` places the reply states an answer, in order: after a
+    label (to the line's end; the next line when the label ends its line) or before one
+    (the clause's last words)."""
+    found = [
+        (m.start(), True, m) for label in (_EN_LABEL, _KO_LABEL) for m in label.finditer(reply)
+    ]
+    found += [
+        (m.start(), False, m) for label in (_EN_AFTER, _KO_AFTER) for m in label.finditer(reply)
+    ]
+    statements = []
+    for at, after_label, match in sorted(found, key=lambda item: item[0])[-LAST_STATEMENTS:]:
+        start = reply.rfind("\n", 0, at) + 1
+        before = reply[max(start, at - BEFORE_CHARS) : at]
+        clause = _CLAUSE_START.match(before)
+        end = reply.find("\n", match.end())
+        rest = reply[match.end() : end if end >= 0 else len(reply)][:STATEMENT_CHARS]
+        # The sentence's words before the label: they may report or doubt the statement.
+        sentence = before[opened.end() :] if (opened := _SENTENCE_START.match(before)) else before
+        if not after_label:
+            # "(B) Seoul is the correct answer": the clause's last words before the label.
+            said = before[clause.end() :] if clause else before
+            context = f"{sentence[: len(sentence) - len(said)]} {_SENTENCE_END.split(rest, 1)[0]}"
+            statements.append(_Statement(at, said, context))
+            continue
+        opens = _LEAD_IN.fullmatch(sentence) is not None
+        line = at - start < 8 and not before.strip(_LINE_START)
+        if line and end >= 0 and not rest.strip(_EDGE) and (below := _NEXT_LINE.match(reply, end)):
+            rest = below[1][:STATEMENT_CHARS]  # "**정답:**" and the answer on the next line
+        statements.append(_Statement(at, rest, "" if opens else sentence, line, opens))
+    return statements
+
+
+def _reading(statement: _Statement, choices: Sequence[str], names: Sequence[str]) -> _Reading:
+    """What a statement names, and whether it is doubted (see ``_DOUBT``)."""
+    first = _SENTENCE_END.split(statement.text, maxsplit=1)[0]
+    said = _FILLER.sub("", _fold(first).strip(_EDGE))
+    only_not = _EN_NOT.match(said) and not _EN_TURN.match(said)  # "not 1": what it is not
+    text = _EN_NOT.sub("", said, count=1) if only_not else statement.text
+    named = resolve(text, choices)
+    answer = _answer_part(text)
+    if named == _JUNK and statement.line and answer:
+        named = _OTHER  # "Answer: Tokyo": an answer that is none of the choices
+    # Doubts are read in the statement's sentence, or on an answer line in all of it: a line
+    # is the answer's own place ("Answer: 2 — no, 3"), a sentence in prose is not.
+    region = statement.text if statement.line else first
+    asked = "?" in _fold(f"{statement.context} {region}")  # "Paris is the correct answer?"
+    words = f"{statement.context} {_answer_part(region)}"
+    doubted = bool(only_not) or asked or _doubted(words, [*choices, *names])
+    return _Reading(statement, named, answer, doubted)
+
+
+def _same(one: _Reading, other: _Reading) -> bool:
+    """Two statements name the same answer: one choice, or (no choice) the same text."""
+    if isinstance(one.names, int) or isinstance(other.names, int):
+        return one.names == other.names
+    if _AMBIGUOUS in (one.names, other.names):
+        return False
+    return _same_text(one.answer, other.answer) or _same_text(other.answer, one.answer)
 
 
 def _shown(text: str) -> str:
     return " ".join(text.split()).strip(_EDGE)
 
 
-def read(reply: str, choices: Sequence[str]) -> tuple[str, _Resolved]:
-    """The last statement that names something (in the reply's last ``TAIL_CHARS``), as
-    written, and what it names; ``("", "junk")`` when it states nothing the parser reads."""
-    statements = _statements(_markdown_off(reply[-TAIL_CHARS:]))[-LAST_STATEMENTS:]
-    for statement in reversed(statements):
-        resolved = resolve(statement.text, choices)
-        if resolved == _JUNK and statement.line and _answer_part(statement.text):
-            resolved = _OTHER  # "Answer: Tokyo": an answer that is none of the choices
-        if resolved != _JUNK:
-            return _shown(statement.text), resolved
-    return "", _JUNK
+def read(reply: str, choices: Sequence[str], names: Sequence[str] = ()) -> tuple[str, _Resolved]:
+    """The statement of the answer (in the reply's last ``TAIL_CHARS``), as written, and
+    what it names; ``("", "junk")`` when it states none the parser reads. ``names`` (the
+    key) are, like the choices, words that never doubt a statement."""
+    readings = [
+        _reading(statement, choices, names)
+        for statement in _statements(_markdown_off(reply[-TAIL_CHARS:]))
+    ]
+    said = [reading for reading in readings if reading.names != _JUNK]
+    # A label opening its sentence outranks any answer named inside one; among either, the
+    # last counts (the model corrected itself). A doubted answer line states none.
+    opening = [reading for reading in said if reading.statement.opens]
+    plain = opening[-1:] or [reading for reading in said if not reading.doubted][-1:]
+    if not plain or plain[0].doubted:
+        return "", _JUNK
+    chosen = plain[0]
+    stated = _shown(chosen.statement.text)
+    for later in said[said.index(chosen) + 1 :]:
+        # After the answer, another one stated ("So C is the correct answer") or this one
+        # doubted ("It is not true that B is the correct answer"): it contradicts itself.
+        contradicts = later.doubted if _same(later, chosen) else not later.doubted
+        if contradicts:
+            return stated, _AMBIGUOUS
+    return stated, chosen.names
 
 
 def key_choice(key: str, choices: Sequence[str]) -> int | None:
@@ -295,7 +441,7 @@ def _same_text(stated: str, key: str) -> bool:
 def compare(reply: str, choices: Sequence[str], key: str) -> Agreement:
     """Read the answer a reply states and compare it with the key (its text, number or
     letter among ``choices``; for a question without choices, the text itself)."""
-    stated, resolved = read(reply, choices)
+    stated, resolved = read(reply, choices, [key])
     if not key.strip():
         return Agreement(stated, Verdict.NO_KEY)
     if resolved in (_JUNK, _AMBIGUOUS):

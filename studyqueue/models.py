@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -107,6 +108,9 @@ def _versions(version: str | Collection[str]) -> list[str]:
 # What a question's prompt is built from: a change of any voids the review of its
 # explanation (``revisions.content_changed``).
 CONTENT_FIELDS = frozenset({"text", "choices", "answer"})
+# The quality flag (``quality.QualityFlag``) a question's explanation gets when that content
+# changes after it was written: such an explanation is outdated whatever its prompt version.
+QUESTION_CHANGED_FLAG = "question_changed"
 _CONTENT_BATCH = 1000  # ids read in one statement (SQLite's parameter limit)
 
 
@@ -171,11 +175,17 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
         return self.filter(explanation="")
 
     def outdated(self, version: str | Collection[str]) -> QuestionQuerySet:
-        """Explained by another prompt version than ``version`` (or than any of them)."""
-        return self.explained().exclude(explanation_prompt_version__in=_versions(version))
+        """Explained by another prompt version than ``version`` (or than any of them), or
+        for content the question no longer holds."""
+        return self.explained().filter(~self._current_q(version))
 
     def current(self, version: str | Collection[str]) -> QuestionQuerySet:
-        return self.explained().filter(explanation_prompt_version__in=_versions(version))
+        return self.explained().filter(self._current_q(version))
+
+    @staticmethod
+    def _current_q(version: str | Collection[str]) -> Q:
+        changed = Q(explanation_flags__icontains=f'"{QUESTION_CHANGED_FLAG}"')
+        return Q(explanation_prompt_version__in=_versions(version)) & ~changed
 
     def flagged(self, flag: str | None = None) -> QuestionQuerySet:
         """The current explanation carries a quality flag (``flag``, or any). Matched in the
@@ -297,6 +307,10 @@ class StudyQuestion(models.Model):
                 from studyqueue import revisions  # it imports the models
 
                 revisions.content_changed([self.pk], using=using)
+                # Kept in step: a later save of this object must not drop the new flag.
+                self.explanation_flags = questions.values_list("explanation_flags", flat=True).get(
+                    pk=self.pk
+                )
 
     def content_hash(self) -> str:
         """A digest of what its prompt is built from (text, choices, answer): an explanation
@@ -842,7 +856,13 @@ class GateLimit(models.Model):
     ``studyqueue.gate_limits``."""
 
     endpoint = models.CharField(
-        _("endpoint"), max_length=500, unique=True, help_text=_("Credentials redacted.")
+        _("endpoint"),
+        max_length=500,
+        unique=True,
+        help_text=_(
+            "The LLM server's URL, normalised: one row per server however its URL is "
+            "written, never with credentials."
+        ),
     )
     limit = models.PositiveIntegerField(_("limit"), help_text=_("Concurrent calls allowed now."))
     rates = models.JSONField(
@@ -864,10 +884,14 @@ class GateLimit(models.Model):
 
     def measured(self) -> list[tuple[int, float]]:
         """``(limit, tokens/s)`` pairs in the order of the limit."""
+        if not isinstance(self.rates, dict):
+            return []  # a hand edit or a bad restore (a list, a number): nothing measured
         pairs = []
         for key, value in self.rates.items():
             try:
-                pairs.append((int(key), float(value)))
-            except (TypeError, ValueError):
+                pair = (int(key), float(value))
+            except (TypeError, ValueError, OverflowError):
                 continue  # hand-edited garbage: not shown
+            if math.isfinite(pair[1]):
+                pairs.append(pair)
         return sorted(pairs)

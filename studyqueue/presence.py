@@ -2,10 +2,13 @@
 every cycle and at stop; read by the dashboard, which tells live, silent and stopped apart.
 A record also says what the consumer writes with (model, prompt version, gate): what
 "outdated" is measured against (``studyqueue.outdated``). Records silent or stopped for
-longer than ``KEPT_FOR`` are deleted when a consumer starts or stops."""
+longer than ``KEPT_FOR`` are deleted when a consumer starts or stops. A report writes the
+whole record again when it is gone (an operator removed it while the consumer was silent):
+a running consumer is never missing from the panel until its restart."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from dataclasses import dataclass
@@ -21,6 +24,8 @@ from studyqueue.columns import fit
 from studyqueue.conf import conf
 from studyqueue.models import QueueConsumer
 from studyqueue.prompts import current_version
+
+logger = logging.getLogger("studyqueue.presence")
 
 # A consumer is silent when it has not reported for this many intervals.
 SILENT_AFTER_INTERVALS = 2
@@ -59,26 +64,46 @@ def prune(now: datetime | None = None) -> int:
     return deleted
 
 
+@dataclass
+class _Started:
+    """What this process wrote at a consumer's start, and its jobs completed since: enough
+    to write the whole record again should it be deleted while the consumer runs."""
+
+    fields: dict[str, object]
+    completed: int = 0
+
+
+# Per worker id started in this process (a process may run several consumers: the tests).
+_started: dict[str, _Started] = {}
+
+
 def record_start(worker_id: str, *, interval: float, llm_url: str, gate: str = "") -> None:
     """A consumer starts (or restarts under the same worker id); old records go."""
     now = timezone.now()
     prune(now)
-    QueueConsumer.objects.using(queue.database()).update_or_create(
-        worker_id=fit(QueueConsumer, "worker_id", worker_id),
-        defaults={
+    worker_id = fit(QueueConsumer, "worker_id", worker_id)
+    started = _Started(
+        {
             "host": fit(QueueConsumer, "host", socket.gethostname()),
             "pid": os.getpid(),
             "started_at": now,
+            "interval_seconds": interval,
+            "llm_url": fit(QueueConsumer, "llm_url", llm_url),
+            "gate_permits": fit(QueueConsumer, "gate_permits", gate),
+        }
+    )
+    _started[worker_id] = started
+    QueueConsumer.objects.using(queue.database()).update_or_create(
+        worker_id=worker_id,
+        defaults={
+            **started.fields,
             "seen_at": now,
             "stopped_at": None,
-            "interval_seconds": interval,
             "jobs_completed": 0,
             "jobs_running": 0,
             "breaker_open": False,
             "breaker_since": None,
             "breaker_error": "",
-            "llm_url": fit(QueueConsumer, "llm_url", llm_url),
-            "gate_permits": fit(QueueConsumer, "gate_permits", gate),
             "gate_limit": None,
             "paused_kinds": queue.paused_kinds(),
             **_writes_with(),
@@ -87,25 +112,47 @@ def record_start(worker_id: str, *, interval: float, llm_url: str, gate: str = "
 
 
 def record_report(worker_id: str, report: Report) -> None:
-    """A consumer is alive: what it runs now, what it finished, its breaker."""
+    """A consumer is alive: what it runs now, what it finished, its breaker. The record is
+    written whole again when it is gone (deleted by hand or by the admin's action)."""
     worker_id = fit(QueueConsumer, "worker_id", worker_id)
-    QueueConsumer.objects.using(queue.database()).filter(worker_id=worker_id).update(
-        seen_at=timezone.now(),
-        jobs_running=report.jobs_running,
-        jobs_completed=F("jobs_completed") + report.completed_since_last,
-        breaker_open=report.breaker_open,
-        breaker_since=report.breaker_since,
-        breaker_error=report.breaker_error,
-        gate_limit=report.gate_limit,
-        paused_kinds=queue.paused_kinds(),
+    started = _started.get(worker_id)
+    if started is not None:
+        started.completed += report.completed_since_last
+    now = timezone.now()
+    fields: dict[str, object] = {
+        "seen_at": now,
+        "jobs_running": report.jobs_running,
+        "breaker_open": report.breaker_open,
+        "breaker_since": report.breaker_since,
+        "breaker_error": report.breaker_error,
+        "gate_limit": report.gate_limit,
+        "paused_kinds": queue.paused_kinds(),
         **_writes_with(),
+    }
+    records = QueueConsumer.objects.using(queue.database())
+    updated = records.filter(worker_id=worker_id).update(
+        jobs_completed=F("jobs_completed") + report.completed_since_last, **fields
     )
+    if updated or started is None:
+        return  # written; or not started by this process: nothing to write it again from
+    # update_or_create: a concurrent report of the same worker id may write it first.
+    records.update_or_create(
+        worker_id=worker_id,
+        defaults={
+            **started.fields,
+            **fields,
+            "stopped_at": None,
+            "jobs_completed": started.completed,
+        },
+    )
+    logger.info("study_consumer_record_restored worker=%s", worker_id)
 
 
 def record_stop(worker_id: str) -> None:
     """A consumer stopped cleanly; old records go."""
     now = timezone.now()
     worker_id = fit(QueueConsumer, "worker_id", worker_id)
+    _started.pop(worker_id, None)
     QueueConsumer.objects.using(queue.database()).filter(worker_id=worker_id).update(
         seen_at=now, stopped_at=now, jobs_running=0
     )

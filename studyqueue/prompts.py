@@ -81,18 +81,27 @@ def render(name: str, context: dict[str, Any]) -> str:
     return template.render(Context(context, autoescape=False)).strip()
 
 
+class TrialRenderError(Exception):
+    """A trial user template (``build_messages(prompt=...)``) failed while rendering (a
+    missing include, a tag that needs what a prompt's context lacks): the message names
+    the error."""
+
+
 def build_messages(
     question: StudyQuestion, *, prompt: Template | None = None
 ) -> list[dict[str, str]]:
     """The chat messages for a question (its choices must be valid: ``ValidationError``);
-    ``prompt`` replaces the configured user template (a trial)."""
+    ``prompt`` replaces the configured user template (a trial: ``TrialRenderError`` when it
+    fails while rendering)."""
     validate_choices(question.choices)
     context = {"question": question, "choices": question.choices, "answer": question.answer}
-    user = (
-        render(conf.PROMPT_TEMPLATE, context)
-        if prompt is None
-        else prompt.render(Context(context, autoescape=False)).strip()
-    )
+    if prompt is None:
+        user = render(conf.PROMPT_TEMPLATE, context)
+    else:
+        try:
+            user = prompt.render(Context(context, autoescape=False)).strip()
+        except Exception as exc:  # any tag may raise anything: the trial's failure, not ours
+            raise TrialRenderError(f"{type(exc).__name__}: {exc}") from None
     return [
         {"role": "system", "content": render(conf.SYSTEM_PROMPT_TEMPLATE, context)},
         {"role": "user", "content": user},

@@ -8,7 +8,10 @@
   in English), compared by the dominant Unicode script of their letters;
 - ``answer_mismatch``: the answer the reply states is not the question's key;
 - ``no_answer_stated``: the question has a key, and the reply states no answer the parser
-  (``studyqueue.answers``) can read.
+  (``studyqueue.answers``) can read;
+- ``question_changed``: the question's text, choices or key changed after the explanation
+  was written (set on the question, never on the reply's revision: it is no fault of the
+  prompt, so prompt statistics do not count it). Such an explanation is outdated.
 
 Each flag has a label and a one-line meaning (``MEANINGS``), shown on the admin's badges.
 """
@@ -28,7 +31,7 @@ from django.utils.translation import gettext_lazy as _
 from studyqueue import answers
 from studyqueue.answers import Agreement, Verdict
 from studyqueue.conf import conf
-from studyqueue.models import FinishReason
+from studyqueue.models import QUESTION_CHANGED_FLAG, FinishReason
 
 
 class QualityFlag(models.TextChoices):
@@ -41,12 +44,14 @@ class QualityFlag(models.TextChoices):
     # Appended, so that a cut reply (which often loses its answer line) retries as truncated.
     ANSWER_MISMATCH = "answer_mismatch", _("answer mismatch")
     NO_ANSWER_STATED = "no_answer_stated", _("no answer stated")
+    QUESTION_CHANGED = QUESTION_CHANGED_FLAG, _("question changed")
 
 
 # The names the rest of the code and the settings know them by.
 TRUNCATED, UNFINISHED = QualityFlag.TRUNCATED, QualityFlag.UNFINISHED
 TOO_SHORT, WRONG_SCRIPT = QualityFlag.TOO_SHORT, QualityFlag.WRONG_SCRIPT
 ANSWER_MISMATCH, NO_ANSWER_STATED = QualityFlag.ANSWER_MISMATCH, QualityFlag.NO_ANSWER_STATED
+QUESTION_CHANGED = QualityFlag.QUESTION_CHANGED
 FLAGS: tuple[QualityFlag, ...] = tuple(QualityFlag)
 # What each flag means, in one line: the admin's badges show it on hover.
 MEANINGS: dict[str, str | Promise] = {
@@ -56,6 +61,7 @@ MEANINGS: dict[str, str | Promise] = {
     WRONG_SCRIPT: _("Written in another script than the question (e.g. English for Korean)."),
     ANSWER_MISMATCH: _("The answer the explanation states is not the question's key."),
     NO_ANSWER_STATED: _("The explanation states no answer that could be read."),
+    QUESTION_CHANGED: _("The question's text, choices or key changed after it was written."),
 }
 # Reply verdicts that are flags (agreeing, or a question without a key, is none).
 _ANSWER_FLAGS = {Verdict.DIFFERS: ANSWER_MISMATCH, Verdict.UNREAD: NO_ANSWER_STATED}

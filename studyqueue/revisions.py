@@ -26,6 +26,7 @@ from studyqueue import queue
 from studyqueue.columns import fit
 from studyqueue.models import (
     PROTECTED_REVIEWS,
+    QUESTION_CHANGED_FLAG,
     ExplanationRevision,
     ReviewStatus,
     StudyQuestion,
@@ -194,9 +195,10 @@ def decide(
 
 def content_changed(question_ids: Iterable[int], *, using: str) -> None:
     """The questions' text, choices or answer changed (what the prompt is built from): an
-    approval or correction of their current explanation judged content that is gone, so it
-    is void (the explanation is unreviewed again, and a regeneration becomes current), and
-    a candidate written for the old content waits no more (kept in the history).
+    approval or correction of any of their explanations judged content that is gone, so it
+    is void (the explanation is unreviewed again, and a regeneration becomes current); the
+    explanation is outdated (flagged ``question_changed``); and a candidate written for the
+    old content waits no more (kept in the history).
 
     Called by ``StudyQuestion.save``, ``bulk_update`` and ``update`` in the transaction
     that changes the content, so every path (import, the admin's form, code) keeps it."""
@@ -204,12 +206,9 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> None:
     revisions_ = ExplanationRevision.objects.using(using)
     for start in range(0, len(ids), _VOID_BATCH):
         chunk = ids[start : start + _VOID_BATCH]
-        current = StudyQuestion.objects.using(using).filter(
-            pk__in=chunk, current_revision__isnull=False
-        )
-        voided = revisions_.filter(
-            pk__in=current.values("current_revision_id"), review_status__in=PROTECTED_REVIEWS
-        )
+        # Every approval of the question, not only the current one: "make current" on an
+        # older revision must not bring back an approval of content that is gone.
+        voided = revisions_.filter(question_id__in=chunk, review_status__in=PROTECTED_REVIEWS)
         for pk, question_id, review, by in voided.values_list(
             "pk", "question_id", "review_status", "reviewed_by"
         ):
@@ -222,6 +221,7 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> None:
                 by or "-",
             )
         voided.update(review_status=ReviewStatus.UNREVIEWED, reviewed_by="", reviewed_at=None)
+        _mark_outdated(StudyQuestion.objects.using(using).filter(pk__in=chunk), using=using)
         waiting = revisions_.filter(question_id__in=chunk, candidate=True)
         for pk, question_id in waiting.values_list("pk", "question_id"):
             logger.info(
@@ -230,6 +230,19 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> None:
                 pk,
             )
         waiting.update(candidate=False)
+
+
+def _mark_outdated(questions: QuerySet[StudyQuestion], *, using: str) -> None:
+    """Flag each explanation as written for content its question no longer holds: it is
+    outdated (``enqueue --outdated`` regenerates it) until a new revision becomes current.
+    On the question only: the revision's flags are facts of the reply."""
+    changed = []
+    for question in questions.exclude(explanation="").only("pk", "explanation_flags"):
+        flags = question.explanation_flags if isinstance(question.explanation_flags, list) else []
+        if QUESTION_CHANGED_FLAG not in flags:
+            question.explanation_flags = [*flags, QUESTION_CHANGED_FLAG]
+            changed.append(question)
+    StudyQuestion.objects.using(using).bulk_update(changed, ["explanation_flags"])
 
 
 _VOID_BATCH = 1000  # ids in one statement (SQLite's parameter limit, a readable log)

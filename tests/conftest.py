@@ -39,7 +39,7 @@ def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["DATABASE_URL"] = database_url(connection.vendor, connection.settings_dict)
     env["PYTHONPATH"] = str(ROOT)
-    env["DJANGO_SETTINGS_MODULE"] = "project.settings"
+    env["DJANGO_SETTINGS_MODULE"] = "tests.settings"  # the suite's templates, not the checkout's
     env["LOG_LEVEL"] = "WARNING"
     return env
 

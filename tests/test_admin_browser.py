@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from studyqueue.models import JobAttempt, StudyQuestionJob
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
-from tests.helpers import ROOT, wait_for
+from tests.helpers import ROOT, busy_day, clock, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.slow]
 
@@ -415,54 +415,11 @@ def test_a_reviewer_works_through_the_queue_with_the_keyboard(site, page):
     assert StudyQuestionJob.objects.filter(study_question=second).count() == 1
 
 
-def _a_busy_day() -> None:
-    """A day of work for the dashboard: completions with their replies' timings every other
-    hour, failures, a backlog that cannot start yet, consumers live and gone, an adaptive gate."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from studyqueue.models import GateLimit
-    from tests.factories import ExplanationRevisionFactory, QueueConsumerFactory
-
-    now = timezone.now()
-    for hours_ago in range(0, 24, 2):
-        for n in range(1 + hours_ago % 5):
-            revision = ExplanationRevisionFactory(
-                first_token_ms=300 + 40 * hours_ago,
-                tokens_per_second=30 + hours_ago,
-                prompt_tokens=400,
-                cached_tokens=300,
-            )
-            StudyQuestionJobFactory(
-                study_question=revision.question,
-                status="completed",
-                completed_at=now - timedelta(hours=hours_ago, minutes=5 + n),
-                llm_ms=2000 + 100 * n,
-                revision=revision,
-            )
-    StudyQuestionJobFactory.create_batch(
-        2, status="failed", error_code="llm_timeout", completed_at=now - timedelta(hours=3)
-    )
-    StudyQuestionJobFactory.create_batch(30, status="pending", run_after="2999-01-01T00:00:00Z")
-    url = "http://127.0.0.1:8080/v1"
-    QueueConsumerFactory(
-        worker_id="gpu-box:4242",
-        gate_permits="auto",
-        gate_limit=4,
-        llm_url=url,
-        model="mlx-community/Qwen2.5-7B-Instruct-4bit",
-        prompt_version="3f9a1c2d4e5f",
-        prompt_label="mlx-community/Qwen2.5-7B-Instruct-4bit · max 1024 · t 0.2 · 3f9a1c2",
-    )
-    QueueConsumerFactory(worker_id="old-box:17", seen_at=now - timedelta(hours=3))
-    GateLimit.objects.create(endpoint=url, limit=4, rates={"2": 41.0, "4": 80.5}, reason="climb")
-
-
 def test_the_dashboard_fits_a_1400_px_screen_at_a_glance(site, page):
     """Issue 20, item 8: no horizontal scroll with the sidebar open, the main content within
     about two screens, one row of 24 bars per hourly metric with its values as text."""
-    _a_busy_day()
+    now = timezone.now()
+    busy_day.make(now)
     page.goto(f"{site}/admin/login/?next=/admin/studyqueue/queuedashboard/")
     page.fill("#id_username", OPERATOR)
     page.fill("#id_password", PASSWORD)
@@ -480,8 +437,10 @@ def test_the_dashboard_fits_a_1400_px_screen_at_a_glance(site, page):
         assert page.locator(f"#{chart} .sq-strip .sq-col").count() == 24, chart
         label = page.get_attribute(f"#{chart} .sq-strip", "aria-label")
         assert label and ":00: " in label, chart
-    newest = page.locator("#sq-throughput .sq-col").last
-    assert newest.get_attribute("title").endswith(": 1 / 0")  # the value on hover
+    # This hour's bar by its label: the newest, unless the page came after the hour turned.
+    hour = timezone.localtime(clock.hour_of(now)).strftime("%H:00")
+    newest = page.locator(f'#sq-throughput .sq-col[title^="{hour}: "]')
+    assert newest.get_attribute("title") == f"{hour}: 1 / 0"  # the value on hover
     assert newest.bounding_box()["width"] < 40  # thin bars in one row
     assert page.inner_text("#sq-backlog .n").startswith("≈")  # 30 waiting, 1 done last hour
     assert page.inner_text("#sq-cached .n") == "75 %"

@@ -130,3 +130,33 @@ def test_records_silent_or_stopped_for_over_a_day_go_when_a_consumer_starts_or_s
     QueueConsumer.objects.filter(worker_id="recent-stopped").update(seen_at=now - day * 2)
     consumer.close()  # its stop prunes too
     assert list(QueueConsumer.objects.values_list("worker_id", flat=True)) == ["new"]
+
+
+def test_a_running_consumer_whose_record_was_removed_writes_it_again(llm_server, make_consumer):
+    """Removed while momentarily silent (the admin's action, a hand clean-up): the next
+    report writes the whole record again, its start and its jobs completed included."""
+    consumer = make_consumer(worker_id="c5", interval=30)
+    queue.enqueue(StudyQuestionFactory())
+    consumer.run_cycle()
+    before = QueueConsumer.objects.get(worker_id="c5")
+    assert before.jobs_completed == 1
+    QueueConsumer.objects.filter(worker_id="c5").delete()
+    queue.enqueue(StudyQuestionFactory())
+    consumer.run_cycle()
+    after = QueueConsumer.objects.get(worker_id="c5")
+    assert (after.host, after.pid, after.started_at) == (
+        before.host,
+        before.pid,
+        before.started_at,
+    )
+    assert (after.interval_seconds, after.llm_url, after.gate_permits) == (
+        30,
+        llm_server.url,
+        before.gate_permits,
+    )
+    assert (after.jobs_completed, after.stopped_at) == (2, None)
+    assert after.prompt_version == before.prompt_version
+    assert presence.consumer_states()[0].state is Liveness.LIVE
+    consumer.close()
+    after.refresh_from_db()
+    assert after.stopped_at is not None

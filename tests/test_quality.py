@@ -147,6 +147,7 @@ def test_flags_and_finish_reasons_are_enums_stored_as_their_values():
         "wrong_script",
         "answer_mismatch",
         "no_answer_stated",
+        "question_changed",
     ]
     assert set(quality.MEANINGS) == set(quality.FLAGS), "every flag says what it means"
 
@@ -191,6 +192,57 @@ def test_the_answer_flags_come_from_the_agreement():
 def test_real_replies_state_their_answer(llm_server, make_consumer, reply, key, flags, stated):
     llm_server.configure(answer=reply)
     queue.enqueue(StudyQuestionFactory(text="Capital of Korea?", choices=CAPITALS, answer=key))
+    assert make_consumer().run_cycle().outcomes == {"completed": 1}
+    revision = ExplanationRevision.objects.get()
+    assert (revision.flags, revision.stated_answer) == (flags, stated)
+    assert StudyQuestion.objects.get().explanation_flags == flags
+
+
+KOREAN_CITIES = ["부산", "서울", "인천"]
+KOREAN_BODY = "서울은 대한민국이 세워진 이후로 줄곧 수도였고, 부산은 항구 도시입니다."
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "question,choices,key,reply,flags,stated",
+    [
+        # A distractor discussed after the answer line is not the stated answer.
+        (
+            KOREAN,
+            KOREAN_CITIES,
+            "부산",
+            KOREAN_BODY + "\n정답: ②\n오답 ①: 부산은 정답 아님",
+            ["answer_mismatch"],
+            "②",
+        ),
+        (
+            "Capital of Korea?",
+            CAPITALS,
+            "Busan",
+            AGREEING + "\nStudents often say the answer is Busan.",
+            ["answer_mismatch"],
+            "2",
+        ),
+        # A negated answer line, or one naming two answers, states none.
+        (KOREAN, KOREAN_CITIES, "서울", KOREAN_BODY + "\n정답: ② 아님", ["no_answer_stated"], ""),
+        (
+            "Capital of Korea?",
+            CAPITALS,
+            "Seoul",
+            AGREEING.replace("Answer: 2", "Answer: B and C"),
+            ["no_answer_stated"],
+            "B and C",
+        ),
+        # The right answer in markup agrees.
+        (KOREAN, KOREAN_CITIES, "서울", KOREAN_BODY + "\n**정답:**\n<b>②</b>", [], "②"),
+    ],
+    ids=["distractor-ko", "distractor-en", "negated-ko", "two-answers-en", "markup-ko"],
+)
+def test_only_a_plain_statement_is_stored_as_the_answer(
+    llm_server, make_consumer, question, choices, key, reply, flags, stated
+):
+    llm_server.configure(answer=reply)
+    queue.enqueue(StudyQuestionFactory(text=question, choices=choices, answer=key))
     assert make_consumer().run_cycle().outcomes == {"completed": 1}
     revision = ExplanationRevision.objects.get()
     assert (revision.flags, revision.stated_answer) == (flags, stated)

@@ -256,6 +256,7 @@ def test_a_content_change_voids_the_approval_and_the_candidates_written_for_the_
         None,
     )
     assert export_approved() == []
+    assert not ExplanationRevision.objects.filter(review_status="approved").exists()
     assert list(review.waiting()) == [question]
     # The candidate written for the old content waits no more and cannot be accepted.
     assert not ExplanationRevision.objects.filter(candidate=True).exists()
@@ -281,3 +282,55 @@ def test_a_reimport_or_save_that_changes_nothing_keeps_the_approval(
     StudyQuestion.objects.filter(pk=question.pk).update(text=OLD_TEXT)  # the same text
     assert [row["id"] for row in export_approved()] == [question.pk]
     assert ExplanationRevision.objects.filter(candidate=True).count() == 1
+
+
+@pytest.mark.parametrize("path", list(CHANGES))
+def test_a_content_change_makes_the_explanation_outdated_until_it_is_written_again(
+    llm_server, make_consumer, tmp_path, admin_user, path
+):
+    from studyqueue.prompts import current_version
+
+    question = approved_with_a_candidate(llm_server, make_consumer, tmp_path)
+    version = current_version().hash
+    questions = StudyQuestion.objects.all()
+    assert list(questions.outdated(version)) == [] and list(questions.current(version)) == [
+        question
+    ]
+    CHANGES[path](question, tmp_path, admin_user)
+    # Written by today's prompt, but for content the question no longer holds.
+    assert list(questions.outdated(version)) == [question]
+    assert list(questions.current(version)) == []
+    assert list(questions.flagged("question_changed")) == [question]
+    question.refresh_from_db()
+    question.save()  # a later save keeps the mark
+    assert list(questions.flagged("question_changed")) == [question]
+    out = StringIO()
+    call_command("enqueue", "--outdated", stdout=out, stderr=StringIO())
+    assert queue_jobs_for(question) == 1, out.getvalue()
+    llm_server.configure(answer=NEW_REPLY)
+    make_consumer().run_cycle()
+    assert list(questions.current(version)) == [question]
+    assert list(questions.flagged("question_changed")) == []
+
+
+def queue_jobs_for(question: StudyQuestion) -> int:
+    from studyqueue.models import StudyQuestionJob
+
+    jobs = StudyQuestionJob.objects.filter(study_question=question)
+    return jobs.exclude(status="completed").count()
+
+
+def test_a_content_change_voids_the_approvals_of_older_revisions_too(
+    llm_server, make_consumer, tmp_path
+):
+    from studyqueue import review
+
+    question = approved_with_a_candidate(llm_server, make_consumer, tmp_path)
+    first = question.current_revision
+    candidate = ExplanationRevision.objects.get(candidate=True)
+    review.decide(candidate.pk, review.Decision.APPROVE, by="bo")
+    first.refresh_from_db()
+    assert first.review_status == "approved"  # superseded, still approved
+    import_file(write_jsonl(tmp_path / "b.jsonl", NEW_TEXT))
+    statuses = ExplanationRevision.objects.values_list("review_status", flat=True)
+    assert set(statuses) == {"unreviewed"}

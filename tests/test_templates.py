@@ -1,5 +1,7 @@
 """The project's top-level ``templates/``: the shipped files render and change nothing, and a
-template directory placed there overrides the admin's branding and the prompt templates."""
+template directory placed there overrides the admin's branding and the prompt templates.
+The suite itself renders with a template directory of its own (``tests/settings.py``): a
+deployment's overrides in ``templates/`` never change what the tests see."""
 
 from __future__ import annotations
 
@@ -11,17 +13,27 @@ from django.contrib import admin
 from django.template.loader import get_template
 from django.urls import reverse
 
+import project.settings
 from studyqueue import prompts
 from studyqueue.models import StudyQuestion
 from tests.helpers import ROOT
+from tests.settings import SUITE_TEMPLATES
 
 pytestmark = pytest.mark.django_db
 
 PROJECT_TEMPLATES = ROOT / "templates"
+PROMPTS = ("studyqueue/explanation_system.txt", "studyqueue/explanation_prompt.txt")
+
+
+@pytest.fixture
+def project_templates(settings) -> None:
+    """The templates as the project configures them (the suite has its own directory)."""
+    (engine,) = settings.TEMPLATES
+    settings.TEMPLATES = [{**engine, "DIRS": [PROJECT_TEMPLATES]}]
 
 
 def test_the_project_templates_directory_is_searched_first():
-    (engine,) = django_settings.TEMPLATES
+    (engine,) = project.settings.TEMPLATES
     assert [Path(d) for d in engine["DIRS"]] == [PROJECT_TEMPLATES]
     assert PROJECT_TEMPLATES.is_dir()
 
@@ -29,12 +41,12 @@ def test_the_project_templates_directory_is_searched_first():
 @pytest.mark.parametrize(
     "path", sorted(p for p in PROJECT_TEMPLATES.rglob("*") if p.is_file()), ids=str
 )
-def test_every_shipped_file_is_the_template_in_use(path):
+def test_every_shipped_file_is_the_template_in_use(project_templates, path):
     name = path.relative_to(PROJECT_TEMPLATES).as_posix()
     assert Path(get_template(name).origin.name) == path
 
 
-def test_the_shipped_branding_draws_the_admin_as_django_does(admin_client):
+def test_the_shipped_branding_draws_the_admin_as_django_does(project_templates, admin_client):
     page = admin_client.get(reverse("admin:index")).content.decode()
     header = f'<div id="site-name"><a href="{reverse("admin:index")}">{admin.site.site_header}</a>'
     assert header in page
@@ -73,3 +85,38 @@ def test_a_template_directory_changes_the_prompt_and_its_version(settings, tmp_p
     assert system["content"] == "You are Acme's tutor. Answer in the question's language."
     assert "What is 2 + 2?" in user["content"]  # the app's own user template still applies
     assert prompts.current_version().hash != before.hash
+
+
+@pytest.fixture
+def deployment_prompt():
+    """Both prompt templates overridden in the checkout's ``templates/``, as the README tells
+    an operator to; removed afterwards (an operator's own overrides are left as they are)."""
+    made: list[Path] = []
+    for name in PROMPTS:
+        path = PROJECT_TEMPLATES / name
+        if not path.exists():
+            if not path.parent.exists():
+                path.parent.mkdir()
+                made.append(path.parent)
+            path.write_text("A deployment's own prompt: {{ question.text }}", encoding="utf-8")
+            made.append(path)
+    try:
+        yield
+    finally:
+        for path in reversed(made):
+            if path.is_dir():
+                path.rmdir()
+            else:
+                path.unlink()
+
+
+def test_the_suite_renders_the_shipped_prompt_whatever_templates_holds(settings, deployment_prompt):
+    (engine,) = django_settings.TEMPLATES
+    settings.TEMPLATES = [{**engine}]  # the templates loaded anew, the overrides now on disk
+    question = StudyQuestion(text="What is 2 + 2?", choices=["3", "4"], answer="4")
+    suite = prompts.current_version(), prompts.build_messages(question)
+    for name in PROMPTS:
+        assert Path(get_template(name).origin.name).is_relative_to(ROOT / "studyqueue"), name
+    settings.TEMPLATES = [{**engine, "DIRS": []}]  # the app's templates alone: the shipped ones
+    assert (prompts.current_version(), prompts.build_messages(question)) == suite
+    assert [Path(d) for d in engine["DIRS"]] == [SUITE_TEMPLATES]

@@ -1,7 +1,8 @@
 """Consumers as they last reported themselves: what each writes with (model, prompt
 version, gate) and whether it still runs. Records are written by the consumers only; an
-operator may remove the record of a stopped or silent one (a live one would come back at
-its next report only after a restart, so it is kept)."""
+operator may remove the record of a stopped or silent one. A live one is kept (removing it
+is pointless: a running consumer writes its record whole again at its next report, as one
+removed while momentarily silent does)."""
 
 from __future__ import annotations
 

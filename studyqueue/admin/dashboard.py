@@ -24,6 +24,7 @@ from studyqueue.models import (
     JobStatus,
     QueueDashboard,
 )
+from studyqueue.services.gate import endpoint_name
 from studyqueue.stats import DashboardStats, collect
 
 REFRESH_SECONDS = 5
@@ -80,7 +81,8 @@ def _consumer_rows(stats: DashboardStats) -> list[dict[str, Any]]:
     rows = []
     for state in stats.consumers:
         permits = state.record.gate_permits
-        shared = limits.get(state.record.llm_url) if permits == AUTO else None
+        # Its (redacted) URL as the gate names it: the row of every spelling of its server.
+        shared = limits.get(endpoint_name(state.record.llm_url)) if permits == AUTO else None
         rate = dict(shared.measured()).get(shared.limit) if shared else None
         limit = shared.limit if shared else state.record.gate_limit if permits == AUTO else None
         rows.append({"c": state, "gate": permits or "-", "limit": limit, "rate": rate})

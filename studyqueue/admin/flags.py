@@ -26,6 +26,7 @@ FLAG_COLOURS: dict[str, str] = {
     QualityFlag.WRONG_SCRIPT: "#7c3aed",
     QualityFlag.ANSWER_MISMATCH: "#dc2626",
     QualityFlag.NO_ANSWER_STATED: "#d97706",
+    QualityFlag.QUESTION_CHANGED: "#0369a1",
 }
 _UNKNOWN_COLOUR = "#6b7280"  # a flag this version does not know (stored by a newer one)
 

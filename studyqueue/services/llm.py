@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -223,12 +224,14 @@ class LLMClient:
         }
         if self.model:
             body["model"] = self.model
+        started = time.monotonic()  # the breaker groups the failures of calls running together
         if self._unsendable_key:
             raise LLMError(
                 ErrorCode.LLM_REJECTED,
                 invalid_key_message(),
                 affects_all=True,
                 reached_server=False,
+                call_started=started,
             )
         try:
             async with asyncio.timeout(self.timeout):
@@ -241,6 +244,7 @@ class LLMClient:
             error = LLMError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
         # Raised outside the handlers, so that no traceback chains back to a message
         # that still holds a secret.
+        error.call_started = started
         raise error.with_message(self.redact(error.message))
 
     async def _post(

@@ -44,11 +44,16 @@ class LLMError(Exception):
         retry_after: float | None = None,
         affects_all: bool = False,
         reached_server: bool = True,
+        call_started: float | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.retry_after = retry_after
+        # time.monotonic() when the failed call started (None: not a call's failure): the
+        # breaker counts the failures of calls that were already running when it opened
+        # as that one opening.
+        self.call_started = call_started
         # True when every job would hit the same error (server down, unknown model,
         # wrong URL, bad key): the consumer pauses instead of failing jobs one by one.
         self.affects_all = affects_all or retry.is_server_wide(code)
@@ -65,6 +70,7 @@ class LLMError(Exception):
             retry_after=self.retry_after,
             affects_all=self.affects_all,
             reached_server=self.reached_server,
+            call_started=self.call_started,
         )
 
 

@@ -5,6 +5,8 @@ with the published SECRET_KEY."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -227,3 +229,33 @@ def test_an_existing_account_that_cannot_log_in_is_named(
     assert "user 'bob' exists but is not an active staff member" in line
     bob = User.objects.get(username="bob")
     assert (bob.is_staff, bob.is_active, bob.is_superuser) == (staff, active, False)
+
+
+def test_serve_ends_only_once_nothing_of_the_web_server_holds_its_port(
+    child_env, python, free_port, tmp_path
+):
+    """gunicorn's master may exit before a worker it SIGKILLed is gone, and that worker
+    still holds the listening socket: a restart right after serve ends would meet "address
+    in use". Here a process of gunicorn's own outlives the master holding the port
+    (``tests.helpers.lingering_web``); serve ends only once it is gone."""
+    pidfile = tmp_path / "lingering.pid"
+    proc = serve(
+        child_env,
+        python,
+        f"127.0.0.1:{free_port}",
+        DJANGO_SETTINGS_MODULE="tests.helpers.lingering_settings",
+        STUDYQUEUE_TEST_LINGER_PIDFILE=str(pidfile),
+    )
+    try:
+        wait_for(lambda: _listening(free_port), timeout=30, what="the web server")
+        wait_for(pidfile.exists, timeout=30, what="the lingering process")
+        proc.send_signal(signal.SIGTERM)
+        _, err = finish(proc)
+        assert proc.returncode == 0, err
+        assert not _listening(free_port), "a process of gunicorn still holds the port"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if pidfile.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)

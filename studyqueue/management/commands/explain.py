@@ -20,7 +20,12 @@ from studyqueue.management.commands._options import object_id
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import ExplanationRevision, JobKind, JobStatus, StudyQuestion
-from studyqueue.prompts import build_messages, current_version, trial_template
+from studyqueue.prompts import (
+    TrialRenderError,
+    build_messages,
+    current_version,
+    trial_template,
+)
 from studyqueue.queue import Outcome
 from studyqueue.services.llm import LLMClient, LLMError, LLMReply
 
@@ -62,7 +67,7 @@ class Command(TranslatedCommand):
         trial, source = self._trial(prompt_template) if prompt_template else (None, None)
         version = current_version(prompt_source=source)
         if dry_run or trial is not None:
-            messages = self._messages(question, trial)
+            messages = self._messages(question, trial, prompt_template)
             values = {"hash": version.hash, "label": version.label}
             if trial is None:
                 self.stdout.write(_("prompt version %(hash)s (%(label)s)") % values)
@@ -145,14 +150,29 @@ class Command(TranslatedCommand):
                 _("%(path)s is not a valid template: %(reason)s") % {"path": path, "reason": exc}
             ) from None
 
-    def _messages(self, question: StudyQuestion, trial: Template | None) -> list[dict[str, str]]:
+    def _messages(
+        self, question: StudyQuestion, trial: Template | None, path: str | None
+    ) -> list[dict[str, str]]:
+        """The messages to print or send; a trial template that fails while rendering, or
+        renders nothing, is a one-line error before anything is sent."""
         try:
-            return build_messages(question, prompt=trial)
+            messages = build_messages(question, prompt=trial)
         except ValidationError as exc:
             raise CommandError(
                 _("question %(id)s has invalid choices: %(reason)s")
                 % {"id": question.pk, "reason": " ".join(exc.messages)}
             ) from None
+        except TrialRenderError as exc:
+            raise CommandError(
+                _("%(path)s failed while rendering question %(id)s: %(reason)s; nothing sent")
+                % {"path": path, "id": question.pk, "reason": exc}
+            ) from None
+        if trial is not None and not messages[-1]["content"]:
+            raise CommandError(
+                _("%(path)s renders an empty user message for question %(id)s; nothing sent")
+                % {"path": path, "id": question.pk}
+            )
+        return messages
 
     def _try(self, question: StudyQuestion, messages: list[dict[str, str]]) -> None:
         """One call straight to the LLM server (no job, no gate, nothing stored)."""

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,6 +36,10 @@ logger = logging.getLogger("studyqueue.serve")
 
 SUPERUSER_ENV = ("DJANGO_SUPERUSER_USERNAME", "DJANGO_SUPERUSER_PASSWORD")
 WEB_STOP_SECONDS = 30  # gunicorn's graceful timeout (10 s) and then some
+# After gunicorn's master: how long what is left of its process group (SIGKILLed) may take
+# to be gone before serve gives up waiting and says so.
+WEB_LEFTOVER_SECONDS = 10
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
 def wsgi_target() -> str:
@@ -101,6 +106,47 @@ def browsable(bind: str) -> str:
     return f"localhost:{port}" if host in ("0.0.0.0", "[::]", "") else bind
 
 
+def _adopt_orphans() -> None:
+    """Linux: become the reaper of this process's orphaned descendants (gunicorn's workers,
+    when its master exits before them), so that ``_end_group`` can wait for them rather than
+    depend on an init that may never reap them. Elsewhere: nothing (their init reaps them)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        logger.debug("study_web_server_subreaper_unavailable")
+
+
+def _end_group(group: int) -> None:
+    """Kill and wait for what is left of gunicorn's process group once its master exited.
+
+    The master SIGKILLs a worker that overstays its graceful timeout and may exit before
+    that worker is gone; the worker still holds the listening socket, so a restart right
+    after serve would meet "address in use". serve ends only once the group is empty: its
+    port is closed."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signal.SIGKILL)  # nothing of it should outlive the master
+    deadline = time.monotonic() + WEB_LEFTOVER_SECONDS
+    while True:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-group, os.WNOHANG)[0]:  # reap the ones that became ours
+                pass
+        try:
+            os.killpg(group, 0)
+        except (ProcessLookupError, PermissionError):
+            return  # no process of the group left
+        if time.monotonic() > deadline:
+            logger.error(
+                "study_web_server_leftover group=%s after_s=%s", group, WEB_LEFTOVER_SECONDS
+            )
+            return
+        time.sleep(0.01)  # a SIGKILLed process is gone within milliseconds
+
+
 class Command(TranslatedCommand):
     help = gettext_lazy(
         "Serve the admin (gunicorn) and run the consumer together until Ctrl-C or SIGTERM."
@@ -150,6 +196,7 @@ class Command(TranslatedCommand):
             if web is not None and web.poll() is None:
                 web.terminate()  # SIGTERM: gunicorn finishes its requests and exits
 
+        _adopt_orphans()  # gunicorn's workers, should its master exit first (_end_group)
         with Consumer() as consumer, stop_on_signals(stop), self._parent_pipe() as pipe_fd:
             web = subprocess.Popen(
                 [
@@ -204,6 +251,7 @@ class Command(TranslatedCommand):
             logger.error("study_web_server_kill after_s=%s", WEB_STOP_SECONDS)
             os.killpg(web.pid, signal.SIGKILL)  # gunicorn and its workers (its own group)
             web.wait()
+        _end_group(web.pid)
 
     def _announce(self, line: str) -> None:
         self.stdout.write(line + " " + _("Ctrl-C stops the site and the consumer."))

@@ -1,0 +1,81 @@
+"""``explain --prompt-template`` with a trial template that cannot be used: a template that
+fails while rendering, or renders nothing, is a one-line error and nothing is sent."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from tests.factories import StudyQuestionFactory
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FAILING = {
+    "missing_include": ('{% include "studyqueue/no_such_part.txt" %}', "TemplateDoesNotExist"),
+    # A tag whose rendering needs what a prompt's context lacks (the admin's log).
+    "admin_log": ("{% load log %}{% get_admin_log 10 as log for_user user %}", "KeyError"),
+}
+EMPTY = {
+    "blank": "  \n\t\n",
+    "comment": "{# only a comment #}",
+    "false_branch": "{% if question.text == 'never' %}{{ question.text }}{% endif %}",
+}
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["call", "dry_run"])
+@pytest.mark.parametrize("name", sorted(FAILING))
+def test_a_trial_that_fails_while_rendering_is_one_error_and_nothing_is_sent(
+    llm_server, tmp_path, name, dry_run
+):
+    source, error = FAILING[name]
+    trial = tmp_path / "trial.txt"
+    trial.write_text(source, encoding="utf-8")
+    question = StudyQuestionFactory()
+    args = ["explain", str(question.pk), "--prompt-template", str(trial)]
+    with pytest.raises(CommandError) as raised:
+        call_command(*args, *(["--dry-run"] if dry_run else []))
+    message = str(raised.value)
+    assert message.startswith(f"{trial} failed while rendering question {question.pk}: {error}")
+    assert message.endswith("; nothing sent") and "\n" not in message
+    assert llm_server.stats()["requests"] == 0 and llm_server.bodies == []
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["call", "dry_run"])
+@pytest.mark.parametrize("name", sorted(EMPTY))
+def test_a_trial_that_renders_empty_is_an_error_and_nothing_is_sent(
+    llm_server, tmp_path, name, dry_run
+):
+    trial = tmp_path / "trial.txt"
+    trial.write_text(EMPTY[name], encoding="utf-8")
+    question = StudyQuestionFactory()
+    args = ["explain", str(question.pk), "--prompt-template", str(trial)]
+    with pytest.raises(CommandError, match="renders an empty user message"):
+        call_command(*args, *(["--dry-run"] if dry_run else []))
+    assert llm_server.stats()["requests"] == 0 and llm_server.bodies == []
+
+
+@pytest.mark.slow
+def test_the_command_prints_one_translated_line_and_exits_non_zero(
+    llm_server, tmp_path, child_env, python
+):
+    """As an operator runs it: no traceback, one line in the operator's language."""
+    trial = tmp_path / "trial.txt"
+    trial.write_text('{% include "studyqueue/no_such_part.txt" %}', encoding="utf-8")
+    question = StudyQuestionFactory()
+    done = subprocess.run(
+        [python, "manage.py", "explain", str(question.pk), "--prompt-template", str(trial)],
+        cwd=ROOT,
+        env={**child_env, "STUDYQUEUE_LLM_URL": llm_server.url, "LANGUAGE_CODE": "ko"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "TemplateDoesNotExist" in lines[0] and "Traceback" not in done.stderr
+    assert "렌더링" in lines[0], lines[0]  # the Korean catalogue's line
+    assert llm_server.stats()["requests"] == 0

@@ -171,14 +171,18 @@ SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", SECURE_SSL_REDIRECT)
 CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", SECURE_SSL_REDIRECT)
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # First: of two apps' catalogues carrying one msgid, the earlier app's wins, and ours
+    # corrects some of the admin's Korean ("Select %s to view"). Nothing else here depends
+    # on the order (no template, static file or command of the same name).
+    "studyqueue",
+    # django.contrib.admin, its site branded studyqueue and its app list for operators.
+    "studyqueue.adminsite.AdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_apscheduler",
-    "studyqueue",
 ]
 
 MIDDLEWARE = [

@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from django.db import models
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
+from studyqueue import answers
 from studyqueue.answers import Agreement, Verdict
 from studyqueue.conf import conf
 from studyqueue.models import QUESTION_CHANGED_FLAG, FinishReason
@@ -111,6 +115,28 @@ def flags_for(
     if agreement is not None and agreement.verdict in _ANSWER_FLAGS:
         flags.append(_ANSWER_FLAGS[agreement.verdict])
     return flags
+
+
+class _Question(Protocol):
+    text: str
+    choices: Sequence[str]
+    answer: str
+
+
+@dataclass(frozen=True)
+class Checked:
+    """An explanation checked: its flags and the answer it states (blank: none read)."""
+
+    flags: list[QualityFlag]
+    stated: str
+
+
+def check(question: _Question, explanation: str, finish_reason: str) -> Checked:
+    """The checks every explanation gets, a model's reply or a reviewer's correction alike:
+    the answer it states read against the question's key, then its quality flags."""
+    agreement = answers.compare(explanation, question.choices, question.answer)
+    flags = flags_for(question.text, explanation, finish_reason, agreement=agreement)
+    return Checked(flags, agreement.stated)
 
 
 def parse_flags(text: str) -> tuple[set[QualityFlag], list[str]]:

@@ -23,11 +23,12 @@ from enum import StrEnum
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from studyqueue import queue, revisions
+from studyqueue import quality, queue, revisions
 from studyqueue.columns import unstorable
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
 from studyqueue.models import (
     ExplanationRevision,
+    FinishReason,
     JobKind,
     QuestionQuerySet,
     ReviewStatus,
@@ -270,6 +271,11 @@ def decide(
                 return Result(decided=revision, current=None)
             job = queue.enqueue(question, JobKind.EXPLANATION).job
             return Result(decided=revision, current=revision, job_id=job.pk)
-        corrected = revisions.add_correction(revision, text, by=by)
+        # Checked as a model's reply is: a correction that argues for another answer than
+        # the key is flagged, and says which answer it states.
+        checked = quality.check(question, text, FinishReason.STOP)
+        corrected = revisions.add_correction(
+            revision, text, by=by, flags=checked.flags, stated_answer=checked.stated
+        )
         revisions.make_current(corrected)
         return Result(decided=revision, current=corrected)

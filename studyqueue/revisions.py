@@ -248,12 +248,22 @@ def _mark_outdated(questions: QuerySet[StudyQuestion], *, using: str) -> None:
 _VOID_BATCH = 1000  # ids in one statement (SQLite's parameter limit, a readable log)
 
 
-def add_correction(based_on: ExplanationRevision, text: str, *, by: str) -> ExplanationRevision:
+def add_correction(
+    based_on: ExplanationRevision,
+    text: str,
+    *,
+    by: str,
+    flags: Sequence[str] = (),
+    stated_answer: str = "",
+) -> ExplanationRevision:
     """A reviewer's corrected text as a new revision (authored and reviewed by ``by``), in
-    the prompt version of the one it corrects; not current yet."""
+    the prompt version of the one it corrects, with the flags and stated answer its check
+    found (``quality.check``); not current yet."""
     return _revisions().create(
         question_id=based_on.question_id,
         text=text,
+        flags=list(flags),
+        stated_answer=fit(ExplanationRevision, "stated_answer", stated_answer),
         prompt_version=based_on.prompt_version,
         prompt_label=based_on.prompt_label,
         finish_reason="stop",

@@ -28,6 +28,7 @@ from studyqueue.models import (
 )
 
 FORMATS = ("jsonl", "csv")
+BOM = "\ufeff"  # UTF-8's byte-order mark, EF BB BF once encoded: CSV exports start with it
 FIELDS = ("text", "choices", "answer", "external_id")
 EXTERNAL_ID_MAX = width(StudyQuestion, "external_id")
 FIELD_MAX = 128 * 1024  # characters in one field, both formats: the csv module's own limit
@@ -636,15 +637,18 @@ def spreadsheet_safe(value: Any) -> Any:
     return value
 
 
-def lines(rows: Iterable[dict[str, Any]], fmt: str) -> Iterator[str]:
+def lines(rows: Iterable[dict[str, Any]], fmt: str, *, bom: bool = True) -> Iterator[str]:
     """Rows as JSON Lines (exactly as stored), or as CSV lines after a header (choices and
-    flags as JSON, every cell made spreadsheet-safe)."""
+    flags as JSON, every cell made spreadsheet-safe), the header led by a byte-order mark
+    unless ``bom`` is False."""
     if fmt == "jsonl":
         for row in rows:
             yield json.dumps(row, ensure_ascii=False) + "\n"
         return
     writer = csv.writer(_Line())
-    yield writer.writerow(EXPORT_FIELDS)
+    # Excel reads a CSV without the mark in the system's code page (CP949 on Korean
+    # Windows): every Korean cell would be garbled. Readers of UTF-8 skip it (utf-8-sig).
+    yield (BOM if bom else "") + writer.writerow(EXPORT_FIELDS)
     for row in rows:
         for key in ("choices", "flags"):
             row[key] = json.dumps(row[key], ensure_ascii=False)
@@ -653,10 +657,10 @@ def lines(rows: Iterable[dict[str, Any]], fmt: str) -> Iterator[str]:
         )
 
 
-def write(rows: Iterable[dict[str, Any]], out: IO[str], fmt: str) -> int:
-    """Write rows as JSON Lines or CSV; how many rows."""
+def write(rows: Iterable[dict[str, Any]], out: IO[str], fmt: str, *, bom: bool = True) -> int:
+    """Write rows as JSON Lines or CSV (``bom``: see ``lines``); how many rows."""
     count = -1 if fmt == "csv" else 0  # the CSV header is not a row
-    for line in lines(rows, fmt):
+    for line in lines(rows, fmt, bom=bom):
         out.write(line)
         count += 1
     return max(count, 0)

@@ -41,9 +41,8 @@ LABELS = {
 
 
 def test_the_admin_asked_for_in_korean_is_korean(site, page):  # noqa: F811
-    question = StudyQuestionFactory(
-        text="대한민국의 수도는?", choices=["서울", "부산"], answer="서울"
-    )
+    # The key as a number, as many question banks give it: the review page names the choice.
+    question = StudyQuestionFactory(text="대한민국의 수도는?", choices=["서울", "부산"], answer="1")
     revisions.make_current(ExplanationRevisionFactory(question=question, text="수도는 서울."))
     revisions.make_current(
         ExplanationRevisionFactory(
@@ -91,4 +90,84 @@ def test_the_admin_asked_for_in_korean_is_korean(site, page):  # noqa: F811
             assert english not in text, (name, english)
         found = english_words(re.sub(r"https?://[^\s<\"']+", " ", page.content()), data)
         assert not found, (name, found)
+        # Headed 학습 큐, not "Django 관리"; the scheduler's tables last in the sidebar.
+        assert page.inner_text("#site-name") == "학습 큐", name
+        sections = page.eval_on_selector_all(
+            "#nav-sidebar caption", "captions => captions.map(c => c.textContent.trim())"
+        )
+        assert sections == ["인증 및 권한", "학습 큐", "스케줄러 (내부용)"], (name, sections)
         page.screenshot(path=str(SHOTS / f"ko-{name}.png"))
+    # A list the operator may only view: our Korean title, not Django's broken one.
+    page.goto(f"{site}{pages['jobs']}")
+    assert page.inner_text("#content h1") == "조회할 문항 작업 선택"
+    page.goto(f"{site}{pages['review']}")
+    assert page.inner_text("#sq-review-key") == "1 (서울)"
+    assert page.evaluate("getComputedStyle(document.querySelector('#sq-approve')).borderStyle") == (
+        "none"  # the admin's button, not the browser's
+    )
+
+
+def _keydown(tab, selector: str, **init: object) -> bool:  # type: ignore[no-untyped-def]
+    """Dispatch a keydown as a keyboard (or an input method) sends it, on ``selector``;
+    whether the page took it as a command (it prevents the default of the keys it acts on)."""
+    return not tab.evaluate(
+        """([selector, init]) => document.querySelector(selector).dispatchEvent(
+            new KeyboardEvent("keydown", {bubbles: true, cancelable: true, ...init}))""",
+        [selector, init],
+    )
+
+
+def test_review_keys_work_in_hangul_mode_and_with_caps_lock(site, page):  # noqa: F811
+    """In 한글 mode a 두벌식 keyboard sends ㅁ for the a key (its code is still KeyA), and
+    ``Process`` (keyCode 229) while a syllable is being composed; Caps Lock sends A."""
+    from studyqueue.models import ExplanationRevision, StudyQuestion
+
+    questions, judged = [], []
+    for text in ("대한민국의 수도는?", "일본의 수도는?", "프랑스의 수도는?"):
+        question = StudyQuestionFactory(text=text, choices=["서울", "파리"], answer="서울")
+        revision = ExplanationRevisionFactory(question=question, text=f"{text} 해설.")
+        revisions.make_current(revision)
+        questions.append(question)
+        judged.append(revision)
+    first, second, third = questions
+
+    def showing(question: StudyQuestion) -> None:
+        page.wait_for_selector(f"#sq-review[data-question='{question.pk}']")
+
+    page.set_extra_http_headers({"Accept-Language": "ko"})
+    page.goto(
+        f"{site}/admin/login/?next={reverse('admin:studyqueue_explanationreview_changelist')}"
+    )
+    page.fill("#id_username", OPERATOR)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    showing(first)
+    # Composing: the input method's keys, whatever their place, are no commands.
+    assert not _keydown(page, "body", key="Process", code="KeyA", keyCode=229, isComposing=True)
+    assert not _keydown(page, "body", key="ㅁ", code="KeyA", isComposing=True)
+    assert ExplanationRevision.objects.get(pk=judged[0].pk).review_status == "unreviewed"
+    assert _keydown(page, "body", key="ㅁ", code="KeyA")  # 한글 mode: a approves
+    showing(second)
+    assert _keydown(page, "body", key="A", code="KeyA")  # Caps Lock: A approves too
+    showing(third)
+    assert _keydown(page, "body", key="ㄷ", code="KeyE")  # e opens the correction box
+    box = page.locator("#sq-edit-text")
+    assert box.is_visible() and page.evaluate("document.activeElement.id") == "sq-edit-text"
+    # In the box every key is text: a Korean one, a Latin one, an input method's.
+    for init in (
+        {"key": "ㅁ", "code": "KeyA"},
+        {"key": "r", "code": "KeyR"},
+        {"key": "Process", "code": "KeyJ", "keyCode": 229, "isComposing": True},
+        # Esc while composing ends the composition, not the edit.
+        {"key": "Escape", "code": "Escape", "isComposing": True},
+    ):
+        assert not _keydown(page, "#sq-edit-text", **init), init
+    assert box.is_visible()
+    box.fill("")
+    box.type("정답은 파리. a r e j k ㅁ ㄱ")
+    assert box.input_value() == "정답은 파리. a r e j k ㅁ ㄱ"
+    box.press("Control+Enter")
+    page.wait_for_selector("#sq-review-empty")
+    statuses = [ExplanationRevision.objects.get(pk=r.pk).review_status for r in judged]
+    assert statuses == ["approved", "approved", "edited"]
+    assert StudyQuestion.objects.get(pk=third.pk).explanation == "정답은 파리. a r e j k ㅁ ㄱ"

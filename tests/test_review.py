@@ -172,7 +172,7 @@ def test_export_approved_only_and_every_row_carries_its_review_status(llm_server
     call_command(
         "exportexplanations", "--approved", "--format", "csv", stdout=out, stderr=StringIO()
     )
-    table = list(csv.DictReader(StringIO(out.getvalue())))
+    table = list(csv.DictReader(StringIO(out.getvalue().removeprefix("\ufeff"))))
     assert [(r["id"], r["review_status"], r["explanation"]) for r in table] == [
         (str(approved.pk), "approved", FIRST),
         (str(edited.pk), "edited", SECOND),

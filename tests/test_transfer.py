@@ -150,7 +150,7 @@ def test_exports_carry_the_replys_measurements_under_their_names(tmp_path):
     ]
     target = tmp_path / "out.csv"
     run("exportexplanations", "--format", "csv", "--output", str(target))
-    table = list(csv.DictReader(target.open()))
+    table = list(csv.DictReader(target.open(encoding="utf-8-sig")))
     assert [tuple(r[n] for n in names) for r in table] == [
         ("300", "280", "40", "120", "31.5"),
         ("", "", "", "", ""),
@@ -180,13 +180,45 @@ def test_export_streams_explained_questions_as_jsonl_and_csv(tmp_path):
     assert [json.loads(line)["id"] for line in out.splitlines()] == [old.pk]
     target = tmp_path / "out.csv"
     _, err = run("exportexplanations", "--format", "csv", "--output", str(target))
-    table = list(csv.DictReader(target.open()))
+    table = list(csv.DictReader(target.open(encoding="utf-8-sig")))
     assert [row["text"] for row in table] == ["Now?", "Old?"]
     assert json.loads(table[0]["choices"]) == ["a", "b"]
     out, _ = run("exportexplanations", "--since", "2999-01-01")
     assert out == ""
     with pytest.raises(CommandError, match="invalid date value"):
         run("exportexplanations", "--since", "yesterday")
+
+
+def test_a_csv_export_starts_with_a_bom_and_imports_again(tmp_path):
+    """Excel on Korean Windows reads a CSV without the UTF-8 byte-order mark as CP949; the
+    import skips the mark of a file Excel saved."""
+    question = _explained(
+        text="대한민국의 수도는?", choices=["서울", "부산"], answer="서울", external_id="k1"
+    )
+    target = tmp_path / "out.csv"
+    run("exportexplanations", "--format", "csv", "--output", str(target))
+    raw = target.read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbfid,")
+    (row,) = csv.DictReader(io.StringIO(raw.decode("utf-8-sig")))
+    assert (row["id"], row["text"]) == (str(question.pk), "대한민국의 수도는?")
+    out, _ = run("exportexplanations", "--format", "csv")  # standard output too
+    assert out.startswith("\ufeffid,")
+    bare = tmp_path / "bare.csv"
+    run("exportexplanations", "--format", "csv", "--no-bom", "--output", str(bare))
+    assert bare.read_bytes() == raw.removeprefix(b"\xef\xbb\xbf")
+    out, _ = run("exportexplanations", "--no-bom")  # JSON Lines never carries one
+    assert out.startswith("{")
+    # A question file as Excel saves "CSV UTF-8": the mark first, CRLF line ends.
+    questions = tmp_path / "questions.csv"
+    questions.write_bytes(
+        "external_id,text,choices,answer\r\nk1,한국의 수도는?,서울 | 부산,서울\r\n".encode(
+            "utf-8-sig"
+        )
+    )
+    out, _ = run("importquestions", str(questions))
+    assert out.strip() == "Imported 1 row(s): 0 created, 1 updated, 0 unchanged."
+    question.refresh_from_db()
+    assert (question.text, question.choices) == ("한국의 수도는?", ["서울", "부산"])
 
 
 def test_the_admin_downloads_the_selection_as_csv(admin_client):
@@ -197,8 +229,11 @@ def test_the_admin_downloads_the_selection_as_csv(admin_client):
         {"action": "download_csv", "_selected_action": [chosen.pk]},
     )
     assert response["Content-Type"] == "text/csv; charset=utf-8"
-    body = b"".join(response.streaming_content).decode()
-    assert [row["text"] for row in csv.DictReader(io.StringIO(body))] == ["Chosen?"]
+    body = b"".join(response.streaming_content)
+    assert body.startswith(b"\xef\xbb\xbf")  # a byte-order mark: Excel reads it as UTF-8
+    assert [row["text"] for row in csv.DictReader(io.StringIO(body.decode("utf-8-sig")))] == [
+        "Chosen?"
+    ]
 
 
 def test_from_a_csv_of_questions_to_a_csv_of_explanations_in_three_commands(tmp_path, llm_server):
@@ -210,7 +245,7 @@ def test_from_a_csv_of_questions_to_a_csv_of_explanations_in_three_commands(tmp_
     run("runconsumer", "--drain")
     explanations = tmp_path / "explanations.csv"
     run("exportexplanations", "--format", "csv", "--output", str(explanations))
-    (row,) = csv.DictReader(explanations.open())
+    (row,) = csv.DictReader(explanations.open(encoding="utf-8-sig"))
     assert (row["external_id"], row["explanation"]) == ("q1", reply)
     assert (row["stated_answer"], row["flags"]) == ("2", "[]"), "choice 2 is the key, 4"
 
@@ -234,7 +269,7 @@ def test_exports_carry_the_stated_answer_beside_the_flags(tmp_path):
     ]
     target = tmp_path / "out.csv"
     run("exportexplanations", "--format", "csv", "--output", str(target))
-    table = list(csv.DictReader(target.open()))
+    table = list(csv.DictReader(target.open(encoding="utf-8-sig")))
     assert [(r["stated_answer"], r["flags"]) for r in table] == [
         ("2", "[]"),
         ("'=Seoul", '["answer_mismatch"]'),  # a spreadsheet would run it: neutralised
@@ -506,8 +541,8 @@ def test_csv_exports_neutralise_formulas_and_jsonl_stays_exact(tmp_path, admin_c
         reverse("admin:studyqueue_studyquestion_changelist"),
         {"action": "download_csv", "_selected_action": [question.pk]},
     )
-    downloaded = b"".join(response.streaming_content).decode()
-    for body in (target.read_text(), downloaded):
+    downloaded = b"".join(response.streaming_content).decode("utf-8-sig")
+    for body in (target.read_text(encoding="utf-8-sig"), downloaded):
         (row,) = csv.DictReader(io.StringIO(body))
         for name, value in FORMULAS.items():
             assert row[name] == "'" + value, name

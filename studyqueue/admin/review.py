@@ -22,12 +22,13 @@ from django.urls import path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext
 
-from studyqueue import queue, review
+from studyqueue import answers, queue, review
 from studyqueue.admin.common import PageAdmin
 from studyqueue.diff import side_by_side
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
 from studyqueue.forms import CorrectionForm
 from studyqueue.models import ExplanationReview, ReviewStatus, StudyQuestion
+from studyqueue.quality import QualityFlag
 
 PERMISSION = "studyqueue.review_explanation"
 
@@ -37,6 +38,51 @@ def _question_id(value: str | None) -> int | None:
     if value is None or not value.isascii() or not value.isdigit() or len(value) > 18:
         return None
     return int(value)
+
+
+def with_choice(answer: str, choices: list[str]) -> str:
+    """An answer as the page shows it: a number or letter naming a choice with the
+    choice's text after it (``1 (드시다)``); a choice's own text, or any other, as it is."""
+    number = answers.key_choice(answer, choices) if answer.strip() and choices else None
+    if number is None or choices[number - 1].strip() == answer.strip():
+        return answer
+    return f"{answer} ({choices[number - 1]})"
+
+
+def _flag_label(flag: str) -> str:
+    return str(QualityFlag(flag).label) if flag in QualityFlag.values else flag
+
+
+def _status(current: review.Item) -> str:
+    """The review status of the revision judged; for a candidate, what it would replace
+    (the current explanation's status is not the candidate's)."""
+    revision, previous = current.revision, current.previous
+    if not revision.candidate:
+        return revision.get_review_status_display()
+    if previous is not None and previous.review_status == ReviewStatus.EDITED:
+        return gettext("candidate for a reviewer-edited explanation")
+    if previous is not None and previous.review_status == ReviewStatus.APPROVED:
+        return gettext("candidate for an approved explanation")
+    return gettext("candidate")
+
+
+def _diff_labels(current: review.Item) -> dict[str, str]:
+    """The side-by-side's heading and column labels: a candidate is compared with the
+    current explanation (approved or edited), not with an earlier one of its own."""
+    revision, previous = current.revision, current.previous
+    if previous is None:
+        return {}
+    if revision.candidate:
+        return {
+            "diff_heading": gettext("Changes from the current explanation"),
+            "old_label": gettext("revision %(id)s: the current explanation, %(status)s")
+            % {"id": previous.pk, "status": previous.get_review_status_display()},
+            "new_label": gettext("revision %(id)s: the candidate") % {"id": revision.pk},
+        }
+    heading = gettext("Changes from the previous revision")
+    if previous.pk == current.question.current_revision_id:
+        heading += f" ({gettext('current')})"
+    return {"diff_heading": heading}
 
 
 @admin.register(ExplanationReview)
@@ -97,6 +143,10 @@ class ExplanationReviewAdmin(PageAdmin):
                 question=question,
                 revision=current.revision,
                 previous=current.previous,
+                status=_status(current),
+                key_shown=with_choice(question.answer, question.choices),
+                stated_shown=with_choice(current.revision.stated_answer, question.choices),
+                **_diff_labels(current),
                 # The state this page shows: every decision form carries it back.
                 seen=current.seen.token(),
                 edit_text=current.revision.text,
@@ -163,6 +213,15 @@ class ExplanationReviewAdmin(PageAdmin):
             self.message_user(request, gettext("Nothing decided: %s.") % exc, level)
             return redirect(self._back(request))
         self.message_user(request, self._summary(question, result), messages.SUCCESS)
+        if decision is review.Decision.EDIT and result.current is not None:
+            flagged = result.current.flags
+            if flagged:  # the same check as a model's reply: say what it found
+                self.message_user(
+                    request,
+                    gettext("Your correction is flagged: %(flags)s.")
+                    % {"flags": ", ".join(_flag_label(flag) for flag in flagged)},
+                    messages.WARNING,
+                )
         following = review.next_id(question.pk)
         return HttpResponseRedirect(self._url(following))
 

@@ -9,7 +9,7 @@ import logging
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from studyqueue import answers, quality, queue, retry, revisions
+from studyqueue import quality, queue, retry, revisions
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode, StudyQuestion, StudyQuestionJob
 from studyqueue.prompts import PromptVersion, build_messages, current_version
@@ -71,12 +71,9 @@ def store(
     and make the revision current, or (a flag set to retry) run the job once more; fenced
     by the claim token and by the question's content (``question`` as the prompt saw it)."""
     # What the reply says the answer is, against the key the prompt gave (no other call).
-    agreement = answers.compare(reply.content, question.choices, question.answer)
-    flags = quality.flags_for(
-        question.text, reply.content, reply.finish_reason, agreement=agreement
-    )
+    checked = quality.check(question, reply.content, reply.finish_reason)
+    flags, stated = checked.flags, checked.stated
     retry_for = _quality_retry(job, flags)
-    stated = agreement.stated
     with transaction.atomic(using=db):
         # Locked until the commit: an edit waits, then finds the explanation stored (and an
         # import queues a new job); or it came first, and the content no longer matches.

@@ -3,11 +3,15 @@ the admin log, and the dashboard's counts."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
 from django.urls import reverse
+from django.utils import translation
 
 from studyqueue import review, revisions
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
@@ -18,6 +22,14 @@ pytestmark = pytest.mark.django_db
 
 REVIEW_URL = reverse("admin:studyqueue_explanationreview_changelist")
 DECIDE_URL = reverse("admin:studyqueue_explanationreview_decide")
+
+
+@pytest.fixture(autouse=True)
+def _no_language_left() -> Iterator[None]:
+    """A page asked for in Korean leaves Korean active on this thread (LocaleMiddleware):
+    the next test would run in it."""
+    yield
+    translation.deactivate()
 
 
 def explained(explanation: str = "Because it is so.", flags: list[str] | None = None, **question):  # type: ignore[no-untyped-def]
@@ -235,3 +247,69 @@ def test_an_edit_overtaken_by_another_reviewer_keeps_the_text_in_the_box(admin_c
     assert response.context["edit_errors"] == ["Nothing saved: another reviewer decided first."]
     assert "Right: 4, as counting shows.</textarea>" in response.content.decode()
     assert ExplanationRevision.objects.get().review_status == "approved"
+
+
+def test_a_candidate_is_shown_as_one_beside_the_approved_explanation(admin_client):
+    question = explained("Seoul is the capital.")
+    revisions.decide(question.current_revision, "approved", by="ana")
+    candidate = ExplanationRevisionFactory(
+        question=question, text="Seoul is the capital and largest city.", candidate=True
+    )
+    page = admin_client.get(f"{REVIEW_URL}?question={question.pk}").content.decode()
+    # Its own status is unreviewed; what the reviewer needs is what it would replace.
+    assert 'id="sq-review-status">candidate for an approved explanation<' in page
+    assert "Changes from the current explanation" in page
+    assert f"revision {question.current_revision_id}: the current explanation, approved" in page
+    assert f"revision {candidate.pk}: the candidate" in page
+    assert "(before)" not in page and "previous revision" not in page
+    korean = admin_client.get(
+        f"{REVIEW_URL}?question={question.pk}", HTTP_ACCEPT_LANGUAGE="ko"
+    ).content.decode()
+    assert 'id="sq-review-status">승인된 해설의 후보<' in korean
+    assert f"개정본 {question.current_revision_id}: 현재 해설, 승인됨" in korean
+    assert "미검토" not in korean and "(이전)" not in korean
+
+
+def test_a_key_given_as_a_number_shows_its_choice(admin_client):
+    question = explained(
+        "정답: 1", text="'잡수다'의 높임말은?", choices=["드시다", "먹다"], answer="1"
+    )
+    ExplanationRevision.objects.filter(pk=question.current_revision_id).update(stated_answer="②")
+    page = admin_client.get(REVIEW_URL).content.decode()
+    assert 'id="sq-review-key">1 (드시다)<' in page
+    assert 'id="sq-review-stated">② (먹다)<' in page
+    by_text = explained(text="Capital?", choices=["Seoul", "Busan"], answer="Seoul")
+    page = admin_client.get(f"{REVIEW_URL}?question={by_text.pk}").content.decode()
+    assert 'id="sq-review-key">Seoul<' in page  # a choice's own text: nothing to add
+
+
+def test_the_page_uses_the_admins_buttons(admin_client):
+    explained(), explained()
+    page = admin_client.get(REVIEW_URL).content.decode()
+    for control in ("sq-approve", "sq-reject", "sq-edit", "sq-next", "sq-edit-save"):
+        assert re.search(rf'id="{control}" class="button( default)? sq-button"', page), control
+
+
+def test_a_correction_is_checked_against_the_key_as_a_reply_is(admin_client):
+    question = explained(
+        "정답: ② 부산", text="대한민국의 수도는?", choices=["서울", "부산"], answer="서울"
+    )
+    wrong = "정답: ② 부산\n" + "부산은 대한민국에서 가장 큰 항구 도시이며 수도입니다. " * 3
+    response = admin_client.post(DECIDE_URL, post(question, "edit", text=wrong))
+    question.refresh_from_db()
+    correction = question.current_revision
+    assert (correction.author, correction.text) == ("admin", wrong.strip())
+    assert (correction.flags, correction.stated_answer) == (["answer_mismatch"], "② 부산")
+    assert question.explanation_flags == ["answer_mismatch"]  # the list's filters see it
+    shown = [str(m) for m in get_messages(response.wsgi_request)]
+    assert shown[-1] == "Your correction is flagged: answer mismatch."
+    right = "정답: ① 서울\n" + "서울은 대한민국의 수도이며 가장 큰 도시입니다. " * 3
+    revisions.decide(correction, "unreviewed", by="admin")  # to be judged again
+    response = admin_client.post(DECIDE_URL, post(question, "edit", text=right))
+    question.refresh_from_db()
+    assert (question.current_revision.flags, question.current_revision.stated_answer) == (
+        [],
+        "① 서울",
+    )
+    shown = [str(m) for m in get_messages(response.wsgi_request)]  # the first's still unread
+    assert shown[-1].endswith("now current.") and sum("flagged" in m for m in shown) == 1

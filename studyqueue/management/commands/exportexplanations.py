@@ -60,6 +60,14 @@ class Command(TranslatedCommand):
             ),
         )
         parser.add_argument("--output", help=_("a file (default: standard output)"))
+        parser.add_argument(
+            "--no-bom",
+            action="store_true",
+            help=_(
+                "CSV: leave out the UTF-8 byte-order mark written first by default (without "
+                "it, Excel on Korean Windows reads the file as CP949)"
+            ),
+        )
 
     def handle(
         self,
@@ -69,6 +77,7 @@ class Command(TranslatedCommand):
         outdated: bool,
         approved: bool,
         output: str | None,
+        no_bom: bool,
         **options: Any,
     ) -> None:
         rows = transfer.export_rows(
@@ -78,13 +87,15 @@ class Command(TranslatedCommand):
         )
         # An export that stops early closes its database cursor now, not at exit.
         with closing(rows):
-            self._export(rows, format, output)
+            self._export(rows, format, output, bom=not no_bom)
 
-    def _export(self, rows: Iterator[dict[str, Any]], format: str, output: str | None) -> None:
+    def _export(
+        self, rows: Iterator[dict[str, Any]], format: str, output: str | None, *, bom: bool
+    ) -> None:
         if output is None:
             # The command's own stdout (a TextIOBase), so that call_command can capture it.
             try:
-                count = transfer.write(rows, cast(IO[str], self.stdout), format)
+                count = transfer.write(rows, cast(IO[str], self.stdout), format, bom=bom)
                 self.stdout.flush()
             except OSError as exc:  # a closed pipe (``| head``), a full disk
                 self._discard_stdout()
@@ -96,7 +107,7 @@ class Command(TranslatedCommand):
             return
         try:
             with Path(output).open("w", encoding="utf-8", newline="") as out:
-                count = transfer.write(rows, out, format)
+                count = transfer.write(rows, out, format, bom=bom)
         except OSError as exc:
             raise CommandError(
                 _("cannot write %(file)s: %(reason)s")

@@ -312,3 +312,102 @@ def test_times_are_local_with_seconds(korean, settings):
     assert seoul.strftime("%H:%M:%S").encode() in html
     utc = when.astimezone(timezone.get_fixed_timezone(0)).strftime("%H:%M:%S")
     assert utc.encode() not in html
+
+
+# ------------------------------------- codes made elsewhere, shown in Korean where shown
+
+# The gate's change reasons (``services.gate_control.Reason``) and the quality flags:
+# codes in the data and the logs, never on a Korean page or in a command's Korean output.
+GATE_REASONS = ("climb", "step_back", "loss", "shared", "restored")
+CODES = (*(str(flag) for flag in quality.FLAGS), *GATE_REASONS)
+
+
+def _codes_in(text: str) -> list[str]:
+    return [code for code in CODES if re.search(rf"\b{code}\b", text)]
+
+
+@pytest.fixture
+def every_code(admin_user) -> None:
+    """A revision with every flag, and a gate limit last changed for every reason."""
+    from studyqueue.models import GateLimit
+
+    question = StudyQuestionFactory(text="대한민국의 수도는?", choices=["서울", "부산"])
+    for flag in quality.FLAGS:
+        ExplanationRevisionFactory(question=question, text="짧음", flags=[str(flag)])
+    for n, reason in enumerate(GATE_REASONS):
+        GateLimit.objects.create(endpoint=f"http://llm-{n}:8080/v1", limit=2, reason=reason)
+
+
+@pytest.mark.django_db
+def test_the_dashboard_shows_flags_and_gate_reasons_by_their_korean_labels(korean, every_code):
+    response = korean.get(DASHBOARD_URL)
+    parser = _VisibleText()
+    parser.feed(response.content.decode())
+    text = " ".join(parser.parts)
+    assert not _codes_in(text), _codes_in(text)
+    with translation.override("ko"):
+        from studyqueue.admin.labels import GATE_REASONS as LABELS
+
+        for reason in GATE_REASONS:
+            assert str(LABELS[reason]) in text, reason
+            assert HANGUL.search(str(LABELS[reason])), reason
+        for flag in quality.FLAGS:
+            assert str(flag.label) in text and HANGUL.search(str(flag.label)), flag
+
+
+@pytest.mark.django_db
+def test_promptstats_in_korean_shows_flag_labels(every_code):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    with translation.override("ko"):
+        call_command("promptstats", stdout=out)
+        labels = [str(flag.label) for flag in quality.FLAGS]
+    text = out.getvalue()
+    assert not _codes_in(text), _codes_in(text)
+    assert all(label in text for label in labels)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_explain_in_korean_shows_its_flags_by_their_labels(llm_server):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    # An English one-word reply to a Korean question: too short, wrong script, no answer.
+    llm_server.configure(answer="Seoul.")
+    question = StudyQuestionFactory(text="대한민국의 수도는?", choices=["서울", "부산"])
+    out = StringIO()
+    with translation.override("ko"):
+        call_command("explain", str(question.pk), stdout=out)
+        label = str(quality.QualityFlag.TOO_SHORT.label)
+    text = out.getvalue()
+    assert not _codes_in(text), text
+    assert label in text
+
+
+@pytest.mark.django_db
+def test_studyqueue_health_in_korean_has_no_english_lines():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    QueueConsumer.objects.create(
+        worker_id="host-1",
+        host="host",
+        pid=1,
+        started_at=timezone.now(),
+        seen_at=timezone.now(),
+        interval_seconds=60,
+        llm_url="http://127.0.0.1:8080",
+    )
+    out = StringIO()
+    with translation.override("ko"):
+        call_command("studyqueue_health", "--db", "--consumer", stdout=out)
+    text = out.getvalue().replace("host-1", "")
+    # The check names (db, consumer: its options) stay; every sentence is Korean.
+    words = set(re.findall(r"[A-Za-z][A-Za-z_]+", text)) - {"db", "consumer"}
+    assert not words, text
+    assert HANGUL.search(text)

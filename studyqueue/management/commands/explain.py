@@ -15,6 +15,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from studyqueue import presence, quality, queue
+from studyqueue.admin.labels import flag_labels
 from studyqueue.consumer import Consumer, default_worker_id
 from studyqueue.management.commands._options import object_id
 from studyqueue.management.commands._signals import stop_on_signals
@@ -274,7 +275,7 @@ def _figures(
         "first": _ms(first_token_ms),
         "rate": tokens_per_second or "-",
         "llm": _ms(llm_ms),
-        "flags": ", ".join(flags) or _("none"),
+        "flags": flag_labels(flags),
     }
 
 

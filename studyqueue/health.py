@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.db import DatabaseError, connections
 from django.utils.translation import gettext, ngettext
 
-from studyqueue import presence, queue
+from studyqueue import presence, queue, times
 from studyqueue.columns import fit
 from studyqueue.conf import conf
 from studyqueue.models import QueueConsumer
@@ -160,7 +160,7 @@ def llm_targets() -> list[LLMTarget]:
         else:
             since = [r.breaker_since for r in records if r.breaker_open]
             opened = min((s for s in since if s), default=None)
-            mark = opened.isoformat(timespec="seconds") if opened else ("?" if since else "")
+            mark = times.shown(opened) if opened else ("?" if since else "")
             targets.append(LLMTarget(shown, who, breaker_open_since=mark))
     return targets
 

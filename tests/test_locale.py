@@ -411,3 +411,65 @@ def test_studyqueue_health_in_korean_has_no_english_lines():
     words = set(re.findall(r"[A-Za-z][A-Za-z_]+", text)) - {"db", "consumer"}
     assert not words, text
     assert HANGUL.search(text)
+
+
+# ---------------------------------------------------------- one time format per language
+
+# Anything that looks like a date on a page, in any of the ways Django or Python write one.
+DATE_LIKE = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?)?"  # ISO, SHORT_DATETIME_FORMAT of old
+    r"|\d{4}년 \d{1,2}월 \d{1,2}일(?: \d{1,2}:\d{2}(?::\d{2})?)?"
+    r"|(?:Jan|Feb|March|April|May|June|July|Aug|Sept|Oct|Nov|Dec)\.? \d{1,2}, \d{4}"
+    r"(?:, \d{1,2}:\d{2}(?::\d{2})?(?: [ap]\.m\.)?)?"
+)
+# The one format of each language (studyqueue/formats/<language>: DATETIME_FORMAT).
+ONE_FORMAT = {
+    "ko": re.compile(r"\d{4}년 \d{1,2}월 \d{1,2}일 \d{2}:\d{2}:\d{2}"),
+    "en": re.compile(
+        r"(?:Jan\.|Feb\.|March|April|May|June|July|Aug\.|Sept\.|Oct\.|Nov\.|Dec\.) "
+        r"\d{1,2}, \d{4}, \d{2}:\d{2}:\d{2}"
+    ),
+}
+TIMED_PAGES = [*KOREAN_PAGES, "consumers", "consumer", "pause"]
+
+
+def _timed_url(page: str, queue_data: dict[str, object]) -> str:
+    if page == "consumers":
+        return reverse("admin:studyqueue_queueconsumer_changelist")
+    if page == "consumer":
+        consumer = QueueConsumer.objects.get(worker_id="host-1")
+        return reverse("admin:studyqueue_queueconsumer_change", args=[consumer.pk])
+    if page == "pause":
+        return reverse("admin:studyqueue_queuepause_change", args=[QueuePause.objects.get().pk])
+    return _page_url(page, queue_data)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("language", ["ko", "en"])
+@pytest.mark.parametrize("page", TIMED_PAGES)
+def test_every_time_on_a_page_has_the_one_format(client, admin_user, queue_data, page, language):
+    """Times from the database, from Django's own cells and from the app's code alike: one
+    format per language, local, with seconds (never ``2026-12-01 14:17:29`` beside
+    ``2026년 12월 1일 14:17:28``)."""
+    from studyqueue.models import GateLimit
+
+    when = timezone.now() - timedelta(days=2, seconds=7)  # another day: dates are shown
+    QueueConsumer.objects.filter(worker_id="host-1").update(
+        started_at=when, breaker_open=True, breaker_since=when, breaker_error="llm_timeout"
+    )
+    GateLimit.objects.create(endpoint="http://127.0.0.1:8080", limit=2, reason="climb")
+    StudyQuestionJob.objects.update(created_at=when, run_after=when)
+    client.force_login(admin_user)
+    try:
+        html = client.get(_timed_url(page, queue_data), HTTP_ACCEPT_LANGUAGE=language)
+    finally:
+        translation.deactivate()
+    assert html.status_code == 200
+    parser = _VisibleText()
+    parser.feed(html.content.decode())
+    text = " ".join(parser.parts)
+    shown = DATE_LIKE.findall(text)
+    wrong = [s for s in shown if not ONE_FORMAT[language].fullmatch(s)]
+    assert not wrong, f"{page} ({language}): {wrong} beside {shown}"
+    if page in ("dashboard", "job", "jobs", "consumers"):
+        assert shown, f"{page} shows no time: the test would prove nothing"

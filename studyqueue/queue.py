@@ -344,14 +344,14 @@ def claim_new(question_id: int, kind: str = JobKind.EXPLANATION, *, worker_id: s
 
 def _withheld(job: Job, values: dict[str, Any]) -> dict[str, Any]:
     """``values`` that would make a caller's own job (``claim_new``) pending again, made to
-    end it skipped: the caller's error kept (or the operator's, who stopped it)."""
+    end it skipped, with the error or reason that would have sent it back (a stop, a
+    quality retry: no error code)."""
     if values.get("status") != JobStatus.PENDING or not getattr(job, _OWN_RUN, False):
         return values
     return {
         **values,
         "status": JobStatus.SKIPPED,
         "completed_at": timezone.now(),
-        "error_code": values.get("error_code") or ErrorCode.OPERATOR_SKIPPED,
         "error_message": values.get("error_message") or "stopped before it completed",
     }
 

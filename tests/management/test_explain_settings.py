@@ -111,3 +111,18 @@ def test_no_warning_when_the_live_consumers_write_as_this_shell_would(llm_server
     question = StudyQuestionFactory()
     _, err = explain(str(question.pk), "--dry-run")
     assert "Warning" not in err
+
+
+def test_a_reply_sent_back_for_quality_is_not_left_for_a_consumer(settings, llm_server):
+    """A flagged reply that QUALITY_RETRY would run again: explain does not hand the retry
+    to a consumer either; the flagged reply stays a revision."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "QUALITY_RETRY": "too_short"}
+    llm_server.configure(answer="Four.")
+    question = StudyQuestionFactory()
+    with pytest.raises(CommandError, match="did not complete"):
+        explain(str(question.pk))
+    job = StudyQuestionJob.objects.get()
+    assert (job.status, job.error_code) == ("skipped", "")
+    assert "too_short" in job.error_message
+    assert not StudyQuestionJob.objects.claimable().exists()
+    assert job.study_question.revisions.count() == 1

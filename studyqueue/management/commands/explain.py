@@ -108,7 +108,7 @@ class Command(TranslatedCommand):
                     "job %(job)s did not complete (%(detail)s); it is skipped, not left for "
                     "a consumer, which may write with other settings"
                 )
-                % {"job": job.pk, "detail": f"{job.error_code}: {job.error_message}"}
+                % {"job": job.pk, "detail": _error(job.error_code, job.error_message)}
             )
         if stopped_by and outcome != Outcome.COMPLETED:
             raise CommandError(
@@ -281,3 +281,7 @@ def _figures(
 
 def _ms(value: int | None) -> str:
     return "-" if value is None else f"{value} ms"
+
+
+def _error(code: str, message: str) -> str:
+    return f"{code}: {message}" if code else message

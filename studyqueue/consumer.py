@@ -230,10 +230,16 @@ class Consumer:
             self.worker_id,
             result.summary(),
             self.breaker.failures,
-            self.gate.free_slots,
+            self.gate_free(),
             self.gate.limit,
         )
         return result
+
+    def gate_free(self) -> int:
+        """Calls that may start now: the limit less the calls held. With
+        ``GATE_PERMITS=auto`` the gate has ``GATE_MAX_PERMITS`` slots but lets only the
+        limit be used, so its free slots alone overstate it (``8/1``)."""
+        return max(0, min(self.gate.free_slots, self.gate.limit - self.gate.held))
 
     async def sync_gate(self) -> None:
         """``GATE_PERMITS=auto``: share the gate's limit through the database (``GateLimit``).

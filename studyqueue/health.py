@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.db import DatabaseError, connections
 from django.utils.translation import gettext, ngettext
 
-from studyqueue import presence, queue
+from studyqueue import presence, queue, times
 from studyqueue.columns import fit
 from studyqueue.conf import conf
 from studyqueue.models import QueueConsumer
@@ -57,8 +57,9 @@ def check_db_answers() -> Check:
         with connections[queue.database()].cursor() as cursor:
             cursor.execute("SELECT 1")
     except DatabaseError as exc:
-        return Check("db", False, f"the database does not answer ({type(exc).__name__})")
-    return Check("db", True, "the database answers")
+        detail = gettext("the database does not answer (%(error)s)")
+        return Check("db", False, detail % {"error": type(exc).__name__})
+    return Check("db", True, gettext("the database answers"))
 
 
 def check_db() -> Check:
@@ -69,8 +70,8 @@ def check_db() -> Check:
     try:
         call_command("migrate", check_unapplied=True, verbosity=0, database=queue.database())
     except SystemExit:  # migrate --check's documented way to say "unapplied migrations"
-        return Check("db", False, "migrations are not applied (run manage.py migrate)")
-    return Check("db", True, "the database answers and is migrated")
+        return Check("db", False, gettext("migrations are not applied (run manage.py migrate)"))
+    return Check("db", True, gettext("the database answers and is migrated"))
 
 
 def check_consumer() -> Check:
@@ -78,11 +79,16 @@ def check_consumer() -> Check:
     try:
         live = presence.live_consumers()
     except DatabaseError as exc:
-        return Check("consumer", False, f"cannot read the consumers ({type(exc).__name__})")
+        detail = gettext("cannot read the consumers (%(error)s)")
+        return Check("consumer", False, detail % {"error": type(exc).__name__})
     if not live:
-        return Check("consumer", False, "no consumer has run a cycle within two intervals")
+        detail = gettext("no consumer has run a cycle within two intervals")
+        return Check("consumer", False, detail)
     names = ", ".join(c.record.worker_id for c in live[:5])
-    return Check("consumer", True, f"{len(live)} consumer(s) live: {names}")
+    detail = ngettext(
+        "%(count)d consumer live: %(names)s", "%(count)d consumers live: %(names)s", len(live)
+    )
+    return Check("consumer", True, detail % {"count": len(live), "names": names})
 
 
 # --------------------------------------------------------------------------- the LLM servers
@@ -154,7 +160,7 @@ def llm_targets() -> list[LLMTarget]:
         else:
             since = [r.breaker_since for r in records if r.breaker_open]
             opened = min((s for s in since if s), default=None)
-            mark = opened.isoformat(timespec="seconds") if opened else ("?" if since else "")
+            mark = times.shown(opened) if opened else ("?" if since else "")
             targets.append(LLMTarget(shown, who, breaker_open_since=mark))
     return targets
 
@@ -316,7 +322,8 @@ def _guarded(name: str, func: Callable[[], Check]) -> Check:
     try:
         return func()
     except Exception as exc:  # reported, never raised
-        return Check(name, False, f"the check itself failed ({type(exc).__name__})")
+        detail = gettext("the check itself failed (%(error)s)")
+        return Check(name, False, detail % {"error": type(exc).__name__})
 
 
 def run_checks(names: tuple[str, ...] = CHECKS, *, llm_wait: float | None = None) -> list[Check]:

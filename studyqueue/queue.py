@@ -315,6 +315,47 @@ def claim_job(job_id: int, *, worker_id: str) -> Job | None:
     return jobs[0] if jobs else None
 
 
+# Set on a job its caller created and claimed to run itself (``claim_new``): it is never
+# handed to a consumer, which may write with other settings than the caller's.
+_OWN_RUN = "_studyqueue_own_run"
+
+
+def claim_new(question_id: int, kind: str = JobKind.EXPLANATION, *, worker_id: str) -> Job | None:
+    """Create a job already claimed by ``worker_id``, for a caller that runs it at once
+    (``manage.py explain``): no consumer ever sees it pending. Should it not complete, the
+    transition that would make it pending again (a release, a retry) ends it ``skipped``
+    instead, in the same fenced write (``_finish``). None when the question has an active
+    job of this kind (the caller takes that one as it is)."""
+    _validate_kind(kind)
+    db = database()
+    now = timezone.now()
+    try:
+        with transaction.atomic(using=db):
+            job = _jobs().create(
+                study_question_id=question_id, kind=kind, created_at=now, run_after=now
+            )
+            claimed = claim_job(job.pk, worker_id=worker_id)  # no NOTIFY: nobody else's
+    except IntegrityError:
+        return None
+    assert claimed is not None, "a job created pending in this transaction is claimable"
+    setattr(claimed, _OWN_RUN, True)
+    return claimed
+
+
+def _withheld(job: Job, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` that would make a caller's own job (``claim_new``) pending again, made to
+    end it skipped, with the error or reason that would have sent it back (a stop, a
+    quality retry: no error code)."""
+    if values.get("status") != JobStatus.PENDING or not getattr(job, _OWN_RUN, False):
+        return values
+    return {
+        **values,
+        "status": JobStatus.SKIPPED,
+        "completed_at": timezone.now(),
+        "error_message": values.get("error_message") or "stopped before it completed",
+    }
+
+
 def heartbeat(job: Job) -> bool:
     """Refresh a claimed job's liveness; False if the claim is no longer ours."""
     now = timezone.now()
@@ -335,8 +376,12 @@ def _finish(
     usage: attempts.Usage | None = None,
 ) -> Outcome:
     """Apply a fenced transition and close the claim's attempt with it, both or neither;
-    ``outcome`` if it applied, else ``Outcome.LOST`` (and nothing is written)."""
+    ``outcome`` if it applied, else ``Outcome.LOST`` (and nothing is written). A caller's
+    own job (``claim_new``) never goes back to pending: it ends skipped."""
     db = database()
+    withheld = _withheld(job, values)
+    if withheld is not values:
+        event, values = "withheld", withheld
     ending = attempts.Ending(
         AttemptOutcome(outcome),
         ended_at=values.get("completed_at") or timezone.now(),

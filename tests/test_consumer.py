@@ -548,3 +548,19 @@ def test_a_call_cut_off_by_a_dying_server_is_released(llm_server, make_consumer)
         revived.stop()
     job.refresh_from_db()
     assert (job.status, job.attempts, job.free_releases) == ("completed", 1, 0)
+
+
+def test_the_cycle_line_says_the_free_calls_under_an_auto_gate_limit(
+    llm_server, settings, make_consumer, caplog
+):
+    """With GATE_PERMITS=auto the gate has GATE_MAX_PERMITS slots but allows only its
+    limit: an idle consumer at limit 1 has one free call, not eight."""
+    import logging
+
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "GATE_PERMITS": "auto", "GATE_MAX_PERMITS": 8}
+    consumer = make_consumer()
+    with caplog.at_level(logging.INFO, logger="studyqueue.consumer"):
+        consumer.run_cycle()
+    (line,) = [r.getMessage() for r in caplog.records if "study_consumer_cycle " in r.getMessage()]
+    assert consumer.gate.limit == 1
+    assert "gate_free=1/1" in line, line

@@ -312,3 +312,164 @@ def test_times_are_local_with_seconds(korean, settings):
     assert seoul.strftime("%H:%M:%S").encode() in html
     utc = when.astimezone(timezone.get_fixed_timezone(0)).strftime("%H:%M:%S")
     assert utc.encode() not in html
+
+
+# ------------------------------------- codes made elsewhere, shown in Korean where shown
+
+# The gate's change reasons (``services.gate_control.Reason``) and the quality flags:
+# codes in the data and the logs, never on a Korean page or in a command's Korean output.
+GATE_REASONS = ("climb", "step_back", "loss", "shared", "restored")
+CODES = (*(str(flag) for flag in quality.FLAGS), *GATE_REASONS)
+
+
+def _codes_in(text: str) -> list[str]:
+    return [code for code in CODES if re.search(rf"\b{code}\b", text)]
+
+
+@pytest.fixture
+def every_code(admin_user) -> None:
+    """A revision with every flag, and a gate limit last changed for every reason."""
+    from studyqueue.models import GateLimit
+
+    question = StudyQuestionFactory(text="대한민국의 수도는?", choices=["서울", "부산"])
+    for flag in quality.FLAGS:
+        ExplanationRevisionFactory(question=question, text="짧음", flags=[str(flag)])
+    for n, reason in enumerate(GATE_REASONS):
+        GateLimit.objects.create(endpoint=f"http://llm-{n}:8080/v1", limit=2, reason=reason)
+
+
+@pytest.mark.django_db
+def test_the_dashboard_shows_flags_and_gate_reasons_by_their_korean_labels(korean, every_code):
+    response = korean.get(DASHBOARD_URL)
+    parser = _VisibleText()
+    parser.feed(response.content.decode())
+    text = " ".join(parser.parts)
+    assert not _codes_in(text), _codes_in(text)
+    with translation.override("ko"):
+        from studyqueue.admin.labels import GATE_REASONS as LABELS
+
+        for reason in GATE_REASONS:
+            assert str(LABELS[reason]) in text, reason
+            assert HANGUL.search(str(LABELS[reason])), reason
+        for flag in quality.FLAGS:
+            assert str(flag.label) in text and HANGUL.search(str(flag.label)), flag
+
+
+@pytest.mark.django_db
+def test_promptstats_in_korean_shows_flag_labels(every_code):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    with translation.override("ko"):
+        call_command("promptstats", stdout=out)
+        labels = [str(flag.label) for flag in quality.FLAGS]
+    text = out.getvalue()
+    assert not _codes_in(text), _codes_in(text)
+    assert all(label in text for label in labels)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_explain_in_korean_shows_its_flags_by_their_labels(llm_server):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    # An English one-word reply to a Korean question: too short, wrong script, no answer.
+    llm_server.configure(answer="Seoul.")
+    question = StudyQuestionFactory(text="대한민국의 수도는?", choices=["서울", "부산"])
+    out = StringIO()
+    with translation.override("ko"):
+        call_command("explain", str(question.pk), stdout=out)
+        label = str(quality.QualityFlag.TOO_SHORT.label)
+    text = out.getvalue()
+    assert not _codes_in(text), text
+    assert label in text
+
+
+@pytest.mark.django_db
+def test_studyqueue_health_in_korean_has_no_english_lines():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    QueueConsumer.objects.create(
+        worker_id="host-1",
+        host="host",
+        pid=1,
+        started_at=timezone.now(),
+        seen_at=timezone.now(),
+        interval_seconds=60,
+        llm_url="http://127.0.0.1:8080",
+    )
+    out = StringIO()
+    with translation.override("ko"):
+        call_command("studyqueue_health", "--db", "--consumer", stdout=out)
+    text = out.getvalue().replace("host-1", "")
+    # The check names (db, consumer: its options) stay; every sentence is Korean.
+    words = set(re.findall(r"[A-Za-z][A-Za-z_]+", text)) - {"db", "consumer"}
+    assert not words, text
+    assert HANGUL.search(text)
+
+
+# ---------------------------------------------------------- one time format per language
+
+# Anything that looks like a date on a page, in any of the ways Django or Python write one.
+DATE_LIKE = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?)?"  # ISO, SHORT_DATETIME_FORMAT of old
+    r"|\d{4}년 \d{1,2}월 \d{1,2}일(?: \d{1,2}:\d{2}(?::\d{2})?)?"
+    r"|(?:Jan|Feb|March|April|May|June|July|Aug|Sept|Oct|Nov|Dec)\.? \d{1,2}, \d{4}"
+    r"(?:, \d{1,2}:\d{2}(?::\d{2})?(?: [ap]\.m\.)?)?"
+)
+# The one format of each language (studyqueue/formats/<language>: DATETIME_FORMAT).
+ONE_FORMAT = {
+    "ko": re.compile(r"\d{4}년 \d{1,2}월 \d{1,2}일 \d{2}:\d{2}:\d{2}"),
+    "en": re.compile(
+        r"(?:Jan\.|Feb\.|March|April|May|June|July|Aug\.|Sept\.|Oct\.|Nov\.|Dec\.) "
+        r"\d{1,2}, \d{4}, \d{2}:\d{2}:\d{2}"
+    ),
+}
+TIMED_PAGES = [*KOREAN_PAGES, "consumers", "consumer", "pause"]
+
+
+def _timed_url(page: str, queue_data: dict[str, object]) -> str:
+    if page == "consumers":
+        return reverse("admin:studyqueue_queueconsumer_changelist")
+    if page == "consumer":
+        consumer = QueueConsumer.objects.get(worker_id="host-1")
+        return reverse("admin:studyqueue_queueconsumer_change", args=[consumer.pk])
+    if page == "pause":
+        return reverse("admin:studyqueue_queuepause_change", args=[QueuePause.objects.get().pk])
+    return _page_url(page, queue_data)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("language", ["ko", "en"])
+@pytest.mark.parametrize("page", TIMED_PAGES)
+def test_every_time_on_a_page_has_the_one_format(client, admin_user, queue_data, page, language):
+    """Times from the database, from Django's own cells and from the app's code alike: one
+    format per language, local, with seconds (never ``2026-12-01 14:17:29`` beside
+    ``2026년 12월 1일 14:17:28``)."""
+    from studyqueue.models import GateLimit
+
+    when = timezone.now() - timedelta(days=2, seconds=7)  # another day: dates are shown
+    QueueConsumer.objects.filter(worker_id="host-1").update(
+        started_at=when, breaker_open=True, breaker_since=when, breaker_error="llm_timeout"
+    )
+    GateLimit.objects.create(endpoint="http://127.0.0.1:8080", limit=2, reason="climb")
+    StudyQuestionJob.objects.update(created_at=when, run_after=when)
+    client.force_login(admin_user)
+    try:
+        html = client.get(_timed_url(page, queue_data), HTTP_ACCEPT_LANGUAGE=language)
+    finally:
+        translation.deactivate()
+    assert html.status_code == 200
+    parser = _VisibleText()
+    parser.feed(html.content.decode())
+    text = " ".join(parser.parts)
+    shown = DATE_LIKE.findall(text)
+    wrong = [s for s in shown if not ONE_FORMAT[language].fullmatch(s)]
+    assert not wrong, f"{page} ({language}): {wrong} beside {shown}"
+    if page in ("dashboard", "job", "jobs", "consumers"):
+        assert shown, f"{page} shows no time: the test would prove nothing"

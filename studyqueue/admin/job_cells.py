@@ -10,6 +10,7 @@ from django.utils.html import conditional_escape, format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext
 
+from studyqueue import times
 from studyqueue.admin.common import ATTEMPT_COLOURS, badge, short_duration, status_badge
 from studyqueue.models import AttemptOutcome, ErrorCode, JobStatus, StudyQuestionJob
 
@@ -19,11 +20,11 @@ def local_time(moment: datetime, since: datetime) -> str:
     local = timezone.localtime(moment)
     if local.date() == timezone.localtime(since).date():
         return formats.time_format(local, "TIME_FORMAT")
-    return formats.date_format(local, "SHORT_DATETIME_FORMAT")
+    return times.shown(local)
 
 
 def _full(moment: datetime) -> str:
-    return formats.date_format(timezone.localtime(moment), "SHORT_DATETIME_FORMAT")
+    return times.shown(moment)
 
 
 def is_stale(job: StudyQuestionJob, cutoff: datetime) -> bool:

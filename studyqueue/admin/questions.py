@@ -15,12 +15,11 @@ from django.db.models import BooleanField, ExpressionWrapper, F, OuterRef, Q, Qu
 from django.db.models.functions import Left
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import path, reverse
-from django.utils import timezone
-from django.utils.formats import date_format, number_format
+from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_lazy
 
-from studyqueue import outdated, quality, queue, transfer
+from studyqueue import outdated, quality, queue, times, transfer
 from studyqueue.admin.common import (
     EXCERPT,
     CappedCountPaginator,
@@ -343,9 +342,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
             revision = self._current(question)
             when = revision.created_at if revision is not None else None
         # Formatted here: the change page would show a read-only callable's datetime raw (UTC).
-        if when is None:
-            return "-"
-        return date_format(timezone.localtime(when), "SHORT_DATETIME_FORMAT")
+        return times.shown(when)
 
     @admin.display(description=gettext_lazy("current revision"))
     def current_revision_link(self, question: StudyQuestion) -> str:

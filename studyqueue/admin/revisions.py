@@ -44,7 +44,7 @@ class ExplanationRevisionAdmin(GuardedInputAdmin):
         "reviewed_by",
         "reviewed_at",
         "author",
-        "candidate",
+        "candidate_text",
         "model",
         "prompt_label",
         "prompt_version",
@@ -72,6 +72,11 @@ class ExplanationRevisionAdmin(GuardedInputAdmin):
     def is_current(self, revision: ExplanationRevision) -> str:
         # An older revision is not a fault: a word for the current one, nothing for others.
         return gettext("current") if revision.question.current_revision_id == revision.pk else ""
+
+    @admin.display(description=gettext_lazy("candidate"))
+    def candidate_text(self, revision: ExplanationRevision) -> str:
+        # Not a fault either way: a word, not Django's red cross for a false boolean.
+        return gettext("yes") if revision.candidate else gettext("no")
 
     @admin.display(description=gettext_lazy("quality flags"))
     def flag_list(self, revision: ExplanationRevision) -> str:

@@ -7,12 +7,12 @@ from datetime import datetime
 from typing import Any
 
 from django.template.loader import render_to_string
-from django.utils import formats, timezone
+from django.utils import timezone
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue import attempts, queue
+from studyqueue import attempts, queue, times
 from studyqueue.admin.common import ATTEMPT_COLOURS, badge, excerpt, short_duration
 from studyqueue.admin.job_cells import local_time
 from studyqueue.models import AttemptOutcome, ErrorCode, JobAttempt, StudyQuestionJob
@@ -43,7 +43,7 @@ def _row(attempt: JobAttempt, now: datetime) -> dict[str, Any]:
     return {
         "number": attempt.number,
         "started": local_time(started, now),
-        "started_full": formats.date_format(timezone.localtime(started), "SHORT_DATETIME_FORMAT"),
+        "started_full": times.shown(started),
         "ended": local_time(ended, started) if ended is not None else "-",
         "took": short_duration((ended or now) - started),
         "worker": attempt.worker_id or "-",

@@ -76,4 +76,4 @@ class CircuitBreaker:
             was_open, self.failures, self.open_until = self.failures, 0, 0.0
             self.failing_since = self.opened_at = None
         if was_open:
-            logger.warning("study_llm_resumed after_failures=%s", was_open)
+            logger.info("study_llm_resumed after_failures=%s", was_open)

@@ -154,7 +154,9 @@ def test_the_consumers_panel_and_the_dashboard_show_the_adaptive_gate(admin_clie
     table = html.split('id="sq-gate-limits"')[1].split("</table>")[0]
     assert f'data-endpoint="{url}" data-limit="4"' in table
     assert "1: 20.0 · 2: 39.9 · <strong>4: 80.5</strong> · 8: 81.0" in table
-    assert "climb" in table
+    assert (
+        '<span class="sq-gate-reason" data-reason="climb">raised: more calls paid</span>' in table
+    )
 
 
 def test_a_consumer_whose_url_is_spelled_otherwise_shows_its_servers_shared_limit(admin_client):

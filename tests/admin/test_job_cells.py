@@ -58,7 +58,7 @@ def test_a_finished_job_shows_start_end_and_duration_with_the_date_only_when_it_
     assert when(today) == "11:59:56→ 12:00:05 (9s)"
     overnight = job(status="failed", started_at=NOW - timedelta(days=2, hours=13),
                     completed_at=NOW - timedelta(days=1))  # fmt: skip
-    assert when(overnight) == "2026-11-27 23:00:05→ 2026-11-29 12:00:05 (37h 0m)"
+    assert when(overnight) == "Nov. 27, 2026, 23:00:05→ Nov. 29, 2026, 12:00:05 (37h 0m)"
     never_ran = job(status="skipped", completed_at=NOW)
     assert when(never_ran) == "queued 11:57:05ended 12:00:05"
 

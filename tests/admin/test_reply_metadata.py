@@ -71,3 +71,12 @@ def test_the_question_page_and_list_read_the_current_revision(admin_client):
         reverse("admin:studyqueue_studyquestion_changelist"), {"o": "5"}
     )  # the "explained at" column sorts through the revision
     assert ordered.status_code == 200
+
+
+def test_the_revision_page_says_candidate_no_in_words_not_a_red_cross(admin_client):
+    """ "Not a candidate" is no error: a word, never the admin's red icon for False."""
+    _, reply = _completed_job()
+    url = reverse("admin:studyqueue_explanationrevision_change", args=[reply.pk])
+    html = admin_client.get(url, HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "icon-no.svg" not in html
+    assert '<div class="readonly">no</div>' in html

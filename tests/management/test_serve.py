@@ -259,3 +259,31 @@ def test_serve_ends_only_once_nothing_of_the_web_server_holds_its_port(
         if pidfile.exists():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+def test_the_start_up_lines_say_whether_the_llm_server_answers(
+    child_env, python, free_port, llm_server
+):
+    """One quick look at start-up: a refused port is said at once (the consumer starts all
+    the same), a server that answers is said too."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        refused = sock.getsockname()[1]  # closed again: connections are refused
+    for url, expected in (
+        (
+            f"http://127.0.0.1:{refused}/v1",
+            f"LLM server: no answer at http://127.0.0.1:{refused}/v1 (",
+        ),
+        (llm_server.url, f"LLM server: {llm_server.url} answers."),
+    ):
+        proc = serve(child_env, python, f"127.0.0.1:{free_port}", STUDYQUEUE_LLM_URL=url)
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().startswith("Admin: ")
+            line = proc.stdout.readline()
+            assert line.startswith(expected), line
+            assert "Ctrl-C stops" in proc.stdout.readline()  # the consumer started
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            finish(proc)
+        assert proc.returncode == 0

@@ -69,3 +69,13 @@ def test_a_server_restart_under_eight_calls_is_one_failure_and_one_warning(
     assert len(paused) == 1, [r.getMessage() for r in paused]
     assert "failures=1 pause_s=2.0" in paused[0].getMessage()
     assert not queue.StudyQuestionJob.objects.exclude(status="pending").exists()
+
+
+def test_the_server_coming_back_is_good_news_logged_at_info(settings, caplog):
+    settings.STUDYQUEUE = {"BREAKER_BASE_SECONDS": 2, "BREAKER_MAX_SECONDS": 60}
+    breaker = CircuitBreaker()
+    breaker.trip(_down(None))
+    with caplog.at_level(logging.DEBUG, logger="studyqueue"):
+        breaker.success()
+    (resumed,) = [r for r in caplog.records if r.getMessage().startswith("study_llm_resumed ")]
+    assert resumed.levelno == logging.INFO

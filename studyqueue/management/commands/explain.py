@@ -14,7 +14,8 @@ from django.template import Template, TemplateSyntaxError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue import quality, queue
+from studyqueue import presence, quality, queue
+from studyqueue.admin.labels import flag_labels
 from studyqueue.consumer import Consumer, default_worker_id
 from studyqueue.management.commands._options import object_id
 from studyqueue.management.commands._signals import stop_on_signals
@@ -66,6 +67,7 @@ class Command(TranslatedCommand):
             raise CommandError(_("no study question with id %(id)s") % {"id": question_id})
         trial, source = self._trial(prompt_template) if prompt_template else (None, None)
         version = current_version(prompt_source=source)
+        self._warn_if_settings_differ()
         if dry_run or trial is not None:
             messages = self._messages(question, trial, prompt_template)
             values = {"hash": version.hash, "label": version.label}
@@ -95,10 +97,19 @@ class Command(TranslatedCommand):
             Consumer(worker_id=f"explain@{default_worker_id()}") as consumer,
             stop_on_signals(stop),
         ):
-            job = self._claim(question)
+            job, own = self._claim(question)
             running.append(job.pk)
             outcome = consumer.run_one(job)
         job.refresh_from_db()
+        if outcome != Outcome.COMPLETED and job.status == JobStatus.SKIPPED and own:
+            # Its own job is left for nobody: a consumer would write it with its settings.
+            raise CommandError(
+                _(
+                    "job %(job)s did not complete (%(detail)s); it is skipped, not left for "
+                    "a consumer, which may write with other settings"
+                )
+                % {"job": job.pk, "detail": _error(job.error_code, job.error_message)}
+            )
         if stopped_by and outcome != Outcome.COMPLETED:
             raise CommandError(
                 _(
@@ -203,8 +214,31 @@ class Command(TranslatedCommand):
             )
         )
 
-    def _claim(self, question: StudyQuestion) -> Any:
-        """The question's explanation job, claimed by this command."""
+    def _warn_if_settings_differ(self) -> None:
+        """Say on stderr where these settings differ from the live consumers': this
+        command writes with its own (LLM URL, model, prompt version), not theirs."""
+        for diff in presence.differences():
+            self.stderr.write(
+                self.style.WARNING(
+                    _(
+                        "Warning: %(setting)s here is %(here)s; the live consumers use "
+                        "%(theirs)s. This command calls and writes with the settings here."
+                    )
+                    % {
+                        "setting": diff.setting,
+                        "here": diff.here or _("(the server's default)"),
+                        "theirs": ", ".join(t or _("(the server's default)") for t in diff.theirs),
+                    }
+                )
+            )
+
+    def _claim(self, question: StudyQuestion) -> tuple[Any, bool]:
+        """The question's explanation job, claimed by this command, and whether this command
+        created it (then it is never left pending for a consumer: ``queue.claim_new``)."""
+        worker_id = f"explain@{default_worker_id()}"
+        own = queue.claim_new(question.pk, JobKind.EXPLANATION, worker_id=worker_id)
+        if own is not None:
+            return own, True
         active = queue.enqueue(question, JobKind.EXPLANATION).job
         if active.status == JobStatus.PROCESSING:
             raise CommandError(
@@ -214,13 +248,13 @@ class Command(TranslatedCommand):
                 )
                 % {"question": question.pk, "worker": active.worker_id, "job": active.pk}
             )
-        job = queue.claim_job(active.pk, worker_id=f"explain@{default_worker_id()}")
+        job = queue.claim_job(active.pk, worker_id=worker_id)
         if job is None:
             raise CommandError(
                 _("job %(job)s could not be claimed (taken, or out of attempts)")
                 % {"job": active.pk}
             )
-        return job
+        return job, False
 
 
 def _figures(
@@ -241,9 +275,13 @@ def _figures(
         "first": _ms(first_token_ms),
         "rate": tokens_per_second or "-",
         "llm": _ms(llm_ms),
-        "flags": ", ".join(flags) or _("none"),
+        "flags": flag_labels(flags),
     }
 
 
 def _ms(value: int | None) -> str:
     return "-" if value is None else f"{value} ms"
+
+
+def _error(code: str, message: str) -> str:
+    return f"{code}: {message}" if code else message

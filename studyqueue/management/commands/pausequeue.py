@@ -5,12 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import CommandParser
-from django.utils import timezone
-from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue import queue
+from studyqueue import queue, times
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import JobKind
 
@@ -31,7 +29,7 @@ class Command(TranslatedCommand):
         scope = kind or _("every kind")
         if not created:
             # Local time (TIME_ZONE), as the admin shows it.
-            since = date_format(timezone.localtime(row.paused_at), "SHORT_DATETIME_FORMAT")
+            since = times.shown(row.paused_at)
             self.stdout.write(
                 _("Already paused for %(scope)s since %(since)s by %(by)s: %(reason)s")
                 % {

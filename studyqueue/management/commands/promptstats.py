@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from studyqueue import promptstats
+from studyqueue.admin.labels import flag_label
 from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._translated import TranslatedCommand
 
@@ -72,7 +73,9 @@ class Command(TranslatedCommand):
         return json.dumps(row, ensure_ascii=False)
 
     def _text(self, v: promptstats.VersionStats) -> str:
-        flags = ", ".join(f"{name} {_pct(share)}" for name, share in v.flag_shares) or _("none")
+        flags = ", ".join(
+            f"{flag_label(name)} {_pct(share)}" for name, share in v.flag_shares
+        ) or _("none")
         lines = [
             "  ".join((v.prompt_version or _("(none)"), v.label or "-")),
             _("written %(written)s; flags: %(flags)s") % {"written": v.written, "flags": flags},

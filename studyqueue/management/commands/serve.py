@@ -25,12 +25,15 @@ from django.db import models
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from studyqueue.conf import conf
 from studyqueue.consumer import Consumer
 from studyqueue.management.commands import _serve_needs, _web
 from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.scheduler import ScheduledConsumer
+from studyqueue.services.llm import Probe, probe_servers
+from studyqueue.services.redact import without_credentials
 
 logger = logging.getLogger("studyqueue.serve")
 
@@ -40,6 +43,8 @@ WEB_STOP_SECONDS = 30  # gunicorn's graceful timeout (10 s) and then some
 # to be gone before serve gives up waiting and says so.
 WEB_LEFTOVER_SECONDS = 10
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+# The start-up look at the LLM server: short, so that a server that hangs delays nothing.
+LLM_PROBE_SECONDS = 1.0
 
 
 def wsgi_target() -> str:
@@ -186,6 +191,8 @@ class Command(TranslatedCommand):
                 )
                 % {"gaps": "; ".join(gaps)}
             )
+        # Asked while the static files are collected: the answer waits for nobody.
+        probe = _LLMProbe()
         # Before the signal handlers: Ctrl-C at the account prompt cancels as usual.
         call_command("collectstatic", interactive=False, verbosity=0)
         account = self._operator_account()
@@ -223,6 +230,7 @@ class Command(TranslatedCommand):
                     _("Admin: %(url)s (%(account)s)")
                     % {"url": f"http://{browsable(bind)}/admin/", "account": account}
                 )
+                self.stdout.write(probe.line())
                 self.stdout.flush()
                 ScheduledConsumer(consumer).run(self._announce)
             finally:
@@ -319,3 +327,40 @@ class Command(TranslatedCommand):
                     % {"field": field_name.upper(), "reason": " ".join(exc.messages)}
                 ) from None
         users._default_manager.create_superuser(password=password, **fields)
+
+
+class _LLMProbe:
+    """One look at the LLM server at start-up, in a thread (``GET /models``, at most
+    ``LLM_PROBE_SECONDS``): the start-up lines say whether it answers, so that an operator
+    whose jobs then wait knows why. The consumer starts either way."""
+
+    def __init__(self) -> None:
+        self.url = without_credentials(conf.LLM_URL)
+        self._probe: Probe | None = None
+        self._thread = threading.Thread(target=self._run, name="llm-probe", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            (self._probe,) = probe_servers(
+                [(conf.LLM_URL, conf.LLM_API_KEY)], deadline=LLM_PROBE_SECONDS
+            )
+        except Exception as exc:  # a look, never a reason not to start
+            logger.warning("study_llm_probe_failed error=%s", type(exc).__name__)
+
+    def line(self) -> str:
+        """The start-up line: the server answers, or what it did instead."""
+        self._thread.join(timeout=LLM_PROBE_SECONDS + 0.5)
+        probe = self._probe
+        if probe is not None and probe.status is not None:  # any HTTP answer: it is up
+            logger.info("study_llm_probe url=%s answered=yes", self.url)
+            return _("LLM server: %(url)s answers.") % {"url": self.url}
+        detail = probe.detail if probe is not None else ""
+        logger.warning("study_llm_probe url=%s answered=no detail=%r", self.url, detail)
+        return _(
+            "LLM server: no answer at %(url)s (%(detail)s); jobs wait until it answers. "
+            "Start it, or set STUDYQUEUE_LLM_URL."
+        ) % {
+            "url": self.url,
+            "detail": detail or _("no answer within %(s)s s") % {"s": f"{LLM_PROBE_SECONDS:g}"},
+        }

@@ -32,4 +32,5 @@ class Command(TranslatedCommand):
         failed = [c for c in checks if not c.ok]
         if failed:
             raise CommandError("; ".join(f"{c.name}: {c.detail}" for c in failed))
-        self.stdout.write("ok: " + "; ".join(f"{c.name}: {c.detail}" for c in checks))
+        details = "; ".join(f"{c.name}: {c.detail}" for c in checks)
+        self.stdout.write(_("ok: %(details)s") % {"details": details})

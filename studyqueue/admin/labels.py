@@ -1,0 +1,39 @@
+"""Codes other modules make, as an operator reads them: quality flags (``too_short``) and
+the adaptive gate's change reasons (``climb``). The codes stay what they are in the data,
+the logs and the JSON; pages and command output show these labels, in the operator's
+language. A code this version does not know is shown as it is."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.utils.functional import Promise
+from django.utils.translation import gettext, gettext_lazy
+
+from studyqueue.quality import QualityFlag
+
+# The gate's reasons (``services.gate_control.Reason``), and what each says happened.
+GATE_REASONS: dict[str, Promise] = {
+    "climb": gettext_lazy("raised: more calls paid"),
+    "step_back": gettext_lazy("stepped back to the best limit"),
+    "loss": gettext_lazy("halved: the server was overloaded or failed"),
+    "shared": gettext_lazy("set by another consumer"),
+    "restored": gettext_lazy("restored from the last run"),
+}
+
+
+def flag_label(name: object) -> str:
+    """A quality flag's label (``too_short`` -> "too short", translated)."""
+    text = str(name)
+    return str(QualityFlag(text).label) if text in QualityFlag.values else text
+
+
+def flag_labels(flags: Iterable[object] | None) -> str:
+    """Flags as a comma-separated line of labels; "none" for none."""
+    return ", ".join(flag_label(flag) for flag in flags or ()) or gettext("none")
+
+
+def gate_reason(code: object) -> str:
+    """Why the gate's limit last changed, in words."""
+    text = str(code or "")
+    return str(GATE_REASONS[text]) if text in GATE_REASONS else text

@@ -1,0 +1,18 @@
+"""``{% load studyqueue_times %}{{ value|when }}``: a datetime in the one format
+(``studyqueue.times.shown``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django import template
+
+from studyqueue import times
+
+register = template.Library()
+
+
+@register.filter(expects_localtime=False)
+def when(value: datetime | None, empty: str = "-") -> str:
+    """Local time with seconds, the active language's one format; ``empty`` for none."""
+    return times.shown(value if isinstance(value, datetime) else None, empty)

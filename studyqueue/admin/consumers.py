@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
@@ -17,7 +17,8 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from studyqueue.admin.common import GuardedInputAdmin
-from studyqueue.models import QueueConsumer
+from studyqueue.conf import AUTO
+from studyqueue.models import GateLimit, QueueConsumer
 from studyqueue.presence import Liveness, state_of
 
 STATE_COLOURS = {
@@ -82,13 +83,22 @@ class QueueConsumerAdmin(GuardedInputAdmin):
     def model_shown(self, record: QueueConsumer) -> str:
         return record.model or gettext("server default")
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # An auto gate follows its endpoint's stored limit, which moves between the
+        # consumer's reports: read it, as the dashboard does, in the same query.
+        shared = GateLimit.objects.filter(endpoint=OuterRef("llm_url")).values("limit")[:1]
+        return super().get_queryset(request).annotate(shared_limit=Subquery(shared))
+
     @admin.display(description=_("gate"))
     def gate(self, record: QueueConsumer) -> str:
-        if record.gate_limit is None or str(record.gate_limit) == record.gate_permits:
+        limit = record.gate_limit
+        if record.gate_permits == AUTO and getattr(record, "shared_limit", None) is not None:
+            limit = record.shared_limit  # type: ignore[attr-defined]
+        if limit is None or str(limit) == record.gate_permits:
             return record.gate_permits or "-"
         return gettext("%(permits)s: limit %(limit)s") % {
             "permits": record.gate_permits or "-",
-            "limit": record.gate_limit,
+            "limit": limit,
         }
 
     @admin.action(

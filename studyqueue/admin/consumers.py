@@ -74,7 +74,7 @@ class QueueConsumerAdmin(GuardedInputAdmin):
         state = state_of(record, timezone.now()).state
         return format_html(
             '<span style="color:#fff;background:{};padding:2px 8px;border-radius:10px;'
-            'font-size:11px;font-weight:600">{}</span>',
+            'font-size:11px;font-weight:600;white-space:nowrap">{}</span>',
             STATE_COLOURS[state],
             state.label,
         )

@@ -15,7 +15,7 @@ admits them), ``--jobs`` calls per gate; each of ``--runs`` runs goes through th
 ``--gates`` and auto one after another (so a machine's load drifts over all of them alike),
 and the medians are compared. Auto is also measured from the moment it first settled.
 
-    .venv/bin/python -m bench.adaptive_gate [--runs 5] [--jobs 400]
+    .venv/bin/python -m bench.adaptive_gate [--runs 5] [--jobs 400] [--tokens 100]
     .venv/bin/python -m bench.adaptive_gate --url http://127.0.0.1:18080/v1 --jobs 160 --runs 3
 """
 
@@ -33,11 +33,12 @@ KNEES = (1, 4, 8)
 MAX_LIMIT = 8
 
 
-def simulated(runs: int, jobs: int) -> None:
+def simulated(runs: int, jobs: int, tokens: int = 100) -> None:
     from tests.helpers.batching_sim import adaptive, fixed
 
     print(
-        f"simulated batching server, r=20 tokens/s per call, +/-30 % noise, {jobs} jobs, "
+        f"simulated batching server, r=20 tokens/s per call, replies of {tokens} tokens "
+        f"({tokens / 20:g} s alone), +/-30 % noise, {jobs} jobs, "
         f"median of {runs} seeds, GATE_MAX_PERMITS={MAX_LIMIT}"
     )
     header = (
@@ -54,11 +55,12 @@ def simulated(runs: int, jobs: int) -> None:
     for knee in KNEES:
         rows = []
         for seed in range(runs):
-            gate1 = fixed(1, jobs=jobs, knee=knee, seed=seed)
-            fixed_runs = {c: fixed(c, jobs=jobs, knee=knee, seed=seed) for c in range(1, 9)}
+            sim = {"jobs": jobs, "knee": knee, "seed": seed, "tokens": tokens}
+            gate1 = fixed(1, **sim)
+            fixed_runs = {c: fixed(c, **sim) for c in range(1, 9)}
             best_limit = max(fixed_runs, key=lambda c: fixed_runs[c].tokens_per_second)
             best = fixed_runs[best_limit]
-            run, _ = adaptive(max_limit=MAX_LIMIT, jobs=jobs, knee=knee, seed=seed)
+            run, _ = adaptive(max_limit=MAX_LIMIT, **sim)
             settled = run.settled or 0
             steady = run.tokens_per_second_between(settled, settled + 200)
             rows.append(
@@ -194,6 +196,9 @@ def main() -> None:
     parser.add_argument(
         "--jobs", type=int, default=400, help="jobs per gate (default: %(default)r)"
     )
+    parser.add_argument(
+        "--tokens", type=int, default=100, help="simulated reply length (default: %(default)r)"
+    )
     parser.add_argument("--url", help="a real OpenAI-compatible server instead of the simulation")
     parser.add_argument(
         "--gates", default="1,2,4,8", help="fixed gates run against --url (default: %(default)s)"
@@ -202,7 +207,7 @@ def main() -> None:
     if args.url:
         real(args.url, args.jobs, args.runs, [int(g) for g in args.gates.split(",")])
     else:
-        simulated(args.runs, args.jobs)
+        simulated(args.runs, args.jobs, args.tokens)
 
 
 if __name__ == "__main__":

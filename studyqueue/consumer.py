@@ -33,7 +33,7 @@ from typing import Any, ParamSpec, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, close_old_connections, connections
 
-from studyqueue import gate_limits, presence, queue
+from studyqueue import gate_limits, gate_reclaim, presence, queue
 from studyqueue.conf import conf, gate_is_auto
 from studyqueue.known_pauses import KnownPauses
 from studyqueue.models import ErrorCode, StudyQuestionJob
@@ -135,6 +135,8 @@ class Consumer:
             run_db=self.gate_db,
             db=self.database,
             controller=GateController(max_limit=conf.GATE_MAX_PERMITS) if auto else None,
+            holder=self.worker_id,  # PostgreSQL: a stuck holder's slot can be reclaimed
+            reclaim=gate_reclaim.reclaim_stuck_slots,
         )
         self._gate_synced_at = 0.0
         self.ctx = WorkContext(
@@ -241,7 +243,7 @@ class Consumer:
         gate = self.gate
         if gate.controller is None:
             return
-        moved = gate.synced_limit is not None and gate.limit != gate.synced_limit
+        moved = gate.synced_limit is not None and gate.shared_limit != gate.synced_limit
         if not moved and time.monotonic() - self._gate_synced_at < GATE_SYNC_SECONDS:
             return
         self._gate_synced_at = time.monotonic()
@@ -253,7 +255,7 @@ class Consumer:
             limit = await self.claims_db(
                 gate_limits.sync,
                 gate.endpoint,
-                limit=gate.limit,
+                limit=gate.shared_limit,  # not capped by this consumer's GATE_MAX_PERMITS
                 rates=dict(gate.controller.rates),
                 changed_from=gate.synced_limit if moved else None,
                 reason=gate.last_reason,

@@ -1,6 +1,7 @@
 """The adaptive gate's limit per endpoint in the database (``GateLimit``): one number every
 consumer of the endpoint shares, the tokens/s measured at each limit, and the last good
-value a restarted consumer starts from."""
+value a restarted consumer starts from. An endpoint is named by its normalised URL
+(``services.gate.endpoint_name``; migration 0018 renamed rows stored under other spellings)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,18 @@ from django.utils import timezone
 from studyqueue import queue
 from studyqueue.columns import fit
 from studyqueue.models import GateLimit
+from studyqueue.services.gate import endpoint_name
+
+
+def _name(endpoint: str) -> str:
+    """The stored name of ``endpoint``: its normalised URL (``gate.endpoint_name``), so that
+    every spelling of one server shares one row."""
+    return fit(GateLimit, "endpoint", endpoint_name(endpoint))
 
 
 def load(endpoint: str) -> GateLimit | None:
     """The stored limit of ``endpoint`` (None: no consumer found one yet)."""
-    endpoint = fit(GateLimit, "endpoint", endpoint)
+    endpoint = _name(endpoint)
     return GateLimit.objects.using(queue.database()).filter(endpoint=endpoint).first()
 
 
@@ -36,7 +44,7 @@ def sync(
     The tokens/s it measured are merged in either way.
     """
     db = queue.database()
-    endpoint = fit(GateLimit, "endpoint", endpoint)
+    endpoint = _name(endpoint)
     measured = {str(k): round(v, 2) for k, v in rates.items()}
     with transaction.atomic(using=db):
         row = GateLimit.objects.using(db).select_for_update().filter(endpoint=endpoint).first()
@@ -53,7 +61,9 @@ def sync(
         if changed_from is not None and row.limit == changed_from and limit != row.limit:
             row.limit, row.reason, row.changed_at = limit, reason, timezone.now()
             fields += ["limit", "reason", "changed_at"]
-        row.rates = {**row.rates, **measured}
+        # Stored rates that are not an object (a hand edit, a bad restore) are unknown.
+        kept = row.rates if isinstance(row.rates, dict) else {}
+        row.rates = {**kept, **measured}
         row.save(update_fields=fields)
         return row.limit
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -855,7 +856,13 @@ class GateLimit(models.Model):
     ``studyqueue.gate_limits``."""
 
     endpoint = models.CharField(
-        _("endpoint"), max_length=500, unique=True, help_text=_("Credentials redacted.")
+        _("endpoint"),
+        max_length=500,
+        unique=True,
+        help_text=_(
+            "The LLM server's URL, normalised: one row per server however its URL is "
+            "written, never with credentials."
+        ),
     )
     limit = models.PositiveIntegerField(_("limit"), help_text=_("Concurrent calls allowed now."))
     rates = models.JSONField(
@@ -877,10 +884,14 @@ class GateLimit(models.Model):
 
     def measured(self) -> list[tuple[int, float]]:
         """``(limit, tokens/s)`` pairs in the order of the limit."""
+        if not isinstance(self.rates, dict):
+            return []  # a hand edit or a bad restore (a list, a number): nothing measured
         pairs = []
         for key, value in self.rates.items():
             try:
-                pairs.append((int(key), float(value)))
-            except (TypeError, ValueError):
+                pair = (int(key), float(value))
+            except (TypeError, ValueError, OverflowError):
                 continue  # hand-edited garbage: not shown
+            if math.isfinite(pair[1]):
+                pairs.append(pair)
         return sorted(pairs)

@@ -23,7 +23,8 @@ Attempts are counted by the claim. Everything in the README's failure table foll
   reached the server (as often as it takes: it costs the server nothing), or while the job's
   ``free_releases`` in a row are below ``MAX_FREE_RELEASES``; past that the failure counts
   (``queue.fail``), so a job makes at most ``(MAX_FREE_RELEASES + 1) x max_attempts`` calls
-  whatever a server does;
+  whatever a server does. A wait at the gate that timed out counts like a call that reached
+  the server (``gate_timeout_is_free``): as many waits at most, whoever holds the slot;
 - one backoff formula, ``Backoff``, for a job's retries (``BACKOFF_*``) and the breaker's
   pauses (``BREAKER_*``); the server's Retry-After, when usable, replaces the formula within
   the same bounds;
@@ -147,6 +148,12 @@ class RetryStrategy:
         """Whether handing the job back keeps its attempt: always when the call never reached
         the server; else while ``free_releases`` in a row stay below the limit."""
         return not reached_server or free_releases < self.max_free_releases
+
+    def gate_timeout_is_free(self, *, free_releases: int) -> bool:
+        """Whether a job that found no gate slot within ``GATE_TIMEOUT_SECONDS`` keeps its
+        attempt: counted like a hand-back after a call that reached the server, so that a
+        slot nobody gives back (a stuck consumer) cannot hand jobs back forever."""
+        return self.release_is_free(free_releases=free_releases, reached_server=True)
 
     def breaker_pause(self, failures: int, retry_after: float | None = None) -> float:
         """The breaker's pause after ``failures`` server-wide failures in a row: the server's

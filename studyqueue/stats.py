@@ -34,6 +34,7 @@ from studyqueue.models import (
 )
 from studyqueue.outdated import Basis, basis
 from studyqueue.presence import ConsumerState, consumer_states
+from studyqueue.services.gate import endpoint_name
 
 Job = StudyQuestionJob
 WINDOW = timedelta(hours=24)
@@ -138,7 +139,9 @@ class DashboardStats:
         permits, or no consumer of its endpoint has stored one yet)."""
         if consumer.record.gate_permits != AUTO:
             return None
-        return next((g for g in self.gate_limits if g.endpoint == consumer.record.llm_url), None)
+        # Its URL as the gate names it: the row of every spelling of its server.
+        endpoint = endpoint_name(consumer.record.llm_url)
+        return next((g for g in self.gate_limits if g.endpoint == endpoint), None)
 
     def gate_limit_of(self, consumer: ConsumerState) -> int | None:
         """The concurrent calls a consumer's gate allows now: the stored limit its endpoint's

@@ -9,16 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
+from studyqueue import gate_limits
 from studyqueue.admin.common import GuardedInputAdmin
 from studyqueue.conf import AUTO
-from studyqueue.models import GateLimit, QueueConsumer
+from studyqueue.models import QueueConsumer
 from studyqueue.presence import Liveness, state_of
 
 STATE_COLOURS = {
@@ -83,17 +84,13 @@ class QueueConsumerAdmin(GuardedInputAdmin):
     def model_shown(self, record: QueueConsumer) -> str:
         return record.model or gettext("server default")
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
-        # An auto gate follows its endpoint's stored limit, which moves between the
-        # consumer's reports: read it, as the dashboard does, in the same query.
-        shared = GateLimit.objects.filter(endpoint=OuterRef("llm_url")).values("limit")[:1]
-        return super().get_queryset(request).annotate(shared_limit=Subquery(shared))
-
     @admin.display(description=_("gate"))
     def gate(self, record: QueueConsumer) -> str:
-        limit = record.gate_limit
-        if record.gate_permits == AUTO and getattr(record, "shared_limit", None) is not None:
-            limit = record.shared_limit  # type: ignore[attr-defined]
+        # An auto gate follows its server's stored limit, which moves between the
+        # consumer's reports: read it, as the dashboard does (a query per auto row; a day's
+        # consumers are few).
+        shared = gate_limits.load(record.llm_url) if record.gate_permits == AUTO else None
+        limit = shared.limit if shared is not None else record.gate_limit
         if limit is None or str(limit) == record.gate_permits:
             return record.gate_permits or "-"
         return gettext("%(permits)s: limit %(limit)s") % {

@@ -22,7 +22,8 @@ With one permit calls run one at a time anyway, and nothing waits.
 
 Adaptive (``GATE_PERMITS=auto``): given a ``GateController``, the gate numbers
 ``max_limit`` slots but lets callers take only those below the controller's current
-``limit`` (so on PostgreSQL a slot at or above the limit is taken by no process), tells it
+``limit`` (so on PostgreSQL a slot at or above the limit is taken by no process) and below
+its own ``max_limit`` (a consumer's maximum bounds its own calls, not the shared limit), tells it
 how many calls it holds, and hands it each call's outcome (``record``, ``record_loss``).
 
 Usage::
@@ -40,12 +41,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
+import math
+import re
 import time
 import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import ParamSpec, Protocol, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from django.db import DatabaseError, connections
 
@@ -67,6 +72,12 @@ WARM_IDLE_SECONDS = 60.0
 # request is written in milliseconds; a slow connect only delays the giver's storing.
 HANDOVER_WAIT_SECONDS = 0.5
 
+# A caller that has waited this long (or half its timeout, if shorter) for a slot held by
+# another session asks ``reclaim`` whether its holder is stuck; a gate asks at most this
+# often. A live holder gives its slot back within one call; a stuck one is reclaimed only
+# past the stall bound, so asking sooner or more often would only cost queries.
+RECLAIM_CHECK_SECONDS = 1.0
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -78,6 +89,11 @@ class RunDB(Protocol):
     def __call__(
         self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
     ) -> Awaitable[T]: ...
+
+
+# ``reclaim(db, endpoint, {slot: lock key})``, run on the gate's connection: frees the slots
+# among these whose holder is proven stuck (``studyqueue.gate_reclaim``); how many it freed.
+Reclaim = Callable[[str, str, dict[int, int]], int]
 
 
 class GateTimeout(StudyQueueError):
@@ -93,14 +109,70 @@ class _Warmth:
         self.last_seen = time.monotonic()
 
 
+# Hosts that name this machine: ``localhost`` and ``127.0.0.1`` reach the same server.
+_LOOPBACK_NAMES = {"localhost": "127.0.0.1"}
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# The user info of a URL's authority (up to its last "@"): dropped before anything else, so
+# that a URL whose credentials do not parse (or were redacted to ``[redacted]``) names the
+# same gate as the URL without them, and no credential ever reaches a name.
+_USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/?#]*@", re.IGNORECASE)
+
+
+def endpoint_name(url: str) -> str:
+    """The name of the gate (its advisory locks, its ``GateLimit``) for a server at ``url``:
+    one name per server however its URL is written. Scheme and host lower case,
+    ``localhost`` as ``127.0.0.1``, the scheme's default port dropped, no trailing slash, no
+    credentials (they would show in logs and on the dashboard), query or fragment. A URL that
+    does not parse is returned without credentials and trailing slash."""
+    url = _USERINFO.sub(r"\1", url.strip())
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return url.rstrip("/")
+    if not host:
+        return url.rstrip("/")
+    scheme = parts.scheme.lower()
+    host = _LOOPBACK_NAMES.get(host, host)  # ``hostname`` is already lower case
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 address
+    if port is not None and port != _DEFAULT_PORTS.get(scheme):
+        host = f"{host}:{port}"
+    return urlunsplit((scheme, host, parts.path.rstrip("/"), "", ""))
+
+
 def lock_key(endpoint: str, slot: int) -> int:
     """The second int of a slot's advisory lock key: endpoint hash and slot number."""
     return ((zlib.crc32(endpoint.encode()) & 0x7FFF) << 16 | slot) & 0x7FFFFFFF
 
 
-def _try_lock(db: str, key: int) -> bool:
+# PostgreSQL keeps an application_name to NAMEDATALEN - 1 bytes.
+_APPLICATION_NAME_BYTES = 63
+_TAG_PREFIX = "studyqueue-gate "
+
+
+def holder_tag(worker_id: str) -> str:
+    """The ``application_name`` a consumer's gate session carries while it takes slots: how
+    another consumer finds, in ``pg_stat_activity``, whose session holds a slot. A worker id
+    too long for it is named by a hash (compared the same way, never truncated: a cut id
+    could name another consumer)."""
+    tag = _TAG_PREFIX + worker_id
+    if len(tag.encode()) <= _APPLICATION_NAME_BYTES:
+        return tag
+    return f"{_TAG_PREFIX}#{hashlib.sha256(worker_id.encode()).hexdigest()[:32]}"
+
+
+def _try_lock(db: str, key: int, tag: str = "") -> bool:
     with connections[db].cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, key])
+        if tag:
+            # The same round trip names the session for ``pg_stat_activity`` (again after a
+            # reconnect): the holder a reclaim looks for (``reclaim``).
+            cursor.execute(
+                "SELECT pg_try_advisory_lock(%s, %s), set_config('application_name', %s, false)",
+                [LOCK_NAMESPACE, key, tag],
+            )
+        else:
+            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, key])
         return bool(cursor.fetchone()[0])
 
 
@@ -127,12 +199,14 @@ class LLMGate:
         db: str = "default",
         idle_seconds: float = WARM_IDLE_SECONDS,
         controller: GateController | None = None,
+        holder: str = "",
+        reclaim: Reclaim | None = None,
     ) -> None:
         if controller is not None:
             permits = controller.max_limit
         if permits < 1:
             raise ValueError("a gate needs at least one permit")
-        self.endpoint = endpoint
+        self.endpoint = endpoint_name(endpoint)
         self.permits = permits  # slots numbered 0 .. permits - 1
         self.controller = controller
         self.synced_limit: int | None = None  # the limit last agreed with the database
@@ -149,6 +223,11 @@ class LLMGate:
         # Whether slots are advisory locks too, fixed by the database's engine: read once
         # (on the event loop, ``connections[db]`` builds a connection object per task).
         self._locks = connections[db].vendor == "postgresql"
+        # PostgreSQL: the session that takes slots says whose it is (``holder_tag``), and a
+        # caller kept waiting by another session may reclaim a stuck holder's slot.
+        self._tag = holder_tag(holder) if holder else ""
+        self._reclaim = reclaim if self._locks else None
+        self._reclaim_checked_at = -math.inf
 
     @property
     def free_slots(self) -> int:
@@ -157,7 +236,14 @@ class LLMGate:
 
     @property
     def limit(self) -> int:
-        """Slots callers may take now: ``permits``, or the controller's limit."""
+        """Slots callers may take now: ``permits``, or the controller's limit within this
+        consumer's ``GATE_MAX_PERMITS`` (``GateController.allowed``)."""
+        return self.permits if self.controller is None else self.controller.allowed
+
+    @property
+    def shared_limit(self) -> int:
+        """The endpoint's limit as every consumer shares it (``GateLimit``): ``limit``, or
+        the controller's, which another consumer's larger maximum may set above ours."""
         return self.permits if self.controller is None else self.controller.limit
 
     @property
@@ -288,12 +374,15 @@ class LLMGate:
         Waits for a hand-over from a caller of this gate; a slot held by another
         process is polled for with a growing pause.
         """
-        deadline = time.monotonic() + self.timeout
+        started = time.monotonic()
+        deadline = started + self.timeout
         pause = 0.01
         while True:
             slot = await self._try_take()
             if slot is not None:
                 return slot
+            if time.monotonic() - started >= min(RECLAIM_CHECK_SECONDS, self.timeout / 2):
+                await self._check_stuck()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise GateTimeout(
@@ -304,6 +393,25 @@ class LLMGate:
             if slot is not None:
                 return slot
             pause = min(pause * 2, 0.25)
+
+    async def _check_stuck(self) -> None:
+        """Ask ``reclaim`` about the slots below the limit that another session holds (at
+        most every ``RECLAIM_CHECK_SECONDS`` per gate); a freed slot is taken next."""
+        now = time.monotonic()
+        if self._reclaim is None or now - self._reclaim_checked_at < RECLAIM_CHECK_SECONDS:
+            return
+        if self.held >= self.limit:
+            return  # this process's own calls fill the limit: a hand-over comes
+        self._reclaim_checked_at = now
+        others = {s: lock_key(self.endpoint, s) for s in sorted(self._free) if s < self.limit}
+        if not others:
+            return
+        try:
+            await self._run_db(self._reclaim, self._db, self.endpoint, others)
+        except DatabaseError as exc:
+            logger.warning(
+                "study_gate_reclaim_failed endpoint=%s error=%s", self.endpoint, type(exc).__name__
+            )
 
     async def _try_take(self) -> int | None:
         for slot in sorted(self._free):
@@ -328,7 +436,7 @@ class LLMGate:
         if not self._locks:
             return True
         key = lock_key(self.endpoint, slot)
-        attempt = asyncio.ensure_future(self._run_db(_try_lock, self._db, key))
+        attempt = asyncio.ensure_future(self._run_db(_try_lock, self._db, key, self._tag))
         try:
             return bool(await asyncio.shield(attempt))
         except asyncio.CancelledError:

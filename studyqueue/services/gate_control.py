@@ -123,7 +123,9 @@ def _margin(a: WindowStats, b: WindowStats) -> float:
 
 
 class GateController:
-    """The limit of one endpoint between 1 and ``max_limit``; see the module."""
+    """The limit of one endpoint, found between 1 and ``max_limit``; see the module. A
+    limit another consumer set above ``max_limit`` stays the endpoint's: this consumer
+    only lets ``allowed`` calls through."""
 
     def __init__(
         self,
@@ -161,21 +163,39 @@ class GateController:
 
     @property
     def limit(self) -> int:
+        """The endpoint's limit, shared by every consumer (may exceed ``max_limit``)."""
         return self._limit
+
+    @property
+    def allowed(self) -> int:
+        """The calls this consumer's gate lets through: the limit, within its own
+        ``max_limit`` (another consumer's larger maximum is no reason to lower the limit)."""
+        return min(self._limit, self.max_limit)
+
+    @property
+    def capped(self) -> bool:
+        """The shared limit is above this consumer's maximum: it cannot measure there."""
+        return self._limit > self.max_limit
 
     @property
     def window_calls(self) -> int:
         """Calls the window under way needs (more when its calls' speeds spread)."""
-        least = max(self.min_window, 2 * self._limit)
-        speeds = self._window.speeds
-        if len(speeds) < least:
-            return least
+        if len(self._window.speeds) < self._least_calls:
+            return self._least_calls
+        return self._calls_wanted()
+
+    @property
+    def _least_calls(self) -> int:
+        return max(self.min_window, 2 * self.allowed)
+
+    def _calls_wanted(self) -> int:
+        """The calls the window's spread so far asks for (``TARGET_NOISE``), within bounds."""
         wanted = math.ceil((self._window.spread() / TARGET_NOISE) ** 2)
-        return max(least, min(MAX_WINDOW_CALLS, wanted))
+        return max(self._least_calls, min(MAX_WINDOW_CALLS, wanted))
 
     def in_flight(self, calls: int) -> None:
         """The gate now holds ``calls`` calls."""
-        self._window.advance(self._clock(), self._limit)
+        self._window.advance(self._clock(), self.allowed)
         self._window.in_flight = self._in_flight = calls
 
     def sample(self, *, tokens: int | None, seconds: float) -> Change | None:
@@ -190,15 +210,21 @@ class GateController:
         window.tokens += tokens
         window.seconds += seconds
         window.speeds.append(tokens / seconds)
-        if now - window.start < self.min_window_seconds:
+        if self.allowed > 1 and now - window.start < self.min_window_seconds:
+            # Calls side by side join a batching server's slices at their edges: a window
+            # spans several. One call at a time has no slices to span.
             return None
-        window.advance(now, self._limit)
-        stats, full = window.stats(now, self._limit)
-        if len(window.speeds) < self.window_calls and not self._pays(stats, full):
+        window.advance(now, self.allowed)
+        stats, full = window.stats(now, self.allowed)
+        if len(window.speeds) < self.window_calls and not self._judged_early(stats, full):
             return None
         self._new_window(now)
         if full < FULL_SHARE:
             return None  # the backlog did not fill the gate: this says nothing of more
+        if self.capped:
+            # Measured at its own maximum, below the shared limit: what it would decide
+            # (step back to at most its maximum) is for consumers that reach the limit.
+            return None
         self.rates[self._limit] = stats.rate
         return self._judge(stats)
 
@@ -212,8 +238,10 @@ class GateController:
         return self._move(max(1, self._limit // 2), Reason.LOSS, now)
 
     def adopt(self, limit: int) -> Change | None:
-        """Another consumer set the endpoint's limit: follow it, and measure afresh."""
-        limit = min(max(limit, 1), self.max_limit)
+        """Another consumer set the endpoint's limit: follow it, and measure afresh. A limit
+        above ``max_limit`` is kept as the shared one; this consumer's calls stay within
+        ``max_limit`` (``allowed``)."""
+        limit = max(limit, 1)
         if limit == self._limit:
             return None
         self._hold()
@@ -227,14 +255,28 @@ class GateController:
             return None
         return Change(change.old, change.new, Reason.RESTORED, self.rates.get(change.new))
 
-    def _pays(self, stats: WindowStats, full: float) -> bool:
-        """Whether a climb's window, from half its calls on, already beats the climb's
-        best by more than its noise (a doubling that pays shows as ~2x: waiting for the
-        whole window would only spend time at the lower limits)."""
-        if not self._climb or full < FULL_SHARE or len(self._window.speeds) < self.min_window // 2:
+    def _judged_early(self, stats: WindowStats, full: float) -> bool:
+        """Whether a climb's window can be judged before it is whole.
+
+        From half its calls on, a step is judged either way alike: when it beats the climb's
+        best by more than the noise of the two (a doubling that pays shows as ~2x), or falls
+        short of it by as much (more calls that cost tokens/s). Waiting for the whole window
+        would only spend time at a limit already shown not to be the one. A step within the
+        noise of the best (flat) waits for its whole window: judged sooner, a noisy server's
+        flat step and its small real gains look alike, and the climb settles too low.
+        The climb's first window, the yardstick, is judged from half the calls it wants:
+        the windows compared with it carry its noise in their margin, and on a batching
+        server it runs at the worst limit (one call at a time, at the start).
+        """
+        calls = len(self._window.speeds)
+        if full < FULL_SHARE or calls < self.min_window // 2:
             return False
+        if not self._climb:
+            # Holding, the windows' length is the hold's clock: only a climb's first counts.
+            return self._hold_left == 0 and calls >= math.ceil(self._calls_wanted() / 2)
         best = max(self._climb.values(), key=lambda w: w.rate)
-        return stats.rate > best.rate * (1 + _margin(best, stats))
+        margin = _margin(best, stats)
+        return stats.rate > best.rate * (1 + margin) or stats.rate * (1 + margin) < best.rate
 
     def _judge(self, stats: WindowStats) -> Change | None:
         now = self._clock()

@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from studyqueue import queue, retry
-from studyqueue.models import StudyQuestionJob
+from studyqueue.models import ErrorCode, StudyQuestionJob
 from studyqueue.queue import Outcome
 from studyqueue.services.breaker import CircuitBreaker
-from studyqueue.services.gate import LLMGate, RunDB
+from studyqueue.services.gate import GateTimeout, LLMGate, RunDB
 from studyqueue.services.llm import LLMClient, LLMError
 
 logger = logging.getLogger("studyqueue.worker")
@@ -92,3 +92,27 @@ async def handle_llm_error(ctx: WorkContext, job: StudyQuestionJob, error: LLMEr
             error.code,
         )
     return await ctx.db(queue.fail, job, error.code, error.message, retry_after=error.retry_after)
+
+
+async def handle_gate_timeout(
+    ctx: WorkContext, job: StudyQuestionJob, error: GateTimeout
+) -> Outcome:
+    """No gate slot within ``GATE_TIMEOUT_SECONDS``: hand the job back, bounded like any
+    hand-back (``retry.RetryStrategy.gate_timeout_is_free``), then a counted failure
+    (``llm_overloaded``: retried with backoff, and ``failed`` once its attempts are spent)."""
+    message = str(error)
+    if retry.strategy().gate_timeout_is_free(free_releases=job.free_releases):
+        return await ctx.db(
+            queue.release,
+            job,
+            code=ErrorCode.LLM_OVERLOADED,
+            message=message,
+            reached_server=True,  # counted in free_releases
+        )
+    logger.warning(
+        "study_job_release_limit id=%s free_releases=%s error_code=%s reason=gate_timeout",
+        job.pk,
+        job.free_releases,
+        ErrorCode.LLM_OVERLOADED,
+    )
+    return await ctx.db(queue.fail, job, ErrorCode.LLM_OVERLOADED, message)

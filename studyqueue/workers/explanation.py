@@ -16,7 +16,12 @@ from studyqueue.prompts import PromptVersion, build_messages, current_version
 from studyqueue.queue import Outcome
 from studyqueue.services.gate import GateTimeout
 from studyqueue.services.llm import LLMError, LLMReply
-from studyqueue.workers.base import WorkContext, handle_llm_error, hold_back
+from studyqueue.workers.base import (
+    WorkContext,
+    handle_gate_timeout,
+    handle_llm_error,
+    hold_back,
+)
 
 logger = logging.getLogger("studyqueue.worker")
 
@@ -170,7 +175,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
                 return await handle_llm_error(ctx, job, error)
             ctx.gate.record(tokens=reply.completion_tokens, seconds=reply.elapsed_ms / 1000)
     except GateTimeout as exc:
-        return await ctx.db(queue.release, job, code=ErrorCode.LLM_OVERLOADED, message=str(exc))
+        return await handle_gate_timeout(ctx, job, exc)
 
     ctx.breaker.success()
     if reply.truncated:

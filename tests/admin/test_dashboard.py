@@ -216,6 +216,40 @@ def test_a_drain_shows_the_gate_limit_and_job_counts_of_now_not_of_the_last_repo
     assert (row["running"], row["completed (24 h)"]) == ("7", "7")  # 2+4+8 claimed, 1+2+4 done
 
 
+def test_a_consumer_whose_url_is_spelled_otherwise_shows_its_servers_shared_limit(admin_client):
+    from studyqueue.models import GateLimit, QueueConsumer
+
+    now = timezone.now()
+    QueueConsumer.objects.create(
+        worker_id="auto-box:1", host="box", pid=1, started_at=now, seen_at=now,
+        interval_seconds=60, llm_url="http://[redacted]@LocalHost:8080/v1/", gate_permits="auto",
+    )  # fmt: skip
+    GateLimit.objects.create(endpoint="http://127.0.0.1:8080/v1", limit=4, rates={"4": 80.5})
+    html = admin_client.get(DASHBOARD_URL).content.decode()
+    auto_row = html.split('data-worker="auto-box:1"')[1].split("</tr>")[0]
+    assert '<td class="sq-gate">auto: limit 4 (80.5 tokens/s)</td>' in auto_row
+
+
+@pytest.mark.parametrize("rates", [[20.0, 40.0], "80.5", 7])
+def test_a_gate_limit_whose_rates_are_not_an_object_shows_no_measures(admin_client, rates):
+    from studyqueue.models import GateLimit, QueueConsumer
+
+    now = timezone.now()
+    url = "http://127.0.0.1:8080/v1"
+    QueueConsumer.objects.create(
+        worker_id="auto-box:1", host="box", pid=1, started_at=now, seen_at=now,
+        interval_seconds=60, llm_url=url, gate_permits="auto",
+    )  # fmt: skip
+    GateLimit.objects.create(endpoint=url, limit=4)
+    GateLimit.objects.update(rates=rates)  # a hand edit, a bad restore
+    response = admin_client.get(DASHBOARD_URL)
+    assert response.status_code == 200
+    html = response.content.decode()
+    auto_row = html.split('data-worker="auto-box:1"')[1].split("</tr>")[0]
+    assert '<td class="sq-gate">auto: limit 4</td>' in auto_row
+    assert admin_client.get(DATA_URL).status_code == 200
+
+
 def test_the_outdated_tile_counts_against_the_live_consumers_and_notes_doubts(admin_client):
     from studyqueue.prompts import current_version
     from tests.factories import QueueConsumerFactory, StudyQuestionFactory

@@ -138,5 +138,5 @@ def adaptive(max_limit: int = 8, **kwargs: object) -> tuple[Run, GateController]
     """``GATE_PERMITS=auto`` through the same simulation."""
     clock = VirtualClock()
     controller = GateController(max_limit=max_limit, clock=clock)
-    run = simulate(lambda: controller.limit, controller, clock, **kwargs)  # type: ignore[arg-type]
+    run = simulate(lambda: controller.allowed, controller, clock, **kwargs)  # type: ignore[arg-type]
     return run, controller

@@ -11,6 +11,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection, connections
 
 from studyqueue.pg import psycopg_kwargs
+from studyqueue.services import gate as gate_module
 from studyqueue.services.gate import LOCK_NAMESPACE, GateTimeout, LLMGate, lock_key
 from studyqueue.services.gate_control import GateController
 from studyqueue.services.llm import LLMClient, LLMError
@@ -394,3 +395,58 @@ def test_an_adaptive_gate_halves_on_a_refused_connection(db_thread, free_port):
 
     asyncio.run(main())
     assert shared.limit == 2
+
+
+# ---------------------------------------------------------------- one name per server
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/v1",
+        "http://127.0.0.1:9/v1/",
+        "HTTP://LocalHost:9/v1//",
+        "http://user:s3cret@localhost:9/v1",
+        "http://[redacted]@127.0.0.1:9/v1/",
+        "  http://127.0.0.1:9/v1?x=1#f",
+    ],
+)
+def test_every_spelling_of_one_server_names_one_gate(url):
+    assert gate_module.endpoint_name(url) == ENDPOINT
+    assert LLMGate(url, run_db=None).endpoint == ENDPOINT  # type: ignore[arg-type]
+
+
+def test_default_ports_and_other_servers():
+    assert gate_module.endpoint_name("https://Example.COM:443/v1/") == "https://example.com/v1"
+    assert gate_module.endpoint_name("http://example.com:80/v1") == "http://example.com/v1"
+    assert gate_module.endpoint_name("http://example.com:8080/v1") == "http://example.com:8080/v1"
+    assert gate_module.endpoint_name("http://[::1]:9/v1/") == "http://[::1]:9/v1"
+    assert gate_module.endpoint_name("http://127.0.0.1:9/v2") != ENDPOINT
+    assert gate_module.endpoint_name("http://127.0.0.1:10/v1") != ENDPOINT
+    # Credentials never reach a name, even in a URL that does not parse.
+    assert "s3cret" not in gate_module.endpoint_name("http://u:s3cret@[::1/v1")
+
+
+@pytest.mark.postgres
+def test_two_spellings_of_one_url_share_the_slots_across_sessions(db_thread):
+    other_pool = ThreadPoolExecutor(max_workers=1)  # a second consumer's gate connection
+
+    async def other_db(fn, *args):  # type: ignore[no-untyped-def]
+        return await sync_to_async(fn, thread_sensitive=False, executor=other_pool)(*args)
+
+    first = gate(db_thread, endpoint="http://127.0.0.1:9/v1")
+    second = gate(other_db, endpoint="http://localhost:9/v1/", timeout=0.3)
+
+    async def main() -> None:
+        async with first.slot():
+            with pytest.raises(GateTimeout):
+                async with second.slot():
+                    pass
+        async with second.slot():
+            pass
+
+    try:
+        asyncio.run(main())
+    finally:
+        other_pool.submit(connections.close_all).result()
+        other_pool.shutdown()

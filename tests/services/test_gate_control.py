@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -89,17 +91,33 @@ def test_a_window_grows_with_the_spread_of_its_calls_and_lasts_a_minimum_time():
         clock.now += 1.0
         controller.sample(tokens=10 if n % 2 else 30, seconds=1.0)
     assert controller.window_calls == MAX_WINDOW_CALLS
+    # Two calls side by side (a batching server's slices): a window lasts the minimum time.
+    quick = GateController(
+        max_limit=8, limit=2, clock=clock, min_window_seconds=3.0, hold_windows=0
+    )
+    quick.in_flight(2)
     start = clock.now
-    quick = GateController(max_limit=8, clock=clock, min_window_seconds=3.0)
-    quick.in_flight(1)
-    for _ in range(8):  # steady calls, but 8 of them in 0.8 s: shorter than the minimum
-        clock.now += 0.1
+    for _ in range(16):  # steady calls, but 16 of them in 0.8 s: shorter than the minimum
+        clock.now += 0.05
         assert quick.sample(tokens=10, seconds=0.1) is None
-    assert quick.limit == 1
-    while quick.limit == 1:
-        clock.now += 0.1
+    assert quick.limit == 2
+    while quick.limit == 2:
+        clock.now += 0.05
         quick.sample(tokens=10, seconds=0.1)
     assert clock.now - start >= 3.0
+
+
+def test_one_call_at_a_time_needs_no_minimum_time():
+    """Alone, a call's speed depends on no batching slice: the first window at one call at a
+    time (the worst limit on a batching server) ends on its calls, not on the clock."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock, min_window_seconds=3.0)
+    controller.in_flight(1)
+    for _ in range(controller.min_window // 2):
+        clock.now += 0.1
+        change = controller.sample(tokens=10, seconds=0.1)
+    assert change is not None and (change.old, change.new) == (1, 2)
+    assert clock.now < 1.0
 
 
 def test_a_loss_halves_once_per_overload():
@@ -143,7 +161,25 @@ def test_adopt_follows_another_consumer_and_measures_afresh():
     change = controller.adopt(6)
     assert change is not None and (change.old, change.new, change.reason) == (1, 6, Reason.SHARED)
     assert controller.adopt(6) is None
-    assert controller.adopt(99).new == 8  # type: ignore[union-attr]
+    # Another consumer's larger maximum: kept as the shared limit, this one calls 8 at most.
+    assert controller.adopt(99).new == 99  # type: ignore[union-attr]
+    assert (controller.limit, controller.allowed) == (99, 8)
+
+
+def test_a_consumer_below_the_shared_limit_never_moves_it_by_its_own_maximum():
+    """GATE_MAX_PERMITS bounds this consumer's calls; the shared limit stays another's."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=2, clock=clock, hold_windows=0)
+    change = controller.restore(8, {8: 160.0})
+    assert change is not None and (change.new, change.reason) == (8, Reason.RESTORED)
+    assert (controller.limit, controller.allowed, controller.capped) == (8, 2, True)
+    for _ in range(30):  # full windows at its own maximum, flat or not: nothing to judge
+        assert _window(controller, clock, speed=20.0) is None
+        assert _window(controller, clock, speed=5.0) is None
+    assert controller.limit == 8 and controller.window_calls == 8
+    # A loss is the server's, whoever sees it: the shared limit halves.
+    assert controller.loss().new == 4  # type: ignore[union-attr]
+    assert controller.allowed == 2
 
 
 def test_calls_that_began_under_another_limit_are_not_counted():
@@ -197,3 +233,57 @@ def test_any_knee_and_noise_ends_near_the_best_fixed_gate(knee, noise, seed, max
         for c in range(1, max_limit + 1)
     )
     assert run.tokens_per_second_between(300, jobs) >= 0.8 * best
+
+
+def _calls_until_change(controller: GateController, clock: VirtualClock, *, speed: float) -> int:
+    """Calls at the current limit, each ``speed`` tokens/s, until the limit moves."""
+    seconds = 100 / speed
+    limit = controller.limit
+    controller.in_flight(limit)
+    clock.now += seconds  # the first calls at this limit, all started after it was set
+    for calls in range(1, 1000):
+        clock.now += seconds / limit
+        if controller.sample(tokens=100, seconds=seconds) is not None:
+            return calls
+    raise AssertionError("the limit never moved")
+
+
+def test_a_step_is_judged_from_half_its_calls_whether_it_pays_or_not():
+    """A step that clearly pays and one that clearly costs tokens/s end as soon alike (from
+    half the least window), instead of the second waiting for its whole window."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    _window(controller, clock, speed=20.0)  # 1: 20 tokens/s
+    assert _calls_until_change(controller, clock, speed=20.0) == 4  # 2: 40, it pays
+    assert controller.limit == 4
+    assert controller.window_calls == 8
+    # 4: 4 x 2.5 = 10 tokens/s, clearly worse than 40: judged as soon as a paying one.
+    assert _calls_until_change(controller, clock, speed=2.5) == 4
+    assert controller.limit == 8  # one more step to be sure (the look-ahead)
+
+
+def test_the_first_window_of_a_climb_is_judged_from_half_the_calls_it_wants():
+    """The yardstick at one call at a time (the worst limit on a batching server) no longer
+    waits for its whole window: half of what its spread asks for."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    controller.in_flight(1)
+    calls = 0
+    while controller.limit == 1:  # speeds 10 and 30: a spread of 0.5, 48 calls wanted
+        calls += 1
+        clock.now += 1.0
+        controller.sample(tokens=10 if calls % 2 else 30, seconds=1.0)
+    assert calls == MAX_WINDOW_CALLS // 2
+
+
+@pytest.mark.parametrize("tokens", [100, 5])  # replies of 5 s alone, and of 0.25 s
+def test_over_a_short_backlog_auto_comes_near_the_best_fixed_gate(tokens):
+    """240 jobs against a server that serves 4 at once, the ramp from one call included:
+    the median over seeds of the whole run reaches 0.85 of the best fixed gate."""
+    ratios = []
+    for seed in range(7):
+        sim = {"jobs": 240, "knee": 4, "seed": seed, "tokens": tokens}
+        best = max(fixed(c, **sim).tokens_per_second for c in range(1, 9))
+        run, _ = adaptive(**sim)
+        ratios.append(run.tokens_per_second / best)
+    assert statistics.median(ratios) >= 0.85

@@ -11,7 +11,7 @@ metadata (tokens, timings) is read through the revision that completed the job.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import connections
@@ -20,7 +20,7 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from studyqueue import gate_limits, queue, review
-from studyqueue.conf import conf
+from studyqueue.conf import AUTO, conf
 from studyqueue.models import (
     ACTIVE_STATUSES,
     ErrorCode,
@@ -34,6 +34,7 @@ from studyqueue.models import (
 )
 from studyqueue.outdated import Basis, basis
 from studyqueue.presence import ConsumerState, consumer_states
+from studyqueue.services.gate import endpoint_name
 
 Job = StudyQuestionJob
 WINDOW = timedelta(hours=24)
@@ -108,6 +109,9 @@ class DashboardStats:
     tokens: TokenTotals
     gate_limits: list[GateLimit]  # GATE_PERMITS=auto: each endpoint's limit and tokens/s
     completed_recently: int = 0  # jobs completed over the last RATE_WINDOW
+    # Per worker id, from the jobs table now (a consumer's own counts are a cycle old).
+    running_by_worker: dict[str, int] = field(default_factory=dict)  # processing jobs
+    completed_by_worker: dict[str, int] = field(default_factory=dict)  # completed in WINDOW
 
     @property
     def live_consumers(self) -> list[ConsumerState]:
@@ -130,10 +134,28 @@ class DashboardStats:
             return None
         return timedelta(hours=self.backlog / self.completed_per_hour)
 
+    def shared_limit(self, consumer: ConsumerState) -> GateLimit | None:
+        """The stored limit a ``GATE_PERMITS=auto`` consumer's gate follows (None: fixed
+        permits, or no consumer of its endpoint has stored one yet)."""
+        if consumer.record.gate_permits != AUTO:
+            return None
+        # Its URL as the gate names it: the row of every spelling of its server.
+        endpoint = endpoint_name(consumer.record.llm_url)
+        return next((g for g in self.gate_limits if g.endpoint == endpoint), None)
+
+    def gate_limit_of(self, consumer: ConsumerState) -> int | None:
+        """The concurrent calls a consumer's gate allows now: the stored limit its endpoint's
+        gates share (the adaptive gate writes it as it moves), else what the consumer last
+        reported (fixed permits do not move)."""
+        shared = self.shared_limit(consumer)
+        return shared.limit if shared is not None else consumer.record.gate_limit
+
     @property
     def live_gate_limits(self) -> list[int]:
-        """The concurrent calls the live consumers' gates allow now (each distinct once)."""
-        return sorted({c.record.gate_limit for c in self.live_consumers if c.record.gate_limit})
+        """The concurrent calls the live consumers' gates allow now (each distinct once):
+        the same numbers as the limits panel and the consumer rows."""
+        limits = (self.gate_limit_of(c) for c in self.live_consumers)
+        return sorted({n for n in limits if n})
 
     @property
     def llm_unreachable_since(self) -> datetime | None:
@@ -215,6 +237,29 @@ def oldest_pending() -> datetime | None:
 def completed_since(since: datetime) -> int:
     """Jobs completed since ``since`` (the ``completed_at`` index)."""
     return jobs().filter(completed_at__gte=since, status=JobStatus.COMPLETED).count()
+
+
+def by_worker(now: datetime, workers: list[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Per worker id: its processing jobs (the partial index of processing jobs), and the
+    jobs it completed in the last 24 hours (the ``completed_at`` index)."""
+    if not workers:
+        return {}, {}
+    running = (
+        jobs()
+        .filter(status=JobStatus.PROCESSING, worker_id__in=workers)
+        .values("worker_id")
+        .annotate(n=Count("id"))
+    )
+    completed = (
+        recent(now)
+        .filter(status=JobStatus.COMPLETED, worker_id__in=workers)
+        .values("worker_id")
+        .annotate(n=Count("id"))
+    )
+    return (
+        {row["worker_id"]: row["n"] for row in running},
+        {row["worker_id"]: row["n"] for row in completed},
+    )
 
 
 def stale_count(now: datetime) -> int:
@@ -350,6 +395,7 @@ def collect(now: datetime | None = None) -> DashboardStats:
     consumers = consumer_states(now)
     against = basis(consumers)
     outdated, needs_review, needs_review_flagged = explanations(against.versions)
+    running, completed = by_worker(now, [c.record.worker_id for c in consumers])
     return DashboardStats(
         now=now,
         active=active_counts(),
@@ -369,4 +415,6 @@ def collect(now: datetime | None = None) -> DashboardStats:
         tokens=tokens(now),
         gate_limits=gate_limits.all_limits(),
         completed_recently=completed_since(now - RATE_WINDOW),
+        running_by_worker=running,
+        completed_by_worker=completed,
     )

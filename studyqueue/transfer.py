@@ -81,6 +81,21 @@ class Row:
 class Parsed:
     rows: list[Row] = field(default_factory=list)
     errors: list[tuple[int, str]] = field(default_factory=list)  # (line, reason)
+    warnings: list[tuple[int, str]] = field(default_factory=list)  # (line, note): not fatal
+
+
+@dataclass(frozen=True)
+class _UnknownColumns:
+    """The CSV header names columns no question has: said once, for the header; the rows
+    are read without them."""
+
+    names: list[str]
+
+    def __str__(self) -> str:
+        return _("unknown column(s) %(names)s in the CSV header, not read (known: %(known)s)") % {
+            "names": ", ".join(map(_shown, self.names)),
+            "known": ", ".join(FIELDS),
+        }
 
 
 class FileError(ValueError):
@@ -265,6 +280,9 @@ def _csv_records(lines: _Lines) -> Iterator[tuple[int, Any]]:
     reader = csv.reader(lines, strict=True)
     header = _csv_header(reader, lines)
     lines.columns = len(header)  # from here on, _Lines keeps each record's lines
+    unknown = [name for name in header if name and name not in FIELDS]
+    if unknown:
+        yield lines.number, _UnknownColumns(unknown)
     while True:
         start = lines.mark()
         try:
@@ -298,7 +316,7 @@ def _csv_records(lines: _Lines) -> Iterator[tuple[int, Any]]:
             {
                 name: value
                 for name, value in zip(header, fields, strict=False)
-                if name or value.strip()
+                if (name or value.strip()) and name not in unknown
             },
         )
 
@@ -487,6 +505,9 @@ def parse(stream: IO[str], fmt: str) -> Parsed:
     parsed = Parsed()
     seen: dict[str, int] = {}
     for number, record in _records(stream, fmt):
+        if isinstance(record, _UnknownColumns):
+            parsed.warnings.append((number, str(record)))
+            continue
         try:
             row = _row(number, record, fmt)
         except ValueError as exc:

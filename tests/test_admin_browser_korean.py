@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import re
 import socket
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
-from django.utils import translation
+from django.utils import timezone, translation
 from django.utils.translation import gettext
 
-from studyqueue import prompts, revisions
+from studyqueue import gate_limits, prompts, revisions
+from studyqueue.models import JobAttempt
 from tests.factories import (
     ExplanationRevisionFactory,
+    QueueConsumerFactory,
     StudyQuestionFactory,
     StudyQuestionJobFactory,
 )
@@ -171,3 +174,93 @@ def test_review_keys_work_in_hangul_mode_and_with_caps_lock(site, page):  # noqa
     statuses = [ExplanationRevision.objects.get(pk=r.pk).review_status for r in judged]
     assert statuses == ["approved", "approved", "edited"]
     assert StudyQuestion.objects.get(pk=third.pk).explanation == "정답은 파리. a r e j k ㅁ ㄱ"
+
+
+# Of each element, the lines its text takes (the distinct tops of its text's boxes): a
+# badge's padding or a nested span does not count as a line of its own.
+LINES_JS = """sel => [...document.querySelectorAll(sel)].map(el => {
+    const tops = new Set();
+    const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    while (walk.nextNode()) {
+        if (!walk.currentNode.data.trim()) continue;
+        const range = document.createRange();
+        range.selectNodeContents(walk.currentNode);
+        for (const box of range.getClientRects()) if (box.width > 0) tops.add(Math.round(box.top));
+    }
+    return [el.textContent.trim(), tops.size];
+})"""
+
+LONG_URL = "http://vllm-qwen2-5-14b-instruct.gpu-pool.studyqueue.internal:8000/v1"
+HOSTS = ("gpu-node-07", "gpu-node-08")
+# An attempt's worker as a cloud host names itself: the timeline has room for it.
+CLOUD_WORKER = "ip-10-0-12-7.eu-west-1.compute.internal:4242"
+
+
+def wrapped(tab, selector: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """The texts under ``selector`` that take more than one line (none found fails)."""
+    found = tab.evaluate(LINES_JS, selector)
+    assert found, f"nothing matches {selector}"
+    return [text for text, lines in found if lines != 1]
+
+
+def test_korean_tables_keep_badges_and_ids_on_one_line_and_the_gate_tile_follows_the_limit(
+    site,  # noqa: F811
+    page,  # noqa: F811
+):
+    """At 1400 px, in Korean: in the consumers panel and the job timeline no state badge,
+    worker id or host wraps; a 189 ms attempt shows in milliseconds; when the stored gate
+    limit moves, the page's own refresh shows it in the tile and the panel alike."""
+    now = timezone.now()
+    live = QueueConsumerFactory(
+        worker_id=f"{HOSTS[0]}:48213", host=HOSTS[0], llm_url=LONG_URL,
+        interval_seconds=3600, gate_permits="auto", gate_limit=1,
+        prompt_label="qwen2.5-14b-instruct · temperature 0.2 · max 1024",
+    )  # fmt: skip
+    QueueConsumerFactory(
+        worker_id=f"{HOSTS[1]}:48214", host=HOSTS[1], llm_url=LONG_URL,
+        seen_at=now - timedelta(hours=2), gate_permits="auto", gate_limit=2,
+    )  # fmt: skip
+    gate_limits.sync(LONG_URL, limit=1, rates={1: 21.0})
+    job = StudyQuestionJobFactory(
+        status="completed", worker_id=live.worker_id, started_at=now - timedelta(minutes=5),
+        completed_at=now - timedelta(minutes=5) + timedelta(milliseconds=189), llm_ms=189,
+    )  # fmt: skip
+    JobAttempt.objects.create(
+        job=job, number=1, worker_id=CLOUD_WORKER, started_at=job.started_at,
+        ended_at=job.completed_at, outcome="completed",
+    )  # fmt: skip
+
+    page.set_extra_http_headers({"Accept-Language": "ko"})
+    page.goto(f"{site}/admin/login/?next={reverse('admin:studyqueue_queuedashboard_changelist')}")
+    page.fill("#id_username", OPERATOR)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_selector("#sq-consumers")
+    assert page.viewport_size == {"width": 1400, "height": 900}
+    page.screenshot(path=str(SHOTS / "ko-consumers.png"), full_page=True)
+    shown = "#sq-consumers tbody td:first-child, #sq-consumers .sq-id, #sq-consumers .sq-badge"
+    assert wrapped(page, f"{shown}, #sq-status-kind .sq-badge") == []
+    width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert width[0] <= width[1], f"horizontal scroll: {width[0]} px wide in {width[1]}"
+
+    # The gate climbs between the consumer's reports; the page refreshes itself.
+    gate_limits.sync(LONG_URL, limit=6, rates={6: 90.0}, changed_from=1, reason="climb")
+    page.wait_for_function(
+        "() => document.querySelector('#sq-gate-limits tr[data-limit]')"
+        ".getAttribute('data-limit') === '6'"
+    )
+    # The same render as the panel's: serve's own consumer (fixed, 1) and the auto one.
+    assert page.inner_text("#sq-gate-limit .n") == "1 · 6"
+    row = page.locator(f'#sq-consumers tr[data-worker="{live.worker_id}"] .sq-gate')
+    with translation.override("ko"):
+        limit = gettext("limit %(limit)s") % {"limit": 6}
+    assert row.inner_text().startswith(f"auto: {limit}"), row.inner_text()
+
+    page.goto(f"{site}{reverse('admin:studyqueue_studyquestionjob_change', args=[job.pk])}")
+    page.wait_for_selector("table.sq-timeline")
+    assert wrapped(page, ".sq-timeline tbody td:nth-child(5), .sq-timeline .sq-badge") == []
+    with translation.override("ko"):
+        took = gettext("%(ms)d ms") % {"ms": 189}
+    assert took == "189밀리초"
+    assert page.inner_text(".sq-timeline tbody td:nth-child(4)") == took
+    page.locator("fieldset:has(table.sq-timeline)").screenshot(path=str(SHOTS / "ko-timeline.png"))

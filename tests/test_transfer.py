@@ -68,6 +68,19 @@ def test_csv_import_reads_choices_as_pipes_or_json(tmp_path):
     assert StudyQuestion.objects.get(external_id="c2").choices == ["a, b", "c"]
 
 
+def test_an_unknown_csv_column_is_reported_once_for_the_header(tmp_path):
+    path = tmp_path / "questions.csv"
+    path.write_text(
+        "external_id,text,colour,answer\n"
+        + "".join(f"c{n},Question {n}?,red,A\n" for n in range(5))
+    )
+    out, err = run("importquestions", str(path))
+    assert err.count("colour") == 1, err
+    assert "line 1: unknown column(s) colour in the CSV header" in err
+    assert out.startswith("Imported 5 row(s): 5 created")
+    assert StudyQuestion.objects.get(external_id="c3").answer == "A"
+
+
 def test_a_file_with_bad_rows_imports_nothing_and_names_each_bad_row(tmp_path):
     path = jsonl(
         tmp_path,

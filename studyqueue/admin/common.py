@@ -91,8 +91,12 @@ def long_text(text: str, full_text_url: str | None = None) -> str:
 
 
 def short_duration(delta: timedelta) -> str:
-    """A compact age for a table cell: 45s, 12m, 3h 5m, 4d (in the page's language)."""
-    seconds = int(max(delta.total_seconds(), 0))
+    """A compact age or duration for a table cell: 189 ms, 45s, 12m, 3h 5m, 4d (in the
+    page's language). Under a second in milliseconds: a quick LLM call is not "0s"."""
+    exact = max(delta.total_seconds(), 0)
+    if exact < 1:
+        return gettext("%(ms)d ms") % {"ms": int(exact * 1000)}
+    seconds = int(exact)
     if seconds < 120:
         return gettext("%(seconds)ds") % {"seconds": seconds}
     if seconds < 7200:

@@ -16,7 +16,9 @@ from django.utils.html import format_html
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
+from studyqueue import gate_limits
 from studyqueue.admin.common import GuardedInputAdmin
+from studyqueue.conf import AUTO
 from studyqueue.models import QueueConsumer
 from studyqueue.presence import Liveness, state_of
 
@@ -73,7 +75,7 @@ class QueueConsumerAdmin(GuardedInputAdmin):
         state = state_of(record, timezone.now()).state
         return format_html(
             '<span style="color:#fff;background:{};padding:2px 8px;border-radius:10px;'
-            'font-size:11px;font-weight:600">{}</span>',
+            'font-size:11px;font-weight:600;white-space:nowrap">{}</span>',
             STATE_COLOURS[state],
             state.label,
         )
@@ -84,11 +86,16 @@ class QueueConsumerAdmin(GuardedInputAdmin):
 
     @admin.display(description=_("gate"))
     def gate(self, record: QueueConsumer) -> str:
-        if record.gate_limit is None or str(record.gate_limit) == record.gate_permits:
+        # An auto gate follows its server's stored limit, which moves between the
+        # consumer's reports: read it, as the dashboard does (a query per auto row; a day's
+        # consumers are few).
+        shared = gate_limits.load(record.llm_url) if record.gate_permits == AUTO else None
+        limit = shared.limit if shared is not None else record.gate_limit
+        if limit is None or str(limit) == record.gate_permits:
             return record.gate_permits or "-"
         return gettext("%(permits)s: limit %(limit)s") % {
             "permits": record.gate_permits or "-",
-            "limit": record.gate_limit,
+            "limit": limit,
         }
 
     @admin.action(

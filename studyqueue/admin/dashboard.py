@@ -24,7 +24,6 @@ from studyqueue.models import (
     JobStatus,
     QueueDashboard,
 )
-from studyqueue.services.gate import endpoint_name
 from studyqueue.stats import DashboardStats, collect
 
 REFRESH_SECONDS = 5
@@ -75,17 +74,22 @@ def _gate_row(limit: GateLimit) -> dict[str, Any]:
 
 
 def _consumer_rows(stats: DashboardStats) -> list[dict[str, Any]]:
-    """Each consumer with its gate: its fixed permits, or ``auto`` and the endpoint's limit
-    (the one it reported when the endpoint has no shared limit yet)."""
-    limits = {limit.endpoint: limit for limit in stats.gate_limits}
+    """Each consumer with its gate (its fixed permits, or ``auto`` and the limit it follows
+    now) and its jobs as the jobs table has them now: one source for each number."""
     rows = []
     for state in stats.consumers:
-        permits = state.record.gate_permits
-        # Its (redacted) URL as the gate names it: the row of every spelling of its server.
-        shared = limits.get(endpoint_name(state.record.llm_url)) if permits == AUTO else None
-        rate = dict(shared.measured()).get(shared.limit) if shared else None
-        limit = shared.limit if shared else state.record.gate_limit if permits == AUTO else None
-        rows.append({"c": state, "gate": permits or "-", "limit": limit, "rate": rate})
+        shared = stats.shared_limit(state)
+        worker = state.record.worker_id
+        rows.append(
+            {
+                "c": state,
+                "gate": state.record.gate_permits or "-",
+                "limit": stats.gate_limit_of(state) if state.record.gate_permits == AUTO else None,
+                "rate": dict(shared.measured()).get(shared.limit) if shared else None,
+                "running": stats.running_by_worker.get(worker, 0),
+                "completed": stats.completed_by_worker.get(worker, 0),
+            }
+        )
     return rows
 
 

@@ -44,6 +44,15 @@ def test_the_list_shows_state_model_prompt_and_gate(admin_client):
     assert CONSUMERS_URL in admin_client.get(DASHBOARD_URL).content.decode()
 
 
+def test_an_auto_gate_shows_its_endpoints_stored_limit_not_its_last_report(admin_client):
+    from studyqueue.models import GateLimit
+
+    live, _, _ = three()
+    GateLimit.objects.create(endpoint=live.llm_url, limit=6, rates={}, reason="climb")
+    html = admin_client.get(CONSUMERS_URL).content.decode()
+    assert "auto: limit 6" in html.split(">live:1<")[1].split("</tr>")[0]
+
+
 def test_remove_deletes_stopped_and_silent_records_and_keeps_live_ones(admin_client):
     consumers = three()
     response = admin_client.post(

@@ -3,6 +3,7 @@ and who sees them."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 
 import pytest
@@ -157,6 +158,64 @@ def test_the_consumers_panel_and_the_dashboard_show_the_adaptive_gate(admin_clie
     assert (
         '<span class="sq-gate-reason" data-reason="climb">raised: more calls paid</span>' in table
     )
+
+
+def _cells(html: str, worker: str) -> dict[str, str]:
+    """A consumer row of the dashboard, by its column headers."""
+    table = html.split('id="sq-consumers"')[1].split("</table>")[0]
+    heads = re.findall(r"<th>(.*?)</th>", table.split("</thead>")[0])
+    row = table.split(f'data-worker="{worker}"')[1].split("</tr>")[0]
+    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+    return dict(zip(heads, cells, strict=True))
+
+
+def test_a_drain_shows_the_gate_limit_and_job_counts_of_now_not_of_the_last_report(
+    admin_client,
+):
+    """The consumer reports at a cycle's edges; its gate and its jobs move in between. The
+    tile, the consumer row and the limits panel show one limit: the stored one; the row's
+    counts are the jobs table's."""
+    from studyqueue import gate_limits, presence, queue
+    from studyqueue.models import JobStatus
+
+    url, worker = "http://127.0.0.1:8080/v1", "drain-box:1"
+    presence.record_start(worker, interval=60, llm_url=url, gate="auto")
+    presence.record_report(
+        worker,
+        presence.Report(
+            jobs_running=0,
+            completed_since_last=0,
+            breaker_open=False,
+            breaker_since=None,
+            breaker_error="",
+            gate_limit=1,
+        ),
+    )
+    gate_limits.sync(url, limit=1, rates={1: 20.0})
+    StudyQuestionJobFactory.create_batch(14)
+    jobs = StudyQuestionJob.objects.filter(worker_id=worker)
+    previous = 1
+    for limit in (2, 4, 8):  # the gate climbs mid-cycle: no report in between
+        gate_limits.sync(
+            url, limit=limit, rates={limit: 10.0 * limit}, changed_from=previous, reason="climb"
+        )
+        previous = limit
+        claimed = queue.claim(worker_id=worker, limit=limit)
+        for job in claimed[: limit // 2]:
+            queue.complete(job, llm_ms=189)
+        html = admin_client.get(DASHBOARD_URL).content.decode()
+        tile = html.split('id="sq-gate-limit"')[1].split('class="l"')[0]
+        panel = re.search(r'data-endpoint="[^"]+" data-limit="(\d+)"', html)
+        assert panel is not None and panel.group(1) == str(limit)
+        assert re.sub(r"<[^>]+>|[^0-9]", "", tile.split(">", 1)[1]) == str(limit), tile
+        row = _cells(html, worker)
+        assert row["gate"].startswith(f"auto: limit {limit}"), row
+        assert row["running"] == str(jobs.filter(status=JobStatus.PROCESSING).count()), row
+        assert row["completed (24 h)"] == str(jobs.filter(status=JobStatus.COMPLETED).count())
+        data = admin_client.get(DATA_URL).json()
+        assert data["gate_limits"] == [limit]
+        assert f'data-limit="{limit}"' in data["html"]
+    assert (row["running"], row["completed (24 h)"]) == ("7", "7")  # 2+4+8 claimed, 1+2+4 done
 
 
 def test_a_consumer_whose_url_is_spelled_otherwise_shows_its_servers_shared_limit(admin_client):

@@ -8,11 +8,11 @@ from datetime import timedelta
 
 import pytest
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from studyqueue import queue
 from studyqueue.admin import timeline
-from studyqueue.admin.common import ATTEMPT_COLOURS
+from studyqueue.admin.common import ATTEMPT_COLOURS, short_duration
 from studyqueue.models import AttemptOutcome, ErrorCode, JobAttempt, StudyQuestionJob
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
 
@@ -58,6 +58,29 @@ def test_a_job_that_failed_twice_then_completed_shows_three_attempts(admin_clien
     assert "host-b:18:y Completed -" in shown[2] and shown[2].endswith("412 → 96 230 ms")
     html = page(admin_client, job)
     assert 'title="LLM server error (5xx)">llm_server_error</code>' in html
+
+
+@pytest.mark.parametrize(
+    "language,shown", [("en", "189 ms"), ("ko", "189밀리초")], ids=["en", "ko"]
+)
+def test_a_call_under_a_second_shows_in_milliseconds_not_as_0s(admin_client, language, shown):
+    job = queue.enqueue(StudyQuestionFactory()).job
+    (claimed,) = queue.claim(worker_id="host-a:17:x")
+    queue.complete(claimed, llm_ms=189)
+    started = timezone.now() - timedelta(minutes=1)
+    ended = started + timedelta(milliseconds=189.6)
+    JobAttempt.objects.filter(job_id=job.pk).update(started_at=started, ended_at=ended)
+    StudyQuestionJob.objects.filter(pk=job.pk).update(started_at=started, completed_at=ended)
+    headers = {"HTTP_ACCEPT_LANGUAGE": language}
+    url = reverse("admin:studyqueue_studyquestionjob_change", args=[job.pk])
+    (row,) = rows(admin_client.get(url, **headers).content.decode())
+    assert f" {shown} " in f" {row} ", row
+    listed = admin_client.get(reverse("admin:studyqueue_studyquestionjob_changelist"), **headers)
+    when = listed.content.decode().split('class="sq-when"')[1].split("</td>")[0]
+    assert f"({shown})" in re.sub(r"<[^>]+>", "", when), when
+    with translation.override(language):
+        assert short_duration(timedelta(seconds=1.5)) == ("1s" if language == "en" else "1초")
+        assert short_duration(timedelta(0)) == shown.replace("189", "0")
 
 
 def test_a_running_attempt_shows_as_running_and_a_long_message_as_an_excerpt(admin_client):

@@ -54,6 +54,8 @@ class Command(TranslatedCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         parsed = self._parse(file, fmt)
+        for line, note in parsed.warnings:
+            self.stderr.write(_("line %(line)s: %(reason)s") % {"line": line, "reason": note})
         if parsed.errors:
             report = self._report(parsed.errors)
             if not skip_invalid:

@@ -25,9 +25,9 @@ from tests.factories import (
 )
 from tests.test_admin_browser import (  # noqa: F401 (site and page are fixtures)
     OPERATOR,
-    PASSWORD,
     SHOTS,
     assert_styled,
+    log_in,
     page,
     site,
 )
@@ -71,10 +71,7 @@ def test_the_admin_asked_for_in_korean_is_korean(site, page):  # noqa: F811
     data = {OPERATOR, socket.gethostname(), prompts.current_version().label}
 
     page.set_extra_http_headers({"Accept-Language": "ko"})
-    page.goto(f"{site}/admin/login/?next=/admin/")
-    page.fill("#id_username", OPERATOR)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
+    log_in(page, site, "/admin/")
     page.wait_for_selector("#content-main")
 
     pages = {
@@ -138,12 +135,7 @@ def test_review_keys_work_in_hangul_mode_and_with_caps_lock(site, page):  # noqa
         page.wait_for_selector(f"#sq-review[data-question='{question.pk}']")
 
     page.set_extra_http_headers({"Accept-Language": "ko"})
-    page.goto(
-        f"{site}/admin/login/?next={reverse('admin:studyqueue_explanationreview_changelist')}"
-    )
-    page.fill("#id_username", OPERATOR)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
+    log_in(page, site, reverse("admin:studyqueue_explanationreview_changelist"))
     showing(first)
     # Composing: the input method's keys, whatever their place, are no commands.
     assert not _keydown(page, "body", key="Process", code="KeyA", keyCode=229, isComposing=True)
@@ -231,10 +223,7 @@ def test_korean_tables_keep_badges_and_ids_on_one_line_and_the_gate_tile_follows
     )  # fmt: skip
 
     page.set_extra_http_headers({"Accept-Language": "ko"})
-    page.goto(f"{site}/admin/login/?next={reverse('admin:studyqueue_queuedashboard_changelist')}")
-    page.fill("#id_username", OPERATOR)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
+    log_in(page, site, reverse("admin:studyqueue_queuedashboard_changelist"))
     page.wait_for_selector("#sq-consumers")
     assert page.viewport_size == {"width": 1400, "height": 900}
     page.screenshot(path=str(SHOTS / "ko-consumers.png"), full_page=True)

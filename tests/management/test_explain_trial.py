@@ -1,13 +1,15 @@
-"""``explain --prompt-template`` with a trial template that cannot be used: a template that
-fails while rendering, or renders nothing, is a one-line error and nothing is sent."""
+"""``explain --prompt-template``: a trial template that fails while rendering, or renders
+nothing, is a one-line error and nothing is sent; a trial's reply is checked like any."""
 
 from __future__ import annotations
 
 import subprocess
+from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from studyqueue.quality import QualityFlag
 from tests.factories import StudyQuestionFactory
 from tests.helpers import ROOT
 
@@ -79,3 +81,15 @@ def test_the_command_prints_one_translated_line_and_exits_non_zero(
     assert "TemplateDoesNotExist" in lines[0] and "Traceback" not in done.stderr
     assert "렌더링" in lines[0], lines[0]  # the Korean catalogue's line
     assert llm_server.stats()["requests"] == 0
+
+
+def test_a_trial_reply_is_checked_against_the_key_like_any_reply(llm_server, tmp_path):
+    question = StudyQuestionFactory(
+        text="Which city is the capital of South Korea?", choices=["Busan", "Seoul"], answer="2"
+    )
+    llm_server.configure(answer="Busan is the largest port and the capital.\nAnswer: 1")
+    trial = tmp_path / "trial.txt"
+    trial.write_text("{{ question.text }}", encoding="utf-8")
+    out = StringIO()
+    call_command("explain", str(question.pk), "--prompt-template", str(trial), stdout=out)
+    assert str(QualityFlag.ANSWER_MISMATCH.label) in out.getvalue()

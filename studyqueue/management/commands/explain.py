@@ -199,7 +199,8 @@ class Command(TranslatedCommand):
                 _("the LLM call failed (%(code)s): %(reason)s")
                 % {"code": exc.code, "reason": exc.message}
             ) from None
-        flags = quality.flags_for(question.text, reply.content, reply.finish_reason)
+        # Checked as a consumer checks a reply: the answer it states against the key too.
+        flags = quality.check(question, reply.content, reply.finish_reason).flags
         self.stdout.write(reply.content)
         heading = _("trial, nothing stored; model %(model)s") % {"model": reply.model or "-"}
         self.stdout.write(

@@ -53,6 +53,8 @@ T = TypeVar("T")
 # GATE_PERMITS=auto: how often a consumer reads the endpoint's shared limit (and writes its
 # measures) when its own gate did not move it.
 GATE_SYNC_SECONDS = 2.0
+# How often the main thread, waiting to be stopped, looks for a signal's pending handler.
+_SIGNAL_CHECK_SECONDS = 0.2
 
 
 def default_worker_id() -> str:
@@ -168,7 +170,11 @@ class Consumer:
 
     def wait_for_stop(self) -> None:
         """Block until ``request_stop()`` (from a signal handler or another thread)."""
-        self._stop.wait()
+        # In short waits, not one: a signal the kernel hands to another of this process's
+        # threads (the scheduler's, the poller's) runs its Python handler only when the
+        # main thread next runs Python code, and a wait without a timeout never does.
+        while not self._stop.wait(_SIGNAL_CHECK_SECONDS):
+            pass
 
     def wait(self, seconds: float) -> bool:
         """Sleep up to ``seconds``, waking early on ``request_stop()``; True if stopping."""

@@ -564,3 +564,37 @@ def test_the_cycle_line_says_the_free_calls_under_an_auto_gate_limit(
     (line,) = [r.getMessage() for r in caplog.records if "study_consumer_cycle " in r.getMessage()]
     assert consumer.gate.limit == 1
     assert "gate_free=1/1" in line, line
+
+
+@pytest.mark.django_db
+def test_a_stop_signal_taken_by_another_thread_ends_the_wait_for_stop(make_consumer):
+    """The kernel hands a process's signal to any of its threads; Python runs the handler
+    only when the main thread next runs Python code. A stop signal taken by the scheduler's
+    or the poller's thread while the main thread waits to be stopped must still stop it."""
+    import signal
+    import time
+
+    from studyqueue.management.commands._signals import stop_on_signals
+
+    consumer = make_consumer()
+    stopped_by_signal = threading.Event()
+    parked = threading.Event()  # another thread of this process, blocked in C
+    other = threading.Thread(target=parked.wait, daemon=True)
+    other.start()
+
+    def on_stop() -> None:
+        stopped_by_signal.set()
+        consumer.request_stop()
+
+    # Sent once the main thread waits; the watchdog ends the wait if the signal cannot.
+    sender = threading.Timer(0.3, signal.pthread_kill, [other.ident, signal.SIGUSR1])
+    watchdog = threading.Timer(10, consumer.request_stop)
+    with stop_on_signals(on_stop):
+        sender.start()
+        watchdog.start()
+        started = time.monotonic()
+        consumer.wait_for_stop()
+        waited = time.monotonic() - started
+    watchdog.cancel()
+    parked.set()
+    assert stopped_by_signal.is_set() and waited < 5, f"woke after {waited:.1f} s"

@@ -274,7 +274,8 @@ def test_explain_tries_a_prompt_template_without_storing_anything(llm_server, tm
     import pytest
     from django.core.management.base import CommandError
 
-    llm_server.configure(answer=FIRST)
+    # A reply that states the key: checked like any reply, it earns no flag.
+    llm_server.configure(answer=f"{FIRST}\nAnswer: B")
     question = StudyQuestionFactory(text="What is 2 + 2?", choices=["3", "4"], answer="4")
     trial = tmp_path / "trial.txt"
     trial.write_text("TRIAL {{ question.text }} key={{ answer }}", encoding="utf-8")

@@ -175,7 +175,7 @@ def test_0018_names_stored_limits_by_the_normalised_url(transactional_db):
         return executor.loader.project_state(target).apps
 
     leaves = MigrationExecutor(connection).loader.graph.leaf_nodes()
-    apps = migrate([("studyqueue", "0017_job_attempts")])
+    apps = migrate([("studyqueue", "0001_squashed_0017_job_attempts")])
     try:
         old = apps.get_model("studyqueue", "GateLimit")
         old.objects.create(endpoint="http://[redacted]@LOCALHOST:8080/v1/", limit=2,

@@ -1,25 +1,68 @@
-"""Migration 0010 (a reply's metadata on its revision): rows made at 0009 read the same after
-it, through the revision, and the same again after migrating back. Migration 0011 (cached
-tokens, the decode rate): stored rates are recomputed or, where implausible, cleared."""
+"""The migrations of 0.2.0: ``0001_squashed_0017_job_attempts`` (0.1.0's 0001-0017 in one,
+``replaces`` kept) and ``0018_gate_limit_endpoint_names``.
+
+A new database migrates to the end and matches the models; the squashed migration makes the
+schema 0.1.0's migrations made (``tests/helpers/schema_0017.json``, read from databases
+migrated by them); a database 0.1.0 left at 0017 runs 0018 only, its rows kept; a database at
+an earlier migration is refused (it upgrades through 0.1.0 first). Both databases."""
 
 from __future__ import annotations
 
 import importlib
-from datetime import timedelta
+import io
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
+from django.db.migrations.exceptions import NodeNotFoundError
 from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
+from django.db.migrations.recorder import MigrationRecorder
 from django.utils import timezone
 
-from studyqueue import stats
-from studyqueue.models import QueueConsumer, StudyQuestion, StudyQuestionJob
+from studyqueue.models import ExplanationRevision, GateLimit, StudyQuestion, StudyQuestionJob
+from tests.helpers.migration_schema import expected, snapshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BEFORE = [("studyqueue", "0009_question_changed")]
-AFTER = [("studyqueue", "0010_reply_metadata_on_the_revision")]
+APP = "studyqueue"
+SQUASHED = (APP, "0001_squashed_0017_job_attempts")
+GATE_NAMES = (APP, "0018_gate_limit_endpoint_names")
+OLD_NAMES = [  # what django_migrations holds for studyqueue on a 0.1.0 database
+    "0001_initial",
+    "0002_admin_indexes_and_dashboard",
+    "0003_job_free_releases",
+    "0004_question_choices_validated",
+    "0005_consumers_pauses_llm_timing",
+    "0006_explanation_revisions",
+    "0007_existing_explanations_as_revisions",
+    "0008_question_external_id",
+    "0009_question_changed",
+    "0010_reply_metadata_on_the_revision",
+    "0011_cached_tokens_decode_rate",
+    "0012_field_labels",
+    "0013_revision_stated_answer",
+    "0014_review",
+    "0015_gate_limit",
+    "0016_consumer_writes_with",
+    "0017_job_attempts",
+]
+
+
+def recorded() -> list[str]:
+    """The studyqueue migrations django_migrations records, in name order."""
+    return sorted(MigrationRecorder(connection).migration_qs.filter(app=APP).values_list(
+        "name", flat=True
+    ))  # fmt: skip
+
+
+def record_exactly(names: list[str]) -> None:
+    """Make django_migrations record ``names`` for studyqueue, and nothing else of it."""
+    recorder = MigrationRecorder(connection)
+    recorder.migration_qs.filter(app=APP).delete()
+    for name in names:
+        recorder.record_applied(APP, name)
 
 
 def migrate(target: list[tuple[str, str]]) -> Any:
@@ -30,203 +73,153 @@ def migrate(target: list[tuple[str, str]]) -> Any:
     return executor.loader.project_state(target).apps
 
 
-@pytest.fixture
-def at_0009():
-    apps = migrate(BEFORE)
-    yield apps
-    migrate(executor_leaves())
-
-
-def executor_leaves() -> list[tuple[str, str]]:
+def leaves() -> list[tuple[str, str]]:
     return MigrationExecutor(connection).loader.graph.leaf_nodes()
 
 
-def _make_rows(apps: Any) -> dict[str, int]:
-    """A queue as 0009 holds it: a job that wrote revisions (one retried for quality), a job
-    from before revisions existed (its reply's revision made by 0007), an explanation with
-    no revision at all (raw SQL), a failed job, and consumers that recorded pauses."""
-    question_model = apps.get_model("studyqueue", "StudyQuestion")
-    job_model = apps.get_model("studyqueue", "StudyQuestionJob")
-    revision_model = apps.get_model("studyqueue", "ExplanationRevision")
-    consumer_model = apps.get_model("studyqueue", "QueueConsumer")
+# --------------------------------------------------------------------------- a new database
+
+
+def test_a_new_database_migrates_to_the_end_and_matches_the_models():
+    call_command("migrate", APP, "zero", verbosity=0)
+    assert APP + "_studyquestion" not in connection.introspection.table_names()
+    out = io.StringIO()
+    call_command("migrate", APP, verbosity=1, stdout=out)
+    assert f"Applying {APP}.{SQUASHED[1]}... OK" in out.getvalue()
+    assert f"Applying {APP}.{GATE_NAMES[1]}... OK" in out.getvalue()
+    # The squashed migration is recorded under its own name and the names it replaces.
+    assert recorded() == sorted([*OLD_NAMES, SQUASHED[1], GATE_NAMES[1]])
+    call_command("makemigrations", APP, check=True, dry_run=True, verbosity=0)  # exits if not
+
+
+def _based_on_last(schema: dict[str, Any]) -> dict[str, Any]:
+    """SQLite: ``ExplanationRevision.based_on`` moved to the table's end. 0.1.0 added it by
+    ``ALTER TABLE … ADD COLUMN`` (0014) and SQLite appends; PostgreSQL too, but a later
+    remake of the table in 0014 put it back among the columns there. The squashed migration
+    creates the table with the columns in the models' order (PostgreSQL's); on SQLite the
+    one column stands elsewhere and nothing else differs."""
+    table = schema["tables"]["studyqueue_explanationrevision"]
+    (column,) = [c for c in table["columns"] if c["name"] == "based_on_id"]
+    table["columns"] = [c for c in table["columns"] if c is not column] + [column]
+    definition = (
+        '"based_on_id" bigint NULL REFERENCES "studyqueue_explanationrevision" ("id")'
+        " DEFERRABLE INITIALLY DEFERRED"
+    )
+    for row in schema["sql"]:
+        if row[:2] == ["table", "studyqueue_explanationrevision"]:
+            assert definition + ", " in row[3], row[3]
+            sql = row[3].replace(definition + ", ", "")
+            row[3] = sql.replace(", CONSTRAINT ", f", {definition}, CONSTRAINT ", 1)
+    return schema
+
+
+def test_the_squashed_migration_makes_the_schema_of_0_1_0s_migrations():
+    """Tables, columns (types, nulls, database defaults), indexes (partial ones with their
+    conditions), constraints (names, checks, the one active job), and on PostgreSQL its
+    sequences, functions and triggers: as migrations 0001-0017 left them."""
+    call_command("migrate", APP, "zero", verbosity=0)
+    call_command("migrate", APP, verbosity=0)
+    now = snapshot(connection)
+    if connection.vendor == "sqlite":
+        now = _based_on_last(now)
+    was = expected(connection.vendor)
+    assert sorted(now["tables"]) == sorted(was["tables"])
+    for table in was["tables"]:  # one table at a time: a short diff on failure
+        assert now["tables"][table] == was["tables"][table], table
+    assert now["sql"] == was["sql"]
+
+
+# --------------------------------------------------------------------------- 0.1.0's databases
+
+
+def test_0018_depends_on_the_squashed_migration_in_place_of_0017():
+    """0018 names ``0017_job_attempts``: with 0017 gone from disk, Django's loader replaces
+    the squashed migration's ``replaces`` by it in the graph (``remove_replaced_nodes``), and
+    0018's dependency with them."""
+    loader = MigrationLoader(connection)
+    assert loader.get_migration(*GATE_NAMES).dependencies == [(APP, "0017_job_attempts")]
+    assert set(loader.replacements) == {SQUASHED}
+    assert loader.graph.node_map[GATE_NAMES].parents == {loader.graph.node_map[SQUASHED]}
+    assert (APP, "0017_job_attempts") not in loader.graph.node_map
+    assert loader.graph.forwards_plan(GATE_NAMES) == [SQUASHED, GATE_NAMES]
+
+
+def test_a_0_1_0_database_at_0017_runs_0018_only_and_keeps_its_rows():
+    """A database as 0.1.0 left it: the schema of 0017, the 17 old names recorded (not the
+    squashed one, which 0.1.0 never had), rows in it, a gate limit under a URL spelled the old
+    way. ``migrate`` marks the squashed migration applied without running it, runs 0018
+    (which renames the limit), and every row reads the same."""
+    apps = migrate([SQUASHED])  # the schema of 0017 (0018 unapplied: it adds nothing to it)
+    record_exactly(OLD_NAMES)
+    assert recorded() == sorted(OLD_NAMES)
+
+    question_model = apps.get_model(APP, "StudyQuestion")
+    job_model = apps.get_model(APP, "StudyQuestionJob")
+    revision_model = apps.get_model(APP, "ExplanationRevision")
     now = timezone.now()
-
-    q1 = question_model.objects.create(text="Q1?")
-    j1 = job_model.objects.create(
-        study_question=q1, kind="explanation", status="completed", attempts=2, max_attempts=3,
-        completed_at=now, llm_model="m1", llm_prompt_tokens=10, llm_completion_tokens=20,
-        llm_ms=1500, llm_first_token_ms=100, llm_tokens_per_second=50.0, prompt_version="v1",
-        quality_retried=True, max_tokens=2048,
+    q1 = question_model.objects.create(text="2 + 2?", choices=["3", "4"], answer="4")
+    q2 = question_model.objects.create(text="Capital of France?", external_id="geo-1")
+    done = job_model.objects.create(
+        study_question=q1, kind="explanation", status="completed", attempts=1,
+        max_attempts=3, completed_at=now, llm_ms=900,
     )  # fmt: skip
-    revision_model.objects.create(  # the first reply, flagged and retried
-        question=q1, job=j1, text="Cut", model="m1", prompt_version="v1", prompt_tokens=10,
-        completion_tokens=1024, finish_reason="length", flags=["truncated"],
-        created_at=now - timedelta(minutes=1),
+    revision = revision_model.objects.create(
+        question=q1, job=done, text="Four.", model="m1", prompt_version="v1",
+        completion_tokens=20, tokens_per_second=47.5, finish_reason="stop", stated_answer="4",
     )  # fmt: skip
-    r1 = revision_model.objects.create(
-        question=q1, job=j1, text="Whole.", model="m1", prompt_version="v1", prompt_label="L",
-        prompt_tokens=10, completion_tokens=20, first_token_ms=100, tokens_per_second=50.0,
-        finish_reason="stop", flags=[], created_at=now,
-    )  # fmt: skip
-    question_model.objects.filter(pk=q1.pk).update(
-        current_revision=r1, explanation="Whole.", explanation_model="m1",
-        explanation_truncated=False, explained_at=now, explanation_prompt_version="v1",
-        explanation_flags=[],
-    )  # fmt: skip
+    job_model.objects.filter(pk=done.pk).update(revision=revision)
+    question_model.objects.filter(pk=q1.pk).update(current_revision=revision, explanation="Four.")
+    pending = job_model.objects.create(study_question=q2, kind="explanation", max_attempts=3)
+    apps.get_model(APP, "GateLimit").objects.create(
+        endpoint="http://[redacted]@LOCALHOST:8080/v1/", limit=3, rates={"3": 30.0}
+    )
 
-    q2 = question_model.objects.create(text="Q2?")
-    old = now - timedelta(minutes=30)
-    j2 = job_model.objects.create(
-        study_question=q2, kind="explanation", status="completed", attempts=1, max_attempts=3,
-        completed_at=old, llm_model="m2", llm_prompt_tokens=30, llm_completion_tokens=40,
-        llm_ms=900, llm_first_token_ms=200, llm_tokens_per_second=12.5,  # no version before 0006
-    )  # fmt: skip
-    r2 = revision_model.objects.create(  # as 0007 made it: from the question, no job
-        question=q2, text="Old, cut", model="m2", finish_reason="length", flags=["truncated"],
-        created_at=old,
-    )  # fmt: skip
-    question_model.objects.filter(pk=q2.pk).update(
-        current_revision=r2, explanation="Old, cut", explanation_model="m2",
-        explanation_truncated=True, explained_at=old, explanation_flags=["truncated"],
-    )  # fmt: skip
+    executor = MigrationExecutor(connection)
+    assert executor.loader.applied_migrations.keys() >= {SQUASHED}  # from the 17 names
+    assert [(m.app_label, m.name) for m, _ in executor.migration_plan(leaves())] == [GATE_NAMES]
+    out = io.StringIO()
+    call_command("migrate", APP, verbosity=1, stdout=out)
+    assert f"Applying {APP}.{GATE_NAMES[1]}... OK" in out.getvalue()
+    assert SQUASHED[1] not in out.getvalue()  # recorded, never run
+    assert recorded() == sorted([*OLD_NAMES, SQUASHED[1], GATE_NAMES[1]])
 
-    q3 = question_model.objects.create(
-        text="Q3?", explanation="Raw.", explanation_model="m3", explanation_truncated=True,
-        explained_at=now - timedelta(hours=2), explanation_prompt_version="v3",
-        explanation_flags=["truncated", "too_short"],
-    )  # fmt: skip
-    q4 = question_model.objects.create(text="Q4?")
-    j4 = job_model.objects.create(
-        study_question=q4, kind="explanation", status="failed", attempts=3, max_attempts=3,
-        completed_at=now, error_code="llm_timeout", llm_ms=None,
-    )  # fmt: skip
-    common = {"host": "h", "pid": 1, "started_at": now, "seen_at": now, "interval_seconds": 60}
-    consumer_model.objects.create(worker_id="c1", paused_kinds="all,session_summary", **common)
-    consumer_model.objects.create(worker_id="c2", paused_kinds="", **common)
-    return {"j1": j1.pk, "j2": j2.pk, "j4": j4.pk, "q1": q1.pk, "q2": q2.pk, "q3": q3.pk}
+    assert [row.endpoint for row in GateLimit.objects.all()] == ["http://127.0.0.1:8080/v1"]
+    assert GateLimit.objects.get().limit == 3
+    first = StudyQuestion.objects.get(pk=q1.pk)
+    assert (first.text, first.choices, first.answer) == ("2 + 2?", ["3", "4"], "4")
+    assert first.current_revision_id == revision.pk and first.explanation == "Four."
+    assert StudyQuestion.objects.get(pk=q2.pk).external_id == "geo-1"
+    assert StudyQuestionJob.objects.get(pk=done.pk).revision_id == revision.pk
+    assert StudyQuestionJob.objects.get(pk=pending.pk).status == "pending"
+    stored = ExplanationRevision.objects.get(pk=revision.pk)
+    assert (stored.text, stored.stated_answer, stored.review_status) == ("Four.", "4", "unreviewed")
 
 
-def _read_0009(apps: Any, ids: dict[str, int]) -> dict[str, Any]:
-    """What the pages read at 0009: the job's and the question's own columns."""
-    job_model = apps.get_model("studyqueue", "StudyQuestionJob")
-    question_model = apps.get_model("studyqueue", "StudyQuestion")
-    consumer_model = apps.get_model("studyqueue", "QueueConsumer")
-    out: dict[str, Any] = {}
-    for name in ("j1", "j2", "j4"):
-        j = job_model.objects.get(pk=ids[name])
-        out[name] = (
-            j.llm_model, j.llm_prompt_tokens, j.llm_completion_tokens, j.llm_first_token_ms,
-            j.llm_tokens_per_second, j.prompt_version, j.llm_ms, j.max_tokens,
-        )  # fmt: skip
-    for name in ("q1", "q2", "q3"):
-        q = question_model.objects.get(pk=ids[name])
-        out[name] = (
-            q.explanation, q.explanation_model, q.explanation_truncated, q.explained_at,
-            q.explanation_prompt_version, q.explanation_flags,
-        )  # fmt: skip
-    out["consumers"] = {
-        c.worker_id: ", ".join(k or "all" for k in c.paused_kinds.split(",") if k)
-        for c in consumer_model.objects.all()
-    }
-    return out
+def test_a_database_before_0017_is_refused():
+    """Not supported by 0.2.0 (the squashed migration cannot run over part of it): Django
+    stops at loading the migrations, naming the missing 0017; nothing runs. Such a database
+    migrates with 0.1.0 first."""
+    record_exactly(OLD_NAMES[:10])  # 0.1.0's code at 0010
+    try:
+        with pytest.raises(NodeNotFoundError, match="0017_job_attempts"):
+            MigrationLoader(connection)
+    finally:
+        record_exactly([*OLD_NAMES, SQUASHED[1], GATE_NAMES[1]])
+    assert MigrationExecutor(connection).migration_plan(leaves()) == []
 
 
-def _read_0010(ids: dict[str, int]) -> dict[str, Any]:
-    """The same facts read today: the reply's through its revision."""
-    out: dict[str, Any] = {}
-    for name in ("j1", "j2", "j4"):
-        j = StudyQuestionJob.objects.select_related("revision").get(pk=ids[name])
-        r = j.revision
-        out[name] = (
-            r.model if r else "",
-            r.prompt_tokens if r else None,
-            r.completion_tokens if r else None,
-            r.first_token_ms if r else None,
-            r.tokens_per_second if r else None,
-            r.prompt_version if r else "",
-            j.llm_ms,
-            j.max_tokens,
-        )
-    for name in ("q1", "q2", "q3"):
-        q = StudyQuestion.objects.select_related("current_revision").get(pk=ids[name])
-        r = q.current_revision
-        assert r is not None, name
-        out[name] = (
-            q.explanation, r.model, r.truncated, r.created_at,
-            q.explanation_prompt_version, q.explanation_flags,
-        )  # fmt: skip
-    out["consumers"] = {c.worker_id: c.paused_display for c in QueueConsumer.objects.all()}
-    return out
+def test_0018s_copy_of_endpoint_name_names_as_the_gate_does():
+    """0018 carries its own copy of ``endpoint_name`` (a migration imports no app code that
+    may move): it names a stored limit as the running gate looks it up."""
+    from studyqueue.services.gate import endpoint_name
 
-
-def test_rows_made_at_0009_read_the_same_after_0010_and_back(at_0009):
-    ids = _make_rows(at_0009)
-    before = _read_0009(at_0009, ids)
-    now = timezone.now()
-    tokens_before = (10 + 30, 20 + 40)  # what the metrics summed over the jobs' own columns
-
-    migrate(AFTER)
-    migrate(executor_leaves())  # the current models read the latest schema
-    # 0011 turns the stored rates into decode rates (tested on its own below).
-    fix = importlib.import_module("studyqueue.migrations.0011_cached_tokens_decode_rate")
-    for name in ("j1", "j2", "j4"):
-        row = list(before[name])
-        row[4] = fix.corrected_rate(row[2], row[4])
-        before[name] = tuple(row)
-    after = _read_0010(ids)
-    assert after == before
-    assert QueueConsumer.objects.get(worker_id="c1").paused_kinds == ["", "session_summary"]
-    assert (stats.tokens(now).prompt, stats.tokens(now).completion) == tokens_before
-    # The dashboard's hourly means read the jobs' old values through the revisions.
-    expected: dict[Any, list[int]] = {}
-    for job in StudyQuestionJob.objects.filter(status="completed"):
-        hour = job.completed_at.replace(minute=0, second=0, microsecond=0)
-        expected.setdefault(hour, []).append({ids["j1"]: 100, ids["j2"]: 200}[job.pk])
-    means = {h.start: h.first_token_ms for h in stats.hourly(now) if h.completed}
-    assert means == {hour: sum(v) / len(v) for hour, v in expected.items()}
-    # The 0007 revision adopted the job that wrote its reply.
-    job2 = StudyQuestionJob.objects.get(pk=ids["j2"])
-    assert job2.revision is not None and job2.revision.job_id == job2.pk
-
-    apps = migrate(BEFORE)
-    assert _read_0009(apps, ids) == before
-
-
-# --------------------------------------------------------------------------- 0011
-
-AT_0011 = [("studyqueue", "0011_cached_tokens_decode_rate")]
-
-
-def test_0011_recomputes_stored_rates_as_decode_rates_or_clears_them(at_0009):
-    apps = migrate(AFTER)
-    question_model = apps.get_model("studyqueue", "StudyQuestion")
-    revision_model = apps.get_model("studyqueue", "ExplanationRevision")
-    # (completion tokens, rate stored by the old formula n / span) -> the decode rate
-    cases = {
-        (20, 50.0): 47.5,  # span 400 ms: 19 tokens after the first in 0.4 s
-        (2, 40.0): 20.0,  # span 50 ms, the shortest kept: one token after the first
-        (30, 6500.0): None,  # span 4.6 ms: the absurd rates of short replies
-        (300, 18000.0): None,  # span 16.7 ms
-        (1, 10.0): None,  # one token has no decode time
-        (None, 12.0): None,  # no count to check it against
-        (5, None): None,
-        (5, float("inf")): None,
-        (5, -3.0): None,
-    }
-    ids = {}
-    for n, ((tokens, rate), _) in enumerate(cases.items()):
-        question = question_model.objects.create(text=f"Q{n}?")
-        ids[(tokens, rate)] = revision_model.objects.create(
-            question=question, text="A", completion_tokens=tokens, tokens_per_second=rate
-        ).pk
-
-    apps = migrate(AT_0011)
-    revisions = apps.get_model("studyqueue", "ExplanationRevision").objects
-    for case, expected in cases.items():
-        row = revisions.get(pk=ids[case])
-        assert row.tokens_per_second == expected, case
-        assert row.cached_tokens is None, case  # earlier servers' caches: unknown
-
-    apps = migrate(AFTER)  # back: the corrected values stay
-    revisions = apps.get_model("studyqueue", "ExplanationRevision").objects
-    assert revisions.get(pk=ids[(20, 50.0)]).tokens_per_second == 47.5
+    migration = importlib.import_module("studyqueue.migrations.0018_gate_limit_endpoint_names")
+    for url in (
+        "http://[redacted]@LOCALHOST:8080/v1/",
+        "https://other:443/v1/",
+        "HTTP://user:pw@Host:80/x/?q=1#f",
+        "http://[::1]:8000/v1",
+        "http://host:notaport/v1/",
+        " not a url/ ",
+    ):
+        assert migration.endpoint_name(url) == endpoint_name(url), url

@@ -31,7 +31,7 @@ def test_the_wheel_holds_the_app_with_its_templates_and_not_the_project(tmp_path
         "studyqueue/templates/admin/studyqueue/studyquestionjob/change_list.html",
         "studyqueue/templates/admin/studyqueue/flag_badges.html",
         "studyqueue/templatetags/studyqueue_flags.py",
-        "studyqueue/migrations/0001_initial.py",
+        "studyqueue/migrations/0001_squashed_0017_job_attempts.py",
         "studyqueue/management/commands/runconsumer.py",
     ):
         assert needed in names, needed

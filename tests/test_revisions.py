@@ -213,38 +213,6 @@ def test_a_short_reply_has_no_decode_rate(llm_server, make_consumer, answer, tok
     assert revision.cached_tokens is None  # the server did not say
 
 
-def test_the_migration_keeps_existing_explanations_as_first_revisions():
-    from django.db import connection
-
-    call_command("migrate", "studyqueue", "0006_explanation_revisions", verbosity=0)
-    try:
-        # Rows as the schema of that time holds them (today's model has more columns).
-        with connection.cursor() as cursor:
-            for text, explanation, model, cut in (
-                ("Old?", "An old explanation.", "m1", False),
-                ("Cut?", "An old, cut", "", True),
-                ("Never explained?", "", "", False),
-            ):
-                cursor.execute(
-                    "INSERT INTO studyqueue_studyquestion (text, choices, answer, explanation,"
-                    " explanation_model, explanation_truncated, created_at, updated_at)"
-                    " VALUES (%s, '[]', '', %s, %s, %s, %s, %s)",
-                    [text, explanation, model, cut, timezone.now(), timezone.now()],
-                )
-    finally:
-        call_command("migrate", "studyqueue", verbosity=0)
-    written = StudyQuestion.objects.get(text="Old?")
-    cut = StudyQuestion.objects.get(text="Cut?")
-    never = StudyQuestion.objects.get(text="Never explained?")
-    assert (written.current_revision.text, written.current_revision.model) == (
-        "An old explanation.",
-        "m1",
-    )
-    assert cut.current_revision.flags == cut.explanation_flags == ["truncated"]
-    assert never.current_revision is None
-    assert ExplanationRevision.objects.count() == 2
-
-
 def test_a_reply_whose_claim_was_lost_leaves_no_revision_and_no_pointer():
     """The revision is written before the fenced completion: a lost claim rolls both back."""
     from studyqueue.services.llm import LLMReply

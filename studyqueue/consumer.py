@@ -33,11 +33,13 @@ from typing import Any, ParamSpec, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, close_old_connections, connections
 
-from studyqueue import gate_limits, gate_reclaim, presence, queue
+from studyqueue import gate_limits, gate_reclaim
 from studyqueue.conf import conf, gate_is_auto
-from studyqueue.known_pauses import KnownPauses
 from studyqueue.models import ErrorCode, StudyQuestionJob
-from studyqueue.queue import Outcome
+from studyqueue.queue import presence
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.pauses import KnownPauses
+from studyqueue.queue.transitions import Outcome
 from studyqueue.services.breaker import CircuitBreaker
 from studyqueue.services.gate import LLMGate
 from studyqueue.services.gate_control import GateController
@@ -154,7 +156,7 @@ class Consumer:
         # gate): a pause of their kind hands them back at once.
         self._not_started: dict[int, StudyQuestionJob] = {}
         self._handed_back: dict[int, str] = {}  # cancelled to be handed back: why
-        # The last look before a call reads these, not the database (``known_pauses``).
+        # The last look before a call reads these, not the database (``queue.pauses``).
         self.pauses = KnownPauses()
         self._started = False  # reported its start (QueueConsumer)
         self._closed = False

@@ -9,8 +9,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
 from django.utils.translation import gettext_lazy
 
-from studyqueue.columns import unstorable
 from studyqueue.models import StudyQuestion, validate_choices
+from studyqueue.queue.columns import unstorable
 
 
 def validate_storable(value: str) -> None:

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from studyqueue import queue
-from studyqueue.columns import fit
 from studyqueue.models import GateLimit
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.columns import fit
 from studyqueue.services.gate import endpoint_name
 
 

@@ -28,10 +28,10 @@ from datetime import timedelta
 from django.db import connections, transaction
 from django.utils import timezone
 
-from studyqueue import queue
 from studyqueue.conf import conf
 from studyqueue.models import JobStatus, QueueConsumer, StudyQuestionJob
-from studyqueue.presence import SILENT_AFTER_INTERVALS
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.presence import SILENT_AFTER_INTERVALS
 from studyqueue.services.gate import LOCK_NAMESPACE, holder_tag
 
 logger = logging.getLogger("studyqueue.gate")

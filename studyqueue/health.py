@@ -19,10 +19,12 @@ from django.core.management import call_command
 from django.db import DatabaseError, connections
 from django.utils.translation import gettext, ngettext
 
-from studyqueue import presence, queue, times
-from studyqueue.columns import fit
+from studyqueue import times
 from studyqueue.conf import conf
 from studyqueue.models import QueueConsumer
+from studyqueue.queue import presence
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.columns import fit
 from studyqueue.services.llm import (
     PROBE_DEADLINE_SECONDS,
     Probe,

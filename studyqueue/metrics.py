@@ -14,8 +14,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from studyqueue import presence, stats
+from studyqueue import stats
 from studyqueue.models import ACTIVE_STATUSES, JobKind
+from studyqueue.queue import presence
 
 # LLM call durations (seconds): from short answers to minutes on a real GPU box.
 LLM_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300)

@@ -357,7 +357,7 @@ class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
 
 
 class StudyQuestionJob(models.Model):
-    """One unit of work on a question; status changes only through ``studyqueue.queue``."""
+    """One unit of work on a question; status changes only through ``queue.transitions``."""
 
     study_question = models.ForeignKey(
         StudyQuestion,
@@ -500,7 +500,7 @@ class AttemptOutcome(models.TextChoices):
 
 class JobAttempt(models.Model):
     """One claim of a job, from the claim to how it ended: the job's history, pruned with it.
-    Written only by ``studyqueue.queue``, in the statements and transactions of its
+    Written only by ``studyqueue.queue.transitions``, in the statements and transactions of its
     transitions."""
 
     job = models.ForeignKey(

@@ -1,5 +1,5 @@
 """What an explanation is outdated against: the prompt versions the live consumers write
-with (they report them, ``studyqueue.presence``), not the settings of whichever shell or web
+with (they report them, ``studyqueue.queue.presence``), not the settings of whichever shell or web
 server asks. A model set in one shell and not in the consumers' would otherwise regenerate
 the same questions again and again. With no live consumer, this process's own version.
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext, ngettext
 
-from studyqueue.presence import ConsumerState, live_consumers
 from studyqueue.prompts import PromptVersion, current_version
+from studyqueue.queue.presence import ConsumerState, live_consumers
 
 
 @dataclass(frozen=True)

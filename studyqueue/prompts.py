@@ -19,9 +19,9 @@ from typing import Any
 
 from django.template import Context, Engine, Template
 
-from studyqueue.columns import fit
 from studyqueue.conf import conf
 from studyqueue.models import ExplanationRevision, StudyQuestion, validate_choices
+from studyqueue.queue.columns import fit
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,9 @@ from datetime import datetime
 from django.db.models import Avg, Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Length
 
-from studyqueue import quality, queue
+from studyqueue import quality
 from studyqueue.models import ExplanationRevision, ReviewStatus
+from studyqueue.queue import transitions as queue
 
 FIRST_FLAG = "answer_mismatch"
 DASHBOARD_NEWEST = 50_000  # the dashboard compares over this many newest explanations

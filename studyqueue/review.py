@@ -23,8 +23,7 @@ from enum import StrEnum
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from studyqueue import quality, queue, revisions
-from studyqueue.columns import unstorable
+from studyqueue import quality, revisions
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
 from studyqueue.models import (
     ExplanationRevision,
@@ -34,6 +33,8 @@ from studyqueue.models import (
     ReviewStatus,
     StudyQuestion,
 )
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.columns import unstorable
 
 logger = logging.getLogger("studyqueue.review")
 

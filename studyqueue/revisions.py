@@ -22,8 +22,6 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from studyqueue import queue
-from studyqueue.columns import fit
 from studyqueue.models import (
     PROTECTED_REVIEWS,
     QUESTION_CHANGED_FLAG,
@@ -33,6 +31,8 @@ from studyqueue.models import (
     StudyQuestionJob,
 )
 from studyqueue.prompts import PromptVersion
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.columns import fit
 from studyqueue.services.llm import LLMReply
 
 logger = logging.getLogger("studyqueue.revisions")

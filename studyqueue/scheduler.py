@@ -31,9 +31,10 @@ from django_apscheduler.jobstores import DjangoJobStore
 from django_apscheduler.models import DjangoJob, DjangoJobExecution
 from django_apscheduler.util import close_old_connections
 
-from studyqueue import notify, poll, queue
 from studyqueue.conf import conf
 from studyqueue.consumer import Consumer, CycleResult
+from studyqueue.queue import notify, poll
+from studyqueue.queue import transitions as queue
 
 logger = logging.getLogger("studyqueue.scheduler")
 

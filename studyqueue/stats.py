@@ -19,7 +19,7 @@ from django.db.models import Avg, Count, FilteredRelation, Min, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from studyqueue import gate_limits, queue, review
+from studyqueue import gate_limits, review
 from studyqueue.conf import AUTO, conf
 from studyqueue.models import (
     ACTIVE_STATUSES,
@@ -33,7 +33,8 @@ from studyqueue.models import (
     StudyQuestionJob,
 )
 from studyqueue.outdated import Basis, basis
-from studyqueue.presence import ConsumerState, consumer_states
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.presence import ConsumerState, consumer_states
 from studyqueue.services.gate import endpoint_name
 
 Job = StudyQuestionJob

@@ -17,8 +17,6 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from studyqueue import queue
-from studyqueue.columns import width
 from studyqueue.models import (
     JobKind,
     ReviewStatus,
@@ -26,6 +24,8 @@ from studyqueue.models import (
     StudyQuestionJob,
     validate_choices,
 )
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.columns import width
 
 FORMATS = ("jsonl", "csv")
 BOM = "\ufeff"  # UTF-8's byte-order mark, EF BB BF once encoded: CSV exports start with it

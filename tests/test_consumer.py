@@ -9,10 +9,10 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from studyqueue import queue
 from studyqueue.consumer import Consumer, CycleResult
 from studyqueue.models import ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
-from studyqueue.retry import MAX_FREE_RELEASES
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.retry import MAX_FREE_RELEASES
 from studyqueue.workers import registry
 from tests.factories import StudyQuestionFactory
 from tests.helpers import wait_for

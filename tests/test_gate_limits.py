@@ -9,8 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from studyqueue import consumer as consumer_module
-from studyqueue import gate_limits, queue
+from studyqueue import gate_limits
 from studyqueue.models import GateLimit
+from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from studyqueue import queue, retry
 from studyqueue.models import ExplanationRevision, JobAttempt, StudyQuestionJob
+from studyqueue.queue import retry
+from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory
 from tests.helpers import wait_for
 from tests.helpers.processes import bulk_jobs, log_text
@@ -130,7 +131,7 @@ def test_a_slot_is_reclaimed_only_from_a_consumer_proven_silent(settings):
 
     from studyqueue.gate_reclaim import reclaim_stuck_slots
     from studyqueue.models import QueueConsumer
-    from studyqueue.pg import psycopg_kwargs
+    from studyqueue.queue.pg import psycopg_kwargs
     from studyqueue.services.gate import LOCK_NAMESPACE, holder_tag, lock_key
     from tests.factories import StudyQuestionJobFactory
 

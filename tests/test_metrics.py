@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from studyqueue import queue
+from studyqueue.queue import transitions as queue
 from tests.factories import ExplanationRevisionFactory, StudyQuestionJobFactory
 
 pytestmark = pytest.mark.django_db

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from studyqueue import answers, quality, queue
+from studyqueue import answers, quality
 from studyqueue.models import ExplanationRevision, FinishReason, StudyQuestion
 from studyqueue.quality import QualityFlag
+from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory
 
 KOREAN = "대한민국의 수도는 어디입니까?"
@@ -269,8 +270,8 @@ def test_answer_mismatch_is_a_flag_quality_retry_accepts(llm_server, settings, m
 
 def test_a_stated_answer_longer_than_its_column_is_cut(db):
     from studyqueue import revisions
-    from studyqueue.columns import width
     from studyqueue.prompts import PromptVersion
+    from studyqueue.queue.columns import width
     from studyqueue.services.llm import LLMReply
     from tests.factories import StudyQuestionJobFactory
 

@@ -16,8 +16,8 @@ from django.db import connections
 from django.test import Client
 from django.urls import reverse
 
-from studyqueue import queue
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
+from studyqueue.queue import transitions as queue
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,9 +8,10 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from studyqueue import queue, review
+from studyqueue import review
 from studyqueue.exceptions import ReviewConflict
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
+from studyqueue.queue import transitions as queue
 from studyqueue.review import Decision
 from tests.factories import StudyQuestionFactory
 

@@ -10,7 +10,8 @@ from django.urls import reverse
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from studyqueue import queue, stats
+from studyqueue import stats
+from studyqueue.queue import transitions as queue
 from tests.factories import ExplanationRevisionFactory, StudyQuestionJobFactory
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,7 @@ from studyqueue import gate_limits
 from studyqueue.admin.common import GuardedInputAdmin
 from studyqueue.conf import AUTO
 from studyqueue.models import QueueConsumer
-from studyqueue.presence import Liveness, state_of
+from studyqueue.queue.presence import Liveness, state_of
 
 STATE_COLOURS = {
     Liveness.LIVE: "#16a34a",

@@ -19,7 +19,7 @@ from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_lazy
 
-from studyqueue import outdated, quality, queue, times, transfer
+from studyqueue import outdated, quality, times, transfer
 from studyqueue.admin.common import (
     EXCERPT,
     CappedCountPaginator,
@@ -41,6 +41,7 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
 )
+from studyqueue.queue import transitions as queue
 
 # Django's delete confirmation lists each question with its revisions and jobs: a page of
 # this many questions is already long; the delete itself runs in one request too.

@@ -22,13 +22,14 @@ from django.urls import path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext
 
-from studyqueue import answers, queue, review
+from studyqueue import answers, review
 from studyqueue.admin.common import PageAdmin
 from studyqueue.diff import side_by_side
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
 from studyqueue.forms import CorrectionForm
 from studyqueue.models import ExplanationReview, ReviewStatus, StudyQuestion
 from studyqueue.quality import QualityFlag
+from studyqueue.queue import transitions as queue
 
 PERMISSION = "studyqueue.review_explanation"
 

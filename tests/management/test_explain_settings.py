@@ -10,9 +10,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from studyqueue import presence, queue
 from studyqueue.models import JobAttempt, StudyQuestionJob
 from studyqueue.prompts import current_version
+from studyqueue.queue import presence
+from studyqueue.queue import transitions as queue
 from tests.factories import QueueConsumerFactory, StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

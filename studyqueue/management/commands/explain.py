@@ -14,7 +14,7 @@ from django.template import Template, TemplateSyntaxError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue import presence, quality, queue
+from studyqueue import quality
 from studyqueue.admin.labels import flag_labels
 from studyqueue.consumer import Consumer, default_worker_id
 from studyqueue.management.commands._options import object_id
@@ -27,7 +27,9 @@ from studyqueue.prompts import (
     current_version,
     trial_template,
 )
-from studyqueue.queue import Outcome
+from studyqueue.queue import presence
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.transitions import Outcome
 from studyqueue.services.llm import LLMClient, LLMError, LLMReply
 
 

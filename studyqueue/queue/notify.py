@@ -6,7 +6,7 @@ and ``pause:<kind>`` (``pause:`` alone: every kind; hand back the jobs of that k
 not started). A ``Message`` is one of these, typed; ``parse`` turns a notice back into one
 and refuses anything else. ``send`` notifies inside the caller's transaction (delivered when
 it commits); ``start_listener`` runs the consumer's LISTEN thread on a psycopg connection
-built from Django's own connection parameters (``studyqueue.pg``: OPTIONS included, so TLS
+built from Django's own connection parameters (``studyqueue.queue.pg``: OPTIONS included, so TLS
 and service files work as for the ORM). SQLite has none of this: its consumers poll.
 """
 
@@ -22,9 +22,9 @@ from typing import Any
 import psycopg
 from django.db import connections
 
-from studyqueue import pg
-from studyqueue.columns import MAX_ID
 from studyqueue.models import JobKind
+from studyqueue.queue import pg
+from studyqueue.queue.columns import MAX_ID
 
 logger = logging.getLogger("studyqueue.notify")
 

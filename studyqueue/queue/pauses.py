@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from studyqueue import queue
+from studyqueue.queue import transitions as queue
 
 
 class KnownPauses:

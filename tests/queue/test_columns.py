@@ -1,11 +1,10 @@
-"""What a column can hold (``studyqueue.columns``): widths read from the model fields, text
+"""What a column can hold (``studyqueue.queue.columns``): widths read from the model fields, text
 every database stores, and a reply that holds what no column can store."""
 
 from __future__ import annotations
 
 import pytest
 
-from studyqueue import columns, queue
 from studyqueue.models import (
     ExplanationRevision,
     QueueConsumer,
@@ -13,6 +12,8 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
 )
+from studyqueue.queue import columns
+from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory
 
 

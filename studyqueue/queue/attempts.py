@@ -1,6 +1,6 @@
 """The attempt log (``JobAttempt``): a row per claim, opened by the claim and closed by the
 transition that ends it, in that transition's statement or transaction. Only
-``studyqueue.queue`` writes through this module; the job page reads ``for_job``."""
+``studyqueue.queue.transitions`` writes through this module; the job page reads ``for_job``."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 from django.db import connections
 from django.db.models import QuerySet
 
-from studyqueue import rawsql
 from studyqueue.models import AttemptOutcome, JobAttempt
+from studyqueue.queue import rawsql
 
 # A claimed job's new attempt, numbered after the job's last one. ON CONFLICT: a job that
 # somehow still had an open attempt is claimed all the same (bookkeeping never blocks work);

@@ -19,11 +19,11 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue import queue
-from studyqueue.columns import fit
 from studyqueue.conf import conf
 from studyqueue.models import QueueConsumer
 from studyqueue.prompts import current_version
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.columns import fit
 from studyqueue.services.redact import redact, secrets_of
 
 logger = logging.getLogger("studyqueue.presence")

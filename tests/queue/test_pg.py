@@ -9,7 +9,8 @@ import psycopg
 import pytest
 from django.db import connection
 
-from studyqueue import notify, pg, scheduler
+from studyqueue import scheduler
+from studyqueue.queue import notify, pg
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

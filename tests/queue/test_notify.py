@@ -1,4 +1,4 @@
-"""LISTEN/NOTIFY (``studyqueue.notify``): the messages, their parsing, and a real LISTEN
+"""LISTEN/NOTIFY (``studyqueue.queue.notify``): the messages, their parsing, and a real LISTEN
 connection receiving what the queue sends."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from studyqueue import notify, queue
 from studyqueue.models import JobKind, JobStatus
+from studyqueue.queue import notify
+from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 
 WAKE = notify.wake()

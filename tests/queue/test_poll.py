@@ -10,7 +10,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from studyqueue import poll, queue
+from studyqueue.queue import poll
+from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionJobFactory
 from tests.helpers import wait_for
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from django.db import DatabaseError, close_old_connections, connections
 
-from studyqueue import queue
+from studyqueue.queue import transitions as queue
 
 logger = logging.getLogger("studyqueue.poll")
 

@@ -7,9 +7,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from studyqueue import presence, queue
 from studyqueue.models import QueueConsumer
-from studyqueue.presence import Liveness
+from studyqueue.queue import presence
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.presence import Liveness
 from tests.factories import StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,7 +6,7 @@ still ``processing`` under the claim token the caller holds. The transitions ret
 ``Outcome`` they made (``Outcome.LOST`` when the claim was no longer ours and nothing was
 written); ``heartbeat`` returns whether it applied. A worker whose job was reset as stale
 and claimed again writes nothing. When a failure retries and after how long is the failure
-policy's to say (``studyqueue.retry``).
+policy's to say (``studyqueue.queue.retry``).
 
 Operator-side functions (``retry``, ``skip``, ``reset_stale``) take job ids or
 thresholds and return what they changed. The functions are synchronous (the consumer runs
@@ -29,9 +29,6 @@ from django.db import IntegrityError, connections, router, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from studyqueue import attempts, notify, rawsql
-from studyqueue import retry as policy
-from studyqueue.columns import fit
 from studyqueue.conf import conf
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import (
@@ -44,6 +41,9 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
 )
+from studyqueue.queue import attempts, notify, rawsql
+from studyqueue.queue import retry as policy
+from studyqueue.queue.columns import fit
 
 logger = logging.getLogger("studyqueue.queue")
 
@@ -72,7 +72,7 @@ class Outcome(StrEnum):
 # of queueing behind them, and ``= ANY(ARRAY(…))`` runs the SELECT once as an init plan
 # (``IN (…)`` plans a slower semi-join); SQLite serialises writers and has neither.
 # Status literals are inlined so that the planner matches the partial index
-# ``studyqueue_job_claim``. tests/test_queue.py checks that it takes exactly ready().
+# ``studyqueue_job_claim``. tests/queue/test_transitions.py checks that it takes exactly ready().
 _READY_IDS = """
     SELECT id FROM studyqueue_studyquestionjob AS job
     WHERE status = 'pending' AND run_after <= %(now)s AND attempts < max_attempts

@@ -1,4 +1,4 @@
-"""The failure policy (``studyqueue.retry``), table by table: the README's failure table in
+"""The failure policy (``studyqueue.queue.retry``), table by table: the README's failure table in
 numbers."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from studyqueue import retry
 from studyqueue.models import ErrorCode
-from studyqueue.retry import Backoff, RetryDecision, RetryStrategy
+from studyqueue.queue import retry
+from studyqueue.queue.retry import Backoff, RetryDecision, RetryStrategy
 
 JOB = {"BACKOFF_BASE_SECONDS": 10, "BACKOFF_MAX_SECONDS": 50, "BACKOFF_JITTER": 0}
 BREAKER = {"BREAKER_BASE_SECONDS": 2, "BREAKER_MAX_SECONDS": 60}

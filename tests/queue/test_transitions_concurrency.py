@@ -11,8 +11,8 @@ import pytest
 from django.db import connection, connections
 from django.utils import timezone
 
-from studyqueue import queue
 from studyqueue.models import JobStatus, StudyQuestion, StudyQuestionJob
+from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -11,9 +11,10 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from studyqueue import attempts, queue
 from studyqueue.models import ErrorCode, JobAttempt, StudyQuestionJob
-from studyqueue.queue import Outcome
+from studyqueue.queue import attempts
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.transitions import Outcome
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

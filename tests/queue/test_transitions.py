@@ -10,10 +10,10 @@ from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from studyqueue import queue
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import ErrorCode, JobKind, JobStatus, StudyQuestionJob
-from studyqueue.queue import Outcome
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.transitions import Outcome
 from tests.factories import (
     ExplanationRevisionFactory,
     StudyQuestionFactory,
@@ -450,7 +450,7 @@ def test_a_migration_between_claims_does_not_break_the_next_claim():
     import psycopg
     from django.db import connection
 
-    from studyqueue.pg import psycopg_kwargs
+    from studyqueue.queue.pg import psycopg_kwargs
 
     for _ in range(10):
         queue.enqueue(StudyQuestionFactory())

@@ -137,7 +137,7 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
         return found
 
     def _changed_content(self, before: dict[int, tuple[str, Any, str]]) -> None:
-        from studyqueue import revisions  # it imports the models
+        from studyqueue.explanations import revisions  # it imports the models
 
         after = self._contents(list(before))
         changed = [pk for pk, content in before.items() if after.get(pk, content) != content]
@@ -304,7 +304,7 @@ class StudyQuestion(models.Model):
             old = before.values_list("text", "choices", "answer").first()
             super().save(*args, **kwargs)
             if old is not None and tuple(old) != (self.text, self.choices, self.answer):
-                from studyqueue import revisions  # it imports the models
+                from studyqueue.explanations import revisions  # it imports the models
 
                 revisions.content_changed([self.pk], using=using)
                 # Kept in step: a later save of this object must not drop the new flag.
@@ -698,7 +698,7 @@ PROTECTED_REVIEWS = (ReviewStatus.APPROVED, ReviewStatus.EDITED)
 
 class ExplanationRevision(models.Model):
     """One generated explanation of a question, kept for good; the question points at its
-    current one. Written only through ``studyqueue.revisions``."""
+    current one. Written only through ``studyqueue.explanations.revisions``."""
 
     question = models.ForeignKey(
         StudyQuestion,

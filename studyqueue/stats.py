@@ -19,8 +19,10 @@ from django.db.models import Avg, Count, FilteredRelation, Min, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from studyqueue import gate_limits, review
+from studyqueue import gate_limits
 from studyqueue.conf import AUTO, conf
+from studyqueue.explanations import review_queue
+from studyqueue.explanations.outdated import Basis, basis
 from studyqueue.models import (
     ACTIVE_STATUSES,
     ErrorCode,
@@ -32,7 +34,6 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
 )
-from studyqueue.outdated import Basis, basis
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.presence import ConsumerState, consumer_states
 from studyqueue.services.gate import endpoint_name
@@ -372,7 +373,7 @@ def explanations(versions: list[str]) -> tuple[int, int, int]:
     """Explanations outdated (by none of ``versions``), waiting for review, and of those the
     flagged ones, each capped."""
     questions = StudyQuestion.objects.using(queue.database())
-    return capped(questions.outdated(versions)), *review.counts()
+    return capped(questions.outdated(versions)), *review_queue.counts()
 
 
 def by_status_kind(finished: dict[tuple[str, str, str], int]) -> dict[str, dict[str, int]]:

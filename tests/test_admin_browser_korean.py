@@ -15,7 +15,8 @@ from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.translation import gettext
 
-from studyqueue import gate_limits, prompts, revisions
+from studyqueue import gate_limits
+from studyqueue.explanations import prompts, revisions
 from studyqueue.models import JobAttempt
 from tests.factories import (
     ExplanationRevisionFactory,

@@ -64,7 +64,7 @@ def test_one_consumer_runs_many_cycles_on_one_client_and_loop(consumer, llm_serv
 
 
 def test_the_prompt_carries_question_choices_and_answer():
-    from studyqueue.prompts import build_messages
+    from studyqueue.explanations.prompts import build_messages
 
     question = StudyQuestionFactory(
         text="Capital of France?", choices=["Paris", "Rome"], answer="Paris"

@@ -1,7 +1,7 @@
 """Each running consumer's record of itself (``QueueConsumer``): written at start, during
 every cycle and at stop; read by the dashboard, which tells live, silent and stopped apart.
 A record also says what the consumer writes with (model, prompt version, gate): what
-"outdated" is measured against (``studyqueue.outdated``). Records silent or stopped for
+"outdated" is measured against (``studyqueue.explanations.outdated``). Records silent or stopped for
 longer than ``KEPT_FOR`` are deleted when a consumer starts or stops. A report writes the
 whole record again when it is gone (an operator removed it while the consumer was silent):
 a running consumer is never missing from the panel until its restart."""
@@ -20,8 +20,8 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from studyqueue.conf import conf
+from studyqueue.explanations.prompts import current_version
 from studyqueue.models import QueueConsumer
-from studyqueue.prompts import current_version
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.columns import fit
 from studyqueue.services.redact import redact, secrets_of

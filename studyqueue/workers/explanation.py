@@ -9,10 +9,10 @@ import logging
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from studyqueue import quality, revisions
 from studyqueue.conf import conf
+from studyqueue.explanations import quality, revisions
+from studyqueue.explanations.prompts import PromptVersion, build_messages, current_version
 from studyqueue.models import ErrorCode, StudyQuestion, StudyQuestionJob
-from studyqueue.prompts import PromptVersion, build_messages, current_version
 from studyqueue.queue import retry
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.transitions import Outcome

@@ -255,7 +255,7 @@ def test_a_gate_limit_whose_rates_are_not_an_object_shows_no_measures(admin_clie
 
 
 def test_the_outdated_tile_counts_against_the_live_consumers_and_notes_doubts(admin_client):
-    from studyqueue.prompts import current_version
+    from studyqueue.explanations.prompts import current_version
     from tests.factories import QueueConsumerFactory, StudyQuestionFactory
 
     StudyQuestionFactory(explanation="x", explanation_prompt_version="aaaaaaaaaaaa")

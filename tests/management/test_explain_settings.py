@@ -10,8 +10,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from studyqueue.explanations.prompts import current_version
 from studyqueue.models import JobAttempt, StudyQuestionJob
-from studyqueue.prompts import current_version
 from studyqueue.queue import presence
 from studyqueue.queue import transitions as queue
 from tests.factories import QueueConsumerFactory, StudyQuestionFactory

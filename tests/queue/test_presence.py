@@ -89,7 +89,7 @@ def test_paused_kinds_are_a_list_shown_with_all_for_every_kind(make_consumer, ll
 def test_a_consumer_reports_its_model_prompt_version_and_gate_limit(
     llm_server, make_consumer, settings
 ):
-    from studyqueue.prompts import current_version
+    from studyqueue.explanations.prompts import current_version
 
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_MODEL": "qwen", "GATE_PERMITS": 3}
     make_consumer(worker_id="c4").run_cycle()

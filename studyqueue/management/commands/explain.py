@@ -14,19 +14,19 @@ from django.template import Template, TemplateSyntaxError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue import quality
 from studyqueue.admin.labels import flag_labels
 from studyqueue.consumer import Consumer, default_worker_id
-from studyqueue.management.commands._options import object_id
-from studyqueue.management.commands._signals import stop_on_signals
-from studyqueue.management.commands._translated import TranslatedCommand
-from studyqueue.models import ExplanationRevision, JobKind, JobStatus, StudyQuestion
-from studyqueue.prompts import (
+from studyqueue.explanations import quality
+from studyqueue.explanations.prompts import (
     TrialRenderError,
     build_messages,
     current_version,
     trial_template,
 )
+from studyqueue.management.commands._options import object_id
+from studyqueue.management.commands._signals import stop_on_signals
+from studyqueue.management.commands._translated import TranslatedCommand
+from studyqueue.models import ExplanationRevision, JobKind, JobStatus, StudyQuestion
 from studyqueue.queue import presence
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.transitions import Outcome

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from studyqueue.diff import DIFF_CHARS, side_by_side
+from studyqueue.explanations.diff import DIFF_CHARS, side_by_side
 
 
 def test_words_removed_and_added_are_marked_and_escaped():

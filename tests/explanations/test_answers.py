@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from studyqueue import answers
-from studyqueue.answers import Verdict
+from studyqueue.explanations import answers
+from studyqueue.explanations.answers import Verdict
 
 AGREES, DIFFERS, UNREAD, NO_KEY = (
     Verdict.AGREES,

@@ -8,11 +8,11 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from studyqueue import review
 from studyqueue.exceptions import ReviewConflict
+from studyqueue.explanations import review_queue
+from studyqueue.explanations.review_queue import Decision
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
 from studyqueue.queue import transitions as queue
-from studyqueue.review import Decision
 from tests.factories import StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,34 +33,34 @@ def test_approve_records_who_and_when_and_the_question_leaves_the_queue(llm_serv
     first, second = StudyQuestionFactory(), StudyQuestionFactory()
     for question in (first, second):
         explain(llm_server, make_consumer, question, FIRST)
-    assert list(review.waiting()) == [first, second]
-    assert review.counts() == (2, 0)
+    assert list(review_queue.waiting()) == [first, second]
+    assert review_queue.counts() == (2, 0)
     revision = first.current_revision
-    result = review.decide(revision.pk, Decision.APPROVE, by="ana")
+    result = review_queue.decide(revision.pk, Decision.APPROVE, by="ana")
     revision.refresh_from_db()
     assert (revision.review_status, revision.reviewed_by) == ("approved", "ana")
     assert revision.reviewed_at is not None and result.current == revision
-    assert list(review.waiting()) == [second]
+    assert list(review_queue.waiting()) == [second]
     assert list(StudyQuestion.objects.approved()) == [first]
     # The queue moves on from the decided one, wrapping around at the end.
-    assert review.next_id(first.pk) == second.pk
-    assert review.next_id(second.pk) == second.pk
-    assert review.next_id(second.pk, backwards=True) == second.pk
+    assert review_queue.next_id(first.pk) == second.pk
+    assert review_queue.next_id(second.pk) == second.pk
+    assert review_queue.next_id(second.pk, backwards=True) == second.pk
 
 
 def test_reject_queues_a_regeneration_that_becomes_current_unreviewed(llm_server, make_consumer):
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
     rejected = question.current_revision
-    result = review.decide(rejected.pk, Decision.REJECT, by="ana")
+    result = review_queue.decide(rejected.pk, Decision.REJECT, by="ana")
     job = StudyQuestionJob.objects.get(pk=result.job_id)
     assert (job.status, job.study_question_id) == ("pending", question.pk)
     rejected.refresh_from_db()
     assert rejected.review_status == "rejected"
-    assert list(review.waiting()) == []  # decided; the regeneration is on its way
+    assert list(review_queue.waiting()) == []  # decided; the regeneration is on its way
     question = explain(llm_server, make_consumer, question, SECOND)  # runs the queued job
     assert question.explanation == SECOND and not question.current_revision.candidate
     assert question.current_revision.review_status == "unreviewed"
-    assert list(review.waiting()) == [question]
+    assert list(review_queue.waiting()) == [question]
 
 
 def test_edit_keeps_the_correction_as_a_new_current_revision_by_the_reviewer(
@@ -69,7 +69,7 @@ def test_edit_keeps_the_correction_as_a_new_current_revision_by_the_reviewer(
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), "Short.")
     original = question.current_revision
     assert original.flags == ["too_short"]
-    result = review.decide(original.pk, Decision.EDIT, by="ana", text=f"  {SECOND}\n")
+    result = review_queue.decide(original.pk, Decision.EDIT, by="ana", text=f"  {SECOND}\n")
     question.refresh_from_db()
     correction = question.current_revision
     assert correction == result.current and correction != original
@@ -84,29 +84,31 @@ def test_edit_keeps_the_correction_as_a_new_current_revision_by_the_reviewer(
     original.refresh_from_db()
     assert (original.review_status, original.reviewed_by) == ("edited", "ana")
     with pytest.raises(ReviewConflict):  # no longer what is judged
-        review.decide(original.pk, Decision.APPROVE, by="bo")
+        review_queue.decide(original.pk, Decision.APPROVE, by="bo")
     with pytest.raises(ValueError):
-        review.decide(correction.pk, Decision.EDIT, by="bo", text="  ")
+        review_queue.decide(correction.pk, Decision.EDIT, by="bo", text="  ")
 
 
 @pytest.mark.parametrize("protect", ["approve", "edit"])
 def test_a_regeneration_of_approved_work_waits_as_a_candidate(llm_server, make_consumer, protect):
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
-    review.decide(question.current_revision.pk, Decision(protect), by="ana", text=FIRST + " Yes.")
+    review_queue.decide(
+        question.current_revision.pk, Decision(protect), by="ana", text=FIRST + " Yes."
+    )
     question.refresh_from_db()
     kept, kept_text = question.current_revision, question.explanation
     question = explain(llm_server, make_consumer, question, SECOND)
     assert (question.current_revision, question.explanation) == (kept, kept_text)
     candidate = ExplanationRevision.objects.get(candidate=True)
     assert candidate.text == SECOND
-    item = review.item(question.pk)
+    item = review_queue.item(question.pk)
     assert (item.revision, item.previous, item.is_candidate) == (candidate, kept, True)
-    assert list(review.waiting()) == [question]
+    assert list(review_queue.waiting()) == [question]
     # A newer regeneration supersedes the waiting candidate (kept, no longer waiting).
     question = explain(llm_server, make_consumer, question, SECOND + " Again.")
     newest = ExplanationRevision.objects.get(candidate=True)
     assert newest.pk > candidate.pk and question.explanation == kept_text
-    review.decide(newest.pk, Decision.APPROVE, by="bo")
+    review_queue.decide(newest.pk, Decision.APPROVE, by="bo")
     question.refresh_from_db()
     assert question.explanation == SECOND + " Again." and question.current_revision == newest
     newest.refresh_from_db()
@@ -119,13 +121,13 @@ def test_a_regeneration_of_approved_work_waits_as_a_candidate(llm_server, make_c
 
 def test_rejecting_a_candidate_keeps_the_approved_explanation(llm_server, make_consumer):
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
-    review.decide(question.current_revision.pk, Decision.APPROVE, by="ana")
+    review_queue.decide(question.current_revision.pk, Decision.APPROVE, by="ana")
     question = explain(llm_server, make_consumer, question, SECOND)
     candidate = ExplanationRevision.objects.get(candidate=True)
-    result = review.decide(candidate.pk, Decision.REJECT, by="ana")
+    result = review_queue.decide(candidate.pk, Decision.REJECT, by="ana")
     assert result.job_id is None and not StudyQuestionJob.objects.active().exists()
     question.refresh_from_db()
-    assert question.explanation == FIRST and list(review.waiting()) == []
+    assert question.explanation == FIRST and list(review_queue.waiting()) == []
     candidate.refresh_from_db()
     assert (candidate.candidate, candidate.review_status) == (False, "rejected")
 
@@ -134,7 +136,7 @@ def test_enqueue_outdated_leaves_approved_work_alone_unless_asked(
     llm_server, make_consumer, settings
 ):
     approved = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
-    review.decide(approved.current_revision.pk, Decision.APPROVE, by="ana")
+    review_queue.decide(approved.current_revision.pk, Decision.APPROVE, by="ana")
     plain = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_MODEL": "another-model"}
     make_consumer().run_cycle()  # the live consumer's new model: all outdated
@@ -159,8 +161,8 @@ def test_export_approved_only_and_every_row_carries_its_review_status(llm_server
     approved, edited, plain = (StudyQuestionFactory() for _ in range(3))
     for question in (approved, edited, plain):
         explain(llm_server, make_consumer, question, FIRST)
-    review.decide(approved.current_revision.pk, Decision.APPROVE, by="ana")
-    review.decide(edited.current_revision.pk, Decision.EDIT, by="ana", text=SECOND)
+    review_queue.decide(approved.current_revision.pk, Decision.APPROVE, by="ana")
+    review_queue.decide(edited.current_revision.pk, Decision.EDIT, by="ana", text=SECOND)
     out = StringIO()
     call_command("exportexplanations", stdout=out, stderr=StringIO())
     rows = [json.loads(line) for line in out.getvalue().splitlines()]
@@ -185,30 +187,32 @@ def test_of_two_reviewers_on_one_item_the_second_is_refused_and_changes_nothing(
 ):
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
     revision = question.current_revision
-    seen = review.item(question.pk).seen  # both pages show it unreviewed
-    review.decide(revision.pk, Decision.APPROVE, by="alice", seen=seen)
+    seen = review_queue.item(question.pk).seen  # both pages show it unreviewed
+    review_queue.decide(revision.pk, Decision.APPROVE, by="alice", seen=seen)
     with pytest.raises(ReviewConflict, match="another reviewer decided first"):
-        review.decide(revision.pk, Decision.REJECT, by="bob", seen=seen)
+        review_queue.decide(revision.pk, Decision.REJECT, by="bob", seen=seen)
     revision.refresh_from_db()
     assert (revision.review_status, revision.reviewed_by) == ("approved", "alice")
     assert not StudyQuestionJob.objects.active().exists()  # no regeneration queued
     # A page loaded after Alice's decision may overrule it; one loaded before never does,
     # even once the revision is approved again (the time of the decision is in the state).
-    after_alice = review.item(question.pk).seen
-    review.decide(revision.pk, Decision.REJECT, by="bob", seen=after_alice)
-    review.decide(revision.pk, Decision.APPROVE, by="cy", seen=review.item(question.pk).seen)
+    after_alice = review_queue.item(question.pk).seen
+    review_queue.decide(revision.pk, Decision.REJECT, by="bob", seen=after_alice)
+    review_queue.decide(
+        revision.pk, Decision.APPROVE, by="cy", seen=review_queue.item(question.pk).seen
+    )
     with pytest.raises(ReviewConflict):
-        review.decide(revision.pk, Decision.REJECT, by="dee", seen=after_alice)
+        review_queue.decide(revision.pk, Decision.REJECT, by="dee", seen=after_alice)
     revision.refresh_from_db()
     assert (revision.review_status, revision.reviewed_by) == ("approved", "cy")
 
 
 def test_a_page_shown_before_the_question_changed_decides_nothing(llm_server, make_consumer):
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
-    seen = review.item(question.pk).seen
+    seen = review_queue.item(question.pk).seen
     StudyQuestion.objects.filter(pk=question.pk).update(answer="five")
     with pytest.raises(ReviewConflict, match="the question changed meanwhile"):
-        review.decide(question.current_revision_id, Decision.APPROVE, by="ana", seen=seen)
+        review_queue.decide(question.current_revision_id, Decision.APPROVE, by="ana", seen=seen)
     assert not StudyQuestion.objects.approved().exists()
 
 
@@ -222,14 +226,14 @@ def test_two_reviewers_at_once_on_postgres_exactly_one_decides(llm_server, make_
 
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
     revision_id = question.current_revision_id
-    seen = review.item(question.pk).seen
+    seen = review_queue.item(question.pk).seen
     start = threading.Barrier(2)
     outcomes: dict[str, str] = {}
 
     def decide(who: str, decision: Decision) -> None:
         try:
             start.wait(timeout=10)
-            review.decide(revision_id, decision, by=who, text=SECOND, seen=seen)
+            review_queue.decide(revision_id, decision, by=who, text=SECOND, seen=seen)
             outcomes[who] = "decided"
         except ReviewConflict:
             outcomes[who] = "refused"
@@ -265,13 +269,13 @@ def test_an_edit_that_changes_nothing_but_line_ends_is_no_edit(llm_server, make_
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), text)
     original = question.current_revision
     with pytest.raises(UnchangedEdit):  # as a browser sends it: CRLF, a line end at the end
-        review.decide(
+        review_queue.decide(
             original.pk, Decision.EDIT, by="ana", text=text.replace("\n", "\r\n") + "\r\n"
         )
     original.refresh_from_db()
     assert original.review_status == "unreviewed" and ExplanationRevision.objects.count() == 1
     # A real correction is stored with its line ends as \n.
-    review.decide(original.pk, Decision.EDIT, by="ana", text="Four.\r\nCount it.\rTwice.\r\n")
+    review_queue.decide(original.pk, Decision.EDIT, by="ana", text="Four.\r\nCount it.\rTwice.\r\n")
     question.refresh_from_db()
     assert question.explanation == question.current_revision.text == "Four.\nCount it.\nTwice."
 
@@ -282,20 +286,20 @@ def test_a_correction_no_column_can_store_is_refused_before_anything_is_written(
 ):
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
     with pytest.raises(ValueError, match="cannot be stored"):
-        review.decide(question.current_revision_id, Decision.EDIT, by="ana", text=bad)
+        review_queue.decide(question.current_revision_id, Decision.EDIT, by="ana", text=bad)
     assert ExplanationRevision.objects.count() == 1
     assert ExplanationRevision.objects.get().review_status == "unreviewed"
 
 
 def test_a_candidate_accepted_by_one_reviewer_is_not_rejected_by_another(llm_server, make_consumer):
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
-    review.decide(question.current_revision_id, Decision.APPROVE, by="ana")
+    review_queue.decide(question.current_revision_id, Decision.APPROVE, by="ana")
     question = explain(llm_server, make_consumer, question, SECOND)
     candidate = ExplanationRevision.objects.get(candidate=True)
-    seen = review.item(question.pk).seen
-    review.decide(candidate.pk, Decision.APPROVE, by="alice", seen=seen)
+    seen = review_queue.item(question.pk).seen
+    review_queue.decide(candidate.pk, Decision.APPROVE, by="alice", seen=seen)
     with pytest.raises(ReviewConflict, match="another reviewer decided first"):
-        review.decide(candidate.pk, Decision.REJECT, by="bob", seen=seen)
+        review_queue.decide(candidate.pk, Decision.REJECT, by="bob", seen=seen)
     question.refresh_from_db()
     assert question.current_revision == candidate and question.explanation == SECOND
     candidate.refresh_from_db()

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from studyqueue import prompts
+from studyqueue.explanations import prompts
 from tests.factories import StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db
-SHIPPED = Path(prompts.__file__).parent / "templates" / "studyqueue"
+SHIPPED = Path(prompts.__file__).parent.parent / "templates" / "studyqueue"
 
 
 @pytest.fixture

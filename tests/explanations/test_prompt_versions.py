@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from studyqueue import promptstats, revisions
+from studyqueue.explanations import prompt_versions, revisions
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
 from tests.helpers.admin import DASHBOARD_URL
 
@@ -45,7 +45,7 @@ def two_versions():  # type: ignore[no-untyped-def]
 
 
 def test_each_version_numbers(two_versions):
-    newest, oldest = promptstats.collect()
+    newest, oldest = prompt_versions.collect()
     assert (newest.prompt_version, oldest.prompt_version) == ("bbb", "aaa")
     assert (oldest.written, oldest.mean_chars, oldest.mean_completion_tokens) == (3, 200, 20)
     assert oldest.flag_shares == [("too_short", 2 / 3), ("wrong_script", 1 / 3)]
@@ -64,12 +64,12 @@ def test_each_version_numbers(two_versions):
         0.0,
     )
     # The newest N only: the last two revisions the LLM wrote are version bbb's.
-    assert [v.prompt_version for v in promptstats.collect(newest=2)] == ["bbb"]
+    assert [v.prompt_version for v in prompt_versions.collect(newest=2)] == ["bbb"]
 
 
 def test_no_review_yet_is_no_rate():
     written("ccc", "text", [])
-    (version,) = promptstats.collect()
+    (version,) = prompt_versions.collect()
     assert (version.reviewed, version.approval_rate, version.rejection_rate) == (0, None, None)
 
 

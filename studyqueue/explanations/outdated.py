@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext, ngettext
 
-from studyqueue.prompts import PromptVersion, current_version
+from studyqueue.explanations.prompts import PromptVersion, current_version
 from studyqueue.queue.presence import ConsumerState, live_consumers
 
 

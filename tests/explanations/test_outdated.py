@@ -10,9 +10,9 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from studyqueue import outdated
+from studyqueue.explanations import outdated
+from studyqueue.explanations.prompts import current_version
 from studyqueue.models import StudyQuestion, StudyQuestionJob
-from studyqueue.prompts import current_version
 from studyqueue.queue import transitions as queue
 from tests.factories import QueueConsumerFactory, StudyQuestionFactory
 

@@ -5,7 +5,7 @@ An item is a question and the revision to judge: the newest *candidate* waiting 
 an approved or edited explanation, else the current explanation. Approve keeps it (a
 candidate becomes current); Reject marks it and, for a current explanation, queues a
 regeneration through ``queue.enqueue``; Edit keeps the reviewer's text as a new current
-revision authored by them. Revisions are written by ``studyqueue.revisions`` only.
+revision authored by them. Revisions are written by ``studyqueue.explanations.revisions`` only.
 
 A decision applies only to what the reviewer saw (``Seen``, carried by the page's form): a
 compare-and-set on the revision's review, under the question's lock, so of two reviewers
@@ -23,8 +23,8 @@ from enum import StrEnum
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from studyqueue import quality, revisions
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
+from studyqueue.explanations import quality, revisions
 from studyqueue.models import (
     ExplanationRevision,
     FinishReason,

@@ -11,8 +11,8 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
+from studyqueue.explanations.prompts import current_version
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
-from studyqueue.prompts import current_version
 from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from studyqueue import answers, quality
+from studyqueue.explanations import answers, quality
+from studyqueue.explanations.quality import QualityFlag
 from studyqueue.models import ExplanationRevision, FinishReason, StudyQuestion
-from studyqueue.quality import QualityFlag
 from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory
 
@@ -269,8 +269,8 @@ def test_answer_mismatch_is_a_flag_quality_retry_accepts(llm_server, settings, m
 
 
 def test_a_stated_answer_longer_than_its_column_is_cut(db):
-    from studyqueue import revisions
-    from studyqueue.prompts import PromptVersion
+    from studyqueue.explanations import revisions
+    from studyqueue.explanations.prompts import PromptVersion
     from studyqueue.queue.columns import width
     from studyqueue.services.llm import LLMReply
     from tests.factories import StudyQuestionJobFactory

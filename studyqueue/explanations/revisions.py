@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from studyqueue.explanations.prompts import PromptVersion
 from studyqueue.models import (
     PROTECTED_REVIEWS,
     QUESTION_CHANGED_FLAG,
@@ -30,7 +31,6 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
 )
-from studyqueue.prompts import PromptVersion
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.columns import fit
 from studyqueue.services.llm import LLMReply

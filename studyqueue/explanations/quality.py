@@ -8,7 +8,7 @@
   in English), compared by the dominant Unicode script of their letters;
 - ``answer_mismatch``: the answer the reply states is not the question's key;
 - ``no_answer_stated``: the question has a key, and the reply states no answer the parser
-  (``studyqueue.answers``) can read;
+  (``studyqueue.explanations.answers``) can read;
 - ``question_changed``: the question's text, choices or key changed after the explanation
   was written (set on the question, never on the reply's revision: it is no fault of the
   prompt, so prompt statistics do not count it). Such an explanation is outdated.
@@ -28,9 +28,9 @@ from django.db import models
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue import answers
-from studyqueue.answers import Agreement, Verdict
 from studyqueue.conf import conf
+from studyqueue.explanations import answers
+from studyqueue.explanations.answers import Agreement, Verdict
 from studyqueue.models import QUESTION_CHANGED_FLAG, FinishReason
 
 

@@ -130,7 +130,7 @@ def test_import_rejects_bad_input(args, message, tmp_path, monkeypatch):
 
 def _explained(**fields) -> StudyQuestion:  # type: ignore[no-untyped-def]
     """A question whose current revision holds its explanation (as the worker leaves it)."""
-    from studyqueue import revisions
+    from studyqueue.explanations import revisions
     from tests.factories import ExplanationRevisionFactory
 
     version = fields.pop("explanation_prompt_version", "")
@@ -171,7 +171,7 @@ def test_exports_carry_the_replys_measurements_under_their_names(tmp_path):
 
 
 def test_export_streams_explained_questions_as_jsonl_and_csv(tmp_path):
-    from studyqueue.prompts import current_version
+    from studyqueue.explanations.prompts import current_version
 
     version = current_version().hash
     current = _explained(
@@ -393,7 +393,7 @@ def test_quoted_fields_over_several_lines_crlf_and_a_bom_still_import(tmp_path):
 
 
 def test_fields_over_128_kib_are_errors_of_their_rows_in_csv_and_jsonl(tmp_path):
-    from studyqueue.transfer import FIELD_MAX, LINE_MAX
+    from studyqueue.explanations.transfer import FIELD_MAX, LINE_MAX
 
     big = "x" * (FIELD_MAX + 1)
     path = csv_file(
@@ -539,7 +539,7 @@ FORMULAS = {
     ["-2+3", "\t=1+1", "\r=1+1", "\n=1+1", "  =1+1", "\uff1d1+1", "@x", "+x"],
 )
 def test_a_csv_cell_a_spreadsheet_would_run_gets_a_quote_in_front(cell):
-    from studyqueue.transfer import spreadsheet_safe
+    from studyqueue.explanations.transfer import spreadsheet_safe
 
     assert spreadsheet_safe(cell) == "'" + cell
     for harmless in ("Because.", "1-2", "", "'=quoted", 42, None, "[]"):
@@ -578,7 +578,7 @@ def export_process(child_env, python, stdout, *args: str):  # type: ignore[no-un
 
     return subprocess.Popen(
         [python, "manage.py", "exportexplanations", *args],
-        cwd=str(Path(__file__).resolve().parent.parent),
+        cwd=str(Path(__file__).resolve().parents[2]),
         env=child_env,
         stdout=stdout,
         stderr=subprocess.PIPE,
@@ -626,7 +626,7 @@ def test_standard_input_with_a_bom_crlf_and_bytes_that_are_not_utf8(child_env, p
     data = b"\xef\xbb\xbfexternal_id,text\r\ns1,caf\xe9\r\ns2,\xc3\xa9t\xc3\xa9\r\n"
     result = subprocess.run(
         [python, "manage.py", "importquestions", "-", "--format", "csv", "--skip-invalid"],
-        cwd=str(Path(__file__).resolve().parent.parent),
+        cwd=str(Path(__file__).resolve().parents[2]),
         env=child_env,
         input=data,
         capture_output=True,

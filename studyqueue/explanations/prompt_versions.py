@@ -18,7 +18,7 @@ from datetime import datetime
 from django.db.models import Avg, Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Length
 
-from studyqueue import quality
+from studyqueue.explanations import quality
 from studyqueue.models import ExplanationRevision, ReviewStatus
 from studyqueue.queue import transitions as queue
 

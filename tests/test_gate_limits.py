@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from studyqueue import consumer as consumer_module
 from studyqueue import gate_limits
+from studyqueue.consumer import consumer as consumer_module
 from studyqueue.models import GateLimit
 from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from studyqueue import scheduler
+from studyqueue.consumer import scheduler
 from studyqueue.queue import notify, pg
 from tests.helpers import wait_for
 

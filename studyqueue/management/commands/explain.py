@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from studyqueue.admin.labels import flag_labels
-from studyqueue.consumer import Consumer, default_worker_id
+from studyqueue.consumer.consumer import Consumer, default_worker_id
 from studyqueue.explanations import quality
 from studyqueue.explanations.prompts import (
     TrialRenderError,

@@ -9,7 +9,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from django.utils import timezone
 from django_apscheduler.models import DjangoJob, DjangoJobExecution
 
-from studyqueue import scheduler
+from studyqueue.consumer import scheduler
 from studyqueue.models import StudyQuestionJob
 from tests.factories import StudyQuestionJobFactory
 
@@ -98,7 +98,7 @@ def test_after_cycle_reschedules_sooner_when_work_is_due(scheduled):
         def __init__(self, retval):
             self.retval = retval
 
-    from studyqueue.consumer import CycleResult
+    from studyqueue.consumer.consumer import CycleResult
 
     scheduled.after_cycle(Event(CycleResult(next_due_in=None)))
     scheduled.after_cycle(Event(CycleResult(next_due_in=0.0)))
@@ -115,7 +115,7 @@ def test_while_the_breaker_pauses_the_next_cycle_waits_for_its_end(scheduled, se
     """Jobs are ready (next_due_in=0) but nothing can be claimed: the next cycle runs when
     the pause ends (at most an interval away, so that the consumer keeps reporting), a
     wake-up does not start one sooner, and the log says why once per pause."""
-    from studyqueue.consumer import CycleResult
+    from studyqueue.consumer.consumer import CycleResult
     from studyqueue.models import ErrorCode
     from studyqueue.services.llm import LLMError
 

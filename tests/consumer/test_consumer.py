@@ -9,7 +9,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from studyqueue.consumer import Consumer, CycleResult
+from studyqueue.consumer.consumer import Consumer, CycleResult
 from studyqueue.models import ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.retry import MAX_FREE_RELEASES

@@ -5,7 +5,7 @@ connections (the jobs', the claims' and the gate's, each reached through ``sync_
 on a single-thread executor of its own), the LLM client, the circuit breaker and the gate.
 The cycle's own one-query reads, off the per-job path, use Django's async ORM (the README's
 "How it is built" says which work goes where, and why). django-apscheduler calls
-``Consumer.run_cycle()`` as its scheduled job (``studyqueue.scheduler``).
+``Consumer.run_cycle()`` as its scheduled job (``studyqueue.consumer.scheduler``).
 
 One cycle (``Cycle``): reset stale jobs, then claim jobs in id order and keep up to
 twice the gate's limit of them in flight (at most the limit calling the LLM, the others

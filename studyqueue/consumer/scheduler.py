@@ -32,7 +32,7 @@ from django_apscheduler.models import DjangoJob, DjangoJobExecution
 from django_apscheduler.util import close_old_connections
 
 from studyqueue.conf import conf
-from studyqueue.consumer import Consumer, CycleResult
+from studyqueue.consumer.consumer import Consumer, CycleResult
 from studyqueue.queue import notify, poll
 from studyqueue.queue import transitions as queue
 

@@ -853,7 +853,7 @@ class ExplanationReview(ExplanationRevision):
 class GateLimit(models.Model):
     """The adaptive gate's limit for one LLM endpoint (``GATE_PERMITS=auto``): shared by
     every consumer of that endpoint, kept across restarts. Written only through
-    ``studyqueue.gate_limits``."""
+    ``studyqueue.services.gate_limits``."""
 
     endpoint = models.CharField(
         _("endpoint"),

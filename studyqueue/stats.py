@@ -19,7 +19,6 @@ from django.db.models import Avg, Count, FilteredRelation, Min, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from studyqueue import gate_limits
 from studyqueue.conf import AUTO, conf
 from studyqueue.explanations import review_queue
 from studyqueue.explanations.outdated import Basis, basis
@@ -36,6 +35,7 @@ from studyqueue.models import (
 )
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.presence import ConsumerState, consumer_states
+from studyqueue.services import gate_limits
 from studyqueue.services.gate import endpoint_name
 
 Job = StudyQuestionJob

@@ -33,13 +33,13 @@ from typing import Any, ParamSpec, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, close_old_connections, connections
 
-from studyqueue import gate_limits, gate_reclaim
 from studyqueue.conf import conf, gate_is_auto
 from studyqueue.models import ErrorCode, StudyQuestionJob
 from studyqueue.queue import presence
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.pauses import KnownPauses
 from studyqueue.queue.transitions import Outcome
+from studyqueue.services import gate_limits, gate_reclaim
 from studyqueue.services.breaker import CircuitBreaker
 from studyqueue.services.gate import LLMGate
 from studyqueue.services.gate_control import GateController

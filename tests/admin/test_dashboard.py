@@ -175,10 +175,10 @@ def test_a_drain_shows_the_gate_limit_and_job_counts_of_now_not_of_the_last_repo
     """The consumer reports at a cycle's edges; its gate and its jobs move in between. The
     tile, the consumer row and the limits panel show one limit: the stored one; the row's
     counts are the jobs table's."""
-    from studyqueue import gate_limits
     from studyqueue.models import JobStatus
     from studyqueue.queue import presence
     from studyqueue.queue import transitions as queue
+    from studyqueue.services import gate_limits
 
     url, worker = "http://127.0.0.1:8080/v1", "drain-box:1"
     presence.record_start(worker, interval=60, llm_url=url, gate="auto")

@@ -129,10 +129,10 @@ def test_a_slot_is_reclaimed_only_from_a_consumer_proven_silent(settings):
     from django.db import connection
     from django.utils import timezone
 
-    from studyqueue.gate_reclaim import reclaim_stuck_slots
     from studyqueue.models import QueueConsumer
     from studyqueue.queue.pg import psycopg_kwargs
     from studyqueue.services.gate import LOCK_NAMESPACE, holder_tag, lock_key
+    from studyqueue.services.gate_reclaim import reclaim_stuck_slots
     from tests.factories import StudyQuestionJobFactory
 
     settings.STUDYQUEUE = {**getattr(settings, "STUDYQUEUE", {}), "STALE_MINUTES": 0.05}

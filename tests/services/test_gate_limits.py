@@ -8,10 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from studyqueue import gate_limits
 from studyqueue.consumer import consumer as consumer_module
 from studyqueue.models import GateLimit
 from studyqueue.queue import transitions as queue
+from studyqueue.services import gate_limits
 from tests.factories import StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

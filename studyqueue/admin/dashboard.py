@@ -24,7 +24,7 @@ from studyqueue.models import (
     JobStatus,
     QueueDashboard,
 )
-from studyqueue.stats import DashboardStats, collect
+from studyqueue.monitoring.stats import DashboardStats, collect
 
 REFRESH_SECONDS = 5
 

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from studyqueue.models import StudyQuestionJob
-from studyqueue.stats import collect
+from studyqueue.monitoring.stats import collect
 from tests.factories import StudyQuestionJobFactory
 from tests.helpers import clock
 from tests.helpers.admin import (

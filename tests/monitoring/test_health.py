@@ -16,8 +16,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
-from studyqueue import health
 from studyqueue.models import QueueConsumer, StudyQuestionJob
+from studyqueue.monitoring import health
 from studyqueue.services.llm import PROBE_DEADLINE_SECONDS
 from tests.factories import StudyQuestionFactory
 from tests.helpers import wait_for

@@ -1,4 +1,4 @@
-"""The one collector (``studyqueue.stats``): the dashboard, its JSON view and the metrics read
+"""The one collector (``monitoring.stats``): the dashboard, its JSON view and the metrics read
 the same numbers from it (issue 17, item 5)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from studyqueue import stats
+from studyqueue.monitoring import stats
 from studyqueue.queue import transitions as queue
 from tests.factories import ExplanationRevisionFactory, StudyQuestionJobFactory
 

@@ -1,4 +1,4 @@
-"""The queue as Prometheus metrics, computed per scrape by ``studyqueue.stats`` (the
+"""The queue as Prometheus metrics, computed per scrape by ``studyqueue.monitoring.stats`` (the
 dashboard's collector, so both show the same numbers from the same queries)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from studyqueue import stats
 from studyqueue.models import ACTIVE_STATUSES, JobKind
+from studyqueue.monitoring import stats
 from studyqueue.queue import presence
 
 # LLM call durations (seconds): from short answers to minutes on a real GPU box.

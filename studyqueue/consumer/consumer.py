@@ -34,6 +34,7 @@ from asgiref.sync import sync_to_async
 from django.db import DatabaseError, close_old_connections, connections
 
 from studyqueue.conf import conf, gate_is_auto
+from studyqueue.explanations.prompts import current_version
 from studyqueue.models import ErrorCode, StudyQuestionJob
 from studyqueue.queue import presence
 from studyqueue.queue import transitions as queue
@@ -213,7 +214,7 @@ class Consumer:
             if not self._started:
                 llm_url = self.client.redact(conf.LLM_URL)
                 await self.claims_db(
-                    presence.record_start,
+                    _record_start,
                     self.worker_id,
                     interval=self.interval,
                     llm_url=llm_url,
@@ -317,7 +318,7 @@ class Consumer:
             gate_limit=self.gate.limit,
         )
         try:
-            await self.claims_db(presence.record_report, self.worker_id, report)
+            await self.claims_db(_record_report, self.worker_id, report)
         except DatabaseError as exc:
             logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
             return
@@ -473,6 +474,19 @@ class Consumer:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _record_start(worker_id: str, *, interval: float, llm_url: str, gate: str) -> None:
+    """``presence.record_start`` with the prompt version read now, on the claims' thread
+    (the consumer hands it to presence: the queue imports nothing of the explanations)."""
+    presence.record_start(
+        worker_id, interval=interval, llm_url=llm_url, prompt=current_version(), gate=gate
+    )
+
+
+def _record_report(worker_id: str, report: presence.Report) -> None:
+    """``presence.record_report`` with the prompt version read at this report."""
+    presence.record_report(worker_id, report, prompt=current_version())
 
 
 def _paused_message(kind: str, paused: list[str]) -> str:

@@ -1,10 +1,11 @@
 """Each running consumer's record of itself (``QueueConsumer``): written at start, during
 every cycle and at stop; read by the dashboard, which tells live, silent and stopped apart.
 A record also says what the consumer writes with (model, prompt version, gate): what
-"outdated" is measured against (``studyqueue.explanations.outdated``). Records silent or stopped for
-longer than ``KEPT_FOR`` are deleted when a consumer starts or stops. A report writes the
-whole record again when it is gone (an operator removed it while the consumer was silent):
-a running consumer is never missing from the panel until its restart."""
+"outdated" is measured against (``explanations.outdated``); the consumer hands in the prompt
+version, read at each write, as the queue imports nothing of the explanations. Records silent
+or stopped for longer than ``KEPT_FOR`` are deleted when a consumer starts or stops. A report
+writes the whole record again when it is gone (an operator removed it while the consumer was
+silent): a running consumer is never missing from the panel until its restart."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import os
 import socket
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from django.db import models
 from django.db.models import F
@@ -20,7 +22,6 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from studyqueue.conf import conf
-from studyqueue.explanations.prompts import current_version
 from studyqueue.models import QueueConsumer
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.columns import fit
@@ -46,11 +47,21 @@ class Report:
     gate_limit: int | None = None  # concurrent LLM calls its gate allows now
 
 
-def _writes_with() -> dict[str, object]:
-    """What this process's settings and templates write with: read at each report, as the
-    worker reads the prompt version at each job (the version of the templates it renders:
-    a template edited on disk counts once the process loads it anew, at its restart)."""
-    version = current_version()
+class PromptShown(Protocol):
+    """A prompt version as a record shows it (``explanations.prompts.PromptVersion``)."""
+
+    @property
+    def hash(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+
+def _writes_with(version: PromptShown) -> dict[str, object]:
+    """What this process's settings and templates write with. The caller reads ``version``
+    at each report, as the worker reads the prompt version at each job (the version of the
+    templates it renders: a template edited on disk counts once the process loads it anew,
+    at its restart)."""
     return {
         "model": fit(QueueConsumer, "model", conf.LLM_MODEL),
         "prompt_version": version.hash,
@@ -78,7 +89,9 @@ class _Started:
 _started: dict[str, _Started] = {}
 
 
-def record_start(worker_id: str, *, interval: float, llm_url: str, gate: str = "") -> None:
+def record_start(
+    worker_id: str, *, interval: float, llm_url: str, prompt: PromptShown, gate: str = ""
+) -> None:
     """A consumer starts (or restarts under the same worker id); old records go."""
     now = timezone.now()
     prune(now)
@@ -107,12 +120,12 @@ def record_start(worker_id: str, *, interval: float, llm_url: str, gate: str = "
             "breaker_error": "",
             "gate_limit": None,
             "paused_kinds": queue.paused_kinds(),
-            **_writes_with(),
+            **_writes_with(prompt),
         },
     )
 
 
-def record_report(worker_id: str, report: Report) -> None:
+def record_report(worker_id: str, report: Report, *, prompt: PromptShown) -> None:
     """A consumer is alive: what it runs now, what it finished, its breaker. The record is
     written whole again when it is gone (deleted by hand or by the admin's action)."""
     worker_id = fit(QueueConsumer, "worker_id", worker_id)
@@ -128,7 +141,7 @@ def record_report(worker_id: str, report: Report) -> None:
         "breaker_error": report.breaker_error,
         "gate_limit": report.gate_limit,
         "paused_kinds": queue.paused_kinds(),
-        **_writes_with(),
+        **_writes_with(prompt),
     }
     records = QueueConsumer.objects.using(queue.database())
     updated = records.filter(worker_id=worker_id).update(
@@ -227,14 +240,14 @@ def _version_shown(version: str, label: str) -> str:
     return f"{version[:7]} ({label})" if label else version[:7]
 
 
-def differences(states: list[ConsumerState] | None = None) -> list[Difference]:
-    """Where this process's LLM URL, model and prompt version differ from those of the
-    live consumers among ``states`` (default: the live consumers now); none without one.
+def differences(prompt: PromptShown, states: list[ConsumerState] | None = None) -> list[Difference]:
+    """Where this process's LLM URL, model and prompt version (``prompt``) differ from those
+    of the live consumers among ``states`` (default: the live consumers now); none without one.
     A command that runs a job itself (``explain``) writes with its own, not theirs."""
     live = [s.record for s in (live_consumers() if states is None else states) if s.live]
     if not live:
         return []
-    here = _writes_with()
+    here = _writes_with(prompt)
     version, label = str(here["prompt_version"]), str(here["prompt_label"])
     # Per setting: this process's value, shown; each live consumer's, shown.
     compared = {

@@ -175,13 +175,15 @@ def test_a_drain_shows_the_gate_limit_and_job_counts_of_now_not_of_the_last_repo
     """The consumer reports at a cycle's edges; its gate and its jobs move in between. The
     tile, the consumer row and the limits panel show one limit: the stored one; the row's
     counts are the jobs table's."""
+    from studyqueue.explanations.prompts import current_version
     from studyqueue.models import JobStatus
     from studyqueue.queue import presence
     from studyqueue.queue import transitions as queue
     from studyqueue.services import gate_limits
 
     url, worker = "http://127.0.0.1:8080/v1", "drain-box:1"
-    presence.record_start(worker, interval=60, llm_url=url, gate="auto")
+    prompt = current_version()
+    presence.record_start(worker, interval=60, llm_url=url, prompt=prompt, gate="auto")
     presence.record_report(
         worker,
         presence.Report(
@@ -192,6 +194,7 @@ def test_a_drain_shows_the_gate_limit_and_job_counts_of_now_not_of_the_last_repo
             breaker_error="",
             gate_limit=1,
         ),
+        prompt=prompt,
     )
     gate_limits.sync(url, limit=1, rates={1: 20.0})
     StudyQuestionJobFactory.create_batch(14)

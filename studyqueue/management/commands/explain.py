@@ -220,7 +220,7 @@ class Command(TranslatedCommand):
     def _warn_if_settings_differ(self) -> None:
         """Say on stderr where these settings differ from the live consumers': this
         command writes with its own (LLM URL, model, prompt version), not theirs."""
-        for diff in presence.differences():
+        for diff in presence.differences(current_version()):
             self.stderr.write(
                 self.style.WARNING(
                     _(

@@ -5,6 +5,7 @@ the same questions again and again. With no live consumer, this process's own ve
 
 ``enqueue --outdated``, the question list's filter and the dashboard read ``basis()`` and
 say what it is: its ``summary`` always, its ``warnings`` when the versions disagree.
+``explain`` reads ``differences()``: where the settings here differ from the live consumers'.
 """
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext, ngettext
 
+from studyqueue.conf import conf
 from studyqueue.explanations.prompts import PromptVersion, current_version
+from studyqueue.models import QueueConsumer
+from studyqueue.queue.columns import fit
 from studyqueue.queue.presence import ConsumerState, live_consumers
+from studyqueue.services.redact import redact, secrets_of
 
 
 @dataclass(frozen=True)
@@ -129,3 +134,50 @@ def basis(states: Sequence[ConsumerState] | None = None) -> Basis:
     return Basis(
         live=tuple(LiveVersion(h, labels[h], n) for h, n in versions), local=current_version()
     )
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A setting these settings give another value than the live consumers use."""
+
+    setting: str  # LLM_URL, LLM_MODEL or PROMPT_VERSION
+    here: str
+    theirs: tuple[str, ...]  # each value a live consumer uses, sorted
+
+
+def shown_url(url: str) -> str:
+    """An LLM URL as a consumer records it: without its credentials, fitted to the column."""
+    return fit(QueueConsumer, "llm_url", redact(url, secrets_of(url, conf.LLM_API_KEY)))
+
+
+def _version_shown(version: str, label: str) -> str:
+    return f"{version[:7]} ({label})" if label else version[:7]
+
+
+def differences(states: list[ConsumerState] | None = None) -> list[Difference]:
+    """Where this process's LLM URL, model and prompt version differ from those of the
+    live consumers among ``states`` (default: the live consumers now); none without one.
+    A command that runs a job itself (``explain``) writes with its own, not theirs."""
+    live = [s.record for s in (live_consumers() if states is None else states) if s.live]
+    if not live:
+        return []
+    here = current_version()
+    version, label = here.hash, fit(QueueConsumer, "prompt_label", here.label)
+    model = fit(QueueConsumer, "model", conf.LLM_MODEL)
+    # Per setting: this process's value, shown; each live consumer's, shown.
+    compared = {
+        "LLM_URL": (shown_url(conf.LLM_URL), {(r.llm_url, r.llm_url) for r in live}),
+        "LLM_MODEL": (model, {(r.model, r.model) for r in live}),
+        "PROMPT_VERSION": (
+            _version_shown(version, label),
+            {(r.prompt_version, _version_shown(r.prompt_version, r.prompt_label)) for r in live},
+        ),
+    }
+    mine = {"LLM_URL": compared["LLM_URL"][0], "LLM_MODEL": model}
+    mine["PROMPT_VERSION"] = version  # compared by hash, shown with its label
+    out = []
+    for setting, (shown, theirs) in compared.items():
+        if {value for value, _shown in theirs} != {mine[setting]}:
+            theirs_shown = tuple(sorted({label for _value, label in theirs}))
+            out.append(Difference(setting, shown, theirs_shown))
+    return out

@@ -25,7 +25,6 @@ from studyqueue.conf import conf
 from studyqueue.models import QueueConsumer
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.columns import fit
-from studyqueue.services.redact import redact, secrets_of
 
 logger = logging.getLogger("studyqueue.presence")
 
@@ -220,49 +219,3 @@ def state_of(row: QueueConsumer, now: datetime) -> ConsumerState:
 def live_consumers(now: datetime | None = None) -> list[ConsumerState]:
     """The consumers that reported within two of their intervals."""
     return [s for s in consumer_states(now) if s.live]
-
-
-@dataclass(frozen=True)
-class Difference:
-    """A setting these settings give another value than the live consumers use."""
-
-    setting: str  # LLM_URL, LLM_MODEL or PROMPT_VERSION
-    here: str
-    theirs: tuple[str, ...]  # each value a live consumer uses, sorted
-
-
-def shown_url(url: str) -> str:
-    """An LLM URL as a consumer records it: without its credentials, fitted to the column."""
-    return fit(QueueConsumer, "llm_url", redact(url, secrets_of(url, conf.LLM_API_KEY)))
-
-
-def _version_shown(version: str, label: str) -> str:
-    return f"{version[:7]} ({label})" if label else version[:7]
-
-
-def differences(prompt: PromptShown, states: list[ConsumerState] | None = None) -> list[Difference]:
-    """Where this process's LLM URL, model and prompt version (``prompt``) differ from those
-    of the live consumers among ``states`` (default: the live consumers now); none without one.
-    A command that runs a job itself (``explain``) writes with its own, not theirs."""
-    live = [s.record for s in (live_consumers() if states is None else states) if s.live]
-    if not live:
-        return []
-    here = _writes_with(prompt)
-    version, label = str(here["prompt_version"]), str(here["prompt_label"])
-    # Per setting: this process's value, shown; each live consumer's, shown.
-    compared = {
-        "LLM_URL": (shown_url(conf.LLM_URL), {(r.llm_url, r.llm_url) for r in live}),
-        "LLM_MODEL": (str(here["model"]), {(r.model, r.model) for r in live}),
-        "PROMPT_VERSION": (
-            _version_shown(version, label),
-            {(r.prompt_version, _version_shown(r.prompt_version, r.prompt_label)) for r in live},
-        ),
-    }
-    mine = {"LLM_URL": compared["LLM_URL"][0], "LLM_MODEL": str(here["model"])}
-    mine["PROMPT_VERSION"] = version  # compared by hash, shown with its label
-    out = []
-    for setting, (shown, theirs) in compared.items():
-        if {value for value, _shown in theirs} != {mine[setting]}:
-            theirs_shown = tuple(sorted({label for _value, label in theirs}))
-            out.append(Difference(setting, shown, theirs_shown))
-    return out

@@ -13,8 +13,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from studyqueue import stats
 from studyqueue.models import QueueConsumer, StudyQuestion, StudyQuestionJob
+from studyqueue.monitoring import stats
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

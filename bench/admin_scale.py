@@ -110,8 +110,8 @@ def main() -> None:
     from django.test import Client
     from django.utils import timezone
 
-    from studyqueue import queue
     from studyqueue.models import StudyQuestionJob
+    from studyqueue.queue import transitions as queue
 
     started = time.perf_counter()
     fill(args.rows)

@@ -45,7 +45,7 @@ def per_call(read: Callable[[], object], count: int) -> float:
 def readers(reply: str, choices: list[str], key: str) -> dict[str, Callable[[], object]]:
     """The store's two passes over a reply: its stated answer, and its quality flags (with a
     question in the reply's language)."""
-    from studyqueue import answers, quality
+    from studyqueue.explanations import answers, quality
 
     korean = "정답" in reply
     question = "다음 중 한국의 수도는 어디입니까?" if korean else "Which city is the capital?"

@@ -22,8 +22,8 @@ def main() -> None:
     args = parser.parse_args()
     setup_django(args.db)
 
-    from studyqueue import queue
     from studyqueue.models import StudyQuestion, StudyQuestionJob
+    from studyqueue.queue import transitions as queue
 
     StudyQuestion.objects.bulk_create(
         (StudyQuestion(text=f"q{i}") for i in range(args.questions)), batch_size=5000

@@ -39,7 +39,7 @@ def _recreate_pg(url: str) -> None:
     import dj_database_url
     import psycopg
 
-    from studyqueue.pg import psycopg_kwargs
+    from studyqueue.queue.pg import psycopg_kwargs
 
     cfg = dj_database_url.parse(url)
     with psycopg.connect(**psycopg_kwargs(cfg, dbname="postgres"), autocommit=True) as conn:
@@ -73,8 +73,8 @@ def reset_tables() -> None:
 def fill_queue(questions: Iterable[Any]) -> None:
     """Empty tables, then ``questions`` (unsaved ``StudyQuestion``s) saved, each with a
     pending job, and the planner's statistics fresh."""
-    from studyqueue import queue
     from studyqueue.models import StudyQuestion
+    from studyqueue.queue import transitions as queue
 
     reset_tables()
     StudyQuestion.objects.bulk_create(questions)

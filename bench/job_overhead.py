@@ -66,9 +66,9 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connections
 
-    from studyqueue import queue
+    from studyqueue.explanations.prompts import build_messages, current_version
     from studyqueue.models import StudyQuestion, StudyQuestionJob
-    from studyqueue.prompts import build_messages, current_version
+    from studyqueue.queue import transitions as queue
     from studyqueue.services.gate import LLMGate
     from studyqueue.services.llm import LLMClient, LLMReply
     from studyqueue.workers.explanation import store as store_reply

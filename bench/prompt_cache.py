@@ -99,7 +99,7 @@ def messages_for(question: object, layout: str, text: str) -> list[dict[str, str
     pre-issue-18 layout with it in the user message after the question (``before``)."""
     from django.template import Context, Engine
 
-    from studyqueue import prompts
+    from studyqueue.explanations import prompts
 
     system, user = prompts.build_messages(question)  # type: ignore[arg-type]
     if layout == "after":

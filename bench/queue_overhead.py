@@ -38,7 +38,7 @@ def reference_loop(jobs: int) -> float:
     import psycopg
     from django.db import connection
 
-    from studyqueue.pg import psycopg_kwargs
+    from studyqueue.queue.pg import psycopg_kwargs
 
     cfg = connection.settings_dict
     with psycopg.connect(**psycopg_kwargs(cfg), autocommit=True) as conn:
@@ -82,8 +82,8 @@ def statements_loop(jobs: int) -> float:
     from django.db import connection
     from django.utils import timezone
 
-    from studyqueue import queue
-    from studyqueue.pg import psycopg_kwargs
+    from studyqueue.queue import transitions as queue
+    from studyqueue.queue.pg import psycopg_kwargs
 
     _fill(jobs + 1)
     sent: list[tuple[str, dict[str, Any]]] = []
@@ -119,9 +119,9 @@ def statements_loop(jobs: int) -> float:
 def studyqueue_drain(jobs: int, batch_size: int) -> float:
     from django.core.management import call_command
 
-    from studyqueue import queue
     from studyqueue.models import JobKind, StudyQuestionJob
-    from studyqueue.queue import Outcome
+    from studyqueue.queue import transitions as queue
+    from studyqueue.queue.transitions import Outcome
     from studyqueue.workers import registry
 
     async def noop(job, ctx) -> Outcome:  # type: ignore[no-untyped-def]

@@ -32,8 +32,8 @@ def main() -> None:
     url = setup_django(args.db)
     ready = "study_listen_ready" if args.db == "postgres" else "study_poll_ready"
 
-    from studyqueue import queue
     from studyqueue.models import StudyQuestion, StudyQuestionJob
+    from studyqueue.queue import transitions as queue
     from tests.llm_server import LLMServer
 
     server = LLMServer().start()

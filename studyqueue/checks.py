@@ -54,7 +54,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 def _prompt_problems() -> list[CheckMessage]:
     """The prompt templates render for a sample question: an override that does not is
     an error at startup, not a failure per job."""
-    from studyqueue import prompts  # the models must be ready first
+    from studyqueue.explanations import prompts  # the models must be ready first
 
     try:
         messages = prompts.build_messages(prompts.sample_question())
@@ -80,7 +80,7 @@ SHARED_USER_TEXT_LIMIT = 200
 def _cache_problems() -> list[CheckMessage]:
     """The server caches the prompt's prefix (the system message): fixed text belongs there,
     the user message should hold only the question. Warnings, since the prompt still works."""
-    from studyqueue import prompts
+    from studyqueue.explanations import prompts
 
     layout = prompts.cache_layout()
     problems: list[CheckMessage] = []
@@ -119,7 +119,7 @@ def _cache_problems() -> list[CheckMessage]:
 
 
 def _quality_problems() -> list[CheckMessage]:
-    from studyqueue import quality
+    from studyqueue.explanations import quality
 
     _, unknown = quality.parse_flags(conf.QUALITY_RETRY)
     if not unknown:

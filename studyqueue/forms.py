@@ -9,8 +9,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
 from django.utils.translation import gettext_lazy
 
-from studyqueue.columns import unstorable
 from studyqueue.models import StudyQuestion, validate_choices
+from studyqueue.queue.columns import unstorable
 
 
 def validate_storable(value: str) -> None:
@@ -87,6 +87,6 @@ class StudyQuestionForm(forms.ModelForm):
 
 class CorrectionForm(forms.Form):
     """A reviewer's corrected explanation: the same storable-text check as the question
-    form; line ends and blank ends are normalised by ``review.correction``."""
+    form; line ends and blank ends are normalised by ``review_queue.correction``."""
 
     text = StorableTextField(label=gettext_lazy("corrected text"), strip=False)

@@ -137,7 +137,7 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
         return found
 
     def _changed_content(self, before: dict[int, tuple[str, Any, str]]) -> None:
-        from studyqueue import revisions  # it imports the models
+        from studyqueue.explanations import revisions  # it imports the models
 
         after = self._contents(list(before))
         changed = [pk for pk, content in before.items() if after.get(pk, content) != content]
@@ -304,7 +304,7 @@ class StudyQuestion(models.Model):
             old = before.values_list("text", "choices", "answer").first()
             super().save(*args, **kwargs)
             if old is not None and tuple(old) != (self.text, self.choices, self.answer):
-                from studyqueue import revisions  # it imports the models
+                from studyqueue.explanations import revisions  # it imports the models
 
                 revisions.content_changed([self.pk], using=using)
                 # Kept in step: a later save of this object must not drop the new flag.
@@ -357,7 +357,7 @@ class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
 
 
 class StudyQuestionJob(models.Model):
-    """One unit of work on a question; status changes only through ``studyqueue.queue``."""
+    """One unit of work on a question; status changes only through ``queue.transitions``."""
 
     study_question = models.ForeignKey(
         StudyQuestion,
@@ -500,7 +500,7 @@ class AttemptOutcome(models.TextChoices):
 
 class JobAttempt(models.Model):
     """One claim of a job, from the claim to how it ended: the job's history, pruned with it.
-    Written only by ``studyqueue.queue``, in the statements and transactions of its
+    Written only by ``studyqueue.queue.transitions``, in the statements and transactions of its
     transitions."""
 
     job = models.ForeignKey(
@@ -698,7 +698,7 @@ PROTECTED_REVIEWS = (ReviewStatus.APPROVED, ReviewStatus.EDITED)
 
 class ExplanationRevision(models.Model):
     """One generated explanation of a question, kept for good; the question points at its
-    current one. Written only through ``studyqueue.revisions``."""
+    current one. Written only through ``studyqueue.explanations.revisions``."""
 
     question = models.ForeignKey(
         StudyQuestion,
@@ -853,7 +853,7 @@ class ExplanationReview(ExplanationRevision):
 class GateLimit(models.Model):
     """The adaptive gate's limit for one LLM endpoint (``GATE_PERMITS=auto``): shared by
     every consumer of that endpoint, kept across restarts. Written only through
-    ``studyqueue.gate_limits``."""
+    ``studyqueue.services.gate_limits``."""
 
     endpoint = models.CharField(
         _("endpoint"),

@@ -10,8 +10,8 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from studyqueue.conf import conf
-from studyqueue.health import READY_WAIT_SECONDS, Check, as_json, liveness, run_checks
-from studyqueue.metrics import QueueCollector
+from studyqueue.monitoring.health import READY_WAIT_SECONDS, Check, as_json, liveness, run_checks
+from studyqueue.monitoring.metrics import QueueCollector
 
 
 def _health(checks: list[Check]) -> HttpResponse:

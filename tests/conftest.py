@@ -69,7 +69,7 @@ def llm_server(settings):
 def make_consumer():
     """Build ``Consumer`` objects from the settings in force (``make_consumer(**kwargs)``);
     each is closed at teardown, with its database connection."""
-    from studyqueue.consumer import Consumer
+    from studyqueue.consumer.consumer import Consumer
 
     made = []
 

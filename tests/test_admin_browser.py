@@ -363,7 +363,7 @@ def test_operator_filters_failed_jobs_retries_them_and_opens_the_dashboard(site,
 
 
 def test_a_reviewer_works_through_the_queue_with_the_keyboard(site, page):
-    from studyqueue import revisions
+    from studyqueue.explanations import revisions
     from studyqueue.models import ExplanationRevision, StudyQuestion
     from tests.factories import ExplanationRevisionFactory
 

@@ -15,8 +15,9 @@ from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.translation import gettext
 
-from studyqueue import gate_limits, prompts, revisions
+from studyqueue.explanations import prompts, revisions
 from studyqueue.models import JobAttempt
+from studyqueue.services import gate_limits
 from tests.factories import (
     ExplanationRevisionFactory,
     QueueConsumerFactory,

@@ -12,8 +12,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from studyqueue import queue
 from studyqueue.models import StudyQuestionJob
+from studyqueue.queue import transitions as queue
 from tests.helpers import ROOT, wait_for
 from tests.helpers.processes import bulk_jobs, log_text
 

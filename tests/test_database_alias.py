@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from studyqueue import queue
 from studyqueue.models import JobKind, JobStatus, StudyQuestionJob
+from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

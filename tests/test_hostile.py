@@ -11,9 +11,9 @@ import tracemalloc
 import pytest
 from django.utils import timezone
 
-from studyqueue import queue
 from studyqueue.models import StudyQuestion, StudyQuestionJob
-from studyqueue.retry import MAX_FREE_RELEASES
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.retry import MAX_FREE_RELEASES
 from studyqueue.services.breaker import CircuitBreaker
 from studyqueue.services.llm import LLMError
 from tests.factories import StudyQuestionFactory

@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from studyqueue import queue
 from studyqueue.models import StudyQuestionJob
+from studyqueue.queue import transitions as queue
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.slow]
 

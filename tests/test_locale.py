@@ -16,7 +16,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone, translation
 
-from studyqueue import prompts, quality, revisions
+from studyqueue.explanations import prompts, quality, revisions
 from studyqueue.models import (
     ErrorCode,
     FinishReason,

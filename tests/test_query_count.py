@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from studyqueue import queue
 from studyqueue.models import StudyQuestion
+from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory
 from tests.helpers.queries import QueryLog
 

@@ -122,7 +122,7 @@ def _exists(path: str) -> bool:
 
 def test_the_readme_names_paths():
     paths = _paths()
-    assert "studyqueue/queue.py" in paths and "studyqueue/notify.py" in paths
+    assert "studyqueue/queue/transitions.py" in paths and "studyqueue/queue/notify.py" in paths
 
 
 @pytest.mark.parametrize("path", _paths())

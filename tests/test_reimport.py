@@ -16,8 +16,8 @@ from django.db import connections
 from django.test import Client
 from django.urls import reverse
 
-from studyqueue import queue
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
+from studyqueue.queue import transitions as queue
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -178,13 +178,13 @@ def test_a_change_after_the_reply_was_stored_gets_a_new_job(llm_server, make_con
 
 def approved_with_a_candidate(llm_server, make_consumer, tmp_path) -> StudyQuestion:  # type: ignore[no-untyped-def]
     """q1 explained and approved, and a regeneration of it waiting as a candidate."""
-    from studyqueue import review
+    from studyqueue.explanations import review_queue
 
     import_file(write_jsonl(tmp_path / "a.jsonl", OLD_TEXT), "--enqueue")
     llm_server.configure(answer=OLD_REPLY)
     make_consumer().run_cycle()
     question = StudyQuestion.objects.get()
-    review.decide(question.current_revision_id, review.Decision.APPROVE, by="ana")
+    review_queue.decide(question.current_revision_id, review_queue.Decision.APPROVE, by="ana")
     queue.enqueue(question)
     llm_server.configure(answer=OLD_REPLY + " Again.")
     make_consumer().run_cycle()
@@ -238,8 +238,8 @@ CHANGES = {
 def test_a_content_change_voids_the_approval_and_the_candidates_written_for_the_old_content(
     llm_server, make_consumer, tmp_path, admin_user, path
 ):
-    from studyqueue import review
     from studyqueue.exceptions import ReviewConflict
+    from studyqueue.explanations import review_queue
 
     question = approved_with_a_candidate(llm_server, make_consumer, tmp_path)
     approved = question.current_revision
@@ -257,12 +257,12 @@ def test_a_content_change_voids_the_approval_and_the_candidates_written_for_the_
     )
     assert export_approved() == []
     assert not ExplanationRevision.objects.filter(review_status="approved").exists()
-    assert list(review.waiting()) == [question]
+    assert list(review_queue.waiting()) == [question]
     # The candidate written for the old content waits no more and cannot be accepted.
     assert not ExplanationRevision.objects.filter(candidate=True).exists()
-    assert review.item(question.pk).revision == approved
+    assert review_queue.item(question.pk).revision == approved
     with pytest.raises(ReviewConflict):
-        review.decide(candidate.pk, review.Decision.APPROVE, by="bo")
+        review_queue.decide(candidate.pk, review_queue.Decision.APPROVE, by="bo")
     # The regeneration becomes current at once (nothing approved to protect).
     queue.enqueue(question)
     llm_server.configure(answer=NEW_REPLY)
@@ -288,7 +288,7 @@ def test_a_reimport_or_save_that_changes_nothing_keeps_the_approval(
 def test_a_content_change_makes_the_explanation_outdated_until_it_is_written_again(
     llm_server, make_consumer, tmp_path, admin_user, path
 ):
-    from studyqueue.prompts import current_version
+    from studyqueue.explanations.prompts import current_version
 
     question = approved_with_a_candidate(llm_server, make_consumer, tmp_path)
     version = current_version().hash
@@ -323,12 +323,12 @@ def queue_jobs_for(question: StudyQuestion) -> int:
 def test_a_content_change_voids_the_approvals_of_older_revisions_too(
     llm_server, make_consumer, tmp_path
 ):
-    from studyqueue import review
+    from studyqueue.explanations import review_queue
 
     question = approved_with_a_candidate(llm_server, make_consumer, tmp_path)
     first = question.current_revision
     candidate = ExplanationRevision.objects.get(candidate=True)
-    review.decide(candidate.pk, review.Decision.APPROVE, by="bo")
+    review_queue.decide(candidate.pk, review_queue.Decision.APPROVE, by="bo")
     first.refresh_from_db()
     assert first.review_status == "approved"  # superseded, still approved
     import_file(write_jsonl(tmp_path / "b.jsonl", NEW_TEXT))

@@ -11,8 +11,8 @@ from django.db.models import Max
 from django.utils import timezone
 from django_apscheduler.models import DjangoJob, DjangoJobExecution
 
-from studyqueue import queue
 from studyqueue.models import StudyQuestion, StudyQuestionJob
+from studyqueue.queue import transitions as queue
 from tests.helpers import wait_for
 from tests.helpers.processes import bulk_jobs, log_text
 

@@ -14,7 +14,7 @@ from django.template.loader import get_template
 from django.urls import reverse
 
 import project.settings
-from studyqueue import prompts
+from studyqueue.explanations import prompts
 from studyqueue.models import StudyQuestion
 from tests.helpers import ROOT
 from tests.settings import SUITE_TEMPLATES

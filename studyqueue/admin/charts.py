@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from studyqueue.stats import DashboardStats, HourBucket
+from studyqueue.monitoring.stats import DashboardStats, HourBucket
 
 NONE = "\u2013"  # an en dash: no value that hour
 

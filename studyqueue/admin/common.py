@@ -22,14 +22,14 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue import queue
-from studyqueue.columns import MAX_ID, unstorable
 from studyqueue.conf import conf
 from studyqueue.models import (
     AttemptOutcome,
     JobQuerySet,
     JobStatus,
 )
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.columns import MAX_ID, unstorable
 
 # Badge colours per status; a test checks that every status has one.
 STATUS_COLOURS: dict[str, str] = {

@@ -16,11 +16,11 @@ from django.utils.html import format_html
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue import gate_limits
 from studyqueue.admin.common import GuardedInputAdmin
 from studyqueue.conf import AUTO
 from studyqueue.models import QueueConsumer
-from studyqueue.presence import Liveness, state_of
+from studyqueue.queue.presence import Liveness, state_of
+from studyqueue.services import gate_limits
 
 STATE_COLOURS = {
     Liveness.LIVE: "#16a34a",

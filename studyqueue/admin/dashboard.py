@@ -14,17 +14,17 @@ from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.translation import gettext
 
-from studyqueue import promptstats
 from studyqueue.admin.charts import hourly_charts
 from studyqueue.admin.common import PageAdmin, short_duration, status_badge
 from studyqueue.conf import AUTO, conf
+from studyqueue.explanations import prompt_versions
 from studyqueue.models import (
     GateLimit,
     JobKind,
     JobStatus,
     QueueDashboard,
 )
-from studyqueue.stats import DashboardStats, collect
+from studyqueue.monitoring.stats import DashboardStats, collect
 
 REFRESH_SECONDS = 5
 
@@ -150,8 +150,8 @@ class QueueDashboardAdmin(PageAdmin):
             "opts": self.model._meta,
             "refresh_seconds": REFRESH_SECONDS,
             # Once per page load, not in the 5-second refresh: a GROUP BY over many rows.
-            "prompt_versions": promptstats.collect(promptstats.DASHBOARD_NEWEST),
-            "prompt_newest": number_format(promptstats.DASHBOARD_NEWEST, force_grouping=True),
+            "prompt_versions": prompt_versions.collect(prompt_versions.DASHBOARD_NEWEST),
+            "prompt_newest": number_format(prompt_versions.DASHBOARD_NEWEST, force_grouping=True),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/studyqueue/dashboard.html", context)

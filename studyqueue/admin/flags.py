@@ -16,7 +16,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
-from studyqueue.quality import MEANINGS, QualityFlag
+from studyqueue.explanations.quality import MEANINGS, QualityFlag
 
 # Badge colours per flag, the worst reddest; a test checks that every flag has one.
 FLAG_COLOURS: dict[str, str] = {

@@ -16,7 +16,6 @@ from django.utils.html import format_html
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue import queue
 from studyqueue.admin import job_cells
 from studyqueue.admin.common import (
     EXCERPT,
@@ -32,13 +31,14 @@ from studyqueue.admin.common import (
     status_badge,
 )
 from studyqueue.admin.timeline import timeline
-from studyqueue.columns import MAX_ID
 from studyqueue.conf import conf
 from studyqueue.models import (
     ExplanationRevision,
     QueuePause,
     StudyQuestionJob,
 )
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.columns import MAX_ID
 
 # The question's start in the list: long enough to recognise it, two lines at most.
 QUESTION_EXCERPT = 48

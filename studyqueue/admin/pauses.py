@@ -15,9 +15,9 @@ from django.http import HttpRequest
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue import queue
 from studyqueue.admin.common import GuardedInputAdmin
 from studyqueue.models import QueuePause
+from studyqueue.queue import transitions as queue
 
 
 @admin.register(QueuePause)

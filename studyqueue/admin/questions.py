@@ -19,7 +19,7 @@ from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_lazy
 
-from studyqueue import outdated, quality, queue, times, transfer
+from studyqueue import times
 from studyqueue.admin.common import (
     EXCERPT,
     CappedCountPaginator,
@@ -32,6 +32,7 @@ from studyqueue.admin.common import (
     status_badge,
 )
 from studyqueue.admin.flags import flag_badges, stated_beside_key
+from studyqueue.explanations import outdated, quality, transfer
 from studyqueue.forms import StudyQuestionForm
 from studyqueue.models import (
     ExplanationRevision,
@@ -41,6 +42,7 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
 )
+from studyqueue.queue import transitions as queue
 
 # Django's delete confirmation lists each question with its revisions and jobs: a page of
 # this many questions is already long; the delete itself runs in one request too.
@@ -48,7 +50,7 @@ DELETE_LIMIT = 1_000
 
 
 class ExplanationStateFilter(admin.SimpleListFilter):
-    """Current: written by a live consumer's prompt version (``studyqueue.outdated``);
+    """Current: written by a live consumer's prompt version (``studyqueue.explanations.outdated``);
     outdated: by another; missing: none. Current and outdated say against what."""
 
     title = gettext_lazy("explanation")

@@ -1,8 +1,8 @@
 """The review page: one question at a time, a decision per key press, the next one at once.
 
 GET shows an item (``?question=ID``, else the first waiting); POST to ``decide/`` applies
-Approve, Reject or Edit through ``studyqueue.review`` and redirects to the next waiting
-question. Each form carries the state the page showed (``review.Seen``): a decision made
+Approve, Reject or Edit through ``explanations.review_queue`` and redirects to the next waiting
+question. Each form carries the state the page showed (``review_queue.Seen``): a decision made
 on a page another reviewer has overtaken is refused. A correction that cannot be kept (or
 was overtaken) shows the page again with the reviewer's text in the box: nothing is lost.
 Permission ``studyqueue.review_explanation``; every decision is written to the admin log in
@@ -22,13 +22,14 @@ from django.urls import path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext
 
-from studyqueue import answers, queue, review
 from studyqueue.admin.common import PageAdmin
-from studyqueue.diff import side_by_side
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
+from studyqueue.explanations import answers, review_queue
+from studyqueue.explanations.diff import side_by_side
+from studyqueue.explanations.quality import QualityFlag
 from studyqueue.forms import CorrectionForm
 from studyqueue.models import ExplanationReview, ReviewStatus, StudyQuestion
-from studyqueue.quality import QualityFlag
+from studyqueue.queue import transitions as queue
 
 PERMISSION = "studyqueue.review_explanation"
 
@@ -53,7 +54,7 @@ def _flag_label(flag: str) -> str:
     return str(QualityFlag(flag).label) if flag in QualityFlag.values else flag
 
 
-def _status(current: review.Item) -> str:
+def _status(current: review_queue.Item) -> str:
     """The review status of the revision judged; for a candidate, what it would replace
     (the current explanation's status is not the candidate's)."""
     revision, previous = current.revision, current.previous
@@ -66,7 +67,7 @@ def _status(current: review.Item) -> str:
     return gettext("candidate")
 
 
-def _diff_labels(current: review.Item) -> dict[str, str]:
+def _diff_labels(current: review_queue.Item) -> dict[str, str]:
     """The side-by-side's heading and column labels: a candidate is compared with the
     current explanation (approved or edited), not with an earlier one of its own."""
     revision, previous = current.revision, current.previous
@@ -113,7 +114,7 @@ class ExplanationReviewAdmin(PageAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         asked = _question_id(request.GET.get("question"))
-        question_id = asked if asked is not None else review.next_id()
+        question_id = asked if asked is not None else review_queue.next_id()
         return self._page(request, question_id, asked, extra_context)
 
     def _page(
@@ -123,8 +124,8 @@ class ExplanationReviewAdmin(PageAdmin):
         asked: int | None,
         extra_context: dict | None = None,
     ) -> TemplateResponse:
-        current = review.item(question_id) if question_id is not None else None
-        waiting, flagged = review.counts()
+        current = review_queue.item(question_id) if question_id is not None else None
+        waiting, flagged = review_queue.counts()
         context: dict[str, Any] = {
             **self.admin_site.each_context(request),
             "title": gettext("Review explanations"),
@@ -133,7 +134,7 @@ class ExplanationReviewAdmin(PageAdmin):
             "asked": asked,
             "waiting": waiting,
             "flagged": flagged,
-            "capped": waiting >= review.COUNT_CAP,
+            "capped": waiting >= review_queue.COUNT_CAP,
             # Where a refused decision comes back to: this page (not the decide URL).
             "back_url": request.get_full_path() if request.method == "GET" else self._url(asked),
         }
@@ -158,7 +159,7 @@ class ExplanationReviewAdmin(PageAdmin):
                 diff=side_by_side(current.previous.text, current.revision.text)
                 if current.previous is not None
                 else None,
-                in_queue=review.waiting().filter(pk=question.pk).exists(),
+                in_queue=review_queue.waiting().filter(pk=question.pk).exists(),
                 next_url=self._step_url(question.pk, backwards=False),
                 prev_question_url=self._step_url(question.pk, backwards=True),
                 question_url=reverse("admin:studyqueue_studyquestion_change", args=[question.pk]),
@@ -167,7 +168,7 @@ class ExplanationReviewAdmin(PageAdmin):
         return TemplateResponse(request, "admin/studyqueue/review.html", context)
 
     def _step_url(self, question_id: int, *, backwards: bool) -> str | None:
-        found = review.next_id(question_id, backwards=backwards)
+        found = review_queue.next_id(question_id, backwards=backwards)
         return self._url(found) if found is not None and found != question_id else None
 
     def decide_view(self, request: HttpRequest) -> HttpResponse:
@@ -177,13 +178,13 @@ class ExplanationReviewAdmin(PageAdmin):
             return redirect(self._url())
         try:
             revision_id = int(request.POST.get("revision", ""))
-            decision = review.Decision(request.POST.get("decision", ""))
-            seen = review.Seen.parse(request.POST.get("seen", ""))
+            decision = review_queue.Decision(request.POST.get("decision", ""))
+            seen = review_queue.Seen.parse(request.POST.get("seen", ""))
         except ValueError:
             self.message_user(request, gettext("Nothing decided: a bad form."), messages.ERROR)
             return redirect(self._url())
         text = ""
-        if decision is review.Decision.EDIT:
+        if decision is review_queue.Decision.EDIT:
             form = CorrectionForm(request.POST)
             if not form.is_valid():
                 return self._edit_again(
@@ -193,7 +194,7 @@ class ExplanationReviewAdmin(PageAdmin):
         by = request.user.get_username()
         try:
             with transaction.atomic(using=queue.database()):  # the decision and its log entry
-                result = review.decide(revision_id, decision, by=by, text=text, seen=seen)
+                result = review_queue.decide(revision_id, decision, by=by, text=text, seen=seen)
                 question = StudyQuestion.objects.using(queue.database()).get(
                     pk=result.decided.question_id
                 )
@@ -207,13 +208,13 @@ class ExplanationReviewAdmin(PageAdmin):
             )
             return redirect(self._back(request))
         except (ReviewConflict, ValueError) as exc:
-            if decision is review.Decision.EDIT:  # their text stays in the box
+            if decision is review_queue.Decision.EDIT:  # their text stays in the box
                 return self._edit_again(request, revision_id, [gettext("Nothing saved: %s.") % exc])
             level = messages.WARNING if isinstance(exc, ReviewConflict) else messages.ERROR
             self.message_user(request, gettext("Nothing decided: %s.") % exc, level)
             return redirect(self._back(request))
         self.message_user(request, self._summary(question, result), messages.SUCCESS)
-        if decision is review.Decision.EDIT and result.current is not None:
+        if decision is review_queue.Decision.EDIT and result.current is not None:
             flagged = result.current.flags
             if flagged:  # the same check as a model's reply: say what it found
                 self.message_user(
@@ -222,7 +223,7 @@ class ExplanationReviewAdmin(PageAdmin):
                     % {"flags": ", ".join(_flag_label(flag) for flag in flagged)},
                     messages.WARNING,
                 )
-        following = review.next_id(question.pk)
+        following = review_queue.next_id(question.pk)
         return HttpResponseRedirect(self._url(following))
 
     def _edit_again(
@@ -248,7 +249,7 @@ class ExplanationReviewAdmin(PageAdmin):
         safe = url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()})
         return back if back and safe else self._url()
 
-    def _log_message(self, result: review.Result) -> str:
+    def _log_message(self, result: review_queue.Result) -> str:
         status = ReviewStatus(result.decided.review_status)
         message = gettext("Review: %(status)s revision %(revision)s") % {
             "status": status.label,
@@ -262,7 +263,7 @@ class ExplanationReviewAdmin(PageAdmin):
             message += gettext("; regeneration job %(job)s") % {"job": result.job_id}
         return message
 
-    def _summary(self, question: StudyQuestion, result: review.Result) -> str:
+    def _summary(self, question: StudyQuestion, result: review_queue.Result) -> str:
         status = result.decided.review_status
         values = {"question": question.pk, "revision": result.decided.pk}
         if status == ReviewStatus.APPROVED:

@@ -12,10 +12,10 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_lazy
 
-from studyqueue import revisions
 from studyqueue.admin.common import GuardedInputAdmin, excerpt, long_text
 from studyqueue.admin.flags import flag_badges, stated_beside_key
-from studyqueue.diff import side_by_side
+from studyqueue.explanations import revisions
+from studyqueue.explanations.diff import side_by_side
 from studyqueue.models import ExplanationRevision
 
 

@@ -12,10 +12,12 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue import attempts, queue, times
+from studyqueue import times
 from studyqueue.admin.common import ATTEMPT_COLOURS, badge, excerpt, short_duration
 from studyqueue.admin.job_cells import local_time
 from studyqueue.models import AttemptOutcome, ErrorCode, JobAttempt, StudyQuestionJob
+from studyqueue.queue import attempts
+from studyqueue.queue import transitions as queue
 
 # A job's page lists at most its last this many attempts (a job retried by operators again
 # and again has no bound of its own).

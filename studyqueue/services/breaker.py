@@ -7,8 +7,8 @@ import threading
 import time
 from datetime import UTC, datetime
 
-from studyqueue import retry
 from studyqueue.models import ErrorCode
+from studyqueue.queue import retry
 from studyqueue.services.llm import LLMError
 
 logger = logging.getLogger("studyqueue.breaker")

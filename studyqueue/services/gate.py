@@ -92,7 +92,7 @@ class RunDB(Protocol):
 
 
 # ``reclaim(db, endpoint, {slot: lock key})``, run on the gate's connection: frees the slots
-# among these whose holder is proven stuck (``studyqueue.gate_reclaim``); how many it freed.
+# among these whose holder is proven stuck (``services.gate_reclaim``); how many it freed.
 Reclaim = Callable[[str, str, dict[int, int]], int]
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import httpx
 
-from studyqueue import retry
-from studyqueue.columns import fit, storable
 from studyqueue.models import ErrorCode, ExplanationRevision, FinishReason
+from studyqueue.queue import retry
+from studyqueue.queue.columns import fit, storable
 
 TOKENS_MAX = 2**31 - 1  # PositiveIntegerField on PostgreSQL
 ERROR_TEXT_MAX = 300
@@ -34,7 +34,7 @@ MIN_DECODE_SPAN_MS = 50
 
 class LLMError(Exception):
     """A failed LLM call, classified by ``code`` and two facts, ``affects_all`` and
-    ``reached_server``; what follows from them is ``studyqueue.retry``'s to decide."""
+    ``reached_server``; what follows from them is ``studyqueue.queue.retry``'s to decide."""
 
     def __init__(
         self,

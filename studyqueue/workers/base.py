@@ -1,5 +1,5 @@
 """What every job handler shares: its context, and the mapping of a failed LLM call to a
-transition (the rules come from ``studyqueue.retry``)."""
+transition (the rules come from ``studyqueue.queue.retry``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from studyqueue import queue, retry
 from studyqueue.models import ErrorCode, StudyQuestionJob
-from studyqueue.queue import Outcome
+from studyqueue.queue import retry
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.transitions import Outcome
 from studyqueue.services.breaker import CircuitBreaker
 from studyqueue.services.gate import GateTimeout, LLMGate, RunDB
 from studyqueue.services.llm import LLMClient, LLMError

@@ -9,11 +9,13 @@ import logging
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from studyqueue import quality, queue, retry, revisions
 from studyqueue.conf import conf
+from studyqueue.explanations import quality, revisions
+from studyqueue.explanations.prompts import PromptVersion, build_messages, current_version
 from studyqueue.models import ErrorCode, StudyQuestion, StudyQuestionJob
-from studyqueue.prompts import PromptVersion, build_messages, current_version
-from studyqueue.queue import Outcome
+from studyqueue.queue import retry
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.transitions import Outcome
 from studyqueue.services.gate import GateTimeout
 from studyqueue.services.llm import LLMError, LLMReply
 from studyqueue.workers.base import (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from studyqueue import queue
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
-from studyqueue.queue import Outcome
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.transitions import Outcome
 from studyqueue.workers import explanation
 from studyqueue.workers.base import WorkContext
 

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from studyqueue.models import StudyQuestionJob
-from studyqueue.stats import collect
+from studyqueue.monitoring.stats import collect
 from tests.factories import StudyQuestionJobFactory
 from tests.helpers import clock
 from tests.helpers.admin import (
@@ -175,11 +175,15 @@ def test_a_drain_shows_the_gate_limit_and_job_counts_of_now_not_of_the_last_repo
     """The consumer reports at a cycle's edges; its gate and its jobs move in between. The
     tile, the consumer row and the limits panel show one limit: the stored one; the row's
     counts are the jobs table's."""
-    from studyqueue import gate_limits, presence, queue
+    from studyqueue.explanations.prompts import current_version
     from studyqueue.models import JobStatus
+    from studyqueue.queue import presence
+    from studyqueue.queue import transitions as queue
+    from studyqueue.services import gate_limits
 
     url, worker = "http://127.0.0.1:8080/v1", "drain-box:1"
-    presence.record_start(worker, interval=60, llm_url=url, gate="auto")
+    prompt = current_version()
+    presence.record_start(worker, interval=60, llm_url=url, prompt=prompt, gate="auto")
     presence.record_report(
         worker,
         presence.Report(
@@ -190,6 +194,7 @@ def test_a_drain_shows_the_gate_limit_and_job_counts_of_now_not_of_the_last_repo
             breaker_error="",
             gate_limit=1,
         ),
+        prompt=prompt,
     )
     gate_limits.sync(url, limit=1, rates={1: 20.0})
     StudyQuestionJobFactory.create_batch(14)
@@ -253,7 +258,7 @@ def test_a_gate_limit_whose_rates_are_not_an_object_shows_no_measures(admin_clie
 
 
 def test_the_outdated_tile_counts_against_the_live_consumers_and_notes_doubts(admin_client):
-    from studyqueue.prompts import current_version
+    from studyqueue.explanations.prompts import current_version
     from tests.factories import QueueConsumerFactory, StudyQuestionFactory
 
     StudyQuestionFactory(explanation="x", explanation_prompt_version="aaaaaaaaaaaa")

@@ -10,8 +10,8 @@ import pytest
 from django.template import Context, Template
 from django.urls import reverse
 
-from studyqueue import quality, revisions
 from studyqueue.admin.flags import FLAG_COLOURS, flag_badges
+from studyqueue.explanations import quality, revisions
 from tests.factories import (
     ExplanationRevisionFactory,
     StudyQuestionFactory,

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from studyqueue import revisions
+from studyqueue.explanations import revisions
 from tests.factories import ExplanationRevisionFactory, StudyQuestionJobFactory
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 from django.utils import translation
 
-from studyqueue import review, revisions
+from studyqueue.explanations import review_queue, revisions
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
 from tests.helpers.admin import DASHBOARD_URL, staff
@@ -43,7 +43,7 @@ def explained(explanation: str = "Because it is so.", flags: list[str] | None = 
 
 def post(question: StudyQuestion, decision: str, **fields: str) -> dict[str, object]:
     """A decision form as the page posts it: the item's revision and the state shown."""
-    item = review.item(question.pk)
+    item = review_queue.item(question.pk)
     assert item is not None
     return {"revision": item.revision.pk, "seen": item.seen.token(), "decision": decision, **fields}
 
@@ -175,7 +175,7 @@ def test_a_revision_page_shows_the_previous_text_side_by_side(admin_client):
 def test_the_page_carries_the_state_it_shows_in_every_decision_form(admin_client):
     question = explained()
     page = admin_client.get(f"{REVIEW_URL}?question={question.pk}")
-    token = review.item(question.pk).seen.token()
+    token = review_queue.item(question.pk).seen.token()
     assert page.context["seen"] == token
     assert page.content.decode().count(f'name="seen" value="{token}"') == 3
 
@@ -232,7 +232,7 @@ def test_a_correction_with_a_nul_is_a_form_error_and_keeps_the_text(admin_client
     # The box is open with the reviewer's text, on a page whose forms post its state.
     assert f'<textarea name="text" id="sq-edit-text">{text}</textarea>' in page
     assert 'id="sq-edit-form" hidden' not in page
-    assert response.context["seen"] == review.item(question.pk).seen.token()
+    assert response.context["seen"] == review_queue.item(question.pk).seen.token()
     assert ExplanationRevision.objects.count() == 1
     assert ExplanationRevision.objects.get().review_status == "unreviewed"
     assert not LogEntry.objects.exists()

@@ -10,10 +10,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone, translation
 
-from studyqueue import queue
 from studyqueue.admin import timeline
 from studyqueue.admin.common import ATTEMPT_COLOURS, short_duration
 from studyqueue.models import AttemptOutcome, ErrorCode, JobAttempt, StudyQuestionJob
+from studyqueue.queue import transitions as queue
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db

@@ -15,8 +15,8 @@ import django
 def main() -> None:
     worker_id, batch = sys.argv[1], int(sys.argv[2])
     django.setup()
-    from studyqueue import queue
-    from studyqueue.queue import Outcome
+    from studyqueue.queue import transitions as queue
+    from studyqueue.queue.transitions import Outcome
 
     print("ready", flush=True)
     sys.stdin.readline()

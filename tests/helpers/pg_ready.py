@@ -7,7 +7,7 @@ import sys
 import dj_database_url
 import psycopg
 
-from studyqueue.pg import psycopg_kwargs
+from studyqueue.queue.pg import psycopg_kwargs
 
 
 def main() -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from studyqueue import queue
 from studyqueue.models import StudyQuestion
+from studyqueue.queue import transitions as queue
 
 
 def log_text(proc: subprocess.Popen) -> str:

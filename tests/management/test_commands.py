@@ -9,8 +9,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from studyqueue import queue
 from studyqueue.models import StudyQuestionJob
+from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

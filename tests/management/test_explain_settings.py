@@ -10,9 +10,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from studyqueue import presence, queue
+from studyqueue.explanations import outdated
+from studyqueue.explanations.prompts import current_version
 from studyqueue.models import JobAttempt, StudyQuestionJob
-from studyqueue.prompts import current_version
+from studyqueue.queue import transitions as queue
 from tests.factories import QueueConsumerFactory, StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -102,7 +103,7 @@ def test_it_warns_where_its_settings_differ_from_the_live_consumers(llm_server):
 def test_no_warning_when_the_live_consumers_write_as_this_shell_would(llm_server):
     version = current_version()
     QueueConsumerFactory(
-        llm_url=presence.shown_url(llm_server.url),
+        llm_url=outdated.shown_url(llm_server.url),
         model="",
         prompt_version=version.hash,
         prompt_label=version.label,

@@ -9,7 +9,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from studyqueue.quality import QualityFlag
+from studyqueue.explanations.quality import QualityFlag
 from tests.factories import StudyQuestionFactory
 from tests.helpers import ROOT
 

@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command, get_commands, loa
 from django.core.management.base import BaseCommand
 from django.utils import translation
 
-from studyqueue import revisions
+from studyqueue.explanations import revisions
 from tests.factories import (
     ExplanationRevisionFactory,
     StudyQuestionFactory,

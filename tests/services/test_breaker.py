@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from studyqueue import queue
 from studyqueue.models import ErrorCode
+from studyqueue.queue import transitions as queue
 from studyqueue.services.breaker import CircuitBreaker
 from studyqueue.services.llm import LLMError
 from tests.factories import StudyQuestionFactory

@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection, connections
 
-from studyqueue.pg import psycopg_kwargs
+from studyqueue.queue.pg import psycopg_kwargs
 from studyqueue.services import gate as gate_module
 from studyqueue.services.gate import LOCK_NAMESPACE, GateTimeout, LLMGate, lock_key
 from studyqueue.services.gate_control import GateController

@@ -330,8 +330,8 @@ def test_no_request_carries_a_seed(server, client_kwargs, max_tokens, ignore_str
 def test_no_job_request_carries_a_seed(llm_server, settings, make_consumer):
     """The consumer's own requests: a first explanation, and a regeneration with its own
     ``max_tokens``, with a model and greedy sampling configured."""
-    from studyqueue import queue
     from studyqueue.models import StudyQuestionJob
+    from studyqueue.queue import transitions as queue
     from tests.factories import StudyQuestionFactory
 
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_MODEL": "m1", "LLM_TEMPERATURE": 0}

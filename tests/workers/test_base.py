@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from studyqueue import queue
 from studyqueue.models import ErrorCode, StudyQuestionJob
-from studyqueue.queue import Outcome
-from studyqueue.retry import MAX_FREE_RELEASES
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.retry import MAX_FREE_RELEASES
+from studyqueue.queue.transitions import Outcome
 from studyqueue.services.llm import LLMError
 from studyqueue.workers.base import handle_llm_error
 from tests.factories import StudyQuestionFactory

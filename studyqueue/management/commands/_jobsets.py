@@ -10,9 +10,9 @@ from django.core.management.base import CommandParser
 from django.utils.functional import Promise
 from django.utils.translation import gettext
 
-from studyqueue import queue
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
+from studyqueue.queue import transitions as queue
 
 BATCH = 10_000  # ids per queue call: each call works in OPERATOR_BATCH statements
 

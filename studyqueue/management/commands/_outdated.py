@@ -1,4 +1,4 @@
-"""What the commands' ``--outdated`` measures against (``studyqueue.outdated``), said on
+"""What the commands' ``--outdated`` measures against (``explanations.outdated``), said on
 stderr so that stdout stays the result."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand
 from django.utils.translation import gettext
 
-from studyqueue import outdated
+from studyqueue.explanations import outdated
 
 
 def versions(command: BaseCommand) -> list[str]:

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils.translation import gettext as _
 
-from studyqueue import queue
+from studyqueue.queue import transitions as queue
 
 WHITENOISE = "whitenoise.middleware.WhiteNoiseMiddleware"
 

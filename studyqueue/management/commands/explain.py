@@ -14,20 +14,21 @@ from django.template import Template, TemplateSyntaxError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue import presence, quality, queue
 from studyqueue.admin.labels import flag_labels
-from studyqueue.consumer import Consumer, default_worker_id
-from studyqueue.management.commands._options import object_id
-from studyqueue.management.commands._signals import stop_on_signals
-from studyqueue.management.commands._translated import TranslatedCommand
-from studyqueue.models import ExplanationRevision, JobKind, JobStatus, StudyQuestion
-from studyqueue.prompts import (
+from studyqueue.consumer.consumer import Consumer, default_worker_id
+from studyqueue.explanations import outdated, quality
+from studyqueue.explanations.prompts import (
     TrialRenderError,
     build_messages,
     current_version,
     trial_template,
 )
-from studyqueue.queue import Outcome
+from studyqueue.management.commands._options import object_id
+from studyqueue.management.commands._signals import stop_on_signals
+from studyqueue.management.commands._translated import TranslatedCommand
+from studyqueue.models import ExplanationRevision, JobKind, JobStatus, StudyQuestion
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.transitions import Outcome
 from studyqueue.services.llm import LLMClient, LLMError, LLMReply
 
 
@@ -218,7 +219,7 @@ class Command(TranslatedCommand):
     def _warn_if_settings_differ(self) -> None:
         """Say on stderr where these settings differ from the live consumers': this
         command writes with its own (LLM URL, model, prompt version), not theirs."""
-        for diff in presence.differences():
+        for diff in outdated.differences():
             self.stderr.write(
                 self.style.WARNING(
                     _(

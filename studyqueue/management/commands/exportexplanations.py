@@ -15,7 +15,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue import transfer
+from studyqueue.explanations import transfer
 from studyqueue.management.commands import _outdated
 from studyqueue.management.commands._translated import TranslatedCommand
 

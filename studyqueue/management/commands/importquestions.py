@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from tqdm import tqdm
 
-from studyqueue import transfer
+from studyqueue.explanations import transfer
 from studyqueue.management.commands._translated import TranslatedCommand
 
 SHOWN_ERRORS = 50

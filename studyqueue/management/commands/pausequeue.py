@@ -8,9 +8,10 @@ from django.core.management.base import CommandParser
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue import queue, times
+from studyqueue import times
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import JobKind
+from studyqueue.queue import transitions as queue
 
 
 class Command(TranslatedCommand):

@@ -9,8 +9,8 @@ from django.core.management.base import CommandParser
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue import promptstats
 from studyqueue.admin.labels import flag_label
+from studyqueue.explanations import prompt_versions
 from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._translated import TranslatedCommand
 
@@ -41,7 +41,7 @@ class Command(TranslatedCommand):
         )
 
     def handle(self, *args: Any, newest: int | None, as_json: bool, **options: Any) -> None:
-        versions = promptstats.collect(newest)
+        versions = prompt_versions.collect(newest)
         if as_json:
             for version in versions:
                 self.stdout.write(self._json(version))
@@ -52,7 +52,7 @@ class Command(TranslatedCommand):
         for version in versions:
             self.stdout.write(self._text(version))
 
-    def _json(self, v: promptstats.VersionStats) -> str:
+    def _json(self, v: prompt_versions.VersionStats) -> str:
         row = {
             "prompt_version": v.prompt_version,
             "label": v.label,
@@ -72,7 +72,7 @@ class Command(TranslatedCommand):
         }
         return json.dumps(row, ensure_ascii=False)
 
-    def _text(self, v: promptstats.VersionStats) -> str:
+    def _text(self, v: prompt_versions.VersionStats) -> str:
         flags = ", ".join(
             f"{flag_label(name)} {_pct(share)}" for name, share in v.flag_shares
         ) or _("none")

@@ -9,10 +9,10 @@ from django.core.management.base import CommandParser
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue import queue
 from studyqueue.conf import conf
 from studyqueue.management.commands._options import bounded_float
 from studyqueue.management.commands._translated import TranslatedCommand
+from studyqueue.queue import transitions as queue
 
 # A century: far past any real threshold, and still a date the database can hold.
 MAX_MINUTES = 100 * 365 * 24 * 60

@@ -11,11 +11,11 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from studyqueue.conf import SETTINGS
-from studyqueue.consumer import Consumer
+from studyqueue.consumer.consumer import Consumer
+from studyqueue.consumer.scheduler import ERROR_RETRY_SECONDS, ScheduledConsumer
 from studyqueue.management.commands._options import bounded_float, bounded_int, worker_id
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.management.commands._translated import TranslatedCommand
-from studyqueue.scheduler import ERROR_RETRY_SECONDS, ScheduledConsumer
 
 logger = logging.getLogger("studyqueue.consumer")
 

@@ -26,12 +26,12 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from studyqueue.conf import conf
-from studyqueue.consumer import Consumer
+from studyqueue.consumer.consumer import Consumer
+from studyqueue.consumer.scheduler import ScheduledConsumer
 from studyqueue.management.commands import _serve_needs, _web
 from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.management.commands._translated import TranslatedCommand
-from studyqueue.scheduler import ScheduledConsumer
 from studyqueue.services.llm import Probe, probe_servers
 from studyqueue.services.redact import without_credentials
 

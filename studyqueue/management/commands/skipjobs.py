@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 from django.utils.translation import gettext, gettext_lazy
 
-from studyqueue import queue
 from studyqueue.management.commands._jobsets import JobSetCommand
 from studyqueue.models import JobStatus
+from studyqueue.queue import transitions as queue
 
 
 class Command(JobSetCommand):

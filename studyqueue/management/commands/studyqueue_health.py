@@ -8,8 +8,8 @@ from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue.health import CHECKS, run_checks
 from studyqueue.management.commands._translated import TranslatedCommand
+from studyqueue.monitoring.health import CHECKS, run_checks
 
 
 class Command(TranslatedCommand):

@@ -1,0 +1,632 @@
+"""The consumer: one long-lived object per process that turns pending jobs into results.
+
+A ``Consumer`` owns, for the life of the process, its event loop, its three database
+connections (the jobs', the claims' and the gate's, each reached through ``sync_to_async``
+on a single-thread executor of its own), the LLM client, the circuit breaker and the gate.
+The cycle's own one-query reads, off the per-job path, use Django's async ORM (the README's
+"How it is built" says which work goes where, and why). django-apscheduler calls
+``Consumer.run_cycle()`` as its scheduled job (``studyqueue.consumer.scheduler``).
+
+One cycle (``Cycle``): reset stale jobs, then claim jobs in id order and keep up to
+twice the gate's limit of them in flight (at most the limit calling the LLM, the others
+loaded and waiting at the gate) until nothing is ready or the budget is spent.
+Each job runs in isolation: its exception never touches another job, an unexpected
+error fails it as ``internal``, and a crash leaves it to stale recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.db import DatabaseError, close_old_connections, connections
+
+from studyqueue.conf import conf, gate_is_auto
+from studyqueue.explanations.prompts import current_version
+from studyqueue.models import ErrorCode, StudyQuestionJob
+from studyqueue.queue import presence
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.pauses import KnownPauses
+from studyqueue.queue.transitions import Outcome
+from studyqueue.services import gate_limits, gate_reclaim
+from studyqueue.services.breaker import CircuitBreaker
+from studyqueue.services.gate import LLMGate
+from studyqueue.services.gate_control import GateController
+from studyqueue.services.llm import LLMClient
+from studyqueue.workers import registry
+from studyqueue.workers.base import WorkContext
+
+logger = logging.getLogger("studyqueue.consumer")
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+# GATE_PERMITS=auto: how often a consumer reads the endpoint's shared limit (and writes its
+# measures) when its own gate did not move it.
+GATE_SYNC_SECONDS = 2.0
+# How often the main thread, waiting to be stopped, looks for a signal's pending handler.
+_SIGNAL_CHECK_SECONDS = 0.2
+
+
+def default_worker_id() -> str:
+    """``host:pid``: unique per consumer process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class CycleResult:
+    """What one cycle did."""
+
+    claimed: int = 0
+    outcomes: Counter[Outcome] = field(default_factory=Counter)
+    stale_reset: int = 0
+    stale_failed: int = 0
+    paused_for: float = 0.0  # the breaker is open: claiming resumes after this many seconds
+    next_due_in: float | None = None  # seconds until a pending job is due (0: ready now)
+
+    @property
+    def more_ready(self) -> bool:
+        return self.next_due_in == 0.0
+
+    def summary(self) -> str:
+        """The cycle as ``key=value`` pairs."""
+        due = "-" if self.next_due_in is None else f"{self.next_due_in:.1f}"
+        fields = {
+            "claimed": self.claimed,
+            **{str(k): v for k, v in sorted(self.outcomes.items())},
+            "stale_reset": self.stale_reset,
+            "stale_failed": self.stale_failed,
+            "paused_s": f"{self.paused_for:.1f}",
+            "next_due_s": due,
+        }
+        return " ".join(f"{k}={v}" for k, v in fields.items())
+
+
+class Consumer:
+    """Claims and runs jobs, one ``run_cycle()`` at a time; close it when done.
+
+    ``should_stop`` (default: ``request_stop()`` was called) is polled: once true, no
+    new job starts, running ones get ``SHUTDOWN_GRACE_SECONDS`` to finish, and jobs
+    still running then are handed back without losing their attempt.
+    """
+
+    def __init__(
+        self,
+        *,
+        worker_id: str | None = None,
+        batch_size: int | None = None,
+        budget: float | None = None,
+        interval: float | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None:
+        self.worker_id = worker_id or default_worker_id()
+        self.interval = interval or conf.INTERVAL_SECONDS
+        self.batch_size = batch_size or conf.BATCH_SIZE
+        self.budget = conf.CYCLE_BUDGET_SECONDS if budget is None else budget
+        self._stop = threading.Event()
+        self.stopping: Callable[[], bool] = should_stop or self._stop.is_set
+        self.database = queue.database()
+        # Three dedicated connections, each on a single-thread executor that sync_to_async
+        # runs on (``db``, ``claims_db``, ``gate_db``), health-checked between cycles: the
+        # jobs' (their writes and heartbeats, in order), the cycle's claims, and the gate's
+        # (its advisory locks, session locks that must stay on one session). Claims and
+        # gate operations so never queue behind a job's write: the gate's sit between two
+        # LLM calls, where the server idles.
+        self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-db")
+        self._claim_thread = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="studyqueue-claims"
+        )
+        self._gate_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-gate")
+        self._runner = asyncio.Runner()
+        self.breaker = CircuitBreaker()
+        self.client = LLMClient.from_settings()
+        auto = gate_is_auto()
+        self.gate = LLMGate(
+            self.client.redact(conf.LLM_URL),  # names the gate in messages: no secrets
+            permits=1 if auto else conf.GATE_PERMITS,
+            timeout=conf.GATE_TIMEOUT_SECONDS,
+            run_db=self.gate_db,
+            db=self.database,
+            controller=GateController(max_limit=conf.GATE_MAX_PERMITS) if auto else None,
+            holder=self.worker_id,  # PostgreSQL: a stuck holder's slot can be reclaimed
+            reclaim=gate_reclaim.reclaim_stuck_slots,
+        )
+        self._gate_synced_at = 0.0
+        self.ctx = WorkContext(
+            self.client,
+            self.breaker,
+            self.gate,
+            self.db,
+            self.database,
+            self.stopping,
+            starting=self._starting,
+            read=self.claims_db,
+        )
+        self._jobs: dict[int, asyncio.Task[Outcome]] = {}  # running, by job id
+        # Jobs a cycle claimed whose LLM call has not started (loading, waiting at the
+        # gate): a pause of their kind hands them back at once.
+        self._not_started: dict[int, StudyQuestionJob] = {}
+        self._handed_back: dict[int, str] = {}  # cancelled to be handed back: why
+        # The last look before a call reads these, not the database (``queue.pauses``).
+        self.pauses = KnownPauses()
+        self._started = False  # reported its start (QueueConsumer)
+        self._closed = False
+        self._completed_unreported = 0
+        self._reported_at = 0.0
+        self._wait_logged_for = 0.0  # the breaker pause whose wait was last logged
+
+    def request_stop(self) -> None:
+        """Stop claiming; running jobs finish within the grace period (thread-safe)."""
+        self._stop.set()
+
+    def wait_for_stop(self) -> None:
+        """Block until ``request_stop()`` (from a signal handler or another thread)."""
+        # In short waits, not one: a signal the kernel hands to another of this process's
+        # threads (the scheduler's, the poller's) runs its Python handler only when the
+        # main thread next runs Python code, and a wait without a timeout never does.
+        while not self._stop.wait(_SIGNAL_CHECK_SECONDS):
+            pass
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, waking early on ``request_stop()``; True if stopping."""
+        return self._stop.wait(seconds) or self.stopping()
+
+    async def db(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a sync (ORM) function for a job on the jobs' connection."""
+        on_jobs = sync_to_async(fn, thread_sensitive=False, executor=self._db_thread)
+        return await on_jobs(*args, **kwargs)
+
+    async def claims_db(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a sync (ORM) function for the cycle (claims, stale scan, this consumer's
+        record) on the claims' connection."""
+        on_claims = sync_to_async(fn, thread_sensitive=False, executor=self._claim_thread)
+        return await on_claims(*args, **kwargs)
+
+    async def gate_db(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a sync function for the gate (its advisory locks; the pauses right before a
+        call when ``pauses`` names the job's kind) on the gate's connection, which no job's
+        write ever occupies."""
+        on_gate = sync_to_async(fn, thread_sensitive=False, executor=self._gate_thread)
+        return await on_gate(*args, **kwargs)
+
+    async def close_old_connections(self) -> None:
+        """Drop connections that are too old or broken (a restarted database), on each
+        thread that holds one: the jobs', the claims', the gate's and the async ORM's."""
+        await self.db(close_old_connections)
+        await self.claims_db(close_old_connections)
+        await self.gate_db(close_old_connections)
+        await sync_to_async(close_old_connections)()
+
+    def run_cycle(self) -> CycleResult:
+        """Run one cycle on the consumer's event loop (blocking); see ``Cycle``."""
+        return self._runner.run(self._cycle())
+
+    async def _cycle(self) -> CycleResult:
+        # Between cycles; health checks catch the rest before the next use.
+        await self.close_old_connections()
+        try:
+            if not self._started:
+                llm_url = self.client.redact(conf.LLM_URL)
+                await self.claims_db(
+                    _record_start,
+                    self.worker_id,
+                    interval=self.interval,
+                    llm_url=llm_url,
+                    gate=str(conf.GATE_PERMITS),
+                )
+                self._started = True
+            await self.sync_gate()
+            await self.report()
+            result = await Cycle(self).run()
+            await self.report()
+        finally:
+            await self.close_old_connections()
+        # Enough to tell a stuck consumer from an idle one: the breaker and the gate.
+        logger.info(
+            "study_consumer_cycle worker=%s %s breaker_failures=%s gate_free=%s/%s",
+            self.worker_id,
+            result.summary(),
+            self.breaker.failures,
+            self.gate_free(),
+            self.gate.limit,
+        )
+        return result
+
+    def gate_free(self) -> int:
+        """Calls that may start now: the limit less the calls held. With
+        ``GATE_PERMITS=auto`` the gate has ``GATE_MAX_PERMITS`` slots but lets only the
+        limit be used, so its free slots alone overstate it (``8/1``)."""
+        return max(0, min(self.gate.free_slots, self.gate.limit - self.gate.held))
+
+    async def sync_gate(self) -> None:
+        """``GATE_PERMITS=auto``: share the gate's limit through the database (``GateLimit``).
+        First the stored last good value is restored; then a move of this gate is stored
+        (unless another consumer moved the limit first) and another's move adopted, at
+        once after a move, else every ``GATE_SYNC_SECONDS``."""
+        gate = self.gate
+        if gate.controller is None:
+            return
+        moved = gate.synced_limit is not None and gate.shared_limit != gate.synced_limit
+        if not moved and time.monotonic() - self._gate_synced_at < GATE_SYNC_SECONDS:
+            return
+        self._gate_synced_at = time.monotonic()
+        try:
+            if gate.synced_limit is None:
+                stored = await self.claims_db(gate_limits.load, gate.endpoint)
+                if stored is not None:
+                    gate.restore(stored.limit, dict(stored.measured()))
+            limit = await self.claims_db(
+                gate_limits.sync,
+                gate.endpoint,
+                limit=gate.shared_limit,  # not capped by this consumer's GATE_MAX_PERMITS
+                rates=dict(gate.controller.rates),
+                changed_from=gate.synced_limit if moved else None,
+                reason=gate.last_reason,
+            )
+        except DatabaseError as exc:
+            logger.warning("study_gate_sync_failed error=%s", type(exc).__name__)
+            return
+        gate.adopt(limit)
+
+    def pause_before_next_cycle(self) -> float:
+        """Seconds before a cycle could claim anything: the rest of the breaker's pause (0
+        when it is closed). A cycle sooner would find nothing to do, so callers wait this
+        long; the log says why, once per pause."""
+        breaker = self.breaker
+        remaining = breaker.remaining()
+        if remaining > 0 and breaker.open_until != self._wait_logged_for:
+            self._wait_logged_for = breaker.open_until
+            error = breaker.last_error
+            logger.info(
+                "study_consumer_waiting worker=%s reason=llm_paused wait_s=%.1f "
+                "error_code=%s breaker_failures=%s",
+                self.worker_id,
+                remaining,
+                error.code if error else "-",
+                breaker.failures,
+            )
+        return remaining
+
+    def run_one(self, job: StudyQuestionJob) -> Outcome:
+        """Run one job this caller claimed, now, through the same gate, client and storage
+        as a cycle (``manage.py explain``); blocking."""
+
+        async def go() -> Outcome:
+            await self.close_old_connections()
+            return await self.run_job(job)
+
+        return self._runner.run(go())
+
+    async def report(self, *, if_due: bool = False) -> None:
+        """Write this consumer's record (``QueueConsumer``); with ``if_due``, only when half
+        an interval has passed since the last (so a long cycle never looks silent)."""
+        if if_due and time.monotonic() - self._reported_at < self.interval / 2:
+            return
+        breaker, error = self.breaker, self.breaker.last_error
+        report = presence.Report(
+            jobs_running=len(self._jobs),
+            completed_since_last=self._completed_unreported,
+            breaker_open=not breaker.allows(),
+            breaker_since=breaker.failing_since,
+            breaker_error=error.code if error and breaker.failures else "",
+            gate_limit=self.gate.limit,
+        )
+        try:
+            await self.claims_db(_record_report, self.worker_id, report)
+        except DatabaseError as exc:
+            logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
+            return
+        self._completed_unreported -= report.completed_since_last
+        self._reported_at = time.monotonic()
+
+    def job_done(self, outcome: Outcome) -> None:
+        """Count a finished job for the next report."""
+        if outcome == Outcome.COMPLETED:
+            self._completed_unreported += 1
+
+    def cancel_job(self, job_id: int) -> bool:
+        """Stop a running job's LLM call now (thread-safe; its claim was taken from us).
+        Whether this consumer runs that job."""
+        task = self._jobs.get(job_id)
+        if task is None:
+            return False
+        self._runner.get_loop().call_soon_threadsafe(task.cancel)
+        logger.info("study_job_cancel_requested id=%s", job_id)
+        return True
+
+    @property
+    def not_started(self) -> int:
+        """Jobs a cycle claimed whose LLM call has not started."""
+        return len(self._not_started)
+
+    def hand_back_paused_soon(self, kind: str) -> None:
+        """Note the pause of ``kind`` (``pauses``: even while no job waits, a claim in
+        flight may bring one) and ``hand_back_paused([kind])`` on the consumer's loop
+        (thread-safe: the listener's pause notice)."""
+        self.pauses.noticed(kind)
+        if not self._not_started or self._closed:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed: no job waits any more
+            self._runner.get_loop().call_soon_threadsafe(self.hand_back_paused, [kind])
+
+    def hand_back_paused(self, paused: list[str]) -> int:
+        """Hand back (attempt kept) every job a cycle claimed whose kind is ``paused``
+        (``queue.paused_kinds()``) and whose LLM call has not started; how many."""
+        waiting = [job for job in self._not_started.values() if queue.is_paused(job.kind, paused)]
+        for job in waiting:
+            del self._not_started[job.pk]
+            self._handed_back[job.pk] = _paused_message(job.kind, paused)
+            task = self._jobs.get(job.pk)
+            if task is not None:
+                task.cancel()  # run_job hands it back
+        if waiting:
+            logger.info(
+                "study_consumer_paused_jobs_handed_back worker=%s ids=%s paused=%s",
+                self.worker_id,
+                ",".join(str(job.pk) for job in waiting),
+                ",".join(kind or "all" for kind in paused),
+            )
+        return len(waiting)
+
+    async def _starting(self, job: StudyQuestionJob) -> str | None:
+        """``WorkContext.starting``: inside the gate, the last look at the pauses before a
+        cycle's job calls the LLM (``run_one`` runs its job whatever the pauses). The hot
+        path ("How it is built"): the pauses this consumer knows of, read from the database
+        only when they name the job's kind."""
+        if self._not_started.pop(job.pk, None) is None:
+            return None
+        if not self.pauses.may_be_paused(job.kind):
+            return None
+        started = self.pauses.reading()
+        paused = await self.gate_db(queue.paused_kinds)
+        self.pauses.read(paused, started=started)
+        return _paused_message(job.kind, paused) if queue.is_paused(job.kind, paused) else None
+
+    async def run_claimed(self, job: StudyQuestionJob) -> Outcome:
+        """Run a job a cycle claimed: until its LLM call starts, a pause hands it back."""
+        self._not_started[job.pk] = job
+        try:
+            return await self.run_job(job)
+        finally:
+            self._not_started.pop(job.pk, None)
+
+    async def run_job(self, job: StudyQuestionJob) -> Outcome:
+        """Run one claimed job with heartbeats; returns its outcome, never raises."""
+        runner = asyncio.current_task()
+        assert runner is not None
+        self._jobs[job.pk] = runner
+        beats = asyncio.create_task(self._heartbeat(job, runner))
+        try:
+            return await registry.dispatch(job, self.ctx)
+        except asyncio.CancelledError:
+            # A pause came before the call started, the claim was lost (a refused
+            # heartbeat) or the grace period ran out: hand the job back. Refused, and
+            # harmless, if it is no longer ours.
+            reason = self._handed_back.pop(job.pk, "consumer stopped before the job finished")
+            return await self.release(job, reason)
+        except Exception as exc:
+            logger.exception("study_job_crashed id=%s kind=%s", job.pk, job.kind)
+            try:
+                message = f"{type(exc).__name__}: {exc}"
+                return await self.db(queue.fail, job, ErrorCode.INTERNAL, message)
+            except DatabaseError:
+                return Outcome.LOST  # left processing: stale recovery retries it
+        finally:
+            beats.cancel()
+            self._jobs.pop(job.pk, None)
+            self._handed_back.pop(job.pk, None)
+
+    async def _heartbeat(self, job: StudyQuestionJob, runner: asyncio.Task[Any]) -> None:
+        """Every HEARTBEAT_SECONDS while the job runs; cancels it if the claim is lost."""
+        while True:
+            await asyncio.sleep(conf.HEARTBEAT_SECONDS)
+            try:
+                alive = await self.db(queue.heartbeat, job)
+            except DatabaseError as exc:
+                # The database is away: keep trying; if it stays away past the stale
+                # threshold, stale recovery gives the job to someone else (fenced).
+                logger.warning("study_heartbeat_failed id=%s error=%s", job.pk, type(exc).__name__)
+                continue
+            if not alive:
+                # Taken from us (stale reset, operator skip): stop the call, so that the
+                # LLM server stops generating for nobody.
+                runner.cancel()
+                return
+
+    async def release(self, job: StudyQuestionJob, message: str) -> Outcome:
+        """Hand back a job this consumer will not finish, attempt kept."""
+        try:
+            return await asyncio.shield(self.db(queue.release, job, message=message))
+        except DatabaseError:
+            return Outcome.LOST  # stale recovery gets it
+
+    def close(self) -> None:
+        """Record the stop; close the LLM client, the database connections and the loop
+        (once; later calls do nothing)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._started:
+            try:
+                self._runner.run(self.claims_db(presence.record_stop, self.worker_id))
+            except DatabaseError as exc:
+                logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
+        self._runner.run(self.client.aclose())
+        self._runner.run(sync_to_async(connections.close_all)())  # the async ORM's
+        for thread in (self._db_thread, self._claim_thread, self._gate_thread):
+            thread.submit(connections.close_all).result()
+            thread.shutdown()
+        self._runner.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _record_start(worker_id: str, *, interval: float, llm_url: str, gate: str) -> None:
+    """``presence.record_start`` with the prompt version read now, on the claims' thread
+    (the consumer hands it to presence: the queue imports nothing of the explanations)."""
+    presence.record_start(
+        worker_id, interval=interval, llm_url=llm_url, prompt=current_version(), gate=gate
+    )
+
+
+def _record_report(worker_id: str, report: presence.Report) -> None:
+    """``presence.record_report`` with the prompt version read at this report."""
+    presence.record_report(worker_id, report, prompt=current_version())
+
+
+def _paused_message(kind: str, paused: list[str]) -> str:
+    scope = "every kind" if "" in paused else kind
+    return f"the queue was paused ({scope}) before the LLM call started; handed back"
+
+
+class Cycle:
+    """One consume cycle's bookkeeping: the jobs in flight and what became of them."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.result = CycleResult()
+        self.running: set[asyncio.Task[Outcome]] = set()
+        self.deadline = time.monotonic() + consumer.budget
+        self.claims = 0
+        self.nothing_ready = False  # a claim came back short: claim again once a job ends
+        self.db_error: DatabaseError | None = None
+        self.stop_seen_at: float | None = None
+        self.pauses_checked_at = time.monotonic()
+
+    @property
+    def in_flight(self) -> int:
+        """Jobs kept in flight: one ready behind each gate slot the limit allows now (while
+        a call runs, the next job is claimed, loaded and waiting, and the gate hands it the
+        slot when the call ends). A larger BATCH_SIZE claims more at once; the extra jobs
+        wait their turn."""
+        return max(2 * self.consumer.gate.limit, self.consumer.batch_size)
+
+    async def run(self) -> CycleResult:
+        """Reset stale jobs, then claim and run jobs until nothing is ready or the budget
+        (``CYCLE_BUDGET_SECONDS``; every cycle claims once) is spent."""
+        consumer = self.consumer
+        stale = await consumer.claims_db(queue.reset_stale)
+        self.result.stale_reset, self.result.stale_failed = stale.reset, stale.failed
+        while True:
+            if self.stop_seen_at is None and consumer.stopping():
+                self.stop_seen_at = time.monotonic()
+            if self.may_claim() and len(self.running) < self.in_flight:
+                await self.claim_more()
+                continue
+            if not self.running:
+                break
+            done, _ = await asyncio.wait(
+                self.running, timeout=self.wait_timeout(), return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in done:
+                self.job_finished(task)
+            await consumer.sync_gate()
+            await self.check_pauses()
+            await consumer.report(if_due=True)
+            if self.stop_seen_at is not None and self.wait_timeout() == 0:
+                await self.grace_expired()
+        if self.db_error is not None:
+            # Running jobs have finished; the scheduler retries the cycle soon, on a
+            # fresh connection.
+            logger.warning(
+                "study_consumer_db_error worker=%s error=%r", consumer.worker_id, self.db_error
+            )
+            raise self.db_error
+        self.result.paused_for = consumer.breaker.remaining()
+        self.result.next_due_in = await queue.anext_due_in()
+        return self.result
+
+    def may_claim(self) -> bool:
+        in_budget = self.claims == 0 or time.monotonic() < self.deadline
+        return (
+            self.stop_seen_at is None
+            and in_budget
+            and not self.nothing_ready
+            and self.db_error is None
+            and self.consumer.breaker.allows()
+        )
+
+    def wait_timeout(self) -> float:
+        """How long to wait for a job to finish: until a stop request could be seen,
+        or until the grace period after one is over."""
+        if self.stop_seen_at is None:
+            return 0.5
+        return max(0.0, self.stop_seen_at + conf.SHUTDOWN_GRACE_SECONDS - time.monotonic())
+
+    async def claim_more(self) -> None:
+        """Claim up to the free places in flight and start what came back."""
+        consumer = self.consumer
+        limit = min(consumer.batch_size, self.in_flight - len(self.running))
+        self.claims += 1
+        try:
+            jobs = await consumer.claims_db(queue.claim, worker_id=consumer.worker_id, limit=limit)
+        except DatabaseError as exc:
+            self.db_error = exc  # claim no more; let the running jobs finish
+            return
+        self.result.claimed += len(jobs)
+        self.nothing_ready = len(jobs) < limit
+        for job in jobs:
+            if consumer.stopping():
+                # Claimed as the stop came: start nothing new.
+                self.result.outcomes[await consumer.release(job, "consumer stopping")] += 1
+                continue
+            task = asyncio.create_task(consumer.run_claimed(job), name=f"job-{job.pk}")
+            self.running.add(task)
+
+    async def check_pauses(self) -> None:
+        """While claimed jobs wait to start, look for a pause of their kind twice a second
+        (on PostgreSQL the pause's NOTIFY is sooner; this covers SQLite and a lost one),
+        and keep what it found for the jobs' last look (``Consumer.pauses``)."""
+        consumer = self.consumer
+        if not consumer.not_started or time.monotonic() - self.pauses_checked_at < 0.5:
+            return
+        self.pauses_checked_at = time.monotonic()
+        started = consumer.pauses.reading()
+        try:
+            paused = await queue.apaused_kinds()
+        except DatabaseError as exc:
+            self.db_error = exc  # as for a claim: claim no more, let running jobs finish
+            return
+        consumer.pauses.read(paused, started=started)
+        if paused:
+            consumer.hand_back_paused(paused)
+
+    def job_finished(self, task: asyncio.Task[Outcome]) -> None:
+        """Count a finished job; a place in flight is free, so claiming may go on."""
+        self.running.discard(task)
+        self.nothing_ready = False
+        # A task cancelled before it ever ran wrote nothing: its job is left to stale
+        # recovery.
+        outcome = Outcome.LOST if task.cancelled() else task.result()
+        self.result.outcomes[outcome] += 1
+        self.consumer.job_done(outcome)
+
+    async def grace_expired(self) -> None:
+        """Stop every job still running: each hands its job back (attempt kept)."""
+        logger.warning("study_consumer_grace_expired releasing=%s", len(self.running))
+        for task in self.running:
+            task.cancel()
+        await asyncio.wait(self.running)
+        for task in list(self.running):
+            self.job_finished(task)

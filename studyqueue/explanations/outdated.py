@@ -1,0 +1,183 @@
+"""What an explanation is outdated against: the prompt versions the live consumers write
+with (they report them, ``studyqueue.queue.presence``), not the settings of whichever shell or web
+server asks. A model set in one shell and not in the consumers' would otherwise regenerate
+the same questions again and again. With no live consumer, this process's own version.
+
+``enqueue --outdated``, the question list's filter and the dashboard read ``basis()`` and
+say what it is: its ``summary`` always, its ``warnings`` when the versions disagree.
+``explain`` reads ``differences()``: where the settings here differ from the live consumers'.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.utils.translation import gettext, ngettext
+
+from studyqueue.conf import conf
+from studyqueue.explanations.prompts import PromptVersion, current_version
+from studyqueue.models import QueueConsumer
+from studyqueue.queue.columns import fit
+from studyqueue.queue.presence import ConsumerState, live_consumers
+from studyqueue.services.redact import redact, secrets_of
+
+
+@dataclass(frozen=True)
+class LiveVersion:
+    """A prompt version and how many live consumers write with it."""
+
+    hash: str
+    label: str
+    consumers: int
+
+    @property
+    def shown(self) -> str:
+        return self.label or self.hash[:7]
+
+
+@dataclass(frozen=True)
+class Basis:
+    """The versions that count as current: every live consumer's (most used first), or
+    this process's own when no live consumer reports one."""
+
+    live: tuple[LiveVersion, ...]
+    local: PromptVersion
+
+    @property
+    def versions(self) -> list[str]:
+        """An explanation written by none of these is outdated."""
+        return [v.hash for v in self.live] if self.live else [self.local.hash]
+
+    @property
+    def from_live(self) -> bool:
+        return bool(self.live)
+
+    @property
+    def disagree(self) -> bool:
+        return len(self.live) > 1
+
+    @property
+    def local_differs(self) -> bool:
+        """Live consumers write with another version than these settings would."""
+        return self.from_live and self.local.hash not in self.versions
+
+    @property
+    def short(self) -> str:
+        """For a small space (the dashboard's tile)."""
+        if not self.live:
+            return gettext("against these settings: no live consumer")
+        return ", ".join(v.hash[:7] for v in self.live)
+
+    @property
+    def summary(self) -> str:
+        """One sentence: what "outdated" is measured against, and whose version that is."""
+        if not self.live:
+            return gettext(
+                "No live consumer reports its prompt version: outdated against the prompt "
+                "version of these settings, %(version)s."
+            ) % {"version": self.local.label}
+        if not self.disagree:
+            (only,) = self.live
+            return ngettext(
+                "Outdated against prompt version %(version)s, used by %(count)s live consumer.",
+                "Outdated against prompt version %(version)s, used by %(count)s live consumers.",
+                only.consumers,
+            ) % {"version": only.shown, "count": only.consumers}
+        return gettext(
+            "Outdated against the prompt versions of the live consumers: %(versions)s."
+        ) % {"versions": self.listed()}
+
+    def listed(self) -> str:
+        """Each live version with its number of consumers."""
+        return "; ".join(
+            ngettext(
+                "%(version)s (%(count)s consumer)", "%(version)s (%(count)s consumers)", v.consumers
+            )
+            % {"version": v.shown, "count": v.consumers}
+            for v in self.live
+        )
+
+    @property
+    def warnings(self) -> list[str]:
+        """What an operator should look into: consumers that disagree, or settings here
+        that differ from theirs."""
+        out = []
+        if self.disagree:
+            out.append(
+                gettext(
+                    "The live consumers disagree on the prompt version: an explanation written "
+                    "by any of theirs counts as current. Give them the same LLM_MODEL, "
+                    "LLM_MAX_TOKENS, LLM_TEMPERATURE and prompt templates."
+                )
+            )
+        if self.local_differs:
+            out.append(
+                gettext(
+                    "The prompt version of these settings, %(version)s, differs from the live "
+                    "consumers': LLM_MODEL, LLM_MAX_TOKENS, LLM_TEMPERATURE or the prompt "
+                    "templates are not the same here as where they run."
+                )
+                % {"version": self.local.label}
+            )
+        return out
+
+
+def basis(states: Sequence[ConsumerState] | None = None) -> Basis:
+    """The versions that count as current, from the live consumers among ``states``
+    (default: the live consumers now)."""
+    live = [s.record for s in (live_consumers() if states is None else states) if s.live]
+    counts = Counter(r.prompt_version for r in live if r.prompt_version)
+    labels = {r.prompt_version: r.prompt_label for r in live}
+    versions = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return Basis(
+        live=tuple(LiveVersion(h, labels[h], n) for h, n in versions), local=current_version()
+    )
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A setting these settings give another value than the live consumers use."""
+
+    setting: str  # LLM_URL, LLM_MODEL or PROMPT_VERSION
+    here: str
+    theirs: tuple[str, ...]  # each value a live consumer uses, sorted
+
+
+def shown_url(url: str) -> str:
+    """An LLM URL as a consumer records it: without its credentials, fitted to the column."""
+    return fit(QueueConsumer, "llm_url", redact(url, secrets_of(url, conf.LLM_API_KEY)))
+
+
+def _version_shown(version: str, label: str) -> str:
+    return f"{version[:7]} ({label})" if label else version[:7]
+
+
+def differences(states: list[ConsumerState] | None = None) -> list[Difference]:
+    """Where this process's LLM URL, model and prompt version differ from those of the
+    live consumers among ``states`` (default: the live consumers now); none without one.
+    A command that runs a job itself (``explain``) writes with its own, not theirs."""
+    live = [s.record for s in (live_consumers() if states is None else states) if s.live]
+    if not live:
+        return []
+    here = current_version()
+    version, label = here.hash, fit(QueueConsumer, "prompt_label", here.label)
+    model = fit(QueueConsumer, "model", conf.LLM_MODEL)
+    # Per setting: this process's value, shown; each live consumer's, shown.
+    compared = {
+        "LLM_URL": (shown_url(conf.LLM_URL), {(r.llm_url, r.llm_url) for r in live}),
+        "LLM_MODEL": (model, {(r.model, r.model) for r in live}),
+        "PROMPT_VERSION": (
+            _version_shown(version, label),
+            {(r.prompt_version, _version_shown(r.prompt_version, r.prompt_label)) for r in live},
+        ),
+    }
+    mine = {"LLM_URL": compared["LLM_URL"][0], "LLM_MODEL": model}
+    mine["PROMPT_VERSION"] = version  # compared by hash, shown with its label
+    out = []
+    for setting, (shown, theirs) in compared.items():
+        if {value for value, _shown in theirs} != {mine[setting]}:
+            theirs_shown = tuple(sorted({label for _value, label in theirs}))
+            out.append(Difference(setting, shown, theirs_shown))
+    return out

@@ -1,0 +1,119 @@
+"""Prompt versions compared: per version, the explanations the LLM wrote with it, the share
+with each quality flag, mean length and completion tokens, tokens per second, and how
+reviewers judged them. Behind the dashboard's table and ``manage.py promptstats``.
+
+Flags are counted from each revision's stored list, so a flag added later shows up by
+itself; ``answer_mismatch`` comes first (the worst thing an explanation can do), then the
+flags in ``quality.FLAGS`` order, then any other name. Only the LLM's revisions count (a
+reviewer's correction is not the prompt's work); every reply is counted, the ones retried
+for quality and the waiting candidates included.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Avg, Count, Max, Min, Q, QuerySet
+from django.db.models.functions import Length
+
+from studyqueue.explanations import quality
+from studyqueue.models import ExplanationRevision, ReviewStatus
+from studyqueue.queue import transitions as queue
+
+FIRST_FLAG = "answer_mismatch"
+DASHBOARD_NEWEST = 50_000  # the dashboard compares over this many newest explanations
+
+
+def flag_order(name: str) -> tuple[int, int, str]:
+    """Sort key: ``answer_mismatch``, then the known flags in order, then the others."""
+    known: list[str] = [flag.value for flag in quality.FLAGS]
+    if name == FIRST_FLAG:
+        return (0, 0, name)
+    return (1, known.index(name), name) if name in known else (2, 0, name)
+
+
+@dataclass
+class VersionStats:
+    """One prompt version's numbers."""
+
+    prompt_version: str
+    label: str
+    written: int
+    first_at: datetime | None
+    last_at: datetime | None
+    mean_chars: float | None
+    mean_completion_tokens: float | None
+    tokens_per_second: float | None
+    reviewed: int
+    approved: int
+    rejected: int
+    edited: int
+    flagged: dict[str, int] = field(default_factory=dict)  # flag -> explanations with it
+
+    @property
+    def flag_shares(self) -> list[tuple[str, float]]:
+        """Each flag's share of the explanations written, in ``flag_order``."""
+        return [
+            (name, self.flagged[name] / self.written)
+            for name in sorted(self.flagged, key=flag_order)
+        ]
+
+    def _rate(self, count: int) -> float | None:
+        return count / self.reviewed if self.reviewed else None
+
+    @property
+    def approval_rate(self) -> float | None:
+        """Approved over reviewed (None before any review)."""
+        return self._rate(self.approved)
+
+    @property
+    def rejection_rate(self) -> float | None:
+        """Rejected over reviewed (None before any review)."""
+        return self._rate(self.rejected)
+
+
+def written(newest: int | None = None) -> QuerySet[ExplanationRevision]:
+    """The LLM's revisions, all or the ``newest`` (an id range: no count over the table)."""
+    revisions = ExplanationRevision.objects.using(queue.database()).filter(author="").order_by()
+    if newest is not None:
+        edge = revisions.order_by("-pk").values_list("pk", flat=True)[newest - 1 : newest]
+        first = edge.first()
+        if first is not None:
+            revisions = revisions.filter(pk__gte=first)
+    return revisions
+
+
+def collect(newest: int | None = None) -> list[VersionStats]:
+    """Every prompt version's numbers, the newest version first."""
+    revisions = written(newest)
+    status = ReviewStatus
+    rows = revisions.values("prompt_version").annotate(
+        written=Count("id"),
+        label=Max("prompt_label"),
+        first_at=Min("created_at"),
+        last_at=Max("created_at"),
+        mean_chars=Avg(Length("text")),
+        mean_completion_tokens=Avg("completion_tokens"),
+        tokens_per_second=Avg("tokens_per_second"),
+        reviewed=Count("id", filter=~Q(review_status=status.UNREVIEWED)),
+        approved=Count("id", filter=Q(review_status=status.APPROVED)),
+        rejected=Count("id", filter=Q(review_status=status.REJECTED)),
+        edited=Count("id", filter=Q(review_status=status.EDITED)),
+    )
+    versions = {row["prompt_version"]: VersionStats(**row) for row in rows}
+    # One row per (version, list of flags) that occurs: few, whatever the table's size.
+    flagged: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    combos = revisions.exclude(flags=[]).values("prompt_version", "flags").annotate(n=Count("id"))
+    for combo in combos:
+        for name in set(combo["flags"] or []):
+            flagged[combo["prompt_version"]][str(name)] += combo["n"]
+    for version, counts in flagged.items():
+        if version in versions:
+            versions[version].flagged = dict(counts)
+    return sorted(
+        versions.values(),
+        key=lambda v: (v.last_at is not None, v.last_at or datetime.min),
+        reverse=True,
+    )

@@ -1,0 +1,164 @@
+"""The explanation prompt: its templates, how a question renders into messages, and the
+prompt version, derived from everything that shapes the output.
+
+The templates are Django template files a project may override (``SYSTEM_PROMPT_TEMPLATE``,
+``PROMPT_TEMPLATE``); they render with autoescape off (a prompt is not HTML) and the
+question's fields as context: ``question``, ``choices``, ``answer``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.template import Context, Engine, Template
+
+from studyqueue.conf import conf
+from studyqueue.models import ExplanationRevision, StudyQuestion, validate_choices
+from studyqueue.queue.columns import fit
+
+
+@dataclass(frozen=True)
+class PromptVersion:
+    """A short stable hash of what shapes the output, and a label a person can read."""
+
+    hash: str
+    label: str
+
+
+# The source text of each compiled prompt template, read once. The template loader hands
+# back the same compiled ``Template`` until it loads the file anew (a new object, read
+# anew), so the version always describes the template that renders, and a job reads no file.
+_sources: weakref.WeakKeyDictionary[Template, str] = weakref.WeakKeyDictionary()
+
+
+def _template(name: str) -> tuple[Template, str]:
+    """A prompt template and its source text (the text is part of the version)."""
+    template = Engine.get_default().get_template(name)
+    source = _sources.get(template)
+    if source is None:
+        # A file-based loader's origin name is the file's path (the app's or the project's).
+        source = _sources[template] = Path(template.origin.name).read_text(encoding="utf-8")
+    return template, source
+
+
+def trial_template(source: str) -> Template:
+    """A user prompt template given as text (``explain --prompt-template``), compiled by the
+    same engine as the configured ones; ``TemplateSyntaxError`` if it does not compile."""
+    return Engine.get_default().from_string(source)
+
+
+def current_version(
+    *, max_tokens: int | None = None, prompt_source: str | None = None
+) -> PromptVersion:
+    """The prompt version of today's settings and templates (with ``prompt_source`` as the
+    user template's text instead of the configured one's: a trial's version)."""
+    _, system = _template(conf.SYSTEM_PROMPT_TEMPLATE)
+    user = prompt_source if prompt_source is not None else _template(conf.PROMPT_TEMPLATE)[1]
+    shape = {
+        "system": system,
+        "user": user,
+        "model": conf.LLM_MODEL,
+        "max_tokens": max_tokens or conf.LLM_MAX_TOKENS,
+        "temperature": conf.LLM_TEMPERATURE,
+    }
+    digest = hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:12]
+    model = conf.LLM_MODEL or "server default"
+    label = f"{model} · max {shape['max_tokens']} · t {conf.LLM_TEMPERATURE:g} · {digest[:7]}"
+    return PromptVersion(digest, fit(ExplanationRevision, "prompt_label", label))
+
+
+def render(name: str, context: dict[str, Any]) -> str:
+    """Render one prompt template with autoescape off."""
+    # The compiled template only: its source is the version's business.
+    template = Engine.get_default().get_template(name)
+    return template.render(Context(context, autoescape=False)).strip()
+
+
+class TrialRenderError(Exception):
+    """A trial user template (``build_messages(prompt=...)``) failed while rendering (a
+    missing include, a tag that needs what a prompt's context lacks): the message names
+    the error."""
+
+
+def build_messages(
+    question: StudyQuestion, *, prompt: Template | None = None
+) -> list[dict[str, str]]:
+    """The chat messages for a question (its choices must be valid: ``ValidationError``);
+    ``prompt`` replaces the configured user template (a trial: ``TrialRenderError`` when it
+    fails while rendering)."""
+    validate_choices(question.choices)
+    context = {"question": question, "choices": question.choices, "answer": question.answer}
+    if prompt is None:
+        user = render(conf.PROMPT_TEMPLATE, context)
+    else:
+        try:
+            user = prompt.render(Context(context, autoescape=False)).strip()
+        except Exception as exc:  # any tag may raise anything: the trial's failure, not ours
+            raise TrialRenderError(f"{type(exc).__name__}: {exc}") from None
+    return [
+        {"role": "system", "content": render(conf.SYSTEM_PROMPT_TEMPLATE, context)},
+        {"role": "user", "content": user},
+    ]
+
+
+def sample_question() -> StudyQuestion:
+    """An unsaved question to try the templates on (the system check)."""
+    return StudyQuestion(text="What is 2 + 2?", choices=["3", "4"], answer="4")
+
+
+def sample_questions() -> tuple[StudyQuestion, StudyQuestion]:
+    """Two unsaved questions with no word, choice count or answer in common: what their
+    rendered prompts share comes from the templates, not from the questions."""
+    return (
+        sample_question(),
+        StudyQuestion(
+            text="Which river flows through Cairo?",
+            choices=["Nile", "Danube", "Amazon"],
+            answer="Nile",
+        ),
+    )
+
+
+# A shared run shorter than this is a label ("Question:", "Choices:"), not an instruction.
+_MIN_RUN_CHARS = 16
+
+
+def shared_text(first: str, second: str) -> int:
+    """How many characters two rendered prompts have in common, counted over the runs of
+    whole words (and the white space between them) both contain in the same order, leaving
+    out runs shorter than a label. Prefix, suffix and every piece in between count."""
+    a, b = re.findall(r"\s+|\S+", first), re.findall(r"\s+|\S+", second)
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    total = 0
+    for block in matcher.get_matching_blocks():
+        run = len("".join(a[block.a : block.a + block.size]).strip())
+        if run >= _MIN_RUN_CHARS:
+            total += run
+    return total
+
+
+@dataclass(frozen=True)
+class CacheLayout:
+    """How the rendered prompts of two different questions overlap (``manage.py check``)."""
+
+    #: Characters of fixed text the two user messages share (instructions in the user template).
+    shared_user_chars: int
+    #: Whether the system message differs between the two questions (a question field in it).
+    system_varies: bool
+
+
+def cache_layout() -> CacheLayout:
+    """Render both sample questions and measure what defeats the server's prompt cache:
+    fixed text in the user message, or a system message that changes per question."""
+    first, second = (build_messages(question) for question in sample_questions())
+    return CacheLayout(
+        shared_user_chars=shared_text(first[1]["content"], second[1]["content"]),
+        system_varies=first[0]["content"] != second[0]["content"],
+    )

@@ -1,0 +1,153 @@
+"""Quality flags on a finished explanation: checked, not silently accepted.
+
+- ``truncated``: the model stopped at ``max_tokens`` (``finish_reason: length``);
+- ``unfinished``: the reply ended for another reason than ``stop`` or ``length``
+  (``content_filter``, ``tool_calls``…, or no reason at all before the stream ended);
+- ``too_short``: fewer characters than ``QUALITY_MIN_CHARS``;
+- ``wrong_script``: written in another script than the question (a Korean question answered
+  in English), compared by the dominant Unicode script of their letters;
+- ``answer_mismatch``: the answer the reply states is not the question's key;
+- ``no_answer_stated``: the question has a key, and the reply states no answer the parser
+  (``studyqueue.explanations.answers``) can read;
+- ``question_changed``: the question's text, choices or key changed after the explanation
+  was written (set on the question, never on the reply's revision: it is no fault of the
+  prompt, so prompt statistics do not count it). Such an explanation is outdated.
+
+Each flag has a label and a one-line meaning (``MEANINGS``), shown on the admin's badges.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from django.db import models
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy as _
+
+from studyqueue.conf import conf
+from studyqueue.explanations import answers
+from studyqueue.explanations.answers import Agreement, Verdict
+from studyqueue.models import QUESTION_CHANGED_FLAG, FinishReason
+
+
+class QualityFlag(models.TextChoices):
+    """What a reply can be flagged for (stored as the values, in this order)."""
+
+    TRUNCATED = "truncated", _("truncated")
+    UNFINISHED = "unfinished", _("unfinished")
+    TOO_SHORT = "too_short", _("too short")
+    WRONG_SCRIPT = "wrong_script", _("wrong script")
+    # Appended, so that a cut reply (which often loses its answer line) retries as truncated.
+    ANSWER_MISMATCH = "answer_mismatch", _("answer mismatch")
+    NO_ANSWER_STATED = "no_answer_stated", _("no answer stated")
+    QUESTION_CHANGED = QUESTION_CHANGED_FLAG, _("question changed")
+
+
+# The names the rest of the code and the settings know them by.
+TRUNCATED, UNFINISHED = QualityFlag.TRUNCATED, QualityFlag.UNFINISHED
+TOO_SHORT, WRONG_SCRIPT = QualityFlag.TOO_SHORT, QualityFlag.WRONG_SCRIPT
+ANSWER_MISMATCH, NO_ANSWER_STATED = QualityFlag.ANSWER_MISMATCH, QualityFlag.NO_ANSWER_STATED
+QUESTION_CHANGED = QualityFlag.QUESTION_CHANGED
+FLAGS: tuple[QualityFlag, ...] = tuple(QualityFlag)
+# What each flag means, in one line: the admin's badges show it on hover.
+MEANINGS: dict[str, str | Promise] = {
+    TRUNCATED: _("The model stopped at max_tokens: the text may end mid-sentence."),
+    UNFINISHED: _("The reply ended for another reason than finishing (a filter, no reason)."),
+    TOO_SHORT: _("Shorter than QUALITY_MIN_CHARS characters."),
+    WRONG_SCRIPT: _("Written in another script than the question (e.g. English for Korean)."),
+    ANSWER_MISMATCH: _("The answer the explanation states is not the question's key."),
+    NO_ANSWER_STATED: _("The explanation states no answer that could be read."),
+    QUESTION_CHANGED: _("The question's text, choices or key changed after it was written."),
+}
+# Reply verdicts that are flags (agreeing, or a question without a key, is none).
+_ANSWER_FLAGS = {Verdict.DIFFERS: ANSWER_MISMATCH, Verdict.UNREAD: NO_ANSWER_STATED}
+# Kana count with the ideographs: Japanese mixes kana and kanji in one text.
+_SAME = {"HIRAGANA": "CJK", "KATAKANA": "CJK"}
+_SAMPLE = 2000  # characters looked at: enough to know the script, cheap for any length
+
+
+def script_of(char: str) -> str | None:
+    """The script of a letter (``LATIN``, ``HANGUL``, ``CYRILLIC``, ``CJK``…); None else."""
+    if not unicodedata.category(char).startswith("L"):
+        return None
+    name = unicodedata.name(char, "")
+    if not name:
+        return None
+    script = name.split(" ", 1)[0]
+    return _SAME.get(script, script)
+
+
+def dominant_script(text: str) -> str | None:
+    """The script most of a text's letters are written in; None when it has no letters."""
+    counts: Counter[str] = Counter()
+    # Each distinct character named once (a text repeats a few dozen letters): the Unicode
+    # name lookup is the cost, some 1 ms a reply when made for every character.
+    for char, times in Counter(text[:_SAMPLE]).items():
+        script = script_of(char)
+        if script is not None:
+            counts[script] += times
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def flags_for(
+    question_text: str,
+    explanation: str,
+    finish_reason: str,
+    *,
+    agreement: Agreement | None = None,
+) -> list[QualityFlag]:
+    """The quality flags a reply earns, in ``FLAGS`` order; ``agreement`` is what
+    ``answers.compare`` found in it (None: answers not checked)."""
+    flags = []
+    if finish_reason == FinishReason.LENGTH:
+        flags.append(TRUNCATED)
+    elif finish_reason != FinishReason.STOP:  # only "stop" says the model finished its answer
+        flags.append(UNFINISHED)
+    if len(explanation.strip()) < conf.QUALITY_MIN_CHARS:
+        flags.append(TOO_SHORT)
+    asked, answered = dominant_script(question_text), dominant_script(explanation)
+    if asked and answered and asked != answered:
+        flags.append(WRONG_SCRIPT)
+    if agreement is not None and agreement.verdict in _ANSWER_FLAGS:
+        flags.append(_ANSWER_FLAGS[agreement.verdict])
+    return flags
+
+
+class _Question(Protocol):
+    text: str
+    choices: Sequence[str]
+    answer: str
+
+
+@dataclass(frozen=True)
+class Checked:
+    """An explanation checked: its flags and the answer it states (blank: none read)."""
+
+    flags: list[QualityFlag]
+    stated: str
+
+
+def check(question: _Question, explanation: str, finish_reason: str) -> Checked:
+    """The checks every explanation gets, a model's reply or a reviewer's correction alike:
+    the answer it states read against the question's key, then its quality flags."""
+    agreement = answers.compare(explanation, question.choices, question.answer)
+    flags = flags_for(question.text, explanation, finish_reason, agreement=agreement)
+    return Checked(flags, agreement.stated)
+
+
+def parse_flags(text: str) -> tuple[set[QualityFlag], list[str]]:
+    """A comma-separated list of flag names (``QUALITY_RETRY``): the flags it names, and
+    the names that are no flag (sorted). Blanks around names and empty items are ignored."""
+    names = {name.strip() for name in text.split(",")} - {""}
+    known = {QualityFlag(name) for name in names if name in QualityFlag.values}
+    return known, sorted(names - known)
+
+
+def flags_to_retry() -> set[QualityFlag]:
+    """The flags that retry the job once instead of only flagging (``QUALITY_RETRY``); an
+    unknown name is left out here and reported by the system check E008."""
+    return parse_flags(conf.QUALITY_RETRY)[0]

@@ -1,0 +1,282 @@
+"""The review queue: which explanations wait for a reviewer, in what order, and a reviewer's
+decision (approve, reject, edit), each in one transaction.
+
+An item is a question and the revision to judge: the newest *candidate* waiting to replace
+an approved or edited explanation, else the current explanation. Approve keeps it (a
+candidate becomes current); Reject marks it and, for a current explanation, queues a
+regeneration through ``queue.enqueue``; Edit keeps the reviewer's text as a new current
+revision authored by them. Revisions are written by ``studyqueue.explanations.revisions`` only.
+
+A decision applies only to what the reviewer saw (``Seen``, carried by the page's form): a
+compare-and-set on the revision's review, under the question's lock, so of two reviewers
+on one item the second is refused (``ReviewConflict``) and changes nothing. A correction's
+line ends are normalised; one that changes nothing is no edit (``UnchangedEdit``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from studyqueue.exceptions import ReviewConflict, UnchangedEdit
+from studyqueue.explanations import quality, revisions
+from studyqueue.models import (
+    ExplanationRevision,
+    FinishReason,
+    JobKind,
+    QuestionQuerySet,
+    ReviewStatus,
+    StudyQuestion,
+)
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.columns import unstorable
+
+logger = logging.getLogger("studyqueue.review")
+
+COUNT_CAP = 10_000  # never counted further (as the dashboard's other tiles)
+
+
+class Decision(StrEnum):
+    """What a reviewer can do with an item."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+    EDIT = "edit"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One question to review: the revision to judge and the one before it."""
+
+    question: StudyQuestion
+    revision: ExplanationRevision
+    previous: ExplanationRevision | None  # for a candidate: the current one it would replace
+
+    @property
+    def is_candidate(self) -> bool:
+        return self.revision.candidate
+
+    @property
+    def seen(self) -> Seen:
+        """What the page shows of it, for its form to carry."""
+        return Seen.of(self.question, self.revision)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """An item as a reviewer's page showed it: the revision's review, the question's
+    current revision and content. A decision is applied only while all of it still holds."""
+
+    review: revisions.ReviewState
+    current_revision_id: int | None
+    content: str  # StudyQuestion.content_hash()
+
+    @classmethod
+    def of(cls, question: StudyQuestion, revision: ExplanationRevision) -> Seen:
+        return cls(
+            revisions.ReviewState.of(revision),
+            question.current_revision_id,
+            question.content_hash(),
+        )
+
+    def token(self) -> str:
+        """For a hidden form field (``parse`` reads it back)."""
+        review = self.review
+        return "|".join(
+            (
+                review.review_status,
+                review.reviewed_at.isoformat() if review.reviewed_at else "",
+                "1" if review.candidate else "0",
+                str(self.current_revision_id or ""),
+                self.content,
+            )
+        )
+
+    @classmethod
+    def parse(cls, token: str) -> Seen:
+        """``ValueError`` for anything ``token`` did not write."""
+        parts = token.split("|")
+        if len(parts) != 5:
+            raise ValueError("not a review state")
+        status, reviewed_at, candidate, current, content = parts
+        if status not in ReviewStatus.values or candidate not in ("0", "1"):
+            raise ValueError("not a review state")
+        if current and not (current.isascii() and current.isdigit() and len(current) <= 18):
+            raise ValueError("not a review state")
+        when = datetime.fromisoformat(reviewed_at) if reviewed_at else None
+        if when is not None and when.tzinfo is None:
+            raise ValueError("not a review state")
+        review = revisions.ReviewState(status, when, candidate == "1")
+        return cls(review, int(current) if current else None, content)
+
+
+def _questions() -> QuestionQuerySet:
+    return StudyQuestion.objects.using(queue.database())
+
+
+def waiting() -> QuestionQuerySet:
+    """Questions a reviewer has to decide on (``needs_review``), in id order."""
+    return _questions().needs_review().order_by("pk")
+
+
+def judged(question: StudyQuestion) -> ExplanationRevision | None:
+    """The revision to judge: the newest waiting candidate, else the current one."""
+    revisions_ = ExplanationRevision.objects.using(queue.database()).filter(question=question)
+    candidate = revisions_.filter(candidate=True).order_by("-pk").first()
+    if candidate is not None:
+        return candidate
+    if question.current_revision_id is None:
+        return None
+    return revisions_.filter(pk=question.current_revision_id).first()
+
+
+def item(question_id: int) -> Item | None:
+    """The review item of a question (waiting or not); None without an explanation."""
+    question = _questions().filter(pk=question_id).first()
+    if question is None:
+        return None
+    revision = judged(question)
+    if revision is None:
+        return None
+    previous: ExplanationRevision | None = None
+    if not revision.candidate:
+        previous = revisions.previous(revision)
+    elif question.current_revision_id is not None:  # what the candidate would replace
+        previous = ExplanationRevision.objects.using(queue.database()).get(
+            pk=question.current_revision_id
+        )
+    return Item(question, revision, previous)
+
+
+def next_id(after: int | None = None, *, backwards: bool = False) -> int | None:
+    """The waiting question after (or before) ``after`` in id order, wrapping around; None
+    when nothing waits."""
+    queryset = waiting()
+    if after is not None:
+        step = (
+            queryset.filter(pk__lt=after).order_by("-pk")
+            if backwards
+            else queryset.filter(pk__gt=after)
+        )
+        found = step.values_list("pk", flat=True).first()
+        if found is not None:
+            return found
+    ends = queryset.order_by("-pk") if backwards else queryset
+    return ends.values_list("pk", flat=True).first()
+
+
+def counts() -> tuple[int, int]:
+    """Questions waiting for a reviewer, and of them the flagged ones (each capped)."""
+    queryset = waiting().order_by()
+    flagged = queryset.exclude(explanation_flags=[])
+    return (
+        queryset.values("pk")[:COUNT_CAP].count(),
+        flagged.values("pk")[:COUNT_CAP].count(),
+    )
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a decision did: the revision it decided on, the one now current, a queued job."""
+
+    decided: ExplanationRevision
+    current: ExplanationRevision | None
+    job_id: int | None = None
+
+
+def correction(text: str) -> str:
+    """A reviewer's text as it is stored: line ends as ``\\n`` (a browser sends CRLF), no
+    blank start or end; ``ValueError`` if it is empty or holds a character no column can
+    store (the question form's check)."""
+    text = normalised(text).strip()
+    if not text:
+        raise ValueError(_("the corrected text is empty"))
+    if unstorable(text):
+        raise ValueError(
+            _("the text holds a character that cannot be stored (a NUL or a lone surrogate)")
+        )
+    return text
+
+
+def normalised(text: str) -> str:
+    """``text`` with every line end as ``\\n``."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def decide(
+    revision_id: int,
+    decision: Decision,
+    *,
+    by: str,
+    text: str = "",
+    seen: Seen | None = None,
+) -> Result:
+    """Apply a reviewer's decision on ``revision_id``, which must still be its question's
+    item as ``seen`` (default: as it is now, for a caller that showed nothing):
+    ``ReviewConflict`` if another reviewer, a newer reply or a change of the question came
+    first; ``UnchangedEdit`` for an edit that changes nothing; ``ValueError`` for a
+    correction that cannot be kept. Nothing is written unless the decision is applied."""
+    if decision is Decision.EDIT:
+        text = correction(text)  # before anything is read: bad input changes nothing
+    db = queue.database()
+    with transaction.atomic(using=db):
+        revisions_ = ExplanationRevision.objects.using(db)
+        question_id = revisions_.filter(pk=revision_id).values_list("question", flat=True).first()
+        # The question's lock orders this decision with other reviewers, the consumer
+        # storing a reply and a change of the question's content (each locks it too);
+        # the revision is read after it.
+        question = revision = None
+        if question_id is not None:
+            question = _questions().select_for_update().filter(pk=question_id).first()
+            revision = revisions_.filter(pk=revision_id).first()
+        if revision is None or question is None or judged(question) != revision:
+            raise ReviewConflict(
+                _("this explanation changed meanwhile (another reviewer, or a newer reply)")
+            )
+        if seen is None:
+            seen = Seen.of(question, revision)
+        if seen.content != question.content_hash():
+            raise ReviewConflict(_("the question changed meanwhile (its text, choices or answer)"))
+        if decision is Decision.EDIT and normalised(revision.text).strip() == text:
+            raise UnchangedEdit(
+                _("the text is the same as revision %(revision)s") % {"revision": revision.pk}
+            )
+        status = {
+            Decision.APPROVE: ReviewStatus.APPROVED,
+            Decision.REJECT: ReviewStatus.REJECTED,
+            Decision.EDIT: ReviewStatus.EDITED,
+        }[decision]
+        if seen.current_revision_id != question.current_revision_id:
+            # What a candidate would replace is not what the page showed: a candidate
+            # accepted by another reviewer, or another revision made current.
+            if revisions.ReviewState.of(revision) != seen.review:
+                raise ReviewConflict(_("another reviewer decided first"))
+            raise ReviewConflict(
+                _("this explanation changed meanwhile (another reviewer, or a newer reply)")
+            )
+        was_candidate = revision.candidate
+        # The compare-and-set: the revision's review must still be what the page showed.
+        if not revisions.decide(revision, status, by=by, seen=seen.review):
+            raise ReviewConflict(_("another reviewer decided first"))
+        if decision is Decision.APPROVE:
+            if was_candidate:
+                revisions.make_current(revision)
+            return Result(decided=revision, current=revision)
+        if decision is Decision.REJECT:
+            if was_candidate:  # the approved explanation stays; nothing to regenerate
+                return Result(decided=revision, current=None)
+            job = queue.enqueue(question, JobKind.EXPLANATION).job
+            return Result(decided=revision, current=revision, job_id=job.pk)
+        # Checked as a model's reply is: a correction that argues for another answer than
+        # the key is flagged, and says which answer it states.
+        checked = quality.check(question, text, FinishReason.STOP)
+        corrected = revisions.add_correction(
+            revision, text, by=by, flags=checked.flags, stated_answer=checked.stated
+        )
+        revisions.make_current(corrected)
+        return Result(decided=revision, current=corrected)

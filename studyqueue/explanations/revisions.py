@@ -1,0 +1,275 @@
+"""Explanation revisions: every generated explanation is kept; a question shows its current
+one. A new revision becomes current only when its job completes; an older one can be made
+current again. The only module that writes revisions and a question's explanation fields.
+
+An approved or reviewer-edited explanation is never replaced silently: a regeneration of it
+is kept as a *candidate* that becomes current only when a reviewer accepts it (``settle``).
+A reviewer's decision is written on the revision with who and when (``decide``); a
+correction is a new revision authored by the reviewer (``add_correction``).
+
+A revision is the one home of a reply's metadata (model, prompt version, tokens, timings,
+finish reason, flags, the answer it states); the question keeps its current text and the two
+facts its admin filters need, the job a pointer to the revision that completed it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from studyqueue.explanations.prompts import PromptVersion
+from studyqueue.models import (
+    PROTECTED_REVIEWS,
+    QUESTION_CHANGED_FLAG,
+    ExplanationRevision,
+    ReviewStatus,
+    StudyQuestion,
+    StudyQuestionJob,
+)
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.columns import fit
+from studyqueue.services.llm import LLMReply
+
+logger = logging.getLogger("studyqueue.revisions")
+
+
+def add(
+    job: StudyQuestionJob,
+    question_id: int,
+    reply: LLMReply,
+    version: PromptVersion,
+    flags: Sequence[str],
+    *,
+    stated_answer: str = "",
+) -> ExplanationRevision:
+    """Keep a reply as a revision of the question (not current yet), with the answer it
+    states (``answers.compare``; cut to the column)."""
+    return ExplanationRevision.objects.using(queue.database()).create(
+        question_id=question_id,
+        job_id=job.pk,
+        text=reply.content,
+        model=reply.model,
+        prompt_version=version.hash,
+        prompt_label=version.label,
+        prompt_tokens=reply.prompt_tokens,
+        cached_tokens=reply.cached_tokens,
+        completion_tokens=reply.completion_tokens,
+        first_token_ms=reply.first_token_ms,
+        tokens_per_second=reply.tokens_per_second,
+        finish_reason=reply.finish_reason,
+        flags=list(flags),
+        stated_answer=fit(ExplanationRevision, "stated_answer", stated_answer),
+    )
+
+
+def make_current(revision: ExplanationRevision) -> bool:
+    """Show ``revision`` as its question's explanation; False if the question is gone."""
+    now = timezone.now()
+    updated = (
+        StudyQuestion.objects.using(queue.database())
+        .filter(pk=revision.question_id)
+        .update(
+            current_revision=revision,
+            # The text it shows, and what the admin's filters read without a join.
+            explanation=revision.text,
+            explanation_prompt_version=revision.prompt_version,
+            explanation_flags=revision.flags,
+            updated_at=now,
+        )
+    )
+    if updated and revision.candidate:  # an accepted (or restored) candidate waits no more
+        ExplanationRevision.objects.using(queue.database()).filter(pk=revision.pk).update(
+            candidate=False
+        )
+        revision.candidate = False
+    if updated:
+        logger.info(
+            "study_revision_current question=%s revision=%s prompt_version=%s",
+            revision.question_id,
+            revision.pk,
+            revision.prompt_version or "-",
+        )
+    return bool(updated)
+
+
+def restore(revision: ExplanationRevision) -> bool:
+    """An operator makes an older revision current again (one transaction)."""
+    with transaction.atomic(using=queue.database()):
+        return make_current(revision)
+
+
+def _revisions() -> QuerySet[ExplanationRevision]:
+    return ExplanationRevision.objects.using(queue.database())
+
+
+def previous(revision: ExplanationRevision) -> ExplanationRevision | None:
+    """The revision ``revision`` follows: the one a reviewer corrected into it, else the
+    question's newest older revision."""
+    if revision.based_on_id is not None:
+        return _revisions().filter(pk=revision.based_on_id).first()
+    older = _revisions().filter(question_id=revision.question_id, pk__lt=revision.pk)
+    return older.order_by("-pk").first()
+
+
+def settle(revision: ExplanationRevision, current: ExplanationRevision | None) -> bool:
+    """A completed job's revision: current, unless the question's current explanation
+    (``current``, read with its review under the question's lock) is approved or edited;
+    then it waits as a candidate (the newest candidate replaces older ones). False if the
+    question is gone."""
+    if current is None or not current.protected:
+        return make_current(revision)
+    waiting = _revisions().filter(question_id=revision.question_id, candidate=True)
+    waiting.exclude(pk=revision.pk).update(candidate=False)  # superseded, still kept
+    _revisions().filter(pk=revision.pk).update(candidate=True)
+    revision.candidate = True
+    logger.info(
+        "study_revision_candidate question=%s revision=%s current=%s current_review=%s",
+        revision.question_id,
+        revision.pk,
+        current.pk,
+        current.review_status,
+    )
+    return True
+
+
+@dataclass(frozen=True)
+class ReviewState:
+    """A revision's review as a reviewer saw it: a decision is written only while the
+    revision still holds exactly this (``decide``)."""
+
+    review_status: str
+    reviewed_at: datetime | None
+    candidate: bool
+
+    @classmethod
+    def of(cls, revision: ExplanationRevision) -> ReviewState:
+        return cls(revision.review_status, revision.reviewed_at, revision.candidate)
+
+
+def decide(
+    revision: ExplanationRevision,
+    status: ReviewStatus,
+    *,
+    by: str,
+    seen: ReviewState | None = None,
+) -> bool:
+    """Record a reviewer's decision on ``revision`` (who, when); a candidate stops waiting.
+
+    With ``seen``, a compare-and-set: one UPDATE that matches only while the revision's
+    review is still ``seen``; False (nothing written) when another decision came first."""
+    now = timezone.now()
+    rows = _revisions().filter(pk=revision.pk)
+    if seen is not None:
+        rows = rows.filter(review_status=seen.review_status, candidate=seen.candidate)
+        rows = (
+            rows.filter(reviewed_at__isnull=True)
+            if seen.reviewed_at is None
+            else rows.filter(reviewed_at=seen.reviewed_at)
+        )
+    if not rows.update(review_status=status, reviewed_by=by, reviewed_at=now, candidate=False):
+        logger.info(
+            "study_revision_review_refused question=%s revision=%s review=%s by=%s "
+            "reason=decided_meanwhile",
+            revision.question_id,
+            revision.pk,
+            status,
+            by,
+        )
+        return False
+    revision.review_status, revision.reviewed_by, revision.reviewed_at = status, by, now
+    revision.candidate = False
+    logger.info(
+        "study_revision_reviewed question=%s revision=%s review=%s by=%s",
+        revision.question_id,
+        revision.pk,
+        status,
+        by,
+    )
+    return True
+
+
+def content_changed(question_ids: Iterable[int], *, using: str) -> None:
+    """The questions' text, choices or answer changed (what the prompt is built from): an
+    approval or correction of any of their explanations judged content that is gone, so it
+    is void (the explanation is unreviewed again, and a regeneration becomes current); the
+    explanation is outdated (flagged ``question_changed``); and a candidate written for the
+    old content waits no more (kept in the history).
+
+    Called by ``StudyQuestion.save``, ``bulk_update`` and ``update`` in the transaction
+    that changes the content, so every path (import, the admin's form, code) keeps it."""
+    ids = sorted(set(question_ids))
+    revisions_ = ExplanationRevision.objects.using(using)
+    for start in range(0, len(ids), _VOID_BATCH):
+        chunk = ids[start : start + _VOID_BATCH]
+        # Every approval of the question, not only the current one: "make current" on an
+        # older revision must not bring back an approval of content that is gone.
+        voided = revisions_.filter(question_id__in=chunk, review_status__in=PROTECTED_REVIEWS)
+        for pk, question_id, review, by in voided.values_list(
+            "pk", "question_id", "review_status", "reviewed_by"
+        ):
+            logger.info(
+                "study_review_voided question=%s revision=%s review=%s by=%s "
+                "reason=content_changed",
+                question_id,
+                pk,
+                review,
+                by or "-",
+            )
+        voided.update(review_status=ReviewStatus.UNREVIEWED, reviewed_by="", reviewed_at=None)
+        _mark_outdated(StudyQuestion.objects.using(using).filter(pk__in=chunk), using=using)
+        waiting = revisions_.filter(question_id__in=chunk, candidate=True)
+        for pk, question_id in waiting.values_list("pk", "question_id"):
+            logger.info(
+                "study_candidate_cleared question=%s revision=%s reason=content_changed",
+                question_id,
+                pk,
+            )
+        waiting.update(candidate=False)
+
+
+def _mark_outdated(questions: QuerySet[StudyQuestion], *, using: str) -> None:
+    """Flag each explanation as written for content its question no longer holds: it is
+    outdated (``enqueue --outdated`` regenerates it) until a new revision becomes current.
+    On the question only: the revision's flags are facts of the reply."""
+    changed = []
+    for question in questions.exclude(explanation="").only("pk", "explanation_flags"):
+        flags = question.explanation_flags if isinstance(question.explanation_flags, list) else []
+        if QUESTION_CHANGED_FLAG not in flags:
+            question.explanation_flags = [*flags, QUESTION_CHANGED_FLAG]
+            changed.append(question)
+    StudyQuestion.objects.using(using).bulk_update(changed, ["explanation_flags"])
+
+
+_VOID_BATCH = 1000  # ids in one statement (SQLite's parameter limit, a readable log)
+
+
+def add_correction(
+    based_on: ExplanationRevision,
+    text: str,
+    *,
+    by: str,
+    flags: Sequence[str] = (),
+    stated_answer: str = "",
+) -> ExplanationRevision:
+    """A reviewer's corrected text as a new revision (authored and reviewed by ``by``), in
+    the prompt version of the one it corrects, with the flags and stated answer its check
+    found (``quality.check``); not current yet."""
+    return _revisions().create(
+        question_id=based_on.question_id,
+        text=text,
+        flags=list(flags),
+        stated_answer=fit(ExplanationRevision, "stated_answer", stated_answer),
+        prompt_version=based_on.prompt_version,
+        prompt_label=based_on.prompt_label,
+        finish_reason="stop",
+        author=by,
+        based_on=based_on,
+        review_status=ReviewStatus.EDITED,
+        reviewed_by=by,
+        reviewed_at=timezone.now(),
+    )

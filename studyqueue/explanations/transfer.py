@@ -1,0 +1,687 @@
+"""Questions in (JSON Lines or CSV) and explanations out, for ``importquestions`` and
+``exportexplanations``: every row cleaned, then validated, before anything is written;
+exports streamed, with CSV cells a spreadsheet would run as formulas neutralised."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import IO, Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from studyqueue.models import (
+    JobKind,
+    ReviewStatus,
+    StudyQuestion,
+    StudyQuestionJob,
+    validate_choices,
+)
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.columns import width
+
+FORMATS = ("jsonl", "csv")
+BOM = "\ufeff"  # UTF-8's byte-order mark, EF BB BF once encoded: CSV exports start with it
+FIELDS = ("text", "choices", "answer", "external_id")
+EXTERNAL_ID_MAX = width(StudyQuestion, "external_id")
+FIELD_MAX = 128 * 1024  # characters in one field, both formats: the csv module's own limit
+LINE_MAX = 4 * 1024 * 1024  # characters in one line read: memory stays bounded
+BATCH = 1000
+EXPORT_FIELDS = (
+    "id",
+    "external_id",
+    "text",
+    "choices",
+    "answer",
+    "explanation",
+    "model",
+    "prompt_version",
+    "flags",
+    # The answer the current explanation states (issue 19); its agreement is in "flags".
+    "stated_answer",
+    "review_status",  # the reviewer's decision on the current explanation (issue 19)
+    "explained_at",
+    # The current reply's measurements (issue 18): null when the server did not say.
+    "prompt_tokens",
+    "cached_tokens",
+    "completion_tokens",
+    "ttft_ms",
+    "tokens_per_second",
+)
+
+# C0 and C1 control characters (tab and line ends kept in text), lone surrogates (from a
+# JSON "\ud800" escape or, as U+DC80-U+DCFF, from bytes that are not UTF-8).
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# What a spreadsheet reads as the start of a formula (OWASP's list, the full-width forms
+# some spreadsheets accept too, and a leading line feed like the carriage return).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One valid question to import; ``line`` is where it starts in the file."""
+
+    line: int
+    text: str
+    choices: list[str]
+    answer: str
+    external_id: str | None
+
+
+@dataclass
+class Parsed:
+    rows: list[Row] = field(default_factory=list)
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (line, reason)
+    warnings: list[tuple[int, str]] = field(default_factory=list)  # (line, note): not fatal
+
+
+@dataclass(frozen=True)
+class _UnknownColumns:
+    """The CSV header names columns no question has: said once, for the header; the rows
+    are read without them."""
+
+    names: list[str]
+
+    def __str__(self) -> str:
+        return _("unknown column(s) %(names)s in the CSV header, not read (known: %(known)s)") % {
+            "names": ", ".join(map(_shown, self.names)),
+            "known": ", ".join(FIELDS),
+        }
+
+
+class FileError(ValueError):
+    """The file as a whole cannot be read (its CSV header, a stray quote that merges rows):
+    nothing in it can be trusted, so nothing is imported, even with --skip-invalid."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        super().__init__(reason)
+        self.line, self.reason = line, reason
+
+    def __str__(self) -> str:
+        return _("line %(line)s: %(reason)s") % {"line": self.line, "reason": self.reason}
+
+
+def format_of(name: str, given: str | None) -> str:
+    """The file's format: ``given``, else its extension."""
+    if given:
+        return given
+    for fmt in FORMATS:
+        if name.lower().endswith(f".{fmt}") or (fmt == "jsonl" and name.endswith(".ndjson")):
+            return fmt
+    raise ValueError(f"cannot tell the format of {name!r}: give --format jsonl or csv")
+
+
+class _LineTooLong(Exception):
+    """A line over LINE_MAX characters; the rest of it has been read past."""
+
+
+_QUOTE = re.compile('"')
+
+
+def _still_quoted(text: str, quoted: bool, before: str) -> bool:
+    """Whether a quoted CSV field is open after ``text``, by csv's rules: a quote opens a
+    field only at its start (``before`` is the character in front of ``text``), inside one
+    ``""`` is a quote and a lone ``"`` closes it."""
+    escaped = -1
+    for match in _QUOTE.finditer(text):
+        at = match.start()
+        if at == escaped:
+            continue
+        if quoted:
+            if text.startswith('"', at + 1):
+                escaped = at + 1
+            else:
+                quoted = False
+        elif (text[at - 1] if at else before) in ",\r\n":
+            quoted = True
+    return quoted
+
+
+class _Lines:
+    """The stream's lines, numbered from 1, none longer than LINE_MAX (a longer one is read
+    past and raises ``_LineTooLong``). For CSV it keeps the current record's lines, to tell
+    where a broken record ends and whether each of them looks like a row on its own."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.number = 0
+        self.columns = 0  # the CSV header's, once read
+        self.record: list[str] = []
+        self.quoted = False  # a quoted field open before ``record``
+        self.whole = True  # no line of the record was too long to keep
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = self.stream.readline(LINE_MAX)
+        if not line:
+            raise StopIteration
+        self.number += 1
+        if len(line) == LINE_MAX and not line.endswith(("\n", "\r")):
+            self.whole = False
+            self._read_past(line)
+            raise _LineTooLong
+        if self.number == 1:
+            line = line.removeprefix("\ufeff")  # standard input keeps its byte order mark
+            if line.startswith(("\udcff\udcfe", "\udcfe\udcff")):  # read as UTF-8
+                raise FileError(1, _("the file is UTF-16: save it as UTF-8"))
+        if self.columns:
+            self.record.append(line)
+        return line
+
+    def _read_past(self, start: str) -> None:
+        quoted, before = self.ends_quoted(), "\n"
+        chunk = start
+        while chunk:
+            quoted, before = _still_quoted(chunk, quoted, before), chunk[-1]
+            if chunk.endswith(("\n", "\r")):
+                break
+            chunk = self.stream.readline(LINE_MAX)
+        self.quoted = quoted
+
+    def looks_like_rows(self) -> bool:
+        """Whether each line of the record read so far looks like a row of the file on its
+        own (never with one column, where every line would)."""
+        return self.whole and self.columns > 1 and all(map(self._looks_like_row, self.record))
+
+    def _looks_like_row(self, line: str) -> bool:
+        text = line.rstrip("\r\n")
+        if text.count(",") == self.columns - 1:
+            return True
+        if '"' not in text or text.count('"') % 2:
+            return False
+        try:
+            return len(next(csv.reader([text]))) == self.columns
+        except csv.Error:
+            return False
+
+    def mark(self) -> int:
+        """A record starts: the number of its first line."""
+        self.record.clear()
+        self.quoted, self.whole = False, True
+        return self.number + 1
+
+    def ends_quoted(self) -> bool:
+        """Whether the record read so far ends inside a quoted field."""
+        for line in self.record:
+            self.quoted = _still_quoted(line, self.quoted, "\n")
+        self.record.clear()
+        return self.quoted
+
+    def resync(self) -> None:
+        """After a broken record, read past the rest of the quoted field it left open."""
+        while self.ends_quoted():
+            try:
+                next(self)
+            except StopIteration:
+                return
+            except _LineTooLong:
+                pass
+
+
+def _records(stream: IO[str], fmt: str) -> Iterator[tuple[int, Any]]:
+    """(first line, raw record) for each record; a record's error comes back as the record."""
+    lines = _Lines(stream)
+    if fmt == "jsonl":
+        yield from _jsonl_records(lines)
+    else:
+        yield from _csv_records(lines)
+
+
+class _FieldTwice(ValueError):
+    pass
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:  # json keeps the last silently: which one did the author mean?
+            raise _FieldTwice(_("field %(name)s given twice") % {"name": _shown(key)})
+        result[key] = value
+    return result
+
+
+_JSON = json.JSONDecoder(object_pairs_hook=_object)
+
+
+def _jsonl_records(lines: _Lines) -> Iterator[tuple[int, Any]]:
+    while True:
+        try:
+            line = next(lines)
+        except StopIteration:
+            return
+        except _LineTooLong:
+            yield lines.number, _too_long_line()
+            continue
+        if not line.strip():
+            continue
+        try:
+            yield lines.number, _JSON.decode(line)
+        except _FieldTwice as exc:
+            yield lines.number, exc
+        except RecursionError:
+            yield lines.number, ValueError(_("not JSON: nested too deeply"))
+        except ValueError as exc:  # JSONDecodeError, or an integer of too many digits
+            yield lines.number, ValueError(_("not JSON: %(error)s") % {"error": exc})
+
+
+def _csv_records(lines: _Lines) -> Iterator[tuple[int, Any]]:
+    # strict: a quoted field followed by more text, or never closed, is an error, not a guess
+    reader = csv.reader(lines, strict=True)
+    header = _csv_header(reader, lines)
+    lines.columns = len(header)  # from here on, _Lines keeps each record's lines
+    unknown = [name for name in header if name and name not in FIELDS]
+    if unknown:
+        yield lines.number, _UnknownColumns(unknown)
+    while True:
+        start = lines.mark()
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except (csv.Error, _LineTooLong) as exc:
+            end = lines.number
+            # csv's only size error; the message is the one thing that tells it apart
+            oversize = isinstance(exc, _LineTooLong) or "field limit" in str(exc)
+            if end > start and (not oversize or lines.looks_like_rows()):
+                raise FileError(start, _stray_quote(end, exc)) from None
+            lines.resync()
+            yield start, _csv_error(exc, start, lines.number)
+            continue
+        if lines.number > start and lines.looks_like_rows():
+            raise FileError(start, _stray_quote(lines.number, None))
+        if not any(value.strip() for value in fields):
+            continue  # a blank line, or a spreadsheet's empty row (",,,")
+        if len(fields) > len(header) and any(value.strip() for value in fields[len(header) :]):
+            yield (
+                start,
+                ValueError(
+                    _("%(found)s fields where the header has %(columns)s")
+                    % {"found": len(fields), "columns": len(header)}
+                ),
+            )
+            continue
+        yield (
+            start,
+            {
+                name: value
+                for name, value in zip(header, fields, strict=False)
+                if (name or value.strip()) and name not in unknown
+            },
+        )
+
+
+def _csv_header(reader: Iterator[list[str]], lines: _Lines) -> list[str]:
+    try:
+        fields: list[str] | None = []
+        while fields == []:
+            fields = next(reader, None)
+    except (csv.Error, _LineTooLong) as exc:
+        reason = _too_long_line() if isinstance(exc, _LineTooLong) else exc
+        raise FileError(
+            lines.number, _("the CSV header cannot be read: %(error)s") % {"error": reason}
+        ) from None
+    names = [name.strip() for name in fields or []]
+    if "text" not in names:
+        raise FileError(max(lines.number, 1), _("the CSV header has no 'text' column"))
+    for name in names:
+        if name and names.count(name) > 1:
+            raise FileError(
+                lines.number,
+                _("the CSV header names the column %(name)s twice") % {"name": _shown(name)},
+            )
+    return names
+
+
+def _too_long_line() -> ValueError:
+    return ValueError(_("the line is longer than %(max)s characters") % {"max": LINE_MAX})
+
+
+def _csv_error(exc: Exception, start: int, end: int) -> ValueError:
+    if isinstance(exc, _LineTooLong):
+        reason = str(_too_long_line())
+    elif "field limit" in str(exc):
+        reason = _("a field is longer than %(max)s characters") % {"max": FIELD_MAX}
+    elif "expected after" in str(exc):
+        reason = _(
+            "text after the closing quote of a field: write a quote inside a quoted field "
+            'as "" (%(error)s)'
+        ) % {"error": exc}
+    elif "unexpected end of data" in str(exc):
+        reason = _("a quoted field is never closed")
+    else:
+        reason = _("not valid CSV: %(error)s") % {"error": exc}
+    if end > start:
+        reason = _("%(reason)s (lines %(start)s-%(end)s skipped)") % {
+            "reason": reason,
+            "start": start,
+            "end": end,
+        }
+    return ValueError(reason)
+
+
+def _stray_quote(end: int, exc: Exception | None) -> str:
+    if exc is None or isinstance(exc, _LineTooLong) or "field limit" in str(exc):
+        what = _(
+            "a quoted field opened on this line runs on to line %(end)s over lines that "
+            "look like rows of their own"
+        ) % {"end": end}
+    elif "unexpected end of data" in str(exc):
+        what = _(
+            "a quoted field opened on this line is never closed (the file ends on line %(end)s)"
+        ) % {"end": end}
+    else:
+        what = _("a quoted field opened on this line breaks on line %(end)s (%(error)s)") % {
+            "end": end,
+            "error": exc,
+        }
+    return _('%(what)s: a stray quote? Quote whole fields, and write a quote inside one as ""') % {
+        "what": what
+    }
+
+
+def _shown(name: object) -> str:
+    """A field name as it may be printed: short, and escaped unless plain."""
+    text = str(name)
+    if text.isprintable() and 0 < len(text) <= 40:
+        return text
+    shown = repr(text[:40])
+    return shown + "…" if len(text) > 40 else shown
+
+
+def _string(value: Any, name: str | None, *, one_line: bool = False) -> str:
+    """A text field cleaned (see ``clean``), absent as empty; ``ValueError`` if it is not
+    text or not valid Unicode (``name`` as the reason's subject, e.g. ``'text'``)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(_("%(name)s must be text") % {"name": name})
+    if _SURROGATE.search(value):
+        raise _not_unicode(name)
+    return clean(value, one_line=one_line)
+
+
+def _not_unicode(name: str | None) -> ValueError:
+    invalid = _("not valid Unicode (a lone surrogate, or bytes that are not UTF-8)")
+    if name is None:
+        return ValueError(invalid)
+    return ValueError(_("%(name)s is %(invalid)s") % {"name": name, "invalid": invalid})
+
+
+def clean(text: str, *, one_line: bool = False) -> str:
+    """``text`` without control characters (NUL fits no column; the others show as
+    nothing or garble a terminal), line ends as ``\\n``; ``one_line`` drops those too."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return (_ANY_CONTROL if one_line else _CONTROL).sub("", text)
+
+
+def _too_long(name: str, limit: int) -> ValueError:
+    return ValueError(
+        _("'%(name)s' is longer than %(max)s characters") % {"name": name, "max": limit}
+    )
+
+
+def _choices(value: Any, fmt: str) -> list[str]:
+    if fmt == "csv" and isinstance(value, str):
+        value = _string(value, None).strip()
+        if not value:
+            return []
+        if not value.startswith("["):  # "Paris | Rome | Berlin"
+            return [part.strip() for part in value.split("|") if part.strip()]
+        try:
+            value = json.loads(value)
+        except RecursionError:
+            raise ValueError(_("nested too deeply")) from None
+    if value is None:
+        return []
+    if isinstance(value, list):
+        for number, choice in enumerate(value, start=1):
+            if isinstance(choice, str) and _SURROGATE.search(choice):
+                raise _not_unicode(_("choice %(number)s") % {"number": number})
+        value = [clean(choice) if isinstance(choice, str) else choice for choice in value]
+    validate_choices(value)  # after cleaning: a NUL-only choice is an empty one
+    if sum(len(choice) for choice in value) > FIELD_MAX:
+        raise _too_long("choices", FIELD_MAX)
+    return value
+
+
+def _external_id(value: Any) -> str | None:
+    """The cleaned id; blank means none."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(
+            _("'external_id' must be text of at most %(max)s characters") % {"max": EXTERNAL_ID_MAX}
+        )
+    external = _string(value, "'external_id'", one_line=True).strip()
+    if len(external) > EXTERNAL_ID_MAX:
+        raise _too_long("external_id", EXTERNAL_ID_MAX)
+    return external or None
+
+
+def _row(number: int, record: Any, fmt: str) -> Row:
+    """A row cleaned then validated, or ``ValueError`` with the reason."""
+    if isinstance(record, ValueError):
+        raise record
+    if not isinstance(record, dict):
+        raise ValueError(_("a record must be an object with a 'text' field"))
+    unknown = set(record) - set(FIELDS)
+    if unknown:
+        raise ValueError(
+            _("unknown field(s): %(names)s") % {"names": ", ".join(sorted(map(_shown, unknown)))}
+        )
+    text = _string(record.get("text"), "'text'").strip()
+    if not text:
+        raise ValueError(_("'text' is missing or empty"))
+    if len(text) > FIELD_MAX:
+        raise _too_long("text", FIELD_MAX)
+    answer = _string(record.get("answer"), "'answer'")
+    if len(answer) > FIELD_MAX:
+        raise _too_long("answer", FIELD_MAX)
+    external = _external_id(record.get("external_id"))
+    try:
+        choices = _choices(record.get("choices"), fmt)
+    except (ValidationError, ValueError) as exc:
+        reason = " ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
+        raise ValueError(_("'choices': %(reason)s") % {"reason": reason}) from None
+    return Row(number, text, choices, answer, external)
+
+
+def parse(stream: IO[str], fmt: str) -> Parsed:
+    """Every record cleaned, then checked; valid rows and (line, reason) for the others.
+    Duplicate external ids in one file are errors (which one would win?). ``FileError``
+    when the file as a whole cannot be read."""
+    parsed = Parsed()
+    seen: dict[str, int] = {}
+    for number, record in _records(stream, fmt):
+        if isinstance(record, _UnknownColumns):
+            parsed.warnings.append((number, str(record)))
+            continue
+        try:
+            row = _row(number, record, fmt)
+        except ValueError as exc:
+            parsed.errors.append((number, str(exc)))
+            continue
+        if row.external_id is not None:
+            if row.external_id in seen:
+                parsed.errors.append(
+                    (
+                        number,
+                        _("external_id %(id)r also on line %(line)s")
+                        % {"id": row.external_id, "line": seen[row.external_id]},
+                    )
+                )
+                continue
+            seen[row.external_id] = number
+        parsed.rows.append(row)
+    return parsed
+
+
+@dataclass
+class Imported:
+    created: list[int] = field(default_factory=list)
+    updated: list[int] = field(default_factory=list)
+    unchanged: int = 0
+
+
+def store(rows: list[Row], progress: Callable[[int], None] = lambda n: None) -> Imported:
+    """Create or update the questions (matched on ``external_id``), in batches, all in one
+    transaction: an import lands whole or not at all."""
+    result = Imported()
+    db = queue.database()
+    with transaction.atomic(using=db):
+        for start in range(0, len(rows), BATCH):
+            batch = rows[start : start + BATCH]
+            _store_batch(batch, result, db)
+            progress(len(batch))
+    return result
+
+
+def _store_batch(batch: list[Row], result: Imported, db: str) -> None:
+    questions = StudyQuestion.objects.using(db)
+    ids = [row.external_id for row in batch if row.external_id is not None]
+    existing = {q.external_id: q for q in questions.filter(external_id__in=ids)}
+    new, changed = [], []
+    now = timezone.now()
+    for row in batch:
+        question = existing.get(row.external_id) if row.external_id else None
+        if question is None:
+            new.append(
+                StudyQuestion(
+                    text=row.text, choices=row.choices, answer=row.answer,
+                    external_id=row.external_id,
+                )
+            )  # fmt: skip
+        elif (question.text, question.choices, question.answer) != (
+            row.text,
+            row.choices,
+            row.answer,
+        ):
+            question.text, question.choices, question.answer = row.text, row.choices, row.answer
+            question.updated_at = now
+            changed.append(question)
+        else:
+            result.unchanged += 1
+    result.created += [q.pk for q in questions.bulk_create(new)]
+    # Also voids the review of each changed question's explanation and its candidates
+    # (QuestionQuerySet.bulk_update: the rule is the model's, whoever changes the content).
+    questions.bulk_update(changed, ["text", "choices", "answer", "updated_at"])
+    result.updated += [q.pk for q in changed]
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """Explanation jobs for imported questions: new ones, and active ones that were there."""
+
+    created: int
+    active_before: int
+
+
+def enqueue_explanations(question_ids: list[int]) -> Enqueued:
+    """Queue an explanation job for each imported question that has no active one.
+
+    An active job of a changed question explains its new text too: a pending one reads the
+    question when it runs, and a running one's reply is dropped by the worker (it fences on
+    the question's content) and the job runs again."""
+    created = queue.enqueue_many(question_ids, JobKind.EXPLANATION)
+    jobs = StudyQuestionJob.objects.using(queue.database()).active()
+    active = 0
+    for start in range(0, len(question_ids), BATCH):
+        chunk = question_ids[start : start + BATCH]
+        active += jobs.filter(kind=JobKind.EXPLANATION, study_question_id__in=chunk).count()
+    return Enqueued(created=created, active_before=max(active - created, 0))
+
+
+def export_rows(
+    *,
+    since: datetime | None = None,
+    outdated_for: str | Collection[str] | None = None,
+    ids: Iterable[int] | None = None,
+    approved: bool = False,
+) -> Generator[dict[str, Any]]:
+    """Explained questions with their current explanation, streamed from the database;
+    ``approved``: only those a reviewer approved or corrected."""
+    questions = StudyQuestion.objects.using(queue.database()).explained()
+    if approved:
+        questions = questions.approved()
+    if ids is not None:
+        questions = questions.filter(pk__in=list(ids))
+    if outdated_for is not None:
+        questions = questions.outdated(outdated_for)
+    if since is not None:
+        questions = questions.filter(current_revision__created_at__gte=since)
+    # The model and the time from the current revision, the reply's metadata's one home.
+    rows = questions.order_by("pk").values_list(
+        "id", "external_id", "text", "choices", "answer", "explanation",
+        "current_revision__model", "explanation_prompt_version", "explanation_flags",
+        "current_revision__stated_answer", "current_revision__review_status",
+        "current_revision__created_at",
+        "current_revision__prompt_tokens", "current_revision__cached_tokens",
+        "current_revision__completion_tokens",
+        "current_revision__first_token_ms", "current_revision__tokens_per_second",
+    )  # fmt: skip
+    for values in rows.iterator(chunk_size=2000):
+        row = dict(zip(EXPORT_FIELDS, values, strict=True))
+        # No revision (a row written by raw SQL): no model, no stated answer, unreviewed.
+        row["model"], row["stated_answer"] = row["model"] or "", row["stated_answer"] or ""
+        row["review_status"] = row["review_status"] or ReviewStatus.UNREVIEWED
+        row["explained_at"] = row["explained_at"].isoformat() if row["explained_at"] else None
+        yield row
+
+
+class _Line:
+    """A file-like that hands back what csv.writer writes (one line at a time)."""
+
+    def write(self, text: str) -> str:
+        return text
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """``value`` with a ``'`` in front if a spreadsheet would run it as a formula (it
+    starts, or starts after blanks, with ``=``, ``+``, ``-``, ``@``, a tab or a line end:
+    OWASP's CSV-injection rule); anything else as it is."""
+    if isinstance(value, str) and (
+        value.startswith(_FORMULA_START) or value.lstrip().startswith(_FORMULA_START)
+    ):
+        return "'" + value
+    return value
+
+
+def lines(rows: Iterable[dict[str, Any]], fmt: str, *, bom: bool = True) -> Iterator[str]:
+    """Rows as JSON Lines (exactly as stored), or as CSV lines after a header (choices and
+    flags as JSON, every cell made spreadsheet-safe), the header led by a byte-order mark
+    unless ``bom`` is False."""
+    if fmt == "jsonl":
+        for row in rows:
+            yield json.dumps(row, ensure_ascii=False) + "\n"
+        return
+    writer = csv.writer(_Line())
+    # Excel reads a CSV without the mark in the system's code page (CP949 on Korean
+    # Windows): every Korean cell would be garbled. Readers of UTF-8 skip it (utf-8-sig).
+    yield (BOM if bom else "") + writer.writerow(EXPORT_FIELDS)
+    for row in rows:
+        for key in ("choices", "flags"):
+            row[key] = json.dumps(row[key], ensure_ascii=False)
+        yield writer.writerow(
+            [spreadsheet_safe(row[name]) if row[name] is not None else "" for name in EXPORT_FIELDS]
+        )
+
+
+def write(rows: Iterable[dict[str, Any]], out: IO[str], fmt: str, *, bom: bool = True) -> int:
+    """Write rows as JSON Lines or CSV (``bom``: see ``lines``); how many rows."""
+    count = -1 if fmt == "csv" else 0  # the CSV header is not a row
+    for line in lines(rows, fmt, bom=bom):
+        out.write(line)
+        count += 1
+    return max(count, 0)

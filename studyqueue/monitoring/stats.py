@@ -1,0 +1,422 @@
+"""The queue's numbers: the one collector behind the admin dashboard, its JSON view and the
+Prometheus metrics, computed with index-friendly queries on the queue's database alias
+(``queue.database()``, where the consumers write).
+
+Nothing here counts the whole job table: active jobs are counted through their partial
+indexes, finished jobs over the last 24 hours through the ``completed_at`` index, and the
+table's total is PostgreSQL's planner estimate (an exact count on SQLite). A reply's
+metadata (tokens, timings) is read through the revision that completed the job.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import connections
+from django.db.models import Avg, Count, FilteredRelation, Min, Q, Sum
+from django.db.models.functions import TruncHour
+from django.utils import timezone
+
+from studyqueue.conf import AUTO, conf
+from studyqueue.explanations import review_queue
+from studyqueue.explanations.outdated import Basis, basis
+from studyqueue.models import (
+    ACTIVE_STATUSES,
+    ErrorCode,
+    GateLimit,
+    JobQuerySet,
+    JobStatus,
+    QuestionQuerySet,
+    QueuePause,
+    StudyQuestion,
+    StudyQuestionJob,
+)
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.presence import ConsumerState, consumer_states
+from studyqueue.services import gate_limits
+from studyqueue.services.gate import endpoint_name
+
+Job = StudyQuestionJob
+WINDOW = timedelta(hours=24)
+# The backlog's estimate divides by the jobs completed over this last stretch.
+RATE_WINDOW = timedelta(hours=1)
+OUTDATED_CAP = 10_000
+TOP_ERRORS = 5
+
+
+@dataclass
+class HourBucket:
+    """One hour of the last 24: finished jobs and LLM time."""
+
+    start: datetime
+    completed: int = 0
+    failed: int = 0
+    llm_ms: int = 0
+    first_token_ms: float | None = None  # mean over completed jobs
+    tokens_per_second: float | None = None  # mean over completed jobs
+
+
+@dataclass(frozen=True)
+class LLMCalls:
+    """The LLM call times of the jobs completed in the window, as a cumulative histogram."""
+
+    at_most: dict[float, int]  # bound in seconds -> calls that took at most that long
+    count: int
+    total_ms: int
+
+
+@dataclass(frozen=True)
+class TokenTotals:
+    """Tokens of the replies that completed jobs in the window."""
+
+    prompt: int = 0
+    completion: int = 0
+    cached: int = 0  # prompt tokens served from the server's prompt cache
+    prompt_reported: int = 0  # prompt tokens of the replies that said how many were cached
+
+    @property
+    def cached_share(self) -> float | None:
+        """Cached over prompt tokens, over the replies whose server reported its cache;
+        None when none did (a server that never says is not a cold cache)."""
+        return self.cached / self.prompt_reported if self.prompt_reported else None
+
+    @property
+    def cached_percent(self) -> str | None:
+        """The share for people ("87 %"); None when unknown."""
+        share = self.cached_share
+        return None if share is None else f"{share * 100:.0f} %"
+
+
+@dataclass
+class DashboardStats:
+    """Everything the dashboard shows."""
+
+    now: datetime
+    active: dict[str, dict[str, int]]  # status -> kind -> count (pending, processing)
+    finished_24h: dict[str, dict[str, int]]  # status -> kind -> count (completed, failed, skipped)
+    oldest_pending_age: timedelta | None
+    stale: int
+    hours: list[HourBucket]
+    top_errors: list[tuple[str, int]]
+    total_estimate: int
+    total_is_estimate: bool
+    consumers: list[ConsumerState]
+    pauses: list[QueuePause]
+    outdated: int  # explanations no live consumer's prompt version wrote (up to OUTDATED_CAP)
+    outdated_basis: Basis  # the versions ``outdated`` is counted against, and whose they are
+    needs_review: int  # explanations waiting for a reviewer: unreviewed, or a candidate (same cap)
+    needs_review_flagged: int  # of them, those with a quality flag (same cap)
+    tokens: TokenTotals
+    gate_limits: list[GateLimit]  # GATE_PERMITS=auto: each endpoint's limit and tokens/s
+    completed_recently: int = 0  # jobs completed over the last RATE_WINDOW
+    # Per worker id, from the jobs table now (a consumer's own counts are a cycle old).
+    running_by_worker: dict[str, int] = field(default_factory=dict)  # processing jobs
+    completed_by_worker: dict[str, int] = field(default_factory=dict)  # completed in WINDOW
+
+    @property
+    def live_consumers(self) -> list[ConsumerState]:
+        return [c for c in self.consumers if c.live]
+
+    @property
+    def backlog(self) -> int:
+        """Jobs still to run: pending and processing, every kind."""
+        return sum(n for status in ACTIVE_STATUSES for n in self.active.get(status, {}).values())
+
+    @property
+    def completed_per_hour(self) -> float:
+        return self.completed_recently / (RATE_WINDOW / timedelta(hours=1))
+
+    @property
+    def backlog_done_in(self) -> timedelta | None:
+        """How long the backlog takes at the rate of the last ``RATE_WINDOW``; None when
+        nothing completed then (no rate) or nothing waits."""
+        if not self.backlog or not self.completed_recently:
+            return None
+        return timedelta(hours=self.backlog / self.completed_per_hour)
+
+    def shared_limit(self, consumer: ConsumerState) -> GateLimit | None:
+        """The stored limit a ``GATE_PERMITS=auto`` consumer's gate follows (None: fixed
+        permits, or no consumer of its endpoint has stored one yet)."""
+        if consumer.record.gate_permits != AUTO:
+            return None
+        # Its URL as the gate names it: the row of every spelling of its server.
+        endpoint = endpoint_name(consumer.record.llm_url)
+        return next((g for g in self.gate_limits if g.endpoint == endpoint), None)
+
+    def gate_limit_of(self, consumer: ConsumerState) -> int | None:
+        """The concurrent calls a consumer's gate allows now: the stored limit its endpoint's
+        gates share (the adaptive gate writes it as it moves), else what the consumer last
+        reported (fixed permits do not move)."""
+        shared = self.shared_limit(consumer)
+        return shared.limit if shared is not None else consumer.record.gate_limit
+
+    @property
+    def live_gate_limits(self) -> list[int]:
+        """The concurrent calls the live consumers' gates allow now (each distinct once):
+        the same numbers as the limits panel and the consumer rows."""
+        limits = (self.gate_limit_of(c) for c in self.live_consumers)
+        return sorted({n for n in limits if n})
+
+    @property
+    def llm_unreachable_since(self) -> datetime | None:
+        """When every live consumer finds the LLM server down (breaker open on
+        ``llm_unavailable``): since the earliest of them; None otherwise."""
+        live = self.live_consumers
+        if not live or not all(
+            c.record.breaker_open and c.record.breaker_error == ErrorCode.LLM_UNAVAILABLE
+            for c in live
+        ):
+            return None
+        return min((c.record.breaker_since or self.now for c in live), default=None)
+
+    @property
+    def max_hour_jobs(self) -> int:
+        return max((h.completed + h.failed for h in self.hours), default=0)
+
+    @property
+    def max_hour_llm_ms(self) -> int:
+        return max((h.llm_ms for h in self.hours), default=0)
+
+    @property
+    def max_error_count(self) -> int:
+        return max((n for _, n in self.top_errors), default=0)
+
+
+# --------------------------------------------------------------------------- the parts
+
+
+def jobs() -> JobQuerySet:
+    """Every job, unordered, on the queue's database."""
+    return Job.objects.using(queue.database()).order_by()
+
+
+def recent(now: datetime) -> JobQuerySet:
+    """Jobs that ended in the 24 hours before ``now`` (the ``completed_at`` index)."""
+    return jobs().filter(completed_at__gte=now - WINDOW)
+
+
+def replies(now: datetime) -> JobQuerySet:
+    """``recent(now)``, each job with ``reply``: the revision that completed it.
+
+    The join reads only revisions at least as new as the oldest of those replies (a range
+    of their primary key), so PostgreSQL reads the last day's revisions instead of scanning
+    the whole history; the FILTER keeps MIN from walking the ``revision_id`` index."""
+    jobs = recent(now)
+    has_reply = Q(revision__isnull=False)
+    oldest = jobs.aggregate(first=Min("revision_id", filter=has_reply))["first"] or 0
+    return jobs.annotate(reply=FilteredRelation("revision", condition=Q(revision__pk__gte=oldest)))
+
+
+def active_counts() -> dict[str, dict[str, int]]:
+    """Pending and processing jobs now: status -> kind -> count (partial indexes)."""
+    rows = jobs().filter(status__in=ACTIVE_STATUSES).values("status", "kind")
+    out: dict[str, dict[str, int]] = {}
+    for row in rows.annotate(n=Count("id")):
+        out.setdefault(row["status"], {})[row["kind"]] = row["n"]
+    return out
+
+
+def finished_counts(now: datetime) -> dict[tuple[str, str, str], int]:
+    """Jobs that ended in the last 24 hours: (status, kind, error code) -> count."""
+    rows = recent(now).values("status", "kind", "error_code").annotate(n=Count("id"))
+    return {(row["status"], row["kind"], row["error_code"]): row["n"] for row in rows}
+
+
+def waiting_again() -> dict[str, int]:
+    """Pending jobs that were released or are to be retried: last error code -> count."""
+    rows = jobs().pending().exclude(error_code="").values("error_code").annotate(n=Count("id"))
+    return {row["error_code"]: row["n"] for row in rows}
+
+
+def oldest_pending() -> datetime | None:
+    """When the oldest pending job was created; None when none waits."""
+    oldest: datetime | None = jobs().pending().aggregate(t=Min("created_at"))["t"]
+    return oldest
+
+
+def completed_since(since: datetime) -> int:
+    """Jobs completed since ``since`` (the ``completed_at`` index)."""
+    return jobs().filter(completed_at__gte=since, status=JobStatus.COMPLETED).count()
+
+
+def by_worker(now: datetime, workers: list[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Per worker id: its processing jobs (the partial index of processing jobs), and the
+    jobs it completed in the last 24 hours (the ``completed_at`` index)."""
+    if not workers:
+        return {}, {}
+    running = (
+        jobs()
+        .filter(status=JobStatus.PROCESSING, worker_id__in=workers)
+        .values("worker_id")
+        .annotate(n=Count("id"))
+    )
+    completed = (
+        recent(now)
+        .filter(status=JobStatus.COMPLETED, worker_id__in=workers)
+        .values("worker_id")
+        .annotate(n=Count("id"))
+    )
+    return (
+        {row["worker_id"]: row["n"] for row in running},
+        {row["worker_id"]: row["n"] for row in completed},
+    )
+
+
+def stale_count(now: datetime) -> int:
+    """Processing jobs with no heartbeat for ``STALE_MINUTES``."""
+    return jobs().stale(now - timedelta(minutes=conf.STALE_MINUTES)).count()
+
+
+def hourly(now: datetime) -> list[HourBucket]:
+    """The last 24 hours, oldest first: finished jobs, LLM time, and the completed jobs'
+    mean time to first token and tokens per second (from their revisions)."""
+    this_hour = now.replace(minute=0, second=0, microsecond=0)
+    buckets = {
+        this_hour - timedelta(hours=h): HourBucket(this_hour - timedelta(hours=h))
+        for h in range(23, -1, -1)
+    }
+    done = Q(status=JobStatus.COMPLETED)
+    rows = (
+        replies(now)
+        .annotate(hour=TruncHour("completed_at"))
+        .values("hour")
+        .annotate(
+            completed=Count("id", filter=done),
+            failed=Count("id", filter=Q(status=JobStatus.FAILED)),
+            llm_ms=Sum("llm_ms"),
+            first_token_ms=Avg("reply__first_token_ms", filter=done),
+            tokens_per_second=Avg("reply__tokens_per_second", filter=done),
+        )
+    )
+    for row in rows:
+        bucket = buckets.get(row["hour"])
+        if bucket is not None:
+            bucket.completed = row["completed"]
+            bucket.failed = row["failed"]
+            bucket.llm_ms = row["llm_ms"] or 0
+            bucket.first_token_ms = row["first_token_ms"]
+            bucket.tokens_per_second = row["tokens_per_second"]
+    return list(buckets.values())
+
+
+def top_errors(
+    finished: dict[tuple[str, str, str], int], waiting: dict[str, int]
+) -> list[tuple[str, int]]:
+    """The commonest error codes of the last 24 hours: finished jobs, plus pending ones
+    waiting to retry (a claim clears ``completed_at``: no job is in both)."""
+    counts: Counter[str] = Counter(waiting)
+    for (_, _, code), n in finished.items():
+        if code:
+            counts[code] += n
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:TOP_ERRORS]
+
+
+def llm_calls(now: datetime, bounds_seconds: tuple[float, ...]) -> LLMCalls:
+    """LLM call times of the jobs completed in the last 24 hours, counted per bound."""
+    completed = recent(now).filter(status=JobStatus.COMPLETED, llm_ms__isnull=False)
+    counts = completed.aggregate(
+        total=Count("id"),
+        ms=Sum("llm_ms"),
+        **{
+            f"le_{n}": Count("id", filter=Q(llm_ms__lte=b * 1000))
+            for n, b in enumerate(bounds_seconds)
+        },
+    )
+    return LLMCalls(
+        at_most={b: counts[f"le_{n}"] for n, b in enumerate(bounds_seconds)},
+        count=counts["total"],
+        total_ms=counts["ms"] or 0,
+    )
+
+
+def tokens(now: datetime) -> TokenTotals:
+    """Prompt, completion and cached tokens of the replies that completed jobs in the last
+    24 hours."""
+    reported = Q(reply__cached_tokens__isnull=False, reply__prompt_tokens__isnull=False)
+    sums = replies(now).aggregate(
+        prompt=Sum("reply__prompt_tokens"),
+        completion=Sum("reply__completion_tokens"),
+        cached=Sum("reply__cached_tokens", filter=reported),
+        prompt_reported=Sum("reply__prompt_tokens", filter=reported),
+    )
+    return TokenTotals(**{key: value or 0 for key, value in sums.items()})
+
+
+def pauses() -> list[QueuePause]:
+    return list(QueuePause.objects.using(queue.database()).all())
+
+
+def table_total() -> tuple[int, bool]:
+    """The job table's size: PostgreSQL's estimate (True), or an exact count elsewhere."""
+    db = queue.database()
+    connection = connections[db]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
+                [Job._meta.db_table],
+            )
+            row = cursor.fetchone()
+        if row and row[0] >= 0:
+            return int(row[0]), True
+    return Job.objects.using(db).count(), False
+
+
+def capped(questions: QuestionQuerySet) -> int:
+    """How many, counted up to ``OUTDATED_CAP`` (never a full count of a huge table)."""
+    return questions.order_by().values("pk")[:OUTDATED_CAP].count()
+
+
+def explanations(versions: list[str]) -> tuple[int, int, int]:
+    """Explanations outdated (by none of ``versions``), waiting for review, and of those the
+    flagged ones, each capped."""
+    questions = StudyQuestion.objects.using(queue.database())
+    return capped(questions.outdated(versions)), *review_queue.counts()
+
+
+def by_status_kind(finished: dict[tuple[str, str, str], int]) -> dict[str, dict[str, int]]:
+    """``finished_counts`` summed over error codes: status -> kind -> count."""
+    out: dict[str, dict[str, int]] = {}
+    for (status, kind, _), n in finished.items():
+        per_kind = out.setdefault(status, {})
+        per_kind[kind] = per_kind.get(kind, 0) + n
+    return out
+
+
+# --------------------------------------------------------------------------- the dashboard
+
+
+def collect(now: datetime | None = None) -> DashboardStats:
+    """Compute the dashboard's numbers."""
+    now = now or timezone.now()
+    finished = finished_counts(now)
+    oldest = oldest_pending()
+    total, is_estimate = table_total()
+    consumers = consumer_states(now)
+    against = basis(consumers)
+    outdated, needs_review, needs_review_flagged = explanations(against.versions)
+    running, completed = by_worker(now, [c.record.worker_id for c in consumers])
+    return DashboardStats(
+        now=now,
+        active=active_counts(),
+        finished_24h=by_status_kind(finished),
+        oldest_pending_age=(now - oldest) if oldest else None,
+        stale=stale_count(now),
+        hours=hourly(now),
+        top_errors=top_errors(finished, waiting_again()),
+        total_estimate=total,
+        total_is_estimate=is_estimate,
+        consumers=consumers,
+        pauses=pauses(),
+        outdated=outdated,
+        outdated_basis=against,
+        needs_review=needs_review,
+        needs_review_flagged=needs_review_flagged,
+        tokens=tokens(now),
+        gate_limits=gate_limits.all_limits(),
+        completed_recently=completed_since(now - RATE_WINDOW),
+        running_by_worker=running,
+        completed_by_worker=completed,
+    )

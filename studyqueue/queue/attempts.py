@@ -1,0 +1,147 @@
+"""The attempt log (``JobAttempt``): a row per claim, opened by the claim and closed by the
+transition that ends it, in that transition's statement or transaction. Only
+``studyqueue.queue.transitions`` writes through this module; the job page reads ``for_job``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connections
+from django.db.models import QuerySet
+
+from studyqueue.models import AttemptOutcome, JobAttempt
+from studyqueue.queue import rawsql
+
+# A claimed job's new attempt, numbered after the job's last one. ON CONFLICT: a job that
+# somehow still had an open attempt is claimed all the same (bookkeeping never blocks work);
+# SQLite needs the WHERE to read the ON CONFLICT of an INSERT … SELECT.
+_OPEN = """
+INSERT INTO studyqueue_jobattempt
+    (job_id, number, started_at, worker_id, outcome, error_code, error_message)
+SELECT job.id,
+       COALESCE((SELECT MAX(a.number) FROM studyqueue_jobattempt AS a WHERE a.job_id = job.id), 0)
+           + 1,
+       job.started_at, job.worker_id, '', '', ''
+FROM {source} AS job
+WHERE {where}
+ON CONFLICT DO NOTHING"""
+
+
+def opening_claim(claim_sql: str) -> str:
+    """PostgreSQL: a claim (``UPDATE … RETURNING *``) that opens its jobs' attempts in the
+    same statement; it returns the claimed jobs as the claim alone does."""
+    opened = _OPEN.format(source="claimed", where="true")
+    return f"WITH claimed AS ({claim_sql}), opened AS ({opened})\nSELECT * FROM claimed"
+
+
+def open_claimed(db: str, job_ids: list[int]) -> None:
+    """SQLite (no data-modifying WITH): open the attempts of the jobs just claimed; call it
+    in the claim's transaction."""
+    if not job_ids:
+        return
+    names = [f"id{i}" for i in range(len(job_ids))]
+    where = f"job.id IN ({', '.join(f'%({n})s' for n in names)})"
+    with connections[db].cursor() as cursor:
+        sql = _OPEN.format(source="studyqueue_studyquestionjob", where=where)
+        cursor.execute(sql, dict(zip(names, job_ids, strict=True)))
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What an attempt's LLM call reported, when it got a reply."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    first_token_ms: int | None = None
+
+
+def _open(db: str) -> QuerySet[JobAttempt]:
+    return JobAttempt.objects.using(db).filter(ended_at__isnull=True)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How an attempt ended: what closing it writes."""
+
+    outcome: AttemptOutcome
+    ended_at: datetime
+    error_code: str = ""
+    error_message: str = ""
+    usage: Usage | None = None
+
+    def values(self) -> dict[str, Any]:
+        """The attempt's fields and their values."""
+        values: dict[str, Any] = {
+            "ended_at": self.ended_at,
+            "outcome": self.outcome,
+            "error_code": self.error_code,
+            "error_message": self.error_message,
+        }
+        if self.usage is not None:
+            values.update(
+                prompt_tokens=self.usage.prompt_tokens,
+                completion_tokens=self.usage.completion_tokens,
+                first_token_ms=self.usage.first_token_ms,
+            )
+        return values
+
+
+def close(db: str, job_id: int, ending: Ending) -> None:
+    """End the job's open attempt. Call it only after the job's fenced write applied, in its
+    transaction: the open attempt is then the caller's own claim's."""
+    _open(db).filter(job_id=job_id).update(**ending.values())
+
+
+# A job's fenced UPDATE (``{job}``, RETURNING its id) and its open attempt's close, in one
+# statement: both apply or neither, in one round trip (and one commit, outside a transaction).
+_FINISH = """
+WITH job AS ({job}),
+closed AS (
+    UPDATE studyqueue_jobattempt SET {closing}
+    WHERE job_id IN (SELECT id FROM job) AND ended_at IS NULL
+)
+SELECT count(*) FROM job"""
+
+
+def finish(db: str, job_update: tuple[str, dict[str, Any]], ending: Ending) -> bool:
+    """PostgreSQL: run a job's fenced ``UPDATE … RETURNING id`` (SQL and parameters) and, if
+    it applied, close the job's open attempt in the same statement (as ``close`` does).
+    Whether the job's update applied."""
+    closing, params = rawsql.assignments(JobAttempt, ending.values(), db, prefix="attempt_")
+    sql, job_params = job_update
+    with connections[db].cursor() as cursor:
+        cursor.execute(_FINISH.format(job=sql, closing=closing), {**job_params, **params})
+        row = cursor.fetchone()
+    return bool(row and row[0] == 1)
+
+
+def close_many(
+    db: str,
+    jobs: list[int] | QuerySet[Any, Any],
+    outcome: AttemptOutcome,
+    *,
+    ended_at: datetime,
+    error_code: str,
+    error_message: str,
+) -> int:
+    """End the open attempts of many jobs (ids, or a QuerySet of their ids run as a
+    subquery) in one statement: an operator's skip, the stale scan. How many."""
+    if isinstance(jobs, list) and not jobs:
+        return 0
+    return (
+        _open(db)
+        .filter(job_id__in=jobs)
+        .update(
+            ended_at=ended_at, outcome=outcome, error_code=error_code, error_message=error_message
+        )
+    )
+
+
+def for_job(db: str, job_id: int, last: int | None = None) -> list[JobAttempt]:
+    """A job's attempts, first to last; with ``last``, only the last ``last``."""
+    rows = JobAttempt.objects.using(db).filter(job_id=job_id)
+    if last is None:
+        return list(rows.order_by("number"))
+    return list(reversed(rows.order_by("-number")[:last]))

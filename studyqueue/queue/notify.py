@@ -1,0 +1,169 @@
+"""LISTEN/NOTIFY: how the queue tells its consumers, on PostgreSQL, that something changed.
+
+Two channels. ``JOBS_CHANNEL`` (empty payload): a job may be claimable, idle consumers wake.
+``CONTROL_CHANNEL``: ``cancel:<job id>`` (an operator took that job: stop its LLM call now)
+and ``pause:<kind>`` (``pause:`` alone: every kind; hand back the jobs of that kind that have
+not started). A ``Message`` is one of these, typed; ``parse`` turns a notice back into one
+and refuses anything else. ``send`` notifies inside the caller's transaction (delivered when
+it commits); ``start_listener`` runs the consumer's LISTEN thread on a psycopg connection
+built from Django's own connection parameters (``studyqueue.queue.pg``: OPTIONS included, so TLS
+and service files work as for the ORM). SQLite has none of this: its consumers poll.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from django.db import connections
+
+from studyqueue.models import JobKind
+from studyqueue.queue import pg
+from studyqueue.queue.columns import MAX_ID
+
+logger = logging.getLogger("studyqueue.notify")
+
+JOBS_CHANNEL = "studyqueue_jobs"
+CONTROL_CHANNEL = "studyqueue_control"
+RECONNECT_SECONDS = 1.0
+POLL_SECONDS = 0.5  # how soon the listener sees a stop request
+
+
+class Kind(enum.StrEnum):
+    """What a notice says."""
+
+    WAKE = "wake"  # a job may be claimable: idle consumers start a cycle
+    CANCEL = "cancel"  # an operator took job ``job_id``: stop its LLM call now
+    PAUSE = "pause"  # ``job_kind`` ("": every kind) is paused: hand back its waiting jobs
+
+
+@dataclass(frozen=True)
+class Message:
+    """One notice; build it with ``wake()``, ``cancel(job_id)`` or ``pause(kind)``."""
+
+    kind: Kind
+    job_id: int | None = None
+    job_kind: str = ""
+
+    @property
+    def channel(self) -> str:
+        return JOBS_CHANNEL if self.kind is Kind.WAKE else CONTROL_CHANNEL
+
+    @property
+    def payload(self) -> str:
+        if self.kind is Kind.CANCEL:
+            return f"{Kind.CANCEL}:{self.job_id}"
+        if self.kind is Kind.PAUSE:
+            return f"{Kind.PAUSE}:{self.job_kind}"
+        return ""
+
+
+def wake() -> Message:
+    """A job may be claimable."""
+    return Message(Kind.WAKE)
+
+
+def cancel(job_id: int) -> Message:
+    """Stop the running LLM call of job ``job_id``."""
+    return Message(Kind.CANCEL, job_id=_job_id(str(job_id)))
+
+
+def pause(kind: str) -> Message:
+    """``kind`` is paused (``""``: every kind)."""
+    return Message(Kind.PAUSE, job_kind=_job_kind(kind))
+
+
+def _job_id(text: str) -> int:
+    # ASCII digits only: str.isdecimal() and int() also take other scripts' digits.
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_ID:
+        raise ValueError(f"not a job id: {text[:40]!r}")
+    return int(text)
+
+
+def _job_kind(text: str) -> str:
+    if text and text not in JobKind.values:
+        raise ValueError(f"not a job kind: {text[:40]!r}")
+    return text
+
+
+def parse(channel: str, payload: str) -> Message:
+    """The message a notice carries; ``ValueError`` for anything ``send`` never sends."""
+    if channel == JOBS_CHANNEL and payload == "":
+        return wake()
+    if channel == CONTROL_CHANNEL:
+        name, colon, value = payload.partition(":")
+        if colon and name == Kind.CANCEL:
+            return Message(Kind.CANCEL, job_id=_job_id(value))
+        if colon and name == Kind.PAUSE:
+            return Message(Kind.PAUSE, job_kind=_job_kind(value))
+    raise ValueError(f"not a studyqueue notice: channel={channel[:40]!r} payload={payload[:40]!r}")
+
+
+def send(message: Message, *, using: str) -> None:
+    """Notify the consumers through database ``using`` (delivered when the caller's
+    transaction commits; nothing on SQLite, whose consumers poll)."""
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [message.channel, message.payload])
+
+
+def listen(
+    settings_dict: Mapping[str, Any],
+    on_message: Callable[[Message], object],
+    *,
+    stopping: Callable[[], bool],
+    wait: Callable[[float], object],
+) -> None:
+    """LISTEN on both channels and hand every message to ``on_message`` until ``stopping()``;
+    reconnect after ``wait(RECONNECT_SECONDS)`` when the connection fails. Blocks."""
+    while not stopping():
+        try:
+            with pg.connect(settings_dict, autocommit=True) as conn:
+                conn.execute(f"LISTEN {JOBS_CHANNEL}")
+                conn.execute(f"LISTEN {CONTROL_CHANNEL}")
+                logger.info("study_listen_ready channel=%s", JOBS_CHANNEL)
+                while not stopping():
+                    for notice in conn.notifies(timeout=POLL_SECONDS, stop_after=1):
+                        _deliver(notice.channel, notice.payload, on_message)
+        except psycopg.Error as exc:
+            logger.warning("study_listen_failed error=%s; retrying", type(exc).__name__)
+            wait(RECONNECT_SECONDS)
+
+
+def _deliver(channel: str, payload: str, on_message: Callable[[Message], object]) -> None:
+    try:
+        message = parse(channel, payload)
+    except ValueError as exc:
+        # Another program's NOTIFY on our channel, or a newer version's: not ours to act on.
+        logger.warning("study_notice_refused reason=%r", str(exc))
+        return
+    on_message(message)
+
+
+def start_listener(
+    using: str,
+    on_message: Callable[[Message], object],
+    *,
+    stopping: Callable[[], bool],
+    wait: Callable[[float], object],
+) -> threading.Thread | None:
+    """On PostgreSQL, a daemon thread running ``listen`` on database ``using``'s own
+    connection parameters (OPTIONS included); None on other databases."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return None
+    thread = threading.Thread(
+        target=listen,
+        args=(connection.settings_dict, on_message),
+        kwargs={"stopping": stopping, "wait": wait},
+        name="studyqueue-listen",
+        daemon=True,
+    )
+    thread.start()
+    return thread

@@ -1,0 +1,74 @@
+"""On SQLite, how an idle consumer learns that a job is ready: a cheap check each second.
+
+PostgreSQL tells its consumers through LISTEN/NOTIFY (``notify``). SQLite has nothing like
+it, and waiting for the consumer's interval (60 s by default) kept a new user waiting up to
+a minute for an LLM call of a few milliseconds. One indexed ``EXISTS`` on a local file each
+second costs nothing, so ``start_poller`` runs that check on a thread while the consumer is
+idle and wakes it when a job is ready. Never on PostgreSQL: its NOTIFY is sooner and free.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from django.db import DatabaseError, close_old_connections, connections
+
+from studyqueue.queue import transitions as queue
+
+logger = logging.getLogger("studyqueue.poll")
+
+POLL_SECONDS = 1.0
+
+
+def poll(
+    on_ready: Callable[[], object],
+    *,
+    idle: Callable[[], bool],
+    wait: Callable[[float], bool],
+) -> None:
+    """Every ``POLL_SECONDS`` while ``idle()``, call ``on_ready()`` if a job is ready to
+    claim; until ``wait`` returns True (stopping). Blocks."""
+    failing = False
+    try:
+        while not wait(POLL_SECONDS):
+            if not idle():
+                continue  # a running cycle claims what is ready itself
+            close_old_connections()
+            try:
+                ready = queue.has_ready()
+            except DatabaseError as exc:
+                # Once per failure streak: the consumer's own cycles report the outage.
+                if not failing:
+                    logger.warning("study_poll_failed error=%s", type(exc).__name__)
+                failing = True
+                continue
+            failing = False
+            if ready:
+                on_ready()
+    finally:
+        connections.close_all()  # this thread's own connection
+
+
+def start_poller(
+    using: str,
+    on_ready: Callable[[], object],
+    *,
+    idle: Callable[[], bool],
+    wait: Callable[[float], bool],
+) -> threading.Thread | None:
+    """On any database but PostgreSQL, a daemon thread running ``poll``; None on
+    PostgreSQL (``notify.start_listener`` wakes its consumers)."""
+    if connections[using].vendor == "postgresql":
+        return None
+    thread = threading.Thread(
+        target=poll,
+        args=(on_ready,),
+        kwargs={"idle": idle, "wait": wait},
+        name="studyqueue-poll",
+        daemon=True,
+    )
+    thread.start()
+    logger.info("study_poll_ready interval_s=%s", POLL_SECONDS)
+    return thread

@@ -1,0 +1,221 @@
+"""Each running consumer's record of itself (``QueueConsumer``): written at start, during
+every cycle and at stop; read by the dashboard, which tells live, silent and stopped apart.
+A record also says what the consumer writes with (model, prompt version, gate): what
+"outdated" is measured against (``explanations.outdated``); the consumer hands in the prompt
+version, read at each write, as the queue imports nothing of the explanations. Records silent
+or stopped for longer than ``KEPT_FOR`` are deleted when a consumer starts or stops. A report
+writes the whole record again when it is gone (an operator removed it while the consumer was
+silent): a running consumer is never missing from the panel until its restart."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from django.db import models
+from django.db.models import F
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from studyqueue.conf import conf
+from studyqueue.models import QueueConsumer
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.columns import fit
+
+logger = logging.getLogger("studyqueue.presence")
+
+# A consumer is silent when it has not reported for this many intervals.
+SILENT_AFTER_INTERVALS = 2
+# The panel shows consumers that reported within this; older records are deleted.
+KEPT_FOR = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a consumer says about itself at one moment."""
+
+    jobs_running: int
+    completed_since_last: int
+    breaker_open: bool
+    breaker_since: datetime | None
+    breaker_error: str
+    gate_limit: int | None = None  # concurrent LLM calls its gate allows now
+
+
+class PromptShown(Protocol):
+    """A prompt version as a record shows it (``explanations.prompts.PromptVersion``)."""
+
+    @property
+    def hash(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+
+def _writes_with(version: PromptShown) -> dict[str, object]:
+    """What this process's settings and templates write with. The caller reads ``version``
+    at each report, as the worker reads the prompt version at each job (the version of the
+    templates it renders: a template edited on disk counts once the process loads it anew,
+    at its restart)."""
+    return {
+        "model": fit(QueueConsumer, "model", conf.LLM_MODEL),
+        "prompt_version": version.hash,
+        "prompt_label": fit(QueueConsumer, "prompt_label", version.label),
+    }
+
+
+def prune(now: datetime | None = None) -> int:
+    """Delete the records of consumers silent or stopped for longer than ``KEPT_FOR``."""
+    cutoff = (now or timezone.now()) - KEPT_FOR
+    deleted, _ = QueueConsumer.objects.using(queue.database()).filter(seen_at__lt=cutoff).delete()
+    return deleted
+
+
+@dataclass
+class _Started:
+    """What this process wrote at a consumer's start, and its jobs completed since: enough
+    to write the whole record again should it be deleted while the consumer runs."""
+
+    fields: dict[str, object]
+    completed: int = 0
+
+
+# Per worker id started in this process (a process may run several consumers: the tests).
+_started: dict[str, _Started] = {}
+
+
+def record_start(
+    worker_id: str, *, interval: float, llm_url: str, prompt: PromptShown, gate: str = ""
+) -> None:
+    """A consumer starts (or restarts under the same worker id); old records go."""
+    now = timezone.now()
+    prune(now)
+    worker_id = fit(QueueConsumer, "worker_id", worker_id)
+    started = _Started(
+        {
+            "host": fit(QueueConsumer, "host", socket.gethostname()),
+            "pid": os.getpid(),
+            "started_at": now,
+            "interval_seconds": interval,
+            "llm_url": fit(QueueConsumer, "llm_url", llm_url),
+            "gate_permits": fit(QueueConsumer, "gate_permits", gate),
+        }
+    )
+    _started[worker_id] = started
+    QueueConsumer.objects.using(queue.database()).update_or_create(
+        worker_id=worker_id,
+        defaults={
+            **started.fields,
+            "seen_at": now,
+            "stopped_at": None,
+            "jobs_completed": 0,
+            "jobs_running": 0,
+            "breaker_open": False,
+            "breaker_since": None,
+            "breaker_error": "",
+            "gate_limit": None,
+            "paused_kinds": queue.paused_kinds(),
+            **_writes_with(prompt),
+        },
+    )
+
+
+def record_report(worker_id: str, report: Report, *, prompt: PromptShown) -> None:
+    """A consumer is alive: what it runs now, what it finished, its breaker. The record is
+    written whole again when it is gone (deleted by hand or by the admin's action)."""
+    worker_id = fit(QueueConsumer, "worker_id", worker_id)
+    started = _started.get(worker_id)
+    if started is not None:
+        started.completed += report.completed_since_last
+    now = timezone.now()
+    fields: dict[str, object] = {
+        "seen_at": now,
+        "jobs_running": report.jobs_running,
+        "breaker_open": report.breaker_open,
+        "breaker_since": report.breaker_since,
+        "breaker_error": report.breaker_error,
+        "gate_limit": report.gate_limit,
+        "paused_kinds": queue.paused_kinds(),
+        **_writes_with(prompt),
+    }
+    records = QueueConsumer.objects.using(queue.database())
+    updated = records.filter(worker_id=worker_id).update(
+        jobs_completed=F("jobs_completed") + report.completed_since_last, **fields
+    )
+    if updated or started is None:
+        return  # written; or not started by this process: nothing to write it again from
+    # update_or_create: a concurrent report of the same worker id may write it first.
+    records.update_or_create(
+        worker_id=worker_id,
+        defaults={
+            **started.fields,
+            **fields,
+            "stopped_at": None,
+            "jobs_completed": started.completed,
+        },
+    )
+    logger.info("study_consumer_record_restored worker=%s", worker_id)
+
+
+def record_stop(worker_id: str) -> None:
+    """A consumer stopped cleanly; old records go."""
+    now = timezone.now()
+    worker_id = fit(QueueConsumer, "worker_id", worker_id)
+    _started.pop(worker_id, None)
+    QueueConsumer.objects.using(queue.database()).filter(worker_id=worker_id).update(
+        seen_at=now, stopped_at=now, jobs_running=0
+    )
+    prune(now)
+
+
+class Liveness(models.TextChoices):
+    """How a consumer looks from its reports; the members are in the dashboard's order."""
+
+    LIVE = "live", _("live")  # reported within SILENT_AFTER_INTERVALS of its interval
+    SILENT = "silent", _("silent")  # no report for longer: crashed, hung, or its host is down
+    STOPPED = "stopped", _("stopped")  # shut down cleanly
+
+
+_ORDER = {state: n for n, state in enumerate(Liveness)}
+
+
+@dataclass(frozen=True)
+class ConsumerState:
+    """A consumer as the dashboard shows it."""
+
+    record: QueueConsumer
+    state: Liveness
+    silent_for: timedelta | None
+
+    @property
+    def live(self) -> bool:
+        return self.state is Liveness.LIVE
+
+
+def consumer_states(now: datetime | None = None) -> list[ConsumerState]:
+    """Every consumer that reported within ``KEPT_FOR``, live ones first."""
+    now = now or timezone.now()
+    rows = QueueConsumer.objects.using(queue.database()).filter(seen_at__gte=now - KEPT_FOR)
+    states = [state_of(row, now) for row in rows]
+    return sorted(states, key=lambda s: (_ORDER[s.state], s.record.worker_id))
+
+
+def state_of(row: QueueConsumer, now: datetime) -> ConsumerState:
+    """How one record looks at ``now``."""
+    quiet = now - row.seen_at
+    if row.stopped_at is not None:
+        state = Liveness.STOPPED
+    elif quiet > timedelta(seconds=SILENT_AFTER_INTERVALS * row.interval_seconds):
+        state = Liveness.SILENT
+    else:
+        state = Liveness.LIVE
+    return ConsumerState(row, state, quiet if state is Liveness.SILENT else None)
+
+
+def live_consumers(now: datetime | None = None) -> list[ConsumerState]:
+    """The consumers that reported within two of their intervals."""
+    return [s for s in consumer_states(now) if s.live]

@@ -1,0 +1,73 @@
+"""The adaptive gate's limit per endpoint in the database (``GateLimit``): one number every
+consumer of the endpoint shares, the tokens/s measured at each limit, and the last good
+value a restarted consumer starts from. An endpoint is named by its normalised URL
+(``services.gate.endpoint_name``; migration 0018 renamed rows stored under other spellings)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from studyqueue.models import GateLimit
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.columns import fit
+from studyqueue.services.gate import endpoint_name
+
+
+def _name(endpoint: str) -> str:
+    """The stored name of ``endpoint``: its normalised URL (``gate.endpoint_name``), so that
+    every spelling of one server shares one row."""
+    return fit(GateLimit, "endpoint", endpoint_name(endpoint))
+
+
+def load(endpoint: str) -> GateLimit | None:
+    """The stored limit of ``endpoint`` (None: no consumer found one yet)."""
+    endpoint = _name(endpoint)
+    return GateLimit.objects.using(queue.database()).filter(endpoint=endpoint).first()
+
+
+def sync(
+    endpoint: str,
+    *,
+    limit: int,
+    rates: Mapping[int, float],
+    changed_from: int | None = None,
+    reason: str = "",
+) -> int:
+    """Store this consumer's view and return the limit every consumer is to use.
+
+    ``changed_from``: this consumer moved the limit from that value; the move is stored
+    only if nobody moved the stored one meanwhile (compare and set), else the stored limit
+    wins: a decision taken from measurements at a limit that no longer holds is void.
+    The tokens/s it measured are merged in either way.
+    """
+    db = queue.database()
+    endpoint = _name(endpoint)
+    measured = {str(k): round(v, 2) for k, v in rates.items()}
+    with transaction.atomic(using=db):
+        row = GateLimit.objects.using(db).select_for_update().filter(endpoint=endpoint).first()
+        if row is None:
+            try:
+                with transaction.atomic(using=db):
+                    GateLimit.objects.using(db).create(
+                        endpoint=endpoint, limit=limit, rates=measured, reason=reason
+                    )
+                return limit
+            except IntegrityError:  # another consumer created it just now
+                row = GateLimit.objects.using(db).select_for_update().get(endpoint=endpoint)
+        fields = ["rates"]
+        if changed_from is not None and row.limit == changed_from and limit != row.limit:
+            row.limit, row.reason, row.changed_at = limit, reason, timezone.now()
+            fields += ["limit", "reason", "changed_at"]
+        # Stored rates that are not an object (a hand edit, a bad restore) are unknown.
+        kept = row.rates if isinstance(row.rates, dict) else {}
+        row.rates = {**kept, **measured}
+        row.save(update_fields=fields)
+        return row.limit
+
+
+def all_limits() -> list[GateLimit]:
+    """Every endpoint's limit, for the dashboard."""
+    return list(GateLimit.objects.using(queue.database()).all())

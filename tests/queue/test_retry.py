@@ -1,0 +1,182 @@
+"""The failure policy (``studyqueue.queue.retry``), table by table: the README's failure table in
+numbers."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+
+from studyqueue.models import ErrorCode
+from studyqueue.queue import retry
+from studyqueue.queue.retry import Backoff, RetryDecision, RetryStrategy
+
+JOB = {"BACKOFF_BASE_SECONDS": 10, "BACKOFF_MAX_SECONDS": 50, "BACKOFF_JITTER": 0}
+BREAKER = {"BREAKER_BASE_SECONDS": 2, "BREAKER_MAX_SECONDS": 60}
+
+
+def policy(**settings: float) -> RetryStrategy:
+    with override_settings(STUDYQUEUE={**JOB, **BREAKER, **settings}):
+        return retry.strategy()
+
+
+# --------------------------------------------------------------------------- which codes
+
+
+CLASSIFIED = [
+    (ErrorCode.LLM_UNAVAILABLE, True, True),
+    (ErrorCode.LLM_OVERLOADED, True, True),
+    (ErrorCode.LLM_TIMEOUT, True, False),
+    (ErrorCode.LLM_SERVER_ERROR, True, False),
+    (ErrorCode.LLM_BAD_RESPONSE, True, False),
+    (ErrorCode.LLM_EMPTY, True, False),
+    (ErrorCode.STALE, True, False),
+    (ErrorCode.INTERNAL, True, False),
+    (ErrorCode.QUESTION_CHANGED, True, False),
+    (ErrorCode.LLM_REJECTED, False, False),
+    (ErrorCode.QUESTION_MISSING, False, False),
+    (ErrorCode.QUESTION_EMPTY, False, False),
+    (ErrorCode.QUESTION_INVALID, False, False),
+    (ErrorCode.UNSUPPORTED_KIND, False, False),
+    (ErrorCode.UNKNOWN_KIND, False, False),
+    (ErrorCode.OPERATOR_SKIPPED, False, False),
+]
+
+
+@pytest.mark.parametrize("code,transient,server_wide", CLASSIFIED)
+def test_every_error_code_is_classified(code, transient, server_wide):
+    assert retry.is_transient(code) is transient
+    assert retry.is_server_wide(code) is server_wide
+
+
+def test_the_table_above_names_every_error_code():
+    assert sorted(code for code, _, _ in CLASSIFIED) == sorted(ErrorCode)
+
+
+# --------------------------------------------------------------------------- retry? when?
+
+
+@pytest.mark.parametrize(
+    "code,attempts,max_attempts,retry_after,expected",
+    [
+        (ErrorCode.LLM_TIMEOUT, 1, 3, None, RetryDecision(True, 10)),
+        (ErrorCode.LLM_TIMEOUT, 2, 3, None, RetryDecision(True, 20)),
+        (ErrorCode.LLM_TIMEOUT, 3, 3, None, RetryDecision(False)),  # the last attempt
+        (ErrorCode.LLM_TIMEOUT, 4, 3, None, RetryDecision(False)),
+        (ErrorCode.LLM_OVERLOADED, 1, 3, 7, RetryDecision(True, 7)),  # the server's advice
+        (ErrorCode.LLM_OVERLOADED, 2, 3, 9999, RetryDecision(True, 50)),  # up to the cap
+        (ErrorCode.LLM_REJECTED, 1, 3, None, RetryDecision(False)),  # permanent
+        (ErrorCode.QUESTION_MISSING, 1, 3, 7, RetryDecision(False)),
+        (ErrorCode.QUESTION_CHANGED, 1, 3, None, RetryDecision(True, 10)),
+        (ErrorCode.INTERNAL, 1, 1, None, RetryDecision(False)),
+    ],
+)
+def test_decide_answers_retry_and_when(code, attempts, max_attempts, retry_after, expected):
+    decision = policy().decide(
+        code, attempts=attempts, max_attempts=max_attempts, retry_after=retry_after
+    )
+    assert decision == expected
+
+
+def test_the_backoff_grows_and_is_capped():
+    assert [policy().retry_delay(n) for n in (1, 2, 3, 4, 10**6)] == [10, 20, 40, 50, 50]
+
+
+@pytest.mark.parametrize(
+    "retry_after,expected",
+    [
+        (None, 10),  # no advice: the backoff
+        (7, 7),
+        (0, 0),
+        (99999999, 50),  # honoured only up to BACKOFF_MAX_SECONDS
+        (-5, 10),  # no usable advice: the backoff
+        (float("nan"), 10),
+        (float("inf"), 10),
+    ],
+)
+def test_retry_delay_honours_retry_after_up_to_the_backoff_cap(retry_after, expected):
+    assert policy().retry_delay(1, retry_after) == expected
+
+
+def test_jitter_moves_the_backoff_within_its_fraction_and_never_the_advice():
+    jittery = policy(BACKOFF_JITTER=0.2)
+    delays = {jittery.retry_delay(1) for _ in range(200)}
+    assert all(8 <= d <= 12 for d in delays) and len(delays) > 1
+    assert {jittery.retry_delay(1, 7) for _ in range(20)} == {7}
+
+
+def test_the_settings_are_read_at_each_call():
+    assert policy(BACKOFF_BASE_SECONDS=1).retry_delay(1) == 1
+    assert policy(BACKOFF_BASE_SECONDS=3).retry_delay(1) == 3
+
+
+# --------------------------------------------------------------------------- free or counted
+
+
+@pytest.mark.parametrize(
+    "free_releases,reached_server,free",
+    [
+        (0, False, True),  # never reached the server: free, as often as it takes
+        (2, False, True),
+        (1000, False, True),
+        (0, True, True),
+        (1, True, True),
+        (retry.MAX_FREE_RELEASES, True, False),  # then the failure counts
+        (retry.MAX_FREE_RELEASES + 1, True, False),
+    ],
+)
+def test_a_release_is_free_until_the_limit_for_calls_that_reached_the_server(
+    free_releases, reached_server, free
+):
+    assert policy().release_is_free(free_releases=free_releases, reached_server=reached_server) is (
+        free
+    )
+
+
+def test_every_job_ends_within_the_documented_number_of_calls():
+    """A server that fails every call as a whole: (MAX_FREE_RELEASES + 1) x max_attempts."""
+    strategy, max_attempts = policy(), 3
+    attempts = free_releases = calls = 0
+    while True:
+        calls += 1
+        attempts += 1  # the claim counts it
+        if strategy.release_is_free(free_releases=free_releases, reached_server=True):
+            attempts, free_releases = attempts - 1, free_releases + 1
+            continue
+        free_releases = 0
+        decision = strategy.decide(
+            ErrorCode.LLM_UNAVAILABLE, attempts=attempts, max_attempts=max_attempts
+        )
+        if not decision.retry:
+            break
+    assert calls == (retry.MAX_FREE_RELEASES + 1) * max_attempts
+
+
+# --------------------------------------------------------------------------- the breaker
+
+
+@pytest.mark.parametrize(
+    "failures,retry_after,pause",
+    [
+        (1, None, 2),
+        (2, None, 4),
+        (3, None, 8),
+        (5, None, 32),
+        (6, None, 60),  # capped by BREAKER_MAX_SECONDS
+        (10**6, None, 60),  # an outage of any length pauses like its first minutes
+        (1, 10, 10),  # the server's Retry-After
+        (1, 0.3, 2),  # at least BREAKER_BASE_SECONDS: a "retry at once" cannot make us spin
+        (1, 0, 2),
+        (4, 9999, 60),  # at most BREAKER_MAX_SECONDS
+        (3, -1, 8),  # no usable advice: the doubling
+        (3, float("nan"), 8),
+    ],
+)
+def test_the_breaker_pause_doubles_within_its_bounds(failures, retry_after, pause):
+    assert policy().breaker_pause(failures, retry_after) == pause
+
+
+def test_one_backoff_formula_serves_jobs_and_the_breaker():
+    strategy = policy()
+    assert strategy.backoff == Backoff(10, 50, 0)
+    assert strategy.breaker == Backoff(2, 60)
+    assert [Backoff(2, 60).delay(n) for n in (0, 1, 2, 3)] == [2, 2, 4, 8]

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
 import pytest
 
+from studyqueue.consumer.consumer import Consumer
 from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory
+from tests.llm_server import LLMServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -57,7 +59,7 @@ class ModuleRecorder:
             yield self
         finally:
             sys.setprofile(None)
-            threading.setprofile(None)  # type: ignore[arg-type]
+            threading.setprofile(None)
             self._current = None  # threads still profiled record nothing more
 
     @contextmanager
@@ -71,7 +73,7 @@ class ModuleRecorder:
 
 
 @pytest.fixture
-def quiet_settings(settings, llm_server):  # type: ignore[no-untyped-def]
+def quiet_settings(settings: Any, llm_server: LLMServer) -> None:
     """One job, one gate slot; no heartbeat or report comes due mid-cycle."""
     settings.STUDYQUEUE = {
         **settings.STUDYQUEUE,
@@ -84,8 +86,8 @@ def quiet_settings(settings, llm_server):  # type: ignore[no-untyped-def]
 
 
 def test_a_completed_job_runs_code_in_at_most_todays_number_of_modules(
-    quiet_settings, make_consumer
-):
+    quiet_settings: None, make_consumer: Callable[..., Consumer]
+) -> None:
     recorder = ModuleRecorder()
     with recorder.active():
         consumer = make_consumer()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 import pytest
 from django.db import connections
@@ -22,6 +23,7 @@ from studyqueue.services.llm import LLMError, LLMReply
 from studyqueue.workers import explanation
 from tests.factories import StudyQuestionFactory
 from tests.helpers import wait_for
+from tests.llm_server import LLMServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,7 +32,7 @@ FIRST = "Because two and two make four, as counting on your fingers shows."
 
 
 @pytest.fixture
-def consumer(llm_server, make_consumer) -> Consumer:
+def consumer(llm_server: LLMServer, make_consumer: Callable[..., Consumer]) -> Consumer:
     """A consumer of the test LLM server, with the settings in force when it is made."""
     return make_consumer()
 
@@ -56,7 +58,9 @@ def reply(content: str = FIRST) -> LLMReply:
     )  # fmt: skip
 
 
-def test_a_completed_job_stores_its_revision_with_flags_and_stated_answer(consumer, llm_server):
+def test_a_completed_job_stores_its_revision_with_flags_and_stated_answer(
+    consumer: Consumer, llm_server: LLMServer
+) -> None:
     llm_server.configure(answer="Three, because two and two make three.\nAnswer: 3")
     (job,) = enqueue(text="What is 2 + 2?", choices=["3", "4"], answer="4")
     assert consumer.run_cycle().outcomes == {"completed": 1}
@@ -71,7 +75,7 @@ def test_a_completed_job_stores_its_revision_with_flags_and_stated_answer(consum
     assert question.explanation_flags == ["answer_mismatch"]
 
 
-def test_a_reply_for_a_question_changed_during_the_call_is_not_stored():
+def test_a_reply_for_a_question_changed_during_the_call_is_not_stored() -> None:
     """Released, free of an attempt, while the policy allows; then a counted failure."""
     question = StudyQuestionFactory(text="What is 2 + 2?")
     queue.enqueue(question)
@@ -101,8 +105,13 @@ def test_a_reply_for_a_question_changed_during_the_call_is_not_stored():
     ],
 )
 def test_a_failed_call_retries_or_releases_per_the_policy(
-    consumer, llm_server, fault, outcome, attempts, breaker_open
-):
+    consumer: Consumer,
+    llm_server: LLMServer,
+    fault: str,
+    outcome: Outcome,
+    attempts: int,
+    breaker_open: bool,
+) -> None:
     llm_server.configure(fault=fault)
     enqueue()
     job = claimed_one()
@@ -112,7 +121,9 @@ def test_a_failed_call_retries_or_releases_per_the_policy(
     assert not ExplanationRevision.objects.exists()
 
 
-def test_an_open_breaker_releases_a_job_at_the_gate_without_a_call(consumer, llm_server):
+def test_an_open_breaker_releases_a_job_at_the_gate_without_a_call(
+    consumer: Consumer, llm_server: LLMServer
+) -> None:
     """The server failed while the job waited for its slot: it is not asked again."""
     enqueue()
     job = claimed_one()

@@ -11,7 +11,18 @@ from django.contrib.admin.actions import delete_selected
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import BooleanField, ExpressionWrapper, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import (
+    BooleanField,
+    Case,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
 from django.db.models.functions import Left
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import path, reverse
@@ -142,10 +153,28 @@ class RevisionInline(admin.TabularInline):
     ordering = ("-id",)
     verbose_name_plural = gettext_lazy("explanation revisions (newest first)")
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # Which one is current, in the list's own query: ``revision.question`` would be read
+        # once per revision shown.
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                is_current=Case(
+                    When(question__current_revision=F("pk"), then=Value(True)),
+                    default=Value(False),
+                    output_field=BooleanField(),
+                )
+            )
+        )
+
     @admin.display(description=gettext_lazy("revision"))
     def revision_link(self, revision: ExplanationRevision) -> str:
         url = reverse("admin:studyqueue_explanationrevision_change", args=[revision.pk])
-        if revision.pk == revision.question.current_revision_id:
+        current = getattr(revision, "is_current", None)  # annotated in the inline's list
+        if current is None:
+            current = revision.pk == revision.question.current_revision_id
+        if current:
             return format_html('<a href="{}">#{}</a> ({})', url, revision.pk, gettext("current"))
         return format_html('<a href="{}">#{}</a>', url, revision.pk)
 

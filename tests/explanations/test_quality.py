@@ -71,30 +71,6 @@ def test_real_replies_are_flagged(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_flag_set_to_retry_retries_once_with_doubled_max_tokens(
-    llm_server, settings, make_consumer
-):
-    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "QUALITY_RETRY": "truncated"}
-    llm_server.configure(answer=LONG_ENGLISH, fault="length")  # always cut
-    job = queue.enqueue(StudyQuestionFactory(text="Why is Seoul the capital?")).job
-    consumer = make_consumer()
-    assert consumer.run_cycle().outcomes == {"retrying": 1, "completed": 1}
-    job.refresh_from_db()
-    assert (job.status, job.attempts, job.quality_retried, job.max_tokens) == (
-        "completed",
-        2,
-        True,
-        2048,
-    )
-    assert [body["max_tokens"] for body in llm_server.bodies] == [1024, 2048]
-    first, second = ExplanationRevision.objects.order_by("pk")
-    question = StudyQuestion.objects.get()
-    assert question.current_revision == second, "the retry's reply is current"
-    assert job.revision == second, "the job points at the reply that completed it"
-    assert first.flags == second.flags == ["truncated"], "still cut: flagged, not retried again"
-
-
-@pytest.mark.django_db(transaction=True)
 def test_a_reply_without_a_finish_reason_keeps_its_ending_on_the_revision(
     llm_server, make_consumer
 ):

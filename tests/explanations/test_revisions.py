@@ -9,7 +9,6 @@ import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.core.management import call_command
 from django.urls import reverse
-from django.utils import timezone
 
 from studyqueue.explanations.prompts import current_version
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
@@ -211,31 +210,6 @@ def test_a_short_reply_has_no_decode_rate(llm_server, make_consumer, answer, tok
     assert revision.completion_tokens == tokens
     assert revision.tokens_per_second is None
     assert revision.cached_tokens is None  # the server did not say
-
-
-def test_a_reply_whose_claim_was_lost_leaves_no_revision_and_no_pointer():
-    """The revision is written before the fenced completion: a lost claim rolls both back."""
-    from studyqueue.services.llm import LLMReply
-    from studyqueue.workers.base import Outcome
-    from studyqueue.workers.explanation import store
-
-    question = StudyQuestionFactory(text="What is 2 + 2?")
-    queue.enqueue(question)
-    (old,) = queue.claim(worker_id="old")
-    StudyQuestionJob.objects.filter(pk=old.pk).update(
-        heartbeat_at=timezone.now() - timezone.timedelta(hours=1)
-    )
-    assert queue.reset_stale().reset == 1
-    (new,) = queue.claim(worker_id="new")
-    reply = LLMReply(
-        content=FIRST, model="m", finish_reason="stop", prompt_tokens=1, completion_tokens=2,
-        elapsed_ms=30,
-    )  # fmt: skip
-    assert store(old, question, reply, current_version(), queue.database()) == Outcome.LOST
-    assert not ExplanationRevision.objects.exists()
-    assert store(new, question, reply, current_version(), queue.database()) == Outcome.COMPLETED
-    job = StudyQuestionJob.objects.get()
-    assert job.revision == ExplanationRevision.objects.get() and job.llm_ms == 30
 
 
 def test_explain_tries_a_prompt_template_without_storing_anything(llm_server, tmp_path):

@@ -18,6 +18,7 @@ from django.utils.translation import gettext
 from studyqueue.explanations import prompts, revisions
 from studyqueue.models import JobAttempt
 from studyqueue.services import gate_limits
+from tests.admin.test_site import auth_in_korean
 from tests.factories import (
     ExplanationRevisionFactory,
     QueueConsumerFactory,
@@ -96,7 +97,7 @@ def test_the_admin_asked_for_in_korean_is_korean(site, page):  # noqa: F811
         sections = page.eval_on_selector_all(
             "#nav-sidebar caption", "captions => captions.map(c => c.textContent.trim())"
         )
-        assert sections == ["인증 및 권한", "학습 큐", "스케줄러 (내부용)"], (name, sections)
+        assert sections == [auth_in_korean(), "학습 큐", "스케줄러 (내부용)"], (name, sections)
         page.screenshot(path=str(SHOTS / f"ko-{name}.png"))
     # A list the operator may only view: our Korean title, not Django's broken one.
     page.goto(f"{site}{pages['jobs']}")

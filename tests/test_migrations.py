@@ -12,6 +12,7 @@ import importlib
 import io
 from typing import Any
 
+import django
 import pytest
 from django.core.management import call_command
 from django.db import connection
@@ -23,6 +24,12 @@ from django.utils import timezone
 
 from studyqueue.models import ExplanationRevision, GateLimit, StudyQuestion, StudyQuestionJob
 from tests.helpers.migration_schema import expected, snapshot
+
+# The Django release the stored schema (tests/helpers/schema_0017.json) was read with: its
+# SQL text is compared on that release only (6.1 writes a partial index's condition
+# ``WHERE "candidate"`` as ``WHERE "candidate" = 1``); tables, columns, indexes and
+# constraints are compared on every release.
+SCHEMA_READ_WITH = (5, 2)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -126,7 +133,8 @@ def test_the_squashed_migration_makes_the_schema_of_0_1_0s_migrations():
     assert sorted(now["tables"]) == sorted(was["tables"])
     for table in was["tables"]:  # one table at a time: a short diff on failure
         assert now["tables"][table] == was["tables"][table], table
-    assert now["sql"] == was["sql"]
+    if django.VERSION[:2] == SCHEMA_READ_WITH:  # the SQL's wording is the release's own
+        assert now["sql"] == was["sql"]
 
 
 # --------------------------------------------------------------------------- 0.1.0's databases

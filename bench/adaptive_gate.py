@@ -1,4 +1,4 @@
-"""GATE_PERMITS=auto against fixed gates (issue 18, item 8).
+"""GATE_PERMITS=auto against fixed gates.
 
 Default: a batching server simulated on a virtual clock (``tests/helpers/batching_sim``):
 total tokens/s ``r * min(c, K)`` shared by the ``c`` calls in flight, each call's speed

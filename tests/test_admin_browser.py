@@ -416,7 +416,7 @@ def test_a_reviewer_works_through_the_queue_with_the_keyboard(site, page):
 
 
 def test_the_dashboard_fits_a_1400_px_screen_at_a_glance(site, page):
-    """Issue 20, item 8: no horizontal scroll with the sidebar open, the main content within
+    """no horizontal scroll with the sidebar open, the main content within
     about two screens, one row of 24 bars per hourly metric with its values as text."""
     now = timezone.now()
     busy_day.make(now)

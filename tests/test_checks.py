@@ -139,7 +139,7 @@ def test_e008_quality_retry_with_an_unknown_flag():
     assert ids(QUALITY_RETRY="truncated,wrong_script") == []
 
 
-# The app's user template before issue 18: the instructions around the question.
+# The app's user template before the instructions around the question.
 INSTRUCTIONS_AROUND_THE_QUESTION = """{% autoescape off %}Explain the answer to this study \
 question for a learner.
 

@@ -39,7 +39,7 @@ PER_JOB = [
     # store(), one transaction:
     ("re-read the question: changed during the call?", QUESTION, BOTH),
     ("the new revision with the reply's metadata", REVISION, BOTH),
-    # Issue 20: every attempt is kept, closed with the job's completion: on PostgreSQL in
+    # every attempt is kept, closed with the job's completion: on PostgreSQL in
     # the same statement (WITH job AS (UPDATE …) UPDATE attempt), on SQLite one more.
     ("complete the job and close its attempt (fenced)", FINISH, PG),
     ("complete the job, pointing at it (fenced)", 'UPDATE "studyqueue_studyquestionjob"', SQLITE),

@@ -44,11 +44,11 @@ EXPORT_FIELDS = (
     "model",
     "prompt_version",
     "flags",
-    # The answer the current explanation states (issue 19); its agreement is in "flags".
+    # The answer the current explanation states; its agreement is in "flags".
     "stated_answer",
-    "review_status",  # the reviewer's decision on the current explanation (issue 19)
+    "review_status",  # the reviewer's decision on the current explanation
     "explained_at",
-    # The current reply's measurements (issue 18): null when the server did not say.
+    # The current reply's measurements: null when the server did not say.
     "prompt_tokens",
     "cached_tokens",
     "completion_tokens",

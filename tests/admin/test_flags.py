@@ -1,4 +1,4 @@
-"""Flags people can read (issue 19, item 5): labelled badges with their meaning on hover in
+"""Flags people can read: labelled badges with their meaning on hover in
 lists and pages, the stated answer beside the key; no raw JSON, no red cross for "no"."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The job and question pages read a reply's metadata through its revision (issue 17, item 4)."""
+"""The job and question pages read a reply's metadata through its revision."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def test_the_prompt_carries_question_choices_and_answer():
     assert "Capital of France?" in user["content"]
     assert "1. Paris\n2. Rome" in user["content"]
     assert "Correct answer: Paris" in user["content"]
-    # The instructions are in the system message, which the server can cache (issue 18).
+    # The instructions are in the system message, which the server can cache.
     assert "same language as the question" in system["content"]
     assert user["content"].endswith("Correct answer: Paris")
 

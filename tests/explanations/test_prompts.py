@@ -79,7 +79,7 @@ def test_templates_render_with_autoescape_off_and_the_questions_fields(template_
 
 
 def test_the_default_layout_lets_the_server_cache_everything_but_the_question():
-    """Issue 18: the system message is the same for every question and holds the
+    """the system message is the same for every question and holds the
     instructions; the user message holds only the question, its choices and key."""
     first, second = (prompts.build_messages(q) for q in prompts.sample_questions())
     assert first[0] == second[0]
@@ -95,7 +95,7 @@ def test_the_default_layout_lets_the_server_cache_everything_but_the_question():
 
 
 def test_the_default_prompt_asks_for_one_answer_line_in_the_system_message():
-    """Issue 19: the model ends with a line the answer parser reads; the request is fixed
+    """the model ends with a line the answer parser reads; the request is fixed
     text, so it lives in the system message (cached) and the user message is unchanged."""
     system = prompts.build_messages(prompts.sample_question())[0]["content"]
     for asked in ('"정답: "', '"Answer: "', '"정답: ②"', '"Answer: 2"', "question's language"):

@@ -182,7 +182,7 @@ def test_revisions_keep_their_metrics(llm_server, make_consumer):
 
 
 def test_a_real_reply_records_its_cache_and_decode_rate(llm_server, make_consumer):
-    """Issue 18, items 2 and 6: the server's cached count is kept, and the rate is the
+    """the server's cached count is kept, and the rate is the
     decode rate, (n - 1) tokens over the first-to-last span: 11 words 50 ms apart span
     500 ms as sent, so 20 tokens/s (the old formula gave 22, and thousands for a short
     reply). The bound is generous: a loaded client may read the first word late."""

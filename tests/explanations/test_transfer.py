@@ -143,7 +143,7 @@ def _explained(**fields) -> StudyQuestion:  # type: ignore[no-untyped-def]
 
 
 def test_exports_carry_the_replys_measurements_under_their_names(tmp_path):
-    """Issue 18: prompt, cached and completion tokens, time to first token, decode rate."""
+    """prompt, cached and completion tokens, time to first token, decode rate."""
     measured = _explained(text="Measured?")
     ExplanationRevision.objects.filter(pk=measured.current_revision_id).update(
         prompt_tokens=300, cached_tokens=280, completion_tokens=40, first_token_ms=120,
@@ -264,7 +264,7 @@ def test_from_a_csv_of_questions_to_a_csv_of_explanations_in_three_commands(tmp_
 
 
 def test_exports_carry_the_stated_answer_beside_the_flags(tmp_path):
-    """Issue 19: what the explanation says the answer is, and whether it agrees (flags)."""
+    """what the explanation says the answer is, and whether it agrees (flags)."""
     agreeing = _explained(text="Capital?", answer="Seoul")
     differing = _explained(text="Port?", answer="Busan")
     ExplanationRevision.objects.filter(pk=agreeing.current_revision_id).update(stated_answer="2")
@@ -290,7 +290,7 @@ def test_exports_carry_the_stated_answer_beside_the_flags(tmp_path):
     ]
 
 
-# Hostile files (issue 16): a stray quote, huge fields, deep nesting, odd Unicode, control
+# Hostile files: a stray quote, huge fields, deep nesting, odd Unicode, control
 # characters, and exports a spreadsheet would run or a closed pipe would break.
 
 

@@ -1,5 +1,5 @@
 """The one collector (``monitoring.stats``): the dashboard, its JSON view and the metrics read
-the same numbers from it (issue 17, item 5)."""
+the same numbers from it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every attempt kept (issue 20, item 3): the claim opens a ``JobAttempt``, the transition that
+"""Every attempt kept: the claim opens a ``JobAttempt``, the transition that
 ends it closes it (in the same statement or transaction), and it is pruned with its job; on
 SQLite and PostgreSQL, against the real test LLM server where a call is involved."""
 

@@ -312,7 +312,7 @@ def _keys(value: object) -> set[str]:
 )
 @pytest.mark.parametrize("ignore_stream", [False, True], ids=["stream", "whole-json"])
 def test_no_request_carries_a_seed(server, client_kwargs, max_tokens, ignore_stream):
-    """A request with ``seed`` is never batched by mlx_lm.server (issue 18): none is sent."""
+    """A request with ``seed`` is never batched by mlx_lm.server: none is sent."""
     server.configure(ignore_stream=ignore_stream)
 
     async def go() -> None:
@@ -346,7 +346,7 @@ def test_no_job_request_carries_a_seed(llm_server, settings, make_consumer):
     assert first.pk != second.pk
 
 
-# ------------------------------------------------- issue 18: cached tokens and the decode rate
+# ------------------------------------------------- cached tokens and the decode rate
 
 
 @pytest.mark.parametrize("ignore_stream", [False, True], ids=["stream", "whole-json"])

@@ -1,11 +1,11 @@
 """The consumer: one long-lived object per process that turns pending jobs into results.
 
-A ``Consumer`` owns, for the life of the process, its event loop, its three database
-connections (the jobs', the claims' and the gate's, each reached through ``sync_to_async``
-on a single-thread executor of its own), the LLM client, the circuit breaker and the gate.
-The cycle's own one-query reads, off the per-job path, use Django's async ORM (the README's
-"How it is built" says which work goes where, and why). django-apscheduler calls
-``Consumer.run_cycle()`` as its scheduled job (``studyqueue.consumer.scheduler``).
+A ``Consumer`` owns, for the life of the process, its event loop, its job store (three
+database connections and their threads: ``studyqueue.queue.store``), the LLM client, the
+circuit breaker and the gate. The cycle's own one-query reads, off the per-job path, use
+Django's async ORM (the manual's architecture page says which work goes where, and why).
+django-apscheduler calls ``Consumer.run_cycle()`` as its scheduled job
+(``studyqueue.consumer.scheduler``).
 
 One cycle (``Cycle``): reset stale jobs, then claim jobs in id order and keep up to
 twice the gate's limit of them in flight (at most the limit calling the LLM, the others
@@ -25,20 +25,20 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError, close_old_connections, connections
+from django.db import DatabaseError, connections
 
 from studyqueue.conf import conf, gate_is_auto
 from studyqueue.explanations.prompts import current_version
 from studyqueue.models import ErrorCode, StudyQuestionJob
-from studyqueue.queue import presence
+from studyqueue.queue import presence, retry
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.pauses import KnownPauses
+from studyqueue.queue.store import Failed, JobStore
 from studyqueue.queue.transitions import Outcome
 from studyqueue.services import gate_limits, gate_reclaim
 from studyqueue.services.breaker import CircuitBreaker
@@ -46,12 +46,9 @@ from studyqueue.services.gate import LLMGate
 from studyqueue.services.gate_control import GateController
 from studyqueue.services.llm import LLMClient
 from studyqueue.workers import registry
-from studyqueue.workers.base import WorkContext
+from studyqueue.workers.registry import WorkContext
 
 logger = logging.getLogger("studyqueue.consumer")
-
-P = ParamSpec("P")
-T = TypeVar("T")
 
 # GATE_PERMITS=auto: how often a consumer reads the endpoint's shared limit (and writes its
 # measures) when its own gate did not move it.
@@ -117,18 +114,12 @@ class Consumer:
         self.budget = conf.CYCLE_BUDGET_SECONDS if budget is None else budget
         self._stop = threading.Event()
         self.stopping: Callable[[], bool] = should_stop or self._stop.is_set
-        self.database = queue.database()
-        # Three dedicated connections, each on a single-thread executor that sync_to_async
-        # runs on (``db``, ``claims_db``, ``gate_db``), health-checked between cycles: the
-        # jobs' (their writes and heartbeats, in order), the cycle's claims, and the gate's
-        # (its advisory locks, session locks that must stay on one session). Claims and
-        # gate operations so never queue behind a job's write: the gate's sit between two
-        # LLM calls, where the server idles.
-        self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-db")
-        self._claim_thread = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="studyqueue-claims"
-        )
-        self._gate_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-gate")
+        # Three dedicated connections, health-checked between cycles: the jobs' (their
+        # writes and heartbeats, in order), the cycle's claims, and the gate's (its advisory
+        # locks, session locks that must stay on one session). Claims and gate operations
+        # so never queue behind a job's write: the gate's sit between two LLM calls, where
+        # the server idles.
+        self.store = JobStore()
         self._runner = asyncio.Runner()
         self.breaker = CircuitBreaker()
         self.client = LLMClient.from_settings()
@@ -137,22 +128,20 @@ class Consumer:
             self.client.redact(conf.LLM_URL),  # names the gate in messages: no secrets
             permits=1 if auto else conf.GATE_PERMITS,
             timeout=conf.GATE_TIMEOUT_SECONDS,
-            run_db=self.gate_db,
-            db=self.database,
+            run_db=self.store.on_gate,
+            db=self.store.alias,
             controller=GateController(max_limit=conf.GATE_MAX_PERMITS) if auto else None,
             holder=self.worker_id,  # PostgreSQL: a stuck holder's slot can be reclaimed
             reclaim=gate_reclaim.reclaim_stuck_slots,
         )
         self._gate_synced_at = 0.0
         self.ctx = WorkContext(
+            self.store,
             self.client,
             self.breaker,
             self.gate,
-            self.db,
-            self.database,
             self.stopping,
             starting=self._starting,
-            read=self.claims_db,
         )
         self._jobs: dict[int, asyncio.Task[Outcome]] = {}  # running, by job id
         # Jobs a cycle claimed whose LLM call has not started (loading, waiting at the
@@ -183,43 +172,17 @@ class Consumer:
         """Sleep up to ``seconds``, waking early on ``request_stop()``; True if stopping."""
         return self._stop.wait(seconds) or self.stopping()
 
-    async def db(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a sync (ORM) function for a job on the jobs' connection."""
-        on_jobs = sync_to_async(fn, thread_sensitive=False, executor=self._db_thread)
-        return await on_jobs(*args, **kwargs)
-
-    async def claims_db(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a sync (ORM) function for the cycle (claims, stale scan, this consumer's
-        record) on the claims' connection."""
-        on_claims = sync_to_async(fn, thread_sensitive=False, executor=self._claim_thread)
-        return await on_claims(*args, **kwargs)
-
-    async def gate_db(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a sync function for the gate (its advisory locks; the pauses right before a
-        call when ``pauses`` names the job's kind) on the gate's connection, which no job's
-        write ever occupies."""
-        on_gate = sync_to_async(fn, thread_sensitive=False, executor=self._gate_thread)
-        return await on_gate(*args, **kwargs)
-
-    async def close_old_connections(self) -> None:
-        """Drop connections that are too old or broken (a restarted database), on each
-        thread that holds one: the jobs', the claims', the gate's and the async ORM's."""
-        await self.db(close_old_connections)
-        await self.claims_db(close_old_connections)
-        await self.gate_db(close_old_connections)
-        await sync_to_async(close_old_connections)()
-
     def run_cycle(self) -> CycleResult:
         """Run one cycle on the consumer's event loop (blocking); see ``Cycle``."""
         return self._runner.run(self._cycle())
 
     async def _cycle(self) -> CycleResult:
         # Between cycles; health checks catch the rest before the next use.
-        await self.close_old_connections()
+        await self.store.close_old_connections()
         try:
             if not self._started:
                 llm_url = self.client.redact(conf.LLM_URL)
-                await self.claims_db(
+                await self.store.on_claims(
                     _record_start,
                     self.worker_id,
                     interval=self.interval,
@@ -232,7 +195,7 @@ class Consumer:
             result = await Cycle(self).run()
             await self.report()
         finally:
-            await self.close_old_connections()
+            await self.store.close_old_connections()
         # Enough to tell a stuck consumer from an idle one: the breaker and the gate.
         logger.info(
             "study_consumer_cycle worker=%s %s breaker_failures=%s gate_free=%s/%s",
@@ -264,10 +227,10 @@ class Consumer:
         self._gate_synced_at = time.monotonic()
         try:
             if gate.synced_limit is None:
-                stored = await self.claims_db(gate_limits.load, gate.endpoint)
+                stored = await self.store.on_claims(gate_limits.load, gate.endpoint)
                 if stored is not None:
                     gate.restore(stored.limit, dict(stored.measured()))
-            limit = await self.claims_db(
+            limit = await self.store.on_claims(
                 gate_limits.sync,
                 gate.endpoint,
                 limit=gate.shared_limit,  # not capped by this consumer's GATE_MAX_PERMITS
@@ -304,7 +267,7 @@ class Consumer:
         as a cycle (``manage.py explain``); blocking."""
 
         async def go() -> Outcome:
-            await self.close_old_connections()
+            await self.store.close_old_connections()
             return await self.run_job(job)
 
         return self._runner.run(go())
@@ -324,7 +287,7 @@ class Consumer:
             gate_limit=self.gate.limit,
         )
         try:
-            await self.claims_db(_record_report, self.worker_id, report)
+            await self.store.on_claims(_record_report, self.worker_id, report)
         except DatabaseError as exc:
             logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
             return
@@ -390,7 +353,7 @@ class Consumer:
         if not self.pauses.may_be_paused(job.kind):
             return None
         started = self.pauses.reading()
-        paused = await self.gate_db(queue.paused_kinds)
+        paused = await self.store.paused_kinds()
         self.pauses.read(paused, started=started)
         return _paused_message(job.kind, paused) if queue.is_paused(job.kind, paused) else None
 
@@ -409,7 +372,8 @@ class Consumer:
         self._jobs[job.pk] = runner
         beats = asyncio.create_task(self._heartbeat(job, runner))
         try:
-            return await registry.dispatch(job, self.ctx)
+            result = await registry.dispatch(job, self.ctx)
+            return await self.store.finish(job, result)
         except asyncio.CancelledError:
             # A pause came before the call started, the claim was lost (a refused
             # heartbeat) or the grace period ran out: hand the job back. Refused, and
@@ -419,8 +383,8 @@ class Consumer:
         except Exception as exc:
             logger.exception("study_job_crashed id=%s kind=%s", job.pk, job.kind)
             try:
-                message = f"{type(exc).__name__}: {exc}"
-                return await self.db(queue.fail, job, ErrorCode.INTERNAL, message)
+                failure = retry.Failure(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+                return await self.store.finish(job, Failed.decided(job, failure))
             except DatabaseError:
                 return Outcome.LOST  # left processing: stale recovery retries it
         finally:
@@ -433,7 +397,7 @@ class Consumer:
         while True:
             await asyncio.sleep(conf.HEARTBEAT_SECONDS)
             try:
-                alive = await self.db(queue.heartbeat, job)
+                alive = await self.store.heartbeat(job)
             except DatabaseError as exc:
                 # The database is away: keep trying; if it stays away past the stale
                 # threshold, stale recovery gives the job to someone else (fenced).
@@ -448,7 +412,7 @@ class Consumer:
     async def release(self, job: StudyQuestionJob, message: str) -> Outcome:
         """Hand back a job this consumer will not finish, attempt kept."""
         try:
-            return await asyncio.shield(self.db(queue.release, job, message=message))
+            return await asyncio.shield(self.store.release(job, message))
         except DatabaseError:
             return Outcome.LOST  # stale recovery gets it
 
@@ -460,14 +424,12 @@ class Consumer:
         self._closed = True
         if self._started:
             try:
-                self._runner.run(self.claims_db(presence.record_stop, self.worker_id))
+                self._runner.run(self.store.on_claims(presence.record_stop, self.worker_id))
             except DatabaseError as exc:
                 logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
         self._runner.run(self.client.aclose())
         self._runner.run(sync_to_async(connections.close_all)())  # the async ORM's
-        for thread in (self._db_thread, self._claim_thread, self._gate_thread):
-            thread.submit(connections.close_all).result()
-            thread.shutdown()
+        self.store.close()
         self._runner.close()
 
     def __enter__(self) -> Consumer:
@@ -526,7 +488,7 @@ class Cycle:
         """Reset stale jobs, then claim and run jobs until nothing is ready or the budget
         (``CYCLE_BUDGET_SECONDS``; every cycle claims once) is spent."""
         consumer = self.consumer
-        stale = await consumer.claims_db(queue.reset_stale)
+        stale = await consumer.store.reset_stale()
         self.result.stale_reset, self.result.stale_failed = stale.reset, stale.failed
         while True:
             if self.stop_seen_at is None and consumer.stopping():
@@ -580,7 +542,7 @@ class Cycle:
         limit = min(consumer.batch_size, self.in_flight - len(self.running))
         self.claims += 1
         try:
-            jobs = await consumer.claims_db(queue.claim, worker_id=consumer.worker_id, limit=limit)
+            jobs = await consumer.store.claim(consumer.worker_id, limit)
         except DatabaseError as exc:
             self.db_error = exc  # claim no more; let the running jobs finish
             return

@@ -253,5 +253,5 @@ class ScheduledConsumer:
         """
         consumer = self.consumer
         return notify.start_listener(
-            consumer.database, self.on_message, stopping=consumer.stopping, wait=consumer.wait
-        ) or poll.start_poller(consumer.database, self.wake, idle=self.idle, wait=consumer.wait)
+            consumer.store.alias, self.on_message, stopping=consumer.stopping, wait=consumer.wait
+        ) or poll.start_poller(consumer.store.alias, self.wake, idle=self.idle, wait=consumer.wait)

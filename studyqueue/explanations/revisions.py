@@ -26,13 +26,16 @@ from studyqueue.explanations.prompts import PromptVersion
 from studyqueue.models import (
     PROTECTED_REVIEWS,
     QUESTION_CHANGED_FLAG,
+    ErrorCode,
     ExplanationRevision,
     ReviewStatus,
     StudyQuestion,
     StudyQuestionJob,
 )
+from studyqueue.queue import retry
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.columns import fit
+from studyqueue.queue.transitions import Outcome
 from studyqueue.services.llm import LLMReply
 
 logger = logging.getLogger("studyqueue.revisions")
@@ -65,6 +68,96 @@ def add(
         flags=list(flags),
         stated_answer=fit(ExplanationRevision, "stated_answer", stated_answer),
     )
+
+
+@dataclass(frozen=True)
+class Written:
+    """A reply to keep (the explanation handler's result): the question as its prompt saw
+    it, the reply, its prompt version, the flags and the answer it states; ``retry_flag``:
+    the flag for which the policy (``retry.decide``) runs the job once more, with the token
+    room that run gets (``max_tokens``)."""
+
+    question: StudyQuestion
+    reply: LLMReply
+    version: PromptVersion
+    flags: list[str]
+    stated: str = ""
+    retry_flag: str = ""
+    max_tokens: int | None = None
+
+    def write(self, job: StudyQuestionJob) -> Outcome:
+        """Job, attempt, revision and question in one transaction, fenced by the claim and
+        by the question's content: the revision is kept and the job completed (the revision
+        current, or a candidate when a reviewer approved or wrote the current one), or the
+        job runs once more (a flag set to retry). Nothing is kept when the claim was lost,
+        the question was deleted or its content changed during the call."""
+        db = queue.database()
+        with transaction.atomic(using=db):
+            # Locked until the commit: an edit waits, then finds the explanation stored (and
+            # an import queues a new job); or it came first, and the content no longer
+            # matches. NO KEY: inserting a job that refers to the question is not blocked.
+            # Its current explanation's review comes in the same read (only the question
+            # is locked): a reviewed one is not replaced (``settle``).
+            now = (
+                StudyQuestion.objects.using(db)
+                .select_for_update(no_key=True, of=("self",))
+                .select_related("current_revision")
+                .only("text", "choices", "answer", "current_revision__review_status")
+                .filter(pk=self.question.pk)
+                .first()
+            )
+            if now is None:
+                return _question_missing(job)
+            if now.content_hash() != self.question.content_hash():
+                return self._question_changed(job)
+            revision = add(
+                job,
+                self.question.pk,
+                self.reply,
+                self.version,
+                self.flags,
+                stated_answer=self.stated,
+            )
+            if self.retry_flag:
+                reason = f"retried once: the reply was flagged {self.retry_flag}"
+                outcome = queue.retry_for_quality(
+                    job, reason=reason, max_tokens=self.max_tokens, revision=revision
+                )
+            else:
+                outcome = queue.complete(job, revision=revision, llm_ms=self.reply.elapsed_ms)
+                if outcome is Outcome.COMPLETED and not settle(revision, now.current_revision):
+                    transaction.set_rollback(True, using=db)  # undo "completed": nothing kept
+                    return _question_missing(job)
+            if outcome is Outcome.LOST:
+                transaction.set_rollback(True, using=db)  # the claim was lost: keep nothing
+            elif outcome is Outcome.COMPLETED and self.flags:
+                logger.warning(
+                    "study_explanation_flagged id=%s question=%s flags=%s",
+                    job.pk,
+                    self.question.pk,
+                    ",".join(self.flags),
+                )
+            return outcome
+
+    def _question_changed(self, job: StudyQuestionJob) -> Outcome:
+        """The question was edited (re-import, admin) during the call: the reply explains
+        text it no longer has. Nothing is stored; the job runs again on the new content,
+        handed back while the policy allows (a question rewritten on every call still
+        ends)."""
+        logger.warning(
+            "study_reply_dropped id=%s question=%s reason=question_changed free_releases=%s",
+            job.pk,
+            self.question.pk,
+            job.free_releases,
+        )
+        message = "the question changed during the LLM call; its reply was dropped"
+        failure = retry.Failure(ErrorCode.QUESTION_CHANGED, message, job_at_fault=False)
+        return queue.apply(job, failure, retry.decide(failure, job))
+
+
+def _question_missing(job: StudyQuestionJob) -> Outcome:
+    message = "the question was deleted while its explanation was being written"
+    return queue.fail(job, ErrorCode.QUESTION_MISSING, message)
 
 
 def make_current(revision: ExplanationRevision) -> bool:

@@ -12,7 +12,7 @@ from django.db import connections
 from django.db.models import QuerySet
 
 from studyqueue.models import AttemptOutcome, JobAttempt
-from studyqueue.queue import rawsql
+from studyqueue.queue import columns
 
 # A claimed job's new attempt, numbered after the job's last one. ON CONFLICT: a job that
 # somehow still had an open attempt is claimed all the same (bookkeeping never blocks work);
@@ -109,7 +109,7 @@ def finish(db: str, job_update: tuple[str, dict[str, Any]], ending: Ending) -> b
     """PostgreSQL: run a job's fenced ``UPDATE … RETURNING id`` (SQL and parameters) and, if
     it applied, close the job's open attempt in the same statement (as ``close`` does).
     Whether the job's update applied."""
-    closing, params = rawsql.assignments(JobAttempt, ending.values(), db, prefix="attempt_")
+    closing, params = columns.assignments(JobAttempt, ending.values(), db, prefix="attempt_")
     sql, job_params = job_update
     with connections[db].cursor() as cursor:
         cursor.execute(_FINISH.format(job=sql, closing=closing), {**job_params, **params})

@@ -1,36 +1,34 @@
-"""The failure policy: which failure retries, after how long, when handing a job back is free
-and when it counts an attempt, when the breaker opens and how long it pauses.
+"""The failure policy: one function, ``decide``, says what a failure leads to, and every
+failure path asks it and only applies the answer.
 
-Everything that decides one of these asks here (``strategy()``); nobody re-derives a delay:
+``decide(failure, tally)`` takes what happened (``Failure``: an error code and the facts the
+LLM client classified, ``reached_server`` and ``affects_all``, or that the job was not at
+fault: a wait at the gate that timed out, a question edited during the call, a stale job,
+a reply flagged by the quality checks) and the job's counters (``Tally``: attempts used and
+allowed, free hand-backs in a row, whether its quality retry is spent), and returns a
+``Decision``: ``retry`` (pending again after ``delay``, the attempt counted), ``fail`` (for
+good), ``release`` (handed back, the attempt kept), or ``complete`` (a flagged reply is kept
+as it is); and ``pause_server`` when every job would fail alike (the breaker opens).
 
-- ``queue.fail`` asks ``RetryStrategy.decide``: retry (pending after a delay) or end failed;
-- the handlers (``workers/base.handle_llm_error``, the ``question_changed`` rule in
-  ``workers/explanation.py``) ask ``release_is_free`` before handing a job back unmetered;
-- the breaker (``services/breaker.py``) asks ``breaker_pause`` for each trip.
+The rules, each a row of the table in tests/queue/test_retry.py:
+
+- a failure that affects every job (a code in ``SERVER_WIDE_ERRORS``, or a rejection no job
+  can pass) pauses the server, and so does nothing against the job: like the failures that
+  are not the job's fault (a gate timeout, a question changed during the call) it hands the
+  job back while that is free: always when the call never reached the server (it cost the
+  server nothing), else while the job's ``free_releases`` in a row stay below
+  ``MAX_FREE_RELEASES``; past that the failure counts, so a job makes at most
+  ``(MAX_FREE_RELEASES + 1) x max_attempts`` calls whatever a server does;
+- a counted failure with a transient code (``TRANSIENT_ERRORS``) retries after the backoff
+  (``BACKOFF_*``; the server's Retry-After, when usable, within the same bounds) while
+  attempts remain; a stale job retries at once; any other code, or the last attempt, fails;
+- a reply flagged with a flag in ``QUALITY_RETRY`` runs once more, at once, while attempts
+  remain; a second flagged reply is kept;
+- the breaker's pauses follow the same ``Backoff`` formula (``BREAKER_*``).
 
 What happened is classified where it is seen, not here: the LLM client maps a reply or a
-connection failure to an ``ErrorCode`` and two facts (``services/llm.py``, and for an HTTP
-status ``services/llm_reply.classify_status``): ``reached_server`` (False when the request
-never got to the server) and ``affects_all`` (every job would fail the same way: a code in
-``SERVER_WIDE_ERRORS``, or a rejection no job can pass, HTTP 401/403/404/405/411 or an API key
-that cannot be sent). A failure that affects all opens the breaker.
-
-Attempts are counted by the claim. Everything in the README's failure table follows from:
-
-- a transient code (``TRANSIENT_ERRORS``) retries after ``retry_delay`` while attempts remain;
-  any other code, or the last attempt, ends the job ``failed``;
-- a hand-back (``queue.release``) gives the attempt back. It is free when the call never
-  reached the server (as often as it takes: it costs the server nothing), or while the job's
-  ``free_releases`` in a row are below ``MAX_FREE_RELEASES``; past that the failure counts
-  (``queue.fail``), so a job makes at most ``(MAX_FREE_RELEASES + 1) x max_attempts`` calls
-  whatever a server does. A wait at the gate that timed out counts like a call that reached
-  the server (``gate_timeout_is_free``): as many waits at most, whoever holds the slot;
-- one backoff formula, ``Backoff``, for a job's retries (``BACKOFF_*``) and the breaker's
-  pauses (``BREAKER_*``); the server's Retry-After, when usable, replaces the formula within
-  the same bounds;
-- (not decided here, for completeness) a stale job counts its attempt and ends ``failed``
-  (``stale``) when none is left (``queue.reset_stale``); a reply flagged by quality checks runs
-  once more at once, its next claim counting an attempt (``queue.retry_for_quality``).
+connection failure to an ``ErrorCode`` and the two facts (``services/llm.py``,
+``services/llm_reply.classify_status``).
 """
 
 from __future__ import annotations
@@ -38,6 +36,8 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
 
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode
@@ -107,14 +107,6 @@ class Backoff:
 
 
 @dataclass(frozen=True)
-class RetryDecision:
-    """What a counted failure leads to: pending again after ``delay`` seconds, or ``failed``."""
-
-    retry: bool
-    delay: float = 0.0
-
-
-@dataclass(frozen=True)
 class RetryStrategy:
     """The policy with its numbers: ``strategy()`` builds it from the settings in force."""
 
@@ -131,14 +123,6 @@ class RetryStrategy:
             breaker=Backoff(conf.BREAKER_BASE_SECONDS, conf.BREAKER_MAX_SECONDS),
         )
 
-    def decide(
-        self, code: str, *, attempts: int, max_attempts: int, retry_after: float | None = None
-    ) -> RetryDecision:
-        """Retry? When? For a counted failure with ``code`` on attempt ``attempts``."""
-        if code in TRANSIENT_ERRORS and attempts < max_attempts:
-            return RetryDecision(retry=True, delay=self.retry_delay(attempts, retry_after))
-        return RetryDecision(retry=False)
-
     def retry_delay(self, attempts: int, retry_after: float | None = None) -> float:
         """Delay before a transient failure's retry: the server's Retry-After up to
         ``BACKOFF_MAX_SECONDS``; without usable advice, the backoff for retry ``attempts``."""
@@ -149,17 +133,79 @@ class RetryStrategy:
         the server; else while ``free_releases`` in a row stay below the limit."""
         return not reached_server or free_releases < self.max_free_releases
 
-    def gate_timeout_is_free(self, *, free_releases: int) -> bool:
-        """Whether a job that found no gate slot within ``GATE_TIMEOUT_SECONDS`` keeps its
-        attempt: counted like a hand-back after a call that reached the server, so that a
-        slot nobody gives back (a stuck consumer) cannot hand jobs back forever."""
-        return self.release_is_free(free_releases=free_releases, reached_server=True)
-
     def breaker_pause(self, failures: int, retry_after: float | None = None) -> float:
         """The breaker's pause after ``failures`` server-wide failures in a row: the server's
         Retry-After kept between ``BREAKER_BASE_SECONDS`` (so that a "retry at once" cannot
         make us spin) and ``BREAKER_MAX_SECONDS``; without one, the doubling backoff."""
         return self.breaker.advised(failures, retry_after, at_least=self.breaker.base)
+
+
+class Action(StrEnum):
+    """What a failure leads to."""
+
+    RETRY = "retry"  # pending again after the decision's delay; the attempt counted
+    FAIL = "fail"  # failed for good
+    RELEASE = "release"  # handed back, the attempt kept
+    COMPLETE = "complete"  # a flagged reply is kept as it is: the job completes
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What went wrong with a claimed job, as ``decide`` needs to know it.
+
+    ``code``: the ``ErrorCode`` (empty for a flagged reply). ``reached_server``: the request
+    got to the server. ``affects_all``: every job would fail alike (the server as a whole).
+    ``job_at_fault``: False for what the job did not cause (a gate timeout, a question
+    edited during its call): handed back while that is free. ``retry_after``: the server's
+    advice. ``flagged``: a reply flagged with a flag that earns one more run."""
+
+    code: str = ""
+    message: str = ""
+    reached_server: bool = True
+    affects_all: bool = False
+    job_at_fault: bool = True
+    retry_after: float | None = None
+    flagged: str = ""
+
+
+class Tally(Protocol):
+    """A job's counters, as claimed: a ``StudyQuestionJob`` is one."""
+
+    attempts: int
+    max_attempts: int
+    free_releases: int
+    quality_retried: bool
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``decide``'s answer: the action, its delay in seconds (``RELEASE`` with
+    ``pause_server``: the breaker's pause, known once it is tripped), and whether the server
+    is paused for every job (the breaker opens)."""
+
+    action: Action
+    delay: float = 0.0
+    pause_server: bool = False
+
+
+def decide(failure: Failure, tally: Tally) -> Decision:
+    """What ``failure`` of a job with counters ``tally`` leads to (the module's rules)."""
+    policy = strategy()
+    if failure.flagged:
+        if tally.quality_retried or tally.attempts >= tally.max_attempts:
+            return Decision(Action.COMPLETE)
+        return Decision(Action.RETRY)
+    pause = failure.affects_all
+    if (pause or not failure.job_at_fault) and policy.release_is_free(
+        free_releases=tally.free_releases, reached_server=failure.reached_server
+    ):
+        return Decision(Action.RELEASE, pause_server=pause)
+    if failure.code not in TRANSIENT_ERRORS or tally.attempts >= tally.max_attempts:
+        return Decision(Action.FAIL, pause_server=pause)
+    if failure.code == ErrorCode.STALE:
+        return Decision(Action.RETRY, pause_server=pause)  # its worker died, not the server
+    delay = policy.retry_delay(tally.attempts, failure.retry_after)
+    return Decision(Action.RETRY, delay, pause_server=pause)
 
 
 def strategy() -> RetryStrategy:

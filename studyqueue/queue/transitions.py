@@ -41,7 +41,7 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
 )
-from studyqueue.queue import attempts, notify, rawsql
+from studyqueue.queue import attempts, columns, notify
 from studyqueue.queue import retry as policy
 from studyqueue.queue.columns import fit
 
@@ -146,7 +146,7 @@ def _clip(message: str) -> str:
 
 def _db_value(field_name: str, value: Any, db: str) -> Any:
     """A Python value as the database wants it for the job's ``field_name``."""
-    return rawsql.db_value(Job, field_name, value, db)
+    return columns.db_value(Job, field_name, value, db)
 
 
 def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
@@ -158,7 +158,7 @@ def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
 def _fenced_update_sql(job: Job, values: dict[str, Any], db: str) -> tuple[str, dict[str, Any]]:
     """``_fenced_update`` as one raw ``UPDATE … RETURNING id`` (SQL, parameters), for a
     statement that does more with the job it updated (``attempts.finish``)."""
-    sets, params = rawsql.assignments(Job, values, db, prefix="job_")
+    sets, params = columns.assignments(Job, values, db, prefix="job_")
     params.update(fence_id=job.pk, fence_token=_db_value("claim_token", job.claim_token, db))
     sql = (
         f"UPDATE {connections[db].ops.quote_name(Job._meta.db_table)} SET {sets}"
@@ -468,25 +468,38 @@ def retry_for_quality(
 
 
 def fail(job: Job, code: str, message: str = "", *, retry_after: float | None = None) -> Outcome:
-    """Record a failed attempt: ``RETRYING``, ``FAILED``, or ``LOST`` if the claim was lost.
+    """Record a failed attempt, counted: ``RETRYING``, ``FAILED``, or ``LOST`` if the claim
+    was lost. Whether it retries and when is the policy's (``retry.decide``)."""
+    failure = policy.Failure(ErrorCode(code), message, retry_after=retry_after)
+    return apply(job, failure, policy.decide(failure, job))
 
-    Whether it retries and when is the policy's (``retry.RetryStrategy.decide``): transient
-    codes go back to ``pending`` after the backoff, or the server's ``retry_after`` up to
-    ``BACKOFF_MAX_SECONDS``, while attempts remain; permanent codes, and transient ones on
-    the last attempt, end ``failed``.
-    """
-    code = ErrorCode(code)
+
+def apply(job: Job, failure: policy.Failure, decision: policy.Decision) -> Outcome:
+    """Write what ``retry.decide`` answered for ``failure``: a hand-back (``RELEASED``), a
+    retry after the decision's delay (``RETRYING``) or the end (``FAILED``); ``LOST`` if the
+    claim was lost. A flagged reply's decision is the revision's to write
+    (``revisions.Written``)."""
+    if decision.action is policy.Action.RELEASE:
+        return release(
+            job,
+            delay=decision.delay,
+            code=failure.code,
+            message=failure.message,
+            reached_server=failure.reached_server,
+        )
+    if failure.flagged or decision.action is policy.Action.COMPLETE:
+        raise ValueError("a flagged reply is written with its revision (revisions.Written)")
+    if not failure.job_at_fault or failure.affects_all:
+        # Handed back for free as often as the policy allows: from now on it counts.
+        _log("release_limit", job, logging.WARNING, free_releases=job.free_releases)
     now = timezone.now()
-    decision = policy.strategy().decide(
-        code, attempts=job.attempts, max_attempts=job.max_attempts, retry_after=retry_after
-    )
     values: dict[str, Any] = {
-        "error_code": code,
-        "error_message": _clip(message),
+        "error_code": ErrorCode(failure.code),
+        "error_message": _clip(failure.message),
         "claim_token": None,
         "free_releases": 0,
     }
-    if decision.retry:
+    if decision.action is policy.Action.RETRY:
         run_after = now + timedelta(seconds=decision.delay)
         values.update(status=JobStatus.PENDING, run_after=run_after)
         return _finish(job, "retry_scheduled", values, Outcome.RETRYING, logging.WARNING)
@@ -744,6 +757,10 @@ def skip(
     return result
 
 
+# What ``retry.decide`` reads of a job (``retry.Tally``).
+_TALLY = ("pk", "attempts", "max_attempts", "free_releases", "quality_retried")
+
+
 @dataclass(frozen=True)
 class StaleResult:
     """Outcome of a stale scan: jobs put back to pending, and jobs that ended failed."""
@@ -784,9 +801,11 @@ def reset_stale(
     with transaction.atomic(using=db):
         # Locked first: an old worker's fenced write waits for this transaction and
         # then finds its claim gone.
-        rows = stale.select_for_update().values_list("pk", "attempts", "max_attempts")
-        failed_ids = sorted(pk for pk, used, allowed in rows if used >= allowed)
-        reset_ids = sorted(pk for pk, used, allowed in rows if used < allowed)
+        rows = stale.select_for_update().only(*_TALLY)
+        failure = policy.Failure(ErrorCode.STALE, message)
+        fails = {job.pk: policy.decide(failure, job).action is policy.Action.FAIL for job in rows}
+        failed_ids = sorted(pk for pk, ends in fails.items() if ends)
+        reset_ids = sorted(pk for pk, ends in fails.items() if not ends)
         # Their attempts end as stale: the locked set as a subquery, not a list of ids.
         attempts.close_many(
             db, stale.values("pk"), AttemptOutcome.STALE, ended_at=now,

@@ -1,20 +1,50 @@
-"""Job kinds and their handlers: adding a kind is one line here (see the README)."""
+"""Job kinds and their handlers, and what every handler shares.
+
+A handler is an async function ``(job, ctx) -> JobResult``: it reads what it needs through
+``ctx.store``, calls the LLM through ``ctx.gate`` and ``ctx.client``, and returns what
+happened; the consumer writes it (``JobStore.finish``). A kind is added by decorating its
+handler with ``@handler(kind)`` in a module that ``studyqueue/workers/__init__.py`` imports.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
-from studyqueue.queue import transitions as queue
-from studyqueue.queue.transitions import Outcome
-from studyqueue.workers import explanation
-from studyqueue.workers.base import WorkContext
+from studyqueue.queue import retry
+from studyqueue.queue.store import Failed, JobResult, JobStore, Released, Skipped
+from studyqueue.services.breaker import CircuitBreaker
+from studyqueue.services.gate import GateTimeout, LLMGate
+from studyqueue.services.llm import LLMClient, LLMError
 
-Handler = Callable[[StudyQuestionJob, WorkContext], Awaitable[Outcome]]
+logger = logging.getLogger("studyqueue.worker")
 
-HANDLERS: dict[str, Handler] = {
-    JobKind.EXPLANATION: explanation.run,
-}
+Starting = Callable[[StudyQuestionJob], Awaitable[str | None]]
+
+
+async def _always_start(job: StudyQuestionJob) -> str | None:
+    return None
+
+
+@dataclass
+class WorkContext:
+    """What a handler needs from its consumer; all of it lives as long as the consumer."""
+
+    store: JobStore
+    client: LLMClient
+    breaker: CircuitBreaker
+    gate: LLMGate
+    stopping: Callable[[], bool]
+    # Right before a job's LLM call: a reason not to start it (its kind was paused since
+    # the claim), or None; from then on the job counts as started (``hold_back``).
+    starting: Starting = _always_start
+
+
+Handler = Callable[[StudyQuestionJob, WorkContext], Awaitable[JobResult]]
+
+HANDLERS: dict[str, Handler] = {}
 
 # Known kinds that are not built yet: their jobs are skipped at once, never left queued.
 RESERVED: dict[str, str] = {
@@ -22,13 +52,67 @@ RESERVED: dict[str, str] = {
 }
 
 
-async def dispatch(job: StudyQuestionJob, ctx: WorkContext) -> Outcome:
-    """Run a claimed job by its kind."""
-    handler = HANDLERS.get(job.kind)
-    if handler is not None:
-        return await handler(job, ctx)
+def handler(kind: str) -> Callable[[Handler], Handler]:
+    """Register the decorated function as the handler of ``kind``."""
+
+    def register(fn: Handler) -> Handler:
+        HANDLERS[kind] = fn
+        return fn
+
+    return register
+
+
+async def dispatch(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
+    """Run a claimed job by its kind; what happened, for the consumer to write."""
+    run = HANDLERS.get(job.kind)
+    if run is not None:
+        return await run(job, ctx)
     if job.kind in RESERVED:
-        code, message = ErrorCode.UNSUPPORTED_KIND, RESERVED[job.kind]
-    else:
-        code, message = ErrorCode.UNKNOWN_KIND, f"unknown kind {job.kind!r}"
-    return await ctx.db(queue.skip_claimed, job, code, message)
+        return Skipped(ErrorCode.UNSUPPORTED_KIND, RESERVED[job.kind])
+    return Skipped(ErrorCode.UNKNOWN_KIND, f"unknown kind {job.kind!r}")
+
+
+async def hold_back(ctx: WorkContext, job: StudyQuestionJob) -> Released | None:
+    """Call inside the gate, right before the LLM call: hand the job back (attempt kept)
+    when the consumer is stopping or the job's kind was paused since its claim, or when the
+    server failed while it waited for the gate; None: the call may start."""
+    if ctx.stopping():
+        # Claimed ahead, but the consumer is shutting down: give it back now rather than
+        # start a call the grace period may cut short.
+        return Released("consumer stopping")
+    reason = await ctx.starting(job)
+    if reason is not None:
+        return Released(reason)
+    error = ctx.breaker.last_error
+    if not ctx.breaker.allows() and error is not None:
+        # The server failed while this job waited for the gate: do not knock again.
+        return Released(error.message, delay=ctx.breaker.remaining(), code=error.code)
+    return None
+
+
+def llm_failed(ctx: WorkContext, job: StudyQuestionJob, error: LLMError) -> Failed:
+    """A failed LLM call and the policy's decision for it (``retry.decide``). Called inside
+    the gate: an overload tells the adaptive gate to back off, and a failure of the server
+    as a whole opens the breaker before the next job waiting for the slot looks at it."""
+    if retry.is_loss_signal(error.code):
+        ctx.gate.record_loss(error.code)
+    failure = retry.Failure(
+        error.code,
+        error.message,
+        reached_server=error.reached_server,
+        affects_all=error.affects_all,
+        retry_after=error.retry_after,
+    )
+    failed = Failed.decided(job, failure)
+    if failed.decision.pause_server:
+        pause = ctx.breaker.trip(error)
+        if failed.decision.action is retry.Action.RELEASE:
+            return Failed(failure, retry.Decision(retry.Action.RELEASE, pause, True))
+    return failed
+
+
+def gate_timed_out(job: StudyQuestionJob, error: GateTimeout) -> Failed:
+    """No gate slot within ``GATE_TIMEOUT_SECONDS``: not the job's fault, so handed back
+    while the policy allows, then a counted ``llm_overloaded`` failure."""
+    failure = retry.Failure(ErrorCode.LLM_OVERLOADED, str(error), job_at_fault=False)
+    return Failed.decided(job, failure)

@@ -300,8 +300,8 @@ def test_the_jobs_and_the_claims_each_keep_one_connection_of_their_own(consumer)
     from asgiref.sync import sync_to_async
 
     async def sessions() -> tuple[set, set, set]:
-        jobs = {await consumer.db(_session) for _ in range(5)}
-        claims = {await consumer.claims_db(_session) for _ in range(5)}
+        jobs = {await consumer.store.on_jobs(_session) for _ in range(5)}
+        claims = {await consumer.store.on_claims(_session) for _ in range(5)}
         orm = {await sync_to_async(_session)() for _ in range(5)}
         return jobs, claims, orm
 

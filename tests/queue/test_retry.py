@@ -3,12 +3,14 @@ numbers."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 from django.test import override_settings
 
 from studyqueue.models import ErrorCode
 from studyqueue.queue import retry
-from studyqueue.queue.retry import Backoff, RetryDecision, RetryStrategy
+from studyqueue.queue.retry import Action, Backoff, Decision, Failure, RetryStrategy
 
 JOB = {"BACKOFF_BASE_SECONDS": 10, "BACKOFF_MAX_SECONDS": 50, "BACKOFF_JITTER": 0}
 BREAKER = {"BREAKER_BASE_SECONDS": 2, "BREAKER_MAX_SECONDS": 60}
@@ -52,29 +54,89 @@ def test_the_table_above_names_every_error_code():
     assert sorted(code for code, _, _ in CLASSIFIED) == sorted(ErrorCode)
 
 
-# --------------------------------------------------------------------------- retry? when?
+# --------------------------------------------------------------------------- the decision
 
 
-@pytest.mark.parametrize(
-    "code,attempts,max_attempts,retry_after,expected",
-    [
-        (ErrorCode.LLM_TIMEOUT, 1, 3, None, RetryDecision(True, 10)),
-        (ErrorCode.LLM_TIMEOUT, 2, 3, None, RetryDecision(True, 20)),
-        (ErrorCode.LLM_TIMEOUT, 3, 3, None, RetryDecision(False)),  # the last attempt
-        (ErrorCode.LLM_TIMEOUT, 4, 3, None, RetryDecision(False)),
-        (ErrorCode.LLM_OVERLOADED, 1, 3, 7, RetryDecision(True, 7)),  # the server's advice
-        (ErrorCode.LLM_OVERLOADED, 2, 3, 9999, RetryDecision(True, 50)),  # up to the cap
-        (ErrorCode.LLM_REJECTED, 1, 3, None, RetryDecision(False)),  # permanent
-        (ErrorCode.QUESTION_MISSING, 1, 3, 7, RetryDecision(False)),
-        (ErrorCode.QUESTION_CHANGED, 1, 3, None, RetryDecision(True, 10)),
-        (ErrorCode.INTERNAL, 1, 1, None, RetryDecision(False)),
-    ],
-)
-def test_decide_answers_retry_and_when(code, attempts, max_attempts, retry_after, expected):
-    decision = policy().decide(
-        code, attempts=attempts, max_attempts=max_attempts, retry_after=retry_after
-    )
-    assert decision == expected
+@dataclass
+class Counters:
+    """A job's counters as ``retry.decide`` reads them (``retry.Tally``)."""
+
+    attempts: int = 1
+    max_attempts: int = 3
+    free_releases: int = 0
+    quality_retried: bool = False
+
+
+LAST = retry.MAX_FREE_RELEASES  # free hand-backs used up: the next failure counts
+RETRY, FAIL, RELEASE, COMPLETE = Action.RETRY, Action.FAIL, Action.RELEASE, Action.COMPLETE
+TIMEOUT, DOWN, BUSY = ErrorCode.LLM_TIMEOUT, ErrorCode.LLM_UNAVAILABLE, ErrorCode.LLM_OVERLOADED
+
+# Every row of the policy: what happened, the job's counters, the decision.
+POLICY = [
+    # A counted failure with a transient code retries after the backoff while attempts remain.
+    (Failure(TIMEOUT), Counters(1), Decision(RETRY, 10)),
+    (Failure(TIMEOUT), Counters(2), Decision(RETRY, 20)),
+    (Failure(TIMEOUT), Counters(3), Decision(FAIL)),  # the last attempt
+    (Failure(TIMEOUT), Counters(4), Decision(FAIL)),
+    (Failure(ErrorCode.LLM_SERVER_ERROR, retry_after=7), Counters(1), Decision(RETRY, 7)),
+    (Failure(ErrorCode.LLM_BAD_RESPONSE, retry_after=9999), Counters(2), Decision(RETRY, 50)),
+    (Failure(ErrorCode.INTERNAL), Counters(1, 1), Decision(FAIL)),
+    # A permanent code fails at once.
+    (Failure(ErrorCode.LLM_REJECTED), Counters(1), Decision(FAIL)),
+    (Failure(ErrorCode.QUESTION_MISSING, retry_after=7), Counters(1), Decision(FAIL)),
+    (Failure(ErrorCode.QUESTION_EMPTY), Counters(1), Decision(FAIL)),
+    # The server as a whole: the breaker opens; handed back while free...
+    (
+        Failure(DOWN, reached_server=False, affects_all=True),
+        Counters(1),
+        Decision(RELEASE, 0, True),
+    ),
+    # ...as often as it takes when the call never reached the server...
+    (
+        Failure(DOWN, reached_server=False, affects_all=True),
+        Counters(1, free_releases=LAST),
+        Decision(RELEASE, 0, True),
+    ),
+    # ...else MAX_FREE_RELEASES times in a row, then the failure counts.
+    (Failure(BUSY, affects_all=True), Counters(1), Decision(RELEASE, 0, True)),
+    (Failure(BUSY, affects_all=True), Counters(1, free_releases=LAST), Decision(RETRY, 10, True)),
+    (Failure(BUSY, affects_all=True), Counters(3, free_releases=LAST), Decision(FAIL, 0, True)),
+    (
+        Failure(ErrorCode.LLM_REJECTED, affects_all=True),
+        Counters(1, free_releases=LAST),
+        Decision(FAIL, 0, True),
+    ),
+    # Not the job's fault (a gate timeout, a question edited during the call): handed back
+    # while free, then counted; the breaker stays closed.
+    (Failure(BUSY, job_at_fault=False), Counters(1), Decision(RELEASE)),
+    (Failure(BUSY, job_at_fault=False), Counters(1, free_releases=LAST), Decision(RETRY, 10)),
+    (Failure(ErrorCode.QUESTION_CHANGED, job_at_fault=False), Counters(1), Decision(RELEASE)),
+    (
+        Failure(ErrorCode.QUESTION_CHANGED, job_at_fault=False),
+        Counters(3, free_releases=LAST),
+        Decision(FAIL),
+    ),
+    # A stale job (its worker died) retries at once while attempts remain.
+    (Failure(ErrorCode.STALE), Counters(2), Decision(RETRY)),
+    (Failure(ErrorCode.STALE), Counters(3), Decision(FAIL)),
+    # A flagged reply runs once more, at once, while attempts remain; then it is kept.
+    (Failure(flagged="truncated"), Counters(1), Decision(RETRY)),
+    (Failure(flagged="truncated"), Counters(3), Decision(COMPLETE)),
+    (Failure(flagged="truncated"), Counters(1, quality_retried=True), Decision(COMPLETE)),
+]
+
+
+@pytest.mark.parametrize("failure,counters,decision", POLICY)
+def test_decide_answers_every_row_of_the_policy(failure, counters, decision):
+    with override_settings(STUDYQUEUE={**JOB, **BREAKER}):
+        assert retry.decide(failure, counters) == decision
+
+
+def test_the_policy_table_covers_every_error_code_and_action():
+    codes = {failure.code for failure, _, _ in POLICY} - {""}
+    transient = {code for code in codes if retry.is_transient(code)}
+    assert transient and codes - transient, "transient and permanent codes both appear"
+    assert {decision.action for _, _, decision in POLICY} == set(Action)
 
 
 def test_the_backoff_grows_and_is_capped():
@@ -134,21 +196,19 @@ def test_a_release_is_free_until_the_limit_for_calls_that_reached_the_server(
 
 def test_every_job_ends_within_the_documented_number_of_calls():
     """A server that fails every call as a whole: (MAX_FREE_RELEASES + 1) x max_attempts."""
-    strategy, max_attempts = policy(), 3
-    attempts = free_releases = calls = 0
-    while True:
-        calls += 1
-        attempts += 1  # the claim counts it
-        if strategy.release_is_free(free_releases=free_releases, reached_server=True):
-            attempts, free_releases = attempts - 1, free_releases + 1
-            continue
-        free_releases = 0
-        decision = strategy.decide(
-            ErrorCode.LLM_UNAVAILABLE, attempts=attempts, max_attempts=max_attempts
-        )
-        if not decision.retry:
-            break
-    assert calls == (retry.MAX_FREE_RELEASES + 1) * max_attempts
+    job, calls = Counters(attempts=0), 0
+    with override_settings(STUDYQUEUE={**JOB, **BREAKER}):
+        while True:
+            calls += 1
+            job.attempts += 1  # the claim counts it
+            decision = retry.decide(Failure(BUSY, affects_all=True), job)
+            if decision.action is RELEASE:
+                job.attempts, job.free_releases = job.attempts - 1, job.free_releases + 1
+                continue
+            job.free_releases = 0
+            if decision.action is FAIL:
+                break
+    assert calls == (retry.MAX_FREE_RELEASES + 1) * job.max_attempts
 
 
 # --------------------------------------------------------------------------- the breaker

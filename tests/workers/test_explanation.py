@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from studyqueue.consumer.consumer import Consumer
 from studyqueue.explanations.prompts import current_version
+from studyqueue.explanations.revisions import Written
 from studyqueue.models import ErrorCode, ExplanationRevision, StudyQuestion, StudyQuestionJob
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.retry import MAX_FREE_RELEASES
@@ -44,6 +45,15 @@ def enqueue(n: int = 1, **question_fields) -> list[StudyQuestionJob]:  # type: i
 def job_state(job: StudyQuestionJob) -> tuple:
     job.refresh_from_db()
     return job.status, job.error_code, job.attempts
+
+
+def run(consumer: Consumer, job: StudyQuestionJob) -> Outcome:
+    """Run the handler on a claimed job and write what it returns, as a cycle does."""
+
+    async def go() -> Outcome:
+        return await consumer.store.finish(job, await explanation.run(job, consumer.ctx))
+
+    return asyncio.run(go())
 
 
 def claimed_one() -> StudyQuestionJob:
@@ -81,7 +91,7 @@ def test_a_reply_for_a_question_changed_during_the_call_is_not_stored() -> None:
     queue.enqueue(question)
     job = claimed_one()
     StudyQuestion.objects.filter(pk=question.pk).update(text="What is 3 + 3?")
-    outcome = explanation.store(job, question, reply(), current_version(), queue.database())
+    outcome = Written(question, reply(), current_version(), []).write(job)
     assert outcome is Outcome.RELEASED
     assert job_state(job) == ("pending", ErrorCode.QUESTION_CHANGED, 0)
     assert not ExplanationRevision.objects.exists()
@@ -91,7 +101,7 @@ def test_a_reply_for_a_question_changed_during_the_call_is_not_stored() -> None:
         free_releases=MAX_FREE_RELEASES, run_after=timezone.now()
     )
     job = claimed_one()
-    outcome = explanation.store(job, question, reply(), current_version(), queue.database())
+    outcome = Written(question, reply(), current_version(), []).write(job)
     assert outcome is Outcome.RETRYING
     assert job_state(job) == ("pending", ErrorCode.QUESTION_CHANGED, 1)
     assert not ExplanationRevision.objects.exists()
@@ -115,7 +125,7 @@ def test_a_failed_call_retries_or_releases_per_the_policy(
     llm_server.configure(fault=fault)
     enqueue()
     job = claimed_one()
-    assert asyncio.run(explanation.run(job, consumer.ctx)) is outcome
+    assert run(consumer, job) is outcome
     assert job_state(job)[0::2] == ("pending", attempts)
     assert consumer.breaker.allows() is not breaker_open
     assert not ExplanationRevision.objects.exists()
@@ -128,7 +138,7 @@ def test_an_open_breaker_releases_a_job_at_the_gate_without_a_call(
     enqueue()
     job = claimed_one()
     consumer.breaker.trip(LLMError(ErrorCode.LLM_OVERLOADED, "busy", affects_all=True))
-    assert asyncio.run(explanation.run(job, consumer.ctx)) is Outcome.RELEASED
+    assert run(consumer, job) is Outcome.RELEASED
     assert job_state(job) == ("pending", ErrorCode.LLM_OVERLOADED, 0)
     job.refresh_from_db()
     assert job.run_after > timezone.now(), "due again when the breaker closes"
@@ -200,10 +210,6 @@ def test_a_flag_set_to_retry_retries_once_with_doubled_max_tokens(
 
 def test_a_reply_whose_claim_was_lost_leaves_no_revision_and_no_pointer():
     """The revision is written before the fenced completion: a lost claim rolls both back."""
-    from studyqueue.services.llm import LLMReply
-    from studyqueue.workers.base import Outcome
-    from studyqueue.workers.explanation import store
-
     question = StudyQuestionFactory(text="What is 2 + 2?")
     queue.enqueue(question)
     (old,) = queue.claim(worker_id="old")
@@ -216,8 +222,9 @@ def test_a_reply_whose_claim_was_lost_leaves_no_revision_and_no_pointer():
         content=FIRST, model="m", finish_reason="stop", prompt_tokens=1, completion_tokens=2,
         elapsed_ms=30,
     )  # fmt: skip
-    assert store(old, question, reply, current_version(), queue.database()) == Outcome.LOST
+    written = Written(question, reply, current_version(), [])
+    assert written.write(old) == Outcome.LOST
     assert not ExplanationRevision.objects.exists()
-    assert store(new, question, reply, current_version(), queue.database()) == Outcome.COMPLETED
+    assert written.write(new) == Outcome.COMPLETED
     job = StudyQuestionJob.objects.get()
     assert job.revision == ExplanationRevision.objects.get() and job.llm_ms == 30

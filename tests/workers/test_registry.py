@@ -1,4 +1,5 @@
-"""A failed LLM call becomes the transition the failure policy names (``workers/base.py``)."""
+"""A failed LLM call becomes the transition the failure policy names (``workers/registry.py``),
+and a kind nobody handles is skipped."""
 
 from __future__ import annotations
 
@@ -11,10 +12,16 @@ from studyqueue.queue import transitions as queue
 from studyqueue.queue.retry import MAX_FREE_RELEASES
 from studyqueue.queue.transitions import Outcome
 from studyqueue.services.llm import LLMError
-from studyqueue.workers.base import handle_llm_error
+from studyqueue.workers.registry import llm_failed
 from tests.factories import StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def failed_and_written(consumer, job, error):  # type: ignore[no-untyped-def]
+    """The policy's decision for a failed call, written as the consumer writes it."""
+    return asyncio.run(consumer.store.finish(job, llm_failed(consumer.ctx, job, error)))
+
 
 LAST = MAX_FREE_RELEASES  # free releases used up: the next failure counts
 
@@ -54,7 +61,7 @@ def test_a_failed_call_becomes_the_transition_the_policy_names(
     (claimed,) = queue.claim(worker_id="test", limit=1)
     error = LLMError(code, "boom", affects_all=affects_all, reached_server=reached_server)
 
-    assert asyncio.run(handle_llm_error(consumer.ctx, claimed, error)) == outcome
+    assert failed_and_written(consumer, claimed, error) == outcome
     claimed.refresh_from_db()
     assert (claimed.status, claimed.error_code, claimed.attempts) == (status, code, attempts)
     assert consumer.breaker.allows() is not breaker_open
@@ -70,6 +77,6 @@ def test_a_job_that_is_no_longer_ours_is_lost_and_nothing_is_written(llm_server,
     (claimed,) = queue.claim(worker_id="test", limit=1)
     queue.skip([job.pk])  # an operator takes it
     error = LLMError(ErrorCode.LLM_UNAVAILABLE, "down", reached_server=False)
-    assert asyncio.run(handle_llm_error(consumer.ctx, claimed, error)) == Outcome.LOST
+    assert failed_and_written(consumer, claimed, error) == Outcome.LOST
     claimed.refresh_from_db()
     assert (claimed.status, claimed.error_code) == ("skipped", "operator_skipped")

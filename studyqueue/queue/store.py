@@ -1,0 +1,166 @@
+"""The job store: where a consumer's reads and writes run, as named async methods.
+
+A consumer owns one ``JobStore`` for its life. The store keeps three dedicated database
+connections, each on a single-thread executor that ``sync_to_async`` runs on:
+
+- the jobs' connection: a job's writes (``heartbeat``, ``finish``), in order;
+- the claims' connection: the cycle's claims, the stale scan, a job's reads before its LLM
+  call (``question``) and the consumer's own bookkeeping (its record, the gate's limit), so
+  that none of them queues behind a job's write;
+- the gate's connection: the gate's session advisory locks (they must stay on one session)
+  and the last look at the pauses right before a call.
+
+A handler never writes: it returns a ``JobResult`` (what happened), and ``finish`` writes
+it, job, attempt and (for an explanation) revision and question in one transaction. Every
+write goes through ``studyqueue.queue.transitions``. The database alias is the one rule of
+``transitions.database()``, read once here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import ParamSpec, Protocol, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections, connections
+
+from studyqueue.models import StudyQuestion, StudyQuestionJob
+from studyqueue.queue import retry
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.transitions import Outcome, StaleResult
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+Job = StudyQuestionJob
+
+
+class JobResult(Protocol):
+    """What a handler made of a claimed job; ``write`` records it (fenced by the claim) and
+    returns what became of the job. Runs on the jobs' connection."""
+
+    def write(self, job: Job) -> Outcome: ...
+
+
+@dataclass(frozen=True)
+class Released:
+    """Hand the job back, its attempt kept: the consumer is stopping, its kind was paused,
+    or the server's breaker opened while it waited; it runs again after ``delay``."""
+
+    message: str
+    delay: float = 0.0
+    code: str = ""
+
+    def write(self, job: Job) -> Outcome:
+        return queue.release(job, delay=self.delay, code=self.code, message=self.message)
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A failure and what ``retry.decide`` answered for it."""
+
+    failure: retry.Failure
+    decision: retry.Decision
+
+    @classmethod
+    def decided(cls, job: Job, failure: retry.Failure) -> Failed:
+        """``failure`` with the policy's decision for ``job``."""
+        return cls(failure, retry.decide(failure, job))
+
+    def write(self, job: Job) -> Outcome:
+        return queue.apply(job, self.failure, self.decision)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Not run: a reserved or unknown kind."""
+
+    code: str
+    message: str
+
+    def write(self, job: Job) -> Outcome:
+        return queue.skip_claimed(job, self.code, self.message)
+
+
+class JobStore:
+    """A consumer's three connections and the named operations that run on them."""
+
+    def __init__(self) -> None:
+        self.alias = queue.database()
+        self._jobs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-db")
+        self._claims = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-claims")
+        self._gate = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-gate")
+
+    # The runners: each sync function runs on one connection. Handlers use the named
+    # methods below; the consumer's bookkeeping and the gate use these.
+
+    async def on_jobs(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a sync (ORM) function on the jobs' connection."""
+        run = sync_to_async(fn, thread_sensitive=False, executor=self._jobs)
+        return await run(*args, **kwargs)
+
+    async def on_claims(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a sync (ORM) function on the claims' connection."""
+        run = sync_to_async(fn, thread_sensitive=False, executor=self._claims)
+        return await run(*args, **kwargs)
+
+    async def on_gate(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a sync function on the gate's connection (``LLMGate``'s ``run_db``)."""
+        run = sync_to_async(fn, thread_sensitive=False, executor=self._gate)
+        return await run(*args, **kwargs)
+
+    # The cycle, on the claims' connection.
+
+    async def claim(self, worker_id: str, limit: int) -> list[Job]:
+        """Claim up to ``limit`` ready jobs in id order (``transitions.claim``)."""
+        return await self.on_claims(queue.claim, worker_id=worker_id, limit=limit)
+
+    async def reset_stale(self) -> StaleResult:
+        """Put jobs with no heartbeat for ``STALE_MINUTES`` back (``transitions.reset_stale``)."""
+        return await self.on_claims(queue.reset_stale)
+
+    async def question(self, job: Job) -> StudyQuestion | None:
+        """The job's question as its handler reads it before the call; None if deleted. On
+        the claims' connection: on the jobs' it would wait behind the previous job's write."""
+        return await self.on_claims(_question, job, self.alias)
+
+    # A job's writes, on the jobs' connection.
+
+    async def heartbeat(self, job: Job) -> bool:
+        """Refresh the job's liveness; False when its claim is no longer ours."""
+        return await self.on_jobs(queue.heartbeat, job)
+
+    async def finish(self, job: Job, result: JobResult) -> Outcome:
+        """Write what a handler made of ``job``, fenced by its claim."""
+        return await self.on_jobs(result.write, job)
+
+    async def release(self, job: Job, message: str) -> Outcome:
+        """Hand back a job this consumer will not run, its attempt kept."""
+        return await self.finish(job, Released(message))
+
+    # The last look before a call, on the gate's connection.
+
+    async def paused_kinds(self) -> list[str]:
+        """The kinds paused now (``""``: every kind)."""
+        return await self.on_gate(queue.paused_kinds)
+
+    async def close_old_connections(self) -> None:
+        """Drop connections that are too old or broken (a restarted database), on each of
+        the store's threads and the async ORM's."""
+        for run in (self.on_jobs, self.on_claims, self.on_gate):
+            await run(close_old_connections)
+        await sync_to_async(close_old_connections)()
+
+    def close(self) -> None:
+        """Close the three connections and their threads (blocking; once)."""
+        for thread in (self._jobs, self._claims, self._gate):
+            thread.submit(connections.close_all).result()
+            thread.shutdown()
+
+
+def _question(job: Job, alias: str) -> StudyQuestion | None:
+    if job.study_question_id is None:
+        return None
+    return StudyQuestion.objects.using(alias).filter(pk=job.study_question_id).first()

@@ -282,37 +282,6 @@ def test_a_crashing_handler_fails_only_its_own_job(consumer, monkeypatch):
     assert job_state(good)[0] == "completed"
 
 
-def _session() -> tuple[int, int]:
-    """This thread and the database session its connection holds."""
-    connection = connections[queue.database()]
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SELECT pg_backend_pid()")
-            return threading.get_ident(), cursor.fetchone()[0]
-    return threading.get_ident(), id(connection.connection)
-
-
-def test_the_jobs_and_the_claims_each_keep_one_connection_of_their_own(consumer):
-    """``Consumer.db`` (a job's writes, the gate's session locks) always reaches the same
-    session, ``claims_db`` always another, and the async ORM neither."""
-    import asyncio
-
-    from asgiref.sync import sync_to_async
-
-    async def sessions() -> tuple[set, set, set]:
-        jobs = {await consumer.store.on_jobs(_session) for _ in range(5)}
-        claims = {await consumer.store.on_claims(_session) for _ in range(5)}
-        orm = {await sync_to_async(_session)() for _ in range(5)}
-        return jobs, claims, orm
-
-    jobs, claims, orm = asyncio.run(sessions())
-    assert len(jobs) == len(claims) == len(orm) == 1
-    assert len(jobs | claims | orm) == 3, "three threads, three sessions"
-    main = _session()
-    assert main not in jobs | claims | orm
-    asyncio.run(sync_to_async(connections.close_all)())
-
-
 def test_running_jobs_send_heartbeats(llm_server, settings, make_consumer):
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "HEARTBEAT_SECONDS": 0.05}
     llm_server.configure(delay=0.4)

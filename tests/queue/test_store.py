@@ -1,0 +1,132 @@
+"""The job store (``studyqueue/queue/store.py``): three connections of its own, and the
+results a handler returns written as the transitions they name, fenced by the claim."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
+
+from studyqueue.models import ErrorCode, StudyQuestionJob
+from studyqueue.queue import retry
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.store import Failed, JobStore, Released, Skipped
+from studyqueue.queue.transitions import Outcome
+from tests.factories import StudyQuestionFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def store() -> Iterator[JobStore]:
+    store = JobStore()
+    yield store
+    store.close()
+
+
+def _session() -> tuple[int, int]:
+    """This thread and the database session its connection holds."""
+    connection = connections[queue.database()]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT pg_backend_pid()")
+            return threading.get_ident(), cursor.fetchone()[0]
+    return threading.get_ident(), id(connection.connection)
+
+
+def test_the_jobs_the_claims_and_the_gate_each_keep_one_connection_of_their_own(store):
+    """A job's writes always reach the same session, the claims another, the gate's locks a
+    third, and the async ORM none of them."""
+
+    async def sessions() -> list[set]:
+        runs = (store.on_jobs, store.on_claims, store.on_gate, sync_to_async(_session))
+        found = []
+        for run in runs:
+            if run is runs[-1]:
+                found.append({await run() for _ in range(5)})
+            else:
+                found.append({await run(_session) for _ in range(5)})
+        return found
+
+    found = asyncio.run(sessions())
+    assert [len(one) for one in found] == [1, 1, 1, 1]
+    assert len(set().union(*found)) == 4, "four threads, four sessions"
+    assert _session() not in set().union(*found)
+    asyncio.run(sync_to_async(connections.close_all)())
+
+
+def claimed(**fields) -> StudyQuestionJob:  # type: ignore[no-untyped-def]
+    queue.enqueue(StudyQuestionFactory())
+    StudyQuestionJob.objects.update(**fields)
+    (job,) = queue.claim(worker_id="test", limit=1)
+    return job
+
+
+def state(job: StudyQuestionJob) -> tuple:
+    job.refresh_from_db()
+    return job.status, job.error_code, job.attempts
+
+
+RESULTS = [
+    (Released("consumer stopping"), Outcome.RELEASED, ("pending", "", 0)),
+    (
+        Released("busy", delay=30, code=ErrorCode.LLM_OVERLOADED),
+        Outcome.RELEASED,
+        ("pending", "llm_overloaded", 0),
+    ),
+    (Skipped(ErrorCode.UNKNOWN_KIND, "no"), Outcome.SKIPPED, ("skipped", "unknown_kind", 1)),
+]
+
+
+@pytest.mark.parametrize("result,outcome,after", RESULTS)
+def test_finish_writes_a_result_as_its_transition(store, result, outcome, after):
+    job = claimed()
+    assert asyncio.run(store.finish(job, result)) is outcome
+    assert state(job) == after
+
+
+@pytest.mark.parametrize(
+    "failure,max_attempts,outcome,after",
+    [
+        (retry.Failure(ErrorCode.LLM_TIMEOUT), 3, Outcome.RETRYING, ("pending", "llm_timeout", 1)),
+        (retry.Failure(ErrorCode.LLM_TIMEOUT), 1, Outcome.FAILED, ("failed", "llm_timeout", 1)),
+        (
+            retry.Failure(ErrorCode.QUESTION_CHANGED, job_at_fault=False),
+            3,
+            Outcome.RELEASED,
+            ("pending", "question_changed", 0),
+        ),
+        (retry.Failure(ErrorCode.LLM_REJECTED), 3, Outcome.FAILED, ("failed", "llm_rejected", 1)),
+    ],
+)
+def test_finish_applies_the_policys_decision(store, failure, max_attempts, outcome, after):
+    job = claimed(max_attempts=max_attempts)
+    assert asyncio.run(store.finish(job, Failed.decided(job, failure))) is outcome
+    assert state(job) == after
+
+
+def test_a_result_for_a_claim_no_longer_ours_writes_nothing(store):
+    job = claimed()
+    queue.skip([job.pk])  # an operator takes it
+    failed = Failed.decided(job, retry.Failure(ErrorCode.LLM_TIMEOUT))
+    assert asyncio.run(store.finish(job, failed)) is Outcome.LOST
+    assert state(job) == ("skipped", "operator_skipped", 1)
+
+
+def test_claim_reset_stale_and_question_run_on_the_claims_connection(store):
+    question = StudyQuestionFactory(text="What is 2 + 2?")
+    queue.enqueue(question)
+
+    async def cycle() -> tuple:
+        jobs = await store.claim("test", 5)
+        return jobs, await store.question(jobs[0]), await store.reset_stale()
+
+    jobs, read, stale = asyncio.run(cycle())
+    assert [job.study_question_id for job in jobs] == [question.pk]
+    assert read == question and read.text == "What is 2 + 2?"
+    assert (stale.reset, stale.failed) == (0, 0)
+    assert asyncio.run(store.heartbeat(jobs[0])) is True

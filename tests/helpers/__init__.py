@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,3 +44,13 @@ def database_url(vendor: str, settings_dict: Mapping[str, Any]) -> str:
             f"/{settings_dict['NAME']}"
         )
     return f"sqlite:///{settings_dict['NAME']}"
+
+
+@dataclass
+class Counters:
+    """A job's counters as ``retry.decide`` reads them (``retry.Tally``), without a job."""
+
+    attempts: int = 1
+    max_attempts: int = 3
+    free_releases: int = 0
+    quality_retried: bool = False

@@ -3,14 +3,13 @@ numbers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 from django.test import override_settings
 
 from studyqueue.models import ErrorCode
 from studyqueue.queue import retry
 from studyqueue.queue.retry import Action, Backoff, Decision, Failure, RetryStrategy
+from tests.helpers import Counters
 
 JOB = {"BACKOFF_BASE_SECONDS": 10, "BACKOFF_MAX_SECONDS": 50, "BACKOFF_JITTER": 0}
 BREAKER = {"BREAKER_BASE_SECONDS": 2, "BREAKER_MAX_SECONDS": 60}
@@ -55,16 +54,6 @@ def test_the_table_above_names_every_error_code():
 
 
 # --------------------------------------------------------------------------- the decision
-
-
-@dataclass
-class Counters:
-    """A job's counters as ``retry.decide`` reads them (``retry.Tally``)."""
-
-    attempts: int = 1
-    max_attempts: int = 3
-    free_releases: int = 0
-    quality_retried: bool = False
 
 
 LAST = retry.MAX_FREE_RELEASES  # free hand-backs used up: the next failure counts

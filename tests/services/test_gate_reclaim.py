@@ -11,21 +11,22 @@ import time
 
 import pytest
 
-from studyqueue.models import ExplanationRevision, JobAttempt, StudyQuestionJob
+from studyqueue.models import ErrorCode, ExplanationRevision, JobAttempt, StudyQuestionJob
 from studyqueue.queue import retry
 from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory
-from tests.helpers import wait_for
+from tests.helpers import Counters, wait_for
 from tests.helpers.processes import bulk_jobs, log_text
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_gate_timeout_counts_like_a_release_after_a_call():
-    policy = retry.strategy()
-    bound = policy.max_free_releases
-    assert all(policy.gate_timeout_is_free(free_releases=n) for n in range(bound))
-    assert not policy.gate_timeout_is_free(free_releases=bound)
+    timeout = retry.Failure(ErrorCode.LLM_OVERLOADED, job_at_fault=False)
+    bound = retry.strategy().max_free_releases
+    for n in range(bound):
+        assert retry.decide(timeout, Counters(free_releases=n)).action is retry.Action.RELEASE
+    assert retry.decide(timeout, Counters(free_releases=bound)).action is retry.Action.RETRY
 
 
 def test_gate_timeouts_end_the_job_after_their_bound(llm_server, make_consumer, settings):

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # Today's count of modules on a completed job's cycle. The target is 14: lower TODAY as
 # modules fold together, never raise it without a reason the review accepts.
-TODAY = 20
+TODAY = 19
 TARGET = 14
 # Not on a job's path as the consumer runs it: the commands that start it, the admin, the
 # schema's history.

@@ -508,7 +508,9 @@ def test_gunicorn_healthz_stays_fast_while_readyz_meets_a_dripping_llm(gunicorn,
     assert {status for _, status, _ in readies} == {503}
     assert first < 2 * health.READY_WAIT_SECONDS + 3  # one wait, maybe queued behind another
     assert max(steady) < 1.0, "past the first probe, readyz never waits for the LLM"
-    assert timings[20] < 0.1 and timings[-1] < 1.0, timings
+    # Blocked behind readyz, healthz would take its wait (seconds); a loaded machine's
+    # scheduling alone costs tenths at most.
+    assert timings[20] < 0.5 and timings[-1] < 1.0, timings
 
 
 @pytest.mark.slow

@@ -35,6 +35,7 @@ exclude_patterns = ["_build", "_ext", "screenshots"]
 myst_enable_extensions = ["colon_fence", "deflist", "fieldlist"]
 myst_heading_anchors = 3  # [text](page.md#a-heading) links to a heading of another page
 nitpicky = True
+smartquotes = False  # "--dry-run" stays two hyphens, "'" a quote
 
 html_theme = "furo"
 html_title = f"studyqueue {release}"

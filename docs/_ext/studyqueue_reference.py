@@ -10,11 +10,13 @@ Directives (MyST: ```` ```{studyqueue-settings} ```` …):
   ``help_text``, choices) read from the models;
 - ``studyqueue-choices dotted.path.To.Choices``: the values and labels of a ``TextChoices``
   class, with the one-line meaning of each where the code keeps one (``meanings`` option:
-  the dotted path of a dict from value to meaning).
+  the dotted path of a dict from value to meaning; ``language``: ``ko`` for the Korean
+  guide, the labels and meanings from the app's catalogue).
 
 Each generated section gets a label (``setting-batch-size``, ``command-enqueue``,
 ``model-studyquestionjob``) that other pages reference with ``{ref}``. Everything is
-rendered in English (the commands and models speak the operator's language otherwise).
+rendered in English (the commands and models speak the operator's language otherwise), but
+for choices a Korean page asks for in Korean.
 """
 
 from __future__ import annotations
@@ -50,10 +52,11 @@ def label(prefix: str, name: str) -> str:
 
 
 @contextmanager
-def english() -> Iterator[None]:
+def english(language: str = "en") -> Iterator[None]:
+    """Render in ``language`` (English unless a page asks for another: the Korean guide)."""
     from django.utils import translation
 
-    with translation.override("en"):
+    with translation.override(language):
         yield
 
 
@@ -176,11 +179,13 @@ def model_rows() -> list[dict[str, Any]]:
     return found
 
 
-def choice_rows(dotted: str, meanings: str | None = None) -> list[tuple[str, str, str]]:
+def choice_rows(
+    dotted: str, meanings: str | None = None, language: str = "en"
+) -> list[tuple[str, str, str]]:
     """``(value, label, meaning)`` for each member of a ``TextChoices`` class."""
     choices = _import(dotted)
     meaning = _import(meanings) if meanings else {}
-    with english():
+    with english(language):
         return [
             (str(value), str(text), str(meaning.get(value, ""))) for value, text in choices.choices
         ]
@@ -237,14 +242,14 @@ def link(text: str, refid: str) -> nodes.reference:
     return nodes.reference("", "", code(text), internal=True, refid=refid)
 
 
-def field_list(items: Iterable[tuple[str, nodes.Node | str]]) -> nodes.field_list:
-    result = nodes.field_list()
-    for name, value in items:
-        body = nodes.field_body()
-        if isinstance(value, str):
-            value = nodes.Text(value)
-        body += value if isinstance(value, nodes.paragraph) else nodes.paragraph("", "", value)
-        result += nodes.field("", nodes.field_name(text=name), body)
+def facts_line(items: Iterable[tuple[str, nodes.Node | str]]) -> nodes.paragraph:
+    """``name: value · name: value`` in one paragraph, names emphasised."""
+    result = nodes.paragraph()
+    for number, (name, value) in enumerate(items):
+        if number:
+            result += nodes.Text(" · ")
+        result += nodes.emphasis(text=f"{name}: ")
+        result += nodes.Text(value) if isinstance(value, str) else value
     return result
 
 
@@ -283,15 +288,15 @@ class SettingsDirective(GeneratedSections):
         for r in rows:
             section = self.section(label("setting", r["name"]), code(r["name"]))
             section += nodes.paragraph(text=r["meaning"][:1].upper() + r["meaning"][1:] + ".")
-            items: list[tuple[str, nodes.Node | str]] = [
-                ("Environment variable", code(r["env"])),
-                ("Type", r["type"]),
-                ("Default", default_cell(r["default"])),
-                ("Range", r["range"]),
+            facts: list[tuple[str, nodes.Node | str]] = [
+                ("environment variable", code(r["env"])),
+                ("type", r["type"]),
+                ("default", default_cell(r["default"])),
+                ("range", r["range"]),
             ]
             if r["secret"]:
-                items.append(("Secret", "never shown: redacted in logs, pages and messages"))
-            section += field_list(items)
+                facts.append(("secret", "never shown: redacted in logs, pages and messages"))
+            section += facts_line(facts)
             result.append(section)
         return result
 
@@ -346,13 +351,16 @@ class ChoicesDirective(SphinxDirective):
     """The values of one ``TextChoices`` class: value, label (and meaning)."""
 
     required_arguments = 1
-    option_spec = {"meanings": directives.unchanged}
+    option_spec = {"meanings": directives.unchanged, "language": directives.unchanged}
+    HEADERS = {"en": ["value", "label", "meaning"], "ko": ["값", "표시", "뜻"]}
 
     def run(self) -> list[nodes.Node]:
-        rows = choice_rows(self.arguments[0], self.options.get("meanings"))
+        language = self.options.get("language", "en")
+        rows = choice_rows(self.arguments[0], self.options.get("meanings"), language)
+        headers = self.HEADERS.get(language, self.HEADERS["en"])
         if any(meaning for _, _, meaning in rows):
-            return [table(["value", "label", "meaning"], [[code(v), t, m] for v, t, m in rows])]
-        return [table(["value", "label"], [[code(v), t] for v, t, _ in rows])]
+            return [table(headers, [[code(v), t, m] for v, t, m in rows])]
+        return [table(headers[:2], [[code(v), t] for v, t, _ in rows])]
 
 
 def setup(app: Sphinx) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Job kinds and their handlers: adding a kind is one line here (see the README)."""
+"""Job kinds and their handlers: adding a kind is one line here (docs/howto/job-kind.md)."""
 
 from __future__ import annotations
 

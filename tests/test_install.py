@@ -1,8 +1,8 @@
 """The built wheel in a project made with ``django-admin startproject``, set up by following
 the manual's "Install into an existing Django project" (docs/howto/install.md) literally: its
-code blocks are appended as they stand. ``serve`` first names what a bare project lacks in one line; then it
-runs the admin (styled: gunicorn serves its CSS through WhiteNoise) and the consumer, which
-explains a question against the test LLM server."""
+code blocks are appended as they stand. ``serve`` first names what a bare project lacks in one
+line; then it runs the admin (styled: gunicorn serves its CSS through WhiteNoise) and the
+consumer, which explains a question against the test LLM server."""
 
 from __future__ import annotations
 

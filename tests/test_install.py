@@ -94,7 +94,7 @@ def get(url: str) -> tuple[int, str, str]:
         return response.status, response.headers["Content-Type"], response.read().decode()
 
 
-def test_the_readme_steps_make_the_wheel_work_in_a_new_django_project(
+def test_the_install_page_makes_the_wheel_work_in_a_new_django_project(
     tmp_path, llm_server, free_port
 ):
     python = sys.executable

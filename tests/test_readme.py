@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ROOT, wait_for
-from tests.helpers.doc_shell import Sandbox, code_blocks
+from tests.helpers.doc_shell import Sandbox, code_blocks, sqlite_half_only
 from tests.llm_server import ANSWER
 
 README = ROOT / "README.md"
@@ -79,6 +79,7 @@ def test_the_quick_start_is_make_run_and_make_test():
 
 
 @pytest.mark.slow
+@sqlite_half_only
 def test_the_readme_commands_run_as_written(tmp_path):
     """``make run``, then the first explanation's commands in a second shell, then the
     export: the explanation of the test LLM server arrives. (``make test`` is the suite

@@ -19,7 +19,7 @@ import re
 import pytest
 
 from tests.helpers import ROOT, wait_for
-from tests.helpers.doc_shell import Block, Sandbox, code_blocks
+from tests.helpers.doc_shell import Block, Sandbox, code_blocks, sqlite_half_only
 
 TUTORIAL = ROOT / "docs" / "tutorial.md"
 KOREAN = ROOT / "docs" / "ko" / "tutorial.md"
@@ -80,6 +80,7 @@ def test_every_skipped_command_is_one_the_test_cannot_run():
 
 
 @pytest.mark.slow
+@sqlite_half_only
 def test_the_tutorial_runs_as_written(tmp_path):
     sandbox = Sandbox(tmp_path / "checkout")
     outputs: list[str] = []

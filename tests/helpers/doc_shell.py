@@ -20,11 +20,22 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+from django.db import connection
+
 from tests.helpers import ROOT, wait_for
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.S | re.M)
 # The checkout's own state, never linked into a sandbox.
 PRIVATE = {".git", "staticfiles", "artifacts"}
+
+
+# The documented commands run on their SQLite default whatever database the suite uses: once,
+# in the suite's SQLite half (the PostgreSQL half would run the very same thing again).
+sqlite_half_only = pytest.mark.skipif(
+    connection.vendor != "sqlite",
+    reason="documented commands use the SQLite default: run in the suite's SQLite half",
+)
 
 
 @dataclass(frozen=True)

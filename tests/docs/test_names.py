@@ -29,8 +29,8 @@ READERS = [
 ]
 PATH_ROOTS = ("studyqueue", "tests", "bench", "deploy", "project", "templates", "docs")
 PATH = re.compile(rf"(?<![\w./-])((?:{'|'.join(PATH_ROOTS)})/[\w./@-]*)")
-# Paths a reader creates by following the manual (they do not exist in a checkout).
-CREATED_BY_THE_READER = {"templates/studyqueue/"}
+# Paths a reader creates by following the manual, or `make docs` builds (not in a checkout).
+CREATED_BY_THE_READER = {"templates/studyqueue/", "docs/_build/html"}
 
 
 def name(path: Path) -> str:

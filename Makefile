@@ -1,5 +1,6 @@
 # studyqueue: `make run` starts the admin web site and the consumer on the SQLite default;
-# `make test` runs every test, on SQLite and then on PostgreSQL (see the target).
+# `make test` runs every test, on SQLite and then on PostgreSQL (see the target);
+# `make docs` builds the manual into docs/_build/html.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,7 +10,7 @@ PG_URL := $(if $(filter postgres%,$(DATABASE_URL)),$(DATABASE_URL),$(LOCAL_PG_UR
 LATEST_VENV ?= .venv-django61
 PYTEST_ARGS ?=
 
-.PHONY: run test test-sqlite test-postgres test-django61 lint bench migrate messages clean
+.PHONY: run test test-sqlite test-postgres test-django61 lint docs bench migrate messages clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +19,10 @@ $(VENV)/.installed: pyproject.toml
 
 $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+$(VENV)/.installed-docs: $(VENV)/.installed
+	$(PY) -m pip install -q -e ".[docs]"
 	touch $@
 
 migrate: $(VENV)/.installed
@@ -89,6 +94,12 @@ bench: $(VENV)/.installed-dev
 	$(PY) -m bench.import_export $(if $(QUICK),--rows 10000 --export-rows 100000 --runs 1,)
 	$(PY) -m bench.adaptive_gate $(if $(QUICK),--runs 1 --jobs 250,)
 
+# The manual (Sphinx, MyST, Furo): every page read afresh (-E), warnings are errors (-W, all
+# of them reported: --keep-going), every cross-reference checked (-n).
+docs: $(VENV)/.installed-docs
+	$(PY) -m sphinx -E -W --keep-going -n -q -b html docs docs/_build/html
+	@echo "== the manual: docs/_build/html/index.html"
+
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -96,4 +107,4 @@ lint: $(VENV)/.installed-dev
 	$(PY) manage.py makemigrations --check --dry-run
 
 clean:
-	rm -rf $(VENV) $(LATEST_VENV) .pytest_cache .ruff_cache .test-db.sqlite3*
+	rm -rf $(VENV) $(LATEST_VENV) .pytest_cache .ruff_cache .test-db.sqlite3* docs/_build

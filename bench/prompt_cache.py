@@ -8,9 +8,9 @@ Sends ``--questions`` different questions, rendered with the app's templates, th
 studyqueue's own ``LLMClient``, ``--concurrency`` at a time (1 = gate 1), with a fixed text of
 ``--words`` words added to the prompt. The first call of a run goes alone and the others
 follow once it has ended; ``--all-at-once`` starts them all together instead (a cold prefix
-met by ``--concurrency`` calls at once). ``--layout after`` (the default templates since issue
-18) puts it in the system message, which the server can cache; ``--layout before`` puts it
-in the user message after the question, as the templates did before. Each run starts the
+met by ``--concurrency`` calls at once). ``--layout after`` (the shipped templates' layout)
+puts it in the system message, which the server can cache; ``--layout before`` puts it in
+the user message after the question. Each run starts the
 fixed text with a fresh line, so its first call finds nothing cached (a first use).
 
 Prints, per run, the share of prompt tokens the server reports as cached
@@ -96,7 +96,7 @@ def questions(count: int) -> list[object]:
 
 def messages_for(question: object, layout: str, text: str) -> list[dict[str, str]]:
     """The app's messages with the fixed text in the system message (``after``), or the
-    pre-issue-18 layout with it in the user message after the question (``before``)."""
+    layout with it in the user message after the question (``before``)."""
     from django.template import Context, Engine
 
     from studyqueue.explanations import prompts

@@ -205,7 +205,7 @@ TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
         # The project's overrides, found before the apps' own templates: the prompt
-        # templates and the admin's branding ("Overriding templates" in the README).
+        # templates and the admin's branding (docs/howto/prompt.md, "Override other templates").
         "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {

@@ -96,7 +96,8 @@ def _cache_problems() -> list[CheckMessage]:
                 hint=gettext(
                     "Move the role, instructions and output format into "
                     "SYSTEM_PROMPT_TEMPLATE; keep only the question, its choices and answer "
-                    "in PROMPT_TEMPLATE (README: Writing a prompt the server can cache)."
+                    "in PROMPT_TEMPLATE (the manual: docs/howto/prompt.md, Write a prompt the "
+                    "server can cache)."
                 ),
                 id="studyqueue.W003",
             )
@@ -110,7 +111,8 @@ def _cache_problems() -> list[CheckMessage]:
                 ),
                 hint=gettext(
                     "Keep the question's fields out of SYSTEM_PROMPT_TEMPLATE; they belong "
-                    "in PROMPT_TEMPLATE (README: Writing a prompt the server can cache)."
+                    "in PROMPT_TEMPLATE (the manual: docs/howto/prompt.md, Write a prompt the "
+                    "server can cache)."
                 ),
                 id="studyqueue.W003",
             )

@@ -67,7 +67,12 @@ def _seconds(default: float, help: str, high: float, *, zero: bool = False) -> S
 
 SETTINGS: dict[str, Setting] = {
     "BATCH_SIZE": Setting(int, 1, "jobs claimed per claim call", low=1, high=1000),
-    "INTERVAL_SECONDS": _seconds(60.0, "seconds between consume cycles", DAY),
+    "INTERVAL_SECONDS": _seconds(
+        60.0,
+        "seconds between consume cycles when nothing wakes the consumer sooner (an enqueue "
+        "wakes it at once on PostgreSQL, within a second on SQLite)",
+        DAY,
+    ),
     "CYCLE_BUDGET_SECONDS": _seconds(
         50.0, "a cycle keeps draining this long at most", DAY, zero=True
     ),
@@ -80,7 +85,13 @@ SETTINGS: dict[str, Setting] = {
         above_low=True,
     ),
     "HEARTBEAT_SECONDS": _seconds(30.0, "how often a running job refreshes its heartbeat", HOUR),
-    "MAX_ATTEMPTS": Setting(int, 3, "attempts before a job ends failed", low=1, high=100),
+    "MAX_ATTEMPTS": Setting(
+        int,
+        3,
+        "attempts before a job ends failed (stored on each job when it is enqueued)",
+        low=1,
+        high=100,
+    ),
     "BACKOFF_BASE_SECONDS": _seconds(
         30.0, "first retry delay; doubles per attempt", DAY, zero=True
     ),
@@ -90,15 +101,24 @@ SETTINGS: dict[str, Setting] = {
     ),
     "LLM_URL": Setting(str, "http://127.0.0.1:8080/v1", "OpenAI-compatible base URL"),
     "LLM_MODEL": Setting(str, "", "model id sent to the server (empty: the server's default)"),
-    "LLM_API_KEY": Setting(str, "", "bearer token for the LLM server", secret=True),
-    "LLM_TIMEOUT_SECONDS": _seconds(300.0, "whole-call timeout for one LLM request", DAY),
+    "LLM_API_KEY": Setting(
+        str, "", "bearer token for the LLM server; never logged or shown", secret=True
+    ),
+    "LLM_TIMEOUT_SECONDS": _seconds(
+        300.0,
+        "whole-call timeout for one LLM request; keep it below the stale threshold",
+        DAY,
+    ),
     "LLM_STALL_SECONDS": _seconds(
-        60.0, "a call that receives no byte for this long ends as llm_timeout", DAY
+        60.0,
+        "a call that receives no byte for this long ends as llm_timeout and frees the gate",
+        DAY,
     ),
     "LLM_MAX_REPLY_BYTES": Setting(
         int,
         8 * 1024 * 1024,
-        "a reply larger than this ends the call (llm_bad_response)",
+        "a reply (stream, JSON body or error body) larger than this many bytes ends the "
+        "call as llm_bad_response while it is read",
         low=1024,
         high=1024**3,
     ),
@@ -119,7 +139,9 @@ SETTINGS: dict[str, Setting] = {
     "GATE_MAX_PERMITS": Setting(
         int, 8, "the most concurrent LLM calls GATE_PERMITS=auto tries", low=1, high=256
     ),
-    "GATE_TIMEOUT_SECONDS": _seconds(600.0, "how long a caller waits for the gate", DAY),
+    "GATE_TIMEOUT_SECONDS": _seconds(
+        600.0, "how long a job waits for a gate slot before it is handed back", DAY
+    ),
     "BREAKER_BASE_SECONDS": _seconds(
         2.0, "first pause after the LLM server fails as a whole", HOUR
     ),
@@ -146,13 +168,18 @@ SETTINGS: dict[str, Setting] = {
         str, "", "bearer token for /studyqueue/metrics (empty: staff login only)", secret=True
     ),
     "QUALITY_MIN_CHARS": Setting(
-        int, 40, "an explanation shorter than this is flagged", low=0, high=100_000
+        int,
+        40,
+        "an explanation shorter than this many characters is flagged too_short",
+        low=0,
+        high=100_000,
     ),
     "QUALITY_RETRY": Setting(
         str,
         "",
-        "comma-separated flags that retry the job once instead of only flagging "
-        "(truncated, too_short, wrong_script; truncated retries with doubled max_tokens)",
+        "comma-separated quality flags that retry the job once instead of only flagging it "
+        "(truncated, unfinished, too_short, wrong_script, answer_mismatch, no_answer_stated; "
+        "truncated retries with doubled max_tokens)",
     ),
 }
 

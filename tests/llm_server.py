@@ -45,7 +45,7 @@ from typing import Any
 QUESTION_RE = re.compile(r"Question:\n(.*?)(?:\n|\Z)", re.S)  # the question may end the message
 FAULT_RE = re.compile(r"FAULT:([a-z0-9]+)")
 # The default reply: long enough (QUALITY_MIN_CHARS is 40) not to be flagged too_short, and
-# ending with the answer line the default prompt asks for (the README's question: 2 + 2).
+# ending with the answer line the default prompt asks for (the README's first explanation: 2 + 2).
 ANSWER = "Because 2 + 2 equals 4: two things and two more make four.\nAnswer: 4"
 
 

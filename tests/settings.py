@@ -1,6 +1,6 @@
 """The test suite's settings: the project's, except that the project's template directory
 is the suite's own (``tests/templates``), not the checkout's ``templates/``. A deployment
-edits that one (the README's "Overriding templates": the prompt, the admin's branding); the
+edits that one (the manual's docs/howto/prompt.md: the prompt, the admin's branding); the
 suite renders, and versions, the templates studyqueue ships whatever it holds."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 tests/test_admin_browser.py, whose fixtures this uses): a browser that asks for Korean
 (``Accept-Language: ko``) gets the dashboard, the job list and the review page in Korean,
 ``<html lang="ko">``, and no English the app wrote. Screenshots land in
-artifacts/screenshots/ko-*.png; the README shows two of them (docs/screenshots/)."""
+artifacts/screenshots/ko-*.png; the manual shows two of them (docs/screenshots/)."""
 
 from __future__ import annotations
 

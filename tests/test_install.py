@@ -1,8 +1,8 @@
 """The built wheel in a project made with ``django-admin startproject``, set up by following
-the README's "Using studyqueue in your own Django project" literally: its code blocks are
-appended as they stand. ``serve`` first names what a bare project lacks in one line; then it
-runs the admin (styled: gunicorn serves its CSS through WhiteNoise) and the consumer, which
-explains a question against the test LLM server."""
+the manual's "Install into an existing Django project" (docs/howto/install.md) literally: its
+code blocks are appended as they stand. ``serve`` first names what a bare project lacks in one
+line; then it runs the admin (styled: gunicorn serves its CSS through WhiteNoise) and the
+consumer, which explains a question against the test LLM server."""
 
 from __future__ import annotations
 
@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ROOT, wait_for
+from tests.helpers.doc_shell import code_blocks
 from tests.helpers.processes import finish
 from tests.llm_server import ANSWER
 
 pytestmark = [pytest.mark.slow]
 
-SECTION = "## Using studyqueue in your own Django project"
-README_LLM_URL = "http://127.0.0.1:8080/v1"
+PAGE = ROOT / "docs" / "howto" / "install.md"
+PAGE_LLM_URL = "http://127.0.0.1:8080/v1"
 OPERATOR = {"DJANGO_SUPERUSER_USERNAME": "op", "DJANGO_SUPERUSER_PASSWORD": "pw"}
 ADMIN_SCRIPT = """
 from django.contrib.auth.models import User
@@ -41,12 +42,9 @@ print("admin ok")
 """
 
 
-def readme_blocks() -> dict[str, str]:
-    """The section's Python code blocks, by the file their first line names."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index(SECTION) :]
-    section = section[: section.index("\n## ", len(SECTION))]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+def page_blocks() -> dict[str, str]:
+    """The page's Python code blocks, by the file their first line names."""
+    blocks = [block.text for block in code_blocks(PAGE, "python")]
     return {block.splitlines()[0].removeprefix("# "): block for block in blocks}
 
 
@@ -96,7 +94,7 @@ def get(url: str) -> tuple[int, str, str]:
         return response.status, response.headers["Content-Type"], response.read().decode()
 
 
-def test_the_readme_steps_make_the_wheel_work_in_a_new_django_project(
+def test_the_install_page_makes_the_wheel_work_in_a_new_django_project(
     tmp_path, llm_server, free_port
 ):
     python = sys.executable
@@ -113,7 +111,7 @@ def test_the_readme_steps_make_the_wheel_work_in_a_new_django_project(
         timeout=300,
     )
     project = Project(tmp_path / "mysite", site)
-    blocks = readme_blocks()
+    blocks = page_blocks()
     assert set(blocks) == {"settings.py", "urls.py"}, blocks
 
     # The apps alone: serve says in one line what else it needs, and starts nothing.
@@ -125,9 +123,9 @@ def test_the_readme_steps_make_the_wheel_work_in_a_new_django_project(
     for named in ("WhiteNoiseMiddleware", "transaction_mode", "journal_mode=WAL"):
         assert named in line
 
-    # Every step of the README section, as written there.
+    # Every step of the page, as written there.
     url = llm_server.url
-    project.append(project.settings, blocks["settings.py"].replace(README_LLM_URL, url))
+    project.append(project.settings, blocks["settings.py"].replace(PAGE_LLM_URL, url))
     project.append(project.urls, blocks["urls.py"])
     where = project.manage("shell", "-c", "import studyqueue; print(studyqueue.__file__)")
     assert where.strip().splitlines()[-1].startswith(str(site)), where
@@ -167,5 +165,5 @@ def test_the_readme_steps_make_the_wheel_work_in_a_new_django_project(
         finish(serve)
     assert serve.returncode == 0, err.read_text()[-2000:]
     log = err.read_text()
-    assert "study_job_completed" in log, "the README's LOGGING shows the consumer's lines"
+    assert "study_job_completed" in log, "the page's LOGGING shows the consumer's lines"
     assert "database is locked" not in log and "Traceback" not in log, log[-2000:]

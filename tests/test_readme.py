@@ -1,147 +1,106 @@
-"""The README names only what exists: every setting and environment variable, management
-command and file path it mentions is real. Each failure names what is missing and where."""
+"""The README is the front door: short, with the two quick-start commands, a first
+explanation, and one click to every page of the manual and to the Korean guide. Its commands
+run as written (``make run`` in a sandbox of the checkout, the first explanation against the
+test LLM server). That it names only what exists is checked with the manual's pages
+(``tests/docs/test_names.py``)."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
-from django.core.management import get_commands
-from django.template import TemplateDoesNotExist
-from django.template.loader import get_template
 
-from studyqueue.conf import SETTINGS
-from tests.helpers import ROOT
+from tests.helpers import ROOT, wait_for
+from tests.helpers.doc_shell import Sandbox, code_blocks, sqlite_half_only
+from tests.llm_server import ANSWER
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-CODE_SPANS = re.compile(r"`([^`\n]+)`")
-# Where an environment variable the README names may be read (the README itself not).
-READERS = [
-    *sorted((ROOT / "project").rglob("*.py")),
-    *sorted((ROOT / "studyqueue").rglob("*.py")),
-    ROOT / "Makefile",
-    *sorted(p for p in (ROOT / "deploy").rglob("*") if p.is_file()),
-]
-PATH_ROOTS = ("studyqueue", "tests", "bench", "deploy", "project", "templates")
-PATH = re.compile(rf"(?<![\w./-])((?:{'|'.join(PATH_ROOTS)})/[\w./@-]*)")
+README = ROOT / "README.md"
+TEXT = README.read_text(encoding="utf-8")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+DOCS = ROOT / "docs"
+# The manual's changelog page includes CHANGELOG.md: the README links the file itself.
+LINKED_AS = {"docs/changelog.md": "CHANGELOG.md"}
 
 
-def line_of(text: str) -> int:
-    return README[: README.index(text)].count("\n") + 1
+def manual_pages() -> list[str]:
+    return sorted(str(p.relative_to(ROOT)) for p in DOCS.rglob("*.md") if "_build" not in p.parts)
 
 
-def table_rows(header: str) -> list[str]:
-    """The first cell of each row of the README tables whose header starts with ``header``."""
-    rows, inside = [], False
-    for line in README.splitlines():
-        if line.startswith(f"| {header} |"):
-            inside = True
-        elif inside and line.startswith("| ---"):
-            continue
-        elif inside and line.startswith("|"):
-            rows.append(re.split(r"(?<!\\)\|", line)[1].strip())  # "\|" inside a cell
-        else:
-            inside = False
-    return rows
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub (and the manual, ``myst_heading_anchors``) makes it."""
+    heading = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return heading.replace(" ", "-")
 
 
-def code(cell: str) -> str:
-    match = CODE_SPANS.search(cell)
-    assert match, f"table cell without a `name`: {cell!r}"
-    return match.group(1)
+def anchors(path: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.S | re.M)
+    return {slug(h) for h in re.findall(r"^#+ (.+)$", text, re.M)}
 
 
-def test_every_row_of_the_settings_table_is_a_setting():
-    named = [code(cell) for cell in table_rows("setting")]
-    assert named, "the README's settings table ('| setting | default | meaning |') is gone"
-    unknown = [
-        f"{name} (README line {line_of(f'| `{name}` |')})" for name in named if name not in SETTINGS
-    ]
-    assert not unknown, f"settings the README lists but conf.SETTINGS lacks: {', '.join(unknown)}"
+def local_links(text: str) -> list[str]:
+    return [link for link in LINK.findall(text) if not re.match(r"[a-z]+:", link)]
 
 
-def test_every_setting_has_its_row_in_the_settings_table():
-    missing = sorted(set(SETTINGS) - {code(cell) for cell in table_rows("setting")})
-    assert not missing, f"settings in conf.SETTINGS the README's table lacks: {', '.join(missing)}"
+def test_the_readme_is_a_front_door_not_a_manual():
+    lines = TEXT.count("\n")
+    assert lines <= 300, f"README.md has {lines} lines; the manual (docs/) is the place for more"
 
 
-def _read_somewhere(variable: str) -> bool:
-    return any(variable in path.read_text(encoding="utf-8", errors="replace") for path in READERS)
+def test_every_local_link_of_the_readme_resolves():
+    broken = []
+    for link in local_links(TEXT):
+        path, _, anchor = link.partition("#")
+        target = ROOT / path
+        if not target.exists():
+            broken.append(f"{link}: no such file")
+        elif anchor and anchor not in anchors(target):
+            broken.append(f"{link}: no heading with that anchor")
+    assert not broken, "\n".join(broken)
 
 
-def test_every_environment_variable_the_readme_names_is_read():
-    """``STUDYQUEUE_<NAME>`` of a setting, or a variable the project, app, Makefile or deploy
-    files read (the first configuration table, ``STUDYQUEUE_BIND``…)."""
-    names = set(re.findall(r"\bSTUDYQUEUE_[A-Z][A-Z0-9_]*", README))
-    names |= {code(cell) for cell in table_rows("variable")}
-    unknown = [
-        f"{name} (README line {line_of(name)})"
-        for name in sorted(names)
-        if name.removeprefix("STUDYQUEUE_") not in SETTINGS and not _read_somewhere(name)
-    ]
-    assert not unknown, (
-        f"environment variables the README names that nothing reads: {', '.join(unknown)}"
-    )
+def test_every_page_of_the_manual_is_one_click_from_the_readme():
+    linked = {link.partition("#")[0] for link in local_links(TEXT)}
+    missing = [page for page in manual_pages() if LINKED_AS.get(page, page) not in linked]
+    assert not missing, f"manual pages the README does not link: {', '.join(missing)}"
 
 
-def test_every_management_command_the_readme_names_exists():
-    named = set(re.findall(r"manage\.py ([a-z_]+)", README))
-    named |= {
-        code(cell).split()[1] for cell in table_rows("command") if cell.startswith("`manage.py")
-    }
-    commands = get_commands()
-    missing = [
-        f"{name} (README line {line_of(f'manage.py {name}')})"
-        for name in sorted(named)
-        if name not in commands
-    ]
-    assert not missing, f"commands the README names that manage.py lacks: {', '.join(missing)}"
+def test_the_readme_links_the_korean_guide():
+    assert "docs/ko/index.md" in local_links(TEXT)
 
 
-def _paths() -> list[str]:
-    found = []
-    for span in CODE_SPANS.findall(README):
-        for path in PATH.findall(span):
-            path = path.rstrip(".")
-            if path not in found and "…" not in path:
-                found.append(path)
-    return found
+def test_the_quick_start_is_make_run_and_make_test():
+    quick_start = code_blocks(README)[0].text
+    commands = [line.split("#")[0].strip() for line in quick_start.splitlines()]
+    assert commands == ["make run", "make test"], quick_start
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^run:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
 
 
-def _exists(path: str) -> bool:
-    if (ROOT / path).exists():
-        return True
-    if path.endswith((".txt", ".html")):  # a template name (``studyqueue/explanation_prompt.txt``)
-        try:
-            get_template(path)
-        except TemplateDoesNotExist:
-            return False
-        return True
-    return False
+@pytest.mark.slow
+@sqlite_half_only
+def test_the_readme_commands_run_as_written(tmp_path):
+    """``make run``, then the first explanation's commands in a second shell, then the
+    export: the explanation of the test LLM server arrives. (``make test`` is the suite
+    itself; ``tests/test_make.py`` runs it against a stand-in.)"""
+    quick_start, first, export = code_blocks(README)[:3]
+    (run_line,) = [line for line in quick_start.text.splitlines() if line.startswith("make run")]
+    sandbox = Sandbox(tmp_path / "checkout")
+    try:
+        # The first time, make run asks for an operator account in the terminal.
+        sandbox.env.update(DJANGO_SUPERUSER_USERNAME="me", DJANGO_SUPERUSER_PASSWORD="pw-123456")
+        log = sandbox.start(run_line, ready="Consumer ")
+        assert "Admin: http://127.0.0.1:" in log.read_text()
 
+        out = sandbox.run(first.text)
+        assert "Created 1 explanation job(s); 0 already queued." in out, out
 
-def test_the_readme_names_paths():
-    paths = _paths()
-    assert "studyqueue/queue/transitions.py" in paths and "studyqueue/queue/notify.py" in paths
+        def exported() -> list[dict]:
+            out = sandbox.run(export.text)  # and its count, "exported 1 question(s)"
+            return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
-
-@pytest.mark.parametrize("path", _paths())
-def test_every_path_the_readme_names_exists(path):
-    assert _exists(path), f"the README names {path} (line {line_of(path)}), which does not exist"
-
-
-def test_every_admin_action_is_named_as_the_action_menu_shows_it():
-    """A reader looks for the README's action name in the admin's action menu."""
-    from django.apps import apps
-    from django.contrib import admin
-
-    missing = []
-    for model in apps.get_app_config("studyqueue").get_models():
-        if not admin.site.is_registered(model):
-            continue
-        model_admin = admin.site.get_model_admin(model)
-        for name in model_admin.actions or ():
-            label = str(getattr(model_admin, name).short_description)
-            if label not in README:
-                missing.append(f"{model.__name__}: {label!r}")
-    assert not missing, f"admin actions the README does not name as shown: {', '.join(missing)}"
+        (row,) = wait_for(exported, timeout=30, what="the consumer's explanation")
+        assert row["explanation"] == ANSWER and row["review_status"] == "unreviewed", row
+    finally:
+        sandbox.close()

@@ -89,8 +89,9 @@ def test_a_template_directory_changes_the_prompt_and_its_version(settings, tmp_p
 
 @pytest.fixture
 def deployment_prompt():
-    """Both prompt templates overridden in the checkout's ``templates/``, as the README tells
-    an operator to; removed afterwards (an operator's own overrides are left as they are)."""
+    """Both prompt templates overridden in the checkout's ``templates/``, as the manual
+    (docs/howto/prompt.md) tells an operator to; removed afterwards (an operator's own
+    overrides are left as they are)."""
     made: list[Path] = []
     for name in PROMPTS:
         path = PROJECT_TEMPLATES / name

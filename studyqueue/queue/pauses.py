@@ -7,7 +7,8 @@ What feeds it: a pause's ``NOTIFY`` (PostgreSQL, milliseconds after the pause co
 the cycle's own read of the pauses while claimed jobs wait (twice a second, on any
 database). A kind it names is confirmed in the database before a job is held back (a
 resume sends no notice of its own, so an entry can outlive its pause); a kind it does not
-name lets the call start at once. README "Pause and resume" states what that guarantees.
+name lets the call start at once. The operator's guide (docs/operators-guide.md, "Pause and
+resume") states what that guarantees.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """An httpx client for an OpenAI-compatible ``/v1/chat/completions`` endpoint.
 
-Built for mlx_lm.server (see the README): replies are streamed so that a timeout or a
+Built for mlx_lm.server (docs/howto/model-server.md): replies are streamed so that a timeout or a
 shutdown closes the connection, which stops generation on the server; connections per
 server are bounded; every failure maps to one ``ErrorCode``. What a server sends is
 bounded too: no byte for ``stall_seconds`` ends the call, and a reply (or error body)

@@ -3,7 +3,8 @@
 A handler is an async function ``(job, ctx) -> JobResult``: it reads what it needs through
 ``ctx.store``, calls the LLM through ``ctx.gate`` and ``ctx.client``, and returns what
 happened; the consumer writes it (``JobStore.finish``). A kind is added by decorating its
-handler with ``@handler(kind)`` in a module that ``studyqueue/workers/__init__.py`` imports.
+handler with ``@handler(kind)`` in a module that ``studyqueue/workers/__init__.py`` imports
+(docs/howto/job-kind.md).
 """
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ def test_the_default_prompt_asks_for_one_answer_line_in_the_system_message():
 
 
 def test_the_prompt_version_follows_the_shipped_template(settings, tmp_path):
-    """A change to the shipped template (issue 19's answer line) is a new version: copying
+    """A change to the shipped template (such as its answer line) is a new version: copying
     the shipped file unchanged keeps the version, and any edit to it changes it."""
     shipped = prompts.current_version()
     source = (SHIPPED / "explanation_system.txt").read_text(encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The failure policy (``studyqueue.queue.retry``), table by table: the README's failure table in
+"""The failure policy (``studyqueue.queue.retry``), table by table: the manual's failure table in
 numbers."""
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ A fresh ``startproject`` lacks all of it, and each gap showed up late and obscur
 traceback from collectstatic (no ``STATIC_ROOT``), an unstyled admin (gunicorn serves no
 static files without WhiteNoise), "database is locked" in the log (SQLite's deferred
 transactions and rollback journal). ``missing()`` names each gap in a few words, so that
-``serve`` can refuse to start with one line; the README's "Using studyqueue in your own
-Django project" lists the settings that fill them.
+``serve`` can refuse to start with one line; the manual's "Install into an existing Django
+project" (docs/howto/install.md) lists the settings that fill them.
 """
 
 from __future__ import annotations

@@ -186,8 +186,8 @@ class Command(TranslatedCommand):
         if gaps:
             raise CommandError(
                 _(
-                    'serve needs in your settings: %(gaps)s (README: "Using studyqueue in '
-                    'your own Django project")'
+                    "serve needs in your settings: %(gaps)s (the manual: "
+                    "docs/howto/install.md, Install into an existing Django project)"
                 )
                 % {"gaps": "; ".join(gaps)}
             )

@@ -66,18 +66,24 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connections
 
+    from studyqueue.explanations import quality
     from studyqueue.explanations.prompts import build_messages, current_version
+    from studyqueue.explanations.revisions import Written
     from studyqueue.models import StudyQuestion, StudyQuestionJob
     from studyqueue.queue import transitions as queue
     from studyqueue.services.gate import LLMGate
     from studyqueue.services.llm import LLMClient, LLMReply
-    from studyqueue.workers.explanation import store as store_reply
     from tests.llm_server import LLMServerProcess
 
     server = LLMServerProcess(delay=0.0)
     settings.STUDYQUEUE = {"LLM_URL": server.url, "GATE_PERMITS": 1, "BATCH_SIZE": 1}
     db = queue.database()
     n = args.jobs
+
+    def store_reply(job, question, reply, version, db):  # type: ignore[no-untyped-def]
+        """What the explanation handler does with a reply: check it, then write it."""
+        checked = quality.check(question, reply.content, reply.finish_reason)
+        return Written(question, reply, version, list(checked.flags), checked.stated).write(job)
 
     def path() -> float:
         _fill(n)

@@ -1,5 +1,5 @@
 """One rule for the database alias: every queue query, reads included, runs on
-``queue.database()`` (the router's write alias for jobs), never on ``db_for_read``."""
+``models.database()`` (the router's write alias for jobs), never on ``db_for_read``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from studyqueue.models import JobKind, JobStatus, StudyQuestionJob
+from studyqueue.models import JobKind, JobStatus, StudyQuestionJob, database
 from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 
@@ -32,7 +32,7 @@ def reads_elsewhere(settings):
 
 
 def test_every_queue_function_runs_on_the_write_alias(reads_elsewhere):
-    assert queue.database() == "default"
+    assert database() == "default"
     question = StudyQuestionFactory.create()
     job = queue.enqueue(question).job
     assert queue.enqueue(question).created is False  # the existing active job, read back

@@ -273,15 +273,14 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
 def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]:
     """Run a claim statement (by vendor) with a fresh claim token, opening the claimed jobs'
     attempts; the claimed jobs in id order."""
-    all_jobs = Job.objects.all()  # the statement runs through it (``raw``), on its database
-    db = all_jobs.db
+    db = database()  # where ``Job.objects.raw`` runs it: the parameters are adapted for it
     params.update(
         token=_db_value("claim_token", uuid.uuid4(), db),
         worker_id=fit(Job, "worker_id", worker_id),
         now=_db_value("started_at", timezone.now(), db),
     )
     vendor = connections[db].vendor
-    claimed = all_jobs.raw(sqls[vendor], params)  # runs when read
+    claimed = Job.objects.raw(sqls[vendor], params)  # runs when read
     if vendor == "postgresql":  # one statement: atomic as it is
         jobs = list(claimed)
     else:

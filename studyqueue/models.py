@@ -1,10 +1,6 @@
-"""Study questions and the jobs that write their explanations.
-
-Every studyqueue query, reads included, runs on one database: ``database()``, the router's
-write alias for jobs. Each model's default manager (``StudyQueueManager``) sends its
-queries there, so ``Model.objects…``, related managers and the admin follow the rule
-without naming a database.
-"""
+"""Study questions and the jobs that write their explanations, and the one rule for the
+database they are on (``database()``, applied by every model's default manager,
+``StudyQueueManager``)."""
 
 from __future__ import annotations
 
@@ -41,7 +37,9 @@ _M = TypeVar("_M", bound=models.Model)
 
 class StudyQueueManager(models.Manager[_M]):
     """The default manager of every studyqueue model: its querysets run on ``database()``,
-    unless ``db_manager()`` or ``using()`` names another database."""
+    unless ``db_manager()`` or ``using()`` names another database. (Deferred fields and
+    forward relations load through Django's base manager, not this one: the router decides
+    those, with the instance as hint.)"""
 
     def get_queryset(self) -> models.QuerySet[_M]:
         queryset = super().get_queryset()

@@ -4,4 +4,6 @@ the pauses a consumer keeps in memory (``pauses``), the consumers' records (``pr
 and the database plumbing under them (``rawsql``, ``pg``, ``columns``).
 
 Nothing here imports upward: not the explanations, the services, the consumer or the admin.
+Every query runs on studyqueue's one database, through the models' managers: the rule is
+``studyqueue.models.database()``'s.
 """

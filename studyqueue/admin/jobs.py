@@ -36,6 +36,7 @@ from studyqueue.models import (
     ExplanationRevision,
     QueuePause,
     StudyQuestionJob,
+    database,
 )
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.columns import MAX_ID
@@ -417,8 +418,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             return HttpResponse(gettext("POST required"), status=405)
         if not self.has_reset_stale_permission(request):
             raise PermissionDenied
-        jobs = self.get_queryset(request)
-        with transaction.atomic(using=jobs.db):  # the change and its log entry
+        with transaction.atomic(using=database()):  # the change and its log entry
             result = queue.reset_stale()
             self._log_stale(request, result)
         self._report_stale(request, result, selected=None)

@@ -69,7 +69,7 @@ def main() -> None:
     from studyqueue.explanations import quality
     from studyqueue.explanations.prompts import build_messages, current_version
     from studyqueue.explanations.revisions import Written
-    from studyqueue.models import StudyQuestion, StudyQuestionJob
+    from studyqueue.models import StudyQuestion, StudyQuestionJob, database
     from studyqueue.queue import transitions as queue
     from studyqueue.services.gate import LLMGate
     from studyqueue.services.llm import LLMClient, LLMReply
@@ -77,7 +77,7 @@ def main() -> None:
 
     server = LLMServerProcess(delay=0.0)
     settings.STUDYQUEUE = {"LLM_URL": server.url, "GATE_PERMITS": 1, "BATCH_SIZE": 1}
-    db = queue.database()
+    db = database()
     n = args.jobs
 
     def store_reply(job, question, reply, version, db):  # type: ignore[no-untyped-def]

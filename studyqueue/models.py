@@ -1,4 +1,6 @@
-"""Study questions and the jobs that write their explanations."""
+"""Study questions and the jobs that write their explanations, and the one rule for the
+database they are on (``database()``, applied by every model's default manager,
+``StudyQueueManager``)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import json
 import math
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import models, router, transaction
@@ -15,6 +17,35 @@ from django.db.models import Exists, F, OuterRef, Q, Value
 from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
+
+
+def database() -> str:
+    """The database alias of every studyqueue query, reads included: the router's write
+    alias for jobs (``default`` without a router). Operators and consumers must see what
+    consumers wrote: a replica behind ``db_for_read`` would show a job pending that a
+    consumer already claimed, or a pause that is already lifted.
+
+    Queries get it from the models' managers (``StudyQueueManager``); code that needs the
+    alias itself (a transaction, a connection) takes it from the queryset or instance it
+    holds (``queryset.db``, ``instance._state.db``), and calls this only when it holds
+    neither."""
+    return router.db_for_write(StudyQuestionJob)
+
+
+_M = TypeVar("_M", bound=models.Model)
+
+
+class StudyQueueManager(models.Manager[_M]):
+    """The default manager of every studyqueue model: its querysets run on ``database()``,
+    unless ``db_manager()`` or ``using()`` names another database. (Deferred fields and
+    forward relations load through Django's base manager, not this one: the router decides
+    those, with the instance as hint.)"""
+
+    def get_queryset(self) -> models.QuerySet[_M]:
+        queryset = super().get_queryset()
+        if self._db is None:
+            queryset = queryset.using(database())
+        return queryset
 
 
 class JobKind(models.TextChoices):
@@ -211,6 +242,9 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
         return self.explained().filter(current_revision__review_status__in=PROTECTED_REVIEWS)
 
 
+QuestionManager = StudyQueueManager.from_queryset(QuestionQuerySet)
+
+
 class StudyQuestion(models.Model):
     """A question a learner studies; its explanation is written by the LLM."""
 
@@ -272,7 +306,7 @@ class StudyQuestion(models.Model):
     )
     updated_at = models.DateTimeField(verbose_name=_("updated"), auto_now=True)
 
-    objects = QuestionQuerySet.as_manager()
+    objects = QuestionManager()
 
     class Meta:
         ordering = ["id"]
@@ -356,6 +390,9 @@ class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
         return self.filter(status__in=FINISHED_STATUSES)
 
 
+JobManager = StudyQueueManager.from_queryset(JobQuerySet)
+
+
 class StudyQuestionJob(models.Model):
     """One unit of work on a question; status changes only through ``queue.transitions``."""
 
@@ -433,7 +470,7 @@ class StudyQuestionJob(models.Model):
         help_text=_("Already retried once for a quality flag."),
     )
 
-    objects = JobQuerySet.as_manager()
+    objects = JobManager()
 
     class Meta:
         ordering = ["-id"]
@@ -535,6 +572,8 @@ class JobAttempt(models.Model):
         verbose_name=_("time to first token (ms)"), null=True, blank=True
     )
 
+    objects = StudyQueueManager()
+
     class Meta:
         ordering = ["job", "number"]
         verbose_name = _("job attempt")
@@ -589,6 +628,8 @@ class QueuePause(models.Model):
     reason = models.CharField(verbose_name=_("reason"), max_length=500, blank=True)
     paused_by = models.CharField(verbose_name=_("paused by"), max_length=150, blank=True)
     paused_at = models.DateTimeField(verbose_name=_("paused at"), default=timezone.now)
+
+    objects = StudyQueueManager()
 
     class Meta:
         ordering = ["kind"]
@@ -653,6 +694,8 @@ class QueueConsumer(models.Model):
         blank=True,
         help_text=_("The kinds paused at its last report, as QueuePause.kind ('': every kind)."),
     )
+
+    objects = StudyQueueManager()
 
     class Meta:
         ordering = ["-seen_at"]
@@ -800,6 +843,8 @@ class ExplanationRevision(models.Model):
     )
     reviewed_at = models.DateTimeField(verbose_name=_("reviewed at"), null=True, blank=True)
 
+    objects = StudyQueueManager()
+
     class Meta:
         ordering = ["-id"]
         verbose_name = _("explanation revision")
@@ -873,6 +918,8 @@ class GateLimit(models.Model):
     )
     reason = models.CharField(_("reason"), max_length=20, blank=True)
     changed_at = models.DateTimeField(_("changed at"), default=timezone.now)
+
+    objects = StudyQueueManager()
 
     class Meta:
         ordering = ["endpoint"]

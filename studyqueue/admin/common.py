@@ -250,7 +250,7 @@ def log_change_set(request: HttpRequest, model: type[Model], ids: list[int], mes
     if not ids:
         return
     user_id = cast(int, request.user.pk)  # a logged-in staff user
-    objects = model._default_manager.using(queue.database())
+    objects = model._default_manager.all()
     if len(ids) <= LOG_EACH:
         LogEntry.objects.log_actions(
             user_id, objects.filter(pk__in=ids), CHANGE, change_message=message

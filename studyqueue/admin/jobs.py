@@ -36,6 +36,7 @@ from studyqueue.models import (
     ExplanationRevision,
     QueuePause,
     StudyQuestionJob,
+    database,
 )
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.columns import MAX_ID
@@ -187,7 +188,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
         job = super().get_object(request, object_id, from_field)
         if job is not None and job.revision_id is not None:
             # Its revision's metadata, not its text (a reply may be megabytes).
-            revisions = ExplanationRevision.objects.using(queue.database()).defer("text")
+            revisions = ExplanationRevision.objects.defer("text")
             job.revision = revisions.filter(pk=job.revision_id).first()
         return job
 
@@ -285,7 +286,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
                 "manage.py retryjobs [--status failed|skipped] [--kind K] [--error-code CODE]",
             )
             return None
-        with transaction.atomic(using=queue.database()):  # the change and its log entry
+        with transaction.atomic(using=queryset.db):  # the change and its log entry
             result = queue.retry(ids)
             log_change_set(
                 request,
@@ -326,7 +327,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
                 "manage.py skipjobs [--status pending|processing] [--kind K] [--error-code CODE]",
             )
             return None
-        with transaction.atomic(using=queue.database()):
+        with transaction.atomic(using=queryset.db):
             result = queue.skip(ids)
             log_change_set(
                 request, StudyQuestionJob, result.skipped, gettext("Skipped by an operator")
@@ -353,8 +354,8 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             return None
         reset: list[int] = []
         failed: list[int] = []
-        batch = queue.operator_batch()
-        with transaction.atomic(using=queue.database()):
+        batch = queue.operator_batch(queryset.db)
+        with transaction.atomic(using=queryset.db):
             for start in range(0, len(ids), batch):
                 part = queue.reset_stale(job_ids=ids[start : start + batch])
                 reset += part.reset_ids
@@ -417,7 +418,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             return HttpResponse(gettext("POST required"), status=405)
         if not self.has_reset_stale_permission(request):
             raise PermissionDenied
-        with transaction.atomic(using=queue.database()):
+        with transaction.atomic(using=database()):  # the change and its log entry
             result = queue.reset_stale()
             self._log_stale(request, result)
         self._report_stale(request, result, selected=None)
@@ -427,7 +428,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
         extra_context = {
             **(extra_context or {}),
             "can_reset_stale": self.has_reset_stale_permission(request),
-            "pauses": QueuePause.objects.using(queue.database()).all(),
+            "pauses": QueuePause.objects.all(),
             "count_cap": CappedCountPaginator.CAP,
         }
         return super().changelist_view(request, extra_context)

@@ -324,7 +324,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         question = super().get_object(request, object_id, from_field)
         if question is not None and question.current_revision_id is not None:
             # Its current revision's metadata, not its text (the question holds that).
-            revisions = ExplanationRevision.objects.using(queue.database()).defer("text")
+            revisions = ExplanationRevision.objects.defer("text")
             question.current_revision = revisions.filter(pk=question.current_revision_id).first()
         return question
 
@@ -419,7 +419,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
             refuse_selection(self, request, "manage.py exportexplanations --format csv")
             return None
         # Read in id batches: one query with 50,000 ids is past SQLite's parameter limit.
-        batch = queue.operator_batch()
+        batch = queue.operator_batch(queryset.db)
         rows = chain.from_iterable(
             transfer.export_rows(ids=ids[start : start + batch])
             for start in range(0, len(ids), batch)
@@ -438,7 +438,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
                 self, request, "manage.py enqueue --outdated | --missing | --question ID …"
             )
             return None
-        with transaction.atomic(using=queue.database()):  # the jobs and their log entry
+        with transaction.atomic(using=queryset.db):  # the jobs and their log entry
             created = queue.enqueue_many(ids, JobKind.EXPLANATION)
             log_change_set(
                 request,

@@ -29,7 +29,6 @@ from studyqueue.explanations.diff import side_by_side
 from studyqueue.explanations.quality import QualityFlag
 from studyqueue.forms import CorrectionForm
 from studyqueue.models import ExplanationReview, ReviewStatus, StudyQuestion
-from studyqueue.queue import transitions as queue
 
 PERMISSION = "studyqueue.review_explanation"
 
@@ -193,11 +192,10 @@ class ExplanationReviewAdmin(PageAdmin):
             text = form.cleaned_data["text"]
         by = request.user.get_username()
         try:
-            with transaction.atomic(using=queue.database()):  # the decision and its log entry
+            questions = StudyQuestion.objects.all()
+            with transaction.atomic(using=questions.db):  # the decision and its log entry
                 result = review_queue.decide(revision_id, decision, by=by, text=text, seen=seen)
-                question = StudyQuestion.objects.using(queue.database()).get(
-                    pk=result.decided.question_id
-                )
+                question = questions.get(pk=result.decided.question_id)
                 self.log_change(request, question, self._log_message(result))
         except UnchangedEdit as exc:
             self.message_user(
@@ -232,8 +230,7 @@ class ExplanationReviewAdmin(PageAdmin):
         """The page of the revision's question as it is now, the correction box open with
         the reviewer's own text and why it was not saved."""
         question_id = (
-            ExplanationReview.objects.using(queue.database())
-            .filter(pk=revision_id)
+            ExplanationReview.objects.filter(pk=revision_id)
             .values_list("question_id", flat=True)
             .first()
         )

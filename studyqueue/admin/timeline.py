@@ -17,7 +17,6 @@ from studyqueue.admin.common import ATTEMPT_COLOURS, badge, excerpt, short_durat
 from studyqueue.admin.job_cells import local_time
 from studyqueue.models import AttemptOutcome, ErrorCode, JobAttempt, StudyQuestionJob
 from studyqueue.queue import attempts
-from studyqueue.queue import transitions as queue
 
 # A job's page lists at most its last this many attempts (a job retried by operators again
 # and again has no bound of its own).
@@ -65,7 +64,7 @@ def _row(attempt: JobAttempt, now: datetime) -> dict[str, Any]:
 
 def timeline(job: StudyQuestionJob) -> SafeString:
     """The job's attempts as a small table, first to last (the last ``SHOWN``)."""
-    rows = attempts.for_job(queue.database(), job.pk, last=SHOWN + 1)
+    rows = attempts.for_job(job.pk, last=SHOWN + 1)
     first_shown = None
     if len(rows) > SHOWN:
         rows = rows[1:]

@@ -20,7 +20,6 @@ from django.db.models.functions import Length
 
 from studyqueue.explanations import quality
 from studyqueue.models import ExplanationRevision, ReviewStatus
-from studyqueue.queue import transitions as queue
 
 FIRST_FLAG = "answer_mismatch"
 DASHBOARD_NEWEST = 50_000  # the dashboard compares over this many newest explanations
@@ -76,7 +75,7 @@ class VersionStats:
 
 def written(newest: int | None = None) -> QuerySet[ExplanationRevision]:
     """The LLM's revisions, all or the ``newest`` (an id range: no count over the table)."""
-    revisions = ExplanationRevision.objects.using(queue.database()).filter(author="").order_by()
+    revisions = ExplanationRevision.objects.filter(author="").order_by()
     if newest is not None:
         edge = revisions.order_by("-pk").values_list("pk", flat=True)[newest - 1 : newest]
         first = edge.first()

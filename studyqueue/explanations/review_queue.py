@@ -116,7 +116,7 @@ class Seen:
 
 
 def _questions() -> QuestionQuerySet:
-    return StudyQuestion.objects.using(queue.database())
+    return StudyQuestion.objects.all()
 
 
 def waiting() -> QuestionQuerySet:
@@ -126,7 +126,7 @@ def waiting() -> QuestionQuerySet:
 
 def judged(question: StudyQuestion) -> ExplanationRevision | None:
     """The revision to judge: the newest waiting candidate, else the current one."""
-    revisions_ = ExplanationRevision.objects.using(queue.database()).filter(question=question)
+    revisions_ = ExplanationRevision.objects.filter(question=question)
     candidate = revisions_.filter(candidate=True).order_by("-pk").first()
     if candidate is not None:
         return candidate
@@ -147,9 +147,7 @@ def item(question_id: int) -> Item | None:
     if not revision.candidate:
         previous = revisions.previous(revision)
     elif question.current_revision_id is not None:  # what the candidate would replace
-        previous = ExplanationRevision.objects.using(queue.database()).get(
-            pk=question.current_revision_id
-        )
+        previous = ExplanationRevision.objects.get(pk=question.current_revision_id)
     return Item(question, revision, previous)
 
 
@@ -223,9 +221,8 @@ def decide(
     correction that cannot be kept. Nothing is written unless the decision is applied."""
     if decision is Decision.EDIT:
         text = correction(text)  # before anything is read: bad input changes nothing
-    db = queue.database()
-    with transaction.atomic(using=db):
-        revisions_ = ExplanationRevision.objects.using(db)
+    revisions_ = ExplanationRevision.objects.all()
+    with transaction.atomic(using=revisions_.db):
         question_id = revisions_.filter(pk=revision_id).values_list("question", flat=True).first()
         # The question's lock orders this decision with other reviewers, the consumer
         # storing a reply and a change of the question's content (each locks it too);

@@ -52,7 +52,7 @@ def add(
 ) -> ExplanationRevision:
     """Keep a reply as a revision of the question (not current yet), with the answer it
     states (``answers.compare``; cut to the column)."""
-    return ExplanationRevision.objects.using(queue.database()).create(
+    return ExplanationRevision.objects.create(
         question_id=question_id,
         job_id=job.pk,
         text=reply.content,
@@ -91,7 +91,7 @@ class Written:
         current, or a candidate when a reviewer approved or wrote the current one), or the
         job runs once more (a flag set to retry). Nothing is kept when the claim was lost,
         the question was deleted or its content changed during the call."""
-        db = queue.database()
+        db = job._state.db
         with transaction.atomic(using=db):
             # Locked until the commit: an edit waits, then finds the explanation stored (and
             # an import queues a new job); or it came first, and the content no longer
@@ -99,8 +99,7 @@ class Written:
             # Its current explanation's review comes in the same read (only the question
             # is locked): a reviewed one is not replaced (``settle``).
             now = (
-                StudyQuestion.objects.using(db)
-                .select_for_update(no_key=True, of=("self",))
+                StudyQuestion.objects.select_for_update(no_key=True, of=("self",))
                 .select_related("current_revision")
                 .only("text", "choices", "answer", "current_revision__review_status")
                 .filter(pk=self.question.pk)
@@ -163,22 +162,16 @@ def _question_missing(job: StudyQuestionJob) -> Outcome:
 def make_current(revision: ExplanationRevision) -> bool:
     """Show ``revision`` as its question's explanation; False if the question is gone."""
     now = timezone.now()
-    updated = (
-        StudyQuestion.objects.using(queue.database())
-        .filter(pk=revision.question_id)
-        .update(
-            current_revision=revision,
-            # The text it shows, and what the admin's filters read without a join.
-            explanation=revision.text,
-            explanation_prompt_version=revision.prompt_version,
-            explanation_flags=revision.flags,
-            updated_at=now,
-        )
+    updated = StudyQuestion.objects.filter(pk=revision.question_id).update(
+        current_revision=revision,
+        # The text it shows, and what the admin's filters read without a join.
+        explanation=revision.text,
+        explanation_prompt_version=revision.prompt_version,
+        explanation_flags=revision.flags,
+        updated_at=now,
     )
     if updated and revision.candidate:  # an accepted (or restored) candidate waits no more
-        ExplanationRevision.objects.using(queue.database()).filter(pk=revision.pk).update(
-            candidate=False
-        )
+        ExplanationRevision.objects.filter(pk=revision.pk).update(candidate=False)
         revision.candidate = False
     if updated:
         logger.info(
@@ -192,12 +185,12 @@ def make_current(revision: ExplanationRevision) -> bool:
 
 def restore(revision: ExplanationRevision) -> bool:
     """An operator makes an older revision current again (one transaction)."""
-    with transaction.atomic(using=queue.database()):
+    with transaction.atomic(using=revision._state.db):
         return make_current(revision)
 
 
 def _revisions() -> QuerySet[ExplanationRevision]:
-    return ExplanationRevision.objects.using(queue.database())
+    return ExplanationRevision.objects.all()
 
 
 def previous(revision: ExplanationRevision) -> ExplanationRevision | None:

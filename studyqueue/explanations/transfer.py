@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 
 from studyqueue.models import (
     JobKind,
+    QuestionQuerySet,
     ReviewStatus,
     StudyQuestion,
     StudyQuestionJob,
@@ -539,17 +540,16 @@ def store(rows: list[Row], progress: Callable[[int], None] = lambda n: None) -> 
     """Create or update the questions (matched on ``external_id``), in batches, all in one
     transaction: an import lands whole or not at all."""
     result = Imported()
-    db = queue.database()
-    with transaction.atomic(using=db):
+    questions = StudyQuestion.objects.all()
+    with transaction.atomic(using=questions.db):
         for start in range(0, len(rows), BATCH):
             batch = rows[start : start + BATCH]
-            _store_batch(batch, result, db)
+            _store_batch(batch, result, questions)
             progress(len(batch))
     return result
 
 
-def _store_batch(batch: list[Row], result: Imported, db: str) -> None:
-    questions = StudyQuestion.objects.using(db)
+def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet) -> None:
     ids = [row.external_id for row in batch if row.external_id is not None]
     existing = {q.external_id: q for q in questions.filter(external_id__in=ids)}
     new, changed = [], []
@@ -595,7 +595,7 @@ def enqueue_explanations(question_ids: list[int]) -> Enqueued:
     question when it runs, and a running one's reply is dropped by the worker (it fences on
     the question's content) and the job runs again."""
     created = queue.enqueue_many(question_ids, JobKind.EXPLANATION)
-    jobs = StudyQuestionJob.objects.using(queue.database()).active()
+    jobs = StudyQuestionJob.objects.active()
     active = 0
     for start in range(0, len(question_ids), BATCH):
         chunk = question_ids[start : start + BATCH]
@@ -612,7 +612,7 @@ def export_rows(
 ) -> Generator[dict[str, Any]]:
     """Explained questions with their current explanation, streamed from the database;
     ``approved``: only those a reviewer approved or corrected."""
-    questions = StudyQuestion.objects.using(queue.database()).explained()
+    questions = StudyQuestion.objects.explained()
     if approved:
         questions = questions.approved()
     if ids is not None:

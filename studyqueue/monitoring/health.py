@@ -21,9 +21,8 @@ from django.utils.translation import gettext, ngettext
 
 from studyqueue import times
 from studyqueue.conf import conf
-from studyqueue.models import QueueConsumer
+from studyqueue.models import QueueConsumer, database
 from studyqueue.queue import presence
-from studyqueue.queue import transitions as queue
 from studyqueue.queue.columns import fit
 from studyqueue.services.llm import (
     PROBE_DEADLINE_SECONDS,
@@ -55,22 +54,26 @@ class Check:
 
 def check_db_answers() -> Check:
     """The database answers ``SELECT 1`` (liveness: nothing else)."""
-    try:
-        with connections[queue.database()].cursor() as cursor:
-            cursor.execute("SELECT 1")
-    except DatabaseError as exc:
-        detail = gettext("the database does not answer (%(error)s)")
-        return Check("db", False, detail % {"error": type(exc).__name__})
-    return Check("db", True, gettext("the database answers"))
+    return _check_db(migrated=False)
 
 
 def check_db() -> Check:
     """The database answers and every migration is applied."""
-    answers = check_db_answers()
-    if not answers.ok:
-        return answers
+    return _check_db(migrated=True)
+
+
+def _check_db(*, migrated: bool) -> Check:
+    db = database()  # studyqueue's database: no queryset here to take it from
     try:
-        call_command("migrate", check_unapplied=True, verbosity=0, database=queue.database())
+        with connections[db].cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as exc:
+        detail = gettext("the database does not answer (%(error)s)")
+        return Check("db", False, detail % {"error": type(exc).__name__})
+    if not migrated:
+        return Check("db", True, gettext("the database answers"))
+    try:
+        call_command("migrate", check_unapplied=True, verbosity=0, database=db)
     except SystemExit:  # migrate --check's documented way to say "unapplied migrations"
         return Check("db", False, gettext("migrations are not applied (run manage.py migrate)"))
     return Check("db", True, gettext("the database answers and is migrated"))

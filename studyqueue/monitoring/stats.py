@@ -1,6 +1,6 @@
 """The queue's numbers: the one collector behind the admin dashboard, its JSON view and the
-Prometheus metrics, computed with index-friendly queries on the queue's database alias
-(``queue.database()``, where the consumers write).
+Prometheus metrics, computed with index-friendly queries on studyqueue's database (where
+the consumers write: ``models.database()``).
 
 Nothing here counts the whole job table: active jobs are counted through their partial
 indexes, finished jobs over the last 24 hours through the ``completed_at`` index, and the
@@ -33,7 +33,6 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
 )
-from studyqueue.queue import transitions as queue
 from studyqueue.queue.presence import ConsumerState, consumer_states
 from studyqueue.services import gate_limits
 from studyqueue.services.gate import endpoint_name
@@ -189,7 +188,7 @@ class DashboardStats:
 
 def jobs() -> JobQuerySet:
     """Every job, unordered, on the queue's database."""
-    return Job.objects.using(queue.database()).order_by()
+    return Job.objects.order_by()
 
 
 def recent(now: datetime) -> JobQuerySet:
@@ -345,13 +344,13 @@ def tokens(now: datetime) -> TokenTotals:
 
 
 def pauses() -> list[QueuePause]:
-    return list(QueuePause.objects.using(queue.database()).all())
+    return list(QueuePause.objects.all())
 
 
 def table_total() -> tuple[int, bool]:
     """The job table's size: PostgreSQL's estimate (True), or an exact count elsewhere."""
-    db = queue.database()
-    connection = connections[db]
+    every = jobs()
+    connection = connections[every.db]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
@@ -361,7 +360,7 @@ def table_total() -> tuple[int, bool]:
             row = cursor.fetchone()
         if row and row[0] >= 0:
             return int(row[0]), True
-    return Job.objects.using(db).count(), False
+    return every.count(), False
 
 
 def capped(questions: QuestionQuerySet) -> int:
@@ -372,7 +371,7 @@ def capped(questions: QuestionQuerySet) -> int:
 def explanations(versions: list[str]) -> tuple[int, int, int]:
     """Explanations outdated (by none of ``versions``), waiting for review, and of those the
     flagged ones, each capped."""
-    questions = StudyQuestion.objects.using(queue.database())
+    questions = StudyQuestion.objects.all()
     return capped(questions.outdated(versions)), *review_queue.counts()
 
 

@@ -6,4 +6,6 @@ consumers' records (``presence``) and the database plumbing under them (``pg``,
 ``columns``).
 
 Nothing here imports upward: not the explanations, the services, the consumer or the admin.
+Every query runs on studyqueue's one database, through the models' managers: the rule is
+``studyqueue.models.database()``'s.
 """

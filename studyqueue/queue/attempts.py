@@ -139,9 +139,9 @@ def close_many(
     )
 
 
-def for_job(db: str, job_id: int, last: int | None = None) -> list[JobAttempt]:
+def for_job(job_id: int, last: int | None = None) -> list[JobAttempt]:
     """A job's attempts, first to last; with ``last``, only the last ``last``."""
-    rows = JobAttempt.objects.using(db).filter(job_id=job_id)
+    rows = JobAttempt.objects.filter(job_id=job_id)
     if last is None:
         return list(rows.order_by("number"))
     return list(reversed(rows.order_by("-number")[:last]))

@@ -71,7 +71,7 @@ def _writes_with(version: PromptShown) -> dict[str, object]:
 def prune(now: datetime | None = None) -> int:
     """Delete the records of consumers silent or stopped for longer than ``KEPT_FOR``."""
     cutoff = (now or timezone.now()) - KEPT_FOR
-    deleted, _ = QueueConsumer.objects.using(queue.database()).filter(seen_at__lt=cutoff).delete()
+    deleted, _ = QueueConsumer.objects.filter(seen_at__lt=cutoff).delete()
     return deleted
 
 
@@ -106,7 +106,7 @@ def record_start(
         }
     )
     _started[worker_id] = started
-    QueueConsumer.objects.using(queue.database()).update_or_create(
+    QueueConsumer.objects.update_or_create(
         worker_id=worker_id,
         defaults={
             **started.fields,
@@ -142,7 +142,7 @@ def record_report(worker_id: str, report: Report, *, prompt: PromptShown) -> Non
         "paused_kinds": queue.paused_kinds(),
         **_writes_with(prompt),
     }
-    records = QueueConsumer.objects.using(queue.database())
+    records = QueueConsumer.objects
     updated = records.filter(worker_id=worker_id).update(
         jobs_completed=F("jobs_completed") + report.completed_since_last, **fields
     )
@@ -166,7 +166,7 @@ def record_stop(worker_id: str) -> None:
     now = timezone.now()
     worker_id = fit(QueueConsumer, "worker_id", worker_id)
     _started.pop(worker_id, None)
-    QueueConsumer.objects.using(queue.database()).filter(worker_id=worker_id).update(
+    QueueConsumer.objects.filter(worker_id=worker_id).update(
         seen_at=now, stopped_at=now, jobs_running=0
     )
     prune(now)
@@ -199,7 +199,7 @@ class ConsumerState:
 def consumer_states(now: datetime | None = None) -> list[ConsumerState]:
     """Every consumer that reported within ``KEPT_FOR``, live ones first."""
     now = now or timezone.now()
-    rows = QueueConsumer.objects.using(queue.database()).filter(seen_at__gte=now - KEPT_FOR)
+    rows = QueueConsumer.objects.filter(seen_at__gte=now - KEPT_FOR)
     states = [state_of(row, now) for row in rows]
     return sorted(states, key=lambda s: (_ORDER[s.state], s.record.worker_id))
 

@@ -12,8 +12,8 @@ connections, each on a single-thread executor that ``sync_to_async`` runs on:
 
 A handler never writes: it returns a ``JobResult`` (what happened), and ``finish`` writes
 it, job, attempt and (for an explanation) revision and question in one transaction. Every
-write goes through ``studyqueue.queue.transitions``. The database alias is the one rule of
-``transitions.database()``, read once here.
+write goes through ``studyqueue.queue.transitions``. The three connections are to
+studyqueue's database (``models.database()``: the rule), read once here.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import ParamSpec, Protocol, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections, connections
 
-from studyqueue.models import StudyQuestion, StudyQuestionJob
+from studyqueue.models import StudyQuestion, StudyQuestionJob, database
 from studyqueue.queue import retry
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.transitions import Outcome, StaleResult
@@ -88,7 +88,7 @@ class JobStore:
     """A consumer's three connections and the named operations that run on them."""
 
     def __init__(self) -> None:
-        self.alias = queue.database()
+        self.alias = database()
         self._jobs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-db")
         self._claims = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-claims")
         self._gate = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-gate")
@@ -124,7 +124,7 @@ class JobStore:
     async def question(self, job: Job) -> StudyQuestion | None:
         """The job's question as its handler reads it before the call; None if deleted. On
         the claims' connection: on the jobs' it would wait behind the previous job's write."""
-        return await self.on_claims(_question, job, self.alias)
+        return await self.on_claims(_question, job)
 
     # A job's writes, on the jobs' connection.
 
@@ -160,7 +160,7 @@ class JobStore:
             thread.shutdown()
 
 
-def _question(job: Job, alias: str) -> StudyQuestion | None:
+def _question(job: Job) -> StudyQuestion | None:
     if job.study_question_id is None:
         return None
-    return StudyQuestion.objects.using(alias).filter(pk=job.study_question_id).first()
+    return StudyQuestion.objects.filter(pk=job.study_question_id).first()

@@ -13,6 +13,10 @@ thresholds and return what they changed. The functions are synchronous (the cons
 its writes through ``sync_to_async`` on its own connections); the reads a consume cycle
 makes in one query have an async twin on Django's async ORM (``apaused_kinds``,
 ``anext_due_in``), built from the same QuerySet.
+
+Queries run on studyqueue's database through the models' managers (``models.database()``:
+the rule); a transaction or a notice takes the alias from the queryset or job it works on
+(``jobs.db``, ``job._state.db``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError, connections, router, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
@@ -40,6 +44,7 @@ from studyqueue.models import (
     QueuePause,
     StudyQuestion,
     StudyQuestionJob,
+    database,
 )
 from studyqueue.queue import attempts, columns, notify
 from studyqueue.queue import retry as policy
@@ -126,18 +131,6 @@ def _log(event: str, job: Job, level: int = logging.INFO, **extra: Any) -> None:
     logger.log(level, "study_job_%s %s", event, " ".join(f"{k}={v}" for k, v in fields.items()))
 
 
-def database() -> str:
-    """The database alias of every studyqueue query, reads included: the router's write
-    alias for jobs, so that operators and consumers see what consumers wrote (a replica
-    behind it would show a job pending that a consumer already claimed)."""
-    return router.db_for_write(Job)
-
-
-def _jobs() -> JobQuerySet:
-    """Jobs on ``database()``."""
-    return Job.objects.using(database())
-
-
 def _clip(message: str) -> str:
     if len(message) <= MAX_ERROR_MESSAGE:
         return message
@@ -151,7 +144,9 @@ def _db_value(field_name: str, value: Any, db: str) -> Any:
 
 def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
     """Apply ``values`` only while the job is still processing under the caller's claim."""
-    changed = _jobs().filter(pk=job.pk, status=JobStatus.PROCESSING, claim_token=job.claim_token)
+    changed = Job.objects.filter(
+        pk=job.pk, status=JobStatus.PROCESSING, claim_token=job.claim_token
+    )
     return changed.update(**values) == 1
 
 
@@ -196,28 +191,28 @@ def enqueue(
     """Queue a job for ``question``; idempotent: returns the active job if there is one."""
     _validate_kind(kind)
     question_id = question.pk if isinstance(question, StudyQuestion) else int(question)
-    db = database()
-    if not StudyQuestion.objects.using(db).filter(pk=question_id).exists():
+    if not StudyQuestion.objects.filter(pk=question_id).exists():
         raise EnqueueError(f"study question {question_id} does not exist")
+    jobs = Job.objects.all()
     now = timezone.now()
     # The partial unique constraint is the arbiter: try to insert, and on a conflict
     # return the job that won. Loop because that job may finish in between.
     for _ in range(5):
         try:
-            with transaction.atomic(using=db):
-                job = _jobs().create(
+            with transaction.atomic(using=jobs.db):
+                job = jobs.create(
                     study_question_id=question_id,
                     kind=kind,
                     created_at=now,
                     run_after=run_after or now,
                 )
         except IntegrityError:
-            existing = _jobs().active().filter(study_question_id=question_id, kind=kind).first()
+            existing = jobs.active().filter(study_question_id=question_id, kind=kind).first()
             if existing is not None:
                 return EnqueueResult(existing, created=False)
             continue
         _log("enqueued", job)
-        notify.send(notify.wake(), using=db)
+        notify.send(notify.wake(), using=jobs.db)
         return EnqueueResult(job, created=True)
     raise EnqueueError(f"could not enqueue question {question_id}: conflicting writes kept winning")
 
@@ -243,7 +238,7 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
     that do not exist, are left alone.
     """
     _validate_kind(kind)
-    db = database()
+    db = database()  # raw SQL on a cursor: no queryset to take it from
     connection = connections[db]
     ids = sorted({int(i) for i in question_ids})
     params: dict[str, Any] = {
@@ -278,14 +273,14 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
 def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]:
     """Run a claim statement (by vendor) with a fresh claim token, opening the claimed jobs'
     attempts; the claimed jobs in id order."""
-    db = database()
+    db = database()  # where ``Job.objects.raw`` runs it: the parameters are adapted for it
     params.update(
         token=_db_value("claim_token", uuid.uuid4(), db),
         worker_id=fit(Job, "worker_id", worker_id),
         now=_db_value("started_at", timezone.now(), db),
     )
     vendor = connections[db].vendor
-    claimed = Job.objects.db_manager(db).raw(sqls[vendor], params)  # runs when read
+    claimed = Job.objects.raw(sqls[vendor], params)  # runs when read
     if vendor == "postgresql":  # one statement: atomic as it is
         jobs = list(claimed)
     else:
@@ -327,11 +322,11 @@ def claim_new(question_id: int, kind: str = JobKind.EXPLANATION, *, worker_id: s
     instead, in the same fenced write (``_finish``). None when the question has an active
     job of this kind (the caller takes that one as it is)."""
     _validate_kind(kind)
-    db = database()
+    jobs = Job.objects.all()
     now = timezone.now()
     try:
-        with transaction.atomic(using=db):
-            job = _jobs().create(
+        with transaction.atomic(using=jobs.db):
+            job = jobs.create(
                 study_question_id=question_id, kind=kind, created_at=now, run_after=now
             )
             claimed = claim_job(job.pk, worker_id=worker_id)  # no NOTIFY: nobody else's
@@ -378,7 +373,8 @@ def _finish(
     """Apply a fenced transition and close the claim's attempt with it, both or neither;
     ``outcome`` if it applied, else ``Outcome.LOST`` (and nothing is written). A caller's
     own job (``claim_new``) never goes back to pending: it ends skipped."""
-    db = database()
+    db = job._state.db
+    assert db is not None, "a claimed job was read from the database"
     withheld = _withheld(job, values)
     if withheld is not values:
         event, values = "withheld", withheld
@@ -565,14 +561,14 @@ OPERATOR_BATCH_POSTGRES = 5000
 _RETRYABLE = (JobStatus.FAILED, JobStatus.SKIPPED)
 
 
-def operator_batch() -> int:
-    """Ids per statement of an operator action on this database."""
-    postgres = connections[database()].vendor == "postgresql"
+def operator_batch(db: str) -> int:
+    """Ids per statement of an operator action on database ``db``."""
+    postgres = connections[db].vendor == "postgresql"
     return OPERATOR_BATCH_POSTGRES if postgres else OPERATOR_BATCH
 
 
-def _batches(ids: list[int]) -> Iterable[list[int]]:
-    size = operator_batch()
+def _batches(ids: list[int], db: str) -> Iterable[list[int]]:
+    size = operator_batch(db)
     for start in range(0, len(ids), size):
         yield ids[start : start + size]
 
@@ -640,21 +636,20 @@ def retry(job_ids: Iterable[int]) -> RetryResult:
     Refused for pending, processing and completed jobs, and for a job whose
     (question, kind) already has an active job: retry never makes a second one (of two
     selected jobs of one pair, the older is retried). Set-based, ``OPERATOR_BATCH`` ids
-    per statement (``operator_batch()``); call it inside a transaction to make it
+    per statement (``operator_batch``); call it inside a transaction to make it
     all-or-nothing.
     """
-    db = database()
+    jobs = Job.objects.all()
     result = RetryResult()
-    for chunk in _batches(sorted({int(i) for i in job_ids})):
-        with transaction.atomic(using=db):
-            _retry_batch(db, chunk, result)
+    for chunk in _batches(sorted({int(i) for i in job_ids}), jobs.db):
+        with transaction.atomic(using=jobs.db):
+            _retry_batch(jobs, chunk, result)
     if result.retried:
-        notify.send(notify.wake(), using=db)
+        notify.send(notify.wake(), using=jobs.db)
     return result
 
 
-def _retry_batch(db: str, chunk: list[int], result: RetryResult) -> None:
-    jobs = _jobs()
+def _retry_batch(jobs: JobQuerySet, chunk: list[int], result: RetryResult) -> None:
     # Locked: their status cannot change between the checks and the update.
     rows = sorted(
         jobs.filter(pk__in=chunk)
@@ -680,14 +675,14 @@ def _retry_batch(db: str, chunk: list[int], result: RetryResult) -> None:
             taken.add((question, kind))
         chosen.append(pk)
     try:
-        with transaction.atomic(using=db):
+        with transaction.atomic(using=jobs.db):
             jobs.filter(pk__in=chosen).update(**_retry_values())
     except IntegrityError:
         # A job was enqueued for one of these questions meanwhile: one savepoint each.
         retried = []
         for pk in chosen:
             try:
-                with transaction.atomic(using=db):
+                with transaction.atomic(using=jobs.db):
                     jobs.filter(pk=pk).update(**_retry_values())
                 retried.append(pk)
             except IntegrityError:
@@ -727,14 +722,15 @@ def skip(
     """Operator skip: pending or processing jobs become skipped.
 
     A processing job's worker is fenced out: its later writes find the job no
-    longer processing and change nothing. Set-based, ``operator_batch()`` ids per statement.
+    longer processing and change nothing. Set-based, ``operator_batch`` ids per statement.
     """
-    db = database()
+    jobs = Job.objects.all()
+    db = jobs.db
     result = SkipResult()
     values = _skipped(code, message)
-    for chunk in _batches(sorted({int(i) for i in job_ids})):
+    for chunk in _batches(sorted({int(i) for i in job_ids}), db):
         with transaction.atomic(using=db):
-            active = _jobs().active().filter(pk__in=chunk).select_for_update()
+            active = jobs.active().filter(pk__in=chunk).select_for_update()
             running = dict(active.values_list("pk", "status"))
             done = sorted(running)
             processing = [pk for pk in done if running[pk] == JobStatus.PROCESSING]
@@ -742,7 +738,7 @@ def skip(
                 # Its consumer stops the LLM call at once (PostgreSQL; on SQLite at its
                 # next heartbeat, which finds the claim gone).
                 notify.send(notify.cancel(job_id), using=db)
-            _jobs().filter(pk__in=done).update(**values)
+            jobs.filter(pk__in=done).update(**values)
             attempts.close_many(
                 db,
                 processing,
@@ -786,9 +782,8 @@ def reset_stale(
     """
     if older_than is None:
         older_than = timedelta(minutes=conf.STALE_MINUTES)
-    db = database()
     now = timezone.now()
-    stale = _jobs().stale(now - older_than)
+    stale = Job.objects.stale(now - older_than)
     if job_ids is not None:
         stale = stale.filter(pk__in=sorted({int(i) for i in job_ids}))
     if not dry_run and not stale.exists():
@@ -798,6 +793,7 @@ def reset_stale(
         return StaleResult(reset=stale.count() - failed_count, failed=failed_count)
     message = f"no heartbeat for {older_than.total_seconds():.0f}s; worker presumed dead"
     common = {"claim_token": None, "error_code": ErrorCode.STALE, "error_message": message}
+    db = stale.db
     with transaction.atomic(using=db):
         # Locked first: an old worker's fenced write waits for this transaction and
         # then finds its claim gone.
@@ -811,14 +807,14 @@ def reset_stale(
             db, stale.values("pk"), AttemptOutcome.STALE, ended_at=now,
             error_code=ErrorCode.STALE, error_message=message,
         )  # fmt: skip
-        _jobs().filter(pk__in=failed_ids).update(
+        Job.objects.filter(pk__in=failed_ids).update(
             status=JobStatus.FAILED, completed_at=now, **common
         )
-        _jobs().filter(pk__in=reset_ids).update(
+        Job.objects.filter(pk__in=reset_ids).update(
             status=JobStatus.PENDING, run_after=now, started_at=None, heartbeat_at=None, **common
         )
     if failed_ids or reset_ids:
-        for job in _jobs().filter(pk__in=failed_ids + reset_ids):
+        for job in Job.objects.filter(pk__in=failed_ids + reset_ids):
             _log("stale_failed" if job.pk in failed_ids else "stale_reset", job, logging.WARNING)
     return StaleResult(
         reset=len(reset_ids), failed=len(failed_ids), reset_ids=reset_ids, failed_ids=failed_ids
@@ -829,7 +825,7 @@ def prune_finished(*, older_than: timedelta) -> int:
     """Delete finished (completed, failed, skipped) jobs that ended before ``older_than`` ago."""
     cutoff = timezone.now() - older_than
     # Their attempts go with them (CASCADE); the count is of jobs.
-    _, per_model = _jobs().finished().filter(completed_at__lt=cutoff).delete()
+    _, per_model = Job.objects.finished().filter(completed_at__lt=cutoff).delete()
     deleted = per_model.get(Job._meta.label, 0)
     logger.info("study_jobs_pruned count=%s older_than_days=%s", deleted, older_than.days)
     return deleted
@@ -849,8 +845,8 @@ def pause(kind: str = "", *, reason: str = "", by: str = "") -> tuple[QueuePause
     """
     if kind:
         _validate_kind(kind)
-    db = database()
-    row, created = QueuePause.objects.using(db).get_or_create(
+    pauses = QueuePause.objects.all()
+    row, created = pauses.get_or_create(
         kind=kind,
         defaults={
             "reason": fit(QueuePause, "reason", reason),
@@ -861,22 +857,22 @@ def pause(kind: str = "", *, reason: str = "", by: str = "") -> tuple[QueuePause
         logger.warning(
             "study_queue_paused kind=%s by=%s reason=%r", kind or "all", by or "-", reason
         )
-        notify.send(notify.pause(kind), using=db)
+        notify.send(notify.pause(kind), using=pauses.db)
     return row, created
 
 
 def resume(kind: str = "") -> bool:
     """Lift the pause for ``kind`` (blank: the pause of every kind); whether there was one."""
-    db = database()
-    deleted, _ = QueuePause.objects.using(db).filter(kind=kind).delete()
+    pauses = QueuePause.objects.filter(kind=kind)
+    deleted, _ = pauses.delete()
     if deleted:
         logger.warning("study_queue_resumed kind=%s", kind or "all")
-        notify.send(notify.wake(), using=db)  # idle consumers claim at once
+        notify.send(notify.wake(), using=pauses.db)  # idle consumers claim at once
     return bool(deleted)
 
 
 def _paused() -> QuerySet[QueuePause, str]:
-    return QueuePause.objects.using(database()).values_list("kind", flat=True)
+    return QueuePause.objects.values_list("kind", flat=True)
 
 
 def paused_kinds() -> list[str]:
@@ -895,7 +891,7 @@ def is_paused(kind: str, paused: Iterable[str]) -> bool:
 
 
 def _run_afters() -> QuerySet[Job, datetime]:
-    return _jobs().claimable().order_by("run_after").values_list("run_after", flat=True)
+    return Job.objects.claimable().order_by("run_after").values_list("run_after", flat=True)
 
 
 def _due_in(first: datetime | None, now: datetime | None) -> float | None:
@@ -916,4 +912,4 @@ async def anext_due_in(now: datetime | None = None) -> float | None:
 
 def has_ready(now: datetime | None = None) -> bool:
     """Whether a job is ready to claim now (what ``claim`` would take)."""
-    return _jobs().ready(now or timezone.now()).exists()
+    return Job.objects.ready(now or timezone.now()).exists()

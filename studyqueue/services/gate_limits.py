@@ -11,7 +11,6 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from studyqueue.models import GateLimit
-from studyqueue.queue import transitions as queue
 from studyqueue.queue.columns import fit
 from studyqueue.services.gate import endpoint_name
 
@@ -25,7 +24,7 @@ def _name(endpoint: str) -> str:
 def load(endpoint: str) -> GateLimit | None:
     """The stored limit of ``endpoint`` (None: no consumer found one yet)."""
     endpoint = _name(endpoint)
-    return GateLimit.objects.using(queue.database()).filter(endpoint=endpoint).first()
+    return GateLimit.objects.filter(endpoint=endpoint).first()
 
 
 def sync(
@@ -43,20 +42,18 @@ def sync(
     wins: a decision taken from measurements at a limit that no longer holds is void.
     The tokens/s it measured are merged in either way.
     """
-    db = queue.database()
     endpoint = _name(endpoint)
     measured = {str(k): round(v, 2) for k, v in rates.items()}
-    with transaction.atomic(using=db):
-        row = GateLimit.objects.using(db).select_for_update().filter(endpoint=endpoint).first()
+    limits = GateLimit.objects.all()
+    with transaction.atomic(using=limits.db):
+        row = limits.select_for_update().filter(endpoint=endpoint).first()
         if row is None:
             try:
-                with transaction.atomic(using=db):
-                    GateLimit.objects.using(db).create(
-                        endpoint=endpoint, limit=limit, rates=measured, reason=reason
-                    )
+                with transaction.atomic(using=limits.db):
+                    limits.create(endpoint=endpoint, limit=limit, rates=measured, reason=reason)
                 return limit
             except IntegrityError:  # another consumer created it just now
-                row = GateLimit.objects.using(db).select_for_update().get(endpoint=endpoint)
+                row = limits.select_for_update().get(endpoint=endpoint)
         fields = ["rates"]
         if changed_from is not None and row.limit == changed_from and limit != row.limit:
             row.limit, row.reason, row.changed_at = limit, reason, timezone.now()
@@ -70,4 +67,4 @@ def sync(
 
 def all_limits() -> list[GateLimit]:
     """Every endpoint's limit, for the dashboard."""
-    return list(GateLimit.objects.using(queue.database()).all())
+    return list(GateLimit.objects.all())

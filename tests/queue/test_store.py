@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from studyqueue.models import ErrorCode, StudyQuestionJob
+from studyqueue.models import ErrorCode, StudyQuestionJob, database
 from studyqueue.queue import retry
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.store import Failed, JobStore, Released, Skipped
@@ -30,7 +30,7 @@ def store() -> Iterator[JobStore]:
 
 def _session() -> tuple[int, int]:
     """This thread and the database session its connection holds."""
-    connection = connections[queue.database()]
+    connection = connections[database()]
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("SELECT pg_backend_pid()")

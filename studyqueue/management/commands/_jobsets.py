@@ -12,7 +12,6 @@ from django.utils.translation import gettext
 
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
-from studyqueue.queue import transitions as queue
 
 BATCH = 10_000  # ids per queue call: each call works in OPERATOR_BATCH statements
 
@@ -38,7 +37,7 @@ def id_batches(
     statuses: list[str], kind: str | None, error_code: str | None
 ) -> Iterator[list[int]]:
     """The ids of the picked jobs, in batches of ``BATCH``, oldest first."""
-    jobs = StudyQuestionJob.objects.using(queue.database()).filter(status__in=statuses)
+    jobs = StudyQuestionJob.objects.filter(status__in=statuses)
     if kind:
         jobs = jobs.filter(kind=kind)
     if error_code:

@@ -266,3 +266,25 @@ def test_judge_needs_a_key_that_names_a_choice():
     assert key_audit.judge([2, 2, 2], None) == key_audit.Verdict(KeyAudit.DISPUTED, 2)
     assert key_audit.judge([None, None, None], 2).key_audit == KeyAudit.UNSURE
     assert key_audit.judge([], 2).key_audit == KeyAudit.UNSURE
+
+
+def test_export_rows_carry_the_key_audit(llm_server):
+    disputed = question("333")
+    agreed = question("222", text="Capital of Korea? AUDIT:222")
+    StudyQuestionFactory(text="No choices", choices=[], answer="")
+    enqueue_missing()
+    drain()
+    out = StringIO()
+    call_command("exportexplanations", stdout=out, stderr=StringIO())
+    rows = {row["id"]: row for row in map(json.loads, out.getvalue().splitlines())}
+    assert (rows[disputed.pk]["key_audit"], rows[disputed.pk]["key_audit_answer"]) == (
+        "disputed",
+        3,
+    )
+    assert (rows[agreed.pk]["key_audit"], rows[agreed.pk]["key_audit_answer"]) == ("agrees", None)
+    (other,) = set(rows) - {disputed.pk, agreed.pk}
+    assert (rows[other]["key_audit"], rows[other]["key_audit_answer"]) == ("", None)
+    csv_out = StringIO()
+    call_command("exportexplanations", "--format", "csv", stdout=csv_out, stderr=StringIO())
+    header = csv_out.getvalue().splitlines()[0]
+    assert "review_status,key_audit,key_audit_answer," in header

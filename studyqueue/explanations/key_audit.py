@@ -205,16 +205,28 @@ class Audited:
         return outcome
 
 
-def decide_key(question: StudyQuestion, *, take_model_choice: bool, by: str) -> bool:
+def key_checks() -> QuerySet[StudyQuestion]:
+    """Disputed keys no reviewer has kept or changed yet, in id order: the review queue
+    shows them first."""
+    questions = StudyQuestion.objects.using(queue.database())
+    return questions.filter(key_audit=KeyAudit.DISPUTED, key_check="").order_by("pk")
+
+
+def decide_key(
+    question: StudyQuestion, *, take_model_choice: bool, by: str, seen: str | None = None
+) -> bool:
     """A reviewer's decision on a disputed key: keep it, or make the model's choice the key
     (through the question's own save, so an approval of its explanation is void as for any
     change of content). The samples stay (the audit's prompt never held the key) and the
     verdict is judged again against the key now. False when the key is no longer disputed
-    (another reviewer decided first, or the content changed)."""
+    (another reviewer decided first, or the content changed; with ``seen``, the content
+    hash the reviewer's page showed: also when it is not the content now)."""
     db = queue.database()
     with transaction.atomic(using=db):
         now = StudyQuestion.objects.using(db).select_for_update().filter(pk=question.pk).first()
         if now is None or now.key_audit != KeyAudit.DISPUTED or now.key_check:
+            return False
+        if seen is not None and seen != now.content_hash():
             return False
         answer = now.key_audit_answer
         if take_model_choice:

@@ -142,6 +142,7 @@ class ExplanationReviewAdmin(PageAdmin):
             "question": question,
             "key_checks": waiting.values("pk")[: review_queue.COUNT_CAP].count(),
             "pending": question is not None and waiting.filter(pk=question.pk).exists(),
+            "audit_rates": key_audit.rates(),
         }
         if question is not None:
             answer = question.key_audit_answer
@@ -232,6 +233,7 @@ class ExplanationReviewAdmin(PageAdmin):
             "waiting": waiting,
             "flagged": flagged,
             "capped": waiting >= review_queue.COUNT_CAP,
+            "audit_rates": key_audit.rates(),
             # Where a refused decision comes back to: this page (not the decide URL).
             "back_url": request.get_full_path() if request.method == "GET" else self._url(asked),
         }

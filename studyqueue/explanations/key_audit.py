@@ -269,6 +269,11 @@ class Rates:
     def dispute_rate(self) -> float:
         return self.disputed / self.audited if self.audited else 0.0
 
+    @property
+    def dispute_percent(self) -> str:
+        """The dispute rate as a page shows it: ``12.5``."""
+        return f"{self.dispute_rate * 100:.1f}"
+
 
 def rates(questions: QuerySet[StudyQuestion] | None = None) -> Rates:
     """The dispute rate and how many disputes reviewers upheld. A dispute whose key was

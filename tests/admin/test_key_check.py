@@ -134,3 +134,18 @@ def test_the_question_list_filters_by_key_audit(admin_client):
     assert listed("key_check") == {waiting.pk}
     assert listed("agrees") == {agreed.pk}
     assert listed("none") == {never.pk}
+
+
+def test_the_pages_report_the_dispute_rate_and_the_disputes_upheld(admin_client):
+    changed, kept, _ = disputed(), disputed(external_id="b"), disputed(external_id="c")
+    admin_client.post(KEY_CHECK_URL, form(changed, "take"))
+    admin_client.post(KEY_CHECK_URL, form(kept, "keep"))
+    agreed = StudyQuestionFactory()
+    StudyQuestion.objects.filter(pk=agreed.pk).update(key_audit="agrees")
+    line = (
+        "Key audit: 4 questions audited, 3 disputed (75.0%); reviewers upheld 1 disputes "
+        "(the key changed) and kept the key in 1."
+    )
+    assert line in admin_client.get(REVIEW_URL).content.decode()  # the key check page
+    admin_client.post(KEY_CHECK_URL, form(StudyQuestion.objects.get(external_id="c"), "keep"))
+    assert 'id="sq-key-audit-rates"' in admin_client.get(REVIEW_URL).content.decode()

@@ -181,6 +181,37 @@ SETTINGS: dict[str, Setting] = {
         "(truncated, unfinished, too_short, wrong_script, answer_mismatch, no_answer_stated; "
         "truncated retries with doubled max_tokens)",
     ),
+    "KEY_AUDIT": Setting(
+        bool,
+        True,
+        "audit the key of a question with choices before its first explanation (and again "
+        "when its text, choices or key change): the model is asked for the answer alone, "
+        "never shown the key (key_audit jobs, queued by enqueue --missing and --outdated)",
+    ),
+    "KEY_AUDIT_SAMPLES": Setting(
+        int,
+        3,
+        "how many times the key audit asks the model for the answer (each at most 16 tokens, "
+        "at KEY_AUDIT_TEMPERATURE); a majority naming the key agrees, all naming the same "
+        "other choice disputes it",
+        low=1,
+        high=9,
+    ),
+    "KEY_AUDIT_TEMPERATURE": Setting(
+        float,
+        0.7,
+        "sampling temperature of the key audit's samples (above 0: the samples must be able "
+        "to differ)",
+        low=0.0,
+        high=2.0,
+        above_low=True,
+    ),
+    "KEY_AUDIT_HOLDS": Setting(
+        bool,
+        False,
+        "a disputed key holds its question's explanation (no LLM call is spent on it) until a "
+        "reviewer keeps or changes the key; off: the explanation is written anyway",
+    ),
 }
 
 
@@ -191,6 +222,8 @@ def _parse(spec: Setting, raw: Any, source: str) -> Any:
     if spec.type is str and not isinstance(raw, str):
         # str() accepts anything: an object in the settings dict would become a URL or a key.
         raise SettingsError(f"{source} must be text, got {shown}")
+    if spec.type is bool:
+        return _parse_bool(raw, source, shown)
     try:
         value = spec.type(raw)
     except (TypeError, ValueError, OverflowError):  # int(float("inf")) overflows
@@ -201,6 +234,21 @@ def _parse(spec: Setting, raw: Any, source: str) -> Any:
     if spec.type in (int, float):
         _check_range(spec, value, source)
     return value
+
+
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def _parse_bool(raw: Any, source: str, shown: str) -> bool:
+    """A switch: True/False, or (from the environment) 1/0, true/false, yes/no, on/off."""
+    if isinstance(raw, bool):
+        return raw
+    word = raw.strip().lower() if isinstance(raw, str) else None
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise SettingsError(f"{source} must be on or off (true/false, 1/0), got {shown}")
 
 
 def _check_range(spec: Setting, value: float, source: str) -> None:

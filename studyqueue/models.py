@@ -53,6 +53,7 @@ class JobKind(models.TextChoices):
 
     EXPLANATION = "explanation", _("Explanation")  # write the question's explanation
     SESSION_SUMMARY = "session_summary", _("Session summary")  # reserved; skipped when seen
+    KEY_AUDIT = "key_audit", _("Key audit")  # ask the model for the answer alone, no key
 
 
 class JobStatus(models.TextChoices):
@@ -147,6 +148,22 @@ _CONTENT_BATCH = 1000  # ids read in one statement (SQLite's parameter limit)
 
 def _content_of(rows: Iterable[tuple[int, str, Any, str]]) -> dict[int, tuple[str, Any, str]]:
     return {pk: (text, choices, answer) for pk, text, choices, answer in rows}
+
+
+class KeyAudit(models.TextChoices):
+    """What the key audit found: the model, asked for the answer alone (never shown the key),
+    against the key (``explanations.key_audit``). Blank: not audited (for this content)."""
+
+    AGREES = "agrees", _("Agrees")  # a majority of the samples names the key
+    DISPUTED = "disputed", _("Disputed")  # every sample names the same other choice
+    UNSURE = "unsure", _("Unsure")  # anything else, or replies it could not read
+
+
+class KeyCheck(models.TextChoices):
+    """A reviewer's decision on a disputed key."""
+
+    KEPT = "kept", _("Key kept")  # the key stands; the model was wrong
+    CHANGED = "changed", _("Key changed")  # the model's choice became the key
 
 
 class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
@@ -301,6 +318,47 @@ class StudyQuestion(models.Model):
         related_name="+",
         help_text=_("The revision shown as its explanation (its model, tokens, times)."),
     )
+    # The key audit (``explanations.key_audit``): its verdict, the other choice every sample
+    # named (1-based), what each sample answered, and the content it audited (a change of the
+    # text, choices or key clears it: ``revisions.content_changed``).
+    key_audit = models.CharField(
+        verbose_name=_("key audit"),
+        max_length=_choice_width(KeyAudit),
+        choices=KeyAudit.choices,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_("What the model, asked for the answer alone, said of the key."),
+    )
+    key_audit_answer = models.PositiveSmallIntegerField(
+        verbose_name=_("model's choice"),
+        null=True,
+        blank=True,
+        help_text=_("The choice (1-based) every sample named instead of the key."),
+    )
+    key_audit_samples = models.JSONField(
+        verbose_name=_("key audit samples"),
+        default=list,
+        db_default=Value([], models.JSONField()),
+        blank=True,
+        help_text=_("What each sample answered (a choice number, or null: unread)."),
+    )
+    key_audit_hash = models.CharField(
+        verbose_name=_("audited content"), max_length=64, blank=True, default="", db_default=""
+    )
+    key_check = models.CharField(
+        verbose_name=_("key check"),
+        max_length=_choice_width(KeyCheck),
+        choices=KeyCheck.choices,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_("A reviewer's decision on a disputed key."),
+    )
+    key_check_by = models.CharField(
+        verbose_name=_("key checked by"), max_length=150, blank=True, default="", db_default=""
+    )
+    key_check_at = models.DateTimeField(verbose_name=_("key checked at"), null=True, blank=True)
     created_at = models.DateTimeField(
         verbose_name=_("created"), default=timezone.now, editable=False
     )
@@ -360,6 +418,34 @@ class StudyQuestion(models.Model):
             raise ValidationError({"choices": exc.messages}) from None
 
 
+def key_audit_holds() -> bool:
+    """The KEY_AUDIT_HOLDS setting: a disputed key holds its explanation for a reviewer."""
+    from studyqueue.conf import conf
+
+    return bool(conf.KEY_AUDIT_HOLDS)
+
+
+def waiting_for_key_audit() -> Q:
+    """An explanation job waits (is not claimable) while its question's key audit runs
+    first: an audit job of the question is processing, or pending with attempts left and
+    its kind not paused; and, with KEY_AUDIT_HOLDS, while the question's key is disputed
+    and no reviewer has kept or changed it. ``transitions.CLAIM_SQL`` is the same in SQL."""
+    audit_pause = QueuePause.objects.filter(kind=JobKind.KEY_AUDIT)
+    audit = StudyQuestionJob.objects.filter(
+        study_question_id=OuterRef("study_question_id"), kind=JobKind.KEY_AUDIT
+    ).filter(
+        Q(status=JobStatus.PROCESSING)
+        | (Q(status=JobStatus.PENDING, attempts__lt=F("max_attempts")) & ~Exists(audit_pause))
+    )
+    waits = Q(Exists(audit))
+    if key_audit_holds():
+        held = StudyQuestion.objects.filter(
+            pk=OuterRef("study_question_id"), key_audit=KeyAudit.DISPUTED, key_check=""
+        )
+        waits |= Q(Exists(held))
+    return Q(kind=JobKind.EXPLANATION) & waits
+
+
 class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
     """Reusable filters for the states the queue and the admin ask about."""
 
@@ -373,7 +459,8 @@ class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
         """Pending jobs with attempts left, of a kind that is not paused: claimable now or
         once their ``run_after`` is due."""
         paused = QueuePause.objects.filter(Q(kind="") | Q(kind=OuterRef("kind")))
-        return self.pending().filter(attempts__lt=F("max_attempts")).exclude(Exists(paused))
+        claimable = self.pending().filter(attempts__lt=F("max_attempts")).exclude(Exists(paused))
+        return claimable.exclude(waiting_for_key_audit())
 
     def ready(self, now: datetime) -> JobQuerySet:
         """Claimable jobs that are due at ``now`` (exactly what ``queue.claim`` takes)."""

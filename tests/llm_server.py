@@ -44,6 +44,11 @@ from typing import Any
 
 QUESTION_RE = re.compile(r"Question:\n(.*?)(?:\n|\Z)", re.S)  # the question may end the message
 FAULT_RE = re.compile(r"FAULT:([a-z0-9]+)")
+# A key audit call (its system message asks for "Answer: N" alone) is answered by content:
+# ``AUDIT:<spec>`` in the question's text gives each sample's answer in turn (a digit: that
+# choice; ``x``: a reply no reader can read), e.g. ``AUDIT:223``; without it, ``audit_answer``.
+AUDIT_SYSTEM_RE = re.compile(r"^You answer multiple-choice questions\.")
+AUDIT_RE = re.compile(r"AUDIT:([0-9x]+)")
 # The default reply: long enough (QUALITY_MIN_CHARS is 40) not to be flagged too_short, and
 # ending with the answer line the default prompt asks for (the README's first explanation: 2 + 2).
 ANSWER = "Because 2 + 2 equals 4: two things and two more make four.\nAnswer: 4"
@@ -61,6 +66,8 @@ class LLMServer:
         self.slow_seconds = 30.0
         self.model_id = "test-model"
         self.answer = ANSWER
+        self.audit_answer = "Answer: 1"  # a key audit call's reply without AUDIT: in its text
+        self.audit_calls: Counter[str] = Counter()  # key audit calls per question
         # The usage it reports; ``cached_tokens`` None: no ``prompt_tokens_details`` at all.
         self.prompt_tokens = 42
         self.completion_tokens = 7
@@ -209,6 +216,7 @@ class LLMServer:
             self.first_tokens.clear()
             self.per_question.clear()
             self.completed_per_question.clear()
+            self.audit_calls.clear()
 
     # ------------------------------------------------------------------ handler
 
@@ -348,6 +356,24 @@ class LLMServer:
         finally:
             finished()
 
+    def _content(self, body: dict) -> str:
+        """The reply's text: ``answer``, or for a key audit call its sample's answer."""
+        messages = body.get("messages") or []
+        system = messages[0].get("content", "") if messages else ""
+        if not AUDIT_SYSTEM_RE.search(system or ""):
+            return self.answer
+        prompt = messages[-1].get("content", "")
+        match = QUESTION_RE.search(prompt)
+        question = match.group(1).strip() if match else prompt[:60]
+        with self._lock:
+            turn = self.audit_calls[question]
+            self.audit_calls[question] += 1
+        spec = AUDIT_RE.search(prompt)
+        if spec is None:
+            return self.audit_answer
+        said = spec.group(1)[turn % len(spec.group(1))]
+        return "I cannot tell." if said == "x" else f"Answer: {said}"
+
     def _reply(self, h: Any, body: dict, fault: str, received_at: float) -> None:
         if fault == "hangup":
             h.finished()
@@ -377,7 +403,7 @@ class LLMServer:
                 if held and self._passes.acquire(blocking=False):
                     held = False
 
-        content: str | None = None if fault == "null" else self.answer
+        content: str | None = None if fault == "null" else self._content(body)
         # "filter": the server's content filter ended it; "noreason": no finish_reason at all.
         finish = {"length": "length", "filter": "content_filter", "noreason": None}.get(
             fault, "stop"

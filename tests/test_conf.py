@@ -72,3 +72,26 @@ def test_gate_permits_takes_a_number_or_auto(monkeypatch):
         pytest.raises(SettingsError, match=r"must be an integer, got 'auto'"),
     ):
         _ = conf.GATE_MAX_PERMITS
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [("on", True), ("TRUE", True), ("1", True), ("yes", True), ("off", False), ("0", False),
+     ("false", False), (" No ", False)],
+)  # fmt: skip
+def test_a_switch_reads_words_from_the_environment(monkeypatch, raw, value):
+    monkeypatch.setenv("STUDYQUEUE_KEY_AUDIT_HOLDS", raw)
+    assert conf.KEY_AUDIT_HOLDS is value
+
+
+def test_a_switch_refuses_anything_else(monkeypatch):
+    assert conf.KEY_AUDIT is True and conf.KEY_AUDIT_HOLDS is False  # the defaults
+    monkeypatch.setenv("STUDYQUEUE_KEY_AUDIT", "maybe")
+    with pytest.raises(SettingsError, match="STUDYQUEUE_KEY_AUDIT must be on or off"):
+        _ = conf.KEY_AUDIT
+    with override_settings(STUDYQUEUE={"KEY_AUDIT": 1}), pytest.raises(SettingsError):
+        _ = conf.KEY_AUDIT
+    with override_settings(STUDYQUEUE={"KEY_AUDIT": False}):
+        assert conf.KEY_AUDIT is False
+    with override_settings(STUDYQUEUE={"KEY_AUDIT_TEMPERATURE": 0}), pytest.raises(SettingsError):
+        _ = conf.KEY_AUDIT_TEMPERATURE  # the samples must be able to differ

@@ -1,10 +1,10 @@
 """The migrations of 0.2.0: ``0001_squashed_0017_job_attempts`` (0.1.0's 0001-0017 in one,
-``replaces`` kept) and ``0018_gate_limit_endpoint_names``.
+``replaces`` kept), ``0018_gate_limit_endpoint_names`` and ``0019_key_audit``.
 
 A new database migrates to the end and matches the models; the squashed migration makes the
 schema 0.1.0's migrations made (``tests/helpers/schema_0017.json``, read from databases
-migrated by them); a database 0.1.0 left at 0017 runs 0018 only, its rows kept; a database at
-an earlier migration is refused (it upgrades through 0.1.0 first). Both databases."""
+migrated by them); a database 0.1.0 left at 0017 runs 0018 and 0019 only, its rows kept; a
+database at an earlier migration is refused (it upgrades through 0.1.0 first). Both databases."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 APP = "studyqueue"
 SQUASHED = (APP, "0001_squashed_0017_job_attempts")
 GATE_NAMES = (APP, "0018_gate_limit_endpoint_names")
+KEY_AUDIT = (APP, "0019_key_audit")
 OLD_NAMES = [  # what django_migrations holds for studyqueue on a 0.1.0 database
     "0001_initial",
     "0002_admin_indexes_and_dashboard",
@@ -95,7 +96,7 @@ def test_a_new_database_migrates_to_the_end_and_matches_the_models():
     assert f"Applying {APP}.{SQUASHED[1]}... OK" in out.getvalue()
     assert f"Applying {APP}.{GATE_NAMES[1]}... OK" in out.getvalue()
     # The squashed migration is recorded under its own name and the names it replaces.
-    assert recorded() == sorted([*OLD_NAMES, SQUASHED[1], GATE_NAMES[1]])
+    assert recorded() == sorted([*OLD_NAMES, SQUASHED[1], GATE_NAMES[1], KEY_AUDIT[1]])
     call_command("makemigrations", APP, check=True, dry_run=True, verbosity=0)  # exits if not
 
 
@@ -123,9 +124,10 @@ def _based_on_last(schema: dict[str, Any]) -> dict[str, Any]:
 def test_the_squashed_migration_makes_the_schema_of_0_1_0s_migrations():
     """Tables, columns (types, nulls, database defaults), indexes (partial ones with their
     conditions), constraints (names, checks, the one active job), and on PostgreSQL its
-    sequences, functions and triggers: as migrations 0001-0017 left them."""
+    sequences, functions and triggers: as migrations 0001-0017 left them (up to 0018, which
+    changes no schema; 0019 adds to it)."""
     call_command("migrate", APP, "zero", verbosity=0)
-    call_command("migrate", APP, verbosity=0)
+    call_command("migrate", APP, GATE_NAMES[1], verbosity=0)
     now = snapshot(connection)
     if connection.vendor == "sqlite":
         now = _based_on_last(now)
@@ -152,7 +154,7 @@ def test_0018_depends_on_the_squashed_migration_in_place_of_0017():
     assert loader.graph.forwards_plan(GATE_NAMES) == [SQUASHED, GATE_NAMES]
 
 
-def test_a_0_1_0_database_at_0017_runs_0018_only_and_keeps_its_rows():
+def test_a_0_1_0_database_at_0017_runs_0018_and_0019_only_and_keeps_its_rows():
     """A database as 0.1.0 left it: the schema of 0017, the 17 old names recorded (not the
     squashed one, which 0.1.0 never had), rows in it, a gate limit under a URL spelled the old
     way. ``migrate`` marks the squashed migration applied without running it, runs 0018
@@ -184,17 +186,19 @@ def test_a_0_1_0_database_at_0017_runs_0018_only_and_keeps_its_rows():
 
     executor = MigrationExecutor(connection)
     assert executor.loader.applied_migrations.keys() >= {SQUASHED}  # from the 17 names
-    assert [(m.app_label, m.name) for m, _ in executor.migration_plan(leaves())] == [GATE_NAMES]
+    plan = [(m.app_label, m.name) for m, _ in executor.migration_plan(leaves())]
+    assert plan == [GATE_NAMES, KEY_AUDIT]
     out = io.StringIO()
     call_command("migrate", APP, verbosity=1, stdout=out)
     assert f"Applying {APP}.{GATE_NAMES[1]}... OK" in out.getvalue()
     assert SQUASHED[1] not in out.getvalue()  # recorded, never run
-    assert recorded() == sorted([*OLD_NAMES, SQUASHED[1], GATE_NAMES[1]])
+    assert recorded() == sorted([*OLD_NAMES, SQUASHED[1], GATE_NAMES[1], KEY_AUDIT[1]])
 
     assert [row.endpoint for row in GateLimit.objects.all()] == ["http://127.0.0.1:8080/v1"]
     assert GateLimit.objects.get().limit == 3
     first = StudyQuestion.objects.get(pk=q1.pk)
     assert (first.text, first.choices, first.answer) == ("2 + 2?", ["3", "4"], "4")
+    assert (first.key_audit, first.key_audit_samples, first.key_check) == ("", [], "")
     assert first.current_revision_id == revision.pk and first.explanation == "Four."
     assert StudyQuestion.objects.get(pk=q2.pk).external_id == "geo-1"
     assert StudyQuestionJob.objects.get(pk=done.pk).revision_id == revision.pk
@@ -212,7 +216,7 @@ def test_a_database_before_0017_is_refused():
         with pytest.raises(NodeNotFoundError, match="0017_job_attempts"):
             MigrationLoader(connection)
     finally:
-        record_exactly([*OLD_NAMES, SQUASHED[1], GATE_NAMES[1]])
+        record_exactly([*OLD_NAMES, SQUASHED[1], GATE_NAMES[1], KEY_AUDIT[1]])
     assert MigrationExecutor(connection).migration_plan(leaves()) == []
 
 

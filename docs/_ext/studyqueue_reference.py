@@ -79,13 +79,17 @@ def setting_rows() -> list[dict[str, str]]:
 
     rows = []
     for name, spec in SETTINGS.items():
-        kind = {int: "integer", float: "number", str: "text"}.get(spec.type, spec.type.__name__)
+        kind = {int: "integer", float: "number", str: "text", bool: "on or off"}.get(
+            spec.type, spec.type.__name__
+        )
         if spec.auto:
             kind += f" or {AUTO}"
         if spec.default == "":
             default = ""
         elif spec.secret:
             default = "(hidden)"
+        elif spec.type is bool:
+            default = "on" if spec.default else "off"
         else:
             default = shown(spec.default)
         rows.append(

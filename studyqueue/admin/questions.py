@@ -48,6 +48,7 @@ from studyqueue.forms import StudyQuestionForm
 from studyqueue.models import (
     ExplanationRevision,
     JobKind,
+    KeyAudit,
     QuestionQuerySet,
     ReviewStatus,
     StudyQuestion,
@@ -131,6 +132,32 @@ class ReviewStatusFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
         if self.value() in ReviewStatus.values:
             return queryset.filter(current_revision__review_status=self.value())
+        return None
+
+
+class KeyAuditFilter(admin.SimpleListFilter):
+    """What the key audit found (``explanations.key_audit``), not audited yet, or a disputed
+    key waiting for a reviewer's key check."""
+
+    title = gettext_lazy("key audit")
+    parameter_name = "key_audit"
+    NONE, KEY_CHECK = "none", "key_check"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [
+            *KeyAudit.choices,
+            (self.KEY_CHECK, gettext_lazy("Disputed, waiting for a key check")),
+            (self.NONE, gettext_lazy("Not audited")),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
+        value = self.value()
+        if value in KeyAudit.values:
+            return queryset.filter(key_audit=value)
+        if value == self.KEY_CHECK:
+            return queryset.filter(key_audit=KeyAudit.DISPUTED, key_check="")
+        if value == self.NONE:
+            return queryset.filter(key_audit="")
         return None
 
 
@@ -246,7 +273,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         "explained_at",
     )
     list_display_links = ("id", "text_excerpt")
-    list_filter = (ExplanationStateFilter, ReviewFilter, ReviewStatusFilter)
+    list_filter = (ExplanationStateFilter, ReviewFilter, ReviewStatusFilter, KeyAuditFilter)
     search_fields = ("text",)
     show_full_result_count = False
     paginator = CappedCountPaginator
@@ -264,6 +291,11 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         "explained_at",
         "current_revision_link",
         "created_at",
+        "key_audit",
+        "key_audit_answer",
+        "key_check",
+        "key_check_by",
+        "key_check_at",
     )
     fieldsets = (
         # The answer the current explanation states, beside the key it should agree with.
@@ -280,6 +312,15 @@ class StudyQuestionAdmin(GuardedInputAdmin):
                     "explained_at",
                     "current_revision_link",
                     "created_at",
+                )
+            },
+        ),
+        (
+            gettext_lazy("Key audit (the model asked for the answer alone)"),
+            {
+                "fields": (
+                    ("key_audit", "key_audit_answer"),
+                    ("key_check", "key_check_by", "key_check_at"),
                 )
             },
         ),

@@ -24,7 +24,7 @@ from django.utils.translation import gettext
 
 from studyqueue.admin.common import PageAdmin
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
-from studyqueue.explanations import answers, review_queue
+from studyqueue.explanations import answers, key_audit, review_queue
 from studyqueue.explanations.diff import side_by_side
 from studyqueue.explanations.quality import QualityFlag
 from studyqueue.forms import CorrectionForm
@@ -103,6 +103,11 @@ class ExplanationReviewAdmin(PageAdmin):
                 self.admin_site.admin_view(self.decide_view),
                 name="studyqueue_explanationreview_decide",
             ),
+            path(
+                "key-check/",
+                self.admin_site.admin_view(self.key_check_view),
+                name="studyqueue_explanationreview_keycheck",
+            ),
         ]
 
     def _url(self, question_id: int | None = None) -> str:
@@ -112,9 +117,102 @@ class ExplanationReviewAdmin(PageAdmin):
     def review_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
         if not self.has_view_permission(request):
             raise PermissionDenied
+        key_check = _question_id(request.GET.get("key_check"))
+        if key_check is not None:
+            return self._key_check_page(request, key_check)
         asked = _question_id(request.GET.get("question"))
+        if asked is None:
+            # A disputed key goes first: a question for a person before any explanation.
+            first = key_audit.key_checks().values_list("pk", flat=True).first()
+            if first is not None:
+                return self._key_check_page(request, first)
         question_id = asked if asked is not None else review_queue.next_id()
         return self._page(request, question_id, asked, extra_context)
+
+    def _key_check_page(self, request: HttpRequest, question_id: int) -> TemplateResponse:
+        """A disputed key: the question, the key, what each sample answered; keep the key,
+        take the model's choice, or open the question."""
+        question = StudyQuestion.objects.filter(pk=question_id).first()
+        waiting = key_audit.key_checks()
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "title": gettext("Key check"),
+            "opts": self.model._meta,
+            "question": question,
+            "key_checks": waiting.values("pk")[: review_queue.COUNT_CAP].count(),
+            "pending": question is not None and waiting.filter(pk=question.pk).exists(),
+            "audit_rates": key_audit.rates(),
+        }
+        if question is not None:
+            answer = question.key_audit_answer
+            samples = [
+                {
+                    "answer": sample.get("answer"),
+                    "shown": with_choice(str(sample["answer"]), question.choices)
+                    if sample.get("answer")
+                    else gettext("unread"),
+                    "reply": sample.get("reply", ""),
+                }
+                for sample in question.key_audit_samples
+                if isinstance(sample, dict)
+            ]
+            context.update(
+                key_shown=with_choice(question.answer, question.choices),
+                model_shown=with_choice(str(answer), question.choices) if answer else "",
+                samples=samples,
+                seen=question.content_hash(),
+                question_url=reverse("admin:studyqueue_studyquestion_change", args=[question.pk]),
+            )
+        return TemplateResponse(request, "admin/studyqueue/key_check.html", context)
+
+    def key_check_view(self, request: HttpRequest) -> HttpResponse:
+        """Keep the key or take the model's choice (``key_audit.decide_key``), logged."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        if request.method != "POST":
+            return redirect(self._url())
+        question_id = _question_id(request.POST.get("question"))
+        decision = request.POST.get("decision", "")
+        if question_id is None or decision not in ("keep", "take"):
+            self.message_user(request, gettext("Nothing decided: a bad form."), messages.ERROR)
+            return redirect(self._url())
+        question = StudyQuestion.objects.filter(pk=question_id).first()
+        by = request.user.get_username()
+        take = decision == "take"
+        decided = False
+        if question is not None:
+            with transaction.atomic(using=question._state.db):  # the decision and its log entry
+                decided = key_audit.decide_key(
+                    question, take_model_choice=take, by=by, seen=request.POST.get("seen", "")
+                )
+                if decided:
+                    question.refresh_from_db()
+                    message = (
+                        gettext("Key check: the key changed to the model's choice (%(key)s)")
+                        if take
+                        else gettext("Key check: the key %(key)s kept")
+                    ) % {"key": question.answer}
+                    self.log_change(request, question, message)
+        if not decided:
+            self.message_user(
+                request,
+                gettext(
+                    "Nothing decided: this key is no longer disputed, or the question changed "
+                    "meanwhile."
+                ),
+                messages.WARNING,
+            )
+            return redirect(f"{self._url()}?key_check={question_id}")
+        assert question is not None
+        summary = (
+            gettext("Question #%(question)s: the key is now %(key)s.")
+            if take
+            else gettext("Question #%(question)s: the key %(key)s stays.")
+        )
+        self.message_user(
+            request, summary % {"question": question.pk, "key": question.answer}, messages.SUCCESS
+        )
+        return redirect(self._url())
 
     def _page(
         self,
@@ -134,6 +232,7 @@ class ExplanationReviewAdmin(PageAdmin):
             "waiting": waiting,
             "flagged": flagged,
             "capped": waiting >= review_queue.COUNT_CAP,
+            "audit_rates": key_audit.rates(),
             # Where a refused decision comes back to: this page (not the decide URL).
             "back_url": request.get_full_path() if request.method == "GET" else self._url(asked),
         }

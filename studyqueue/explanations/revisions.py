@@ -283,8 +283,9 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> None:
     """The questions' text, choices or answer changed (what the prompt is built from): an
     approval or correction of any of their explanations judged content that is gone, so it
     is void (the explanation is unreviewed again, and a regeneration becomes current); the
-    explanation is outdated (flagged ``question_changed``); and a candidate written for the
-    old content waits no more (kept in the history).
+    explanation is outdated (flagged ``question_changed``); a candidate written for the
+    old content waits no more (kept in the history); and the key audit is cleared (the
+    question is audited again).
 
     Called by ``StudyQuestion.save``, ``bulk_update`` and ``update`` in the transaction
     that changes the content, so every path (import, the admin's form, code) keeps it."""
@@ -308,6 +309,11 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> None:
             )
         voided.update(review_status=ReviewStatus.UNREVIEWED, reviewed_by="", reviewed_at=None)
         _mark_outdated(StudyQuestion.objects.using(using).filter(pk__in=chunk), using=using)
+        # The key audit judged content that is gone: the question is audited again
+        # (``enqueue --missing``, ``--outdated``). A reviewer's key check stays on record.
+        StudyQuestion.objects.using(using).filter(pk__in=chunk).exclude(key_audit="").update(
+            key_audit="", key_audit_answer=None, key_audit_samples=[], key_audit_hash=""
+        )
         waiting = revisions_.filter(question_id__in=chunk, candidate=True)
         for pk, question_id in waiting.values_list("pk", "question_id"):
             logger.info(

@@ -48,6 +48,10 @@ EXPORT_FIELDS = (
     # The answer the current explanation states; its agreement is in "flags".
     "stated_answer",
     "review_status",  # the reviewer's decision on the current explanation
+    # The key audit: agrees, disputed, unsure, "" (not audited); the choice (1-based) every
+    # sample named instead of the key (null when none).
+    "key_audit",
+    "key_audit_answer",
     "explained_at",
     # The current reply's measurements: null when the server did not say.
     "prompt_tokens",
@@ -626,6 +630,7 @@ def export_rows(
         "id", "external_id", "text", "choices", "answer", "explanation",
         "current_revision__model", "explanation_prompt_version", "explanation_flags",
         "current_revision__stated_answer", "current_revision__review_status",
+        "key_audit", "key_audit_answer",
         "current_revision__created_at",
         "current_revision__prompt_tokens", "current_revision__cached_tokens",
         "current_revision__completion_tokens",

@@ -45,6 +45,7 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
     database,
+    key_audit_holds,
 )
 from studyqueue.queue import attempts, columns, notify
 from studyqueue.queue import retry as policy
@@ -78,12 +79,30 @@ class Outcome(StrEnum):
 # (``IN (…)`` plans a slower semi-join); SQLite serialises writers and has neither.
 # Status literals are inlined so that the planner matches the partial index
 # ``studyqueue_job_claim``. tests/queue/test_transitions.py checks that it takes exactly ready().
+# An explanation job waits while its question's key audit runs first, or (KEY_AUDIT_HOLDS) while
+# its disputed key waits for a reviewer: ``models.waiting_for_key_audit``.
 _READY_IDS = """
     SELECT id FROM studyqueue_studyquestionjob AS job
     WHERE status = 'pending' AND run_after <= %(now)s AND attempts < max_attempts
       AND NOT EXISTS (
         SELECT 1 FROM studyqueue_queuepause AS pause WHERE pause.kind IN ('', job.kind)
       )
+      AND NOT (job.kind = 'explanation' AND (
+        EXISTS (
+          SELECT 1 FROM studyqueue_studyquestionjob AS audit
+          WHERE audit.study_question_id = job.study_question_id AND audit.kind = 'key_audit'
+            AND (audit.status = 'processing'
+                 OR (audit.status = 'pending' AND audit.attempts < audit.max_attempts
+                     AND NOT EXISTS (
+                       SELECT 1 FROM studyqueue_queuepause AS audit_pause
+                       WHERE audit_pause.kind = 'key_audit')))
+        )
+        OR (%(holds)s AND EXISTS (
+          SELECT 1 FROM studyqueue_studyquestion AS held
+          WHERE held.id = job.study_question_id AND held.key_audit = 'disputed'
+            AND held.key_check = ''
+        ))
+      ))
     ORDER BY id
     LIMIT %(limit)s"""
 _CLAIM = """
@@ -301,7 +320,7 @@ def claim(*, worker_id: str, limit: int | None = None) -> list[Job]:
     limit = conf.BATCH_SIZE if limit is None else limit
     if limit < 1:
         return []
-    return _run_claim(CLAIM_SQL, worker_id, limit=limit)
+    return _run_claim(CLAIM_SQL, worker_id, limit=limit, holds=key_audit_holds())
 
 
 def claim_job(job_id: int, *, worker_id: str) -> Job | None:

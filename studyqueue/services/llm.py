@@ -209,16 +209,18 @@ class LLMClient:
         max_tokens: int | None = None,
         on_sent: Callable[[], None] | None = None,
         on_first_token: Callable[[], None] | None = None,
+        temperature: float | None = None,
     ) -> LLMReply:
         """One chat completion; raises ``LLMError`` (redacted) with the failure's code.
 
         ``on_sent`` is called once the request is written (the gate's hand-over waits for
         it); ``on_first_token`` once the first text arrives (the gate's warm-first waits
-        for it)."""
+        for it). ``temperature`` replaces the client's own for this call (the key audit's
+        samples)."""
         body: dict[str, Any] = {
             "messages": messages,
             "max_tokens": max_tokens or self.max_tokens,
-            "temperature": self.temperature,
+            "temperature": self.temperature if temperature is None else temperature,
             "stream": True,
             "stream_options": {"include_usage": True},
         }

@@ -7,6 +7,8 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
+from studyqueue.conf import conf
+from studyqueue.explanations import key_audit
 from studyqueue.management.commands import _outdated
 from studyqueue.management.commands._options import bounded_int, object_id
 from studyqueue.management.commands._translated import TranslatedCommand
@@ -107,6 +109,26 @@ class Command(TranslatedCommand):
             wanted |= old
         if missing or outdated:
             ids |= set(wanted.order_by("pk").values_list("pk", flat=True)[:limit])
+        if kind == JobKind.EXPLANATION and conf.KEY_AUDIT:
+            # First, so that no consumer claims an explanation before its audit is queued:
+            # an explanation job waits while its question's audit is active.
+            audit_ids = key_audit.needing_audit_ids(ids)
+            if missing:
+                # Questions whose explanation job is queued already (it waits for the audit).
+                queued = StudyQuestionJob.objects.pending().filter(kind=JobKind.EXPLANATION)
+                unaudited = key_audit.needing_audit(StudyQuestion.objects.missing())
+                unaudited = unaudited.filter(pk__in=queued.values("study_question_id"))
+                more = unaudited.order_by("pk").values_list("pk", flat=True)[:limit]
+                audit_ids = sorted({*audit_ids, *more})
+            if audit_ids:
+                audited = queue.enqueue_many(audit_ids, JobKind.KEY_AUDIT)
+                self.stdout.write(
+                    gettext(
+                        "Created %(created)s key_audit job(s) to run before the explanations; "
+                        "%(already)s already queued."
+                    )
+                    % {"created": audited, "already": len(audit_ids) - audited}
+                )
         created = queue.enqueue_many(sorted(ids), kind)
         self.stdout.write(
             gettext("Created %(created)s %(kind)s job(s); %(already)s already queued.")

@@ -1,0 +1,286 @@
+"""The key audit: before a question's first explanation (and again when its text, choices or
+key change), the model is asked for the answer alone, ``KEY_AUDIT_SAMPLES`` times, and its
+answers are compared with the key.
+
+The prompt holds the question and its choices, never the key, and asks for a few tokens
+(``MAX_TOKENS``), at ``KEY_AUDIT_TEMPERATURE`` (above 0: the samples may differ), without a
+``seed``. Each reply is read by the answer reader (``answers``); a reply it cannot read counts
+as no answer, never as an agreement. The verdict (``judge``):
+
+- ``agrees``: a majority of the samples names the key;
+- ``disputed``: every sample names the same other choice (``key_audit_answer``);
+- ``unsure``: anything else.
+
+A small model is often wrong on hard items: a dispute is a question for a reviewer (the review
+queue's key check), not a verdict. ``Audited`` writes the result, fenced by the claim and by
+the question's content, in one transaction; ``decide_key`` records a reviewer's decision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from studyqueue.explanations import answers
+from studyqueue.models import (
+    ErrorCode,
+    KeyAudit,
+    KeyCheck,
+    StudyQuestion,
+    StudyQuestionJob,
+    validate_choices,
+)
+from studyqueue.queue import notify, retry
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.transitions import Outcome
+
+logger = logging.getLogger("studyqueue.key_audit")
+
+# A reply is one short line ("Answer: 2"): room for it, never for an explanation.
+MAX_TOKENS = 16
+
+# Fixed text first, in the system message (the server's prompt cache); the question last.
+SYSTEM = (
+    "You answer multiple-choice questions. Reply with one line only, in the form "
+    '"Answer: N", where N is the number of the correct choice. Do not explain.'
+)
+#: The gate's name for the audit's prompt prefix (its warm-first groups calls by it).
+PREFIX = hashlib.sha256(SYSTEM.encode()).hexdigest()[:12]
+
+
+def build_messages(question: StudyQuestion) -> list[dict[str, str]]:
+    """The audit's chat messages: the question and its numbered choices, never the key
+    (its choices must be valid: ``ValidationError``)."""
+    validate_choices(question.choices)
+    numbered = "\n".join(f"{n}. {choice}" for n, choice in enumerate(question.choices, 1))
+    user = f"Question:\n{question.text.strip()}\n\nChoices:\n{numbered}"
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def auditable(question: StudyQuestion) -> bool:
+    """A question the audit can judge: it has text, choices and a key."""
+    return bool(question.text.strip() and question.choices and question.answer.strip())
+
+
+def needing_audit(questions: QuerySet[StudyQuestion] | None = None) -> QuerySet[StudyQuestion]:
+    """Questions with text, choices and a key whose current content has not been audited
+    (never, or it changed since: ``revisions.content_changed`` clears the audit)."""
+    base = StudyQuestion.objects.all() if questions is None else questions
+    return base.exclude(text="").exclude(choices=[]).exclude(answer="").filter(key_audit="")
+
+
+_IDS_BATCH = 500  # ids in one statement (SQLite's parameter limit)
+
+
+def needing_audit_ids(ids: Iterable[int]) -> list[int]:
+    """Which of the questions ``ids`` need an audit (``needing_audit``), in id order."""
+    wanted = sorted(set(ids))
+    found: list[int] = []
+    for start in range(0, len(wanted), _IDS_BATCH):
+        chunk = StudyQuestion.objects.filter(pk__in=wanted[start : start + _IDS_BATCH])
+        found += needing_audit(chunk).values_list("pk", flat=True)
+    return sorted(found)
+
+
+def sample_answer(reply: str, choices: Sequence[str]) -> int | None:
+    """The choice (1-based) a reply names, or None: the reader could not read one (no
+    answer, two answers, an answer that is no choice). The key is not passed: the reply is
+    read as the model wrote it."""
+    _, resolved = answers.read(reply, choices)
+    if isinstance(resolved, int):
+        return resolved
+    bare = reply.strip()
+    if bare and "\n" not in bare and len(bare) <= 40:  # "2", "(B)", "Seoul": the answer alone
+        alone = answers.resolve(bare, choices)
+        if isinstance(alone, int):
+            return alone
+    return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the samples say of the key: ``key_audit`` and, when disputed, the choice."""
+
+    key_audit: KeyAudit
+    answer: int | None = None
+
+
+def judge(samples: Sequence[int | None], key: int | None) -> Verdict:
+    """``agrees`` when a majority of the samples names the key; ``disputed`` when every
+    sample names the same other choice; else ``unsure`` (an unread sample is no vote for
+    the key, and a key that names no choice cannot be agreed with)."""
+    if not samples:
+        return Verdict(KeyAudit.UNSURE)
+    if key is not None and sum(1 for answer in samples if answer == key) * 2 > len(samples):
+        return Verdict(KeyAudit.AGREES)
+    named = Counter(samples)
+    if len(named) == 1:
+        (only,) = named
+        if only is not None and only != key:
+            return Verdict(KeyAudit.DISPUTED, only)
+    return Verdict(KeyAudit.UNSURE)
+
+
+def rejudge(question: StudyQuestion) -> Verdict:
+    """The stored samples against the question's key as it is now."""
+    key = answers.key_choice(question.answer, question.choices)
+    samples = [s.get("answer") for s in question.key_audit_samples if isinstance(s, dict)]
+    return judge(samples, key)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One reply: its text (cut) and the choice it names (None: unread)."""
+
+    reply: str
+    answer: int | None
+
+    def stored(self) -> dict[str, object]:
+        return {"answer": self.answer, "reply": self.reply[:200]}
+
+
+@dataclass(frozen=True)
+class Audited:
+    """The audit handler's result: the question as its prompt saw it, and the samples."""
+
+    question: StudyQuestion
+    samples: list[Sample]
+    llm_ms: int | None = None
+
+    def verdict(self) -> Verdict:
+        key = answers.key_choice(self.question.answer, self.question.choices)
+        return judge([sample.answer for sample in self.samples], key)
+
+    def write(self, job: StudyQuestionJob) -> Outcome:
+        """Job, attempt and the question's audit in one transaction, fenced by the claim and
+        by the question's content: nothing is kept when the claim was lost, the question
+        was deleted or its content changed during the calls."""
+        questions = StudyQuestion.objects.all()
+        db = questions.db
+        with transaction.atomic(using=db):
+            now = (
+                questions.select_for_update(no_key=True)
+                .only("text", "choices", "answer", "key_audit", "key_check")
+                .filter(pk=self.question.pk)
+                .first()
+            )
+            if now is None:
+                message = "the question was deleted while its key was audited"
+                return queue.fail(job, ErrorCode.QUESTION_MISSING, message)
+            if now.content_hash() != self.question.content_hash():
+                message = "the question changed during the key audit; its samples were dropped"
+                failure = retry.Failure(ErrorCode.QUESTION_CHANGED, message, job_at_fault=False)
+                return queue.apply(job, failure, retry.decide(failure, job))
+            outcome = queue.complete(job, llm_ms=self.llm_ms)
+            if outcome is Outcome.LOST:
+                transaction.set_rollback(True, using=db)
+                return outcome
+            verdict = self.verdict()
+            values: dict[str, object] = {
+                "key_audit": verdict.key_audit,
+                "key_audit_answer": verdict.answer,
+                "key_audit_samples": [sample.stored() for sample in self.samples],
+                "key_audit_hash": now.content_hash(),
+            }
+            if verdict.key_audit == KeyAudit.DISPUTED:
+                # A new dispute is a new question for a person: an older decision is not it.
+                values.update(key_check="", key_check_by="", key_check_at=None)
+            StudyQuestion.objects.filter(pk=now.pk).update(**values)
+            # The question's explanation job may wait for this audit: it can run now.
+            notify.send(notify.wake(), using=db)
+        logger.info(
+            "study_key_audit question=%s key_audit=%s answer=%s samples=%s",
+            self.question.pk,
+            verdict.key_audit,
+            verdict.answer or "-",
+            ",".join(str(sample.answer or "?") for sample in self.samples),
+        )
+        return outcome
+
+
+def key_checks() -> QuerySet[StudyQuestion]:
+    """Disputed keys no reviewer has kept or changed yet, in id order: the review queue
+    shows them first."""
+    return StudyQuestion.objects.filter(key_audit=KeyAudit.DISPUTED, key_check="").order_by("pk")
+
+
+def decide_key(
+    question: StudyQuestion, *, take_model_choice: bool, by: str, seen: str | None = None
+) -> bool:
+    """A reviewer's decision on a disputed key: keep it, or make the model's choice the key
+    (through the question's own save, so an approval of its explanation is void as for any
+    change of content). The samples stay (the audit's prompt never held the key) and the
+    verdict is judged again against the key now. False when the key is no longer disputed
+    (another reviewer decided first, or the content changed; with ``seen``, the content
+    hash the reviewer's page showed: also when it is not the content now)."""
+    questions = StudyQuestion.objects.all()
+    db = questions.db
+    with transaction.atomic(using=db):
+        now = questions.select_for_update().filter(pk=question.pk).first()
+        if now is None or now.key_audit != KeyAudit.DISPUTED or now.key_check:
+            return False
+        if seen is not None and seen != now.content_hash():
+            return False
+        answer = now.key_audit_answer
+        if take_model_choice:
+            if answer is None or not 1 <= answer <= len(now.choices):
+                return False
+            samples = now.key_audit_samples
+            now.answer = now.choices[answer - 1]
+            now.save(using=db)  # voids approvals and clears the audit (content_changed)
+            now.refresh_from_db(using=db)
+            now.key_audit_samples = samples
+            verdict = rejudge(now)
+            decision = KeyCheck.CHANGED
+            values: dict[str, object] = {
+                "key_audit": verdict.key_audit,
+                "key_audit_answer": verdict.answer if verdict.answer is not None else answer,
+                "key_audit_samples": samples,
+                "key_audit_hash": now.content_hash(),
+            }
+        else:
+            decision, values = KeyCheck.KEPT, {}
+        StudyQuestion.objects.filter(pk=now.pk).update(
+            key_check=decision, key_check_by=by, key_check_at=timezone.now(), **values
+        )
+        # A held explanation may run now.
+        notify.send(notify.wake(), using=db)
+    logger.info("study_key_checked question=%s decision=%s by=%s", question.pk, decision, by)
+    return True
+
+
+@dataclass(frozen=True)
+class Rates:
+    """The audit in numbers: audited questions, disputes, and what reviewers decided."""
+
+    audited: int
+    disputed: int
+    upheld: int  # disputes whose key a reviewer changed to the model's choice
+    kept: int  # disputes whose key a reviewer kept
+
+    @property
+    def dispute_rate(self) -> float:
+        return self.disputed / self.audited if self.audited else 0.0
+
+    @property
+    def dispute_percent(self) -> str:
+        """The dispute rate as a page shows it: ``12.5``."""
+        return f"{self.dispute_rate * 100:.1f}"
+
+
+def rates(questions: QuerySet[StudyQuestion] | None = None) -> Rates:
+    """The dispute rate and how many disputes reviewers upheld. A dispute whose key was
+    changed counts as a dispute (its verdict now agrees)."""
+    base = StudyQuestion.objects.all() if questions is None else questions
+    audited = base.exclude(key_audit="")
+    upheld = audited.filter(key_check=KeyCheck.CHANGED).count()
+    kept = audited.filter(key_check=KeyCheck.KEPT).count()
+    disputed = audited.filter(key_audit=KeyAudit.DISPUTED).exclude(key_check=KeyCheck.CHANGED)
+    return Rates(audited.count(), disputed.count() + upheld, upheld, kept)

@@ -1,0 +1,290 @@
+"""The key audit (``workers/key_audit.py``, ``explanations/key_audit.py``) against the test
+LLM server, which answers audit calls by content (``AUDIT:<spec>`` in the question's text):
+the verdicts, what the requests carry (never the key, no seed, a few tokens, temperature
+above 0), the order (the audit before the explanation, in a real ``runconsumer --drain``),
+the hold, a reviewer's decision, a content change, and a failed audit that does not block."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from studyqueue.explanations import key_audit
+from studyqueue.models import (
+    ExplanationRevision,
+    KeyAudit,
+    KeyCheck,
+    QueuePause,
+    StudyQuestion,
+    StudyQuestionJob,
+)
+from studyqueue.queue import transitions as queue
+from tests.factories import StudyQuestionFactory
+from tests.llm_server import LLMServer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CHOICES = ["Busan", "Seoul", "Incheon"]
+
+
+def question(spec: str = "222", **fields) -> StudyQuestion:  # type: ignore[no-untyped-def]
+    fields.setdefault("choices", CHOICES)
+    fields.setdefault("answer", "Seoul")
+    text = fields.pop("text", None) or f"Which city is the capital of Korea? AUDIT:{spec}"
+    return StudyQuestionFactory(text=text, **fields)
+
+
+def enqueue_missing() -> str:
+    out = StringIO()
+    call_command("enqueue", "--missing", stdout=out)
+    return out.getvalue()
+
+
+def drain() -> None:
+    call_command("runconsumer", "--drain", stdout=StringIO(), stderr=StringIO())
+
+
+def audit_bodies(server: LLMServer) -> list[dict]:
+    return [b for b in server.bodies if b["messages"][0]["content"] == key_audit.SYSTEM]
+
+
+def kinds_in_order(server: LLMServer) -> list[str]:
+    return ["audit" if b["messages"][0]["content"] == key_audit.SYSTEM else "explanation"
+            for b in server.bodies]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("spec", "verdict", "answer"),
+    [
+        ("222", KeyAudit.AGREES, None),
+        ("221", KeyAudit.AGREES, None),  # a majority names the key
+        ("333", KeyAudit.DISPUTED, 3),  # every sample names the same other choice
+        ("331", KeyAudit.UNSURE, None),
+        ("2xx", KeyAudit.UNSURE, None),  # unread replies never agree
+        ("xxx", KeyAudit.UNSURE, None),
+    ],
+)
+def test_the_verdict_from_the_samples(llm_server, spec, verdict, answer):
+    q = question(spec)
+    assert "Created 1 key_audit job(s)" in enqueue_missing()
+    drain()
+    q.refresh_from_db()
+    assert (q.key_audit, q.key_audit_answer) == (verdict, answer)
+    assert len(q.key_audit_samples) == 3
+    assert q.key_audit_hash == q.content_hash()
+    audit = StudyQuestionJob.objects.get(kind="key_audit")
+    assert (audit.status, audit.attempts) == ("completed", 1)
+
+
+def test_the_requests_never_carry_the_key_nor_a_seed(llm_server, settings):
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT_SAMPLES": 5}
+    q = question("11111", choices=["Busan", "Seoul"], answer="Seoul")
+    enqueue_missing()
+    drain()
+    bodies = audit_bodies(llm_server)
+    assert len(bodies) == 5
+    for body in bodies:
+        # The question and its numbered choices, and nothing else of the question.
+        assert body["messages"][-1]["content"] == (
+            "Question:\nWhich city is the capital of Korea? AUDIT:11111\n\n"
+            "Choices:\n1. Busan\n2. Seoul"
+        )
+        assert "Correct answer" not in json.dumps(body["messages"])
+        assert "seed" not in body
+        assert body["max_tokens"] <= 16
+        assert body["temperature"] > 0
+    # The explanation's prompt does carry the key: the audit's is another prompt.
+    explanation = [b for b in llm_server.bodies if b not in bodies]
+    assert "Correct answer: Seoul" in explanation[0]["messages"][-1]["content"]
+    q.refresh_from_db()
+    assert (q.key_audit, q.key_audit_answer) == (KeyAudit.DISPUTED, 1)
+
+
+def test_a_drain_runs_the_audit_before_the_explanation(llm_server):
+    """The explanation job is queued too (and first in id order when it already was), but it
+    waits while the question's audit is active."""
+    first = question("222")
+    queue.enqueue(first)  # an explanation already queued, before the audit
+    second = question("333", text="Which city is the capital of Korea, again? AUDIT:333")
+    out = enqueue_missing()
+    assert "Created 2 key_audit job(s)" in out
+    assert "Created 1 explanation job(s); 0 already queued." in out
+    drain()
+    assert kinds_in_order(llm_server) == ["audit"] * 6 + ["explanation"] * 2
+    for q in (first, second):
+        q.refresh_from_db()
+        assert q.explanation  # a dispute is still explained (KEY_AUDIT_HOLDS off)
+    assert set(StudyQuestionJob.objects.values_list("kind", "status")) == {
+        ("key_audit", "completed"),
+        ("explanation", "completed"),
+    }
+
+
+def test_questions_without_choices_or_key_and_the_setting_off_are_not_audited(llm_server, settings):
+    StudyQuestionFactory(choices=[], answer="4")
+    StudyQuestionFactory(choices=["3", "4"], answer="")
+    assert "key_audit" not in enqueue_missing()
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": False}
+    question("222")
+    assert "key_audit" not in enqueue_missing()
+    drain()
+    assert audit_bodies(llm_server) == []
+
+
+def test_a_held_dispute_spends_no_call_until_a_reviewer_decides(llm_server, settings):
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT_HOLDS": True}
+    q = question("333")
+    agreed = question("222", text="Capital of Korea? AUDIT:222")
+    enqueue_missing()
+    drain()
+    q.refresh_from_db()
+    assert q.key_audit == KeyAudit.DISPUTED and q.explanation == ""
+    job = StudyQuestionJob.objects.get(study_question=q, kind="explanation")
+    assert (job.status, job.attempts) == ("pending", 0)
+    assert not StudyQuestionJob.objects.ready(timezone.now()).exists()
+    assert queue.claim(worker_id="w", limit=10) == []
+    agreed.refresh_from_db()
+    assert agreed.explanation  # only the dispute waits
+    calls = len(llm_server.bodies)
+
+    assert key_audit.decide_key(q, take_model_choice=False, by="reviewer")
+    assert not key_audit.decide_key(q, take_model_choice=True, by="late")  # decided already
+    drain()  # the explanation runs at once after
+    q.refresh_from_db()
+    assert q.explanation and len(llm_server.bodies) == calls + 1
+    assert (q.key_check, q.key_check_by, q.answer) == (KeyCheck.KEPT, "reviewer", "Seoul")
+    assert key_audit.rates() == key_audit.Rates(audited=2, disputed=1, upheld=0, kept=1)
+
+
+def test_taking_the_models_choice_changes_the_key_and_voids_an_approval(llm_server):
+    q = question("333")
+    enqueue_missing()
+    drain()
+    q.refresh_from_db()
+    revision = ExplanationRevision.objects.get(question=q)
+    ExplanationRevision.objects.filter(pk=revision.pk).update(review_status="approved")
+    assert key_audit.decide_key(q, take_model_choice=True, by="reviewer")
+    q.refresh_from_db()
+    revision.refresh_from_db()
+    assert q.answer == "Incheon" and revision.review_status == "unreviewed"
+    assert (q.key_audit, q.key_check, q.key_check_by) == (KeyAudit.AGREES, "changed", "reviewer")
+    assert q.key_audit_hash == q.content_hash()
+    assert key_audit.rates() == key_audit.Rates(audited=1, disputed=1, upheld=1, kept=0)
+    # Audited for this content: no new audit.
+    out = StringIO()
+    call_command("enqueue", "--outdated", stdout=out)
+    assert "key_audit" not in out.getvalue()
+
+
+def test_a_content_change_clears_the_audit_and_queues_a_new_one(llm_server):
+    q = question("333")
+    enqueue_missing()
+    drain()
+    q.refresh_from_db()
+    assert q.key_audit == KeyAudit.DISPUTED
+    q.text = "Which city is the capital of Korea? AUDIT:222"
+    q.save()
+    q.refresh_from_db()
+    assert (q.key_audit, q.key_audit_answer, q.key_audit_samples) == ("", None, [])
+    out = StringIO()
+    call_command("enqueue", "--outdated", stdout=out)
+    assert "Created 1 key_audit job(s)" in out.getvalue()
+    drain()
+    q.refresh_from_db()
+    assert q.key_audit == KeyAudit.AGREES
+    assert kinds_in_order(llm_server)[-4:] == ["audit"] * 3 + ["explanation"]
+
+
+def test_a_failed_audit_ends_and_the_explanation_still_runs(llm_server, settings):
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "MAX_ATTEMPTS": 1}
+    q = question(text="Which city? FAULT:400 AUDIT:222")
+    enqueue_missing()
+    drain()
+    audit = StudyQuestionJob.objects.get(kind="key_audit")
+    explanation = StudyQuestionJob.objects.get(kind="explanation")
+    assert (audit.status, audit.error_code) == ("failed", "llm_rejected")
+    assert explanation.status == "failed"  # its own call, its own failure: it was not held
+    q.refresh_from_db()
+    assert q.key_audit == ""
+
+
+def test_a_paused_audit_kind_does_not_hold_explanations(llm_server):
+    q = question("222")
+    queue.pause("key_audit")
+    enqueue_missing()
+    drain()
+    q.refresh_from_db()
+    assert q.explanation and q.key_audit == ""
+    assert StudyQuestionJob.objects.get(kind="key_audit").status == "pending"
+    assert QueuePause.objects.filter(kind="key_audit").exists()
+
+
+def test_claim_takes_exactly_the_ready_jobs_with_audits(settings):
+    """CLAIM_SQL and JobQuerySet.ready() agree on the audit's states, held or not."""
+    waiting = question("222")
+    queue.enqueue(waiting)
+    queue.enqueue(waiting, "key_audit")
+    disputed = question("333", text="Q2 AUDIT:333")
+    StudyQuestion.objects.filter(pk=disputed.pk).update(key_audit="disputed", key_audit_answer=3)
+    queue.enqueue(disputed)
+    free = question("222", text="Q3")
+    queue.enqueue(free)
+    both = {f"key_audit:{waiting.pk}", f"explanation:{free.pk}"}
+    for holds, expected in ((True, both), (False, both | {f"explanation:{disputed.pk}"})):
+        settings.STUDYQUEUE = {"KEY_AUDIT_HOLDS": holds}
+        ready = StudyQuestionJob.objects.ready(timezone.now())
+        assert {f"{job.kind}:{job.study_question_id}" for job in ready} == expected
+        claimed = queue.claim(worker_id="w", limit=100)
+        assert {f"{job.kind}:{job.study_question_id}" for job in claimed} == expected
+        StudyQuestionJob.objects.filter(pk__in=[job.pk for job in claimed]).update(
+            status="pending", attempts=0, claim_token=None
+        )
+
+
+@pytest.mark.parametrize(
+    ("reply", "answer"),
+    [
+        ("Answer: 2", 2),
+        ("2", 2),
+        ("정답: ③", 3),
+        ("Seoul", 2),
+        ("(A)", 1),
+        ("I cannot tell.", None),
+        ("Answer: 2 or 3", None),
+        ("Answer: 7", None),
+    ],
+)
+def test_sample_answers_are_read_by_the_answer_reader(reply, answer):
+    assert key_audit.sample_answer(reply, CHOICES) == answer
+
+
+def test_judge_needs_a_key_that_names_a_choice():
+    assert key_audit.judge([2, 2, 2], None) == key_audit.Verdict(KeyAudit.DISPUTED, 2)
+    assert key_audit.judge([None, None, None], 2).key_audit == KeyAudit.UNSURE
+    assert key_audit.judge([], 2).key_audit == KeyAudit.UNSURE
+
+
+def test_export_rows_carry_the_key_audit(llm_server):
+    disputed = question("333")
+    agreed = question("222", text="Capital of Korea? AUDIT:222")
+    StudyQuestionFactory(text="No choices", choices=[], answer="")
+    enqueue_missing()
+    drain()
+    out = StringIO()
+    call_command("exportexplanations", stdout=out, stderr=StringIO())
+    rows = {row["id"]: row for row in map(json.loads, out.getvalue().splitlines())}
+    assert (rows[disputed.pk]["key_audit"], rows[disputed.pk]["key_audit_answer"]) == (
+        "disputed",
+        3,
+    )
+    assert (rows[agreed.pk]["key_audit"], rows[agreed.pk]["key_audit_answer"]) == ("agrees", None)
+    (other,) = set(rows) - {disputed.pk, agreed.pk}
+    assert (rows[other]["key_audit"], rows[other]["key_audit_answer"]) == ("", None)
+    csv_out = StringIO()
+    call_command("exportexplanations", "--format", "csv", stdout=csv_out, stderr=StringIO())
+    header = csv_out.getvalue().splitlines()[0]
+    assert "review_status,key_audit,key_audit_answer," in header

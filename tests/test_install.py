@@ -21,7 +21,9 @@ from tests.helpers import ROOT, wait_for
 from tests.helpers.processes import finish
 from tests.llm_server import ANSWER
 
-pytestmark = [pytest.mark.slow]
+# ``pip wheel`` builds in the checkout (build/, *.egg-info): one build at a time, on one
+# pytest-xdist worker with test_packaging's.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
 
 SECTION = "## Using studyqueue in your own Django project"
 README_LLM_URL = "http://127.0.0.1:8080/v1"

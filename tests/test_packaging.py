@@ -11,7 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.slow
+# ``pip wheel`` builds in the checkout (build/, *.egg-info): one build at a time, on one
+# pytest-xdist worker with test_install's.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
 
 
 def test_the_wheel_holds_the_app_with_its_templates_and_not_the_project(tmp_path):

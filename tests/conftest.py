@@ -11,6 +11,37 @@ from django.db import connection
 
 from tests.helpers import ROOT, database_url
 
+# Fixtures by which a test reaches a database: pytest-django's (``db``, ``transactional_db``,
+# ``admin_user`` and the rest all request ``_django_db_helper``), and this suite's for helper
+# processes, which reach the test database from outside.
+DATABASE_FIXTURES = {"_django_db_helper", "child_env"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--database-tests-only",
+        action="store_true",
+        help="deselect the tests that touch no database (make test runs those in its "
+        "SQLite half only: they would pass or fail the same on PostgreSQL)",
+    )
+
+
+def uses_database(item: pytest.Item) -> bool:
+    """Whether a test reaches the database: marked ``django_db`` or ``postgres``, or using
+    a fixture that does. The others cannot: pytest-django refuses them any query."""
+    if item.get_closest_marker("django_db") or item.get_closest_marker("postgres"):
+        return True
+    return not DATABASE_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("database_tests_only"):
+        return
+    kept = [item for item in items if uses_database(item)]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if not uses_database(item)])
+        items[:] = kept
+
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("postgres"):

@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # its own test database, e.g. test_studyqueue_gw0). Many tests wait on helper processes,
 # sockets or the database, so more processes than cores pay. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 4
-XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
 .PHONY: run test test-sqlite test-postgres test-django61 lint bench migrate messages clean
 

@@ -125,6 +125,42 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+# What a copy of the checkout for a wheel build leaves out: git, virtualenvs, caches, what
+# builds, runs and tests leave behind (see .gitignore).
+NOT_SOURCE = (".git", ".venv*", ".*cache", ".hypothesis", ".test-*", "build", "*.egg-info")
+NOT_SOURCE += ("staticfiles", "artifacts", "db.sqlite3*")
+
+
+@pytest.fixture(scope="session")
+def studyqueue_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel ``pip wheel`` builds from the checkout, once per test process. Built from a
+    copy: setuptools writes build/ and *.egg-info into the tree it builds, and two builds
+    at once in one tree (two pytest-xdist workers, or two test runs) break each other."""
+    import fnmatch
+    import shutil
+    import subprocess
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        top = Path(folder) == ROOT
+        return [
+            name
+            for name in names
+            if name == "__pycache__"
+            or (top and any(fnmatch.fnmatch(name, pattern) for pattern in NOT_SOURCE))
+        ]
+
+    work = tmp_path_factory.mktemp("wheel")
+    source = work / "studyqueue-source"
+    shutil.copytree(ROOT, source, ignore=ignore, symlinks=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(work), str(source)],
+        check=True,
+        timeout=300,
+    )
+    (wheel,) = work.glob("studyqueue-*.whl")
+    return wheel
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     # The default PBKDF2 hasher costs ~0.3 s per user created; tests need no strength.

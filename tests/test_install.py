@@ -21,9 +21,7 @@ from tests.helpers import ROOT, wait_for
 from tests.helpers.processes import finish
 from tests.llm_server import ANSWER
 
-# ``pip wheel`` builds in the checkout (build/, *.egg-info): one build at a time, on one
-# pytest-xdist worker with test_packaging's.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
+pytestmark = [pytest.mark.slow]
 
 SECTION = "## Using studyqueue in your own Django project"
 README_LLM_URL = "http://127.0.0.1:8080/v1"
@@ -99,18 +97,13 @@ def get(url: str) -> tuple[int, str, str]:
 
 
 def test_the_readme_steps_make_the_wheel_work_in_a_new_django_project(
-    tmp_path, llm_server, free_port
+    tmp_path, llm_server, free_port, studyqueue_wheel
 ):
     python = sys.executable
-    subprocess.run(
-        [python, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "wheel"), ROOT],
-        check=True,
-        timeout=300,
-    )
-    (wheel,) = (tmp_path / "wheel").glob("studyqueue-*.whl")
     site = tmp_path / "site"
+    wheel = str(studyqueue_wheel)
     subprocess.run(
-        [python, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+        [python, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), wheel],
         check=True,
         timeout=300,
     )

@@ -162,6 +162,17 @@ def studyqueue_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _default_language() -> None:
+    """Each test starts in the default language: a request with Accept-Language activates
+    that language for the thread and nothing deactivates it, so a test would otherwise inherit
+    Korean from whichever test ran before it in the same process (pytest-xdist orders them
+    differently from run to run)."""
+    from django.utils import translation
+
+    translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     # The default PBKDF2 hasher costs ~0.3 s per user created; tests need no strength.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

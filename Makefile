@@ -9,6 +9,11 @@ LOCAL_PG_URL := postgres://postgres@127.0.0.1:5432/studyqueue
 PG_URL := $(if $(filter postgres%,$(DATABASE_URL)),$(DATABASE_URL),$(LOCAL_PG_URL))
 LATEST_VENV ?= .venv-django61
 PYTEST_ARGS ?=
+# Each test run spreads its tests over this many processes (pytest-xdist; each process has
+# its own test database, e.g. test_studyqueue_gw0). Many tests wait on helper processes,
+# sockets or the database, so more processes than cores pay. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 4
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
 .PHONY: run test test-sqlite test-postgres test-django61 lint docs bench migrate messages clean
 
@@ -44,7 +49,7 @@ test: $(VENV)/.installed-dev
 	@sqlite=passed; pg=passed; failed=""; \
 	$(MAKE) --no-print-directory test-sqlite || { sqlite=FAILED; failed="SQLite"; }; \
 	if $(PY) -m tests.helpers.pg_ready "$(PG_URL)"; then \
-		$(MAKE) --no-print-directory test-postgres || { pg=FAILED; failed="$${failed:+$$failed, }PostgreSQL"; }; \
+		$(MAKE) --no-print-directory test-postgres PG_PYTEST_ARGS=--database-tests-only || { pg=FAILED; failed="$${failed:+$$failed, }PostgreSQL"; }; \
 	elif [ -n "$$STUDYQUEUE_REQUIRE_PG" ]; then \
 		pg="FAILED: required (STUDYQUEUE_REQUIRE_PG) but not reachable"; \
 		failed="$${failed:+$$failed, }PostgreSQL (not reachable)"; \
@@ -55,27 +60,29 @@ test: $(VENV)/.installed-dev
 	if [ -n "$$failed" ]; then echo "== make test FAILED: $$failed"; exit 1; fi
 
 test-sqlite: $(VENV)/.installed-dev
-	DATABASE_URL= $(PY) -m pytest $(PYTEST_ARGS)
+	DATABASE_URL= $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-postgres: $(VENV)/.installed-dev
 	@if $(PY) -m tests.helpers.pg_ready "$(PG_URL)"; then \
 		echo "== PostgreSQL run"; \
-		DATABASE_URL="$(PG_URL)" $(PY) -m pytest $(PYTEST_ARGS); \
+		DATABASE_URL="$(PG_URL)" $(PY) -m pytest $(XDIST) $(PG_PYTEST_ARGS) $(PYTEST_ARGS); \
 	elif [ -n "$$STUDYQUEUE_REQUIRE_PG" ]; then \
 		echo "PostgreSQL is required but not reachable"; exit 1; \
 	else \
 		echo "== PostgreSQL not reachable: PostgreSQL run skipped"; \
 	fi
 
-# The fast tests again on Django 6.1 (needs Python >= 3.12: LATEST_PYTHON=/path/to/python3.12).
+# The fast tests again on Django 6.1 (needs Python >= 3.12: LATEST_PYTHON=/path/to/python3.12):
+# all on SQLite, those that touch the database on PostgreSQL too.
 test-django61:
 	@test -n "$(LATEST_PYTHON)" || { echo "set LATEST_PYTHON to a Python >= 3.12"; exit 1; }
 	test -x $(LATEST_VENV)/bin/python || $(LATEST_PYTHON) -m venv $(LATEST_VENV)
 	$(LATEST_VENV)/bin/python -m pip install -q -e ".[dev]" "django>=6.1,<6.2"
 	$(LATEST_VENV)/bin/python -c "import django; print('== Django', django.get_version())"
-	DATABASE_URL= $(LATEST_VENV)/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	DATABASE_URL= $(LATEST_VENV)/bin/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 	@if $(LATEST_VENV)/bin/python -m tests.helpers.pg_ready "$(PG_URL)"; then \
-		DATABASE_URL="$(PG_URL)" $(LATEST_VENV)/bin/python -m pytest -m "not slow" $(PYTEST_ARGS); \
+		DATABASE_URL="$(PG_URL)" $(LATEST_VENV)/bin/python -m pytest $(XDIST) -m "not slow" \
+			--database-tests-only $(PYTEST_ARGS); \
 	fi
 
 # Benchmarks (PostgreSQL at $$BENCH_PG_URL or the local default; not part of the tests).
@@ -107,4 +114,4 @@ lint: $(VENV)/.installed-dev
 	$(PY) manage.py makemigrations --check --dry-run
 
 clean:
-	rm -rf $(VENV) $(LATEST_VENV) .pytest_cache .ruff_cache .test-db.sqlite3* docs/_build
+	rm -rf $(VENV) $(LATEST_VENV) .pytest_cache .ruff_cache .test-db.sqlite3* .test-static docs/_build

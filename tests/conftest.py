@@ -11,6 +11,37 @@ from django.db import connection
 
 from tests.helpers import ROOT, database_url
 
+# Fixtures by which a test reaches a database: pytest-django's (``db``, ``transactional_db``,
+# ``admin_user`` and the rest all request ``_django_db_helper``), and this suite's for helper
+# processes, which reach the test database from outside.
+DATABASE_FIXTURES = {"_django_db_helper", "child_env"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--database-tests-only",
+        action="store_true",
+        help="deselect the tests that touch no database (make test runs those in its "
+        "SQLite half only: they would pass or fail the same on PostgreSQL)",
+    )
+
+
+def uses_database(item: pytest.Item) -> bool:
+    """Whether a test reaches the database: marked ``django_db`` or ``postgres``, or using
+    a fixture that does. The others cannot: pytest-django refuses them any query."""
+    if item.get_closest_marker("django_db") or item.get_closest_marker("postgres"):
+        return True
+    return not DATABASE_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("database_tests_only"):
+        return
+    kept = [item for item in items if uses_database(item)]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if not uses_database(item)])
+        items[:] = kept
+
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("postgres"):
@@ -92,6 +123,53 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+# What a copy of the checkout for a wheel build leaves out: git, virtualenvs, caches, what
+# builds, runs and tests leave behind (see .gitignore).
+NOT_SOURCE = (".git", ".venv*", ".*cache", ".hypothesis", ".test-*", "build", "*.egg-info")
+NOT_SOURCE += ("staticfiles", "artifacts", "db.sqlite3*")
+
+
+@pytest.fixture(scope="session")
+def studyqueue_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel ``pip wheel`` builds from the checkout, once per test process. Built from a
+    copy: setuptools writes build/ and *.egg-info into the tree it builds, and two builds
+    at once in one tree (two pytest-xdist workers, or two test runs) break each other."""
+    import fnmatch
+    import shutil
+    import subprocess
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        top = Path(folder) == ROOT
+        return [
+            name
+            for name in names
+            if name == "__pycache__"
+            or (top and any(fnmatch.fnmatch(name, pattern) for pattern in NOT_SOURCE))
+        ]
+
+    work = tmp_path_factory.mktemp("wheel")
+    source = work / "studyqueue-source"
+    shutil.copytree(ROOT, source, ignore=ignore, symlinks=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(work), str(source)],
+        check=True,
+        timeout=300,
+    )
+    (wheel,) = work.glob("studyqueue-*.whl")
+    return wheel
+
+
+@pytest.fixture(autouse=True)
+def _default_language() -> None:
+    """Each test starts in the default language: a request with Accept-Language activates
+    that language for the thread and nothing deactivates it, so a test would otherwise inherit
+    Korean from whichever test ran before it in the same process (pytest-xdist orders them
+    differently from run to run)."""
+    from django.utils import translation
+
+    translation.deactivate()
 
 
 @pytest.fixture(autouse=True)

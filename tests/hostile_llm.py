@@ -96,6 +96,10 @@ class HostileServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> HostileServer:
+        if self.mode == "gzip_bomb":
+            # Packed here, not in the first request: packing 256 MB costs seconds of CPU on a
+            # loaded machine, inside the client's deadline and holding its thread's GIL.
+            gzip_bomb()
         self._thread.start()
         self._ready.wait(5)
         return self

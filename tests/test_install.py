@@ -95,18 +95,13 @@ def get(url: str) -> tuple[int, str, str]:
 
 
 def test_the_install_page_makes_the_wheel_work_in_a_new_django_project(
-    tmp_path, llm_server, free_port
+    tmp_path, llm_server, free_port, studyqueue_wheel
 ):
     python = sys.executable
-    subprocess.run(
-        [python, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "wheel"), ROOT],
-        check=True,
-        timeout=300,
-    )
-    (wheel,) = (tmp_path / "wheel").glob("studyqueue-*.whl")
     site = tmp_path / "site"
+    wheel = str(studyqueue_wheel)
     subprocess.run(
-        [python, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+        [python, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), wheel],
         check=True,
         timeout=300,
     )

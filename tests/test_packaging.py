@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import zipfile
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.slow
 
 
-def test_the_wheel_holds_the_app_with_its_templates_and_not_the_project(tmp_path):
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
-        check=True,
-        timeout=300,
-    )
-    (wheel,) = tmp_path.glob("studyqueue-*.whl")
+def test_the_wheel_holds_the_app_with_its_templates_and_not_the_project(studyqueue_wheel):
+    wheel = studyqueue_wheel
     names = zipfile.ZipFile(wheel).namelist()
     packages = {name.split("/")[0] for name in names if not name.startswith("studyqueue-")}
     assert packages == {"studyqueue"}, packages

@@ -320,9 +320,14 @@ def test_the_llm_check_probes_the_url_a_live_consumer_uses(settings, llm_server,
     error = health_error("--llm")
     assert error.startswith(f"llm: the LLM server at {dead} (consumer c1) is unreachable")
     assert llm_server.url not in error
-    status, body, _ = ready(client)
-    assert status == 503
-    assert body["checks"]["llm"]["detail"].startswith(f"the LLM server at {dead} (consumer c1)")
+    assert ready(client)[0] == 503
+
+    def answered() -> str | None:  # readyz waits 1 s for the probe: a loaded machine may not
+        detail = ready(client)[1]["checks"]["llm"]["detail"]
+        return None if "being probed" in detail else detail
+
+    detail = wait_for(answered, timeout=PROBE_DEADLINE_SECONDS + 10, what="the probe's answer")
+    assert detail.startswith(f"the LLM server at {dead} (consumer c1)")
 
 
 def test_each_consumer_url_is_probed_and_named(settings, llm_server, free_port):
@@ -508,9 +513,10 @@ def test_gunicorn_healthz_stays_fast_while_readyz_meets_a_dripping_llm(gunicorn,
     assert {status for _, status, _ in readies} == {503}
     assert first < 2 * health.READY_WAIT_SECONDS + 3  # one wait, maybe queued behind another
     assert max(steady) < 1.0, "past the first probe, readyz never waits for the LLM"
-    # Blocked behind readyz, healthz would take its wait (seconds); a loaded machine's
-    # scheduling alone costs tenths at most.
-    assert timings[20] < 0.5 and timings[-1] < 1.0, timings
+    # Not queued behind a readyz (which may wait READY_WAIT_SECONDS): under a quarter of that.
+    # The median was 0.1 s at most until four pytest-xdist workers shared two loaded cores
+    # with it: 0.12, 0.20 and 0.24 s there.
+    assert timings[20] < health.READY_WAIT_SECONDS / 4 and timings[-1] < 1.0, timings
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import pytest
 from studyqueue.consumer import consumer as consumer_module
 from studyqueue.models import GateLimit
 from studyqueue.queue import transitions as queue
-from studyqueue.services import gate_limits
+from studyqueue.services import gate_control, gate_limits
 from tests.factories import StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,10 +41,13 @@ def stored() -> GateLimit:
 def test_the_limit_rises_when_the_server_batches(auto, make_consumer, caplog):
     # Four replies at once, each 0.1 s: tokens/s grows up to four calls, then stops.
     auto.configure(delay=0.1, capacity=4)
-    enqueue(80)
+    # Enough calls for a full window at limit 1 and at limit 2 even when the calls' times
+    # spread (a loaded machine): each window then grows to MAX_WINDOW_CALLS.
+    jobs = 3 * gate_control.MAX_WINDOW_CALLS
+    enqueue(jobs)
     consumer = make_consumer()
     with caplog.at_level(logging.INFO, logger="studyqueue.gate"):
-        assert consumer.run_cycle().outcomes == {"completed": 80}
+        assert consumer.run_cycle().outcomes == {"completed": jobs}
     climbs = [r.getMessage() for r in caplog.records if "reason=climb" in r.getMessage()]
     assert climbs, "the limit never rose"
     assert "study_gate_limit endpoint=" in climbs[0] and "old=1 new=2" in climbs[0]

@@ -38,6 +38,13 @@ def consumer(llm_server: LLMServer, make_consumer: Callable[..., Consumer]) -> C
     return make_consumer()
 
 
+@pytest.fixture
+def long_breaker_pause(llm_server: LLMServer, settings) -> None:  # type: ignore[no-untyped-def]
+    """The breaker stays open for a minute, not the fixture's 0.2 s: a loaded machine can
+    take longer than that between the trip and the test's look at it."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "BREAKER_BASE_SECONDS": 60}
+
+
 def enqueue(n: int = 1, **question_fields) -> list[StudyQuestionJob]:  # type: ignore[no-untyped-def]
     return [queue.enqueue(StudyQuestionFactory(**question_fields)).job for _ in range(n)]
 
@@ -114,6 +121,7 @@ def test_a_reply_for_a_question_changed_during_the_call_is_not_stored() -> None:
         ("503", Outcome.RELEASED, 0, True),  # the server's: handed back, the breaker opens
     ],
 )
+@pytest.mark.usefixtures("long_breaker_pause")
 def test_a_failed_call_retries_or_releases_per_the_policy(
     consumer: Consumer,
     llm_server: LLMServer,
@@ -131,6 +139,7 @@ def test_a_failed_call_retries_or_releases_per_the_policy(
     assert not ExplanationRevision.objects.exists()
 
 
+@pytest.mark.usefixtures("long_breaker_pause")
 def test_an_open_breaker_releases_a_job_at_the_gate_without_a_call(
     consumer: Consumer, llm_server: LLMServer
 ) -> None:

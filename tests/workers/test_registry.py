@@ -45,6 +45,7 @@ LAST = MAX_FREE_RELEASES  # free releases used up: the next failure counts
 )
 def test_a_failed_call_becomes_the_transition_the_policy_names(
     llm_server,
+    settings,
     make_consumer,
     code,
     affects_all,
@@ -55,6 +56,9 @@ def test_a_failed_call_becomes_the_transition_the_policy_names(
     attempts,
     breaker_open,
 ):
+    # Open for a minute, not the fixture's 0.2 s: a loaded machine can take longer than that
+    # between the trip and the look at the breaker below.
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "BREAKER_BASE_SECONDS": 60}
     consumer = make_consumer()
     job = queue.enqueue(StudyQuestionFactory()).job
     StudyQuestionJob.objects.filter(pk=job.pk).update(free_releases=free_releases)

@@ -230,9 +230,14 @@ def test_server_wide_faults_release_jobs_without_burning_attempts(
     assert consumer.run_cycle().claimed == 0
 
 
-def test_consumer_resumes_by_itself_after_each_of_several_outages(llm_server, make_consumer):
+def test_consumer_resumes_by_itself_after_each_of_several_outages(
+    llm_server, settings, make_consumer
+):
     """One long-lived consumer (one client, one gate, one breaker) through five outages:
     nothing it keeps between cycles may wedge it once the server is back."""
+    # A pause longer than the tests' 0.2 s: on a loaded machine the cycle went on past a
+    # 0.2 s pause and claimed the released jobs again.
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "BREAKER_BASE_SECONDS": 1}
     port = llm_server.port
     llm_server.stop()  # down: connections are refused
     consumer = make_consumer()

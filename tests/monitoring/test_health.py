@@ -513,10 +513,10 @@ def test_gunicorn_healthz_stays_fast_while_readyz_meets_a_dripping_llm(gunicorn,
     assert {status for _, status, _ in readies} == {503}
     assert first < 2 * health.READY_WAIT_SECONDS + 3  # one wait, maybe queued behind another
     assert max(steady) < 1.0, "past the first probe, readyz never waits for the LLM"
-    # Not queued behind a readyz (which may wait READY_WAIT_SECONDS): under a quarter of that.
+    # Not queued behind a readyz (which may wait READY_WAIT_SECONDS): under half of that.
     # The median was 0.1 s at most until four pytest-xdist workers shared two loaded cores
-    # with it: 0.12, 0.20 and 0.24 s there.
-    assert timings[20] < health.READY_WAIT_SECONDS / 4 and timings[-1] < 1.0, timings
+    # with it: 0.12 to 0.28 s there.
+    assert timings[20] < health.READY_WAIT_SECONDS / 2 and timings[-1] < 1.0, timings
 
 
 @pytest.mark.slow

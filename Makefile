@@ -11,8 +11,9 @@ LATEST_VENV ?= .venv-django61
 PYTEST_ARGS ?=
 # Each test run spreads its tests over this many processes (pytest-xdist; each process has
 # its own test database, e.g. test_studyqueue_gw0). Many tests wait on helper processes,
-# sockets or the database, so more processes than cores pay. TEST_WORKERS=0: one process.
-TEST_WORKERS ?= 4
+# sockets or the database; as many as the CI machine's two cores keeps the timing-bound tests
+# honest under load. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
 .PHONY: run test test-sqlite test-postgres test-django61 lint docs bench migrate messages clean

@@ -15,11 +15,12 @@ from studyqueue.explanations.prompts import build_messages, current_version
 from studyqueue.explanations.revisions import Written
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
 from studyqueue.queue import retry
-from studyqueue.queue.store import Failed, JobResult
+from studyqueue.queue.store import JobResult
 from studyqueue.services.gate import GateTimeout
 from studyqueue.services.llm import LLMError
 from studyqueue.workers.registry import (
     WorkContext,
+    failed,
     gate_timed_out,
     handler,
     hold_back,
@@ -29,24 +30,20 @@ from studyqueue.workers.registry import (
 logger = logging.getLogger("studyqueue.worker")
 
 
-def _failed(job: StudyQuestionJob, code: ErrorCode, message: str) -> Failed:
-    return Failed.decided(job, retry.Failure(code, message))
-
-
 @handler(JobKind.EXPLANATION)
 async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     """Run one claimed explanation job; what happened, for the consumer to write."""
     question = await ctx.store.question(job)
     if question is None:
-        return _failed(job, ErrorCode.QUESTION_MISSING, "the question was deleted")
+        return failed(job, ErrorCode.QUESTION_MISSING, "the question was deleted")
     if not question.text.strip():
-        return _failed(job, ErrorCode.QUESTION_EMPTY, "the question has no text")
+        return failed(job, ErrorCode.QUESTION_EMPTY, "the question has no text")
     try:
         messages = build_messages(question)
     except ValidationError as exc:
         # Stored data no form let through (raw SQL, an old import): no retry can fix it.
         message = f"the question's choices are invalid: {' '.join(exc.messages)}"
-        return _failed(job, ErrorCode.QUESTION_INVALID, message)
+        return failed(job, ErrorCode.QUESTION_INVALID, message)
     version = current_version(max_tokens=job.max_tokens)
     try:
         async with ctx.gate.slot(prefix=version.hash) as slot:

@@ -9,12 +9,12 @@ from django.core.exceptions import ValidationError
 from studyqueue.conf import conf
 from studyqueue.explanations import key_audit
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
-from studyqueue.queue import retry
-from studyqueue.queue.store import Failed, JobResult
+from studyqueue.queue.store import JobResult
 from studyqueue.services.gate import GateTimeout
 from studyqueue.services.llm import LLMError
 from studyqueue.workers.registry import (
     WorkContext,
+    failed,
     gate_timed_out,
     handler,
     hold_back,
@@ -22,23 +22,19 @@ from studyqueue.workers.registry import (
 )
 
 
-def _failed(job: StudyQuestionJob, code: ErrorCode, message: str) -> Failed:
-    return Failed.decided(job, retry.Failure(code, message))
-
-
 @handler(JobKind.KEY_AUDIT)
 async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     """Run one claimed key audit job; what happened, for the consumer to write."""
     question = await ctx.store.question(job)
     if question is None:
-        return _failed(job, ErrorCode.QUESTION_MISSING, "the question was deleted")
+        return failed(job, ErrorCode.QUESTION_MISSING, "the question was deleted")
     if not key_audit.auditable(question):
-        return _failed(job, ErrorCode.QUESTION_INVALID, "the question has no choices or no key")
+        return failed(job, ErrorCode.QUESTION_INVALID, "the question has no choices or no key")
     try:
         messages = key_audit.build_messages(question)
     except ValidationError as exc:
         message = f"the question's choices are invalid: {' '.join(exc.messages)}"
-        return _failed(job, ErrorCode.QUESTION_INVALID, message)
+        return failed(job, ErrorCode.QUESTION_INVALID, message)
     samples: list[key_audit.Sample] = []
     elapsed_ms = 0
     try:

@@ -91,6 +91,12 @@ async def hold_back(ctx: WorkContext, job: StudyQuestionJob) -> Released | None:
     return None
 
 
+def failed(job: StudyQuestionJob, code: str, message: str) -> Failed:
+    """A failure the handler found itself (a deleted or unusable question), with the
+    policy's decision for it."""
+    return Failed.decided(job, retry.Failure(code, message))
+
+
 def llm_failed(ctx: WorkContext, job: StudyQuestionJob, error: LLMError) -> Failed:
     """A failed LLM call and the policy's decision for it (``retry.decide``). Called inside
     the gate: an overload tells the adaptive gate to back off, and a failure of the server

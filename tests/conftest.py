@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from tests.helpers import ROOT, database_url
+from tests.helpers import ROOT, database_url, ports
 
 # Fixtures by which a test reaches a database: pytest-django's (``db``, ``transactional_db``,
 # ``admin_user`` and the rest all request ``_django_db_helper``), and this suite's for helper
@@ -117,12 +117,8 @@ def make_consumer():
 
 @pytest.fixture
 def free_port() -> int:
-    """A port with nothing listening (connections are refused)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port with nothing listening (connections are refused); see ``helpers.ports``."""
+    return ports.free_port()
 
 
 # What a copy of the checkout for a wheel build leaves out: git, virtualenvs, caches, what

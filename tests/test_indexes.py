@@ -52,11 +52,14 @@ def test_claim_and_stale_scan_use_partial_indexes():
     _fill()
     assert StudyQuestionJob.objects.count() == N_JOBS
     claim_sql = queue.CLAIM_SQL["postgresql"]
-    params = {"token": None, "worker_id": "w", "now": timezone.now(), "limit": 1}
-    claim_plan = _plan(claim_sql, params)  # EXPLAIN plans the UPDATE without running it
-    print(claim_plan)
-    assert "studyqueue_job_claim" in claim_plan
-    assert "Seq Scan" not in claim_plan
+    for holds in (False, True):  # with KEY_AUDIT_HOLDS off and on
+        params = {"token": None, "worker_id": "w", "now": timezone.now(), "limit": 1}
+        params["holds"] = holds
+        claim_plan = _plan(claim_sql, params)  # EXPLAIN plans the UPDATE without running it
+        print(claim_plan)
+        assert "studyqueue_job_claim" in claim_plan
+        # The job table is never read whole (the pause table has a row per paused kind).
+        assert "Seq Scan on studyqueue_studyquestionjob" not in claim_plan
     stale_plan = StudyQuestionJob.objects.stale(timezone.now() - timedelta(minutes=10)).explain()
     print(stale_plan)
     assert "studyqueue_job_stale" in stale_plan

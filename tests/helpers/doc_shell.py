@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import pytest
 from django.db import connection
 
 from tests.helpers import ROOT, wait_for
+from tests.helpers.ports import free_port
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.S | re.M)
 # The checkout's own state, never linked into a sandbox.
@@ -53,12 +53,6 @@ def code_blocks(path: Path, language: str | None = "sh") -> list[Block]:
         for m in FENCE.finditer(text)
         if language is None or m.group(1) == language
     ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Sandbox:

@@ -212,6 +212,14 @@ SETTINGS: dict[str, Setting] = {
         "a disputed key holds its question's explanation (no LLM call is spent on it) until a "
         "reviewer keeps or changes the key; off: the explanation is written anyway",
     ),
+    "VERIFY": Setting(
+        bool,
+        True,
+        "after each new explanation of a question with choices and a key, the blind verifier "
+        "asks the model which choice the explanation supports, its answer line hidden and "
+        "never shown the key (verification jobs, claimed only when no explanation or key "
+        "audit job is ready)",
+    ),
 }
 
 

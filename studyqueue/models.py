@@ -54,6 +54,19 @@ class JobKind(models.TextChoices):
     EXPLANATION = "explanation", _("Explanation")  # write the question's explanation
     SESSION_SUMMARY = "session_summary", _("Session summary")  # reserved; skipped when seen
     KEY_AUDIT = "key_audit", _("Key audit")  # ask the model for the answer alone, no key
+    # Ask the model which choice an explanation supports, its answer line hidden, no key.
+    VERIFICATION = "verification", _("Verification")
+
+
+# A job's claim priority by kind (0 when not listed): jobs are claimed by priority, then id,
+# so a higher number waits while any lower one is ready. Checking an explanation never
+# slows the writing of the next one.
+KIND_PRIORITY: dict[str, int] = {JobKind.VERIFICATION: 1}
+
+
+def kind_priority(kind: str) -> int:
+    """The claim priority a new job of ``kind`` gets (``KIND_PRIORITY``)."""
+    return KIND_PRIORITY.get(kind, 0)
 
 
 class JobStatus(models.TextChoices):
@@ -88,6 +101,7 @@ class ErrorCode(models.TextChoices):
     UNSUPPORTED_KIND = "unsupported_kind", _("Kind is reserved, not implemented")
     UNKNOWN_KIND = "unknown_kind", _("Kind is not known to this version")
     OPERATOR_SKIPPED = "operator_skipped", _("Skipped by an operator")
+    NOTHING_TO_VERIFY = "nothing_to_verify", _("No explanation left to verify")
     INTERNAL = "internal", _("Unexpected internal error")
 
 
@@ -367,6 +381,8 @@ class StudyQuestion(models.Model):
     objects = QuestionManager()
 
     class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
         ordering = ["id"]
         verbose_name = _("study question")
         verbose_name_plural = _("study questions")
@@ -495,6 +511,12 @@ class StudyQuestionJob(models.Model):
     kind = models.CharField(
         verbose_name=_("kind"), max_length=_choice_width(JobKind), choices=JobKind.choices
     )
+    priority = models.PositiveSmallIntegerField(
+        verbose_name=_("priority"),
+        default=0,
+        db_default=0,
+        help_text=_("Claimed before any job with a higher number that is ready (0: first)."),
+    )
     status = models.CharField(
         verbose_name=_("status"),
         max_length=_choice_width(JobStatus),
@@ -560,6 +582,8 @@ class StudyQuestionJob(models.Model):
     objects = JobManager()
 
     class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
         ordering = ["-id"]
         verbose_name = _("study question job")
         verbose_name_plural = _("study question jobs")
@@ -583,9 +607,11 @@ class StudyQuestionJob(models.Model):
             ),
         ]
         indexes = [
-            # Exactly the claim query: WHERE status='pending' ... ORDER BY id.
+            # Exactly the claim query: WHERE status='pending' ... ORDER BY priority, id.
             models.Index(
-                fields=["id"], condition=Q(status=JobStatus.PENDING), name="studyqueue_job_claim"
+                fields=["priority", "id"],
+                condition=Q(status=JobStatus.PENDING),
+                name="studyqueue_job_claim",
             ),
             # The stale scan: WHERE status='processing' AND heartbeat_at < cutoff.
             models.Index(
@@ -662,6 +688,8 @@ class JobAttempt(models.Model):
     objects = StudyQueueManager()
 
     class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
         ordering = ["job", "number"]
         verbose_name = _("job attempt")
         verbose_name_plural = _("job attempts")
@@ -691,6 +719,8 @@ class QueueDashboard(StudyQuestionJob):
     """The admin's queue dashboard (a proxy so that it appears in the app's admin index)."""
 
     class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
         proxy = True
         verbose_name = _("queue dashboard")
         verbose_name_plural = _("queue dashboard")
@@ -719,6 +749,8 @@ class QueuePause(models.Model):
     objects = StudyQueueManager()
 
     class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
         ordering = ["kind"]
         verbose_name = _("queue pause")
         verbose_name_plural = _("queue pauses")
@@ -785,6 +817,8 @@ class QueueConsumer(models.Model):
     objects = StudyQueueManager()
 
     class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
         ordering = ["-seen_at"]
         verbose_name = _("consumer")
         verbose_name_plural = _("consumers")
@@ -929,10 +963,30 @@ class ExplanationRevision(models.Model):
         verbose_name=_("reviewed by"), max_length=150, blank=True, default="", db_default=""
     )
     reviewed_at = models.DateTimeField(verbose_name=_("reviewed at"), null=True, blank=True)
+    verifier_answer = models.PositiveSmallIntegerField(
+        verbose_name=_("verifier's choice"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "The choice (1-based) the blind verifier says the explanation supports (blank: "
+            "it named none, or several, or it has not checked yet)."
+        ),
+    )
+    verifier_reply = models.CharField(
+        verbose_name=_("verifier's reply"), max_length=200, blank=True, default="", db_default=""
+    )
+    verified_at = models.DateTimeField(
+        verbose_name=_("verified at"),
+        null=True,
+        blank=True,
+        help_text=_("When the blind verifier checked it (blank: not checked)."),
+    )
 
     objects = StudyQueueManager()
 
     class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
         ordering = ["-id"]
         verbose_name = _("explanation revision")
         verbose_name_plural = _("explanation revisions")
@@ -972,10 +1026,29 @@ class ExplanationRevision(models.Model):
         return self.review_status in PROTECTED_REVIEWS
 
 
+def revision_to_verify(question: StudyQuestion) -> ExplanationRevision | None:
+    """The revision a verification job of ``question`` checks (``explanations.verifier``):
+    its newest generated one not yet verified that is its current explanation (not outdated:
+    written for content that is gone, nothing to check it against) or a waiting candidate."""
+    shown = Q(pk=question.current_revision_id)
+    if question.current_revision_id is None or QUESTION_CHANGED_FLAG in (
+        question.explanation_flags or []
+    ):
+        shown = Q(pk__in=[])
+    return (
+        ExplanationRevision.objects.filter(question_id=question.pk, author="", verified_at=None)
+        .filter(shown | Q(candidate=True))
+        .order_by("-pk")
+        .first()
+    )
+
+
 class ExplanationReview(ExplanationRevision):
     """The admin's review page (a proxy so that it appears in the app's admin index)."""
 
     class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
         proxy = True
         verbose_name = _("explanation review")
         verbose_name_plural = _("explanation reviews")
@@ -1009,6 +1082,8 @@ class GateLimit(models.Model):
     objects = StudyQueueManager()
 
     class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
         ordering = ["endpoint"]
         verbose_name = _("gate limit")
         verbose_name_plural = _("gate limits")

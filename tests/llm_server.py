@@ -49,6 +49,11 @@ FAULT_RE = re.compile(r"FAULT:([a-z0-9]+)")
 # choice; ``x``: a reply no reader can read), e.g. ``AUDIT:223``; without it, ``audit_answer``.
 AUDIT_SYSTEM_RE = re.compile(r"^You answer multiple-choice questions\.")
 AUDIT_RE = re.compile(r"AUDIT:([0-9x]+)")
+# A blind verifier call (its system message: "You check explanations…") likewise:
+# ``VERIFY:<spec>`` in the question's text gives the reply of each call in turn (a digit: that
+# choice; ``x``: a reply naming none), e.g. ``VERIFY:3``; without it, ``verify_answer``.
+VERIFY_SYSTEM_RE = re.compile(r"^You check explanations of multiple-choice questions\.")
+VERIFY_RE = re.compile(r"VERIFY:([0-9x]+)")
 # The default reply: long enough (QUALITY_MIN_CHARS is 40) not to be flagged too_short, and
 # ending with the answer line the default prompt asks for (the README's first explanation: 2 + 2).
 ANSWER = "Because 2 + 2 equals 4: two things and two more make four.\nAnswer: 4"
@@ -68,6 +73,8 @@ class LLMServer:
         self.answer = ANSWER
         self.audit_answer = "Answer: 1"  # a key audit call's reply without AUDIT: in its text
         self.audit_calls: Counter[str] = Counter()  # key audit calls per question
+        self.verify_answer = "Answer: 1"  # a verifier call's reply without VERIFY: in its text
+        self.verify_calls: Counter[str] = Counter()  # verifier calls per question
         # The usage it reports; ``cached_tokens`` None: no ``prompt_tokens_details`` at all.
         self.prompt_tokens = 42
         self.completion_tokens = 7
@@ -217,6 +224,7 @@ class LLMServer:
             self.per_question.clear()
             self.completed_per_question.clear()
             self.audit_calls.clear()
+            self.verify_calls.clear()
 
     # ------------------------------------------------------------------ handler
 
@@ -357,20 +365,24 @@ class LLMServer:
             finished()
 
     def _content(self, body: dict) -> str:
-        """The reply's text: ``answer``, or for a key audit call its sample's answer."""
+        """The reply's text: ``answer``, or for a key audit or verifier call its answer."""
         messages = body.get("messages") or []
-        system = messages[0].get("content", "") if messages else ""
-        if not AUDIT_SYSTEM_RE.search(system or ""):
+        system = (messages[0].get("content", "") if messages else "") or ""
+        if AUDIT_SYSTEM_RE.search(system):
+            calls, spec_re, default = self.audit_calls, AUDIT_RE, self.audit_answer
+        elif VERIFY_SYSTEM_RE.search(system):
+            calls, spec_re, default = self.verify_calls, VERIFY_RE, self.verify_answer
+        else:
             return self.answer
         prompt = messages[-1].get("content", "")
         match = QUESTION_RE.search(prompt)
         question = match.group(1).strip() if match else prompt[:60]
         with self._lock:
-            turn = self.audit_calls[question]
-            self.audit_calls[question] += 1
-        spec = AUDIT_RE.search(prompt)
+            turn = calls[question]
+            calls[question] += 1
+        spec = spec_re.search(prompt)
         if spec is None:
-            return self.audit_answer
+            return default
         said = spec.group(1)[turn % len(spec.group(1))]
         return "I cannot tell." if said == "x" else f"Answer: {said}"
 

@@ -176,12 +176,6 @@ def test_the_admin_reads_on_the_write_alias(reads_elsewhere, admin_client):
     assert ExplanationRevision.objects.count() == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a deferred field's load and a forward relation's read go through the base "
-    "manager (Django's plain Manager), which asks the router with the instance as hint: "
-    "a router that ignores the hint reads them from its replica",
-)
 def test_deferred_fields_and_forward_relations_load_on_the_write_alias(reads_elsewhere):
     question = StudyQuestionFactory.create()
     job = StudyQuestionJobFactory.create(study_question=question, error_message="boom")

@@ -27,6 +27,8 @@ FLAG_COLOURS: dict[str, str] = {
     QualityFlag.ANSWER_MISMATCH: "#dc2626",
     QualityFlag.NO_ANSWER_STATED: "#d97706",
     QualityFlag.QUESTION_CHANGED: "#0369a1",
+    QualityFlag.VERIFIER_DISAGREES: "#be123c",
+    QualityFlag.VERIFIER_UNSURE: "#a16207",
 }
 _UNKNOWN_COLOUR = "#6b7280"  # a flag this version does not know (stored by a newer one)
 

@@ -451,3 +451,42 @@ def compare(reply: str, choices: Sequence[str], key: str) -> Agreement:
         return Agreement(stated, Verdict.AGREES if resolved == wanted else Verdict.DIFFERS)
     said = choices[resolved - 1] if isinstance(resolved, int) else _answer_part(stated)
     return Agreement(stated, Verdict.AGREES if _same_text(said, key) else Verdict.DIFFERS)
+
+
+_LABELS = (_EN_LABEL, _KO_LABEL, _EN_AFTER, _KO_AFTER)
+
+
+def hide_statements(reply: str) -> str:
+    """The reply without the lines that state an answer (``Answer: 2``, ``정답은 ②번입니다``,
+    ``(B) Seoul is the correct answer``), nor the line below a label that ends its own
+    (``**정답:**`` then ``②``): what is left is the reasoning, for a reader who must judge
+    which choice it supports without being told (the blind verifier)."""
+    kept: list[str] = []
+    drop_next = False
+    for line in reply.splitlines():
+        plain = _markdown_off(line)
+        if drop_next and plain.strip():
+            drop_next = False
+            continue
+        found = [m for label in _LABELS for m in label.finditer(plain)]
+        if not found:
+            kept.append(line)
+            continue
+        last = max(found, key=lambda m: m.end())
+        drop_next = not plain[last.end() :].strip(_EDGE)
+    return "\n".join(kept).strip()
+
+
+def choice_named(reply: str, choices: Sequence[str]) -> int | None:
+    """The choice (1-based) a short reply names ("Answer: 2", "2", "(B)", "Seoul"), or None:
+    none could be read (no answer, two answers, an answer that is no choice). Read as the
+    model wrote it: no key is passed (the key audit's samples, the blind verifier)."""
+    _, resolved = read(reply, choices)
+    if isinstance(resolved, int):
+        return resolved
+    bare = reply.strip()
+    if bare and "\n" not in bare and len(bare) <= 40:  # "2", "(B)", "Seoul": the answer alone
+        alone = resolve(bare, choices)
+        if isinstance(alone, int):
+            return alone
+    return None

@@ -37,7 +37,7 @@ from studyqueue.models import (
     StudyQuestionJob,
     validate_choices,
 )
-from studyqueue.queue import notify, retry
+from studyqueue.queue import attempts, notify, retry
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.transitions import Outcome
 
@@ -89,21 +89,6 @@ def needing_audit_ids(ids: Iterable[int]) -> list[int]:
     return sorted(found)
 
 
-def sample_answer(reply: str, choices: Sequence[str]) -> int | None:
-    """The choice (1-based) a reply names, or None: the reader could not read one (no
-    answer, two answers, an answer that is no choice). The key is not passed: the reply is
-    read as the model wrote it."""
-    _, resolved = answers.read(reply, choices)
-    if isinstance(resolved, int):
-        return resolved
-    bare = reply.strip()
-    if bare and "\n" not in bare and len(bare) <= 40:  # "2", "(B)", "Seoul": the answer alone
-        alone = answers.resolve(bare, choices)
-        if isinstance(alone, int):
-            return alone
-    return None
-
-
 @dataclass(frozen=True)
 class Verdict:
     """What the samples say of the key: ``key_audit`` and, when disputed, the choice."""
@@ -153,6 +138,7 @@ class Audited:
     question: StudyQuestion
     samples: list[Sample]
     llm_ms: int | None = None
+    usage: attempts.Usage | None = None  # the samples' tokens, summed
 
     def verdict(self) -> Verdict:
         key = answers.key_choice(self.question.answer, self.question.choices)
@@ -178,7 +164,7 @@ class Audited:
                 message = "the question changed during the key audit; its samples were dropped"
                 failure = retry.Failure(ErrorCode.QUESTION_CHANGED, message, job_at_fault=False)
                 return queue.apply(job, failure, retry.decide(failure, job))
-            outcome = queue.complete(job, llm_ms=self.llm_ms)
+            outcome = queue.complete(job, llm_ms=self.llm_ms, usage=self.usage)
             if outcome is Outcome.LOST:
                 transaction.set_rollback(True, using=db)
                 return outcome

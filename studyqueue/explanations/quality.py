@@ -9,6 +9,9 @@
 - ``answer_mismatch``: the answer the reply states is not the question's key;
 - ``no_answer_stated``: the question has a key, and the reply states no answer the parser
   (``studyqueue.explanations.answers``) can read;
+- ``verifier_disagrees`` / ``verifier_unsure``: the blind verifier (``verifier``), shown the
+  explanation without its answer line and never the key, named another choice than the key,
+  or none (or several). Set after the explanation was kept; never retried.
 - ``question_changed``: the question's text, choices or key changed after the explanation
   was written (set on the question, never on the reply's revision: it is no fault of the
   prompt, so prompt statistics do not count it). Such an explanation is outdated.
@@ -45,6 +48,9 @@ class QualityFlag(models.TextChoices):
     ANSWER_MISMATCH = "answer_mismatch", _("answer mismatch")
     NO_ANSWER_STATED = "no_answer_stated", _("no answer stated")
     QUESTION_CHANGED = QUESTION_CHANGED_FLAG, _("question changed")
+    # Set after the explanation was kept, by the blind verifier (``verifier``): never retried.
+    VERIFIER_DISAGREES = "verifier_disagrees", _("verifier disagrees")
+    VERIFIER_UNSURE = "verifier_unsure", _("verifier unsure")
 
 
 # The names the rest of the code and the settings know them by.
@@ -52,6 +58,8 @@ TRUNCATED, UNFINISHED = QualityFlag.TRUNCATED, QualityFlag.UNFINISHED
 TOO_SHORT, WRONG_SCRIPT = QualityFlag.TOO_SHORT, QualityFlag.WRONG_SCRIPT
 ANSWER_MISMATCH, NO_ANSWER_STATED = QualityFlag.ANSWER_MISMATCH, QualityFlag.NO_ANSWER_STATED
 QUESTION_CHANGED = QualityFlag.QUESTION_CHANGED
+VERIFIER_DISAGREES, VERIFIER_UNSURE = QualityFlag.VERIFIER_DISAGREES, QualityFlag.VERIFIER_UNSURE
+VERIFIER_FLAGS = (VERIFIER_DISAGREES, VERIFIER_UNSURE)
 FLAGS: tuple[QualityFlag, ...] = tuple(QualityFlag)
 # What each flag means, in one line: the admin's badges show it on hover.
 MEANINGS: dict[str, str | Promise] = {
@@ -62,6 +70,14 @@ MEANINGS: dict[str, str | Promise] = {
     ANSWER_MISMATCH: _("The answer the explanation states is not the question's key."),
     NO_ANSWER_STATED: _("The explanation states no answer that could be read."),
     QUESTION_CHANGED: _("The question's text, choices or key changed after it was written."),
+    VERIFIER_DISAGREES: _(
+        "Shown the explanation without its answer line, the model named another choice than "
+        "the key: the reasoning may argue for the wrong answer."
+    ),
+    VERIFIER_UNSURE: _(
+        "Shown the explanation without its answer line, the model named no choice, or "
+        "several: the reasoning may not support any answer."
+    ),
 }
 # Reply verdicts that are flags (agreeing, or a question without a key, is none).
 _ANSWER_FLAGS = {Verdict.DIFFERS: ANSWER_MISMATCH, Verdict.UNREAD: NO_ANSWER_STATED}

@@ -22,12 +22,15 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from studyqueue.conf import conf
 from studyqueue.explanations.prompts import PromptVersion
+from studyqueue.explanations.quality import VERIFIER_FLAGS
 from studyqueue.models import (
     PROTECTED_REVIEWS,
     QUESTION_CHANGED_FLAG,
     ErrorCode,
     ExplanationRevision,
+    JobKind,
     ReviewStatus,
     StudyQuestion,
     StudyQuestionJob,
@@ -129,7 +132,10 @@ class Written:
                     return _question_missing(job)
             if outcome is Outcome.LOST:
                 transaction.set_rollback(True, using=db)  # the claim was lost: keep nothing
-            elif outcome is Outcome.COMPLETED and self.flags:
+                return outcome
+            if outcome is Outcome.COMPLETED and verification_wanted(self.question):
+                queue.enqueue(self.question.pk, JobKind.VERIFICATION)  # checked blind, later
+            if outcome is Outcome.COMPLETED and self.flags:
                 logger.warning(
                     "study_explanation_flagged id=%s question=%s flags=%s",
                     job.pk,
@@ -154,9 +160,43 @@ class Written:
         return queue.apply(job, failure, retry.decide(failure, job))
 
 
+def verification_wanted(question: StudyQuestion) -> bool:
+    """Whether a new explanation of ``question`` is checked by the blind verifier
+    (``explanations.verifier``): ``VERIFY`` is on and the question has text, choices and a
+    key (the verifier names a choice; its flags need the key)."""
+    return bool(conf.VERIFY) and bool(
+        question.text.strip() and question.choices and question.answer.strip()
+    )
+
+
 def _question_missing(job: StudyQuestionJob) -> Outcome:
     message = "the question was deleted while its explanation was being written"
     return queue.fail(job, ErrorCode.QUESTION_MISSING, message)
+
+
+def record_verdict(
+    revision_id: int, question: StudyQuestion, *, answer: int | None, reply: str, flags: list[str]
+) -> ExplanationRevision:
+    """The blind verifier's verdict on a revision (in the caller's transaction): the choice
+    it named, its reply (cut), when, and its flags in place of any earlier ones; on the
+    question too when the revision is its current explanation (the admin's filters read
+    the question's flags)."""
+    revision = ExplanationRevision.objects.select_for_update().get(pk=revision_id)
+    revision.flags = _with_verdict(revision.flags or [], flags)
+    revision.verifier_answer = answer
+    revision.verifier_reply = fit(ExplanationRevision, "verifier_reply", reply.strip())
+    revision.verified_at = timezone.now()
+    revision.save(update_fields=["flags", "verifier_answer", "verifier_reply", "verified_at"])
+    if question.current_revision_id == revision.pk:
+        StudyQuestion.objects.filter(pk=question.pk).update(
+            explanation_flags=_with_verdict(question.explanation_flags or [], flags)
+        )
+    return revision
+
+
+def _with_verdict(stored: Sequence[str], verdict: Sequence[str]) -> list[str]:
+    """A stored flags list with the verifier's flags replaced by ``verdict``."""
+    return [flag for flag in stored if flag not in VERIFIER_FLAGS] + list(verdict)
 
 
 def make_current(revision: ExplanationRevision) -> bool:

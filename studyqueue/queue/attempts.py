@@ -4,9 +4,10 @@ transition that ends it, in that transition's statement or transaction. Only
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import connections
 from django.db.models import QuerySet
@@ -48,6 +49,17 @@ def open_claimed(db: str, job_ids: list[int]) -> None:
         cursor.execute(sql, dict(zip(names, job_ids, strict=True)))
 
 
+class _Reported(Protocol):
+    """What a reply reports (``services.llm_reply.LLMReply``)."""
+
+    @property
+    def prompt_tokens(self) -> int | None: ...
+    @property
+    def completion_tokens(self) -> int | None: ...
+    @property
+    def first_token_ms(self) -> int | None: ...
+
+
 @dataclass(frozen=True)
 class Usage:
     """What an attempt's LLM call reported, when it got a reply."""
@@ -55,6 +67,23 @@ class Usage:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     first_token_ms: int | None = None
+
+    @classmethod
+    def of(cls, replies: Sequence[_Reported]) -> Usage | None:
+        """What several calls of one attempt reported (the key audit's samples): their
+        tokens summed (None when no call said), the first call's time to first token."""
+        if not replies:
+            return None
+
+        def total(values: Iterable[int | None]) -> int | None:
+            said = [value for value in values if value is not None]
+            return sum(said) if said else None
+
+        return cls(
+            prompt_tokens=total(reply.prompt_tokens for reply in replies),
+            completion_tokens=total(reply.completion_tokens for reply in replies),
+            first_token_ms=replies[0].first_token_ms,
+        )
 
 
 def _open(db: str) -> QuerySet[JobAttempt]:

@@ -26,7 +26,13 @@ from typing import ParamSpec, Protocol, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections, connections
 
-from studyqueue.models import StudyQuestion, StudyQuestionJob, database
+from studyqueue.models import (
+    ExplanationRevision,
+    StudyQuestion,
+    StudyQuestionJob,
+    database,
+    revision_to_verify,
+)
 from studyqueue.queue import retry
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.transitions import Outcome, StaleResult
@@ -75,7 +81,7 @@ class Failed:
 
 @dataclass(frozen=True)
 class Skipped:
-    """Not run: a reserved or unknown kind."""
+    """Not run: a reserved or unknown kind, or nothing left to do."""
 
     code: str
     message: str
@@ -125,6 +131,11 @@ class JobStore:
         """The job's question as its handler reads it before the call; None if deleted. On
         the claims' connection: on the jobs' it would wait behind the previous job's write."""
         return await self.on_claims(_question, job)
+
+    async def revision_to_verify(self, question: StudyQuestion) -> ExplanationRevision | None:
+        """The revision a verification job of ``question`` checks, on the claims' connection
+        (``models.revision_to_verify``)."""
+        return await self.on_claims(revision_to_verify, question)
 
     # A job's writes, on the jobs' connection.
 

@@ -46,6 +46,7 @@ from studyqueue.models import (
     StudyQuestionJob,
     database,
     key_audit_holds,
+    kind_priority,
 )
 from studyqueue.queue import attempts, columns, notify
 from studyqueue.queue import retry as policy
@@ -78,7 +79,9 @@ class Outcome(StrEnum):
 # of queueing behind them, and ``= ANY(ARRAY(…))`` runs the SELECT once as an init plan
 # (``IN (…)`` plans a slower semi-join); SQLite serialises writers and has neither.
 # Status literals are inlined so that the planner matches the partial index
-# ``studyqueue_job_claim``. tests/queue/test_transitions.py checks that it takes exactly ready().
+# ``studyqueue_job_claim`` (priority, id): a later priority is taken only when no earlier one
+# is ready (``models.KIND_PRIORITY``). tests/queue/test_transitions.py checks that it takes
+# exactly ready().
 # An explanation job waits while its question's key audit runs first, or (KEY_AUDIT_HOLDS) while
 # its disputed key waits for a reviewer: ``models.waiting_for_key_audit``.
 _READY_IDS = """
@@ -103,7 +106,7 @@ _READY_IDS = """
             AND held.key_check = ''
         ))
       ))
-    ORDER BY id
+    ORDER BY priority, id
     LIMIT %(limit)s"""
 _CLAIM = """
 UPDATE studyqueue_studyquestionjob
@@ -222,6 +225,7 @@ def enqueue(
                 job = jobs.create(
                     study_question_id=question_id,
                     kind=kind,
+                    priority=kind_priority(kind),
                     created_at=now,
                     run_after=run_after or now,
                 )
@@ -241,9 +245,9 @@ def enqueue(
 # database builds the rows. PostgreSQL takes the ids as one array parameter.
 ENQUEUE_MANY_SQL = """
 INSERT INTO studyqueue_studyquestionjob
-    (study_question_id, kind, status, attempts, max_attempts, free_releases, error_code,
-     error_message, created_at, run_after, worker_id)
-SELECT id, %(kind)s, 'pending', 0, %(max_attempts)s, 0, '', '', %(now)s, %(now)s, ''
+    (study_question_id, kind, priority, status, attempts, max_attempts, free_releases,
+     error_code, error_message, created_at, run_after, worker_id)
+SELECT id, %(kind)s, %(priority)s, 'pending', 0, %(max_attempts)s, 0, '', '', %(now)s, %(now)s, ''
 FROM studyqueue_studyquestion
 WHERE {ids}
 ON CONFLICT DO NOTHING
@@ -262,6 +266,7 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
     ids = sorted({int(i) for i in question_ids})
     params: dict[str, Any] = {
         "kind": kind,
+        "priority": kind_priority(kind),
         "max_attempts": conf.MAX_ATTEMPTS,
         "now": _db_value("created_at", timezone.now(), db),
     }
@@ -291,7 +296,7 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
 
 def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]:
     """Run a claim statement (by vendor) with a fresh claim token, opening the claimed jobs'
-    attempts; the claimed jobs in id order."""
+    attempts; the claimed jobs in the order they were taken (priority, then id)."""
     db = database()  # where ``Job.objects.raw`` runs it: the parameters are adapted for it
     params.update(
         token=_db_value("claim_token", uuid.uuid4(), db),
@@ -306,7 +311,7 @@ def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]
         with transaction.atomic(using=db):
             jobs = list(claimed)
             attempts.open_claimed(db, [job.pk for job in jobs])
-    jobs.sort(key=lambda job: job.pk)
+    jobs.sort(key=lambda job: (job.priority, job.pk))
     for job in jobs:
         _log("claimed", job, worker=worker_id)
     return jobs
@@ -432,10 +437,15 @@ def _finish(
 
 
 def complete(
-    job: Job, *, revision: ExplanationRevision | None = None, llm_ms: int | None = None
+    job: Job,
+    *,
+    revision: ExplanationRevision | None = None,
+    llm_ms: int | None = None,
+    usage: attempts.Usage | None = None,
 ) -> Outcome:
-    """Mark a claimed job completed with the revision its reply became and its LLM time:
-    ``COMPLETED``, or ``LOST`` if the claim was lost."""
+    """Mark a claimed job completed with its revision (the one its reply became, or the
+    one it checked), its LLM time and what its calls reported (``usage``; by default, the
+    revision's own): ``COMPLETED``, or ``LOST`` if the claim was lost."""
     values = {
         "status": JobStatus.COMPLETED,
         "completed_at": timezone.now(),
@@ -446,7 +456,8 @@ def complete(
         "revision_id": revision.pk if revision is not None else None,
         "llm_ms": llm_ms,
     }
-    return _finish(job, "completed", values, Outcome.COMPLETED, usage=_usage(revision))
+    usage = usage if usage is not None or job.kind != JobKind.EXPLANATION else _usage(revision)
+    return _finish(job, "completed", values, Outcome.COMPLETED, usage=usage)
 
 
 def _usage(revision: ExplanationRevision | None) -> attempts.Usage | None:

@@ -7,11 +7,12 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 
 from studyqueue.conf import conf
-from studyqueue.explanations import key_audit
+from studyqueue.explanations import answers, key_audit
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
+from studyqueue.queue import attempts
 from studyqueue.queue.store import JobResult
 from studyqueue.services.gate import GateTimeout
-from studyqueue.services.llm import LLMError
+from studyqueue.services.llm import LLMError, LLMReply
 from studyqueue.workers.registry import (
     WorkContext,
     failed,
@@ -36,6 +37,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
         message = f"the question's choices are invalid: {' '.join(exc.messages)}"
         return failed(job, ErrorCode.QUESTION_INVALID, message)
     samples: list[key_audit.Sample] = []
+    replies: list[LLMReply] = []
     elapsed_ms = 0
     try:
         # One slot for the few short calls: they are one piece of work.
@@ -56,9 +58,11 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
                     return llm_failed(ctx, job, error)
                 ctx.gate.record(tokens=reply.completion_tokens, seconds=reply.elapsed_ms / 1000)
                 elapsed_ms += reply.elapsed_ms
-                answer = key_audit.sample_answer(reply.content, question.choices)
+                replies.append(reply)
+                answer = answers.choice_named(reply.content, question.choices)
                 samples.append(key_audit.Sample(reply.content, answer))
     except GateTimeout as exc:
         return gate_timed_out(job, exc)
     ctx.breaker.success()
-    return key_audit.Audited(question, samples, llm_ms=elapsed_ms)
+    usage = attempts.Usage.of(replies)
+    return key_audit.Audited(question, samples, llm_ms=elapsed_ms, usage=usage)

@@ -42,9 +42,11 @@ def make_due() -> None:
 
 
 def test_a_cycle_writes_the_explanation_and_completes_the_job(consumer, llm_server):
+    llm_server.configure(verify_answer="Answer: 2")  # the blind check names the key
     (job,) = enqueue(text="What is 2 + 2?", choices=["3", "4"], answer="4")
     result = consumer.run_cycle()
-    assert result.claimed == 1 and result.outcomes == {"completed": 1}
+    # The explanation, then (once no explanation is ready) its blind verification.
+    assert result.claimed == 2 and result.outcomes == {"completed": 2}
     assert job_state(job) == ("completed", "", 1)
     reply = job.revision
     assert (reply.model, reply.prompt_tokens, reply.completion_tokens) == ("default_model", 42, 7)
@@ -53,7 +55,7 @@ def test_a_cycle_writes_the_explanation_and_completes_the_job(consumer, llm_serv
     assert question.explanation == ANSWER
     assert question.explanation_flags == [], "the test server's reply is a good one"
     assert question.current_revision == reply and not reply.truncated
-    assert llm_server.stats()["per_question"] == {"What is 2 + 2?": 1}
+    assert llm_server.stats()["per_question"] == {"What is 2 + 2?": 2}  # written, checked
 
 
 def test_one_consumer_runs_many_cycles_on_one_client_and_loop(consumer, llm_server):

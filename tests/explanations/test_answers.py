@@ -481,3 +481,30 @@ def test_a_plain_answer_line_agrees_whatever_surrounds_it(case):
     reply, korean = case
     found = answers.compare(reply, CITIES if korean else CAPITALS, "서울" if korean else "Seoul")
     assert found.verdict == AGREES, found
+
+
+@pytest.mark.parametrize(
+    ("reply", "answer"),
+    [
+        ("Answer: 2", 2),
+        ("2", 2),
+        ("정답: ③", 3),
+        ("Seoul", 2),
+        ("(A)", 1),
+        ("I cannot tell.", None),
+        ("Answer: 2 or 3", None),
+        ("Answer: 7", None),
+    ],
+)
+def test_a_short_reply_names_a_choice_or_none(reply, answer):
+    """The key audit's samples and the blind verifier's reply: the answer alone."""
+    assert answers.choice_named(reply, ["Busan", "Seoul", "Incheon"]) == answer
+
+
+def test_hiding_statements_leaves_the_reasoning():
+    hide = answers.hide_statements
+    assert hide("Because 2 + 2 equals 4.\n**Answer:** 4") == "Because 2 + 2 equals 4."
+    assert hide("세종이 만들었다.\n정답은 ②번입니다.") == "세종이 만들었다."
+    assert hide("Reasoning.\n**정답:**\n②\nMore reasoning.") == "Reasoning.\nMore reasoning."
+    assert hide("B is wrong.\n(C) Paris is the correct answer.") == "B is wrong."
+    assert hide("No statement at all.") == "No statement at all."

@@ -40,6 +40,7 @@ CLASSIFIED = [
     (ErrorCode.UNSUPPORTED_KIND, False, False),
     (ErrorCode.UNKNOWN_KIND, False, False),
     (ErrorCode.OPERATOR_SKIPPED, False, False),
+    (ErrorCode.NOTHING_TO_VERIFY, False, False),
 ]
 
 

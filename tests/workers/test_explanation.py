@@ -80,16 +80,20 @@ def test_a_completed_job_stores_its_revision_with_flags_and_stated_answer(
 ) -> None:
     llm_server.configure(answer="Three, because two and two make three.\nAnswer: 3")
     (job,) = enqueue(text="What is 2 + 2?", choices=["3", "4"], answer="4")
-    assert consumer.run_cycle().outcomes == {"completed": 1}
+    # The explanation, then its blind check (the verifier names choice 1 too).
+    assert consumer.run_cycle().outcomes == {"completed": 2}
     assert job_state(job) == ("completed", "", 1)
     revision = ExplanationRevision.objects.get()
-    assert (revision.stated_answer, revision.flags) == ("3", ["answer_mismatch"])
+    assert (revision.stated_answer, revision.flags) == (
+        "3",
+        ["answer_mismatch", "verifier_disagrees"],
+    )
     assert revision.job_id == job.pk and job.revision == revision
     assert revision.prompt_version == current_version().hash
     question = StudyQuestion.objects.get()
     assert question.current_revision == revision
     assert question.explanation == revision.text
-    assert question.explanation_flags == ["answer_mismatch"]
+    assert question.explanation_flags == ["answer_mismatch", "verifier_disagrees"]
 
 
 def test_a_reply_for_a_question_changed_during_the_call_is_not_stored() -> None:

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from studyqueue.explanations import key_audit
+from studyqueue.explanations import key_audit, verifier
 from studyqueue.models import (
     ExplanationRevision,
     KeyAudit,
@@ -53,8 +53,8 @@ def audit_bodies(server: LLMServer) -> list[dict]:
 
 
 def kinds_in_order(server: LLMServer) -> list[str]:
-    return ["audit" if b["messages"][0]["content"] == key_audit.SYSTEM else "explanation"
-            for b in server.bodies]  # fmt: skip
+    kinds = {key_audit.SYSTEM: "audit", verifier.SYSTEM: "verify"}
+    return [kinds.get(b["messages"][0]["content"], "explanation") for b in server.bodies]
 
 
 @pytest.mark.parametrize(
@@ -114,13 +114,15 @@ def test_a_drain_runs_the_audit_before_the_explanation(llm_server):
     assert "Created 2 key_audit job(s)" in out
     assert "Created 1 explanation job(s); 0 already queued." in out
     drain()
-    assert kinds_in_order(llm_server) == ["audit"] * 6 + ["explanation"] * 2
+    # Then the blind verifier checks each explanation, once none is ready.
+    assert kinds_in_order(llm_server) == ["audit"] * 6 + ["explanation"] * 2 + ["verify"] * 2
     for q in (first, second):
         q.refresh_from_db()
         assert q.explanation  # a dispute is still explained (KEY_AUDIT_HOLDS off)
     assert set(StudyQuestionJob.objects.values_list("kind", "status")) == {
         ("key_audit", "completed"),
         ("explanation", "completed"),
+        ("verification", "completed"),
     }
 
 
@@ -155,7 +157,7 @@ def test_a_held_dispute_spends_no_call_until_a_reviewer_decides(llm_server, sett
     assert not key_audit.decide_key(q, take_model_choice=True, by="late")  # decided already
     drain()  # the explanation runs at once after
     q.refresh_from_db()
-    assert q.explanation and len(llm_server.bodies) == calls + 1
+    assert q.explanation and len(llm_server.bodies) == calls + 2  # explained, then verified
     assert (q.key_check, q.key_check_by, q.answer) == (KeyCheck.KEPT, "reviewer", "Seoul")
     assert key_audit.rates() == key_audit.Rates(audited=2, disputed=1, upheld=0, kept=1)
 
@@ -196,7 +198,7 @@ def test_a_content_change_clears_the_audit_and_queues_a_new_one(llm_server):
     drain()
     q.refresh_from_db()
     assert q.key_audit == KeyAudit.AGREES
-    assert kinds_in_order(llm_server)[-4:] == ["audit"] * 3 + ["explanation"]
+    assert kinds_in_order(llm_server)[-5:] == ["audit"] * 3 + ["explanation", "verify"]
 
 
 def test_a_failed_audit_ends_and_the_explanation_still_runs(llm_server, settings):
@@ -243,23 +245,6 @@ def test_claim_takes_exactly_the_ready_jobs_with_audits(settings):
         StudyQuestionJob.objects.filter(pk__in=[job.pk for job in claimed]).update(
             status="pending", attempts=0, claim_token=None
         )
-
-
-@pytest.mark.parametrize(
-    ("reply", "answer"),
-    [
-        ("Answer: 2", 2),
-        ("2", 2),
-        ("정답: ③", 3),
-        ("Seoul", 2),
-        ("(A)", 1),
-        ("I cannot tell.", None),
-        ("Answer: 2 or 3", None),
-        ("Answer: 7", None),
-    ],
-)
-def test_sample_answers_are_read_by_the_answer_reader(reply, answer):
-    assert key_audit.sample_answer(reply, CHOICES) == answer
 
 
 def test_judge_needs_a_key_that_names_a_choice():

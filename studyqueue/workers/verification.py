@@ -1,0 +1,71 @@
+"""The verification handler: show the model a new explanation without its answer line (and
+never the key), ask which choice it supports, through the gate, and return the reply to be
+judged against the key and kept on the revision (``verifier.Verified``)."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+
+from studyqueue.conf import conf
+from studyqueue.explanations import answers, verifier
+from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
+from studyqueue.queue import attempts
+from studyqueue.queue.store import JobResult, Skipped
+from studyqueue.services.gate import GateTimeout
+from studyqueue.services.llm import LLMError
+from studyqueue.workers.registry import (
+    WorkContext,
+    failed,
+    gate_timed_out,
+    handler,
+    hold_back,
+    llm_failed,
+)
+
+
+@handler(JobKind.VERIFICATION)
+async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
+    """Run one claimed verification job; what happened, for the consumer to write."""
+    question = await ctx.store.question(job)
+    if question is None:
+        return failed(job, ErrorCode.QUESTION_MISSING, "the question was deleted")
+    if not (question.text.strip() and question.choices and question.answer.strip()):
+        return failed(job, ErrorCode.QUESTION_INVALID, "the question has no choices or no key")
+    if not conf.VERIFY:
+        return Skipped(ErrorCode.NOTHING_TO_VERIFY, "VERIFY is off")
+    revision = await ctx.store.revision_to_verify(question)
+    if revision is None:
+        # Checked already, replaced by a reviewer's correction, or outdated: nothing to do.
+        return Skipped(ErrorCode.NOTHING_TO_VERIFY, "no unverified explanation to check")
+    try:
+        messages = verifier.build_messages(question, revision.text)
+    except ValidationError as exc:
+        message = f"the question's choices are invalid: {' '.join(exc.messages)}"
+        return failed(job, ErrorCode.QUESTION_INVALID, message)
+    try:
+        async with ctx.gate.slot(prefix=verifier.PREFIX) as slot:
+            held_back = await hold_back(ctx, job)  # stopping, paused, the server failed
+            if held_back is not None:
+                return held_back
+            try:
+                reply = await ctx.client.chat(
+                    messages,
+                    max_tokens=verifier.MAX_TOKENS,
+                    temperature=0.0,
+                    on_sent=lambda: ctx.gate.sent(slot),
+                    on_first_token=lambda: ctx.gate.warmed(verifier.PREFIX),
+                )
+            except LLMError as error:
+                return llm_failed(ctx, job, error)
+            ctx.gate.record(tokens=reply.completion_tokens, seconds=reply.elapsed_ms / 1000)
+    except GateTimeout as exc:
+        return gate_timed_out(job, exc)
+    ctx.breaker.success()
+    return verifier.Verified(
+        question,
+        revision,
+        reply.content,
+        answers.choice_named(reply.content, question.choices),
+        usage=attempts.Usage.of([reply]),
+        llm_ms=reply.elapsed_ms,
+    )

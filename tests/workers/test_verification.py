@@ -1,0 +1,178 @@
+"""The blind verifier (``workers/verification.py``, ``explanations/verifier.py``) against the
+test LLM server, which answers verifier calls by content (``VERIFY:<spec>`` in the
+question's text): the verdict on the revision, what the request carries (the explanation
+without its answer line; never the key, never the stated answer), the order (after every
+ready explanation, in a real ``runconsumer --drain``), and which revision a check is for."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from studyqueue.explanations import key_audit, verifier
+from studyqueue.models import (
+    ExplanationRevision,
+    JobAttempt,
+    QueuePause,
+    StudyQuestion,
+    StudyQuestionJob,
+    revision_to_verify,
+)
+from studyqueue.queue import transitions as queue
+from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
+from tests.llm_server import LLMServer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CHOICES = ["Busan", "Seoul", "Incheon"]
+# What the explanation's writer replies: reasoning, then the answer line the prompt asks for.
+EXPLANATION = "Seoul has been the capital since 1394, when the Joseon court moved there.\n정답: ②"
+
+
+def question(spec: str = "2", **fields) -> StudyQuestion:  # type: ignore[no-untyped-def]
+    fields.setdefault("choices", CHOICES)
+    fields.setdefault("answer", "Seoul")
+    text = fields.pop("text", None) or f"Which city is the capital of Korea? VERIFY:{spec}"
+    return StudyQuestionFactory(text=text, **fields)
+
+
+def drain() -> None:
+    call_command("runconsumer", "--drain", stdout=StringIO(), stderr=StringIO())
+
+
+def kind_of(body: dict) -> str:
+    system = body["messages"][0]["content"]
+    return {key_audit.SYSTEM: "audit", verifier.SYSTEM: "verify"}.get(system, "explanation")
+
+
+@pytest.fixture
+def server(llm_server: LLMServer, settings) -> LLMServer:
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": False}
+    llm_server.answer = EXPLANATION
+    return llm_server
+
+
+@pytest.mark.parametrize(
+    ("spec", "answer", "flags"),
+    [
+        ("2", 2, []),  # the reasoning supports the key
+        ("3", 3, ["verifier_disagrees"]),  # it argues for another choice
+        ("x", None, ["verifier_unsure"]),  # it names none: never read as the key
+    ],
+)
+def test_the_verdict_is_kept_on_the_revision(server, spec, answer, flags):
+    q = question(spec)
+    queue.enqueue(q)
+    drain()
+    q.refresh_from_db()
+    revision = q.current_revision
+    assert (revision.verifier_answer, revision.flags) == (answer, flags)
+    assert revision.verified_at is not None
+    assert revision.verifier_reply == ("I cannot tell." if spec == "x" else f"Answer: {spec}")
+    assert q.explanation_flags == flags  # the admin's filters read the question's
+    job = StudyQuestionJob.objects.get(kind="verification")
+    assert (job.status, job.attempts, job.revision_id) == ("completed", 1, revision.pk)
+    # What checking cost is on the attempt, as for any call.
+    attempt = JobAttempt.objects.get(job=job)
+    assert (attempt.prompt_tokens, attempt.completion_tokens) == (42, 7)
+
+
+def test_the_request_hides_the_answer_line_and_never_carries_the_key(server):
+    q = question("2")
+    queue.enqueue(q)
+    drain()
+    bodies = [body for body in server.bodies if kind_of(body) == "verify"]
+    assert len(bodies) == 1
+    body = bodies[0]
+    assert body["messages"][-1]["content"] == (
+        "Question:\nWhich city is the capital of Korea? VERIFY:2\n\n"
+        "Choices:\n1. Busan\n2. Seoul\n3. Incheon\n\n"
+        "Explanation:\nSeoul has been the capital since 1394, when the Joseon court moved there."
+    )
+    sent = json.dumps(body["messages"], ensure_ascii=False)
+    assert "정답" not in sent and "②" not in sent  # the stated answer is hidden
+    assert "Correct answer" not in sent  # the explanation's prompt carries the key; not this
+    assert "seed" not in body
+    assert body["max_tokens"] <= 16
+    assert body["temperature"] == 0
+    assert q.content_hash()  # the question itself is unchanged by the check
+    explanation = [b for b in server.bodies if kind_of(b) == "explanation"]
+    assert "Correct answer: Seoul" in explanation[0]["messages"][-1]["content"]
+
+
+def test_checks_start_only_when_no_explanation_is_ready(server, settings):
+    """Five questions, claimed two at a time: every verifier call comes after the last
+    explanation call started (a check never takes a slot an explanation could have)."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "BATCH_SIZE": 2}
+    for n in range(5):
+        queue.enqueue(question("2", text=f"Capital of Korea, take {n}? VERIFY:2"))
+    drain()
+    kinds = [kind_of(body) for body in server.bodies]
+    assert sorted(kinds) == ["explanation"] * 5 + ["verify"] * 5
+    assert kinds.index("verify") > max(i for i, k in enumerate(kinds) if k == "explanation")
+    assert ExplanationRevision.objects.filter(verified_at__isnull=False).count() == 5
+
+
+def test_the_claim_takes_a_check_only_when_no_explanation_is_ready():
+    checked, written = question(), question(text="Another")
+    verification = queue.enqueue(checked, "verification").job
+    explanation = queue.enqueue(written).job
+    (first,) = queue.claim(worker_id="w", limit=1)
+    assert first.pk == explanation.pk  # queued later, claimed first
+    queue.release(first, message="handed back")
+    both = queue.claim(worker_id="w", limit=10)
+    assert [job.pk for job in both] == [explanation.pk, verification.pk]
+    StudyQuestionJob.objects.update(status="pending", claim_token=None)
+    QueuePause.objects.create(kind="explanation")
+    # A paused explanation is not ready: the check runs.
+    assert [job.pk for job in queue.claim(worker_id="w", limit=1)] == [verification.pk]
+
+
+def test_no_check_without_choices_or_key_or_with_verify_off(server, settings):
+    queue.enqueue(StudyQuestionFactory(text="Open question", choices=[], answer=""))
+    queue.enqueue(question(text="No key VERIFY:2", answer=""))
+    drain()
+    assert not StudyQuestionJob.objects.filter(kind="verification").exists()
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "VERIFY": False}
+    queue.enqueue(question())
+    drain()
+    assert not StudyQuestionJob.objects.filter(kind="verification").exists()
+    assert ExplanationRevision.objects.count() == 3
+
+
+def test_an_explanation_outdated_before_its_check_is_not_checked(server):
+    q = question("3")
+    queue.enqueue(q)
+    queue.pause("verification")  # the explanation is written; its check waits
+    drain()
+    q.refresh_from_db()
+    q.answer = "Busan"  # the key changes: the explanation is outdated
+    q.save()
+    queue.resume("verification")
+    drain()
+    job = StudyQuestionJob.objects.get(kind="verification")
+    assert (job.status, job.error_code) == ("skipped", "nothing_to_verify")
+    q.refresh_from_db()
+    assert q.current_revision.verified_at is None
+
+
+def test_which_revision_a_check_is_for():
+    q = question()
+    old = ExplanationRevisionFactory(question=q)
+    current = ExplanationRevisionFactory(question=q)
+    StudyQuestion.objects.filter(pk=q.pk).update(current_revision=current)
+    q.refresh_from_db()
+    assert revision_to_verify(q) == current  # the older one is no longer shown
+    candidate = ExplanationRevisionFactory(question=q, candidate=True)
+    assert revision_to_verify(q) == candidate  # the newest waiting one first
+    ExplanationRevision.objects.filter(pk=candidate.pk).update(verified_at="2026-12-01T00:00Z")
+    assert revision_to_verify(q) == current
+    ExplanationRevisionFactory(question=q, author="reviewer", candidate=True)  # a person's
+    assert revision_to_verify(q) == current
+    StudyQuestion.objects.filter(pk=q.pk).update(explanation_flags=["question_changed"])
+    q.refresh_from_db()
+    assert revision_to_verify(q) is None  # outdated: nothing to check it against
+    assert old.verified_at is None

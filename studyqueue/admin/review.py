@@ -28,7 +28,7 @@ from studyqueue.explanations import answers, key_audit, review_queue
 from studyqueue.explanations.diff import side_by_side
 from studyqueue.explanations.quality import QualityFlag
 from studyqueue.forms import CorrectionForm
-from studyqueue.models import ExplanationReview, ReviewStatus, StudyQuestion
+from studyqueue.models import ExplanationReview, ExplanationRevision, ReviewStatus, StudyQuestion
 
 PERMISSION = "studyqueue.review_explanation"
 
@@ -47,6 +47,17 @@ def with_choice(answer: str, choices: list[str]) -> str:
     if number is None or choices[number - 1].strip() == answer.strip():
         return answer
     return f"{answer} ({choices[number - 1]})"
+
+
+def verifier_shown(revision: ExplanationRevision, choices: list[str]) -> str:
+    """The blind verifier's choice as the page shows it: ``2 (서울)``; "none" when it named
+    no single choice; "not checked yet" before it ran."""
+    if revision.verified_at is None:
+        return gettext("not checked yet")
+    number = revision.verifier_answer
+    if number is None or not 1 <= number <= len(choices):
+        return gettext("none")
+    return f"{number} ({choices[number - 1]})"
 
 
 def _flag_label(flag: str) -> str:
@@ -245,6 +256,7 @@ class ExplanationReviewAdmin(PageAdmin):
                 status=_status(current),
                 key_shown=with_choice(question.answer, question.choices),
                 stated_shown=with_choice(current.revision.stated_answer, question.choices),
+                verifier_shown=verifier_shown(current.revision, question.choices),
                 **_diff_labels(current),
                 # The state this page shows: every decision form carries it back.
                 seen=current.seen.token(),

@@ -1,7 +1,9 @@
 """The review queue: which explanations wait for a reviewer, in what order, and a reviewer's
 decision (approve, reject, edit), each in one transaction.
 
-An item is a question and the revision to judge: the newest *candidate* waiting to replace
+Explanations wait riskiest first (``RISK_ORDER``: the blind verifier disagrees with the key,
+the answer line names another choice, the verifier is unsure), then in id order. An item
+is a question and the revision to judge: the newest *candidate* waiting to replace
 an approved or edited explanation, else the current explanation. Approve keeps it (a
 candidate becomes current); Reject marks it and, for a current explanation, queues a
 regeneration through ``queue.enqueue``; Edit keeps the reviewer's text as a new current
@@ -21,6 +23,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from django.db import transaction
+from django.db.models import Case, IntegerField, Q, Value, When
 from django.utils.translation import gettext as _
 
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
@@ -119,9 +122,26 @@ def _questions() -> QuestionQuerySet:
     return StudyQuestion.objects.all()
 
 
+# The order a reviewer meets explanations in, riskiest first (disputed keys come before all
+# of them, on the key check's own page): the reasoning argues for another choice than the
+# key; the answer line names another; the reasoning supports no choice; the rest.
+RISK_ORDER = (quality.VERIFIER_DISAGREES, quality.ANSWER_MISMATCH, quality.VERIFIER_UNSURE)
+
+
+def _risk() -> Case:
+    """A question's rank in ``RISK_ORDER`` by its current explanation's flags (matched in
+    the list's JSON text, as ``QuestionQuerySet.flagged``); the rest after them."""
+    ranks = [
+        When(explanation_flags__icontains=f'"{flag}"', then=Value(rank))
+        for rank, flag in enumerate(RISK_ORDER)
+    ]
+    return Case(*ranks, default=Value(len(RISK_ORDER)), output_field=IntegerField())
+
+
 def waiting() -> QuestionQuerySet:
-    """Questions a reviewer has to decide on (``needs_review``), in id order."""
-    return _questions().needs_review().order_by("pk")
+    """Questions a reviewer has to decide on (``needs_review``), riskiest first
+    (``RISK_ORDER``), then in id order; each has its ``risk`` rank."""
+    return _questions().needs_review().annotate(risk=_risk()).order_by("risk", "pk")
 
 
 def judged(question: StudyQuestion) -> ExplanationRevision | None:
@@ -152,20 +172,22 @@ def item(question_id: int) -> Item | None:
 
 
 def next_id(after: int | None = None, *, backwards: bool = False) -> int | None:
-    """The waiting question after (or before) ``after`` in id order, wrapping around; None
-    when nothing waits."""
+    """The waiting question after (or before) ``after`` in the queue's order (``waiting``),
+    wrapping around; None when nothing waits."""
     queryset = waiting()
+    if backwards:
+        queryset = queryset.order_by("-risk", "-pk")
     if after is not None:
-        step = (
-            queryset.filter(pk__lt=after).order_by("-pk")
-            if backwards
-            else queryset.filter(pk__gt=after)
-        )
-        found = step.values_list("pk", flat=True).first()
-        if found is not None:
-            return found
-    ends = queryset.order_by("-pk") if backwards else queryset
-    return ends.values_list("pk", flat=True).first()
+        rank = _questions().filter(pk=after).annotate(risk=_risk()).values_list("risk", flat=True)
+        where = rank.first()
+        if where is not None:
+            later = Q(risk__gt=where) | Q(risk=where, pk__gt=after)
+            earlier = Q(risk__lt=where) | Q(risk=where, pk__lt=after)
+            found = queryset.filter(earlier if backwards else later)
+            step = found.values_list("pk", flat=True).first()
+            if step is not None:
+                return step
+    return queryset.values_list("pk", flat=True).first()
 
 
 def counts() -> tuple[int, int]:

@@ -11,7 +11,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
 from django.urls import reverse
-from django.utils import translation
+from django.utils import timezone, translation
 
 from studyqueue.explanations import review_queue, revisions
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
@@ -313,3 +313,19 @@ def test_a_correction_is_checked_against_the_key_as_a_reply_is(admin_client):
     )
     shown = [str(m) for m in get_messages(response.wsgi_request)]  # the first's still unread
     assert shown[-1].endswith("now current.") and sum("flagged" in m for m in shown) == 1
+
+
+def test_the_page_shows_the_blind_verifiers_choice(admin_client):
+    question = explained(
+        "서울은 1394년부터 수도였다.\n정답: 1", text="수도는?", choices=["서울", "부산"]
+    )
+    StudyQuestion.objects.filter(pk=question.pk).update(answer="서울")
+    page = admin_client.get(REVIEW_URL).content.decode()
+    assert 'id="sq-review-verifier">not checked yet<' in page
+    revision = ExplanationRevision.objects.filter(pk=question.current_revision_id)
+    revision.update(verifier_answer=2, verified_at=timezone.now(), flags=["verifier_disagrees"])
+    page = admin_client.get(REVIEW_URL, HTTP_ACCEPT_LANGUAGE="ko").content.decode()
+    assert 'id="sq-review-verifier">2 (부산)<' in page and "검증 불일치" in page
+    revision.update(verifier_answer=None, flags=["verifier_unsure"])
+    page = admin_client.get(REVIEW_URL).content.decode()
+    assert 'id="sq-review-verifier">none<' in page and "verifier unsure" in page

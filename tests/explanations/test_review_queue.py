@@ -304,3 +304,30 @@ def test_a_candidate_accepted_by_one_reviewer_is_not_rejected_by_another(llm_ser
     assert question.current_revision == candidate and question.explanation == SECOND
     candidate.refresh_from_db()
     assert (candidate.review_status, candidate.reviewed_by) == ("approved", "alice")
+
+
+def test_the_queue_puts_the_riskiest_explanations_first_and_walks_them_in_that_order():
+    """The verifier disagrees, the answer line names another choice, the verifier is
+    unsure, then the rest; each rank in id order; next and back wrap around."""
+
+    def explained(flags: list[str]) -> int:
+        question = StudyQuestionFactory(text=f"Flagged {flags}?")
+        revision = ExplanationRevision.objects.create(question=question, text="x", flags=flags)
+        StudyQuestion.objects.filter(pk=question.pk).update(
+            current_revision=revision, explanation="x", explanation_flags=flags
+        )
+        return question.pk
+
+    plain = explained([])
+    unsure = explained(["verifier_unsure"])
+    mismatch = explained(["answer_mismatch"])
+    disagrees = explained(["too_short", "verifier_disagrees"])
+    also_plain = explained(["too_short"])
+    mismatch_and_disagrees = explained(["answer_mismatch", "verifier_disagrees"])
+    order = [disagrees, mismatch_and_disagrees, mismatch, unsure, plain, also_plain]
+    assert list(review_queue.waiting().values_list("pk", flat=True)) == order
+    assert review_queue.next_id() == disagrees
+    walked = [review_queue.next_id(pk) for pk in order]
+    assert walked == [*order[1:], order[0]]
+    back = [review_queue.next_id(pk, backwards=True) for pk in order]
+    assert back == [order[-1], *order[:-1]]

@@ -10,19 +10,25 @@ import re
 from collections.abc import Callable, Collection, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import IO, Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Case, CharField, Exists, OuterRef, Q, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from studyqueue.models import (
+    ACTIVE_STATUSES,
     JobKind,
+    JobStatus,
+    KeyAudit,
     QuestionQuerySet,
     ReviewStatus,
     StudyQuestion,
     StudyQuestionJob,
+    key_audit_holds,
     validate_choices,
 )
 from studyqueue.queue import transitions as queue
@@ -52,6 +58,9 @@ EXPORT_FIELDS = (
     # sample named instead of the key (null when none).
     "key_audit",
     "key_audit_answer",
+    # The choice (1-based) the blind verifier said the explanation supports, shown it without
+    # its answer line (null: none, or not checked).
+    "verifier_answer",
     "explained_at",
     # The current reply's measurements: null when the server did not say.
     "prompt_tokens",
@@ -59,7 +68,21 @@ EXPORT_FIELDS = (
     "completion_tokens",
     "ttft_ms",
     "tokens_per_second",
+    # With --include-missing, for a question without an explanation: what it waits on
+    # (``WaitingOn``); null for an explained one.
+    "waiting_on",
 )
+
+
+class WaitingOn(StrEnum):
+    """What a question without an explanation waits on (an export's ``waiting_on``)."""
+
+    KEY_CHECK = "key_check"  # a disputed key holds it for a reviewer (KEY_AUDIT_HOLDS)
+    KEY_AUDIT = "key_audit"  # its key audit is queued or running
+    QUEUED = "queued"  # its explanation job is queued or running
+    FAILED = "failed"  # its last explanation job failed
+    NOT_QUEUED = "not_queued"  # no job: ``enqueue --missing`` queues one
+
 
 # C0 and C1 control characters (tab and line ends kept in text), lone surrogates (from a
 # JSON "\ud800" escape or, as U+DC80-U+DCFF, from bytes that are not UTF-8).
@@ -607,37 +630,65 @@ def enqueue_explanations(question_ids: list[int]) -> Enqueued:
     return Enqueued(created=created, active_before=max(active - created, 0))
 
 
+def _waiting_on() -> Case:
+    """A question's ``WaitingOn`` in SQL (null when it is explained)."""
+    jobs = StudyQuestionJob.objects.filter(study_question=OuterRef("pk"))
+    active = jobs.filter(status__in=ACTIVE_STATUSES)
+    held = Q(key_audit=KeyAudit.DISPUTED, key_check="") if key_audit_holds() else Q(pk__in=[])
+    return Case(
+        When(~Q(explanation=""), then=Value(None)),
+        When(held, then=Value(WaitingOn.KEY_CHECK)),
+        When(Exists(active.filter(kind=JobKind.KEY_AUDIT)), then=Value(WaitingOn.KEY_AUDIT)),
+        When(Exists(active.filter(kind=JobKind.EXPLANATION)), then=Value(WaitingOn.QUEUED)),
+        When(
+            Exists(jobs.filter(kind=JobKind.EXPLANATION, status=JobStatus.FAILED)),
+            then=Value(WaitingOn.FAILED),
+        ),
+        default=Value(WaitingOn.NOT_QUEUED),
+        output_field=CharField(),
+    )
+
+
 def export_rows(
     *,
     since: datetime | None = None,
     outdated_for: str | Collection[str] | None = None,
     ids: Iterable[int] | None = None,
     approved: bool = False,
+    include_missing: bool = False,
 ) -> Generator[dict[str, Any]]:
     """Explained questions with their current explanation, streamed from the database;
-    ``approved``: only those a reviewer approved or corrected."""
+    ``approved``: only those a reviewer approved or corrected; ``include_missing``: every
+    question without an explanation too (explanation null, and what it waits on)."""
     questions = StudyQuestion.objects.explained()
     if approved:
         questions = questions.approved()
-    if ids is not None:
-        questions = questions.filter(pk__in=list(ids))
     if outdated_for is not None:
         questions = questions.outdated(outdated_for)
     if since is not None:
         questions = questions.filter(current_revision__created_at__gte=since)
+    if include_missing:
+        questions = questions | StudyQuestion.objects.missing()
+    if ids is not None:
+        questions = questions.filter(pk__in=list(ids))
     # The model and the time from the current revision, the reply's metadata's one home.
-    rows = questions.order_by("pk").values_list(
+    rows = questions.annotate(waiting_on=_waiting_on()).order_by("pk").values_list(
         "id", "external_id", "text", "choices", "answer", "explanation",
         "current_revision__model", "explanation_prompt_version", "explanation_flags",
         "current_revision__stated_answer", "current_revision__review_status",
-        "key_audit", "key_audit_answer",
+        "key_audit", "key_audit_answer", "current_revision__verifier_answer",
         "current_revision__created_at",
         "current_revision__prompt_tokens", "current_revision__cached_tokens",
         "current_revision__completion_tokens",
         "current_revision__first_token_ms", "current_revision__tokens_per_second",
+        "waiting_on",
     )  # fmt: skip
     for values in rows.iterator(chunk_size=2000):
         row = dict(zip(EXPORT_FIELDS, values, strict=True))
+        if row["waiting_on"] is not None:  # not explained: nothing of an explanation
+            row.update(explanation=None, prompt_version=None, review_status=None)
+            yield row
+            continue
         # No revision (a row written by raw SQL): no model, no stated answer, unreviewed.
         row["model"], row["stated_answer"] = row["model"] or "", row["stated_answer"] or ""
         row["review_status"] = row["review_status"] or ReviewStatus.UNREVIEWED

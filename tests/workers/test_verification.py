@@ -176,3 +176,53 @@ def test_which_revision_a_check_is_for():
     q.refresh_from_db()
     assert revision_to_verify(q) is None  # outdated: nothing to check it against
     assert old.verified_at is None
+
+
+def export(*args: str) -> dict[int, dict]:
+    out = StringIO()
+    call_command("exportexplanations", *args, stdout=out, stderr=StringIO())
+    return {row["id"]: row for row in map(json.loads, out.getvalue().splitlines())}
+
+
+def test_the_export_carries_the_checks_and_says_what_a_missing_one_waits_on(server, settings):
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": True, "KEY_AUDIT_HOLDS": True}
+    checked = question("3", text="Capital of Korea? AUDIT:222 VERIFY:3")
+    held = question(text="Capital of Korea, held? AUDIT:333")
+    failed = question(text="Capital of Korea, failing? FAULT:400 AUDIT:222")
+    auditing = question(text="Capital of Korea, paused audit?")
+    unqueued = question(text="Capital of Korea, not queued?")
+    later = question(text="Capital of Korea, later? AUDIT:222")
+    call_command("enqueue", "--missing", stdout=StringIO())
+    StudyQuestionJob.objects.filter(study_question=later, kind="explanation").update(
+        run_after="2999-01-01T00:00Z"
+    )
+    StudyQuestionJob.objects.filter(study_question=unqueued).delete()
+    # The audit of one is paused: it stays queued (an explanation job waits behind it).
+    StudyQuestionJob.objects.filter(study_question=auditing, kind="key_audit").update(
+        run_after="2999-01-01T00:00Z"
+    )
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "MAX_ATTEMPTS": 1}
+    drain()
+    rows = export()
+    assert list(rows) == [checked.pk]  # by default, explained questions only
+    row = rows[checked.pk]
+    assert (row["key_audit"], row["verifier_answer"], row["waiting_on"]) == ("agrees", 3, None)
+    assert "verifier_disagrees" in row["flags"]
+    rows = export("--include-missing")
+    assert {pk: row["waiting_on"] for pk, row in rows.items()} == {
+        checked.pk: None,
+        held.pk: "key_check",
+        failed.pk: "failed",
+        auditing.pk: "key_audit",
+        unqueued.pk: "not_queued",
+        later.pk: "queued",
+    }
+    assert rows[held.pk]["explanation"] is None and rows[held.pk]["key_audit_answer"] == 3
+    csv_out = StringIO()
+    call_command(
+        "exportexplanations", "--include-missing", "--format", "csv", stdout=csv_out,
+        stderr=StringIO(),
+    )  # fmt: skip
+    header = csv_out.getvalue().splitlines()[0]
+    assert header.endswith(",tokens_per_second,waiting_on")
+    assert ",key_audit,key_audit_answer,verifier_answer," in header

@@ -37,7 +37,7 @@ moment.__name__ = "date"  # argparse's error: "invalid date value"
 class Command(TranslatedCommand):
     help = gettext_lazy(
         "Export explained questions with their explanation, model, prompt version, flags, "
-        "stated answer and review status."
+        "stated answer, review status and the checks' answers."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -59,6 +59,15 @@ class Command(TranslatedCommand):
                 "or edited)"
             ),
         )
+        parser.add_argument(
+            "--include-missing",
+            action="store_true",
+            help=_(
+                "also a row for every question without an explanation (explanation null), "
+                "with what it waits on (waiting_on: key_check, key_audit, queued, failed or "
+                "not_queued)"
+            ),
+        )
         parser.add_argument("--output", help=_("a file (default: standard output)"))
         parser.add_argument(
             "--no-bom",
@@ -76,6 +85,7 @@ class Command(TranslatedCommand):
         since: datetime | None,
         outdated: bool,
         approved: bool,
+        include_missing: bool,
         output: str | None,
         no_bom: bool,
         **options: Any,
@@ -84,6 +94,7 @@ class Command(TranslatedCommand):
             since=since,
             outdated_for=_outdated.versions(self) if outdated else None,
             approved=approved,
+            include_missing=include_missing,
         )
         # An export that stops early closes its database cursor now, not at exit.
         with closing(rows):

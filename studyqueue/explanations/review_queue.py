@@ -23,7 +23,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from django.db import transaction
-from django.db.models import Case, IntegerField, Q, Value, When
+from django.db.models import Case, F, IntegerField, Q, Value, When
 from django.utils.translation import gettext as _
 
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
@@ -176,7 +176,7 @@ def next_id(after: int | None = None, *, backwards: bool = False) -> int | None:
     wrapping around; None when nothing waits."""
     queryset = waiting()
     if backwards:
-        queryset = queryset.order_by("-risk", "-pk")
+        queryset = queryset.order_by(F("risk").desc(), F("pk").desc())
     if after is not None:
         rank = _questions().filter(pk=after).annotate(risk=_risk()).values_list("risk", flat=True)
         where = rank.first()

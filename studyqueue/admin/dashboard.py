@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import admin
@@ -17,7 +18,7 @@ from django.utils.translation import gettext
 from studyqueue.admin.charts import hourly_charts
 from studyqueue.admin.common import PageAdmin, short_duration, status_badge
 from studyqueue.conf import AUTO, conf
-from studyqueue.explanations import prompt_versions
+from studyqueue.explanations import check_cost, flag_trust, prompt_versions
 from studyqueue.models import (
     GateLimit,
     JobKind,
@@ -102,6 +103,29 @@ def _backlog(stats: DashboardStats) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class VersionRow:
+    """A prompt version's row on the dashboard: its numbers, what checking cost, and its
+    flags' scores as predictors of a rejection (only flags with decisions behind them)."""
+
+    stats: prompt_versions.VersionStats
+    cost: check_cost.VersionCost
+    trust: list[flag_trust.FlagTrust]
+
+
+def _with_checks(versions: list[prompt_versions.VersionStats]) -> list[VersionRow]:
+    trust = flag_trust.collect(prompt_versions.DASHBOARD_NEWEST)
+    costs = check_cost.collect()
+    return [
+        VersionRow(
+            v,
+            costs.get(v.prompt_version, check_cost.VersionCost(v.prompt_version, {})),
+            [t for t in flag_trust.of(trust, v.prompt_version) if t.flagged_bad + t.flagged_good],
+        )
+        for v in versions
+    ]
+
+
 @admin.register(QueueDashboard)
 class QueueDashboardAdmin(PageAdmin):
     """Staff with view permission on jobs see the dashboard; nothing here changes data."""
@@ -150,7 +174,10 @@ class QueueDashboardAdmin(PageAdmin):
             "opts": self.model._meta,
             "refresh_seconds": REFRESH_SECONDS,
             # Once per page load, not in the 5-second refresh: a GROUP BY over many rows.
-            "prompt_versions": prompt_versions.collect(prompt_versions.DASHBOARD_NEWEST),
+            "prompt_versions": _with_checks(
+                prompt_versions.collect(prompt_versions.DASHBOARD_NEWEST)
+            ),
+            "key_disputes": flag_trust.key_disputes(),
             "prompt_newest": number_format(prompt_versions.DASHBOARD_NEWEST, force_grouping=True),
             **(extra_context or {}),
         }

@@ -226,3 +226,30 @@ def test_the_export_carries_the_checks_and_says_what_a_missing_one_waits_on(serv
     header = csv_out.getvalue().splitlines()[0]
     assert header.endswith(",tokens_per_second,waiting_on")
     assert ",key_audit,key_audit_answer,verifier_answer," in header
+
+
+def test_promptstats_reports_what_checking_cost_beside_the_explanations(server, settings):
+    """Key audits (three samples each) and verification, against the explanations' tokens
+    and LLM time, under the explanation's prompt version; and the flags' scores, which say
+    they have too few decisions."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": True}
+    for n in range(2):
+        question("2", text=f"Capital of Korea, take {n}? AUDIT:222 VERIFY:3")
+    call_command("enqueue", "--missing", stdout=StringIO())
+    drain()
+    out = StringIO()
+    call_command("promptstats", "--json", stdout=out)
+    (row,) = [json.loads(line) for line in out.getvalue().splitlines()]
+    cost = row["cost"]
+    # The test server reports 42 prompt and 7 completion tokens per call.
+    assert cost["explanation"] == {**cost["explanation"], "attempts": 2, "prompt_tokens": 84}
+    assert (cost["key_audit"]["attempts"], cost["key_audit"]["prompt_tokens"]) == (2, 252)
+    assert cost["key_audit"]["completion_tokens"] == 42
+    assert (cost["verification"]["attempts"], cost["verification"]["completion_tokens"]) == (2, 14)
+    assert row["checking_token_share"] == pytest.approx((252 + 42 + 84 + 14) / (84 + 14))
+    assert row["flag_trust"]["verifier_disagrees"]["precision"]["total"] == 0
+    out = StringIO()
+    call_command("promptstats", stdout=out)
+    text = out.getvalue()
+    assert "checking: 392 tokens (400.0 % of the explanations')" in text
+    assert "key disputes upheld by reviewers: too few decisions (0/0" in text

@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from studyqueue.admin.labels import flag_label
-from studyqueue.explanations import prompt_versions
+from studyqueue.explanations import check_cost, flag_trust, prompt_versions
 from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._translated import TranslatedCommand
 
@@ -23,10 +23,25 @@ def _num(value: float | None, digits: int = 0) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _rate(rate: flag_trust.Rate, of: str) -> str:
+    """``37.5 % (12/32 …, 95 % 22.7-54.2 %)``, or, below the decisions a number needs,
+    ``too few decisions (3/5 …)``."""
+    counts = f"{rate.hits}/{rate.total} {of}"
+    if not rate.enough or rate.interval is None:
+        return _("too few decisions (%(counts)s)") % {"counts": counts}
+    low, high = rate.interval
+    return f"{_pct(rate.value)} ({counts}, 95 % {low * 100:.1f}-{high * 100:.1f} %)"
+
+
+def _flag_name(flag: str) -> str:
+    return _("any flag") if flag == flag_trust.ANY else flag_label(flag)
+
+
 class Command(TranslatedCommand):
     help = gettext_lazy(
         "Per prompt version: explanations written, share with each flag, mean length and "
-        "completion tokens, tokens/s, approval and rejection rates."
+        "completion tokens, tokens/s, approval and rejection rates, what checking cost, "
+        "and each flag's precision and recall as a predictor of a rejection."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -42,17 +57,65 @@ class Command(TranslatedCommand):
 
     def handle(self, *args: Any, newest: int | None, as_json: bool, **options: Any) -> None:
         versions = prompt_versions.collect(newest)
+        trust = flag_trust.collect(newest)
+        costs = check_cost.collect()
         if as_json:
             for version in versions:
-                self.stdout.write(self._json(version))
+                self.stdout.write(self._json(version, trust, costs))
             return
         if not versions:
             self.stdout.write(_("No explanation written yet."))
             return
         for version in versions:
             self.stdout.write(self._text(version))
+            self.stdout.write(self._checks(version.prompt_version, trust, costs))
+        disputes = flag_trust.key_disputes()
+        self.stdout.write(
+            _("key disputes upheld by reviewers: %(rate)s")
+            % {"rate": _rate(disputes, _("of the disputes decided"))}
+        )
 
-    def _json(self, v: prompt_versions.VersionStats) -> str:
+    def _checks(
+        self,
+        version: str,
+        trust: dict[str, list[flag_trust.FlagTrust]],
+        costs: dict[str, check_cost.VersionCost],
+    ) -> str:
+        """The version's checking cost, then each flag as a predictor of a rejection."""
+        cost = costs.get(version, check_cost.VersionCost(version, {}))
+        checking = cost.checking
+        lines = [
+            _(
+                "checking: %(tokens)s tokens (%(share)s of the explanations'), "
+                "%(seconds)s s of LLM time (%(time_share)s)"
+            )
+            % {
+                "tokens": checking.tokens,
+                "share": _pct(cost.token_share),
+                "seconds": _num(checking.llm_ms / 1000, 1),
+                "time_share": _pct(cost.time_share),
+            }
+        ]
+        for scored in flag_trust.of(trust, version):
+            if not scored.decisions:
+                continue
+            lines.append(
+                _("%(flag)s: precision %(precision)s, recall %(recall)s")
+                % {
+                    "flag": _flag_name(scored.flag),
+                    "precision": _rate(scored.precision, _("of the flagged reviewed")),
+                    "recall": _rate(scored.recall, _("of the rejected or edited")),
+                }
+            )
+        return "".join(f"  {line}\n" for line in lines)
+
+    def _json(
+        self,
+        v: prompt_versions.VersionStats,
+        trust: dict[str, list[flag_trust.FlagTrust]],
+        costs: dict[str, check_cost.VersionCost],
+    ) -> str:
+        cost = costs.get(v.prompt_version, check_cost.VersionCost(v.prompt_version, {}))
         row = {
             "prompt_version": v.prompt_version,
             "label": v.label,
@@ -69,6 +132,19 @@ class Command(TranslatedCommand):
             "edited": v.edited,
             "approval_rate": v.approval_rate,
             "rejection_rate": v.rejection_rate,
+            "flag_trust": {t.flag: t.as_dict() for t in flag_trust.of(trust, v.prompt_version)},
+            "key_disputes_upheld": flag_trust.key_disputes().as_dict(),
+            "cost": {
+                kind: {
+                    "attempts": cost.of(kind).attempts,
+                    "prompt_tokens": cost.of(kind).prompt_tokens,
+                    "completion_tokens": cost.of(kind).completion_tokens,
+                    "llm_ms": cost.of(kind).llm_ms,
+                }
+                for kind in ("explanation", *check_cost.CHECKS)
+            },
+            "checking_token_share": cost.token_share,
+            "checking_time_share": cost.time_share,
         }
         return json.dumps(row, ensure_ascii=False)
 

@@ -1,0 +1,142 @@
+"""Flags a reviewer can trust: every review decision is a label, and each flag is scored as
+a predictor of a rejection.
+
+A reviewed explanation the LLM wrote is *bad* when the reviewer rejected or edited it, *good*
+when they approved it. For each flag and prompt version:
+
+- precision: of the flagged explanations reviewed, the share that was bad;
+- recall: of the bad explanations, the share that was flagged;
+
+each with its counts and a 95 % Wilson score interval. Below ``MIN_DECISIONS`` decisions a
+number says little: ``Rate.enough`` is False and the pages say so instead. A disputed key is
+scored the same way (``key_disputes``): of the disputes a reviewer decided, the share where
+they changed the key to the model's choice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.db.models import Count
+
+from studyqueue.explanations import key_audit, prompt_versions, quality
+from studyqueue.models import ReviewStatus
+
+MIN_DECISIONS = 20
+_Z = 1.959964  # the normal quantile of a two-sided 95 % interval
+BAD = (ReviewStatus.REJECTED, ReviewStatus.EDITED)
+#: Scored besides each flag: "any flag at all".
+ANY = "any"
+
+
+@dataclass(frozen=True)
+class Rate:
+    """``hits`` out of ``total``, with a 95 % Wilson score interval."""
+
+    hits: int
+    total: int
+
+    @property
+    def enough(self) -> bool:
+        """At least ``MIN_DECISIONS`` decisions behind it: worth a number."""
+        return self.total >= MIN_DECISIONS
+
+    @property
+    def value(self) -> float | None:
+        return self.hits / self.total if self.total else None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The Wilson score interval (it stays inside 0..1 and is honest near 0 and 1)."""
+        if not self.total:
+            return None
+        n, p = self.total, self.hits / self.total
+        centre = p + _Z * _Z / (2 * n)
+        spread = _Z * math.sqrt(p * (1 - p) / n + _Z * _Z / (4 * n * n))
+        scale = 1 + _Z * _Z / n
+        return max(0.0, (centre - spread) / scale), min(1.0, (centre + spread) / scale)
+
+    def as_dict(self) -> dict[str, object]:
+        low, high = self.interval or (None, None)
+        return {
+            "hits": self.hits,
+            "total": self.total,
+            "value": self.value,
+            "low": low,
+            "high": high,
+            "enough": self.enough,
+        }
+
+
+@dataclass(frozen=True)
+class FlagTrust:
+    """One flag against the reviewers' decisions on one prompt version's explanations."""
+
+    flag: str
+    flagged_bad: int
+    flagged_good: int
+    unflagged_bad: int
+    unflagged_good: int
+
+    @property
+    def precision(self) -> Rate:
+        return Rate(self.flagged_bad, self.flagged_bad + self.flagged_good)
+
+    @property
+    def recall(self) -> Rate:
+        return Rate(self.flagged_bad, self.flagged_bad + self.unflagged_bad)
+
+    @property
+    def decisions(self) -> int:
+        return self.flagged_bad + self.flagged_good + self.unflagged_bad + self.unflagged_good
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "flagged_rejected": self.flagged_bad,
+            "flagged_approved": self.flagged_good,
+            "unflagged_rejected": self.unflagged_bad,
+            "unflagged_approved": self.unflagged_good,
+            "precision": self.precision.as_dict(),
+            "recall": self.recall.as_dict(),
+        }
+
+
+# The flags scored: the reply's own and the verifier's (``question_changed`` is set on the
+# question, never on a reply), then any flag at all.
+SCORED = (*(flag.value for flag in quality.FLAGS if flag != quality.QUESTION_CHANGED), ANY)
+
+
+def collect(newest: int | None = None) -> dict[str, list[FlagTrust]]:
+    """Per prompt version, each scored flag against the reviewers' decisions (over the LLM's
+    revisions: all, or the ``newest``)."""
+    reviewed = prompt_versions.written(newest).exclude(review_status=ReviewStatus.UNREVIEWED)
+    # One row per (version, flags list, decision) that occurs: few, whatever the table's size.
+    rows = reviewed.values("prompt_version", "flags", "review_status").annotate(n=Count("id"))
+    counts: dict[str, dict[str, list[int]]] = defaultdict(
+        lambda: {flag: [0, 0, 0, 0] for flag in SCORED}
+    )
+    for row in rows:
+        flags = {str(name) for name in row["flags"] or []}
+        bad = row["review_status"] in BAD
+        for flag in SCORED:
+            flagged = bool(flags) if flag == ANY else flag in flags
+            slot = (0 if bad else 1) if flagged else (2 if bad else 3)
+            counts[row["prompt_version"]][flag][slot] += row["n"]
+    return {
+        version: [FlagTrust(flag, *by_flag[flag]) for flag in SCORED]
+        for version, by_flag in counts.items()
+    }
+
+
+def of(trust: dict[str, list[FlagTrust]], version: str) -> list[FlagTrust]:
+    """A version's scores from ``collect``: every scored flag, at zero before any decision."""
+    return trust.get(version) or [FlagTrust(flag, 0, 0, 0, 0) for flag in SCORED]
+
+
+def key_disputes() -> Rate:
+    """Of the disputed keys a reviewer decided, those where the model was right (the key
+    was changed to its choice): the key audit's precision."""
+    rates = key_audit.rates()
+    return Rate(rates.upheld, rates.upheld + rates.kept)

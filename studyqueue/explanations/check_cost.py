@@ -80,8 +80,14 @@ def collect() -> dict[str, VersionCost]:
     found: dict[str, dict[str, KindCost]] = defaultdict(dict)
     for kind, version in _VERSION.items():
         replied = JobAttempt.objects.filter(job__kind=kind, completion_tokens__isnull=False)
-        for row in replied.order_by().values(f"job__{version}").annotate(
-            attempts=Count("id"), prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens")
+        for row in (
+            replied.order_by()
+            .values(f"job__{version}")
+            .annotate(
+                attempts=Count("id"),
+                prompt=Sum("prompt_tokens"),
+                completion=Sum("completion_tokens"),
+            )
         ):
             cost = found[row[f"job__{version}"] or ""].setdefault(kind, KindCost())
             cost.attempts = row["attempts"]

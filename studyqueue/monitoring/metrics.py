@@ -106,6 +106,16 @@ class QueueCollector(Collector):
         )
         family.add_metric([], float("nan") if share is None else share)
         yield family
+        family = GaugeMetricFamily(
+            "studyqueue_llm_tokens_by_kind_24h",
+            "Tokens of the jobs finished in the last 24 hours, by job kind: what explanations "
+            "took beside what key audits and verification (checking) took.",
+            labels=["kind", "type"],
+        )
+        for kind, (prompt, completion) in sorted(stats.tokens_by_kind(now).items()):
+            family.add_metric([kind, "prompt"], prompt)
+            family.add_metric([kind, "completion"], completion)
+        yield family
 
     def _consumers(self, now: datetime) -> Iterator[Metric]:
         states = presence.consumer_states(now)

@@ -26,6 +26,8 @@ from studyqueue.models import (
     ACTIVE_STATUSES,
     ErrorCode,
     GateLimit,
+    JobAttempt,
+    JobKind,
     JobQuerySet,
     JobStatus,
     QuestionQuerySet,
@@ -277,6 +279,7 @@ def hourly(now: datetime) -> list[HourBucket]:
         for h in range(23, -1, -1)
     }
     done = Q(status=JobStatus.COMPLETED)
+    written = done & Q(kind=JobKind.EXPLANATION)  # a check's revision is the one it checked
     rows = (
         replies(now)
         .annotate(hour=TruncHour("completed_at"))
@@ -285,8 +288,8 @@ def hourly(now: datetime) -> list[HourBucket]:
             completed=Count("id", filter=done),
             failed=Count("id", filter=Q(status=JobStatus.FAILED)),
             llm_ms=Sum("llm_ms"),
-            first_token_ms=Avg("reply__first_token_ms", filter=done),
-            tokens_per_second=Avg("reply__tokens_per_second", filter=done),
+            first_token_ms=Avg("reply__first_token_ms", filter=written),
+            tokens_per_second=Avg("reply__tokens_per_second", filter=written),
         )
     )
     for row in rows:
@@ -331,16 +334,31 @@ def llm_calls(now: datetime, bounds_seconds: tuple[float, ...]) -> LLMCalls:
 
 
 def tokens(now: datetime) -> TokenTotals:
-    """Prompt, completion and cached tokens of the replies that completed jobs in the last
-    24 hours."""
+    """Prompt, completion and cached tokens of the replies that completed explanation jobs
+    in the last 24 hours (a verification job points at the revision it checked: not its
+    own reply; ``tokens_by_kind`` counts every kind's calls)."""
     reported = Q(reply__cached_tokens__isnull=False, reply__prompt_tokens__isnull=False)
-    sums = replies(now).aggregate(
-        prompt=Sum("reply__prompt_tokens"),
-        completion=Sum("reply__completion_tokens"),
-        cached=Sum("reply__cached_tokens", filter=reported),
-        prompt_reported=Sum("reply__prompt_tokens", filter=reported),
+    sums = (
+        replies(now)
+        .filter(kind=JobKind.EXPLANATION)
+        .aggregate(
+            prompt=Sum("reply__prompt_tokens"),
+            completion=Sum("reply__completion_tokens"),
+            cached=Sum("reply__cached_tokens", filter=reported),
+            prompt_reported=Sum("reply__prompt_tokens", filter=reported),
+        )
     )
     return TokenTotals(**{key: value or 0 for key, value in sums.items()})
+
+
+def tokens_by_kind(now: datetime) -> dict[str, tuple[int, int]]:
+    """Prompt and completion tokens of the last 24 hours' finished jobs, by job kind: what
+    writing took beside what checking took (from their attempts, every call counted)."""
+    attempts = JobAttempt.objects.filter(job__in=recent(now).values("pk")).order_by()
+    rows = attempts.values("job__kind").annotate(
+        prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens")
+    )
+    return {row["job__kind"]: (row["prompt"] or 0, row["completion"] or 0) for row in rows}
 
 
 def pauses() -> list[QueuePause]:

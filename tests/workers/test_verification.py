@@ -24,6 +24,7 @@ from studyqueue.models import (
 from studyqueue.queue import transitions as queue
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
 from tests.llm_server import LLMServer
+from tests.monitoring.test_metrics import samples
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -253,3 +254,14 @@ def test_promptstats_reports_what_checking_cost_beside_the_explanations(server, 
     text = out.getvalue()
     assert "checking: 392 tokens (400.0 % of the explanations')" in text
     assert "key disputes upheld by reviewers: too few decisions (0/0" in text
+
+
+def test_the_metrics_count_checking_tokens_apart_from_the_explanations(server, admin_client):
+    queue.enqueue(question("3"))
+    drain()
+    got = samples(admin_client.get("/studyqueue/metrics").content.decode())
+    by_kind = "studyqueue_llm_tokens_by_kind_24h"
+    assert got[(by_kind, (("kind", "explanation"), ("type", "prompt")))] == 42
+    assert got[(by_kind, (("kind", "verification"), ("type", "completion")))] == 7
+    # The revision's own reply, once: the check that points at it adds nothing there.
+    assert got[("studyqueue_llm_tokens_24h", (("type", "prompt"),))] == 42

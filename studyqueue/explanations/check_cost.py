@@ -63,9 +63,12 @@ class VersionCost:
 
     @property
     def token_share(self) -> float | None:
-        """Checking's tokens over the explanations' (None before any explanation)."""
-        written = self.of(JobKind.EXPLANATION).tokens
-        return self.checking.tokens / written if written else None
+        """Checking's generated tokens over the explanations' (None before any): what the
+        server spends its time on. A verifier's prompt holds the explanation, so its prompt
+        tokens are about the explanation's own; the server reads them many times faster
+        than it writes (``time_share`` has both)."""
+        written = self.of(JobKind.EXPLANATION).completion_tokens
+        return self.checking.completion_tokens / written if written else None
 
     @property
     def time_share(self) -> float | None:

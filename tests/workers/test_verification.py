@@ -247,12 +247,12 @@ def test_promptstats_reports_what_checking_cost_beside_the_explanations(server, 
     assert (cost["key_audit"]["attempts"], cost["key_audit"]["prompt_tokens"]) == (2, 252)
     assert cost["key_audit"]["completion_tokens"] == 42
     assert (cost["verification"]["attempts"], cost["verification"]["completion_tokens"]) == (2, 14)
-    assert row["checking_token_share"] == pytest.approx((252 + 42 + 84 + 14) / (84 + 14))
+    assert row["checking_token_share"] == pytest.approx((42 + 14) / 14)  # generated tokens
     assert row["flag_trust"]["verifier_disagrees"]["precision"]["total"] == 0
     out = StringIO()
     call_command("promptstats", stdout=out)
     text = out.getvalue()
-    assert "checking: 392 tokens (400.0 % of the explanations')" in text
+    assert "checking: 56 generated tokens (400.0 % of the explanations'), 336 prompt" in text
     assert "key disputes upheld by reviewers: too few decisions (0/0" in text
 
 

@@ -86,11 +86,12 @@ class Command(TranslatedCommand):
         checking = cost.checking
         lines = [
             _(
-                "checking: %(tokens)s tokens (%(share)s of the explanations'), "
-                "%(seconds)s s of LLM time (%(time_share)s)"
+                "checking: %(tokens)s generated tokens (%(share)s of the explanations'), "
+                "%(prompt)s prompt tokens, %(seconds)s s of LLM time (%(time_share)s)"
             )
             % {
-                "tokens": checking.tokens,
+                "tokens": checking.completion_tokens,
+                "prompt": checking.prompt_tokens,
                 "share": _pct(cost.token_share),
                 "seconds": _num(checking.llm_ms / 1000, 1),
                 "time_share": _pct(cost.time_share),

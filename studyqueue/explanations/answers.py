@@ -477,15 +477,28 @@ def hide_statements(reply: str) -> str:
     return "\n".join(kept).strip()
 
 
+# A reply that is the answer alone: "2", "(B)", "③", "2번", "B." (nothing that could ask,
+# doubt or deny it: "2?", "2 (maybe)", "2번이 아니다" are no answer).
+_ALONE = re.compile(
+    rf"^[(\[]?\s*(?:\d{{1,2}}|[A-Za-z]|[{_CIRCLED_CLASS}])\s*[)\]]?\s*(?:번)?\s*[.。]?$"
+)
+
+
 def choice_named(reply: str, choices: Sequence[str]) -> int | None:
     """The choice (1-based) a short reply names ("Answer: 2", "2", "(B)", "Seoul"), or None:
-    none could be read (no answer, two answers, an answer that is no choice). Read as the
-    model wrote it: no key is passed (the key audit's samples, the blind verifier)."""
+    none could be read (no answer, a negated, hedged or asked one, two answers, an answer that
+    is no choice). Read as the model wrote it: no key is passed (the key audit's samples, the
+    blind verifier). Stricter than an explanation's answer line: a reply naming two choices
+    on two lines names none (an explanation's last statement would win)."""
+    lines = [line for line in reply.splitlines() if line.strip()]
+    if len(lines) > 1:
+        named = {choice_named(line, choices) for line in lines} - {None}
+        return named.pop() if len(named) == 1 else None
     _, resolved = read(reply, choices)
     if isinstance(resolved, int):
         return resolved
-    bare = reply.strip()
-    if bare and "\n" not in bare and len(bare) <= 40:  # "2", "(B)", "Seoul": the answer alone
+    bare = _fold(reply).strip()
+    if _ALONE.match(bare) or any(_norm(bare) == _norm(choice) for choice in choices):
         alone = resolve(bare, choices)
         if isinstance(alone, int):
             return alone

@@ -494,6 +494,19 @@ def test_a_plain_answer_line_agrees_whatever_surrounds_it(case):
         ("I cannot tell.", None),
         ("Answer: 2 or 3", None),
         ("Answer: 7", None),
+        ("②", 2),
+        ("2번", 2),
+        ("B.", 2),
+        ("Answer: 2\nBecause Seoul has been the capital since 1394.", 2),
+        # Never a false reading: asked, hedged, denied, or two answers name none.
+        ("2?", None),
+        ("2 (maybe)", None),
+        ("Probably 2", None),
+        ("Answer: not 2", None),
+        ("2번이 아니다", None),
+        ("정답: ② 아님", None),
+        ("Answer: none", None),
+        ("Answer: 2\nAnswer: 3", None),
     ],
 )
 def test_a_short_reply_names_a_choice_or_none(reply, answer):

@@ -477,6 +477,7 @@ def hide_statements(reply: str) -> str:
     return "\n".join(kept).strip()
 
 
+SHORT_REPLY_CHARS = 1000  # the checks ask for at most 16 tokens
 # A reply that is the answer alone: "2", "(B)", "③", "2번", "B." (nothing that could ask,
 # doubt or deny it: "2?", "2 (maybe)", "2번이 아니다" are no answer).
 _ALONE = re.compile(
@@ -489,7 +490,10 @@ def choice_named(reply: str, choices: Sequence[str]) -> int | None:
     none could be read (no answer, a negated, hedged or asked one, two answers, an answer that
     is no choice). Read as the model wrote it: no key is passed (the key audit's samples, the
     blind verifier). Stricter than an explanation's answer line: a reply naming two choices
-    on two lines names none (an explanation's last statement would win)."""
+    on two lines names none (an explanation's last statement would win), and so does a
+    reply far longer than the few tokens asked for (a server that ignored ``max_tokens``)."""
+    if len(reply) > SHORT_REPLY_CHARS:
+        return None
     lines = [line for line in reply.splitlines() if line.strip()]
     if len(lines) > 1:
         named = {choice_named(line, choices) for line in lines} - {None}

@@ -507,6 +507,7 @@ def test_a_plain_answer_line_agrees_whatever_surrounds_it(case):
         ("정답: ② 아님", None),
         ("Answer: none", None),
         ("Answer: 2\nAnswer: 3", None),
+        ("Answer: 2\n" + "Seoul. " * 200, None),  # no short reply: max_tokens was ignored
     ],
 )
 def test_a_short_reply_names_a_choice_or_none(reply, answer):

@@ -4,8 +4,9 @@ answers are compared with the key.
 
 The prompt holds the question and its choices, never the key, and asks for a few tokens
 (``MAX_TOKENS``), at ``KEY_AUDIT_TEMPERATURE`` (above 0: the samples may differ), without a
-``seed``. Each reply is read by the answer reader (``answers``); a reply it cannot read counts
-as no answer, never as an agreement. The verdict (``judge``):
+``seed``. It stops asking once the verdict is settled (``settled``: two samples of three that
+name the key already agree). Each reply is read by the answer reader (``answers``); a reply
+it cannot read counts as no answer, never as an agreement. The verdict (``judge``):
 
 - ``agrees``: a majority of the samples names the key;
 - ``disputed``: every sample names the same other choice (``key_audit_answer``);
@@ -111,6 +112,21 @@ def judge(samples: Sequence[int | None], key: int | None) -> Verdict:
         if only is not None and only != key:
             return Verdict(KeyAudit.DISPUTED, only)
     return Verdict(KeyAudit.UNSURE)
+
+
+def settled(samples: Sequence[int | None], key: int | None, planned: int) -> bool:
+    """Whether the samples so far decide the verdict whatever the ``planned`` rest would say:
+    a majority of ``planned`` already names the key, or neither an agreement (too few
+    samples left to make one) nor a dispute (two different answers, or an unread one, or the
+    key) can come any more. The audit stops asking there; ``judge`` on the samples taken
+    gives the verdict all of them would have."""
+    named_key = sum(1 for answer in samples if answer == key) if key is not None else 0
+    if named_key * 2 > planned:
+        return True
+    left = planned - len(samples)
+    could_agree = key is not None and (named_key + left) * 2 > planned
+    could_dispute = len(set(samples)) <= 1 and not (set(samples) & {None, key})
+    return not could_agree and not could_dispute
 
 
 def rejudge(question: StudyQuestion) -> Verdict:

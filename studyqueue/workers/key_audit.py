@@ -36,6 +36,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     except ValidationError as exc:
         message = f"the question's choices are invalid: {' '.join(exc.messages)}"
         return failed(job, ErrorCode.QUESTION_INVALID, message)
+    key = answers.key_choice(question.answer, question.choices)
     samples: list[key_audit.Sample] = []
     replies: list[LLMReply] = []
     elapsed_ms = 0
@@ -61,6 +62,9 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
                 replies.append(reply)
                 answer = answers.choice_named(reply.content, question.choices)
                 samples.append(key_audit.Sample(reply.content, answer))
+                said = [sample.answer for sample in samples]
+                if key_audit.settled(said, key, conf.KEY_AUDIT_SAMPLES):
+                    break  # the rest could not change the verdict
     except GateTimeout as exc:
         return gate_timed_out(job, exc)
     ctx.breaker.success()

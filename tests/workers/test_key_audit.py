@@ -6,6 +6,7 @@ the hold, a reviewer's decision, a content change, and a failed audit that does 
 
 from __future__ import annotations
 
+import itertools
 import json
 from io import StringIO
 
@@ -58,23 +59,25 @@ def kinds_in_order(server: LLMServer) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("spec", "verdict", "answer"),
+    ("spec", "verdict", "answer", "asked"),
     [
-        ("222", KeyAudit.AGREES, None),
-        ("221", KeyAudit.AGREES, None),  # a majority names the key
-        ("333", KeyAudit.DISPUTED, 3),  # every sample names the same other choice
-        ("331", KeyAudit.UNSURE, None),
-        ("2xx", KeyAudit.UNSURE, None),  # unread replies never agree
-        ("xxx", KeyAudit.UNSURE, None),
+        ("222", KeyAudit.AGREES, None, 2),  # two of three name the key: settled
+        ("212", KeyAudit.AGREES, None, 3),  # a majority names the key
+        ("333", KeyAudit.DISPUTED, 3, 3),  # every sample names the same other choice
+        ("331", KeyAudit.UNSURE, None, 3),
+        ("13", KeyAudit.UNSURE, None, 2),  # neither can come any more
+        ("2xx", KeyAudit.UNSURE, None, 3),  # unread replies never agree
+        ("xxx", KeyAudit.UNSURE, None, 2),
     ],
 )
-def test_the_verdict_from_the_samples(llm_server, spec, verdict, answer):
+def test_the_verdict_from_the_samples(llm_server, spec, verdict, answer, asked):
     q = question(spec)
     assert "Created 1 key_audit job(s)" in enqueue_missing()
     drain()
     q.refresh_from_db()
     assert (q.key_audit, q.key_audit_answer) == (verdict, answer)
-    assert len(q.key_audit_samples) == 3
+    assert len(q.key_audit_samples) == asked
+    assert len(audit_bodies(llm_server)) == asked
     assert q.key_audit_hash == q.content_hash()
     audit = StudyQuestionJob.objects.get(kind="key_audit")
     assert (audit.status, audit.attempts) == ("completed", 1)
@@ -115,7 +118,7 @@ def test_a_drain_runs_the_audit_before_the_explanation(llm_server):
     assert "Created 1 explanation job(s); 0 already queued." in out
     drain()
     # Then the blind verifier checks each explanation, once none is ready.
-    assert kinds_in_order(llm_server) == ["audit"] * 6 + ["explanation"] * 2 + ["verify"] * 2
+    assert kinds_in_order(llm_server) == ["audit"] * 5 + ["explanation"] * 2 + ["verify"] * 2
     for q in (first, second):
         q.refresh_from_db()
         assert q.explanation  # a dispute is still explained (KEY_AUDIT_HOLDS off)
@@ -198,7 +201,7 @@ def test_a_content_change_clears_the_audit_and_queues_a_new_one(llm_server):
     drain()
     q.refresh_from_db()
     assert q.key_audit == KeyAudit.AGREES
-    assert kinds_in_order(llm_server)[-5:] == ["audit"] * 3 + ["explanation", "verify"]
+    assert kinds_in_order(llm_server)[-4:] == ["audit"] * 2 + ["explanation", "verify"]
 
 
 def test_a_failed_audit_ends_and_the_explanation_still_runs(llm_server, settings):
@@ -273,3 +276,16 @@ def test_export_rows_carry_the_key_audit(llm_server):
     call_command("exportexplanations", "--format", "csv", stdout=csv_out, stderr=StringIO())
     header = csv_out.getvalue().splitlines()[0]
     assert "review_status,key_audit,key_audit_answer," in header
+
+
+@pytest.mark.parametrize("planned", [1, 2, 3, 4, 5])
+def test_stopping_once_settled_gives_the_verdict_all_samples_would(planned):
+    """Every sequence of answers (the key, two others, unread): the samples taken up to the
+    first settled point are judged as all ``planned`` of them would be."""
+    for full in itertools.product([2, 1, 3, None], repeat=planned):
+        taken = []
+        for answer in full:
+            taken.append(answer)
+            if key_audit.settled(taken, 2, planned):
+                break
+        assert key_audit.judge(taken, 2) == key_audit.judge(list(full), 2), (full, taken)

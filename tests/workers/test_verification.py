@@ -230,7 +230,7 @@ def test_the_export_carries_the_checks_and_says_what_a_missing_one_waits_on(serv
 
 
 def test_promptstats_reports_what_checking_cost_beside_the_explanations(server, settings):
-    """Key audits (three samples each) and verification, against the explanations' tokens
+    """Key audits (two samples each, settled) and verification, against the explanations' tokens
     and LLM time, under the explanation's prompt version; and the flags' scores, which say
     they have too few decisions."""
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": True}
@@ -244,15 +244,16 @@ def test_promptstats_reports_what_checking_cost_beside_the_explanations(server, 
     cost = row["cost"]
     # The test server reports 42 prompt and 7 completion tokens per call.
     assert cost["explanation"] == {**cost["explanation"], "attempts": 2, "prompt_tokens": 84}
-    assert (cost["key_audit"]["attempts"], cost["key_audit"]["prompt_tokens"]) == (2, 252)
-    assert cost["key_audit"]["completion_tokens"] == 42
+    # Two samples each: both name the key, so the third could not change the verdict.
+    assert (cost["key_audit"]["attempts"], cost["key_audit"]["prompt_tokens"]) == (2, 168)
+    assert cost["key_audit"]["completion_tokens"] == 28
     assert (cost["verification"]["attempts"], cost["verification"]["completion_tokens"]) == (2, 14)
-    assert row["checking_token_share"] == pytest.approx((42 + 14) / 14)  # generated tokens
+    assert row["checking_token_share"] == pytest.approx((28 + 14) / 14)  # generated tokens
     assert row["flag_trust"]["verifier_disagrees"]["precision"]["total"] == 0
     out = StringIO()
     call_command("promptstats", stdout=out)
     text = out.getvalue()
-    assert "checking: 56 generated tokens (400.0 % of the explanations'), 336 prompt" in text
+    assert "checking: 42 generated tokens (300.0 % of the explanations'), 252 prompt" in text
     assert "key disputes upheld by reviewers: too few decisions (0/0" in text
 
 

@@ -1,9 +1,9 @@
 """The migrations of 0.2.0: ``0001_squashed_0017_job_attempts`` (0.1.0's 0001-0017 in one,
-``replaces`` kept), ``0018_gate_limit_endpoint_names`` and ``0019_key_audit``.
+``replaces`` kept), ``0018_gate_limit_endpoint_names``, ``0019_key_audit`` and ``0020_verifier``.
 
 A new database migrates to the end and matches the models; the squashed migration makes the
 schema 0.1.0's migrations made (``tests/helpers/schema_0017.json``, read from databases
-migrated by them); a database 0.1.0 left at 0017 runs 0018 and 0019 only, its rows kept; a
+migrated by them); a database 0.1.0 left at 0017 runs 0018 to 0020 only, its rows kept; a
 database at an earlier migration is refused (it upgrades through 0.1.0 first). Both databases."""
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ APP = "studyqueue"
 SQUASHED = (APP, "0001_squashed_0017_job_attempts")
 GATE_NAMES = (APP, "0018_gate_limit_endpoint_names")
 KEY_AUDIT = (APP, "0019_key_audit")
+VERIFIER = (APP, "0020_verifier")
+# What migrating to the end records after the squashed migration.
+AFTER_SQUASH = [GATE_NAMES[1], KEY_AUDIT[1], VERIFIER[1]]
 OLD_NAMES = [  # what django_migrations holds for studyqueue on a 0.1.0 database
     "0001_initial",
     "0002_admin_indexes_and_dashboard",
@@ -96,7 +99,7 @@ def test_a_new_database_migrates_to_the_end_and_matches_the_models():
     assert f"Applying {APP}.{SQUASHED[1]}... OK" in out.getvalue()
     assert f"Applying {APP}.{GATE_NAMES[1]}... OK" in out.getvalue()
     # The squashed migration is recorded under its own name and the names it replaces.
-    assert recorded() == sorted([*OLD_NAMES, SQUASHED[1], GATE_NAMES[1], KEY_AUDIT[1]])
+    assert recorded() == sorted([*OLD_NAMES, SQUASHED[1], *AFTER_SQUASH])
     call_command("makemigrations", APP, check=True, dry_run=True, verbosity=0)  # exits if not
 
 
@@ -125,7 +128,7 @@ def test_the_squashed_migration_makes_the_schema_of_0_1_0s_migrations():
     """Tables, columns (types, nulls, database defaults), indexes (partial ones with their
     conditions), constraints (names, checks, the one active job), and on PostgreSQL its
     sequences, functions and triggers: as migrations 0001-0017 left them (up to 0018, which
-    changes no schema; 0019 adds to it)."""
+    changes no schema; 0019 and 0020 add to it)."""
     call_command("migrate", APP, "zero", verbosity=0)
     call_command("migrate", APP, GATE_NAMES[1], verbosity=0)
     now = snapshot(connection)
@@ -154,7 +157,7 @@ def test_0018_depends_on_the_squashed_migration_in_place_of_0017():
     assert loader.graph.forwards_plan(GATE_NAMES) == [SQUASHED, GATE_NAMES]
 
 
-def test_a_0_1_0_database_at_0017_runs_0018_and_0019_only_and_keeps_its_rows():
+def test_a_0_1_0_database_at_0017_runs_only_the_later_migrations_and_keeps_its_rows():
     """A database as 0.1.0 left it: the schema of 0017, the 17 old names recorded (not the
     squashed one, which 0.1.0 never had), rows in it, a gate limit under a URL spelled the old
     way. ``migrate`` marks the squashed migration applied without running it, runs 0018
@@ -187,12 +190,12 @@ def test_a_0_1_0_database_at_0017_runs_0018_and_0019_only_and_keeps_its_rows():
     executor = MigrationExecutor(connection)
     assert executor.loader.applied_migrations.keys() >= {SQUASHED}  # from the 17 names
     plan = [(m.app_label, m.name) for m, _ in executor.migration_plan(leaves())]
-    assert plan == [GATE_NAMES, KEY_AUDIT]
+    assert plan == [GATE_NAMES, KEY_AUDIT, VERIFIER]
     out = io.StringIO()
     call_command("migrate", APP, verbosity=1, stdout=out)
     assert f"Applying {APP}.{GATE_NAMES[1]}... OK" in out.getvalue()
     assert SQUASHED[1] not in out.getvalue()  # recorded, never run
-    assert recorded() == sorted([*OLD_NAMES, SQUASHED[1], GATE_NAMES[1], KEY_AUDIT[1]])
+    assert recorded() == sorted([*OLD_NAMES, SQUASHED[1], *AFTER_SQUASH])
 
     assert [row.endpoint for row in GateLimit.objects.all()] == ["http://127.0.0.1:8080/v1"]
     assert GateLimit.objects.get().limit == 3
@@ -216,7 +219,7 @@ def test_a_database_before_0017_is_refused():
         with pytest.raises(NodeNotFoundError, match="0017_job_attempts"):
             MigrationLoader(connection)
     finally:
-        record_exactly([*OLD_NAMES, SQUASHED[1], GATE_NAMES[1], KEY_AUDIT[1]])
+        record_exactly([*OLD_NAMES, SQUASHED[1], *AFTER_SQUASH])
     assert MigrationExecutor(connection).migration_plan(leaves()) == []
 
 

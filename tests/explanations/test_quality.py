@@ -10,6 +10,13 @@ from studyqueue.models import ExplanationRevision, FinishReason, StudyQuestion
 from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory
 
+
+@pytest.fixture(autouse=True)
+def _no_verifier(settings) -> None:  # type: ignore[no-untyped-def]
+    """The flags a reply earns as it is stored: the blind verifier's come after, from a job
+    of their own (tests/workers/test_verification.py)."""
+    settings.STUDYQUEUE = {**getattr(settings, "STUDYQUEUE", {}), "VERIFY": False}
+
 KOREAN = "대한민국의 수도는 어디입니까?"
 LONG_ENGLISH = "Seoul has been the capital of South Korea since the country was founded."
 LONG_KOREAN = "서울은 대한민국이 세워진 이후로 줄곧 수도였습니다. 그래서 정답은 서울입니다."
@@ -125,6 +132,8 @@ def test_flags_and_finish_reasons_are_enums_stored_as_their_values():
         "answer_mismatch",
         "no_answer_stated",
         "question_changed",
+        "verifier_disagrees",
+        "verifier_unsure",
     ]
     assert set(quality.MEANINGS) == set(quality.FLAGS), "every flag says what it means"
 

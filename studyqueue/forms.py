@@ -9,8 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
 from django.utils.translation import gettext_lazy
 
-from studyqueue.models import StudyQuestion, validate_choices
-from studyqueue.queue.columns import unstorable
+from studyqueue.models import StudyQuestion, unstorable, validate_choices
 
 
 def validate_storable(value: str) -> None:

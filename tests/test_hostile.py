@@ -14,7 +14,7 @@ from django.utils import timezone
 from studyqueue.models import StudyQuestion, StudyQuestionJob
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.retry import MAX_FREE_RELEASES
-from studyqueue.services.breaker import CircuitBreaker
+from studyqueue.services.gate import CircuitBreaker
 from studyqueue.services.llm import LLMError
 from tests.factories import StudyQuestionFactory
 from tests.helpers import ROOT

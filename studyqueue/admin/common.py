@@ -24,12 +24,13 @@ from django.utils.translation import gettext_lazy as _
 
 from studyqueue.conf import conf
 from studyqueue.models import (
+    MAX_ID,
     AttemptOutcome,
     JobQuerySet,
     JobStatus,
+    unstorable,
 )
 from studyqueue.queue import transitions as queue
-from studyqueue.queue.columns import MAX_ID, unstorable
 
 # Badge colours per status; a test checks that every status has one.
 STATUS_COLOURS: dict[str, str] = {

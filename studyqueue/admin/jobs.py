@@ -33,13 +33,13 @@ from studyqueue.admin.common import (
 from studyqueue.admin.timeline import timeline
 from studyqueue.conf import conf
 from studyqueue.models import (
+    MAX_ID,
     ExplanationRevision,
     QueuePause,
     StudyQuestionJob,
     database,
 )
 from studyqueue.queue import transitions as queue
-from studyqueue.queue.columns import MAX_ID
 
 # The question's start in the list: long enough to recognise it, two lines at most.
 QUESTION_EXCERPT = 48

@@ -16,7 +16,7 @@ from studyqueue import times
 from studyqueue.admin.common import ATTEMPT_COLOURS, badge, excerpt, short_duration
 from studyqueue.admin.job_cells import local_time
 from studyqueue.models import AttemptOutcome, ErrorCode, JobAttempt, StudyQuestionJob
-from studyqueue.queue import attempts
+from studyqueue.queue.transitions import attempts_of
 
 # A job's page lists at most its last this many attempts (a job retried by operators again
 # and again has no bound of its own).
@@ -64,7 +64,7 @@ def _row(attempt: JobAttempt, now: datetime) -> dict[str, Any]:
 
 def timeline(job: StudyQuestionJob) -> SafeString:
     """The job's attempts as a small table, first to last (the last ``SHOWN``)."""
-    rows = attempts.for_job(job.pk, last=SHOWN + 1)
+    rows = attempts_of(job.pk, last=SHOWN + 1)
     first_shown = None
     if len(rows) > SHOWN:
         rows = rows[1:]

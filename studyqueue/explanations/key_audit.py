@@ -38,7 +38,7 @@ from studyqueue.models import (
     StudyQuestionJob,
     validate_choices,
 )
-from studyqueue.queue import attempts, notify, retry
+from studyqueue.queue import notify, retry
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.transitions import Outcome
 
@@ -154,7 +154,7 @@ class Audited:
     question: StudyQuestion
     samples: list[Sample]
     llm_ms: int | None = None
-    usage: attempts.Usage | None = None  # the samples' tokens, summed
+    usage: queue.Usage | None = None  # the samples' tokens, summed
 
     def verdict(self) -> Verdict:
         key = answers.key_choice(self.question.answer, self.question.choices)

@@ -18,8 +18,7 @@ from django.utils.translation import gettext, ngettext
 
 from studyqueue.conf import conf
 from studyqueue.explanations.prompts import PromptVersion, current_version
-from studyqueue.models import QueueConsumer
-from studyqueue.queue.columns import fit
+from studyqueue.models import QueueConsumer, fit
 from studyqueue.queue.presence import ConsumerState, live_consumers
 from studyqueue.services.redact import redact, secrets_of
 

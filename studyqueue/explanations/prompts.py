@@ -20,8 +20,7 @@ from typing import Any
 from django.template import Context, Engine, Template
 
 from studyqueue.conf import conf
-from studyqueue.models import ExplanationRevision, StudyQuestion, validate_choices
-from studyqueue.queue.columns import fit
+from studyqueue.models import ExplanationRevision, StudyQuestion, fit, validate_choices
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,9 @@ from studyqueue.models import (
     QuestionQuerySet,
     ReviewStatus,
     StudyQuestion,
+    unstorable,
 )
 from studyqueue.queue import transitions as queue
-from studyqueue.queue.columns import unstorable
 
 logger = logging.getLogger("studyqueue.review")
 

@@ -34,10 +34,10 @@ from studyqueue.models import (
     ReviewStatus,
     StudyQuestion,
     StudyQuestionJob,
+    fit,
 )
 from studyqueue.queue import retry
 from studyqueue.queue import transitions as queue
-from studyqueue.queue.columns import fit
 from studyqueue.queue.transitions import Outcome
 from studyqueue.services.llm import LLMReply
 

@@ -30,9 +30,9 @@ from studyqueue.models import (
     StudyQuestionJob,
     key_audit_holds,
     validate_choices,
+    width,
 )
 from studyqueue.queue import transitions as queue
-from studyqueue.queue.columns import width
 
 FORMATS = ("jsonl", "csv")
 BOM = "\ufeff"  # UTF-8's byte-order mark, EF BB BF once encoded: CSV exports start with it

@@ -39,7 +39,7 @@ from studyqueue.models import (
     revision_to_verify,
     validate_choices,
 )
-from studyqueue.queue import attempts, retry
+from studyqueue.queue import retry
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.transitions import Outcome
 
@@ -92,7 +92,7 @@ class Verified:
     revision: ExplanationRevision
     reply: str
     answer: int | None
-    usage: attempts.Usage | None = None
+    usage: queue.Usage | None = None
     llm_ms: int | None = None
 
     def write(self, job: StudyQuestionJob) -> Outcome:

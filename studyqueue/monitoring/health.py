@@ -21,9 +21,8 @@ from django.utils.translation import gettext, ngettext
 
 from studyqueue import times
 from studyqueue.conf import conf
-from studyqueue.models import QueueConsumer, database
+from studyqueue.models import QueueConsumer, database, fit
 from studyqueue.queue import presence
-from studyqueue.queue.columns import fit
 from studyqueue.services.llm import (
     PROBE_DEADLINE_SECONDS,
     Probe,

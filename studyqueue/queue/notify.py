@@ -22,9 +22,8 @@ from typing import Any
 import psycopg
 from django.db import connections
 
-from studyqueue.models import JobKind
+from studyqueue.models import MAX_ID, JobKind
 from studyqueue.queue import pg
-from studyqueue.queue.columns import MAX_ID
 
 logger = logging.getLogger("studyqueue.notify")
 

@@ -22,9 +22,8 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from studyqueue.conf import conf
-from studyqueue.models import QueueConsumer
+from studyqueue.models import QueueConsumer, fit
 from studyqueue.queue import transitions as queue
-from studyqueue.queue.columns import fit
 
 logger = logging.getLogger("studyqueue.presence")
 

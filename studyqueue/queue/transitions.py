@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, connections, models, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
@@ -38,6 +38,7 @@ from studyqueue.exceptions import EnqueueError
 from studyqueue.models import (
     AttemptOutcome,
     ErrorCode,
+    JobAttempt,
     JobKind,
     JobQuerySet,
     JobStatus,
@@ -45,12 +46,12 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
     database,
+    fit,
     key_audit_holds,
     kind_priority,
 )
-from studyqueue.queue import attempts, columns, notify
+from studyqueue.queue import notify
 from studyqueue.queue import retry as policy
-from studyqueue.queue.columns import fit
 
 logger = logging.getLogger("studyqueue.queue")
 
@@ -71,6 +72,202 @@ class Outcome(StrEnum):
     SKIPPED = "skipped"  # not run (reserved or unknown kind)
     RELEASED = "released"  # handed back without counting the attempt
     LOST = "lost"  # the claim was taken from us (stale reset, operator): nothing written
+
+
+# --------------------------------------------------------------------------- the attempt log
+# A row per claim (``JobAttempt``), opened by the claim and closed by the transition that ends
+# it, in that transition's statement or transaction; the job page reads ``attempts_of``.
+# And the pieces of the few statements the ORM cannot say: a field's value as the database
+# wants it, and a ``SET`` list.
+
+
+def db_value(model: type[models.Model], field_name: str, value: Any, db: str) -> Any:
+    """A Python value as the database ``db`` wants it for ``model.field_name`` (a field's
+    name, or a foreign key's ``…_id``), for a raw statement's parameters."""
+    field = model._meta.get_field(field_name)
+    assert isinstance(field, models.Field)  # a concrete column, not a reverse relation
+    return field.get_db_prep_save(value, connections[db])
+
+
+def assignments(
+    model: type[models.Model], values: dict[str, Any], db: str, *, prefix: str
+) -> tuple[str, dict[str, Any]]:
+    """``"column" = %(<prefix><name>)s, …`` for ``values`` (field name -> Python value) and
+    its parameters (named with ``prefix``, so that two lists can share a statement)."""
+    quote = connections[db].ops.quote_name
+    parts, params = [], {}
+    for name, value in values.items():
+        field = model._meta.get_field(name)
+        assert isinstance(field, models.Field) and field.column is not None  # a column
+        key = f"{prefix}{name}"
+        parts.append(f"{quote(field.column)} = %({key})s")
+        params[key] = db_value(model, name, value, db)
+    return ", ".join(parts), params
+
+
+# A claimed job's new attempt, numbered after the job's last one. ON CONFLICT: a job that
+# somehow still had an open attempt is claimed all the same (bookkeeping never blocks work);
+# SQLite needs the WHERE to read the ON CONFLICT of an INSERT … SELECT.
+_OPEN_ATTEMPT = """
+INSERT INTO studyqueue_jobattempt
+    (job_id, number, started_at, worker_id, outcome, error_code, error_message)
+SELECT job.id,
+       COALESCE((SELECT MAX(a.number) FROM studyqueue_jobattempt AS a WHERE a.job_id = job.id), 0)
+           + 1,
+       job.started_at, job.worker_id, '', '', ''
+FROM {source} AS job
+WHERE {where}
+ON CONFLICT DO NOTHING"""
+
+
+def _opening_attempts(claim_sql: str) -> str:
+    """PostgreSQL: a claim (``UPDATE … RETURNING *``) that opens its jobs' attempts in the
+    same statement; it returns the claimed jobs as the claim alone does."""
+    opened = _OPEN_ATTEMPT.format(source="claimed", where="true")
+    return f"WITH claimed AS ({claim_sql}), opened AS ({opened})\nSELECT * FROM claimed"
+
+
+def _open_claimed_attempts(db: str, job_ids: list[int]) -> None:
+    """SQLite (no data-modifying WITH): open the attempts of the jobs just claimed; call it
+    in the claim's transaction."""
+    if not job_ids:
+        return
+    names = [f"id{i}" for i in range(len(job_ids))]
+    where = f"job.id IN ({', '.join(f'%({n})s' for n in names)})"
+    with connections[db].cursor() as cursor:
+        sql = _OPEN_ATTEMPT.format(source="studyqueue_studyquestionjob", where=where)
+        cursor.execute(sql, dict(zip(names, job_ids, strict=True)))
+
+
+class _Reported(Protocol):
+    """What a reply reports (``services.llm.LLMReply``)."""
+
+    @property
+    def prompt_tokens(self) -> int | None: ...
+    @property
+    def completion_tokens(self) -> int | None: ...
+    @property
+    def first_token_ms(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What an attempt's LLM call reported, when it got a reply."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    first_token_ms: int | None = None
+
+    @classmethod
+    def of(cls, replies: Sequence[_Reported]) -> Usage | None:
+        """What several calls of one attempt reported (the key audit's samples): their
+        tokens summed (None when no call said), the first call's time to first token."""
+        if not replies:
+            return None
+
+        def total(values: Iterable[int | None]) -> int | None:
+            said = [value for value in values if value is not None]
+            return sum(said) if said else None
+
+        return cls(
+            prompt_tokens=total(reply.prompt_tokens for reply in replies),
+            completion_tokens=total(reply.completion_tokens for reply in replies),
+            first_token_ms=replies[0].first_token_ms,
+        )
+
+
+def _open_attempts(db: str) -> QuerySet[JobAttempt]:
+    return JobAttempt.objects.using(db).filter(ended_at__isnull=True)
+
+
+@dataclass(frozen=True)
+class AttemptEnding:
+    """How an attempt ended: what closing it writes."""
+
+    outcome: AttemptOutcome
+    ended_at: datetime
+    error_code: str = ""
+    error_message: str = ""
+    usage: Usage | None = None
+
+    def values(self) -> dict[str, Any]:
+        """The attempt's fields and their values."""
+        values: dict[str, Any] = {
+            "ended_at": self.ended_at,
+            "outcome": self.outcome,
+            "error_code": self.error_code,
+            "error_message": self.error_message,
+        }
+        if self.usage is not None:
+            values.update(
+                prompt_tokens=self.usage.prompt_tokens,
+                completion_tokens=self.usage.completion_tokens,
+                first_token_ms=self.usage.first_token_ms,
+            )
+        return values
+
+
+def _close_attempt(db: str, job_id: int, ending: AttemptEnding) -> None:
+    """End the job's open attempt. Call it only after the job's fenced write applied, in its
+    transaction: the open attempt is then the caller's own claim's."""
+    _open_attempts(db).filter(job_id=job_id).update(**ending.values())
+
+
+# A job's fenced UPDATE (``{job}``, RETURNING its id) and its open attempt's close, in one
+# statement: both apply or neither, in one round trip (and one commit, outside a transaction).
+_FINISH_WITH_ATTEMPT = """
+WITH job AS ({job}),
+closed AS (
+    UPDATE studyqueue_jobattempt SET {closing}
+    WHERE job_id IN (SELECT id FROM job) AND ended_at IS NULL
+)
+SELECT count(*) FROM job"""
+
+
+def _finish_with_attempt(
+    db: str, job_update: tuple[str, dict[str, Any]], ending: AttemptEnding
+) -> bool:
+    """PostgreSQL: run a job's fenced ``UPDATE … RETURNING id`` (SQL and parameters) and, if
+    it applied, close the job's open attempt in the same statement (as ``_close_attempt``
+    does). Whether the job's update applied."""
+    closing, params = assignments(JobAttempt, ending.values(), db, prefix="attempt_")
+    sql, job_params = job_update
+    with connections[db].cursor() as cursor:
+        cursor.execute(
+            _FINISH_WITH_ATTEMPT.format(job=sql, closing=closing), {**job_params, **params}
+        )
+        row = cursor.fetchone()
+    return bool(row and row[0] == 1)
+
+
+def _close_attempts(
+    db: str,
+    jobs: list[int] | QuerySet[Any, Any],
+    outcome: AttemptOutcome,
+    *,
+    ended_at: datetime,
+    error_code: str,
+    error_message: str,
+) -> int:
+    """End the open attempts of many jobs (ids, or a QuerySet of their ids run as a
+    subquery) in one statement: an operator's skip, the stale scan. How many."""
+    if isinstance(jobs, list) and not jobs:
+        return 0
+    return (
+        _open_attempts(db)
+        .filter(job_id__in=jobs)
+        .update(
+            ended_at=ended_at, outcome=outcome, error_code=error_code, error_message=error_message
+        )
+    )
+
+
+def attempts_of(job_id: int, last: int | None = None) -> list[JobAttempt]:
+    """A job's attempts, first to last; with ``last``, only the last ``last``."""
+    rows = JobAttempt.objects.filter(job_id=job_id)
+    if last is None:
+        return list(rows.order_by("number"))
+    return list(reversed(rows.order_by("-number")[:last]))
 
 
 # The claim: ``JobQuerySet.ready()`` in SQL, taken and marked in one statement. A single
@@ -121,9 +318,9 @@ WHERE {ids}
 RETURNING *
 """
 # Each claim opens its jobs' attempts (``JobAttempt``): on PostgreSQL in the same statement
-# (``attempts.opening_claim``), on SQLite by a second one in the claim's transaction.
+# (``_opening_attempts``), on SQLite by a second one in the claim's transaction.
 CLAIM_SQL = {
-    "postgresql": attempts.opening_claim(
+    "postgresql": _opening_attempts(
         _CLAIM.format(ids=f"id = ANY(ARRAY({_READY_IDS}\n    FOR UPDATE SKIP LOCKED))")
     ),
     "sqlite": _CLAIM.format(ids=f"id IN ({_READY_IDS})"),
@@ -131,7 +328,7 @@ CLAIM_SQL = {
 # One given job, for an operator who runs it now (``manage.py explain``): not before its
 # turn in the queue matters, nor a pause; attempts and the fence are as for any claim.
 _CLAIM_ONE = _CLAIM.format(ids="id = %(job_id)s AND status = 'pending' AND attempts < max_attempts")
-CLAIM_ONE_SQL = {"postgresql": attempts.opening_claim(_CLAIM_ONE), "sqlite": _CLAIM_ONE}
+CLAIM_ONE_SQL = {"postgresql": _opening_attempts(_CLAIM_ONE), "sqlite": _CLAIM_ONE}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -161,7 +358,7 @@ def _clip(message: str) -> str:
 
 def _db_value(field_name: str, value: Any, db: str) -> Any:
     """A Python value as the database wants it for the job's ``field_name``."""
-    return columns.db_value(Job, field_name, value, db)
+    return db_value(Job, field_name, value, db)
 
 
 def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
@@ -174,8 +371,8 @@ def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
 
 def _fenced_update_sql(job: Job, values: dict[str, Any], db: str) -> tuple[str, dict[str, Any]]:
     """``_fenced_update`` as one raw ``UPDATE … RETURNING id`` (SQL, parameters), for a
-    statement that does more with the job it updated (``attempts.finish``)."""
-    sets, params = columns.assignments(Job, values, db, prefix="job_")
+    statement that does more with the job it updated (``_finish_with_attempt``)."""
+    sets, params = assignments(Job, values, db, prefix="job_")
     params.update(fence_id=job.pk, fence_token=_db_value("claim_token", job.claim_token, db))
     sql = (
         f"UPDATE {connections[db].ops.quote_name(Job._meta.db_table)} SET {sets}"
@@ -310,7 +507,7 @@ def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]
     else:
         with transaction.atomic(using=db):
             jobs = list(claimed)
-            attempts.open_claimed(db, [job.pk for job in jobs])
+            _open_claimed_attempts(db, [job.pk for job in jobs])
     jobs.sort(key=lambda job: (job.priority, job.pk))
     for job in jobs:
         _log("claimed", job, worker=worker_id)
@@ -392,7 +589,7 @@ def _finish(
     values: dict[str, Any],
     outcome: Outcome,
     level: int = logging.INFO,
-    usage: attempts.Usage | None = None,
+    usage: Usage | None = None,
 ) -> Outcome:
     """Apply a fenced transition and close the claim's attempt with it, both or neither;
     ``outcome`` if it applied, else ``Outcome.LOST`` (and nothing is written). A caller's
@@ -402,7 +599,7 @@ def _finish(
     withheld = _withheld(job, values)
     if withheld is not values:
         event, values = "withheld", withheld
-    ending = attempts.Ending(
+    ending = AttemptEnding(
         AttemptOutcome(outcome),
         ended_at=values.get("completed_at") or timezone.now(),
         error_code=values.get("error_code", ""),
@@ -412,13 +609,13 @@ def _finish(
     if connections[db].vendor == "postgresql":
         # One statement: atomic as it is, one round trip, and outside a caller's
         # transaction one commit (the consumer's hot path: every job ends here).
-        applied = attempts.finish(db, _fenced_update_sql(job, values, db), ending)
+        applied = _finish_with_attempt(db, _fenced_update_sql(job, values, db), ending)
     else:
         # No savepoint: inside a caller's transaction (store) the two share its fate.
         with transaction.atomic(using=db, savepoint=False):
             applied = _fenced_update(job, values)
             if applied:
-                attempts.close(db, job.pk, ending)
+                _close_attempt(db, job.pk, ending)
     if not applied:
         _log(f"{event}_refused", job, level=logging.WARNING, reason="claim_lost")
         return Outcome.LOST
@@ -441,7 +638,7 @@ def complete(
     *,
     revision: ExplanationRevision | None = None,
     llm_ms: int | None = None,
-    usage: attempts.Usage | None = None,
+    usage: Usage | None = None,
 ) -> Outcome:
     """Mark a claimed job completed with its revision (the one its reply became, or the
     one it checked), its LLM time and what its calls reported (``usage``; by default, the
@@ -460,11 +657,11 @@ def complete(
     return _finish(job, "completed", values, Outcome.COMPLETED, usage=usage)
 
 
-def _usage(revision: ExplanationRevision | None) -> attempts.Usage | None:
+def _usage(revision: ExplanationRevision | None) -> Usage | None:
     """What the attempt's reply reported, from the revision it became."""
     if revision is None:
         return None
-    return attempts.Usage(
+    return Usage(
         prompt_tokens=revision.prompt_tokens,
         completion_tokens=revision.completion_tokens,
         first_token_ms=revision.first_token_ms,
@@ -769,7 +966,7 @@ def skip(
                 # next heartbeat, which finds the claim gone).
                 notify.send(notify.cancel(job_id), using=db)
             jobs.filter(pk__in=done).update(**values)
-            attempts.close_many(
+            _close_attempts(
                 db,
                 processing,
                 AttemptOutcome.SKIPPED,
@@ -833,7 +1030,7 @@ def reset_stale(
         failed_ids = sorted(pk for pk, ends in fails.items() if ends)
         reset_ids = sorted(pk for pk, ends in fails.items() if not ends)
         # Their attempts end as stale: the locked set as a subquery, not a list of ids.
-        attempts.close_many(
+        _close_attempts(
             db, stale.values("pk"), AttemptOutcome.STALE, ended_at=now,
             error_code=ErrorCode.STALE, error_message=message,
         )  # fmt: skip

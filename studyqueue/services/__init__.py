@@ -1,4 +1,5 @@
-"""Talking to the LLM server: the HTTP client, reading its replies, the gate that bounds
-concurrent calls (with its stored limits, ``gate_limits``, and the reclaim of a stuck
-holder's slot, ``gate_reclaim``), the gate's controller, the circuit breaker, and the
-redactor that keeps secrets out of every text."""
+"""Talking to the LLM server: the HTTP client and the replies it reads (``llm``), the gate
+that bounds concurrent calls and the circuit breaker that stops them while the server is
+down (``gate``; with its stored limits, ``gate_limits``, the reclaim of a stuck holder's
+slot, ``gate_reclaim``, and its controller, ``gate_control``), and the redactor that keeps
+secrets out of every text (``redact``)."""

@@ -10,8 +10,7 @@ from collections.abc import Mapping
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from studyqueue.models import GateLimit
-from studyqueue.queue.columns import fit
+from studyqueue.models import GateLimit, fit
 from studyqueue.services.gate import endpoint_name
 
 

@@ -9,8 +9,8 @@ from django.core.exceptions import ValidationError
 from studyqueue.conf import conf
 from studyqueue.explanations import answers, key_audit
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
-from studyqueue.queue import attempts
 from studyqueue.queue.store import JobResult
+from studyqueue.queue.transitions import Usage
 from studyqueue.services.gate import GateTimeout
 from studyqueue.services.llm import LLMError, LLMReply
 from studyqueue.workers.registry import (
@@ -68,5 +68,5 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     except GateTimeout as exc:
         return gate_timed_out(job, exc)
     ctx.breaker.success()
-    usage = attempts.Usage.of(replies)
+    usage = Usage.of(replies)
     return key_audit.Audited(question, samples, llm_ms=elapsed_ms, usage=usage)

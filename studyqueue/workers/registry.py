@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
 from studyqueue.queue import retry
 from studyqueue.queue.store import Failed, JobResult, JobStore, Released, Skipped
-from studyqueue.services.breaker import CircuitBreaker
-from studyqueue.services.gate import GateTimeout, LLMGate
+from studyqueue.services.gate import CircuitBreaker, GateTimeout, LLMGate
 from studyqueue.services.llm import LLMClient, LLMError
 
 logger = logging.getLogger("studyqueue.worker")

@@ -9,8 +9,8 @@ from django.core.exceptions import ValidationError
 from studyqueue.conf import conf
 from studyqueue.explanations import answers, verifier
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
-from studyqueue.queue import attempts
 from studyqueue.queue.store import JobResult, Skipped
+from studyqueue.queue.transitions import Usage
 from studyqueue.services.gate import GateTimeout
 from studyqueue.services.llm import LLMError
 from studyqueue.workers.registry import (
@@ -66,6 +66,6 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
         revision,
         reply.content,
         answers.choice_named(reply.content, question.choices),
-        usage=attempts.Usage.of([reply]),
+        usage=Usage.of([reply]),
         llm_ms=reply.elapsed_ms,
     )

@@ -17,6 +17,7 @@ def _no_verifier(settings) -> None:  # type: ignore[no-untyped-def]
     of their own (tests/workers/test_verification.py)."""
     settings.STUDYQUEUE = {**getattr(settings, "STUDYQUEUE", {}), "VERIFY": False}
 
+
 KOREAN = "대한민국의 수도는 어디입니까?"
 LONG_ENGLISH = "Seoul has been the capital of South Korea since the country was founded."
 LONG_KOREAN = "서울은 대한민국이 세워진 이후로 줄곧 수도였습니다. 그래서 정답은 서울입니다."
@@ -256,7 +257,7 @@ def test_answer_mismatch_is_a_flag_quality_retry_accepts(llm_server, settings, m
 def test_a_stated_answer_longer_than_its_column_is_cut(db):
     from studyqueue.explanations import revisions
     from studyqueue.explanations.prompts import PromptVersion
-    from studyqueue.queue.columns import width
+    from studyqueue.models import width
     from studyqueue.services.llm import LLMReply
     from tests.factories import StudyQuestionJobFactory
 

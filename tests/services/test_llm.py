@@ -9,12 +9,16 @@ import logging
 import pytest
 
 from studyqueue.models import ErrorCode
-from studyqueue.services.llm import LLMClient, LLMError, LLMReply, Probe, probe_servers
-from studyqueue.services.llm_reply import (
+from studyqueue.services.llm import (
     MIN_DECODE_SPAN_MS,
+    LLMClient,
+    LLMError,
+    LLMReply,
+    Probe,
     ReplyParser,
     decode_rate,
     parse_retry_after,
+    probe_servers,
 )
 from tests.llm_server import ANSWER
 

@@ -9,8 +9,7 @@ from collections.abc import Callable
 
 from django.utils.translation import gettext as _
 
-from studyqueue.models import StudyQuestionJob
-from studyqueue.queue.columns import MAX_ID, width
+from studyqueue.models import MAX_ID, StudyQuestionJob, width
 
 
 def _at_most(upper: object, value: object) -> str:

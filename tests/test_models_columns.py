@@ -11,8 +11,11 @@ from studyqueue.models import (
     QueuePause,
     StudyQuestion,
     StudyQuestionJob,
+    fit,
+    storable,
+    unstorable,
+    width,
 )
-from studyqueue.queue import columns
 from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory
 
@@ -30,14 +33,14 @@ from tests.factories import StudyQuestionFactory
 )
 def test_fit_cuts_to_the_fields_own_width(model, field):
     limit = model._meta.get_field(field).max_length
-    assert columns.width(model, field) == limit
-    assert columns.fit(model, field, "x" * (limit + 5)) == "x" * limit
-    assert columns.fit(model, field, "short") == "short"
+    assert width(model, field) == limit
+    assert fit(model, field, "x" * (limit + 5)) == "x" * limit
+    assert fit(model, field, "short") == "short"
 
 
 def test_a_field_without_a_width_is_an_error():
     with pytest.raises(TypeError, match="has no max_length"):
-        columns.width(StudyQuestion, "text")
+        width(StudyQuestion, "text")
 
 
 @pytest.mark.parametrize(
@@ -52,13 +55,13 @@ def test_a_field_without_a_width_is_an_error():
     ],
 )
 def test_storable_text(text, stored):
-    assert columns.storable(text) == stored
-    assert not columns.unstorable(stored)
+    assert storable(text) == stored
+    assert not unstorable(stored)
 
 
 @pytest.mark.parametrize("text", ["a\x00", "\ud800", "x\udfff"])
 def test_unstorable_names_what_no_column_holds(text):
-    assert columns.unstorable(text)
+    assert unstorable(text)
 
 
 @pytest.mark.django_db(transaction=True)

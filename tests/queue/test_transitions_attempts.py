@@ -12,7 +12,6 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from studyqueue.models import ErrorCode, JobAttempt, StudyQuestionJob
-from studyqueue.queue import attempts
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.transitions import Outcome
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
@@ -21,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def history(job: StudyQuestionJob) -> list[tuple]:
-    return [(a.number, a.outcome, a.error_code, a.worker_id) for a in attempts.for_job(job.pk)]
+    return [(a.number, a.outcome, a.error_code, a.worker_id) for a in queue.attempts_of(job.pk)]
 
 
 def claim(worker: str = "w1", limit: int = 1) -> list[StudyQuestionJob]:
@@ -57,7 +56,7 @@ def test_a_job_that_failed_twice_then_completed_shows_three_attempts_with_their_
         (2, "retrying", ErrorCode.LLM_EMPTY, worker),
         (3, "completed", "", worker),
     ]
-    first, second, third = attempts.for_job(job.pk)
+    first, second, third = queue.attempts_of(job.pk)
     assert first.error_message and second.error_message and third.error_message == ""
     assert (third.prompt_tokens, third.completion_tokens) == (42, 7)
     assert third.first_token_ms is not None and first.prompt_tokens is None
@@ -137,7 +136,7 @@ def test_a_stale_reset_closes_the_attempt_as_stale():
     result = queue.reset_stale()
     assert (result.reset_ids, result.failed_ids) == ([reset.pk], [exhausted.pk])
     for job in (reset, exhausted):
-        (attempt,) = attempts.for_job(job.pk)
+        (attempt,) = queue.attempts_of(job.pk)
         assert (attempt.outcome, attempt.error_code) == ("stale", ErrorCode.STALE)
         assert attempt.error_message.startswith("no heartbeat for")
         assert attempt.ended_at is not None

@@ -88,7 +88,7 @@ def test_every_queue_function_runs_on_the_write_alias(reads_elsewhere):
     assert claimed.pk == job.pk and queue.heartbeat(claimed)
     assert queue.complete(claimed)
     assert queue.skip([other_job.pk]).skipped == [other_job.pk]
-    assert queue.retry([other_job.pk]).retried == [other_job.pk]
+    assert queue.retry_ended([other_job.pk]).retried == [other_job.pk]
     assert queue.pause(JobKind.EXPLANATION)[1] and queue.paused_kinds() == [JobKind.EXPLANATION]
     assert queue.resume(JobKind.EXPLANATION)
     stale = StudyQuestionJobFactory.create(

@@ -16,7 +16,7 @@ from django.db import connections
 from django.test import Client
 from django.urls import reverse
 
-from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
+from studyqueue.models import ExplanationRevision, ReviewStatus, StudyQuestion, StudyQuestionJob
 from studyqueue.queue import transitions as queue
 from tests.helpers import wait_for
 
@@ -184,7 +184,7 @@ def approved_with_a_candidate(llm_server, make_consumer, tmp_path) -> StudyQuest
     llm_server.configure(answer=OLD_REPLY)
     make_consumer().run_cycle()
     question = StudyQuestion.objects.get()
-    review_queue.decide(question.current_revision_id, review_queue.Decision.APPROVE, by="ana")
+    review_queue.decide(question.current_revision_id, ReviewStatus.APPROVED, by="ana")
     queue.enqueue(question)
     llm_server.configure(answer=OLD_REPLY + " Again.")
     make_consumer().run_cycle()
@@ -262,7 +262,7 @@ def test_a_content_change_voids_the_approval_and_the_candidates_written_for_the_
     assert not ExplanationRevision.objects.filter(candidate=True).exists()
     assert review_queue.item(question.pk).revision == approved
     with pytest.raises(ReviewConflict):
-        review_queue.decide(candidate.pk, review_queue.Decision.APPROVE, by="bo")
+        review_queue.decide(candidate.pk, ReviewStatus.APPROVED, by="bo")
     # The regeneration becomes current at once (nothing approved to protect).
     queue.enqueue(question)
     llm_server.configure(answer=NEW_REPLY)
@@ -328,7 +328,7 @@ def test_a_content_change_voids_the_approvals_of_older_revisions_too(
     question = approved_with_a_candidate(llm_server, make_consumer, tmp_path)
     first = question.current_revision
     candidate = ExplanationRevision.objects.get(candidate=True)
-    review_queue.decide(candidate.pk, review_queue.Decision.APPROVE, by="bo")
+    review_queue.decide(candidate.pk, ReviewStatus.APPROVED, by="bo")
     first.refresh_from_db()
     assert first.review_status == "approved"  # superseded, still approved
     import_file(write_jsonl(tmp_path / "b.jsonl", NEW_TEXT))

@@ -287,7 +287,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             )
             return None
         with transaction.atomic(using=queryset.db):  # the change and its log entry
-            result = queue.retry(ids)
+            result = queue.retry_ended(ids)
             log_change_set(
                 request,
                 StudyQuestionJob,

@@ -288,13 +288,15 @@ class ExplanationReviewAdmin(PageAdmin):
             return redirect(self._url())
         try:
             revision_id = int(request.POST.get("revision", ""))
-            decision = review_queue.Decision(request.POST.get("decision", ""))
+            decision = ReviewStatus(request.POST.get("decision", ""))
+            if decision not in review_queue.DECISIONS:
+                raise ValueError(decision)
             seen = review_queue.Seen.parse(request.POST.get("seen", ""))
         except ValueError:
             self.message_user(request, gettext("Nothing decided: a bad form."), messages.ERROR)
             return redirect(self._url())
         text = ""
-        if decision is review_queue.Decision.EDIT:
+        if decision is ReviewStatus.EDITED:
             form = CorrectionForm(request.POST)
             if not form.is_valid():
                 return self._edit_again(
@@ -317,13 +319,13 @@ class ExplanationReviewAdmin(PageAdmin):
             )
             return redirect(self._back(request))
         except (ReviewConflict, ValueError) as exc:
-            if decision is review_queue.Decision.EDIT:  # their text stays in the box
+            if decision is ReviewStatus.EDITED:  # their text stays in the box
                 return self._edit_again(request, revision_id, [gettext("Nothing saved: %s.") % exc])
             level = messages.WARNING if isinstance(exc, ReviewConflict) else messages.ERROR
             self.message_user(request, gettext("Nothing decided: %s.") % exc, level)
             return redirect(self._back(request))
         self.message_user(request, self._summary(question, result), messages.SUCCESS)
-        if decision is review_queue.Decision.EDIT and result.current is not None:
+        if decision is ReviewStatus.EDITED and result.current is not None:
             flagged = result.current.flags
             if flagged:  # the same check as a model's reply: say what it found
                 self.message_user(

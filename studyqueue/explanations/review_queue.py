@@ -9,10 +9,11 @@ candidate becomes current); Reject marks it and, for a current explanation, queu
 regeneration through ``queue.enqueue``; Edit keeps the reviewer's text as a new current
 revision authored by them. Revisions are written by ``studyqueue.explanations.revisions`` only.
 
-A decision applies only to what the reviewer saw (``Seen``, carried by the page's form): a
-compare-and-set on the revision's review, under the question's lock, so of two reviewers
-on one item the second is refused (``ReviewConflict``) and changes nothing. A correction's
-line ends are normalised; one that changes nothing is no edit (``UnchangedEdit``).
+A decision is the review status it leaves (``DECISIONS``), and applies only to what the
+reviewer saw (``Seen``, carried by the page's form): a compare-and-set on the revision's
+review, under the question's lock, so of two reviewers on one item the second is refused
+(``ReviewConflict``) and changes nothing. A correction's line ends are normalised; one that
+changes nothing is no edit (``UnchangedEdit``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 
 from django.db import transaction
 from django.db.models import Case, F, IntegerField, Q, Value, When
@@ -44,12 +44,8 @@ logger = logging.getLogger("studyqueue.review")
 COUNT_CAP = 10_000  # never counted further (as the dashboard's other tiles)
 
 
-class Decision(StrEnum):
-    """What a reviewer can do with an item."""
-
-    APPROVE = "approve"
-    REJECT = "reject"
-    EDIT = "edit"
+# What a reviewer can decide on an item: the review status it leaves.
+DECISIONS = (ReviewStatus.APPROVED, ReviewStatus.REJECTED, ReviewStatus.EDITED)
 
 
 @dataclass(frozen=True)
@@ -230,7 +226,7 @@ def normalised(text: str) -> str:
 
 def decide(
     revision_id: int,
-    decision: Decision,
+    decision: ReviewStatus,
     *,
     by: str,
     text: str = "",
@@ -240,8 +236,11 @@ def decide(
     item as ``seen`` (default: as it is now, for a caller that showed nothing):
     ``ReviewConflict`` if another reviewer, a newer reply or a change of the question came
     first; ``UnchangedEdit`` for an edit that changes nothing; ``ValueError`` for a
-    correction that cannot be kept. Nothing is written unless the decision is applied."""
-    if decision is Decision.EDIT:
+    correction that cannot be kept, or a decision that is none of ``DECISIONS``. Nothing is
+    written unless the decision is applied."""
+    if decision not in DECISIONS:
+        raise ValueError(f"{decision!r} is no review decision")
+    if decision is ReviewStatus.EDITED:
         text = correction(text)  # before anything is read: bad input changes nothing
     revisions_ = ExplanationRevision.objects.all()
     with transaction.atomic(using=revisions_.db):
@@ -261,15 +260,11 @@ def decide(
             seen = Seen.of(question, revision)
         if seen.content != question.content_hash():
             raise ReviewConflict(_("the question changed meanwhile (its text, choices or answer)"))
-        if decision is Decision.EDIT and normalised(revision.text).strip() == text:
+        if decision is ReviewStatus.EDITED and normalised(revision.text).strip() == text:
             raise UnchangedEdit(
                 _("the text is the same as revision %(revision)s") % {"revision": revision.pk}
             )
-        status = {
-            Decision.APPROVE: ReviewStatus.APPROVED,
-            Decision.REJECT: ReviewStatus.REJECTED,
-            Decision.EDIT: ReviewStatus.EDITED,
-        }[decision]
+        status = decision
         if seen.current_revision_id != question.current_revision_id:
             # What a candidate would replace is not what the page showed: a candidate
             # accepted by another reviewer, or another revision made current.
@@ -282,11 +277,11 @@ def decide(
         # The compare-and-set: the revision's review must still be what the page showed.
         if not revisions.decide(revision, status, by=by, seen=seen.review):
             raise ReviewConflict(_("another reviewer decided first"))
-        if decision is Decision.APPROVE:
+        if decision is ReviewStatus.APPROVED:
             if was_candidate:
                 revisions.make_current(revision)
             return Result(decided=revision, current=revision)
-        if decision is Decision.REJECT:
+        if decision is ReviewStatus.REJECTED:
             if was_candidate:  # the approved explanation stays; nothing to regenerate
                 return Result(decided=revision, current=None)
             job = queue.enqueue(question, JobKind.EXPLANATION).job

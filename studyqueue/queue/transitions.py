@@ -857,7 +857,7 @@ def _retry_values() -> dict[str, Any]:
     }
 
 
-def retry(job_ids: Iterable[int]) -> RetryResult:
+def retry_ended(job_ids: Iterable[int]) -> RetryResult:
     """Operator retry: failed or skipped jobs back to pending with attempts reset.
 
     Refused for pending, processing and completed jobs, and for a job whose

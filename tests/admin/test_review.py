@@ -52,7 +52,7 @@ def test_only_reviewers_see_the_page_and_post_decisions():
     question = explained()
     plain = staff("view_studyquestion")
     assert plain.get(REVIEW_URL).status_code == 403
-    post = {"revision": question.current_revision_id, "decision": "approve"}
+    post = {"revision": question.current_revision_id, "decision": "approved"}
     assert plain.post(DECIDE_URL, post).status_code == 403
     assert ExplanationRevision.objects.get().review_status == "unreviewed"
     index = plain.get(reverse("admin:app_list", args=["studyqueue"])).content.decode()
@@ -126,10 +126,10 @@ def test_a_stale_or_bad_post_changes_nothing(admin_client):
     assert "changed meanwhile" in str(list(get_messages(response.wsgi_request))[-1])
     assert not StudyQuestionJob.objects.exists()
     bad_forms = (
-        {"revision": "x", "decision": "approve"},
+        {"revision": "x", "decision": "approved"},
         {"revision": newer.pk, "decision": "?"},
-        {"revision": newer.pk, "decision": "approve"},  # no state shown: not a page's form
-        {"revision": newer.pk, "decision": "approve", "seen": "approved|x|0|1|y"},
+        {"revision": newer.pk, "decision": "approved"},  # no state shown: not a page's form
+        {"revision": newer.pk, "decision": "approved", "seen": "approved|x|0|1|y"},
     )
     for bad in bad_forms:
         response = admin_client.post(DECIDE_URL, bad)

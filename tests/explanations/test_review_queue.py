@@ -10,8 +10,7 @@ from django.core.management import call_command
 
 from studyqueue.exceptions import ReviewConflict
 from studyqueue.explanations import review_queue
-from studyqueue.explanations.review_queue import Decision
-from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
+from studyqueue.models import ExplanationRevision, ReviewStatus, StudyQuestion, StudyQuestionJob
 from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory
 
@@ -36,7 +35,7 @@ def test_approve_records_who_and_when_and_the_question_leaves_the_queue(llm_serv
     assert list(review_queue.waiting()) == [first, second]
     assert review_queue.counts() == (2, 0)
     revision = first.current_revision
-    result = review_queue.decide(revision.pk, Decision.APPROVE, by="ana")
+    result = review_queue.decide(revision.pk, ReviewStatus.APPROVED, by="ana")
     revision.refresh_from_db()
     assert (revision.review_status, revision.reviewed_by) == ("approved", "ana")
     assert revision.reviewed_at is not None and result.current == revision
@@ -51,7 +50,7 @@ def test_approve_records_who_and_when_and_the_question_leaves_the_queue(llm_serv
 def test_reject_queues_a_regeneration_that_becomes_current_unreviewed(llm_server, make_consumer):
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
     rejected = question.current_revision
-    result = review_queue.decide(rejected.pk, Decision.REJECT, by="ana")
+    result = review_queue.decide(rejected.pk, ReviewStatus.REJECTED, by="ana")
     job = StudyQuestionJob.objects.get(pk=result.job_id)
     assert (job.status, job.study_question_id) == ("pending", question.pk)
     rejected.refresh_from_db()
@@ -69,7 +68,7 @@ def test_edit_keeps_the_correction_as_a_new_current_revision_by_the_reviewer(
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), "Short.")
     original = question.current_revision
     assert original.flags == ["too_short"]
-    result = review_queue.decide(original.pk, Decision.EDIT, by="ana", text=f"  {SECOND}\n")
+    result = review_queue.decide(original.pk, ReviewStatus.EDITED, by="ana", text=f"  {SECOND}\n")
     question.refresh_from_db()
     correction = question.current_revision
     assert correction == result.current and correction != original
@@ -84,16 +83,16 @@ def test_edit_keeps_the_correction_as_a_new_current_revision_by_the_reviewer(
     original.refresh_from_db()
     assert (original.review_status, original.reviewed_by) == ("edited", "ana")
     with pytest.raises(ReviewConflict):  # no longer what is judged
-        review_queue.decide(original.pk, Decision.APPROVE, by="bo")
+        review_queue.decide(original.pk, ReviewStatus.APPROVED, by="bo")
     with pytest.raises(ValueError):
-        review_queue.decide(correction.pk, Decision.EDIT, by="bo", text="  ")
+        review_queue.decide(correction.pk, ReviewStatus.EDITED, by="bo", text="  ")
 
 
-@pytest.mark.parametrize("protect", ["approve", "edit"])
+@pytest.mark.parametrize("protect", ["approved", "edited"])
 def test_a_regeneration_of_approved_work_waits_as_a_candidate(llm_server, make_consumer, protect):
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
     review_queue.decide(
-        question.current_revision.pk, Decision(protect), by="ana", text=FIRST + " Yes."
+        question.current_revision.pk, ReviewStatus(protect), by="ana", text=FIRST + " Yes."
     )
     question.refresh_from_db()
     kept, kept_text = question.current_revision, question.explanation
@@ -108,7 +107,7 @@ def test_a_regeneration_of_approved_work_waits_as_a_candidate(llm_server, make_c
     question = explain(llm_server, make_consumer, question, SECOND + " Again.")
     newest = ExplanationRevision.objects.get(candidate=True)
     assert newest.pk > candidate.pk and question.explanation == kept_text
-    review_queue.decide(newest.pk, Decision.APPROVE, by="bo")
+    review_queue.decide(newest.pk, ReviewStatus.APPROVED, by="bo")
     question.refresh_from_db()
     assert question.explanation == SECOND + " Again." and question.current_revision == newest
     newest.refresh_from_db()
@@ -121,10 +120,10 @@ def test_a_regeneration_of_approved_work_waits_as_a_candidate(llm_server, make_c
 
 def test_rejecting_a_candidate_keeps_the_approved_explanation(llm_server, make_consumer):
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
-    review_queue.decide(question.current_revision.pk, Decision.APPROVE, by="ana")
+    review_queue.decide(question.current_revision.pk, ReviewStatus.APPROVED, by="ana")
     question = explain(llm_server, make_consumer, question, SECOND)
     candidate = ExplanationRevision.objects.get(candidate=True)
-    result = review_queue.decide(candidate.pk, Decision.REJECT, by="ana")
+    result = review_queue.decide(candidate.pk, ReviewStatus.REJECTED, by="ana")
     assert result.job_id is None and not StudyQuestionJob.objects.active().exists()
     question.refresh_from_db()
     assert question.explanation == FIRST and list(review_queue.waiting()) == []
@@ -136,7 +135,7 @@ def test_enqueue_outdated_leaves_approved_work_alone_unless_asked(
     llm_server, make_consumer, settings
 ):
     approved = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
-    review_queue.decide(approved.current_revision.pk, Decision.APPROVE, by="ana")
+    review_queue.decide(approved.current_revision.pk, ReviewStatus.APPROVED, by="ana")
     plain = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_MODEL": "another-model"}
     make_consumer().run_cycle()  # the live consumer's new model: all outdated
@@ -161,8 +160,8 @@ def test_export_approved_only_and_every_row_carries_its_review_status(llm_server
     approved, edited, plain = (StudyQuestionFactory() for _ in range(3))
     for question in (approved, edited, plain):
         explain(llm_server, make_consumer, question, FIRST)
-    review_queue.decide(approved.current_revision.pk, Decision.APPROVE, by="ana")
-    review_queue.decide(edited.current_revision.pk, Decision.EDIT, by="ana", text=SECOND)
+    review_queue.decide(approved.current_revision.pk, ReviewStatus.APPROVED, by="ana")
+    review_queue.decide(edited.current_revision.pk, ReviewStatus.EDITED, by="ana", text=SECOND)
     out = StringIO()
     call_command("exportexplanations", stdout=out, stderr=StringIO())
     rows = [json.loads(line) for line in out.getvalue().splitlines()]
@@ -188,21 +187,21 @@ def test_of_two_reviewers_on_one_item_the_second_is_refused_and_changes_nothing(
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
     revision = question.current_revision
     seen = review_queue.item(question.pk).seen  # both pages show it unreviewed
-    review_queue.decide(revision.pk, Decision.APPROVE, by="alice", seen=seen)
+    review_queue.decide(revision.pk, ReviewStatus.APPROVED, by="alice", seen=seen)
     with pytest.raises(ReviewConflict, match="another reviewer decided first"):
-        review_queue.decide(revision.pk, Decision.REJECT, by="bob", seen=seen)
+        review_queue.decide(revision.pk, ReviewStatus.REJECTED, by="bob", seen=seen)
     revision.refresh_from_db()
     assert (revision.review_status, revision.reviewed_by) == ("approved", "alice")
     assert not StudyQuestionJob.objects.active().exists()  # no regeneration queued
     # A page loaded after Alice's decision may overrule it; one loaded before never does,
     # even once the revision is approved again (the time of the decision is in the state).
     after_alice = review_queue.item(question.pk).seen
-    review_queue.decide(revision.pk, Decision.REJECT, by="bob", seen=after_alice)
+    review_queue.decide(revision.pk, ReviewStatus.REJECTED, by="bob", seen=after_alice)
     review_queue.decide(
-        revision.pk, Decision.APPROVE, by="cy", seen=review_queue.item(question.pk).seen
+        revision.pk, ReviewStatus.APPROVED, by="cy", seen=review_queue.item(question.pk).seen
     )
     with pytest.raises(ReviewConflict):
-        review_queue.decide(revision.pk, Decision.REJECT, by="dee", seen=after_alice)
+        review_queue.decide(revision.pk, ReviewStatus.REJECTED, by="dee", seen=after_alice)
     revision.refresh_from_db()
     assert (revision.review_status, revision.reviewed_by) == ("approved", "cy")
 
@@ -212,12 +211,14 @@ def test_a_page_shown_before_the_question_changed_decides_nothing(llm_server, ma
     seen = review_queue.item(question.pk).seen
     StudyQuestion.objects.filter(pk=question.pk).update(answer="five")
     with pytest.raises(ReviewConflict, match="the question changed meanwhile"):
-        review_queue.decide(question.current_revision_id, Decision.APPROVE, by="ana", seen=seen)
+        review_queue.decide(
+            question.current_revision_id, ReviewStatus.APPROVED, by="ana", seen=seen
+        )
     assert not StudyQuestion.objects.approved().exists()
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("second", ["reject", "approve", "edit"])
+@pytest.mark.parametrize("second", ["rejected", "approved", "edited"])
 def test_two_reviewers_at_once_on_postgres_exactly_one_decides(llm_server, make_consumer, second):
     """Two threads, each on its own connection, decide on the same page state at once."""
     import threading
@@ -230,7 +231,7 @@ def test_two_reviewers_at_once_on_postgres_exactly_one_decides(llm_server, make_
     start = threading.Barrier(2)
     outcomes: dict[str, str] = {}
 
-    def decide(who: str, decision: Decision) -> None:
+    def decide(who: str, decision: ReviewStatus) -> None:
         try:
             start.wait(timeout=10)
             review_queue.decide(revision_id, decision, by=who, text=SECOND, seen=seen)
@@ -243,8 +244,8 @@ def test_two_reviewers_at_once_on_postgres_exactly_one_decides(llm_server, make_
             connections.close_all()
 
     threads = [
-        threading.Thread(target=decide, args=("alice", Decision.APPROVE)),
-        threading.Thread(target=decide, args=("bob", Decision(second))),
+        threading.Thread(target=decide, args=("alice", ReviewStatus.APPROVED)),
+        threading.Thread(target=decide, args=("bob", ReviewStatus(second))),
     ]
     for thread in threads:
         thread.start()
@@ -256,9 +257,9 @@ def test_two_reviewers_at_once_on_postgres_exactly_one_decides(llm_server, make_
     assert revision.reviewed_by == winner
     # Only the winner's effects: a regeneration or a correction only if it was Bob's.
     bob_won = winner == "bob"
-    assert StudyQuestionJob.objects.active().exists() == (bob_won and second == "reject")
+    assert StudyQuestionJob.objects.active().exists() == (bob_won and second == "rejected")
     assert ExplanationRevision.objects.filter(author="bob").exists() == (
-        bob_won and second == "edit"
+        bob_won and second == "edited"
     )
 
 
@@ -270,12 +271,14 @@ def test_an_edit_that_changes_nothing_but_line_ends_is_no_edit(llm_server, make_
     original = question.current_revision
     with pytest.raises(UnchangedEdit):  # as a browser sends it: CRLF, a line end at the end
         review_queue.decide(
-            original.pk, Decision.EDIT, by="ana", text=text.replace("\n", "\r\n") + "\r\n"
+            original.pk, ReviewStatus.EDITED, by="ana", text=text.replace("\n", "\r\n") + "\r\n"
         )
     original.refresh_from_db()
     assert original.review_status == "unreviewed" and ExplanationRevision.objects.count() == 1
     # A real correction is stored with its line ends as \n.
-    review_queue.decide(original.pk, Decision.EDIT, by="ana", text="Four.\r\nCount it.\rTwice.\r\n")
+    review_queue.decide(
+        original.pk, ReviewStatus.EDITED, by="ana", text="Four.\r\nCount it.\rTwice.\r\n"
+    )
     question.refresh_from_db()
     assert question.explanation == question.current_revision.text == "Four.\nCount it.\nTwice."
 
@@ -286,20 +289,20 @@ def test_a_correction_no_column_can_store_is_refused_before_anything_is_written(
 ):
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
     with pytest.raises(ValueError, match="cannot be stored"):
-        review_queue.decide(question.current_revision_id, Decision.EDIT, by="ana", text=bad)
+        review_queue.decide(question.current_revision_id, ReviewStatus.EDITED, by="ana", text=bad)
     assert ExplanationRevision.objects.count() == 1
     assert ExplanationRevision.objects.get().review_status == "unreviewed"
 
 
 def test_a_candidate_accepted_by_one_reviewer_is_not_rejected_by_another(llm_server, make_consumer):
     question = explain(llm_server, make_consumer, StudyQuestionFactory(), FIRST)
-    review_queue.decide(question.current_revision_id, Decision.APPROVE, by="ana")
+    review_queue.decide(question.current_revision_id, ReviewStatus.APPROVED, by="ana")
     question = explain(llm_server, make_consumer, question, SECOND)
     candidate = ExplanationRevision.objects.get(candidate=True)
     seen = review_queue.item(question.pk).seen
-    review_queue.decide(candidate.pk, Decision.APPROVE, by="alice", seen=seen)
+    review_queue.decide(candidate.pk, ReviewStatus.APPROVED, by="alice", seen=seen)
     with pytest.raises(ReviewConflict, match="another reviewer decided first"):
-        review_queue.decide(candidate.pk, Decision.REJECT, by="bob", seen=seen)
+        review_queue.decide(candidate.pk, ReviewStatus.REJECTED, by="bob", seen=seen)
     question.refresh_from_db()
     assert question.current_revision == candidate and question.explanation == SECOND
     candidate.refresh_from_db()

@@ -169,7 +169,7 @@ def test_the_queue_tells_the_consumers(listening):
     queue.skip([running.pk])
     assert listening.drain() == [notify.cancel(running.pk)]
     queue.skip([job.pk])  # pending: nobody runs it, nothing to cancel
-    queue.retry([job.pk])
+    queue.retry_ended([job.pk])
     assert listening.drain() == [WAKE]
     queue.pause(JobKind.EXPLANATION)
     queue.pause("")

@@ -285,7 +285,7 @@ def test_fencing_after_stale_reset_and_reclaim():
 def test_retry_moves_failed_and_skipped_back_with_attempts_reset():
     failed = StudyQuestionJobFactory(status="failed", attempts=3, error_code="llm_timeout")
     skipped = StudyQuestionJobFactory(status="skipped", error_code="operator_skipped")
-    result = queue.retry([failed.pk, skipped.pk])
+    result = queue.retry_ended([failed.pk, skipped.pk])
     assert result.retried == sorted([failed.pk, skipped.pk])
     for job in (failed, skipped):
         job.refresh_from_db()
@@ -303,7 +303,7 @@ def test_retry_refuses_wrong_states_missing_and_conflicts():
     completed = StudyQuestionJobFactory(status="completed")
     # A failed job whose question already has a new active job: retrying would duplicate.
     old_failed = StudyQuestionJobFactory(status="failed", study_question=pending.study_question)
-    result = queue.retry([pending.pk, processing.pk, completed.pk, old_failed.pk, 424242])
+    result = queue.retry_ended([pending.pk, processing.pk, completed.pk, old_failed.pk, 424242])
     assert result.retried == []
     assert result.wrong_state == sorted([pending.pk, processing.pk, completed.pk])
     assert result.conflicts == [old_failed.pk]
@@ -318,7 +318,7 @@ def test_retry_of_two_failed_jobs_for_one_pair_makes_one_active():
     question = StudyQuestionFactory()
     a = StudyQuestionJobFactory(status="failed", study_question=question)
     b = StudyQuestionJobFactory(status="failed", study_question=question)
-    result = queue.retry([a.pk, b.pk])
+    result = queue.retry_ended([a.pk, b.pk])
     assert result.retried == [a.pk] and result.conflicts == [b.pk]
     assert result.active_for == {b.pk: a.pk}
     assert StudyQuestionJob.objects.active().count() == 1

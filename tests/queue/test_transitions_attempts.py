@@ -74,7 +74,7 @@ def test_a_batch_claim_opens_one_attempt_per_job_numbered_after_the_last():
     assert all(a.started_at == j.started_at for a, j in zip(opened, claimed, strict=True))
     # Failed for good, retried by an operator (attempts reset): the log goes on counting.
     assert queue.fail(claimed[0], ErrorCode.LLM_REJECTED, "no") == Outcome.FAILED
-    assert queue.retry([jobs[0].pk]).retried == [jobs[0].pk]
+    assert queue.retry_ended([jobs[0].pk]).retried == [jobs[0].pk]
     (again,) = claim("w2")
     assert again.pk == jobs[0].pk and again.attempts == 1
     assert history(again) == [

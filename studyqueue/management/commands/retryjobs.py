@@ -24,7 +24,7 @@ class Command(JobSetCommand):
         retried = 0
         active_for: dict[int, int | None] = {}
         for batch in batches:
-            result = queue.retry(batch)
+            result = queue.retry_ended(batch)
             retried += len(result.retried)
             active_for.update(result.active_for)
         if not active_for:

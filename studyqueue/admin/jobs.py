@@ -37,7 +37,6 @@ from studyqueue.models import (
     ExplanationRevision,
     QueuePause,
     StudyQuestionJob,
-    database,
 )
 from studyqueue.queue import transitions as queue
 
@@ -418,7 +417,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             return HttpResponse(gettext("POST required"), status=405)
         if not self.has_reset_stale_permission(request):
             raise PermissionDenied
-        with transaction.atomic(using=database()):  # the change and its log entry
+        with transaction.atomic(using=StudyQuestionJob.objects.all().db):  # and its log entry
             result = queue.reset_stale()
             self._log_stale(request, result)
         self._report_stale(request, result, selected=None)

@@ -21,7 +21,7 @@ from django.utils.translation import gettext, ngettext
 
 from studyqueue import times
 from studyqueue.conf import conf
-from studyqueue.models import QueueConsumer, database, fit
+from studyqueue.models import QueueConsumer, StudyQuestionJob, fit
 from studyqueue.queue import presence
 from studyqueue.services.llm import (
     PROBE_DEADLINE_SECONDS,
@@ -62,7 +62,7 @@ def check_db() -> Check:
 
 
 def _check_db(*, migrated: bool) -> Check:
-    db = database()  # studyqueue's database: no queryset here to take it from
+    db = StudyQuestionJob.objects.all().db  # studyqueue's database, as every query's
     try:
         with connections[db].cursor() as cursor:
             cursor.execute("SELECT 1")

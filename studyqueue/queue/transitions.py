@@ -45,7 +45,6 @@ from studyqueue.models import (
     QueuePause,
     StudyQuestion,
     StudyQuestionJob,
-    database,
     fit,
     key_audit_holds,
     kind_priority,
@@ -458,7 +457,7 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
     that do not exist, are left alone.
     """
     _validate_kind(kind)
-    db = database()  # raw SQL on a cursor: no queryset to take it from
+    db = Job.objects.all().db  # the raw SQL runs where the job queryset would
     connection = connections[db]
     ids = sorted({int(i) for i in question_ids})
     params: dict[str, Any] = {
@@ -494,7 +493,7 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
 def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]:
     """Run a claim statement (by vendor) with a fresh claim token, opening the claimed jobs'
     attempts; the claimed jobs in the order they were taken (priority, then id)."""
-    db = database()  # where ``Job.objects.raw`` runs it: the parameters are adapted for it
+    db = Job.objects.all().db  # where ``Job.objects.raw`` runs it: parameters adapted for it
     params.update(
         token=_db_value("claim_token", uuid.uuid4(), db),
         worker_id=fit(Job, "worker_id", worker_id),

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils.translation import gettext as _
 
-from studyqueue.models import database
+from studyqueue.models import StudyQuestionJob
 
 WHITENOISE = "whitenoise.middleware.WhiteNoiseMiddleware"
 
@@ -28,7 +28,7 @@ def missing() -> list[str]:
         gaps.append(
             _("%(middleware)s in MIDDLEWARE (the admin's CSS)") % {"middleware": WHITENOISE}
         )
-    connection = connections[database()]  # studyqueue's
+    connection = connections[StudyQuestionJob.objects.all().db]  # studyqueue's
     if connection.vendor == "sqlite":
         if connection.settings_dict.get("OPTIONS", {}).get("transaction_mode") != "IMMEDIATE":
             gaps.append(_('SQLite OPTIONS "transaction_mode": "IMMEDIATE"'))

@@ -88,7 +88,7 @@ def test_the_page_shows_everything_needed_to_judge(admin_client):
 
 def test_a_decision_moves_to_the_next_question_and_is_logged(admin_client):
     first, second = explained(), explained()
-    response = admin_client.post(DECIDE_URL, post(first, "approve"))
+    response = admin_client.post(DECIDE_URL, post(first, "approved"))
     assert (
         response.status_code == 302 and response["Location"] == f"{REVIEW_URL}?question={second.pk}"
     )
@@ -99,7 +99,7 @@ def test_a_decision_moves_to_the_next_question_and_is_logged(admin_client):
     entry = LogEntry.objects.get(object_id=str(first.pk))
     assert entry.change_message == f"Review: approved revision {revision.pk}"
 
-    response = admin_client.post(DECIDE_URL, post(second, "reject"))
+    response = admin_client.post(DECIDE_URL, post(second, "rejected"))
     job = StudyQuestionJob.objects.get(study_question=second)
     assert job.status == "pending"
     assert response["Location"] == REVIEW_URL  # nothing waits any more
@@ -109,15 +109,15 @@ def test_a_decision_moves_to_the_next_question_and_is_logged(admin_client):
 
 def test_an_edit_posted_from_the_page_becomes_the_current_explanation(admin_client):
     question = explained("Wrong: 5.")
-    admin_client.post(DECIDE_URL, post(question, "edit", text="Right: 4."))
+    admin_client.post(DECIDE_URL, post(question, "edited", text="Right: 4."))
     question.refresh_from_db()
     assert question.explanation == "Right: 4." and question.current_revision.author == "admin"
 
 
 def test_a_stale_or_bad_post_changes_nothing(admin_client):
     question = explained()
-    stale = post(question, "reject", back=f"{REVIEW_URL}?question=1")
-    admin_client.post(DECIDE_URL, post(question, "approve"))
+    stale = post(question, "rejected", back=f"{REVIEW_URL}?question=1")
+    admin_client.post(DECIDE_URL, post(question, "approved"))
     # A second reviewer's page still shows the question: theirs is refused, not applied.
     newer = ExplanationRevisionFactory(question=question, text="Newer.")
     revisions.make_current(newer)
@@ -136,7 +136,7 @@ def test_a_stale_or_bad_post_changes_nothing(admin_client):
         assert response.status_code == 302
         assert "a bad form" in str(list(get_messages(response.wsgi_request))[-1])
     assert ExplanationRevision.objects.get(pk=newer.pk).review_status == "unreviewed"
-    response = admin_client.post(DECIDE_URL, post(question, "reject", back="https://evil.example/"))
+    response = admin_client.post(DECIDE_URL, post(question, "rejected", back="https://evil.example/"))
     assert ExplanationRevision.objects.get(pk=newer.pk).review_status == "rejected"
     assert admin_client.get(f"{REVIEW_URL}?question=abc").status_code == 200
 
@@ -183,8 +183,8 @@ def test_the_page_carries_the_state_it_shows_in_every_decision_form(admin_client
 def test_a_second_reviewer_on_the_same_page_is_refused_and_changes_nothing(admin_client):
     question = explained()
     revision_id = question.current_revision_id
-    alice = post(question, "approve")
-    bob = post(question, "reject", back=f"{REVIEW_URL}?question={question.pk}")  # same page
+    alice = post(question, "approved")
+    bob = post(question, "rejected", back=f"{REVIEW_URL}?question={question.pk}")  # same page
     admin_client.post(DECIDE_URL, alice)
     response = admin_client.post(DECIDE_URL, bob)
     assert response["Location"] == f"{REVIEW_URL}?question={question.pk}"
@@ -203,7 +203,7 @@ def test_saving_the_text_unchanged_is_no_edit_and_says_so(admin_client):
     # A browser sends the textarea with CRLF line ends.
     response = admin_client.post(
         DECIDE_URL,
-        post(question, "edit", text="Four.\r\nCount it on your fingers.\r\n", back="/back/"),
+        post(question, "edited", text="Four.\r\nCount it on your fingers.\r\n", back="/back/"),
     )
     assert response["Location"] == "/back/"
     assert [str(m) for m in get_messages(response.wsgi_request)][-1] == (
@@ -214,7 +214,7 @@ def test_saving_the_text_unchanged_is_no_edit_and_says_so(admin_client):
     assert ExplanationRevision.objects.get().review_status == "unreviewed"
     assert not LogEntry.objects.exists()
     # A real change keeps its lines with \n only.
-    admin_client.post(DECIDE_URL, post(question, "edit", text="Four.\r\nTwo and two.\r\n"))
+    admin_client.post(DECIDE_URL, post(question, "edited", text="Four.\r\nTwo and two.\r\n"))
     question.refresh_from_db()
     assert question.explanation == "Four.\nTwo and two." and "\r" not in question.explanation
 
@@ -222,7 +222,7 @@ def test_saving_the_text_unchanged_is_no_edit_and_says_so(admin_client):
 def test_a_correction_with_a_nul_is_a_form_error_and_keeps_the_text(admin_client):
     question = explained("Wrong: 5.")
     text = "Right: 4.\x00 Count it."
-    response = admin_client.post(DECIDE_URL, post(question, "edit", text=text))
+    response = admin_client.post(DECIDE_URL, post(question, "edited", text=text))
     assert response.status_code == 200
     page = response.content.decode()
     assert response.context["edit_errors"] == [
@@ -240,8 +240,8 @@ def test_a_correction_with_a_nul_is_a_form_error_and_keeps_the_text(admin_client
 
 def test_an_edit_overtaken_by_another_reviewer_keeps_the_text_in_the_box(admin_client):
     question = explained("Wrong: 5.")
-    mine = post(question, "edit", text="Right: 4, as counting shows.")
-    admin_client.post(DECIDE_URL, post(question, "approve"))
+    mine = post(question, "edited", text="Right: 4, as counting shows.")
+    admin_client.post(DECIDE_URL, post(question, "approved"))
     response = admin_client.post(DECIDE_URL, mine)
     assert response.status_code == 200
     assert response.context["edit_errors"] == ["Nothing saved: another reviewer decided first."]
@@ -295,7 +295,7 @@ def test_a_correction_is_checked_against_the_key_as_a_reply_is(admin_client):
         "정답: ② 부산", text="대한민국의 수도는?", choices=["서울", "부산"], answer="서울"
     )
     wrong = "정답: ② 부산\n" + "부산은 대한민국에서 가장 큰 항구 도시이며 수도입니다. " * 3
-    response = admin_client.post(DECIDE_URL, post(question, "edit", text=wrong))
+    response = admin_client.post(DECIDE_URL, post(question, "edited", text=wrong))
     question.refresh_from_db()
     correction = question.current_revision
     assert (correction.author, correction.text) == ("admin", wrong.strip())
@@ -305,7 +305,7 @@ def test_a_correction_is_checked_against_the_key_as_a_reply_is(admin_client):
     assert shown[-1] == "Your correction is flagged: answer mismatch."
     right = "정답: ① 서울\n" + "서울은 대한민국의 수도이며 가장 큰 도시입니다. " * 3
     revisions.decide(correction, "unreviewed", by="admin")  # to be judged again
-    response = admin_client.post(DECIDE_URL, post(question, "edit", text=right))
+    response = admin_client.post(DECIDE_URL, post(question, "edited", text=right))
     question.refresh_from_db()
     assert (question.current_revision.flags, question.current_revision.stated_answer) == (
         [],

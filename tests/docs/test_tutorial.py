@@ -39,7 +39,7 @@ page = client.get("/admin/studyqueue/explanationreview/").content.decode()
 while "Nothing waits for review." not in page:
     form = re.search(r'<form[^>]*id="sq-approve-form">(.*?)</form>', page, re.S).group(1)
     fields = dict(re.findall(r'name="(revision|seen|back)" value="([^"]*)"', form))
-    fields["decision"] = "approve"
+    fields["decision"] = "approved"
     fields = {key: html.unescape(value) for key, value in fields.items()}
     response = client.post("/admin/studyqueue/explanationreview/decide/", fields, follow=True)
     page = response.content.decode()

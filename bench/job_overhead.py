@@ -76,7 +76,13 @@ def main() -> None:
     from tests.llm_server import LLMServerProcess
 
     server = LLMServerProcess(delay=0.0)
-    settings.STUDYQUEUE = {"LLM_URL": server.url, "GATE_PERMITS": 1, "BATCH_SIZE": 1}
+    # One explanation job's path: its blind check would be a second job (bench.checking_cost).
+    settings.STUDYQUEUE = {
+        "LLM_URL": server.url,
+        "GATE_PERMITS": 1,
+        "BATCH_SIZE": 1,
+        "VERIFY": False,
+    }
     db = database()
     n = args.jobs
 

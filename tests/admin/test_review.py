@@ -136,7 +136,9 @@ def test_a_stale_or_bad_post_changes_nothing(admin_client):
         assert response.status_code == 302
         assert "a bad form" in str(list(get_messages(response.wsgi_request))[-1])
     assert ExplanationRevision.objects.get(pk=newer.pk).review_status == "unreviewed"
-    response = admin_client.post(DECIDE_URL, post(question, "rejected", back="https://evil.example/"))
+    response = admin_client.post(
+        DECIDE_URL, post(question, "rejected", back="https://evil.example/")
+    )
     assert ExplanationRevision.objects.get(pk=newer.pk).review_status == "rejected"
     assert admin_client.get(f"{REVIEW_URL}?question=abc").status_code == 200
 

@@ -191,9 +191,10 @@ SETTINGS: dict[str, Setting] = {
     "KEY_AUDIT_SAMPLES": Setting(
         int,
         3,
-        "how many times the key audit asks the model for the answer (each at most 16 tokens, "
-        "at KEY_AUDIT_TEMPERATURE); a majority naming the key agrees, all naming the same "
-        "other choice disputes it",
+        "how many times, at most, the key audit asks the model for the answer (each at most "
+        "16 tokens, at KEY_AUDIT_TEMPERATURE; it stops once the rest could not change the "
+        "verdict); a majority naming the key agrees, all naming the same other choice "
+        "disputes it",
         low=1,
         high=9,
     ),

@@ -638,8 +638,9 @@ class StudyQuestionJob(models.Model):
         }
 
 
-class AttemptOutcome(models.TextChoices):
-    """How one attempt at a job ended (blank while it runs)."""
+class Outcome(models.TextChoices):
+    """What became of a claimed job: what a fenced transition did, and how the attempt ended
+    (an attempt's ``outcome``: blank while it runs; never ``lost``)."""
 
     COMPLETED = "completed", _("Completed")  # the reply was stored
     RETRYING = "retrying", _("Retrying")  # failed, or its reply was flagged: the job runs again
@@ -647,6 +648,13 @@ class AttemptOutcome(models.TextChoices):
     RELEASED = "released", _("Handed back")  # not counted: server down, consumer stopping, pause
     SKIPPED = "skipped", _("Skipped")  # not run (reserved or unknown kind), or by an operator
     STALE = "stale", _("Stale")  # no heartbeat: presumed dead, reset or failed by the stale scan
+    # The claim was taken from the worker (stale reset, operator): it wrote nothing, and the
+    # attempt was ended by whoever took it.
+    LOST = "lost", _("Lost")
+
+
+# How an attempt can end, as stored (``JobAttempt.outcome``): every outcome but ``lost``.
+ATTEMPT_OUTCOMES = tuple(outcome for outcome in Outcome if outcome is not Outcome.LOST)
 
 
 class JobAttempt(models.Model):
@@ -670,8 +678,8 @@ class JobAttempt(models.Model):
     worker_id = models.CharField(verbose_name=_("worker"), max_length=200, blank=True)
     outcome = models.CharField(
         verbose_name=_("outcome"),
-        max_length=_choice_width(AttemptOutcome),
-        choices=AttemptOutcome.choices,
+        max_length=max(len(outcome.value) for outcome in ATTEMPT_OUTCOMES),
+        choices=[(outcome.value, outcome.label) for outcome in ATTEMPT_OUTCOMES],
         blank=True,
     )
     error_code = error_code_field()
@@ -704,7 +712,7 @@ class JobAttempt(models.Model):
                 name="studyqueue_attempt_one_open",
             ),
             models.CheckConstraint(
-                condition=Q(outcome__in=["", *AttemptOutcome.values]),
+                condition=Q(outcome__in=["", *(outcome.value for outcome in ATTEMPT_OUTCOMES)]),
                 name="studyqueue_attempt_outcome_valid",
             ),
         ]

@@ -25,9 +25,9 @@ from django.utils.translation import gettext_lazy as _
 from studyqueue.conf import conf
 from studyqueue.models import (
     MAX_ID,
-    AttemptOutcome,
     JobQuerySet,
     JobStatus,
+    Outcome,
     unstorable,
 )
 from studyqueue.queue import transitions as queue
@@ -44,12 +44,12 @@ STATUS_COLOURS: dict[str, str] = {
 # Badge colours per attempt outcome ("" is an attempt still running); a test checks them all.
 ATTEMPT_COLOURS: dict[str, str] = {
     "": STATUS_COLOURS[JobStatus.PROCESSING],
-    AttemptOutcome.COMPLETED: STATUS_COLOURS[JobStatus.COMPLETED],
-    AttemptOutcome.RETRYING: "#ca8a04",
-    AttemptOutcome.FAILED: STATUS_COLOURS[JobStatus.FAILED],
-    AttemptOutcome.RELEASED: STATUS_COLOURS[JobStatus.PENDING],
-    AttemptOutcome.SKIPPED: STATUS_COLOURS[JobStatus.SKIPPED],
-    AttemptOutcome.STALE: "#9a3412",
+    Outcome.COMPLETED: STATUS_COLOURS[JobStatus.COMPLETED],
+    Outcome.RETRYING: "#ca8a04",
+    Outcome.FAILED: STATUS_COLOURS[JobStatus.FAILED],
+    Outcome.RELEASED: STATUS_COLOURS[JobStatus.PENDING],
+    Outcome.SKIPPED: STATUS_COLOURS[JobStatus.SKIPPED],
+    Outcome.STALE: "#9a3412",
 }
 
 EXCERPT = 60

@@ -12,7 +12,7 @@ from django.utils.translation import gettext
 
 from studyqueue import times
 from studyqueue.admin.common import ATTEMPT_COLOURS, badge, short_duration, status_badge
-from studyqueue.models import AttemptOutcome, ErrorCode, JobStatus, StudyQuestionJob
+from studyqueue.models import ErrorCode, JobStatus, Outcome, StudyQuestionJob
 
 
 def local_time(moment: datetime, since: datetime) -> str:
@@ -42,7 +42,7 @@ def state_cell(job: StudyQuestionJob, cutoff: datetime) -> SafeString:
     cell = status_badge(job.status)
     if is_stale(job, cutoff) and job.heartbeat_at is not None:
         since = gettext("No heartbeat since %(time)s") % {"time": _full(job.heartbeat_at)}
-        colour = ATTEMPT_COLOURS[AttemptOutcome.STALE]
+        colour = ATTEMPT_COLOURS[Outcome.STALE]
         cell += format_html(" {}", badge(gettext("stale"), colour, since))
     if job.error_code:
         label = ErrorCode(job.error_code).label if job.error_code in ErrorCode.values else ""

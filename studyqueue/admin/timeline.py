@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy as _
 from studyqueue import times
 from studyqueue.admin.common import ATTEMPT_COLOURS, badge, excerpt, short_duration
 from studyqueue.admin.job_cells import local_time
-from studyqueue.models import AttemptOutcome, ErrorCode, JobAttempt, StudyQuestionJob
+from studyqueue.models import ErrorCode, JobAttempt, Outcome, StudyQuestionJob
 from studyqueue.queue.transitions import attempts_of
 
 # A job's page lists at most its last this many attempts (a job retried by operators again
@@ -27,7 +27,7 @@ RUNNING = _("Running")
 
 def _outcome(attempt: JobAttempt) -> SafeString:
     outcome = attempt.outcome
-    label = AttemptOutcome(outcome).label if outcome in AttemptOutcome.values else RUNNING
+    label = Outcome(outcome).label if outcome in Outcome.values else RUNNING
     return badge(str(label), ATTEMPT_COLOURS.get(outcome, ATTEMPT_COLOURS[""]))
 
 

@@ -26,7 +26,6 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from django.db import IntegrityError, connections, models, transaction
@@ -36,12 +35,12 @@ from django.utils import timezone
 from studyqueue.conf import conf
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import (
-    AttemptOutcome,
     ErrorCode,
     JobAttempt,
     JobKind,
     JobQuerySet,
     JobStatus,
+    Outcome,
     QueuePause,
     StudyQuestion,
     StudyQuestionJob,
@@ -60,17 +59,6 @@ if TYPE_CHECKING:
     from studyqueue.models import ExplanationRevision
 
 MAX_ERROR_MESSAGE = 2000
-
-
-class Outcome(StrEnum):
-    """What became of a claimed job: what a fenced transition did."""
-
-    COMPLETED = "completed"  # done, result stored
-    RETRYING = "retrying"  # failed this attempt (or flagged); pending again, maybe after a delay
-    FAILED = "failed"  # failed for good
-    SKIPPED = "skipped"  # not run (reserved or unknown kind)
-    RELEASED = "released"  # handed back without counting the attempt
-    LOST = "lost"  # the claim was taken from us (stale reset, operator): nothing written
 
 
 # --------------------------------------------------------------------------- the attempt log
@@ -183,7 +171,7 @@ def _open_attempts(db: str) -> QuerySet[JobAttempt]:
 class AttemptEnding:
     """How an attempt ended: what closing it writes."""
 
-    outcome: AttemptOutcome
+    outcome: Outcome
     ended_at: datetime
     error_code: str = ""
     error_message: str = ""
@@ -242,7 +230,7 @@ def _finish_with_attempt(
 def _close_attempts(
     db: str,
     jobs: list[int] | QuerySet[Any, Any],
-    outcome: AttemptOutcome,
+    outcome: Outcome,
     *,
     ended_at: datetime,
     error_code: str,
@@ -599,7 +587,7 @@ def _finish(
     if withheld is not values:
         event, values = "withheld", withheld
     ending = AttemptEnding(
-        AttemptOutcome(outcome),
+        Outcome(outcome),
         ended_at=values.get("completed_at") or timezone.now(),
         error_code=values.get("error_code", ""),
         error_message=values.get("error_message", ""),
@@ -968,7 +956,7 @@ def skip(
             _close_attempts(
                 db,
                 processing,
-                AttemptOutcome.SKIPPED,
+                Outcome.SKIPPED,
                 ended_at=values["completed_at"],
                 error_code=values["error_code"],
                 error_message=values["error_message"],
@@ -1030,7 +1018,7 @@ def reset_stale(
         reset_ids = sorted(pk for pk, ends in fails.items() if not ends)
         # Their attempts end as stale: the locked set as a subquery, not a list of ids.
         _close_attempts(
-            db, stale.values("pk"), AttemptOutcome.STALE, ended_at=now,
+            db, stale.values("pk"), Outcome.STALE, ended_at=now,
             error_code=ErrorCode.STALE, error_message=message,
         )  # fmt: skip
         Job.objects.filter(pk__in=failed_ids).update(

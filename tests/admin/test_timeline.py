@@ -12,7 +12,7 @@ from django.utils import timezone, translation
 
 from studyqueue.admin import timeline
 from studyqueue.admin.common import ATTEMPT_COLOURS, short_duration
-from studyqueue.models import AttemptOutcome, ErrorCode, JobAttempt, StudyQuestionJob
+from studyqueue.models import ATTEMPT_OUTCOMES, ErrorCode, JobAttempt, StudyQuestionJob
 from studyqueue.queue import transitions as queue
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
 
@@ -33,7 +33,7 @@ def rows(html: str) -> list[str]:
 
 
 def test_every_outcome_and_a_running_attempt_have_a_badge_colour():
-    assert set(ATTEMPT_COLOURS) == {"", *AttemptOutcome.values}
+    assert set(ATTEMPT_COLOURS) == {"", *(outcome.value for outcome in ATTEMPT_OUTCOMES)}
 
 
 def test_a_job_that_failed_twice_then_completed_shows_three_attempts(admin_client):

@@ -29,16 +29,15 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from studyqueue.explanations import answers
+from studyqueue.explanations import answers, revisions
 from studyqueue.models import (
-    ErrorCode,
     KeyAudit,
     KeyCheck,
     StudyQuestion,
     StudyQuestionJob,
     validate_choices,
 )
-from studyqueue.queue import notify, retry
+from studyqueue.queue import notify
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.transitions import Outcome
 
@@ -164,25 +163,20 @@ class Audited:
         """Job, attempt and the question's audit in one transaction, fenced by the claim and
         by the question's content: nothing is kept when the claim was lost, the question
         was deleted or its content changed during the calls."""
-        questions = StudyQuestion.objects.all()
-        db = questions.db
+        db = StudyQuestion.objects.all().db
         with transaction.atomic(using=db):
-            now = (
-                questions.select_for_update(no_key=True)
-                .only("text", "choices", "answer", "key_audit", "key_check")
-                .filter(pk=self.question.pk)
-                .first()
+            now, outcome = revisions.complete_if_unchanged(
+                job,
+                self.question,
+                fields=("text", "choices", "answer", "key_audit", "key_check"),
+                during="while its key was audited",
+                dropped="its samples were dropped",
+                llm_ms=self.llm_ms,
+                usage=self.usage,
             )
             if now is None:
-                message = "the question was deleted while its key was audited"
-                return queue.fail(job, ErrorCode.QUESTION_MISSING, message)
-            if now.content_hash() != self.question.content_hash():
-                message = "the question changed during the key audit; its samples were dropped"
-                failure = retry.Failure(ErrorCode.QUESTION_CHANGED, message, job_at_fault=False)
-                return queue.apply(job, failure, retry.decide(failure, job))
-            outcome = queue.complete(job, llm_ms=self.llm_ms, usage=self.usage)
-            if outcome is Outcome.LOST:
-                transaction.set_rollback(True, using=db)
+                if outcome is Outcome.LOST:
+                    transaction.set_rollback(True, using=db)
                 return outcome
             verdict = self.verdict()
             values: dict[str, object] = {

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django.db.models import QuerySet
@@ -158,6 +159,38 @@ class Written:
         message = "the question changed during the LLM call; its reply was dropped"
         failure = retry.Failure(ErrorCode.QUESTION_CHANGED, message, job_at_fault=False)
         return queue.apply(job, failure, retry.decide(failure, job))
+
+
+def complete_if_unchanged(
+    job: StudyQuestionJob,
+    seen: StudyQuestion,
+    *,
+    fields: Sequence[str],
+    during: str,
+    dropped: str,
+    **done: Any,
+) -> tuple[StudyQuestion | None, Outcome]:
+    """A check's write, in the caller's transaction: lock the question (``fields`` read) and
+    complete the job (``done``: ``queue.complete``'s arguments) only while the question still
+    holds the content ``seen`` had. The locked question and ``COMPLETED``; or None and what
+    became of the job: failed (the question was deleted ``during`` the calls), handed to the
+    retry policy (its content changed: what the reply said is ``dropped``), or ``LOST`` (the
+    claim was lost; the caller rolls back)."""
+    now = (
+        StudyQuestion.objects.select_for_update(no_key=True)
+        .only(*fields)
+        .filter(pk=seen.pk)
+        .first()
+    )
+    if now is None:
+        message = f"the question was deleted {during}"
+        return None, queue.fail(job, ErrorCode.QUESTION_MISSING, message)
+    if now.content_hash() != seen.content_hash():
+        message = f"the question changed {during}; {dropped}"
+        failure = retry.Failure(ErrorCode.QUESTION_CHANGED, message, job_at_fault=False)
+        return None, queue.apply(job, failure, retry.decide(failure, job))
+    outcome = queue.complete(job, **done)
+    return (now if outcome is Outcome.COMPLETED else None), outcome
 
 
 def verification_wanted(question: StudyQuestion) -> bool:

@@ -31,7 +31,6 @@ from django.db import transaction
 
 from studyqueue.explanations import answers, quality, revisions
 from studyqueue.models import (
-    ErrorCode,
     ExplanationRevision,
     JobKind,
     StudyQuestion,
@@ -39,7 +38,6 @@ from studyqueue.models import (
     revision_to_verify,
     validate_choices,
 )
-from studyqueue.queue import retry
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.transitions import Outcome
 
@@ -99,27 +97,21 @@ class Verified:
         """Job, attempt and the revision's verdict in one transaction, fenced by the claim
         and the question's content (a check of an explanation whose question changed during
         the call is dropped, and the job runs again on what is there then)."""
-        questions = StudyQuestion.objects.all()
-        db = questions.db
+        db = StudyQuestion.objects.all().db
         with transaction.atomic(using=db):
-            now = (
-                questions.select_for_update(no_key=True)
-                .only("text", "choices", "answer", "current_revision", "explanation_flags")
-                .filter(pk=self.question.pk)
-                .first()
+            now, outcome = revisions.complete_if_unchanged(
+                job,
+                self.question,
+                fields=("text", "choices", "answer", "current_revision", "explanation_flags"),
+                during="while its explanation was verified",
+                dropped="its reply was dropped",
+                revision=self.revision,
+                llm_ms=self.llm_ms,
+                usage=self.usage,
             )
             if now is None:
-                message = "the question was deleted while its explanation was verified"
-                return queue.fail(job, ErrorCode.QUESTION_MISSING, message)
-            if now.content_hash() != self.question.content_hash():
-                message = "the question changed during the verification; its reply was dropped"
-                failure = retry.Failure(ErrorCode.QUESTION_CHANGED, message, job_at_fault=False)
-                return queue.apply(job, failure, retry.decide(failure, job))
-            outcome = queue.complete(
-                job, revision=self.revision, llm_ms=self.llm_ms, usage=self.usage
-            )
-            if outcome is Outcome.LOST:
-                transaction.set_rollback(True, using=db)
+                if outcome is Outcome.LOST:
+                    transaction.set_rollback(True, using=db)
                 return outcome
             key = answers.key_choice(now.answer, now.choices)
             verdict = judge(self.answer, key)

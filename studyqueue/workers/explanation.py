@@ -16,16 +16,8 @@ from studyqueue.explanations.revisions import Written
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
 from studyqueue.queue import retry
 from studyqueue.queue.store import JobResult
-from studyqueue.services.gate import GateTimeout
-from studyqueue.services.llm import LLMError
-from studyqueue.workers.registry import (
-    WorkContext,
-    failed,
-    gate_timed_out,
-    handler,
-    hold_back,
-    llm_failed,
-)
+from studyqueue.services.llm import LLMReply
+from studyqueue.workers.registry import WorkContext, ask, failed, handler
 
 logger = logging.getLogger("studyqueue.worker")
 
@@ -45,26 +37,9 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
         message = f"the question's choices are invalid: {' '.join(exc.messages)}"
         return failed(job, ErrorCode.QUESTION_INVALID, message)
     version = current_version(max_tokens=job.max_tokens)
-    try:
-        async with ctx.gate.slot(prefix=version.hash) as slot:
-            held_back = await hold_back(ctx, job)  # stopping, paused, the server failed
-            if held_back is not None:
-                return held_back
-            try:
-                reply = await ctx.client.chat(
-                    messages,
-                    max_tokens=job.max_tokens,
-                    on_sent=lambda: ctx.gate.sent(slot),
-                    on_first_token=lambda: ctx.gate.warmed(version.hash),
-                )
-            except LLMError as error:
-                # Inside the gate: a job waiting for the slot must see the breaker open.
-                return llm_failed(ctx, job, error)
-            ctx.gate.record(tokens=reply.completion_tokens, seconds=reply.elapsed_ms / 1000)
-    except GateTimeout as exc:
-        return gate_timed_out(job, exc)
-
-    ctx.breaker.success()
+    reply = await ask(ctx, job, messages, prefix=version.hash, max_tokens=job.max_tokens)
+    if not isinstance(reply, LLMReply):
+        return reply  # handed back, or the call failed
     if reply.truncated:
         logger.warning(
             "study_job_truncated id=%s question=%s completion_tokens=%s",

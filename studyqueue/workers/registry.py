@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
 from studyqueue.queue import retry
 from studyqueue.queue.store import Failed, JobResult, JobStore, Released, Skipped
 from studyqueue.services.gate import CircuitBreaker, GateTimeout, LLMGate
-from studyqueue.services.llm import LLMClient, LLMError
+from studyqueue.services.llm import LLMClient, LLMError, LLMReply
 
 logger = logging.getLogger("studyqueue.worker")
 
@@ -115,6 +116,39 @@ def llm_failed(ctx: WorkContext, job: StudyQuestionJob, error: LLMError) -> Fail
         if failed.decision.action is retry.Action.RELEASE:
             return Failed(failure, retry.Decision(retry.Action.RELEASE, pause, True))
     return failed
+
+
+async def ask(
+    ctx: WorkContext,
+    job: StudyQuestionJob,
+    messages: list[dict[str, str]],
+    *,
+    prefix: str,
+    **options: Any,
+) -> LLMReply | JobResult:
+    """One LLM call for ``job`` through the gate (``prefix``: the prompt's fixed part, for
+    the gate's warm-first): the reply, or what became of the job instead (handed back before
+    the call, a failed call, no slot in time). ``options`` go to ``LLMClient.chat``."""
+    try:
+        async with ctx.gate.slot(prefix=prefix) as slot:
+            held_back = await hold_back(ctx, job)  # stopping, paused, the server failed
+            if held_back is not None:
+                return held_back
+            try:
+                reply = await ctx.client.chat(
+                    messages,
+                    on_sent=lambda: ctx.gate.sent(slot),
+                    on_first_token=lambda: ctx.gate.warmed(prefix),
+                    **options,
+                )
+            except LLMError as error:
+                # Inside the gate: a job waiting for the slot must see the breaker open.
+                return llm_failed(ctx, job, error)
+            ctx.gate.record(tokens=reply.completion_tokens, seconds=reply.elapsed_ms / 1000)
+    except GateTimeout as exc:
+        return gate_timed_out(job, exc)
+    ctx.breaker.success()
+    return reply
 
 
 def gate_timed_out(job: StudyQuestionJob, error: GateTimeout) -> Failed:

@@ -11,16 +11,8 @@ from studyqueue.explanations import answers, verifier
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
 from studyqueue.queue.store import JobResult, Skipped
 from studyqueue.queue.transitions import Usage
-from studyqueue.services.gate import GateTimeout
-from studyqueue.services.llm import LLMError
-from studyqueue.workers.registry import (
-    WorkContext,
-    failed,
-    gate_timed_out,
-    handler,
-    hold_back,
-    llm_failed,
-)
+from studyqueue.services.llm import LLMReply
+from studyqueue.workers.registry import WorkContext, ask, failed, handler
 
 
 @handler(JobKind.VERIFICATION)
@@ -42,25 +34,12 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     except ValidationError as exc:
         message = f"the question's choices are invalid: {' '.join(exc.messages)}"
         return failed(job, ErrorCode.QUESTION_INVALID, message)
-    try:
-        async with ctx.gate.slot(prefix=verifier.PREFIX) as slot:
-            held_back = await hold_back(ctx, job)  # stopping, paused, the server failed
-            if held_back is not None:
-                return held_back
-            try:
-                reply = await ctx.client.chat(
-                    messages,
-                    max_tokens=verifier.MAX_TOKENS,
-                    temperature=0.0,
-                    on_sent=lambda: ctx.gate.sent(slot),
-                    on_first_token=lambda: ctx.gate.warmed(verifier.PREFIX),
-                )
-            except LLMError as error:
-                return llm_failed(ctx, job, error)
-            ctx.gate.record(tokens=reply.completion_tokens, seconds=reply.elapsed_ms / 1000)
-    except GateTimeout as exc:
-        return gate_timed_out(job, exc)
-    ctx.breaker.success()
+    reply = await ask(
+        ctx, job, messages, prefix=verifier.PREFIX, max_tokens=verifier.MAX_TOKENS,
+        temperature=0.0,
+    )  # fmt: skip
+    if not isinstance(reply, LLMReply):
+        return reply  # handed back, or the call failed
     return verifier.Verified(
         question,
         revision,

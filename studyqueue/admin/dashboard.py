@@ -115,7 +115,8 @@ class VersionRow:
 
 def _with_checks(versions: list[prompt_versions.VersionStats]) -> list[VersionRow]:
     trust = flag_trust.collect(prompt_versions.DASHBOARD_NEWEST)
-    costs = check_cost.collect()
+    # About the jobs behind the newest explanations compared: each has an audit and a check.
+    costs = check_cost.collect(newest_jobs=3 * prompt_versions.DASHBOARD_NEWEST)
     return [
         VersionRow(
             v,

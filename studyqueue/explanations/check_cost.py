@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
-from django.db.models import Count, Sum
+from django.db.models import Count, QuerySet, Sum
 
 from studyqueue.models import JobAttempt, JobKind, JobStatus, StudyQuestionJob
 
@@ -77,12 +78,23 @@ class VersionCost:
         return self.checking.llm_ms / written if written else None
 
 
-def collect() -> dict[str, VersionCost]:
+def _newest_edge(queryset: QuerySet[Any], newest: int | None) -> int:
+    """The smallest id among the ``newest`` rows (0: all): an id range, no count."""
+    if newest is None:
+        return 0
+    edge = queryset.order_by("-pk").values_list("pk", flat=True)[newest - 1 : newest]
+    return edge.first() or 0
+
+
+def collect(newest_jobs: int | None = None) -> dict[str, VersionCost]:
     """Every prompt version's spending by job kind (a version ``""``: audits of questions
-    not explained yet)."""
+    not explained yet), over all jobs or the ``newest_jobs`` (the dashboard's window)."""
     found: dict[str, dict[str, KindCost]] = defaultdict(dict)
+    first_job = _newest_edge(StudyQuestionJob.objects.all(), newest_jobs)
     for kind, version in _VERSION.items():
-        replied = JobAttempt.objects.filter(job__kind=kind, completion_tokens__isnull=False)
+        replied = JobAttempt.objects.filter(
+            job__kind=kind, job_id__gte=first_job, completion_tokens__isnull=False
+        )
         for row in (
             replied.order_by()
             .values(f"job__{version}")
@@ -96,7 +108,9 @@ def collect() -> dict[str, VersionCost]:
             cost.attempts = row["attempts"]
             cost.prompt_tokens = row["prompt"] or 0
             cost.completion_tokens = row["completion"] or 0
-        jobs = StudyQuestionJob.objects.filter(kind=kind, status=JobStatus.COMPLETED).order_by()
+        jobs = StudyQuestionJob.objects.filter(
+            kind=kind, status=JobStatus.COMPLETED, pk__gte=first_job
+        ).order_by()
         for row in jobs.values(version).annotate(ms=Sum("llm_ms")):
             cost = found[row[version] or ""].setdefault(kind, KindCost())
             cost.llm_ms = row["ms"] or 0

@@ -194,7 +194,7 @@ class AttemptEnding:
         return values
 
 
-def _close_attempt(db: str, job_id: int, ending: AttemptEnding) -> None:
+def _end_attempt(db: str, job_id: int, ending: AttemptEnding) -> None:
     """End the job's open attempt. Call it only after the job's fenced write applied, in its
     transaction: the open attempt is then the caller's own claim's."""
     _open_attempts(db).filter(job_id=job_id).update(**ending.values())
@@ -215,7 +215,7 @@ def _finish_with_attempt(
     db: str, job_update: tuple[str, dict[str, Any]], ending: AttemptEnding
 ) -> bool:
     """PostgreSQL: run a job's fenced ``UPDATE … RETURNING id`` (SQL and parameters) and, if
-    it applied, close the job's open attempt in the same statement (as ``_close_attempt``
+    it applied, close the job's open attempt in the same statement (as ``_end_attempt``
     does). Whether the job's update applied."""
     closing, params = assignments(JobAttempt, ending.values(), db, prefix="attempt_")
     sql, job_params = job_update
@@ -227,7 +227,7 @@ def _finish_with_attempt(
     return bool(row and row[0] == 1)
 
 
-def _close_attempts(
+def _end_attempts(
     db: str,
     jobs: list[int] | QuerySet[Any, Any],
     outcome: Outcome,
@@ -602,7 +602,7 @@ def _finish(
         with transaction.atomic(using=db, savepoint=False):
             applied = _fenced_update(job, values)
             if applied:
-                _close_attempt(db, job.pk, ending)
+                _end_attempt(db, job.pk, ending)
     if not applied:
         _log(f"{event}_refused", job, level=logging.WARNING, reason="claim_lost")
         return Outcome.LOST
@@ -628,8 +628,9 @@ def complete(
     usage: Usage | None = None,
 ) -> Outcome:
     """Mark a claimed job completed with its revision (the one its reply became, or the
-    one it checked), its LLM time and what its calls reported (``usage``; by default, the
-    revision's own): ``COMPLETED``, or ``LOST`` if the claim was lost."""
+    one it checked), its LLM time and what its calls reported (``usage``; by default, what
+    the revision's reply reported: a check passes its own): ``COMPLETED``, or ``LOST`` if the
+    claim was lost."""
     values = {
         "status": JobStatus.COMPLETED,
         "completed_at": timezone.now(),
@@ -640,7 +641,7 @@ def complete(
         "revision_id": revision.pk if revision is not None else None,
         "llm_ms": llm_ms,
     }
-    usage = usage if usage is not None or job.kind != JobKind.EXPLANATION else _usage(revision)
+    usage = usage if usage is not None else _usage(revision)
     return _finish(job, "completed", values, Outcome.COMPLETED, usage=usage)
 
 
@@ -953,7 +954,7 @@ def skip(
                 # next heartbeat, which finds the claim gone).
                 notify.send(notify.cancel(job_id), using=db)
             jobs.filter(pk__in=done).update(**values)
-            _close_attempts(
+            _end_attempts(
                 db,
                 processing,
                 Outcome.SKIPPED,
@@ -1017,7 +1018,7 @@ def reset_stale(
         failed_ids = sorted(pk for pk, ends in fails.items() if ends)
         reset_ids = sorted(pk for pk, ends in fails.items() if not ends)
         # Their attempts end as stale: the locked set as a subquery, not a list of ids.
-        _close_attempts(
+        _end_attempts(
             db, stale.values("pk"), Outcome.STALE, ended_at=now,
             error_code=ErrorCode.STALE, error_message=message,
         )  # fmt: skip

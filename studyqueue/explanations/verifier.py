@@ -90,7 +90,7 @@ class Verified:
     revision: ExplanationRevision
     reply: str
     answer: int | None
-    usage: queue.Usage | None = None
+    usage: queue.Usage | None  # the check's own call: never the checked revision's tokens
     llm_ms: int | None = None
 
     def write(self, job: StudyQuestionJob) -> Outcome:

@@ -421,6 +421,11 @@ class StudyQuestion(models.Model):
                     pk=self.pk
                 )
 
+    def checkable(self) -> bool:
+        """It has text, choices and a key: what the key audit and the blind verifier need
+        (each names a choice, and judges it against the key)."""
+        return bool(self.text.strip() and self.choices and self.answer.strip())
+
     def content_hash(self) -> str:
         """A digest of what its prompt is built from (text, choices, answer): an explanation
         is stored only while the question still holds the content it was written for."""

@@ -64,11 +64,6 @@ def build_messages(question: StudyQuestion) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def auditable(question: StudyQuestion) -> bool:
-    """A question the audit can judge: it has text, choices and a key."""
-    return bool(question.text.strip() and question.choices and question.answer.strip())
-
-
 def needing_audit(questions: QuerySet[StudyQuestion] | None = None) -> QuerySet[StudyQuestion]:
     """Questions with text, choices and a key whose current content has not been audited
     (never, or it changed since: ``revisions.content_changed`` clears the audit)."""

@@ -197,9 +197,7 @@ def verification_wanted(question: StudyQuestion) -> bool:
     """Whether a new explanation of ``question`` is checked by the blind verifier
     (``explanations.verifier``): ``VERIFY`` is on and the question has text, choices and a
     key (the verifier names a choice; its flags need the key)."""
-    return bool(conf.VERIFY) and bool(
-        question.text.strip() and question.choices and question.answer.strip()
-    )
+    return bool(conf.VERIFY) and question.checkable()
 
 
 def _question_missing(job: StudyQuestionJob) -> Outcome:

@@ -29,7 +29,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     question = await ctx.store.question(job)
     if question is None:
         return failed(job, ErrorCode.QUESTION_MISSING, "the question was deleted")
-    if not key_audit.auditable(question):
+    if not question.checkable():
         return failed(job, ErrorCode.QUESTION_INVALID, "the question has no choices or no key")
     try:
         messages = key_audit.build_messages(question)

@@ -21,7 +21,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     question = await ctx.store.question(job)
     if question is None:
         return failed(job, ErrorCode.QUESTION_MISSING, "the question was deleted")
-    if not (question.text.strip() and question.choices and question.answer.strip()):
+    if not question.checkable():
         return failed(job, ErrorCode.QUESTION_INVALID, "the question has no choices or no key")
     if not conf.VERIFY:
         return Skipped(ErrorCode.NOTHING_TO_VERIFY, "VERIFY is off")

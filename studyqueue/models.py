@@ -440,6 +440,12 @@ class StudyQuestion(models.Model):
             raise ValidationError({"choices": exc.messages}) from None
 
 
+def awaiting_key_check() -> Q:
+    """A question whose key the audit disputed and no reviewer has kept or changed yet (the
+    review queue's key check; with KEY_AUDIT_HOLDS, what holds its explanation)."""
+    return Q(key_audit=KeyAudit.DISPUTED, key_check="")
+
+
 def key_audit_holds() -> bool:
     """The KEY_AUDIT_HOLDS setting: a disputed key holds its explanation for a reviewer."""
     from studyqueue.conf import conf
@@ -461,9 +467,7 @@ def waiting_for_key_audit() -> Q:
     )
     waits = Q(Exists(audit))
     if key_audit_holds():
-        held = StudyQuestion.objects.filter(
-            pk=OuterRef("study_question_id"), key_audit=KeyAudit.DISPUTED, key_check=""
-        )
+        held = StudyQuestion.objects.filter(awaiting_key_check(), pk=OuterRef("study_question_id"))
         waits |= Q(Exists(held))
     return Q(kind=JobKind.EXPLANATION) & waits
 

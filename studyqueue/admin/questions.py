@@ -53,6 +53,7 @@ from studyqueue.models import (
     ReviewStatus,
     StudyQuestion,
     StudyQuestionJob,
+    awaiting_key_check,
 )
 from studyqueue.queue import transitions as queue
 
@@ -155,7 +156,7 @@ class KeyAuditFilter(admin.SimpleListFilter):
         if value in KeyAudit.values:
             return queryset.filter(key_audit=value)
         if value == self.KEY_CHECK:
-            return queryset.filter(key_audit=KeyAudit.DISPUTED, key_check="")
+            return queryset.filter(awaiting_key_check())
         if value == self.NONE:
             return queryset.filter(key_audit="")
         return None

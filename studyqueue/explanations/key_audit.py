@@ -35,6 +35,7 @@ from studyqueue.models import (
     KeyCheck,
     StudyQuestion,
     StudyQuestionJob,
+    awaiting_key_check,
     validate_choices,
 )
 from studyqueue.queue import notify
@@ -199,7 +200,7 @@ class Audited:
 def key_checks() -> QuerySet[StudyQuestion]:
     """Disputed keys no reviewer has kept or changed yet, in id order: the review queue
     shows them first."""
-    return StudyQuestion.objects.filter(key_audit=KeyAudit.DISPUTED, key_check="").order_by("pk")
+    return StudyQuestion.objects.filter(awaiting_key_check()).order_by("pk")
 
 
 def decide_key(

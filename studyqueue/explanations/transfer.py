@@ -23,11 +23,11 @@ from studyqueue.models import (
     ACTIVE_STATUSES,
     JobKind,
     JobStatus,
-    KeyAudit,
     QuestionQuerySet,
     ReviewStatus,
     StudyQuestion,
     StudyQuestionJob,
+    awaiting_key_check,
     key_audit_holds,
     validate_choices,
     width,
@@ -634,7 +634,7 @@ def _waiting_on() -> Case:
     """A question's ``WaitingOn`` in SQL (null when it is explained)."""
     jobs = StudyQuestionJob.objects.filter(study_question=OuterRef("pk"))
     active = jobs.filter(status__in=ACTIVE_STATUSES)
-    held = Q(key_audit=KeyAudit.DISPUTED, key_check="") if key_audit_holds() else Q(pk__in=[])
+    held = awaiting_key_check() if key_audit_holds() else Q(pk__in=[])
     return Case(
         When(~Q(explanation=""), then=Value(None)),
         When(held, then=Value(WaitingOn.KEY_CHECK)),

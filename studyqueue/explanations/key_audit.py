@@ -171,8 +171,6 @@ class Audited:
                 usage=self.usage,
             )
             if now is None:
-                if outcome is Outcome.LOST:
-                    transaction.set_rollback(True, using=db)
                 return outcome
             verdict = self.verdict()
             values: dict[str, object] = {

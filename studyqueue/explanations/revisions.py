@@ -175,7 +175,7 @@ def complete_if_unchanged(
     holds the content ``seen`` had. The locked question and ``COMPLETED``; or None and what
     became of the job: failed (the question was deleted ``during`` the calls), handed to the
     retry policy (its content changed: what the reply said is ``dropped``), or ``LOST`` (the
-    claim was lost; the caller rolls back)."""
+    claim was lost: the caller's transaction is rolled back)."""
     now = (
         StudyQuestion.objects.select_for_update(no_key=True)
         .only(*fields)
@@ -190,7 +190,10 @@ def complete_if_unchanged(
         failure = retry.Failure(ErrorCode.QUESTION_CHANGED, message, job_at_fault=False)
         return None, queue.apply(job, failure, retry.decide(failure, job))
     outcome = queue.complete(job, **done)
-    return (now if outcome is Outcome.COMPLETED else None), outcome
+    if outcome is Outcome.LOST:
+        transaction.set_rollback(True, using=job._state.db)  # nothing of the check is kept
+        return None, outcome
+    return now, outcome
 
 
 def verification_wanted(question: StudyQuestion) -> bool:

@@ -110,8 +110,6 @@ class Verified:
                 usage=self.usage,
             )
             if now is None:
-                if outcome is Outcome.LOST:
-                    transaction.set_rollback(True, using=db)
                 return outcome
             key = answers.key_choice(now.answer, now.choices)
             verdict = judge(self.answer, key)

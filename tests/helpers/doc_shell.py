@@ -92,39 +92,12 @@ class Sandbox:
             "--port 8080", f"--port {self.llm_port}"
         )
 
-    def run(self, commands: str, timeout: float = 120) -> str:
-        """Run commands to their end (bash, stopping at the first failure): their output.
-        Whatever they start in the background runs on until ``close``."""
-        log = self.path / f"run-{len(self.logs)}.log"
-        self.logs.append(log)
+    def _session(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+        """``argv`` in the sandbox, its output in ``log``, in a session of its own (``close``
+        stops it)."""
         with log.open("w") as out:
             proc = subprocess.Popen(
-                ["bash", "-e", "-o", "pipefail", "-c", self.written(commands)],
-                cwd=self.path,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            self.sessions.append(proc)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                raise AssertionError(
-                    f"{commands!r} ran over {timeout}s:\n{log.read_text()}"
-                ) from None
-        output = log.read_text()
-        assert proc.returncode == 0, f"{commands!r} failed ({proc.returncode}):\n{output}"
-        return output
-
-    def start(self, commands: str, ready: str, timeout: float = 90) -> Path:
-        """Start long-running commands; return their log once it shows ``ready``."""
-        log = self.path / f"start-{len(self.logs)}.log"
-        self.logs.append(log)
-        with log.open("w") as out:
-            proc = subprocess.Popen(
-                ["bash", "-c", self.written(commands)],
+                argv,
                 cwd=self.path,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
@@ -133,6 +106,27 @@ class Sandbox:
                 start_new_session=True,
             )
         self.sessions.append(proc)
+        return proc
+
+    def run(self, commands: str, timeout: float = 120) -> str:
+        """Run commands to their end (bash, stopping at the first failure): their output.
+        Whatever they start in the background runs on until ``close``."""
+        log = self.path / f"run-{len(self.logs)}.log"
+        self.logs.append(log)
+        proc = self._session(["bash", "-e", "-o", "pipefail", "-c", self.written(commands)], log)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{commands!r} ran over {timeout}s:\n{log.read_text()}") from None
+        output = log.read_text()
+        assert proc.returncode == 0, f"{commands!r} failed ({proc.returncode}):\n{output}"
+        return output
+
+    def start(self, commands: str, ready: str, timeout: float = 90) -> Path:
+        """Start long-running commands; return their log once it shows ``ready``."""
+        log = self.path / f"start-{len(self.logs)}.log"
+        self.logs.append(log)
+        proc = self._session(["bash", "-c", self.written(commands)], log)
 
         def up() -> bool:
             if proc.poll() is not None:

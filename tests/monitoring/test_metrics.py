@@ -5,22 +5,14 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
-from prometheus_client.parser import text_string_to_metric_families
 
 from studyqueue.queue import transitions as queue
 from tests.factories import ExplanationRevisionFactory, StudyQuestionJobFactory
+from tests.helpers.metrics import samples
 
 pytestmark = pytest.mark.django_db
 
 URL = "/studyqueue/metrics"
-
-
-def samples(text: str) -> dict[tuple, float]:
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return out
 
 
 def test_metrics_hold_the_queue(admin_client):

@@ -23,8 +23,8 @@ from studyqueue.models import (
 )
 from studyqueue.queue import transitions as queue
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
+from tests.helpers.metrics import samples
 from tests.llm_server import LLMServer
-from tests.monitoring.test_metrics import samples
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -35,10 +35,6 @@ class KindCost:
     completion_tokens: int = 0
     llm_ms: int = 0
 
-    @property
-    def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
 
 @dataclass
 class VersionCost:

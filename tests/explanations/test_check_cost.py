@@ -36,7 +36,8 @@ def test_checking_is_counted_beside_the_explanations_per_prompt_version():
     spent(JobKind.EXPLANATION, revision, (500, 400), 8000)
     spent(JobKind.VERIFICATION, revision, (900, 10), 600)
     cost = check_cost.collect()["v1"]
-    assert cost.of(JobKind.EXPLANATION).tokens == 900
+    written = cost.of(JobKind.EXPLANATION)
+    assert written.prompt_tokens + written.completion_tokens == 900
     assert (cost.checking.prompt_tokens, cost.checking.completion_tokens) == (1200, 40)
     assert cost.token_share == pytest.approx(40 / 400)  # generated tokens
     assert cost.time_share == pytest.approx(1000 / 8000)

@@ -3,7 +3,8 @@
 E001 a value does not parse; E002 a number is out of range; E003 LLM_URL is not http(s);
 E004 LLM_URL does not parse; E005 a number is NaN or infinite; E006 LLM_API_KEY holds
 control or non-ASCII characters; E007 a prompt template is missing or fails to render;
-E008 QUALITY_RETRY names an unknown flag; W001/W002 timeouts that nest badly; W003 a prompt
+E008 QUALITY_RETRY names an unknown flag; E009 LLM_ENDPOINTS (or LLM_URL's list) is malformed
+or names one server twice; W001/W002 timeouts that nest badly; W003 a prompt
 layout the LLM server cannot cache (fixed text in the user message, or a system message that
 changes per question).
 """
@@ -18,6 +19,7 @@ from django.utils.translation import gettext
 
 from studyqueue.conf import AUTO, SETTINGS, SettingNotFinite, SettingOutOfRange, conf
 from studyqueue.exceptions import SettingsError
+from studyqueue.services import endpoints
 from studyqueue.services.redact import is_valid_api_key
 
 
@@ -43,8 +45,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             problems.append(Error(str(exc), id="studyqueue.E001"))
     if problems:
         return problems
-    problems += _url_problems(str(values["LLM_URL"]))
-    problems += _key_problems(str(values["LLM_API_KEY"]))
+    problems += _endpoint_problems()
     problems += _prompt_problems() + _quality_problems()
     if problems:
         return problems
@@ -134,6 +135,19 @@ def _quality_problems() -> list[CheckMessage]:
             id="studyqueue.E008",
         )
     ]
+
+
+def _endpoint_problems() -> list[CheckMessage]:
+    """The endpoint pool parses (``LLM_URL``'s commas, ``LLM_ENDPOINTS``), and every
+    server's URL and key are usable."""
+    try:
+        pool = endpoints.configured()
+    except SettingsError as exc:
+        return [Error(str(exc), id="studyqueue.E009")]
+    problems: list[CheckMessage] = []
+    for endpoint in pool:
+        problems += _url_problems(endpoint.url) + _key_problems(endpoint.api_key)
+    return problems
 
 
 def _url_problems(url: str) -> list[CheckMessage]:

@@ -99,7 +99,13 @@ SETTINGS: dict[str, Setting] = {
     "BACKOFF_JITTER": Setting(
         float, 0.2, "random +/- fraction added to each retry delay", low=0.0, high=1.0
     ),
-    "LLM_URL": Setting(str, "http://127.0.0.1:8080/v1", "OpenAI-compatible base URL"),
+    "LLM_URL": Setting(
+        str,
+        "http://127.0.0.1:8080/v1",
+        "OpenAI-compatible base URL; several, separated by commas, make an endpoint pool (each "
+        "server with its own gate and breaker; LLM_ENDPOINTS gives each its own model, key and "
+        "gate)",
+    ),
     "LLM_MODEL": Setting(str, "", "model id sent to the server (empty: the server's default)"),
     "LLM_API_KEY": Setting(
         str, "", "bearer token for the LLM server; never logged or shown", secret=True
@@ -224,7 +230,8 @@ SETTINGS: dict[str, Setting] = {
 }
 
 
-def _parse(spec: Setting, raw: Any, source: str) -> Any:
+def parse(spec: Setting, raw: Any, source: str) -> Any:
+    """``raw`` as setting ``spec`` takes it (``source`` names it in errors)."""
     shown = "<hidden>" if spec.secret else repr(raw)
     if spec.auto and isinstance(raw, str) and raw.strip().lower() == AUTO:
         return AUTO
@@ -278,23 +285,12 @@ class StudyQueueSettings:
             raise AttributeError(f"unknown studyqueue setting {name!r}")
         overrides = getattr(django_settings, "STUDYQUEUE", None) or {}
         if name in overrides:
-            return _parse(spec, overrides[name], f"STUDYQUEUE[{name!r}]")
+            return parse(spec, overrides[name], f"STUDYQUEUE[{name!r}]")
         env_name = f"STUDYQUEUE_{name}"
         raw = os.environ.get(env_name)
         if raw is not None and raw != "":
-            return _parse(spec, raw, env_name)
+            return parse(spec, raw, env_name)
         return spec.default
 
 
 conf = StudyQueueSettings()
-
-
-def gate_is_auto() -> bool:
-    """``GATE_PERMITS=auto``: the gate finds its own limit."""
-    return bool(conf.GATE_PERMITS == AUTO)
-
-
-def gate_slots() -> int:
-    """The most calls the gate ever lets through: ``GATE_PERMITS``, or
-    ``GATE_MAX_PERMITS`` when it is ``auto``."""
-    return int(conf.GATE_MAX_PERMITS if gate_is_auto() else conf.GATE_PERMITS)

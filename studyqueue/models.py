@@ -35,6 +35,9 @@ def database() -> str:
 
 _M = TypeVar("_M", bound=models.Model)
 
+# An LLM server's name (``services.endpoints.endpoint_name``), wherever it is stored.
+ENDPOINT_WIDTH = 500
+
 
 class StudyQueueManager(models.Manager[_M]):
     """The default manager of every studyqueue model: its querysets run on ``database()``,
@@ -574,7 +577,10 @@ class StudyQuestionJob(models.Model):
         null=True,
         blank=True,
         related_name="+",
-        help_text=_("The reply that completed it: model, tokens, timings, prompt version."),
+        help_text=_(
+            "The explanation it wrote (its model, server, tokens, timings, prompt version); "
+            "for a verification job, the explanation it checked."
+        ),
     )
     max_tokens = models.PositiveIntegerField(
         verbose_name=_("max tokens"),
@@ -693,6 +699,14 @@ class JobAttempt(models.Model):
     )
     error_code = error_code_field()
     error_message = models.TextField(verbose_name=_("error message"), blank=True)
+    endpoint = models.CharField(
+        verbose_name=_("LLM server"),
+        max_length=ENDPOINT_WIDTH,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_("The server whose reply ended it (blank: no reply)."),
+    )
     prompt_tokens = models.PositiveIntegerField(
         verbose_name=_("prompt tokens"), null=True, blank=True
     )
@@ -804,7 +818,9 @@ class QueueConsumer(models.Model):
         verbose_name=_("breaker error"), max_length=_choice_width(ErrorCode), blank=True
     )
     llm_url = models.CharField(
-        verbose_name=_("LLM server"), max_length=500, help_text=_("Credentials redacted.")
+        verbose_name=_("LLM server"),
+        max_length=500,
+        help_text=_("Credentials redacted; several servers are separated by commas."),
     )
     gate_permits = models.CharField(
         _("gate permits"),
@@ -830,6 +846,15 @@ class QueueConsumer(models.Model):
         default=list,
         blank=True,
         help_text=_("The kinds paused at its last report, as QueuePause.kind ('': every kind)."),
+    )
+    endpoints = models.JSONField(
+        verbose_name=_("LLM servers"),
+        default=list,
+        blank=True,
+        help_text=_(
+            "Each LLM server as it saw it at its last report: name, model, state (up, "
+            "probing, down), limit, calls held, tokens/s, error."
+        ),
     )
 
     objects = StudyQueueManager()
@@ -898,6 +923,17 @@ class ExplanationRevision(models.Model):
     )
     text = models.TextField(verbose_name=_("text"))
     model = models.CharField(verbose_name=_("model"), max_length=200, blank=True)
+    endpoint = models.CharField(
+        verbose_name=_("LLM server"),
+        max_length=ENDPOINT_WIDTH,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_(
+            "The server that wrote it, as its normalised URL (blank: written before "
+            "servers were recorded, or by a reviewer)."
+        ),
+    )
     prompt_version = models.CharField(verbose_name=_("prompt version"), max_length=12, blank=True)
     prompt_label = models.CharField(verbose_name=_("prompt label"), max_length=200, blank=True)
     prompt_tokens = models.PositiveIntegerField(
@@ -1080,7 +1116,7 @@ class GateLimit(models.Model):
 
     endpoint = models.CharField(
         _("endpoint"),
-        max_length=500,
+        max_length=ENDPOINT_WIDTH,
         unique=True,
         help_text=_(
             "The LLM server's URL, normalised: one row per server however its URL is "

@@ -52,15 +52,15 @@ def test_unknown_setting_is_an_attribute_error():
 
 
 def test_gate_permits_takes_a_number_or_auto(monkeypatch):
-    from studyqueue.conf import gate_is_auto, gate_slots
+    from studyqueue.services.endpoints import first
 
     monkeypatch.setenv("STUDYQUEUE_GATE_PERMITS", " Auto ")
-    assert conf.GATE_PERMITS == "auto" and gate_is_auto()
-    assert gate_slots() == conf.GATE_MAX_PERMITS == 8
+    assert conf.GATE_PERMITS == "auto" and first().auto
+    assert first().slots == conf.GATE_MAX_PERMITS == 8
     monkeypatch.setenv("STUDYQUEUE_GATE_MAX_PERMITS", "3")
-    assert gate_slots() == 3
+    assert first().slots == 3
     monkeypatch.setenv("STUDYQUEUE_GATE_PERMITS", "4")
-    assert conf.GATE_PERMITS == 4 and not gate_is_auto() and gate_slots() == 4
+    assert conf.GATE_PERMITS == 4 and not first().auto and first().slots == 4
     monkeypatch.setenv("STUDYQUEUE_GATE_PERMITS", "automatic")
     with pytest.raises(
         SettingsError,

@@ -75,7 +75,7 @@ def run_until_it_ends(consumer, job: StudyQuestionJob, limit: int) -> int:  # ty
         cycles += 1
         assert cycles <= limit, f"the job has not ended after {limit} cycles"
         StudyQuestionJob.objects.update(run_after=timezone.now())  # skip backoffs
-        consumer.breaker.success()  # and the pause: the next call is made at once
+        consumer.pool.members[0].breaker.success()  # and the pause: the next call is made at once
         consumer.run_cycle()
     return cycles
 

@@ -1,5 +1,6 @@
 """The migrations of 0.2.0: ``0001_squashed_0017_job_attempts`` (0.1.0's 0001-0017 in one,
-``replaces`` kept), ``0018_gate_limit_endpoint_names``, ``0019_key_audit`` and ``0020_verifier``.
+``replaces`` kept), ``0018_gate_limit_endpoint_names``, ``0019_key_audit``, ``0020_verifier``
+and ``0021_endpoint_pool``.
 
 A new database migrates to the end and matches the models; the squashed migration makes the
 schema 0.1.0's migrations made (``tests/helpers/schema_0017.json``, read from databases
@@ -38,8 +39,9 @@ SQUASHED = (APP, "0001_squashed_0017_job_attempts")
 GATE_NAMES = (APP, "0018_gate_limit_endpoint_names")
 KEY_AUDIT = (APP, "0019_key_audit")
 VERIFIER = (APP, "0020_verifier")
+ENDPOINT_POOL = (APP, "0021_endpoint_pool")
 # What migrating to the end records after the squashed migration.
-AFTER_SQUASH = [GATE_NAMES[1], KEY_AUDIT[1], VERIFIER[1]]
+AFTER_SQUASH = [GATE_NAMES[1], KEY_AUDIT[1], VERIFIER[1], ENDPOINT_POOL[1]]
 OLD_NAMES = [  # what django_migrations holds for studyqueue on a 0.1.0 database
     "0001_initial",
     "0002_admin_indexes_and_dashboard",
@@ -190,7 +192,7 @@ def test_a_0_1_0_database_at_0017_runs_only_the_later_migrations_and_keeps_its_r
     executor = MigrationExecutor(connection)
     assert executor.loader.applied_migrations.keys() >= {SQUASHED}  # from the 17 names
     plan = [(m.app_label, m.name) for m, _ in executor.migration_plan(leaves())]
-    assert plan == [GATE_NAMES, KEY_AUDIT, VERIFIER]
+    assert plan == [GATE_NAMES, KEY_AUDIT, VERIFIER, ENDPOINT_POOL]
     out = io.StringIO()
     call_command("migrate", APP, verbosity=1, stdout=out)
     assert f"Applying {APP}.{GATE_NAMES[1]}... OK" in out.getvalue()
@@ -226,7 +228,7 @@ def test_a_database_before_0017_is_refused():
 def test_0018s_copy_of_endpoint_name_names_as_the_gate_does():
     """0018 carries its own copy of ``endpoint_name`` (a migration imports no app code that
     may move): it names a stored limit as the running gate looks it up."""
-    from studyqueue.services.gate import endpoint_name
+    from studyqueue.services.endpoints import endpoint_name
 
     migration = importlib.import_module("studyqueue.migrations.0018_gate_limit_endpoint_names")
     for url in (

@@ -46,6 +46,7 @@ class ExplanationRevisionAdmin(GuardedInputAdmin):
         "author",
         "candidate_text",
         "model",
+        "endpoint",
         "prompt_label",
         "prompt_version",
         "flag_list",

@@ -1,15 +1,15 @@
 """The consumer: one long-lived object per process that turns pending jobs into results.
 
 A ``Consumer`` owns, for the life of the process, its event loop, its job store (three
-database connections and their threads: ``studyqueue.queue.store``), the LLM client, the
-circuit breaker and the gate. The cycle's own one-query reads, off the per-job path, use
-Django's async ORM (the manual's architecture page says which work goes where, and why).
-django-apscheduler calls ``Consumer.run_cycle()`` as its scheduled job
-(``studyqueue.consumer.scheduler``).
+database connections and their threads: ``studyqueue.queue.store``) and the endpoint
+pool (each LLM server's client, gate and breaker: ``studyqueue.services.pool``). The
+cycle's own one-query reads, off the per-job path, use Django's async ORM (the manual's
+architecture page says which work goes where, and why). django-apscheduler calls
+``Consumer.run_cycle()`` as its scheduled job (``studyqueue.consumer.scheduler``).
 
 One cycle (``Cycle``): reset stale jobs, then claim jobs in id order and keep up to
-twice the gate's limit of them in flight (at most the limit calling the LLM, the others
-loaded and waiting at the gate) until nothing is ready or the budget is spent.
+twice the gates' limits of them in flight (at most the limits calling the LLM servers, the
+others loaded and waiting at a gate) until nothing is ready or the budget is spent.
 Each job runs in isolation: its exception never touches another job, an unexpected
 error fails it as ``internal``, and a crash leaves it to stale recovery.
 
@@ -42,17 +42,19 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections
 
-from studyqueue.conf import conf, gate_is_auto
+from studyqueue.conf import conf
 from studyqueue.explanations.prompts import current_version
 from studyqueue.models import ErrorCode, StudyQuestionJob
 from studyqueue.queue import presence, retry
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.store import Failed, JobStore
 from studyqueue.queue.transitions import Outcome
-from studyqueue.services import gate_limits, gate_reclaim
-from studyqueue.services.gate import CircuitBreaker, LLMGate
+from studyqueue.services import endpoints, gate_limits, gate_reclaim
+from studyqueue.services.endpoints import Endpoint
+from studyqueue.services.gate import LLMGate
 from studyqueue.services.gate_control import GateController
 from studyqueue.services.llm import LLMClient
+from studyqueue.services.pool import EndpointPool
 from studyqueue.workers import registry
 from studyqueue.workers.registry import WorkContext
 
@@ -165,28 +167,11 @@ class Consumer:
         # the server idles.
         self.store = JobStore()
         self._runner = asyncio.Runner()
-        self.breaker = CircuitBreaker()
-        self.client = LLMClient.from_settings()
-        auto = gate_is_auto()
-        self.gate = LLMGate(
-            self.client.redact(conf.LLM_URL),  # names the gate in messages: no secrets
-            permits=1 if auto else conf.GATE_PERMITS,
-            timeout=conf.GATE_TIMEOUT_SECONDS,
-            run_db=self.store.on_gate,
-            db=self.store.alias,
-            controller=GateController(max_limit=conf.GATE_MAX_PERMITS) if auto else None,
-            holder=self.worker_id,  # PostgreSQL: a stuck holder's slot can be reclaimed
-            reclaim=gate_reclaim.reclaim_stuck_slots,
-        )
+        # The LLM servers, each with its client, its gate (shared with every consumer of
+        # that server) and its breaker (``services.pool``).
+        self.pool = EndpointPool.build(endpoints.configured(), self._gate_for)
         self._gate_synced_at = 0.0
-        self.ctx = WorkContext(
-            self.store,
-            self.client,
-            self.breaker,
-            self.gate,
-            self.stopping,
-            starting=self._starting,
-        )
+        self.ctx = WorkContext(self.store, self.pool, self.stopping, starting=self._starting)
         self._jobs: dict[int, asyncio.Task[Outcome]] = {}  # running, by job id
         # Jobs a cycle claimed whose LLM call has not started (loading, waiting at the
         # gate): a pause of their kind hands them back at once.
@@ -199,6 +184,20 @@ class Consumer:
         self._completed_unreported = 0
         self._reported_at = 0.0
         self._wait_logged_for = 0.0  # the breaker pause whose wait was last logged
+
+    def _gate_for(self, endpoint: Endpoint, client: LLMClient) -> LLMGate:
+        """The gate of one endpoint: fixed or adaptive as its settings say."""
+        auto = endpoint.auto
+        return LLMGate(
+            client.redact(endpoint.url),  # names the gate in messages: no secrets
+            permits=1 if auto else int(endpoint.permits),
+            timeout=conf.GATE_TIMEOUT_SECONDS,
+            run_db=self.store.on_gate,
+            db=self.store.alias,
+            controller=GateController(max_limit=endpoint.max_permits) if auto else None,
+            holder=self.worker_id,  # PostgreSQL: a stuck holder's slot can be reclaimed
+            reclaim=gate_reclaim.reclaim_stuck_slots,
+        )
 
     def request_stop(self) -> None:
         """Stop claiming; running jobs finish within the grace period (thread-safe)."""
@@ -225,7 +224,7 @@ class Consumer:
         await self.store.close_old_connections()
         try:
             if not self._started:
-                llm_url = self.client.redact(conf.LLM_URL)
+                llm_url = endpoints.shown_urls()
                 await self.store.on_claims(
                     _record_start,
                     self.worker_id,
@@ -245,64 +244,71 @@ class Consumer:
             "study_consumer_cycle worker=%s %s breaker_failures=%s gate_free=%s/%s",
             self.worker_id,
             result.summary(),
-            self.breaker.failures,
+            self.pool.failures,
             self.gate_free(),
-            self.gate.limit,
+            self.pool.limit,
         )
         return result
 
     def gate_free(self) -> int:
-        """Calls that may start now: the limit less the calls held. With
-        ``GATE_PERMITS=auto`` the gate has ``GATE_MAX_PERMITS`` slots but lets only the
-        limit be used, so its free slots alone overstate it (``8/1``)."""
-        return max(0, min(self.gate.free_slots, self.gate.limit - self.gate.held))
+        """Calls that may start now on the servers that are up: each gate's limit less the
+        calls it holds. With ``GATE_PERMITS=auto`` a gate has ``GATE_MAX_PERMITS`` slots but
+        lets only its limit be used, so its free slots alone overstate it (``8/1``)."""
+        return self.pool.free
 
     async def sync_gate(self) -> None:
-        """``GATE_PERMITS=auto``: share the gate's limit through the database (``GateLimit``).
-        First the stored last good value is restored; then a move of this gate is stored
-        (unless another consumer moved the limit first) and another's move adopted, at
-        once after a move, else every ``GATE_SYNC_SECONDS``."""
-        gate = self.gate
-        if gate.controller is None:
-            return
-        moved = gate.synced_limit is not None and gate.shared_limit != gate.synced_limit
+        """``GATE_PERMITS=auto``: share each adaptive gate's limit through the database
+        (``GateLimit``, one row per server). First the stored last good value is restored;
+        then a move of this gate is stored (unless another consumer moved the limit first)
+        and another's move adopted, at once after a move, else every ``GATE_SYNC_SECONDS``."""
+        gates = [m.gate for m in self.pool.members if m.gate.controller is not None]
+        moved = [
+            g for g in gates if g.synced_limit is not None and g.shared_limit != g.synced_limit
+        ]
         if not moved and time.monotonic() - self._gate_synced_at < GATE_SYNC_SECONDS:
             return
         self._gate_synced_at = time.monotonic()
-        try:
-            if gate.synced_limit is None:
-                stored = await self.store.on_claims(gate_limits.load, gate.endpoint)
-                if stored is not None:
-                    gate.restore(stored.limit, dict(stored.measured()))
-            limit = await self.store.on_claims(
-                gate_limits.sync,
-                gate.endpoint,
-                limit=gate.shared_limit,  # not capped by this consumer's GATE_MAX_PERMITS
-                rates=dict(gate.controller.rates),
-                changed_from=gate.synced_limit if moved else None,
-                reason=gate.last_reason,
-            )
-        except DatabaseError as exc:
-            logger.warning("study_gate_sync_failed error=%s", type(exc).__name__)
-            return
+        for gate in gates:
+            try:
+                await self._sync_one(gate, moved=gate in moved)
+            except DatabaseError as exc:
+                logger.warning(
+                    "study_gate_sync_failed endpoint=%s error=%s", gate.endpoint, type(exc).__name__
+                )
+                return
+
+    async def _sync_one(self, gate: LLMGate, *, moved: bool) -> None:
+        assert gate.controller is not None
+        if gate.synced_limit is None:
+            stored = await self.store.on_claims(gate_limits.load, gate.endpoint)
+            if stored is not None:
+                gate.restore(stored.limit, dict(stored.measured()))
+        limit = await self.store.on_claims(
+            gate_limits.sync,
+            gate.endpoint,
+            limit=gate.shared_limit,  # not capped by this consumer's GATE_MAX_PERMITS
+            rates=dict(gate.controller.rates),
+            changed_from=gate.synced_limit if moved else None,
+            reason=gate.last_reason,
+        )
         gate.adopt(limit)
 
     def pause_before_next_cycle(self) -> float:
         """Seconds before a cycle could claim anything: the rest of the breaker's pause (0
         when it is closed). A cycle sooner would find nothing to do, so callers wait this
         long; the log says why, once per pause."""
-        breaker = self.breaker
-        remaining = breaker.remaining()
-        if remaining > 0 and breaker.open_until != self._wait_logged_for:
-            self._wait_logged_for = breaker.open_until
-            error = breaker.last_error
+        pool = self.pool
+        remaining = pool.remaining()
+        if remaining > 0 and pool.open_until != self._wait_logged_for:
+            self._wait_logged_for = pool.open_until
+            error = pool.last_error
             logger.info(
                 "study_consumer_waiting worker=%s reason=llm_paused wait_s=%.1f "
                 "error_code=%s breaker_failures=%s",
                 self.worker_id,
                 remaining,
                 error.code if error else "-",
-                breaker.failures,
+                pool.failures,
             )
         return remaining
 
@@ -321,14 +327,15 @@ class Consumer:
         an interval has passed since the last (so a long cycle never looks silent)."""
         if if_due and time.monotonic() - self._reported_at < self.interval / 2:
             return
-        breaker, error = self.breaker, self.breaker.last_error
+        pool, error = self.pool, self.pool.last_error
         report = presence.Report(
             jobs_running=len(self._jobs),
             completed_since_last=self._completed_unreported,
-            breaker_open=not breaker.allows(),
-            breaker_since=breaker.failing_since,
-            breaker_error=error.code if error and breaker.failures else "",
-            gate_limit=self.gate.limit,
+            breaker_open=not pool.allows(),
+            breaker_since=pool.failing_since,
+            breaker_error=error.code if error is not None else "",
+            gate_limit=pool.limit,
+            endpoints=pool.report(),
         )
         try:
             await self.store.on_claims(_record_report, self.worker_id, report)
@@ -471,7 +478,7 @@ class Consumer:
                 self._runner.run(self.store.on_claims(presence.record_stop, self.worker_id))
             except DatabaseError as exc:
                 logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
-        self._runner.run(self.client.aclose())
+        self._runner.run(self.pool.aclose())
         self._runner.run(sync_to_async(connections.close_all)())  # the async ORM's
         self.store.close()
         self._runner.close()
@@ -526,7 +533,7 @@ class Cycle:
         a call runs, the next job is claimed, loaded and waiting, and the gate hands it the
         slot when the call ends). A larger BATCH_SIZE claims more at once; the extra jobs
         wait their turn."""
-        return max(2 * self.consumer.gate.limit, self.consumer.batch_size)
+        return max(2 * self.consumer.pool.limit, self.consumer.batch_size)
 
     async def run(self) -> CycleResult:
         """Reset stale jobs, then claim and run jobs until nothing is ready or the budget
@@ -559,7 +566,7 @@ class Cycle:
                 "study_consumer_db_error worker=%s error=%r", consumer.worker_id, self.db_error
             )
             raise self.db_error
-        self.result.paused_for = consumer.breaker.remaining()
+        self.result.paused_for = consumer.pool.remaining()
         self.result.next_due_in = await queue.anext_due_in()
         return self.result
 
@@ -570,7 +577,7 @@ class Cycle:
             and in_budget
             and not self.nothing_ready
             and self.db_error is None
-            and self.consumer.breaker.allows()
+            and self.consumer.pool.allows()
         )
 
     def wait_timeout(self) -> float:

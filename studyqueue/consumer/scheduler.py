@@ -35,6 +35,7 @@ from studyqueue.conf import conf
 from studyqueue.consumer.consumer import Consumer, CycleResult
 from studyqueue.queue import notify, poll
 from studyqueue.queue import transitions as queue
+from studyqueue.services import endpoints
 
 logger = logging.getLogger("studyqueue.scheduler")
 
@@ -155,7 +156,7 @@ class ScheduledConsumer:
         """Run until the consumer is asked to stop (``Consumer.request_stop()``, e.g. from a
         signal handler, even before this starts); then let the running cycle end."""
         worker_id = self.consumer.worker_id
-        llm_url = self.consumer.client.redact(conf.LLM_URL)
+        llm_url = endpoints.shown_urls()
         self.listen_for_jobs()
         _running[worker_id] = self
         try:
@@ -194,7 +195,7 @@ class ScheduledConsumer:
             if self._cycle_running:
                 self._wake_pending = True
                 return
-        if self.consumer.breaker.allows():
+        if self.consumer.pool.allows():
             self._run_at(0.0)
 
     def _run_at(self, delay: float) -> None:

@@ -20,7 +20,7 @@ from studyqueue.conf import conf
 from studyqueue.explanations.prompts import PromptVersion, current_version
 from studyqueue.models import QueueConsumer, fit
 from studyqueue.queue.presence import ConsumerState, live_consumers
-from studyqueue.services.redact import redact, secrets_of
+from studyqueue.services import endpoints
 
 
 @dataclass(frozen=True)
@@ -144,9 +144,10 @@ class Difference:
     theirs: tuple[str, ...]  # each value a live consumer uses, sorted
 
 
-def shown_url(url: str) -> str:
-    """An LLM URL as a consumer records it: without its credentials, fitted to the column."""
-    return fit(QueueConsumer, "llm_url", redact(url, secrets_of(url, conf.LLM_API_KEY)))
+def shown_urls() -> str:
+    """This process's LLM URLs as a consumer records them (``endpoints.shown_urls``: without
+    their credentials), fitted to the column."""
+    return fit(QueueConsumer, "llm_url", endpoints.shown_urls())
 
 
 def _version_shown(version: str, label: str) -> str:
@@ -165,7 +166,7 @@ def differences(states: list[ConsumerState] | None = None) -> list[Difference]:
     model = fit(QueueConsumer, "model", conf.LLM_MODEL)
     # Per setting: this process's value, shown; each live consumer's, shown.
     compared = {
-        "LLM_URL": (shown_url(conf.LLM_URL), {(r.llm_url, r.llm_url) for r in live}),
+        "LLM_URL": (shown_urls(), {(r.llm_url, r.llm_url) for r in live}),
         "LLM_MODEL": (model, {(r.model, r.model) for r in live}),
         "PROMPT_VERSION": (
             _version_shown(version, label),

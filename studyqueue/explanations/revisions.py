@@ -61,6 +61,7 @@ def add(
         job_id=job.pk,
         text=reply.content,
         model=reply.model,
+        endpoint=reply.endpoint,
         prompt_version=version.hash,
         prompt_label=version.label,
         prompt_tokens=reply.prompt_tokens,

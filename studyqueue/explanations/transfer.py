@@ -49,6 +49,8 @@ EXPORT_FIELDS = (
     "answer",
     "explanation",
     "model",
+    # The LLM server that wrote the current explanation (its normalised URL; "" when unknown).
+    "endpoint",
     "prompt_version",
     "flags",
     # The answer the current explanation states; its agreement is in "flags".
@@ -674,7 +676,8 @@ def export_rows(
     # The model and the time from the current revision, the reply's metadata's one home.
     rows = questions.annotate(waiting_on=_waiting_on()).order_by("pk").values_list(
         "id", "external_id", "text", "choices", "answer", "explanation",
-        "current_revision__model", "explanation_prompt_version", "explanation_flags",
+        "current_revision__model", "current_revision__endpoint",
+        "explanation_prompt_version", "explanation_flags",
         "current_revision__stated_answer", "current_revision__review_status",
         "key_audit", "key_audit_answer", "current_revision__verifier_answer",
         "current_revision__created_at",
@@ -686,11 +689,12 @@ def export_rows(
     for values in rows.iterator(chunk_size=2000):
         row = dict(zip(EXPORT_FIELDS, values, strict=True))
         if row["waiting_on"] is not None:  # not explained: nothing of an explanation
-            row.update(explanation=None, prompt_version=None, review_status=None)
+            row.update(explanation=None, prompt_version=None, review_status=None, endpoint=None)
             yield row
             continue
         # No revision (a row written by raw SQL): no model, no stated answer, unreviewed.
         row["model"], row["stated_answer"] = row["model"] or "", row["stated_answer"] or ""
+        row["endpoint"] = row["endpoint"] or ""
         row["review_status"] = row["review_status"] or ReviewStatus.UNREVIEWED
         row["explained_at"] = row["explained_at"].isoformat() if row["explained_at"] else None
         yield row

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.core.management import call_command
 from django.db import DatabaseError, connections
@@ -23,13 +24,15 @@ from studyqueue import times
 from studyqueue.conf import conf
 from studyqueue.models import QueueConsumer, StudyQuestionJob, fit
 from studyqueue.queue import presence
+from studyqueue.services import endpoints
+from studyqueue.services.endpoints import Endpoint, endpoint_name
 from studyqueue.services.llm import (
     PROBE_DEADLINE_SECONDS,
     Probe,
     invalid_key_message,
     probe_servers,
 )
-from studyqueue.services.redact import REDACTED, is_valid_api_key, redact, secrets_of
+from studyqueue.services.redact import REDACTED, is_valid_api_key
 
 CHECKS = ("db", "consumer", "llm")
 MAX_PROBED_URLS = 5  # distinct consumer URLs probed at once; more are named, not probed
@@ -111,11 +114,6 @@ class LLMTarget:
     key_invalid: bool = False  # this process's own URL, with a key it never sends
 
 
-def _shown(url: str, api_key: str) -> str:
-    """``url`` as a consumer records it: redacted, cut to the ``llm_url`` column."""
-    return fit(QueueConsumer, "llm_url", redact(url, secrets_of(url, api_key)))
-
-
 def _same(a: str, b: str) -> bool:
     return a.rstrip("/") == b.rstrip("/")
 
@@ -127,22 +125,38 @@ def _who(worker_ids: list[str]) -> str:
     return ngettext("consumer %(ids)s", "consumers %(ids)s", len(worker_ids)) % {"ids": shown}
 
 
+def _down_since(records: list[QueueConsumer], shown: str) -> str:
+    """What the consumers of the server at ``shown`` report of it: since when one of them
+    has found it down (``QueueConsumer.endpoints``; a record without them: its breaker)."""
+    name = endpoint_name(shown)
+    since: list[object] = []
+    for record in records:
+        states = [e for e in record.endpoints if isinstance(e, dict) and e.get("name") == name]
+        if states:
+            if any(e.get("state") == "down" for e in states):
+                since.append(record.breaker_since if record.breaker_open else None)
+        elif record.breaker_open:
+            since.append(record.breaker_since)
+    opened = min((s for s in since if isinstance(s, datetime)), default=None)
+    return times.shown(opened) if opened else ("?" if since else "")
+
+
 def llm_targets() -> list[LLMTarget]:
-    """The LLM URLs the live consumers report, each with how it can be probed from here.
+    """The LLM servers the live consumers report (each of a pool), each with how it can be
+    probed from here.
 
-    A consumer records its URL redacted, so this process connects with its own ``LLM_URL`` and
-    key where the two match; a different URL without credentials is probed without the key
-    (a key is only ever sent to the URL it is configured for); a different URL whose
-    credentials were redacted cannot be probed here, and its consumers' breaker speaks for it.
-    With no live consumer, this process's own ``LLM_URL`` is probed."""
-    own_url, own_key = conf.LLM_URL, conf.LLM_API_KEY
-    own_shown = _shown(own_url, own_key)
+    A consumer records its URLs redacted, so this process connects with its own endpoint's
+    URL and key where the two match; a different URL without credentials is probed without
+    a key (a key is only ever sent to the URL it is configured for); a different URL whose
+    credentials were redacted cannot be probed here, and its consumers' reports speak for
+    it. With no live consumer, this process's own endpoints are probed."""
+    own = endpoints.configured()
 
-    def own(shown: str, who: str) -> LLMTarget:
+    def own_target(endpoint: Endpoint, shown: str, who: str) -> LLMTarget:
         # An invalid key is never sent: the URL is named, not probed (the client refuses too).
-        if not is_valid_api_key(own_key):
+        if not is_valid_api_key(endpoint.api_key):
             return LLMTarget(shown, who, key_invalid=True)
-        return LLMTarget(shown, who, own_url, own_key)
+        return LLMTarget(shown, who, endpoint.url, endpoint.api_key)
 
     try:
         live = [c.record for c in presence.live_consumers()]
@@ -150,22 +164,22 @@ def llm_targets() -> list[LLMTarget]:
         live = []
     if not live:
         who = gettext("this process's LLM_URL; no consumer is live")
-        return [own(own_shown, who)]
+        return [own_target(e, fit(QueueConsumer, "llm_url", e.shown_url), who) for e in own]
     by_url: dict[str, list[QueueConsumer]] = {}
     for record in live:
-        by_url.setdefault(record.llm_url.rstrip("/"), []).append(record)
+        for url in record.llm_url.split(","):
+            if url.strip():
+                by_url.setdefault(url.strip().rstrip("/"), []).append(record)
     targets = []
     for shown, records in sorted(by_url.items()):
         who = _who([r.worker_id for r in records])
-        if _same(shown, own_shown):
-            targets.append(own(shown, who))
+        mine = next((e for e in own if _same(shown, e.shown_url)), None)
+        if mine is not None:
+            targets.append(own_target(mine, shown, who))
         elif REDACTED not in shown:
             targets.append(LLMTarget(shown, who, shown, "", keyless=True))
         else:
-            since = [r.breaker_since for r in records if r.breaker_open]
-            opened = min((s for s in since if s), default=None)
-            mark = times.shown(opened) if opened else ("?" if since else "")
-            targets.append(LLMTarget(shown, who, breaker_open_since=mark))
+            targets.append(LLMTarget(shown, who, breaker_open_since=_down_since(records, shown)))
     return targets
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import connections
 from django.db.models import Avg, Count, FilteredRelation, Min, Q, Sum
@@ -37,7 +38,7 @@ from studyqueue.models import (
 )
 from studyqueue.queue.presence import ConsumerState, consumer_states
 from studyqueue.services import gate_limits
-from studyqueue.services.gate import endpoint_name
+from studyqueue.services.endpoints import endpoint_name
 
 Job = StudyQuestionJob
 WINDOW = timedelta(hours=24)
@@ -111,6 +112,7 @@ class DashboardStats:
     needs_review_flagged: int  # of them, those with a quality flag (same cap)
     tokens: TokenTotals
     gate_limits: list[GateLimit]  # GATE_PERMITS=auto: each endpoint's limit and tokens/s
+    endpoints: list[EndpointRow] = field(default_factory=list)  # each LLM server in use
     completed_recently: int = 0  # jobs completed over the last RATE_WINDOW
     # Per worker id, from the jobs table now (a consumer's own counts are a cycle old).
     running_by_worker: dict[str, int] = field(default_factory=dict)  # processing jobs
@@ -361,6 +363,81 @@ def tokens_by_kind(now: datetime) -> dict[str, tuple[int, int]]:
     return {row["job__kind"]: (row["prompt"] or 0, row["completion"] or 0) for row in rows}
 
 
+@dataclass(frozen=True)
+class EndpointRow:
+    """One LLM server as the live consumers report it, and what it served in the last hour."""
+
+    name: str
+    model: str
+    state: str  # the worst a live consumer reports: down > probing > up
+    consumers: int  # live consumers that use it
+    down_for: int  # of them, those that find it down
+    limit: int | None  # the calls its gates allow now: auto, the shared stored limit; else reported
+    tokens_per_second: float | None  # one call's completion tokens/s (the best reported)
+    error: str  # the error code of a consumer that finds it down
+    calls_hour: int = 0  # attempts it ended in the last hour, every consumer's
+    tokens_hour: int = 0  # their completion tokens
+
+
+_STATE_ORDER = {"up": 0, "probing": 1, "down": 2}
+
+
+def endpoint_rows(
+    consumers: list[ConsumerState], limits: list[GateLimit], now: datetime
+) -> list[EndpointRow]:
+    """Each LLM server a live consumer uses (``QueueConsumer.endpoints``), in name order."""
+    reports: dict[str, list[dict[str, Any]]] = {}
+    for state in consumers:
+        if not state.live:
+            continue
+        for entry in state.record.endpoints:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                reports.setdefault(entry["name"], []).append(entry)
+    if not reports:
+        return []
+    stored = {g.endpoint: g.limit for g in limits}
+    served = _served_last_hour(now)
+    rows = []
+    for name, entries in sorted(reports.items()):
+        worst = max(entries, key=lambda e: _STATE_ORDER.get(str(e.get("state")), 0))
+        rates = [e["tokens_per_second"] for e in entries if e.get("tokens_per_second")]
+        reported = [e["limit"] for e in entries if isinstance(e.get("limit"), int)]
+        calls, tokens_hour = served.get(name, (0, 0))
+        rows.append(
+            EndpointRow(
+                name=name,
+                model=str(worst.get("model") or ""),
+                state=str(worst.get("state") or "up"),
+                consumers=len(entries),
+                down_for=sum(1 for e in entries if e.get("state") == "down"),
+                limit=(
+                    stored.get(name, max(reported, default=None))
+                    if any(e.get("auto") for e in entries)
+                    else max(reported, default=None)
+                ),
+                tokens_per_second=max(rates, default=None),
+                error=str(worst.get("error") or ""),
+                calls_hour=calls,
+                tokens_hour=tokens_hour,
+            )
+        )
+    return rows
+
+
+def _served_last_hour(now: datetime) -> dict[str, tuple[int, int]]:
+    """Per server: the attempts it ended in the hour before ``now`` and their completion
+    tokens (attempts of the jobs that ended in that hour: the ``completed_at`` index)."""
+    ended = jobs().filter(completed_at__gte=now - timedelta(hours=1)).values("pk")
+    rows = (
+        JobAttempt.objects.filter(job__in=ended, ended_at__gte=now - timedelta(hours=1))
+        .exclude(endpoint="")
+        .order_by()
+        .values("endpoint")
+        .annotate(calls=Count("pk"), tokens=Sum("completion_tokens"))
+    )
+    return {row["endpoint"]: (row["calls"], row["tokens"] or 0) for row in rows}
+
+
 def pauses() -> list[QueuePause]:
     return list(QueuePause.objects.all())
 
@@ -415,6 +492,7 @@ def collect(now: datetime | None = None) -> DashboardStats:
     against = basis(consumers)
     outdated, needs_review, needs_review_flagged = explanations(against.versions)
     running, completed = by_worker(now, [c.record.worker_id for c in consumers])
+    limits = gate_limits.all_limits()
     return DashboardStats(
         now=now,
         active=active_counts(),
@@ -432,7 +510,8 @@ def collect(now: datetime | None = None) -> DashboardStats:
         needs_review=needs_review,
         needs_review_flagged=needs_review_flagged,
         tokens=tokens(now),
-        gate_limits=gate_limits.all_limits(),
+        gate_limits=limits,
+        endpoints=endpoint_rows(consumers, limits, now),
         completed_recently=completed_since(now - RATE_WINDOW),
         running_by_worker=running,
         completed_by_worker=completed,

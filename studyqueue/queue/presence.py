@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from django.db import models
 from django.db.models import F
@@ -42,7 +42,8 @@ class Report:
     breaker_open: bool
     breaker_since: datetime | None
     breaker_error: str
-    gate_limit: int | None = None  # concurrent LLM calls its gate allows now
+    gate_limit: int | None = None  # concurrent LLM calls its gates allow now, together
+    endpoints: list[dict[str, Any]] = field(default_factory=list)  # each server's state
 
 
 class PromptShown(Protocol):
@@ -138,6 +139,7 @@ def record_report(worker_id: str, report: Report, *, prompt: PromptShown) -> Non
         "breaker_since": report.breaker_since,
         "breaker_error": report.breaker_error,
         "gate_limit": report.gate_limit,
+        "endpoints": report.endpoints,
         "paused_kinds": queue.paused_kinds(),
         **_writes_with(prompt),
     }

@@ -135,6 +135,8 @@ class _Reported(Protocol):
     def completion_tokens(self) -> int | None: ...
     @property
     def first_token_ms(self) -> int | None: ...
+    @property
+    def endpoint(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,7 @@ class Usage:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     first_token_ms: int | None = None
+    endpoint: str = ""  # the server that answered (the last call's)
 
     @classmethod
     def of(cls, replies: Sequence[_Reported]) -> Usage | None:
@@ -160,6 +163,7 @@ class Usage:
             prompt_tokens=total(reply.prompt_tokens for reply in replies),
             completion_tokens=total(reply.completion_tokens for reply in replies),
             first_token_ms=replies[0].first_token_ms,
+            endpoint=replies[-1].endpoint,
         )
 
 
@@ -190,6 +194,7 @@ class AttemptEnding:
                 prompt_tokens=self.usage.prompt_tokens,
                 completion_tokens=self.usage.completion_tokens,
                 first_token_ms=self.usage.first_token_ms,
+                endpoint=self.usage.endpoint,
             )
         return values
 
@@ -653,6 +658,7 @@ def _usage(revision: ExplanationRevision | None) -> Usage | None:
         prompt_tokens=revision.prompt_tokens,
         completion_tokens=revision.completion_tokens,
         first_token_ms=revision.first_token_ms,
+        endpoint=revision.endpoint,
     )
 
 

@@ -48,7 +48,6 @@ import contextlib
 import hashlib
 import logging
 import math
-import re
 import threading
 import time
 import zlib
@@ -56,13 +55,13 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import ParamSpec, Protocol, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 from django.db import DatabaseError, connections
 
 from studyqueue.exceptions import StudyQueueError
 from studyqueue.models import ErrorCode
 from studyqueue.queue import retry
+from studyqueue.services.endpoints import endpoint_name
 from studyqueue.services.gate_control import Change, GateController
 from studyqueue.services.llm import LLMError
 
@@ -184,38 +183,6 @@ class _Warmth:
         self.ready = asyncio.Event()
         self.active = 0  # calls on this prefix inside ``slot()`` (waiting or holding)
         self.last_seen = time.monotonic()
-
-
-# Hosts that name this machine: ``localhost`` and ``127.0.0.1`` reach the same server.
-_LOOPBACK_NAMES = {"localhost": "127.0.0.1"}
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-# The user info of a URL's authority (up to its last "@"): dropped before anything else, so
-# that a URL whose credentials do not parse (or were redacted to ``[redacted]``) names the
-# same gate as the URL without them, and no credential ever reaches a name.
-_USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/?#]*@", re.IGNORECASE)
-
-
-def endpoint_name(url: str) -> str:
-    """The name of the gate (its advisory locks, its ``GateLimit``) for a server at ``url``:
-    one name per server however its URL is written. Scheme and host lower case,
-    ``localhost`` as ``127.0.0.1``, the scheme's default port dropped, no trailing slash, no
-    credentials (they would show in logs and on the dashboard), query or fragment. A URL that
-    does not parse is returned without credentials and trailing slash."""
-    url = _USERINFO.sub(r"\1", url.strip())
-    try:
-        parts = urlsplit(url)
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        return url.rstrip("/")
-    if not host:
-        return url.rstrip("/")
-    scheme = parts.scheme.lower()
-    host = _LOOPBACK_NAMES.get(host, host)  # ``hostname`` is already lower case
-    if ":" in host:
-        host = f"[{host}]"  # an IPv6 address
-    if port is not None and port != _DEFAULT_PORTS.get(scheme):
-        host = f"{host}:{port}"
-    return urlunsplit((scheme, host, parts.path.rstrip("/"), "", ""))
 
 
 def lock_key(endpoint: str, slot: int) -> int:

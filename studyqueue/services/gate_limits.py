@@ -1,7 +1,7 @@
 """The adaptive gate's limit per endpoint in the database (``GateLimit``): one number every
 consumer of the endpoint shares, the tokens/s measured at each limit, and the last good
 value a restarted consumer starts from. An endpoint is named by its normalised URL
-(``services.gate.endpoint_name``; migration 0018 renamed rows stored under other spellings)."""
+(``services.endpoints.endpoint_name``; migration 0018 renamed rows stored under other spellings)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from studyqueue.models import GateLimit, fit
-from studyqueue.services.gate import endpoint_name
+from studyqueue.services.endpoints import endpoint_name
 
 
 def _name(endpoint: str) -> str:
-    """The stored name of ``endpoint``: its normalised URL (``gate.endpoint_name``), so that
+    """The stored name of ``endpoint``: its normalised URL (``endpoints.endpoint_name``), so that
     every spelling of one server shares one row."""
     return fit(GateLimit, "endpoint", endpoint_name(endpoint))
 

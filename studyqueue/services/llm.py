@@ -33,9 +33,11 @@ from urllib.parse import unquote, urlsplit
 import httpx
 from django.utils.translation import gettext
 
-from studyqueue.conf import conf, gate_slots
+from studyqueue.conf import conf
 from studyqueue.models import ErrorCode, ExplanationRevision, FinishReason, fit, storable
 from studyqueue.queue import retry
+from studyqueue.services import endpoints
+from studyqueue.services.endpoints import Endpoint
 from studyqueue.services.redact import is_valid_api_key, redact, secrets_of, without_credentials
 
 TOKENS_MAX = 2**31 - 1  # PositiveIntegerField on PostgreSQL
@@ -109,6 +111,7 @@ class LLMReply:
     # Prompt tokens the server served from its prompt cache
     # (``usage.prompt_tokens_details.cached_tokens``); None when it does not say.
     cached_tokens: int | None = None
+    endpoint: str = ""  # the server that wrote it (``endpoints.Endpoint.name``; set by the pool)
 
     @property
     def truncated(self) -> bool:
@@ -410,18 +413,21 @@ class LLMClient:
         )
 
     @classmethod
-    def from_settings(cls) -> LLMClient:
-        """A client configured from the STUDYQUEUE settings."""
+    def from_settings(cls, endpoint: Endpoint | None = None) -> LLMClient:
+        """A client of ``endpoint`` (default: the first the settings name), with the rest
+        from the STUDYQUEUE settings."""
+        if endpoint is None:
+            endpoint = endpoints.first()
         return cls(
-            base_url=conf.LLM_URL,
-            model=conf.LLM_MODEL,
-            api_key=conf.LLM_API_KEY,
+            base_url=endpoint.url,
+            model=endpoint.model,
+            api_key=endpoint.api_key,
             timeout=conf.LLM_TIMEOUT_SECONDS,
             stall_seconds=conf.LLM_STALL_SECONDS,
             connect_timeout=conf.LLM_CONNECT_TIMEOUT_SECONDS,
             max_tokens=conf.LLM_MAX_TOKENS,
             temperature=conf.LLM_TEMPERATURE,
-            max_connections=gate_slots(),
+            max_connections=endpoint.slots,
             max_reply_bytes=conf.LLM_MAX_REPLY_BYTES,
         )
 

@@ -11,16 +11,9 @@ from studyqueue.explanations import answers, key_audit
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
 from studyqueue.queue.store import JobResult
 from studyqueue.queue.transitions import Usage
-from studyqueue.services.gate import GateTimeout
-from studyqueue.services.llm import LLMError, LLMReply
-from studyqueue.workers.registry import (
-    WorkContext,
-    failed,
-    gate_timed_out,
-    handler,
-    hold_back,
-    llm_failed,
-)
+from studyqueue.services.llm import LLMReply
+from studyqueue.services.pool import Held
+from studyqueue.workers.registry import WorkContext, failed, handler, on_endpoint
 
 
 @handler(JobKind.KEY_AUDIT)
@@ -39,34 +32,26 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     key = answers.key_choice(question.answer, question.choices)
     samples: list[key_audit.Sample] = []
     replies: list[LLMReply] = []
-    elapsed_ms = 0
-    try:
-        # One slot for the few short calls: they are one piece of work.
-        async with ctx.gate.slot(prefix=key_audit.PREFIX) as slot:
-            held_back = await hold_back(ctx, job)  # stopping, paused, the server failed
-            if held_back is not None:
-                return held_back
-            for _ in range(conf.KEY_AUDIT_SAMPLES):
-                try:
-                    reply = await ctx.client.chat(
-                        messages,
-                        max_tokens=key_audit.MAX_TOKENS,
-                        temperature=conf.KEY_AUDIT_TEMPERATURE,
-                        on_sent=lambda: ctx.gate.sent(slot),
-                        on_first_token=lambda: ctx.gate.warmed(key_audit.PREFIX),
-                    )
-                except LLMError as error:
-                    return llm_failed(ctx, job, error)
-                ctx.gate.record(tokens=reply.completion_tokens, seconds=reply.elapsed_ms / 1000)
-                elapsed_ms += reply.elapsed_ms
-                replies.append(reply)
-                answer = answers.choice_named(reply.content, question.choices)
-                samples.append(key_audit.Sample(reply.content, answer))
-                said = [sample.answer for sample in samples]
-                if key_audit.settled(said, key, conf.KEY_AUDIT_SAMPLES):
-                    break  # the rest could not change the verdict
-    except GateTimeout as exc:
-        return gate_timed_out(job, exc)
-    ctx.breaker.success()
+
+    async def sample(held: Held) -> None:
+        # One slot for the few short calls: they are one piece of work. Samples taken
+        # before a server failed stand; another server takes the rest.
+        planned = conf.KEY_AUDIT_SAMPLES
+        while len(samples) < planned:
+            if key_audit.settled([s.answer for s in samples], key, planned):
+                return  # the rest could not change the verdict
+            reply = await held.chat(
+                messages,
+                max_tokens=key_audit.MAX_TOKENS,
+                temperature=conf.KEY_AUDIT_TEMPERATURE,
+            )
+            replies.append(reply)
+            answer = answers.choice_named(reply.content, question.choices)
+            samples.append(key_audit.Sample(reply.content, answer))
+
+    outcome = await on_endpoint(ctx, job, sample, prefix=key_audit.PREFIX)
+    if outcome is not None:
+        return outcome
+    elapsed_ms = sum(reply.elapsed_ms for reply in replies)
     usage = Usage.of(replies)
     return key_audit.Audited(question, samples, llm_ms=elapsed_ms, usage=usage)

@@ -1,7 +1,7 @@
 """Job kinds and their handlers, and what every handler shares.
 
 A handler is an async function ``(job, ctx) -> JobResult``: it reads what it needs through
-``ctx.store``, calls the LLM through ``ctx.gate`` and ``ctx.client``, and returns what
+``ctx.store``, calls the LLM through ``ctx.pool`` (``ask``, ``on_endpoint``), and returns what
 happened; the consumer writes it (``JobStore.finish``). A kind is added by decorating its
 handler with ``@handler(kind)`` in a module that ``studyqueue/workers/__init__.py`` imports
 (docs/howto/job-kind.md).
@@ -12,13 +12,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
 from studyqueue.queue import retry
 from studyqueue.queue.store import Failed, JobResult, JobStore, Released, Skipped
-from studyqueue.services.gate import CircuitBreaker, GateTimeout, LLMGate
-from studyqueue.services.llm import LLMClient, LLMError, LLMReply
+from studyqueue.services.gate import GateTimeout
+from studyqueue.services.llm import LLMError, LLMReply
+from studyqueue.services.pool import EndpointPool, Held, Member
 
 logger = logging.getLogger("studyqueue.worker")
 
@@ -34,9 +35,7 @@ class WorkContext:
     """What a handler needs from its consumer; all of it lives as long as the consumer."""
 
     store: JobStore
-    client: LLMClient
-    breaker: CircuitBreaker
-    gate: LLMGate
+    pool: EndpointPool  # the LLM servers, each with its client, gate and breaker
     stopping: Callable[[], bool]
     # Right before a job's LLM call: a reason not to start it (its kind was paused since
     # the claim), or None; from then on the job counts as started (``hold_back``).
@@ -73,10 +72,10 @@ async def dispatch(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     return Skipped(ErrorCode.UNKNOWN_KIND, f"unknown kind {job.kind!r}")
 
 
-async def hold_back(ctx: WorkContext, job: StudyQuestionJob) -> Released | None:
+async def hold_back(ctx: WorkContext, job: StudyQuestionJob, member: Member) -> Released | None:
     """Call inside the gate, right before the LLM call: hand the job back (attempt kept)
-    when the consumer is stopping or the job's kind was paused since its claim, or when the
-    server failed while it waited for the gate; None: the call may start."""
+    when the consumer is stopping or the job's kind was paused since its claim, or when
+    ``member``'s server failed while it waited for the gate; None: the call may start."""
     if ctx.stopping():
         # Claimed ahead, but the consumer is shutting down: give it back now rather than
         # start a call the grace period may cut short.
@@ -84,10 +83,11 @@ async def hold_back(ctx: WorkContext, job: StudyQuestionJob) -> Released | None:
     reason = await ctx.starting(job)
     if reason is not None:
         return Released(reason)
-    error = ctx.breaker.last_error
-    if not ctx.breaker.allows() and error is not None:
+    breaker = member.breaker
+    error = breaker.last_error
+    if not breaker.allows() and error is not None:
         # The server failed while this job waited for the gate: do not knock again.
-        return Released(error.message, delay=ctx.breaker.remaining(), code=error.code)
+        return Released(error.message, delay=breaker.remaining(), code=error.code)
     return None
 
 
@@ -97,12 +97,13 @@ def failed(job: StudyQuestionJob, code: str, message: str) -> Failed:
     return Failed.decided(job, retry.Failure(code, message))
 
 
-def llm_failed(ctx: WorkContext, job: StudyQuestionJob, error: LLMError) -> Failed:
-    """A failed LLM call and the policy's decision for it (``retry.decide``). Called inside
-    the gate: an overload tells the adaptive gate to back off, and a failure of the server
-    as a whole opens the breaker before the next job waiting for the slot looks at it."""
+def llm_failed(member: Member, job: StudyQuestionJob, error: LLMError) -> Failed:
+    """A failed LLM call to ``member`` and the policy's decision for it (``retry.decide``).
+    Called inside the gate: an overload tells the member's adaptive gate to back off, and a
+    failure of the server as a whole opens its breaker before the next job waiting for the
+    slot looks at it."""
     if retry.is_loss_signal(error.code):
-        ctx.gate.record_loss(error.code)
+        member.gate.record_loss(error.code)
     failure = retry.Failure(
         error.code,
         error.message,
@@ -112,10 +113,66 @@ def llm_failed(ctx: WorkContext, job: StudyQuestionJob, error: LLMError) -> Fail
     )
     failed = Failed.decided(job, failure)
     if failed.decision.pause_server:
-        pause = ctx.breaker.trip(error)
+        pause = member.breaker.trip(error)
         if failed.decision.action is retry.Action.RELEASE:
             return Failed(failure, retry.Decision(retry.Action.RELEASE, pause, True))
     return failed
+
+
+def _endpoint_failed(error: LLMError) -> bool:
+    """The failure is the server's, not the job's: another server may well answer."""
+    return error.affects_all or retry.is_loss_signal(error.code)
+
+
+R = TypeVar("R")
+
+
+async def on_endpoint(
+    ctx: WorkContext,
+    job: StudyQuestionJob,
+    work: Callable[[Held], Awaitable[R]],
+    *,
+    prefix: str,
+) -> R | JobResult:
+    """Run ``work`` (the job's LLM calls, ``held.chat``) with a slot of one endpoint's gate
+    (``prefix``: the prompt's fixed part, for the pool's choice and the gate's warm-first):
+    what it returned, or what became of the job instead (handed back before the call, a
+    failed call, no slot in time).
+
+    An endpoint that fails as a server (refused, timed out, stalled, overloaded, rejected)
+    opens its breaker and ``work`` runs again on another endpoint that is up, within the
+    same attempt; when none is left, the failure is the job's as with one server.
+    """
+    tried: list[Member] = []
+    while True:
+        try:
+            async with ctx.pool.slot(prefix=prefix, avoid=tried) as held:
+                member = held.member
+                if not member.breaker.allows() and ctx.pool.other_available([*tried, member]):
+                    tried.append(member)  # it failed while this job waited: go elsewhere
+                    continue
+                held_back = await hold_back(ctx, job, member)  # stopping, paused, failed
+                if held_back is not None:
+                    return held_back
+                try:
+                    result = await work(held)
+                except LLMError as error:
+                    # Inside the gate: a job waiting for the slot must see the breaker open.
+                    outcome = llm_failed(member, job, error)
+                    tried.append(member)
+                    if _endpoint_failed(error) and ctx.pool.other_available(tried):
+                        logger.info(
+                            "study_llm_failover id=%s from=%s error_code=%s",
+                            job.pk,
+                            member.name,
+                            error.code,
+                        )
+                        continue
+                    return outcome
+        except GateTimeout as exc:
+            return gate_timed_out(job, exc)
+        member.breaker.success()
+        return result
 
 
 async def ask(
@@ -126,29 +183,13 @@ async def ask(
     prefix: str,
     **options: Any,
 ) -> LLMReply | JobResult:
-    """One LLM call for ``job`` through the gate (``prefix``: the prompt's fixed part, for
-    the gate's warm-first): the reply, or what became of the job instead (handed back before
-    the call, a failed call, no slot in time). ``options`` go to ``LLMClient.chat``."""
-    try:
-        async with ctx.gate.slot(prefix=prefix) as slot:
-            held_back = await hold_back(ctx, job)  # stopping, paused, the server failed
-            if held_back is not None:
-                return held_back
-            try:
-                reply = await ctx.client.chat(
-                    messages,
-                    on_sent=lambda: ctx.gate.sent(slot),
-                    on_first_token=lambda: ctx.gate.warmed(prefix),
-                    **options,
-                )
-            except LLMError as error:
-                # Inside the gate: a job waiting for the slot must see the breaker open.
-                return llm_failed(ctx, job, error)
-            ctx.gate.record(tokens=reply.completion_tokens, seconds=reply.elapsed_ms / 1000)
-    except GateTimeout as exc:
-        return gate_timed_out(job, exc)
-    ctx.breaker.success()
-    return reply
+    """One LLM call for ``job`` (``on_endpoint``): the reply, or what became of the job
+    instead. ``options`` go to ``LLMClient.chat``."""
+
+    async def call(held: Held) -> LLMReply:
+        return await held.chat(messages, **options)
+
+    return await on_endpoint(ctx, job, call, prefix=prefix)
 
 
 def gate_timed_out(job: StudyQuestionJob, error: GateTimeout) -> Failed:

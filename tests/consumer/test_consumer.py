@@ -141,7 +141,7 @@ def test_job_level_faults(consumer, llm_server, fault, status, code):
     assert job_state(job) == (status, code, 1)
     if status == "pending":
         assert job.run_after > timezone.now(), "a retry waits for its backoff"
-    assert consumer.breaker.allows(), "a job-level fault must not pause the queue"
+    assert consumer.pool.members[0].breaker.allows(), "a job-level fault must not pause the queue"
 
 
 def test_timeout_is_retried_later(llm_server, settings, make_consumer):
@@ -192,8 +192,11 @@ def test_retry_after_is_honoured_up_to_the_caps_and_ignored_when_unusable(
     assert job_state(job) == ("pending", "llm_overloaded", 1)
     assert before + timedelta(seconds=job_delay) <= job.run_after
     assert job.run_after <= after + timedelta(seconds=job_delay)
-    assert consumer.breaker.remaining() <= breaker_pause
-    assert consumer.breaker.remaining() >= breaker_pause - (after - before).total_seconds() - 0.5
+    assert consumer.pool.members[0].breaker.remaining() <= breaker_pause
+    assert (
+        consumer.pool.members[0].breaker.remaining()
+        >= breaker_pause - (after - before).total_seconds() - 0.5
+    )
 
 
 def test_transient_faults_end_failed_after_max_attempts(consumer, llm_server):
@@ -248,13 +251,17 @@ def test_consumer_resumes_by_itself_after_each_of_several_outages(
         assert consumer.run_cycle().outcomes == {"released": 2}, f"outage {outage}"
         revived = LLMServer(port=port).start()  # the same server comes back
         try:
-            wait_for(consumer.breaker.allows, timeout=5, what="the breaker to close")
+            wait_for(
+                consumer.pool.members[0].breaker.allows, timeout=5, what="the breaker to close"
+            )
             make_due()
             assert consumer.run_cycle().outcomes == {"completed": 2}, f"after outage {outage}"
         finally:
             revived.stop()
         assert [job_state(j) for j in jobs] == [("completed", "", 1)] * 2
-    assert consumer.gate.free_slots == consumer.gate.permits, "no gate slot leaked"
+    assert consumer.pool.members[0].gate.free_slots == consumer.pool.members[0].gate.permits, (
+        "no gate slot leaked"
+    )
 
 
 def test_reserved_and_unknown_kinds_are_skipped(consumer, monkeypatch):
@@ -453,7 +460,7 @@ def test_a_server_that_hangs_up_on_a_job_cannot_loop_it_forever(
     while job_state(job)[0] == "pending":
         calls += 1
         assert calls <= (MAX_FREE_RELEASES + 1) * job.max_attempts, "the job never ends"
-        wait_for(consumer.breaker.allows, timeout=5, what="the breaker to close")
+        wait_for(consumer.pool.members[0].breaker.allows, timeout=5, what="the breaker to close")
         make_due()
         result: CycleResult = consumer.run_cycle()
         outcomes += [str(o) for o in result.outcomes.elements()]
@@ -479,7 +486,7 @@ def test_a_call_cut_off_by_a_dying_server_is_released(llm_server, make_consumer)
     )
     revived = LLMServer(port=port).start()  # it comes back; the job completes
     try:
-        wait_for(consumer.breaker.allows, timeout=5, what="the breaker to close")
+        wait_for(consumer.pool.members[0].breaker.allows, timeout=5, what="the breaker to close")
         make_due()
         assert consumer.run_cycle().outcomes == {"completed": 1}
     finally:
@@ -500,7 +507,7 @@ def test_the_cycle_line_says_the_free_calls_under_an_auto_gate_limit(
     with caplog.at_level(logging.INFO, logger="studyqueue.consumer"):
         consumer.run_cycle()
     (line,) = [r.getMessage() for r in caplog.records if "study_consumer_cycle " in r.getMessage()]
-    assert consumer.gate.limit == 1
+    assert consumer.pool.members[0].gate.limit == 1
     assert "gate_free=1/1" in line, line
 
 

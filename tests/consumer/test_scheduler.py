@@ -129,7 +129,7 @@ def test_while_the_breaker_pauses_the_next_cycle_waits_for_its_end(scheduled, se
         retval = CycleResult(next_due_in=0.0)
 
     down = LLMError(ErrorCode.LLM_UNAVAILABLE, "refused", reached_server=False)
-    scheduled.consumer.breaker.trip(down)  # an 8 s pause
+    scheduled.consumer.pool.members[0].breaker.trip(down)  # an 8 s pause
     with caplog.at_level("INFO", logger="studyqueue.consumer"):
         scheduled.after_cycle(Event())
         scheduled.wake()
@@ -140,11 +140,13 @@ def test_while_the_breaker_pauses_the_next_cycle_waits_for_its_end(scheduled, se
     assert "error_code=llm_unavailable" in waits[0]
 
     for _ in range(3):
-        scheduled.consumer.breaker.trip(down)  # 16, 32, then 45 s: longer than the interval
+        scheduled.consumer.pool.members[0].breaker.trip(
+            down
+        )  # 16, 32, then 45 s: longer than the interval
     scheduled.after_cycle(Event())
     assert seen[-1] == 30
 
-    scheduled.consumer.breaker.success()
+    scheduled.consumer.pool.members[0].breaker.success()
     scheduled.after_cycle(Event())
     scheduled.wake()
     assert seen[-2:] == [0.0, 0.0]

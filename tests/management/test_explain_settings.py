@@ -103,7 +103,7 @@ def test_it_warns_where_its_settings_differ_from_the_live_consumers(llm_server):
 def test_no_warning_when_the_live_consumers_write_as_this_shell_would(llm_server):
     version = current_version()
     QueueConsumerFactory(
-        llm_url=outdated.shown_url(llm_server.url),
+        llm_url=outdated.shown_urls(),
         model="",
         prompt_version=version.hash,
         prompt_label=version.label,

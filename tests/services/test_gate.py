@@ -17,7 +17,7 @@ from django.db import connection, connections
 from studyqueue.models import ErrorCode
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.pg import psycopg_kwargs
-from studyqueue.services import gate as gate_module
+from studyqueue.services.endpoints import endpoint_name
 from studyqueue.services.gate import LOCK_NAMESPACE, CircuitBreaker, GateTimeout, LLMGate, lock_key
 from studyqueue.services.gate_control import GateController
 from studyqueue.services.llm import LLMClient, LLMError
@@ -71,7 +71,7 @@ def test_a_server_restart_under_eight_calls_is_one_failure_and_one_warning(
         llm_server.stop()  # the restart: every connection dropped at once
         cycle.join(timeout=60)
         assert not cycle.is_alive()
-    breaker = consumer.breaker
+    breaker = consumer.pool.members[0].breaker
     assert breaker.failures == 1
     assert 0 < breaker.remaining() <= 2
     paused = [r for r in caplog.records if r.getMessage().startswith("study_llm_paused ")]
@@ -486,19 +486,19 @@ def test_an_adaptive_gate_halves_on_a_refused_connection(db_thread, free_port):
     ],
 )
 def test_every_spelling_of_one_server_names_one_gate(url):
-    assert gate_module.endpoint_name(url) == ENDPOINT
+    assert endpoint_name(url) == ENDPOINT
     assert LLMGate(url, run_db=None).endpoint == ENDPOINT  # type: ignore[arg-type]
 
 
 def test_default_ports_and_other_servers():
-    assert gate_module.endpoint_name("https://Example.COM:443/v1/") == "https://example.com/v1"
-    assert gate_module.endpoint_name("http://example.com:80/v1") == "http://example.com/v1"
-    assert gate_module.endpoint_name("http://example.com:8080/v1") == "http://example.com:8080/v1"
-    assert gate_module.endpoint_name("http://[::1]:9/v1/") == "http://[::1]:9/v1"
-    assert gate_module.endpoint_name("http://127.0.0.1:9/v2") != ENDPOINT
-    assert gate_module.endpoint_name("http://127.0.0.1:10/v1") != ENDPOINT
+    assert endpoint_name("https://Example.COM:443/v1/") == "https://example.com/v1"
+    assert endpoint_name("http://example.com:80/v1") == "http://example.com/v1"
+    assert endpoint_name("http://example.com:8080/v1") == "http://example.com:8080/v1"
+    assert endpoint_name("http://[::1]:9/v1/") == "http://[::1]:9/v1"
+    assert endpoint_name("http://127.0.0.1:9/v2") != ENDPOINT
+    assert endpoint_name("http://127.0.0.1:10/v1") != ENDPOINT
     # Credentials never reach a name, even in a URL that does not parse.
-    assert "s3cret" not in gate_module.endpoint_name("http://u:s3cret@[::1/v1")
+    assert "s3cret" not in endpoint_name("http://u:s3cret@[::1/v1")
 
 
 @pytest.mark.postgres

@@ -52,7 +52,7 @@ def test_the_limit_rises_when_the_server_batches(auto, make_consumer, caplog):
     assert climbs, "the limit never rose"
     assert "study_gate_limit endpoint=" in climbs[0] and "old=1 new=2" in climbs[0]
     row = stored()
-    assert row.endpoint == consumer.gate.endpoint
+    assert row.endpoint == consumer.pool.members[0].gate.endpoint
     # Stored: the raised limit and what was measured on the way (a loaded machine may end
     # the cycle before the window at the new limit is full: at least the first one).
     assert row.limit >= 2 and len(row.measured()) >= 1
@@ -66,7 +66,11 @@ def test_a_503_halves_the_stored_limit(auto, make_consumer, caplog):
     consumer = make_consumer()
     with caplog.at_level(logging.INFO, logger="studyqueue.gate"):
         consumer.run_cycle()
-    assert consumer.gate.limit == 2 and stored().limit == 2 and stored().reason == "loss"
+    assert (
+        consumer.pool.members[0].gate.limit == 2
+        and stored().limit == 2
+        and stored().reason == "loss"
+    )
     assert any(
         "old=4 new=2 reason=loss tokens_per_s=120.0 error_code=llm_overloaded" in r.getMessage()
         for r in caplog.records
@@ -79,7 +83,7 @@ def test_a_restarted_consumer_starts_from_the_stored_limit(auto, make_consumer):
     enqueue(6)
     consumer = make_consumer()
     assert consumer.run_cycle().outcomes == {"completed": 6}
-    assert consumer.gate.limit == 3
+    assert consumer.pool.members[0].gate.limit == 3
     assert auto.stats()["max_active"] == 3  # from the first calls on, not from one
 
 
@@ -89,14 +93,14 @@ def test_two_consumers_share_one_limit(auto, make_consumer, monkeypatch):
     first, second = make_consumer(worker_id="a"), make_consumer(worker_id="b")
     first.run_cycle()
     second.run_cycle()
-    assert first.gate.limit == second.gate.limit == 4
+    assert first.pool.members[0].gate.limit == second.pool.members[0].gate.limit == 4
     auto.configure(fault="503")  # the first one sees the server overloaded
     enqueue(1)
     first.run_cycle()
-    assert first.gate.limit == 2 and stored().limit == 2
+    assert first.pool.members[0].gate.limit == 2 and stored().limit == 2
     auto.configure(fault="")
     second.run_cycle()
-    assert second.gate.limit == 2  # adopted from the database
+    assert second.pool.members[0].gate.limit == 2  # adopted from the database
 
 
 def test_a_move_decided_at_a_limit_that_no_longer_holds_is_void(db):
@@ -115,7 +119,10 @@ def test_a_fixed_gate_stores_nothing(llm_server, make_consumer, settings):
     enqueue(2)
     consumer = make_consumer()
     assert consumer.run_cycle().outcomes == {"completed": 2}
-    assert consumer.gate.controller is None and consumer.gate.limit == 2
+    assert (
+        consumer.pool.members[0].gate.controller is None
+        and consumer.pool.members[0].gate.limit == 2
+    )
     assert not GateLimit.objects.exists()
 
 
@@ -128,7 +135,7 @@ def test_stored_rates_that_are_not_an_object_are_unknown(auto, make_consumer, ra
     enqueue(2)
     consumer = make_consumer()
     assert consumer.run_cycle().outcomes == {"completed": 2}
-    assert consumer.gate.limit == 3
+    assert consumer.pool.members[0].gate.limit == 3
     assert isinstance(stored().rates, dict)
     assert gate_limits.sync(auto.url, limit=3, rates={3: 60.0}) == 3
     assert (3, 60.0) in stored().measured()
@@ -146,8 +153,8 @@ def test_every_spelling_of_the_url_shares_one_stored_limit(auto, make_consumer, 
     consumer = make_consumer()
     with caplog.at_level(logging.INFO):
         assert consumer.run_cycle().outcomes == {"completed": 2}
-    assert consumer.gate.endpoint == auto.url
-    assert consumer.gate.limit == 3  # restored from the row of the other spelling
+    assert consumer.pool.members[0].gate.endpoint == auto.url
+    assert consumer.pool.members[0].gate.limit == 3  # restored from the row of the other spelling
     assert [row.endpoint for row in GateLimit.objects.all()] == [auto.url]
     assert "s3cret" not in caplog.text
 
@@ -209,7 +216,7 @@ def test_a_consumer_with_a_lower_maximum_bounds_its_own_calls_only(auto, make_co
     small = make_consumer(worker_id="small")
     enqueue(40)  # enough for full windows at its maximum
     assert small.run_cycle().outcomes == {"completed": 40}
-    assert (small.gate.limit, small.gate.shared_limit) == (2, 8)
+    assert (small.pool.members[0].gate.limit, small.pool.members[0].gate.shared_limit) == (2, 8)
     assert auto.stats()["max_active"] == 2
     assert (stored().limit, stored().measured()) == (8, [(8, 160.0)])
     settings.STUDYQUEUE = {**base, "GATE_MAX_PERMITS": 8}
@@ -217,5 +224,5 @@ def test_a_consumer_with_a_lower_maximum_bounds_its_own_calls_only(auto, make_co
     auto.reset_stats()
     enqueue(16)
     assert large.run_cycle().outcomes == {"completed": 16}
-    assert large.gate.limit == 8
+    assert large.pool.members[0].gate.limit == 8
     assert auto.stats()["max_active"] > 2  # more than the small one's maximum

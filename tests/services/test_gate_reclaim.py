@@ -44,7 +44,7 @@ def test_gate_timeouts_end_the_job_after_their_bound(llm_server, make_consumer, 
     }
     job = queue.enqueue(StudyQuestionFactory()).job
     consumer = make_consumer()
-    asyncio.run(consumer.gate.acquire())  # the only slot, never given back
+    asyncio.run(consumer.pool.members[0].gate.acquire())  # the only slot, never given back
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         consumer.run_cycle()

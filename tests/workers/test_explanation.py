@@ -139,7 +139,7 @@ def test_a_failed_call_retries_or_releases_per_the_policy(
     job = claimed_one()
     assert run(consumer, job) is outcome
     assert job_state(job)[0::2] == ("pending", attempts)
-    assert consumer.breaker.allows() is not breaker_open
+    assert consumer.pool.members[0].breaker.allows() is not breaker_open
     assert not ExplanationRevision.objects.exists()
 
 
@@ -150,13 +150,17 @@ def test_an_open_breaker_releases_a_job_at_the_gate_without_a_call(
     """The server failed while the job waited for its slot: it is not asked again."""
     enqueue()
     job = claimed_one()
-    consumer.breaker.trip(LLMError(ErrorCode.LLM_OVERLOADED, "busy", affects_all=True))
+    consumer.pool.members[0].breaker.trip(
+        LLMError(ErrorCode.LLM_OVERLOADED, "busy", affects_all=True)
+    )
     assert run(consumer, job) is Outcome.RELEASED
     assert job_state(job) == ("pending", ErrorCode.LLM_OVERLOADED, 0)
     job.refresh_from_db()
     assert job.run_after > timezone.now(), "due again when the breaker closes"
     assert llm_server.stats()["requests"] == 0
-    assert consumer.gate.free_slots == consumer.gate.permits, "the slot was given back"
+    assert consumer.pool.members[0].gate.free_slots == consumer.pool.members[0].gate.permits, (
+        "the slot was given back"
+    )
 
 
 def test_truncated_reply_is_stored_but_flagged(consumer, llm_server):

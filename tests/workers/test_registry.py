@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def failed_and_written(consumer, job, error):  # type: ignore[no-untyped-def]
     """The policy's decision for a failed call, written as the consumer writes it."""
-    return asyncio.run(consumer.store.finish(job, llm_failed(consumer.ctx, job, error)))
+    return asyncio.run(consumer.store.finish(job, llm_failed(consumer.pool.members[0], job, error)))
 
 
 LAST = MAX_FREE_RELEASES  # free releases used up: the next failure counts
@@ -68,7 +68,7 @@ def test_a_failed_call_becomes_the_transition_the_policy_names(
     assert failed_and_written(consumer, claimed, error) == outcome
     claimed.refresh_from_db()
     assert (claimed.status, claimed.error_code, claimed.attempts) == (status, code, attempts)
-    assert consumer.breaker.allows() is not breaker_open
+    assert consumer.pool.members[0].breaker.allows() is not breaker_open
     expected_free = free_releases + 1 if outcome == Outcome.RELEASED and reached_server else 0
     if outcome == Outcome.RELEASED and not reached_server:
         expected_free = free_releases

@@ -25,13 +25,13 @@ from django.db import models
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue.conf import conf
 from studyqueue.consumer.consumer import Consumer
 from studyqueue.consumer.scheduler import ScheduledConsumer
 from studyqueue.management.commands import _serve_needs, _web
 from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.management.commands._translated import TranslatedCommand
+from studyqueue.services import endpoints
 from studyqueue.services.llm import Probe, probe_servers
 from studyqueue.services.redact import without_credentials
 
@@ -330,37 +330,44 @@ class Command(TranslatedCommand):
 
 
 class _LLMProbe:
-    """One look at the LLM server at start-up, in a thread (``GET /models``, at most
-    ``LLM_PROBE_SECONDS``): the start-up lines say whether it answers, so that an operator
-    whose jobs then wait knows why. The consumer starts either way."""
+    """One look at each LLM server at start-up, in a thread (``GET /models``, at most
+    ``LLM_PROBE_SECONDS`` in all): the start-up lines say whether each answers, so that an
+    operator whose jobs then wait knows why. The consumer starts either way."""
 
     def __init__(self) -> None:
-        self.url = without_credentials(conf.LLM_URL)
-        self._probe: Probe | None = None
+        self.endpoints = endpoints.configured()
+        self._probes: list[Probe | None] = [None] * len(self.endpoints)
         self._thread = threading.Thread(target=self._run, name="llm-probe", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
-            (self._probe,) = probe_servers(
-                [(conf.LLM_URL, conf.LLM_API_KEY)], deadline=LLM_PROBE_SECONDS
+            self._probes = list(
+                probe_servers(
+                    [(e.url, e.api_key) for e in self.endpoints], deadline=LLM_PROBE_SECONDS
+                )
             )
         except Exception as exc:  # a look, never a reason not to start
             logger.warning("study_llm_probe_failed error=%s", type(exc).__name__)
 
     def line(self) -> str:
-        """The start-up line: the server answers, or what it did instead."""
+        """The start-up lines: each server answers, or what it did instead."""
         self._thread.join(timeout=LLM_PROBE_SECONDS + 0.5)
-        probe = self._probe
+        return "\n".join(
+            self._line(without_credentials(endpoint.url), probe)
+            for endpoint, probe in zip(self.endpoints, self._probes, strict=True)
+        )
+
+    def _line(self, url: str, probe: Probe | None) -> str:
         if probe is not None and probe.status is not None:  # any HTTP answer: it is up
-            logger.info("study_llm_probe url=%s answered=yes", self.url)
-            return _("LLM server: %(url)s answers.") % {"url": self.url}
+            logger.info("study_llm_probe url=%s answered=yes", url)
+            return _("LLM server: %(url)s answers.") % {"url": url}
         detail = probe.detail if probe is not None else ""
-        logger.warning("study_llm_probe url=%s answered=no detail=%r", self.url, detail)
+        logger.warning("study_llm_probe url=%s answered=no detail=%r", url, detail)
         return _(
             "LLM server: no answer at %(url)s (%(detail)s); jobs wait until it answers. "
             "Start it, or set STUDYQUEUE_LLM_URL."
         ) % {
-            "url": self.url,
+            "url": url,
             "detail": detail or _("no answer within %(s)s s") % {"s": f"{LLM_PROBE_SECONDS:g}"},
         }

@@ -1,0 +1,244 @@
+"""The endpoint pool: the LLM servers one consumer calls, each with its own client, gate and
+breaker (``services.endpoints`` names them).
+
+A call goes to an endpoint that is up, preferring the one that served its prompt prefix last
+(that server holds the prefix in its prompt cache) while it has a free slot, else the one
+with the fewest callers per permit: each endpoint's queue at its gate stays in proportion
+to its limit, so one consumer keeps every endpoint busy. Each gate is the shared one of
+``services.gate`` (on PostgreSQL its slots are advisory locks named after the endpoint), so
+consumers on several hosts share every endpoint's limit.
+
+An endpoint that refuses, times out, stalls or rejects the request opens its own breaker;
+the call goes to another endpoint at once, within the same attempt (``Consumer`` and
+``workers.registry.on_endpoint``). Once its pause is over, one call at a time probes it
+(half-open) until one succeeds and closes its breaker: it has rejoined. Claiming pauses
+only while every endpoint's breaker is open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from studyqueue.services.endpoints import Endpoint
+from studyqueue.services.gate import CircuitBreaker, LLMGate
+from studyqueue.services.llm import LLMClient, LLMError, LLMReply
+
+# How much of an endpoint's recent work its tokens/s is measured over.
+RATE_WINDOW_SECONDS = 600.0
+
+
+class State:
+    """An endpoint as the pool sees it (its breaker)."""
+
+    UP = "up"
+    PROBING = "probing"  # its pause is over: one call at a time until one succeeds
+    DOWN = "down"  # its breaker is open
+
+
+@dataclass(eq=False)
+class Member:
+    """One endpoint of the pool and what the pool keeps of it."""
+
+    endpoint: Endpoint
+    client: LLMClient
+    gate: LLMGate
+    breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
+    committed: int = 0  # this pool's callers bound for its gate (waiting or holding a slot)
+    # (monotonic end, completion tokens, seconds) of its recent calls: its tokens/s.
+    recent: list[tuple[float, int, float]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """The endpoint's name (normalised URL, no credentials)."""
+        return self.gate.endpoint
+
+    @property
+    def state(self) -> str:
+        """Up, probing (one call at a time after a pause) or down (breaker open)."""
+        if not self.breaker.allows():
+            return State.DOWN
+        return State.PROBING if self.breaker.failures else State.UP
+
+    def available(self) -> bool:
+        """Whether a new call may be sent here now: up, or probing with no call under way."""
+        state = self.state
+        return state == State.UP or (state == State.PROBING and self.committed == 0)
+
+    def served(self, tokens: int | None, seconds: float) -> None:
+        """A call here ended with ``tokens`` completion tokens after ``seconds``."""
+        now = time.monotonic()
+        self.recent = [r for r in self.recent if now - r[0] <= RATE_WINDOW_SECONDS]
+        self.recent.append((now, tokens or 0, seconds))
+
+    def tokens_per_second(self) -> float | None:
+        """Completion tokens per second of its calls in the last ``RATE_WINDOW_SECONDS``
+        (their tokens over their summed time: one call's speed, not the server's total);
+        None: no call."""
+        now = time.monotonic()
+        recent = [r for r in self.recent if now - r[0] <= RATE_WINDOW_SECONDS]
+        seconds = sum(r[2] for r in recent)
+        return round(sum(r[1] for r in recent) / seconds, 1) if seconds > 0 else None
+
+    def report(self) -> dict[str, Any]:
+        """What a consumer records of it (``QueueConsumer.endpoints``)."""
+        error = self.breaker.last_error
+        return {
+            "name": self.name,
+            "model": self.endpoint.model,
+            "state": self.state,
+            "limit": self.gate.limit,
+            "held": self.gate.held,
+            "tokens_per_second": self.tokens_per_second(),
+            "error": error.code if error is not None and self.breaker.failures else "",
+            "auto": self.gate.controller is not None,
+        }
+
+
+@dataclass(frozen=True)
+class Held:
+    """A slot of one member's gate, held for the body of ``EndpointPool.slot``."""
+
+    pool: EndpointPool
+    member: Member
+    slot: int
+    prefix: str | None
+
+    async def chat(self, messages: list[dict[str, str]], **options: Any) -> LLMReply:
+        """One call to this member through the held slot; the reply names the endpoint.
+        Raises ``LLMError``."""
+        member, prefix = self.member, self.prefix
+        reply = await member.client.chat(
+            messages,
+            on_sent=lambda: member.gate.sent(self.slot),
+            on_first_token=(lambda: member.gate.warmed(prefix)) if prefix else None,
+            **options,
+        )
+        seconds = reply.elapsed_ms / 1000
+        member.gate.record(tokens=reply.completion_tokens, seconds=seconds)
+        member.served(reply.completion_tokens, seconds)
+        if prefix is not None:
+            self.pool.affinity[prefix] = member
+        return dataclasses.replace(reply, endpoint=member.name)
+
+
+class EndpointPool:
+    """The members, and the choice of one per call; see the module."""
+
+    def __init__(self, members: Iterable[Member]) -> None:
+        self.members = list(members)
+        if not self.members:
+            raise ValueError("an endpoint pool needs at least one endpoint")
+        self.affinity: dict[str, Member] = {}  # prompt prefix -> the member that served it last
+
+    @classmethod
+    def build(
+        cls, endpoints: Iterable[Endpoint], gate_for: Callable[[Endpoint, LLMClient], LLMGate]
+    ) -> EndpointPool:
+        """A pool of ``endpoints``, each with a client from the settings and the gate
+        ``gate_for`` makes for it."""
+        members = []
+        for endpoint in endpoints:
+            client = LLMClient.from_settings(endpoint)
+            members.append(Member(endpoint, client, gate_for(endpoint, client)))
+        return cls(members)
+
+    def choose(self, prefix: str | None = None, avoid: Collection[Member] = ()) -> Member:
+        """The member for the next call (not one of ``avoid``, which failed it already)."""
+        open_ = [m for m in self.members if m not in avoid] or self.members
+        candidates = [m for m in open_ if m.available()]
+        if not candidates:
+            # Every one is down (or probed right now): the one back soonest, where the
+            # caller hands its job back until then.
+            return min(open_, key=lambda m: m.breaker.remaining())
+        last = self.affinity.get(prefix) if prefix is not None else None
+        if last in candidates and last.committed < last.gate.limit:
+            return last
+        # The fewest callers per permit; ties to the one that served the prefix, then order.
+        return min(candidates, key=lambda m: ((m.committed + 1) / m.gate.limit, m is not last))
+
+    def other_available(self, avoid: Collection[Member]) -> bool:
+        """Whether a member not in ``avoid`` may take a call now."""
+        return any(m.available() for m in self.members if m not in avoid)
+
+    @contextlib.asynccontextmanager
+    async def slot(
+        self, prefix: str | None = None, avoid: Collection[Member] = ()
+    ) -> AsyncIterator[Held]:
+        """Hold a slot of the chosen member's gate (``LLMGate.slot``: may raise
+        ``GateTimeout``) for the body of the ``async with``."""
+        member = self.choose(prefix, avoid)
+        member.committed += 1
+        try:
+            async with member.gate.slot(prefix=prefix) as slot:
+                yield Held(self, member, slot, prefix)
+        finally:
+            member.committed -= 1
+
+    # What the consumer's cycle asks of the servers as a whole.
+
+    def allows(self) -> bool:
+        """Whether claiming may go on: some endpoint's breaker is closed."""
+        return any(m.breaker.allows() for m in self.members)
+
+    def remaining(self) -> float:
+        """Seconds until claiming may resume (0: some endpoint is up)."""
+        if self.allows():
+            return 0.0
+        return min(m.breaker.remaining() for m in self.members)
+
+    @property
+    def failures(self) -> int:
+        """The most failures in a row of any endpoint (0: none failing)."""
+        return max(m.breaker.failures for m in self.members)
+
+    @property
+    def last_error(self) -> LLMError | None:
+        """While every endpoint is down: the error of the one back soonest."""
+        if self.allows():
+            return None
+        soonest = min(self.members, key=lambda m: m.breaker.remaining())
+        return soonest.breaker.last_error
+
+    @property
+    def open_until(self) -> float:
+        """Monotonic time claiming resumes at (0: some endpoint is up)."""
+        if self.allows():
+            return 0.0
+        return min(m.breaker.open_until for m in self.members)
+
+    @property
+    def failing_since(self) -> datetime | None:
+        """Since when every endpoint has been failing (None: some endpoint is up)."""
+        if self.allows():
+            return None
+        times = [m.breaker.failing_since for m in self.members]
+        return max(t for t in times if t is not None) if any(times) else None
+
+    @property
+    def limit(self) -> int:
+        """Calls the endpoints that are up let through now, together (at least 1)."""
+        return max(1, sum(m.gate.limit for m in self.members if m.breaker.allows()))
+
+    @property
+    def free(self) -> int:
+        """Calls that may start now on the endpoints that are up."""
+        return sum(
+            max(0, min(m.gate.free_slots, m.gate.limit - m.gate.held))
+            for m in self.members
+            if m.breaker.allows()
+        )
+
+    def report(self) -> list[dict[str, Any]]:
+        """Every member's ``Member.report``."""
+        return [m.report() for m in self.members]
+
+    async def aclose(self) -> None:
+        """Close every member's client."""
+        for member in self.members:
+            await member.client.aclose()

@@ -3,8 +3,10 @@ breaker (``services.endpoints`` names them).
 
 A call goes to an endpoint that is up, preferring the one that served its prompt prefix last
 (that server holds the prefix in its prompt cache) while it has a free slot, else the one
-with the fewest callers per permit: each endpoint's queue at its gate stays in proportion
-to its limit, so one consumer keeps every endpoint busy. Each gate is the shared one of
+where it would end soonest: the calls bound for it over its limit, times its calls' recent
+wall time (``Member.expected_wait``). Each endpoint's queue at its gate so stays in
+proportion to what it does, not only to its limit, and one consumer keeps every endpoint
+busy. Each gate is the shared one of
 ``services.gate`` (on PostgreSQL its slots are advisory locks named after the endpoint), so
 consumers on several hosts share every endpoint's limit.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import statistics
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from dataclasses import dataclass, field
@@ -75,6 +78,21 @@ class Member:
         now = time.monotonic()
         self.recent = [r for r in self.recent if now - r[0] <= RATE_WINDOW_SECONDS]
         self.recent.append((now, tokens or 0, seconds))
+
+    def call_seconds(self) -> float | None:
+        """The mean wall time of its calls in the last ``RATE_WINDOW_SECONDS`` (None: no
+        call): what one more call costs it, queueing at the server included."""
+        now = time.monotonic()
+        recent = [r[2] for r in self.recent if now - r[0] <= RATE_WINDOW_SECONDS]
+        return sum(recent) / len(recent) if recent else None
+
+    def expected_wait(self, default_seconds: float) -> float:
+        """When one more call here would end, about: the calls bound for it, this one
+        included, times a call's time, over its limit (a call's time when it has not
+        served yet: ``default_seconds``). A server whose limit outruns what it can do
+        shows it in its calls' time, so it gets fewer."""
+        seconds = self.call_seconds() or default_seconds
+        return (self.committed + 1) * seconds / self.gate.limit
 
     def tokens_per_second(self) -> float | None:
         """Completion tokens per second of its calls in the last ``RATE_WINDOW_SECONDS``
@@ -159,8 +177,11 @@ class EndpointPool:
         last = self.affinity.get(prefix) if prefix is not None else None
         if last in candidates and last.committed < last.gate.limit:
             return last
-        # The fewest callers per permit; ties to the one that served the prefix, then order.
-        return min(candidates, key=lambda m: ((m.committed + 1) / m.gate.limit, m is not last))
+        # The one where it would end soonest; ties to the one that served the prefix, then
+        # order. A server not measured yet counts a call as long as the others' do.
+        measured = [s for m in candidates if (s := m.call_seconds()) is not None]
+        default = statistics.fmean(measured) if measured else 1.0
+        return min(candidates, key=lambda m: (m.expected_wait(default), m is not last))
 
     def other_available(self, avoid: Collection[Member]) -> bool:
         """Whether a member not in ``avoid`` may take a call now."""

@@ -46,6 +46,22 @@ def test_callers_spread_in_proportion_to_each_servers_limit():
     assert _spread(pool, 14) == [8, 2, 4]
 
 
+def test_a_server_whose_calls_take_longer_gets_fewer_than_its_limit_says():
+    pool = _pool(4, 2)
+    fast, slow = pool.members
+    fast.served(100, 0.5)  # its limit of 4 is real: calls take 0.5 s
+    slow.served(100, 2.0)  # its limit of 2 is not: its calls queue on the server, 2 s each
+    # Waits: fast (c + 1) * 0.5 / 4, slow (c + 1) * 2 / 2, about 8 to 1.
+    assert _spread(pool, 18) == [16, 2]
+
+
+def test_a_server_not_measured_yet_counts_a_call_as_long_as_the_others_do():
+    pool = _pool(2, 2)
+    measured, _unmeasured = pool.members
+    measured.served(100, 3.0)
+    assert _spread(pool, 4) == [2, 2]
+
+
 def test_the_server_that_served_a_prefix_gets_it_again_while_it_has_a_free_slot():
     pool = _pool(2, 2)
     second = pool.members[1]

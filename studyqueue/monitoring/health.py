@@ -129,16 +129,23 @@ def _down_since(records: list[QueueConsumer], shown: str) -> str:
     """What the consumers of the server at ``shown`` report of it: since when one of them
     has found it down (``QueueConsumer.endpoints``; a record without them: its breaker)."""
     name = endpoint_name(shown)
-    since: list[object] = []
+    since: list[datetime | None] = []
     for record in records:
         states = [e for e in record.endpoints if isinstance(e, dict) and e.get("name") == name]
-        if states:
-            if any(e.get("state") == "down" for e in states):
-                since.append(record.breaker_since if record.breaker_open else None)
-        elif record.breaker_open:
+        if not states and record.breaker_open:
             since.append(record.breaker_since)
-    opened = min((s for s in since if isinstance(s, datetime)), default=None)
+        for state in states:
+            if state.get("state") == "down":
+                since.append(_parsed(state.get("since")))
+    opened = min((s for s in since if s is not None), default=None)
     return times.shown(opened) if opened else ("?" if since else "")
+
+
+def _parsed(value: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) and value else None
+    except ValueError:
+        return None
 
 
 def llm_targets() -> list[LLMTarget]:

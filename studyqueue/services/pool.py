@@ -114,6 +114,8 @@ class Member:
             "held": self.gate.held,
             "tokens_per_second": self.tokens_per_second(),
             "error": error.code if error is not None and self.breaker.failures else "",
+            # Since when it has been failing (ISO 8601; "" while it answers).
+            "since": since.isoformat() if (since := self.breaker.failing_since) else "",
             "auto": self.gate.controller is not None,
         }
 

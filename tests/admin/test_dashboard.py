@@ -327,3 +327,33 @@ def test_the_busy_day_fills_the_same_bars_at_any_minute(minute):
     by_age = list(reversed(shown.hours))
     assert [h.completed for h in by_age] == [busy_day.completions_in(k) for k in range(24)]
     assert by_age[busy_day.FAILED_HOURS_AGO].failed == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_llm_servers_table_shows_each_server_as_the_consumers_found_it(
+    admin_client, llm_server, settings, free_port, make_consumer
+):
+    """A consumer with two servers, one of them down, drains three jobs: the table shows the
+    one that answered up with what it served in the last hour, the other down with its error."""
+    from studyqueue.queue import transitions as queue
+    from tests.factories import StudyQuestionFactory
+
+    dead = f"http://127.0.0.1:{free_port}/v1"
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "LLM_URL": f"{llm_server.url},{dead}",
+        "BREAKER_BASE_SECONDS": 60,
+        "KEY_AUDIT": False,
+        "VERIFY": False,
+    }
+    for i in range(3):
+        queue.enqueue(StudyQuestionFactory(text=f"What is {i} + 1?"))
+    consumer = make_consumer(worker_id="pool-box:1")
+    assert consumer.run_cycle().outcomes == {"completed": 3}
+    html = admin_client.get(DASHBOARD_URL).content.decode()
+    table = html.split('id="sq-endpoints"')[1].split("</table>")[0]
+    up = table.split(f'data-endpoint="{llm_server.url}"')[1].split("</tr>")[0]
+    down = table.split(f'data-endpoint="{dead}"')[1].split("</tr>")[0]
+    assert 'data-state="up"' in up and "3 calls, 21 tokens" in up
+    assert 'data-state="down"' in down and "down for 1 consumer" in down
+    assert "llm_unavailable" in down and "0 calls, 0 tokens" in down

@@ -536,3 +536,32 @@ def test_the_command_checks_a_running_consumer_s_server_not_the_shell_s(
     error = health_error("--llm")
     assert error.startswith(f"llm: the LLM server at {dead} (consumer gpu-1) is unreachable")
     assert llm_server.url not in error
+
+
+def test_every_server_of_a_pool_is_probed(settings, llm_server, free_port):
+    """This process names two servers and no consumer is live: both are probed, the dead one
+    fails the check by name."""
+    dead = f"http://127.0.0.1:{free_port}/v1"
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_URL": f"{llm_server.url},{dead}"}
+    error = health_error("--llm")
+    assert f"the LLM server at {llm_server.url} (this process's LLM_URL" in error
+    assert f"the LLM server at {dead} (this process's LLM_URL; no consumer is live) is " in error
+
+
+def test_a_pool_consumers_servers_are_each_probed_or_judged_by_its_report(settings, llm_server):
+    """A live consumer with two servers: the one this process can reach is probed; the one
+    behind credentials that are not this process's is judged by what the consumer reports of
+    that server alone (down since a time), not by its breaker (closed: the other is up)."""
+    since = timezone.now() - timedelta(minutes=2)
+    other = "http://[redacted]@gpu.internal:8080/v1"
+    live_consumer(
+        llm_url=f"{llm_server.url},{other}",
+        endpoints=[
+            {"name": llm_server.url, "state": "up"},
+            {"name": "http://gpu.internal:8080/v1", "state": "down", "since": since.isoformat()},
+        ],
+    )
+    error = health_error("--llm")
+    assert f"the LLM server at {llm_server.url} (consumer c1) serves 1 model" in error
+    assert f"at {other} (consumer c1) is not probed" in error
+    assert "reports the LLM unreachable since" in error

@@ -125,5 +125,6 @@ def test_each_member_reports_its_state_without_credentials(settings):
         "held": 0,
         "tokens_per_second": 30.0,
         "error": "",
+        "since": "",
         "auto": False,
     }

@@ -289,3 +289,28 @@ def test_stopping_once_settled_gives_the_verdict_all_samples_would(planned):
             if key_audit.settled(taken, 2, planned):
                 break
         assert key_audit.judge(taken, 2) == key_audit.judge(list(full), 2), (full, taken)
+
+
+def test_an_audit_whose_server_fails_is_finished_by_another_without_losing_its_attempt(
+    llm_server, settings
+):
+    """Two servers; the first answers 503 to everything. The audit's calls move to the
+    second within the same attempt, and its verdict is the one the samples give."""
+    failing = LLMServer().start()
+    try:
+        failing.configure(fault="503")
+        settings.STUDYQUEUE = {
+            **settings.STUDYQUEUE,
+            "LLM_URL": f"{failing.url},{llm_server.url}",
+            "VERIFY": False,
+        }
+        q = question("333")
+        enqueue_missing()
+        drain()
+        q.refresh_from_db()
+        assert (q.key_audit, q.key_audit_answer) == (KeyAudit.DISPUTED, 3)
+        audit = StudyQuestionJob.objects.get(study_question=q, kind="key_audit")
+        assert (audit.status, audit.attempts) == ("completed", 1)
+        assert failing.stats()["requests"] >= 1 and len(audit_bodies(llm_server)) == 3
+    finally:
+        failing.stop()

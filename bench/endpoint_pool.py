@@ -1,7 +1,7 @@
 """Two LLM servers drained together through one consumer's endpoint pool, against each
 measured alone at its best fixed gate.
 
-    python -m bench.endpoint_pool [--jobs 60] [--runs 3] [--delay 0.5] [--knees 4 1]
+    python -m bench.endpoint_pool [--jobs 60] [--runs 3] [--delay 0.25] [--knees 4 1]
     python -m bench.endpoint_pool --urls http://127.0.0.1:18090/v1 http://127.0.0.1:18091/v1
 
 Default: two test LLM servers, each in a process of its own, with different knees: a reply
@@ -32,7 +32,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=60)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--delay", type=float, default=0.5)
+    parser.add_argument("--delay", type=float, default=0.25)
     parser.add_argument("--knees", type=int, nargs=2, default=[4, 1])
     parser.add_argument("--urls", nargs=2, metavar="URL")
     args = parser.parse_args()

@@ -12,7 +12,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
@@ -39,7 +40,7 @@ class QueueConsumerAdmin(GuardedInputAdmin):
         "model_shown",
         "prompt_label",
         "gate",
-        "llm_url",
+        "servers",
     )
     search_fields = ("worker_id", "host", "prompt_version")
     actions = ("remove_gone",)
@@ -83,6 +84,27 @@ class QueueConsumerAdmin(GuardedInputAdmin):
     @admin.display(description=_("model"), ordering="model")
     def model_shown(self, record: QueueConsumer) -> str:
         return record.model or gettext("server default")
+
+    @admin.display(description=_("LLM servers"))
+    def servers(self, record: QueueConsumer) -> str:
+        """Each server as it found it at its last report (``QueueConsumer.endpoints``), or
+        its recorded URL (a record written before servers were reported)."""
+        reported = [e for e in record.endpoints if isinstance(e, dict) and e.get("name")]
+        if not reported:
+            return record.llm_url
+        states = {
+            "up": gettext("up"),
+            "probing": gettext("probing"),
+            "down": gettext("down"),
+        }
+        return format_html_join(
+            mark_safe("<br>"),
+            '<span data-endpoint="{}" data-state="{}">{}: {}</span>',
+            (
+                (e["name"], e.get("state", ""), e["name"], states.get(str(e.get("state")), "?"))
+                for e in reported
+            ),
+        )
 
     @admin.display(description=_("gate"))
     def gate(self, record: QueueConsumer) -> str:

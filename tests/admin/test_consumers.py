@@ -92,3 +92,21 @@ def test_who_sees_the_dashboard_sees_the_records_but_removes_none():
     )
     assert response.status_code == 200  # the action is not offered: nothing happens
     assert QueueConsumer.objects.count() == 3
+
+
+def test_the_list_shows_each_server_a_consumer_uses_as_it_found_it(admin_client):
+    QueueConsumerFactory(
+        worker_id="pool",
+        llm_url="http://a:1/v1,http://[redacted]@b:2/v1",
+        endpoints=[
+            {"name": "http://a:1/v1", "state": "up", "limit": 2},
+            {"name": "http://b:2/v1", "state": "down", "limit": 1, "error": "llm_unavailable"},
+        ],
+    )
+    QueueConsumerFactory(worker_id="old", llm_url="http://c:3/v1")  # reported no servers
+    html = admin_client.get(CONSUMERS_URL).content.decode()
+    assert '<span data-endpoint="http://a:1/v1" data-state="up">http://a:1/v1: up</span>' in html
+    assert 'data-state="down">http://b:2/v1: down</span>' in html
+    assert "http://c:3/v1" in html
+    html = admin_client.get(CONSUMERS_URL, headers={"accept-language": "ko"}).content.decode()
+    assert "http://a:1/v1: 정상" in html and "http://b:2/v1: 중단" in html

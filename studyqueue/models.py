@@ -39,6 +39,18 @@ _M = TypeVar("_M", bound=models.Model)
 ENDPOINT_WIDTH = 500
 
 
+def _endpoint_field(help_text: Any) -> models.CharField[str, str]:
+    """The server that wrote a reply (blank: unknown), on a revision or an attempt."""
+    return models.CharField(
+        verbose_name=_("LLM server"),
+        max_length=ENDPOINT_WIDTH,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=help_text,
+    )
+
+
 class StudyQueueManager(models.Manager[_M]):
     """The default manager of every studyqueue model: its querysets run on ``database()``,
     unless ``db_manager()`` or ``using()`` names another database. (Deferred fields and
@@ -699,14 +711,7 @@ class JobAttempt(models.Model):
     )
     error_code = error_code_field()
     error_message = models.TextField(verbose_name=_("error message"), blank=True)
-    endpoint = models.CharField(
-        verbose_name=_("LLM server"),
-        max_length=ENDPOINT_WIDTH,
-        blank=True,
-        default="",
-        db_default="",
-        help_text=_("The server whose reply ended it (blank: no reply)."),
-    )
+    endpoint = _endpoint_field(_("The server whose reply ended it (blank: no reply)."))
     prompt_tokens = models.PositiveIntegerField(
         verbose_name=_("prompt tokens"), null=True, blank=True
     )
@@ -923,16 +928,11 @@ class ExplanationRevision(models.Model):
     )
     text = models.TextField(verbose_name=_("text"))
     model = models.CharField(verbose_name=_("model"), max_length=200, blank=True)
-    endpoint = models.CharField(
-        verbose_name=_("LLM server"),
-        max_length=ENDPOINT_WIDTH,
-        blank=True,
-        default="",
-        db_default="",
-        help_text=_(
+    endpoint = _endpoint_field(
+        _(
             "The server that wrote it, as its normalised URL (blank: written before "
             "servers were recorded, or by a reviewer)."
-        ),
+        )
     )
     prompt_version = models.CharField(verbose_name=_("prompt version"), max_length=12, blank=True)
     prompt_label = models.CharField(verbose_name=_("prompt label"), max_length=200, blank=True)

@@ -15,7 +15,8 @@ configurations taken in turn within each run so that a machine's load drifts ove
 Prints jobs/s, and the pool's ratio to the sum of the two best (the target is >= 0.9).
 
 ``--urls``: the same against two real servers (e.g. two mlx_lm.server processes from
-shared/mlx/); their knees are whatever they are, and the fixed gates tried are 1, 2, 4, 8.
+shared/mlx/); their knees are whatever they are, the fixed gates tried are 1, 2, 4, 8, and
+replies are at most 128 tokens.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def main() -> None:
             f"test servers: reply {args.delay:g} s, knees {args.knees[0]} and {args.knees[1]} "
             f"(ideal {args.knees[0] / args.delay:g} and {args.knees[1] / args.delay:g} jobs/s)"
         )
-    base = {"KEY_AUDIT": False, "VERIFY": False, "LLM_TIMEOUT_SECONDS": 120}
+    # Replies of at most 128 tokens (a real server's; the test servers' are fixed).
+    base = {"KEY_AUDIT": False, "VERIFY": False, "LLM_TIMEOUT_SECONDS": 120, "LLM_MAX_TOKENS": 128}
 
     def drain(studyqueue: dict[str, Any]) -> float:
         fill_queue(StudyQuestion(text=f"What is {i} + {i}?") for i in range(args.jobs))

@@ -236,6 +236,13 @@ def _database_config() -> dict[str, Any]:
             f"({type(exc).__name__})"
         ) from None
     config: dict[str, Any] = dict(parsed)
+    pooling = _env_choice("DATABASE_POOLING", "session", ("session", "transaction"), str.lower)
+    if pooling == "transaction":
+        # Behind PgBouncer in transaction mode (Django's "Transaction pooling and server-side
+        # cursors"). Django's default client-side binding prepares no statement that would
+        # have to outlive its transaction. studyqueue reads this setting to keep its own
+        # sessions off the pooler (DIRECT_DATABASE_URL) or do without them.
+        config["DISABLE_SERVER_SIDE_CURSORS"] = True
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["OPTIONS"] = {
             # Writers queue up instead of failing with "database is locked".

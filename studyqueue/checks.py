@@ -4,9 +4,10 @@ E001 a value does not parse; E002 a number is out of range; E003 LLM_URL is not 
 E004 LLM_URL does not parse; E005 a number is NaN or infinite; E006 LLM_API_KEY holds
 control or non-ASCII characters; E007 a prompt template is missing or fails to render;
 E008 QUALITY_RETRY names an unknown flag; E009 LLM_ENDPOINTS (or LLM_URL's list) is malformed
-or names one server twice; W001/W002 timeouts that nest badly; W003 a prompt
-layout the LLM server cannot cache (fixed text in the user message, or a system message that
-changes per question).
+or names one server twice; E010 DIRECT_DATABASE_URL is not a PostgreSQL URL; W004 PostgreSQL
+behind a transaction pooler without DIRECT_DATABASE_URL (row leases and polling); W001/W002
+timeouts that nest badly; W003 a prompt layout the LLM server cannot cache (fixed text in the
+user message, or a system message that changes per question).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from django.utils.translation import gettext
 
 from studyqueue.conf import AUTO, SETTINGS, SettingNotFinite, SettingOutOfRange, conf
 from studyqueue.exceptions import SettingsError
+from studyqueue.queue import pg
 from studyqueue.services import endpoints
 from studyqueue.services.redact import is_valid_api_key
 
@@ -45,7 +47,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             problems.append(Error(str(exc), id="studyqueue.E001"))
     if problems:
         return problems
-    problems += _endpoint_problems()
+    problems += _endpoint_problems() + _pooler_problems()
     problems += _prompt_problems() + _quality_problems()
     if problems:
         return problems
@@ -135,6 +137,33 @@ def _quality_problems() -> list[CheckMessage]:
             id="studyqueue.E008",
         )
     ]
+
+
+def _pooler_problems() -> list[CheckMessage]:
+    """How the queue keeps its sessions behind a transaction pooler (``queue.pg.mode``)."""
+    from studyqueue.models import database  # the models must be ready first
+
+    if conf.DIRECT_DATABASE_URL:
+        try:
+            pg.direct_settings()
+        except SettingsError as exc:
+            return [Error(str(exc), id="studyqueue.E010")]
+    if pg.mode(database()) is pg.Mode.POOLED:
+        return [
+            Warning(
+                gettext(
+                    "the database is behind a transaction pooler (DISABLE_SERVER_SIDE_CURSORS) "
+                    "and DIRECT_DATABASE_URL is not set: the gate holds its slots as row leases "
+                    "and consumers poll for work each second instead of listening"
+                ),
+                hint=gettext(
+                    "Set STUDYQUEUE_DIRECT_DATABASE_URL to a URL that reaches the database "
+                    "without the pooler, for LISTEN and the gate's session locks."
+                ),
+                id="studyqueue.W004",
+            )
+        ]
+    return []
 
 
 def _endpoint_problems() -> list[CheckMessage]:

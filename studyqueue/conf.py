@@ -99,6 +99,14 @@ SETTINGS: dict[str, Setting] = {
     "BACKOFF_JITTER": Setting(
         float, 0.2, "random +/- fraction added to each retry delay", low=0.0, high=1.0
     ),
+    "DIRECT_DATABASE_URL": Setting(
+        str,
+        "",
+        "PostgreSQL behind a transaction pooler (PgBouncer): a URL that reaches the same "
+        "database without it, for the sessions the queue keeps (LISTEN, the gate's locks); "
+        "empty: the gate uses row leases and consumers poll for work",
+        secret=True,
+    ),
     "LLM_URL": Setting(
         str,
         "http://127.0.0.1:8080/v1",

@@ -1171,6 +1171,41 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
+class GateLease(models.Model):
+    """One gate slot of one LLM server, held as a row lease: how consumers behind a
+    transaction pooler without ``DIRECT_DATABASE_URL`` share the server's limit (a session
+    advisory lock would not survive the pooler). Written only through ``services.gate``
+    (``LeaseLocks``): a slot is taken by the update that finds it free or expired, renewed
+    while held, and freed by its holder; a dead holder's lease expires."""
+
+    endpoint = models.CharField(_("endpoint"), max_length=ENDPOINT_WIDTH)
+    slot = models.PositiveSmallIntegerField(_("slot"))
+    holder = models.CharField(
+        _("holder"),
+        max_length=200,
+        blank=True,
+        default="",
+        help_text=_("The consumer holding it ('': free)."),
+    )
+    expires_at = models.DateTimeField(_("expires"), null=True, blank=True)
+
+    objects = StudyQueueManager()
+
+    class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
+        ordering = ["endpoint", "slot"]
+        verbose_name = _("gate lease")
+        verbose_name_plural = _("gate leases")
+        default_permissions = ()
+        constraints = [
+            models.UniqueConstraint(fields=["endpoint", "slot"], name="studyqueue_gate_lease_slot")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} #{self.slot}: {self.holder or '-'}"
+
+
 def width(model: type[models.Model], field_name: str) -> int:
     """The ``max_length`` of ``model.field_name``."""
     field = model._meta.get_field(field_name)

@@ -479,6 +479,9 @@ class Consumer:
             except DatabaseError as exc:
                 logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
         self._runner.run(self.pool.aclose())
+        for member in self.pool.members:
+            if member.gate.locks is not None:  # a direct session of the gate's own
+                self._runner.run(self.store.on_gate(member.gate.locks.close))
         self._runner.run(sync_to_async(connections.close_all)())  # the async ORM's
         self.store.close()
         self._runner.close()

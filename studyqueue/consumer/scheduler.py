@@ -33,7 +33,7 @@ from django_apscheduler.util import close_old_connections
 
 from studyqueue.conf import conf
 from studyqueue.consumer.consumer import Consumer, CycleResult
-from studyqueue.queue import notify, poll
+from studyqueue.queue import notify, pg, poll
 from studyqueue.queue import transitions as queue
 from studyqueue.services import endpoints
 
@@ -162,11 +162,13 @@ class ScheduledConsumer:
         try:
             self.scheduler.start()
             logger.info(
-                "study_consumer_started worker=%s interval_s=%s gate_permits=%s llm_url=%s",
+                "study_consumer_started worker=%s interval_s=%s gate_permits=%s llm_url=%s "
+                "db_sessions=%s",
                 worker_id,
                 self.interval,
                 conf.GATE_PERMITS,
                 llm_url,
+                pg.mode(self.consumer.store.alias),  # straight, direct URL, or pooled
             )
             announce(
                 gettext("Consumer %(worker)s running every %(interval)ss against %(url)s.")

@@ -152,14 +152,16 @@ def start_listener(
     stopping: Callable[[], bool],
     wait: Callable[[float], object],
 ) -> threading.Thread | None:
-    """On PostgreSQL, a daemon thread running ``listen`` on database ``using``'s own
-    connection parameters (OPTIONS included); None on other databases."""
-    connection = connections[using]
-    if connection.vendor != "postgresql":
+    """A daemon thread running ``listen`` on a real session of database ``using``'s server
+    (``pg.session_settings``: its own parameters, OPTIONS included, or ``DIRECT_DATABASE_URL``
+    behind a transaction pooler); None where there is none (SQLite, or a pooler without a
+    direct URL: its consumers poll)."""
+    settings_dict = pg.session_settings(using)
+    if settings_dict is None:
         return None
     thread = threading.Thread(
         target=listen,
-        args=(connection.settings_dict, on_message),
+        args=(settings_dict, on_message),
         kwargs={"stopping": stopping, "wait": wait},
         name="studyqueue-listen",
         daemon=True,

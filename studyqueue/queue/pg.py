@@ -1,17 +1,32 @@
-"""Plain psycopg connections beside Django's (LISTEN, helpers, tests and benchmarks).
+"""Plain psycopg connections beside Django's (LISTEN, the gate's locks, helpers, tests and
+benchmarks), and how this process reaches PostgreSQL: straight, or through a pooler.
 
 They connect with the parameters Django's own connections use: NAME, USER, PASSWORD, HOST,
 PORT and every key of OPTIONS (``sslmode``, ``sslrootcert``, ``passfile``, ``service``,
 ``options``, ``application_name``…), which Django's PostgreSQL backend passes to psycopg.
 So a TLS-only server or a service file works for them exactly as for the ORM.
+
+Behind a transaction pooler (PgBouncer's ``pool_mode = transaction``) a session lasts one
+transaction: LISTEN hears nothing and a session advisory lock is left on a server connection
+another client gets next. A database is taken to be behind one when its ``DATABASES`` entry
+sets ``DISABLE_SERVER_SIDE_CURSORS`` (what Django's documentation asks of every project behind
+such a pooler). The queue's sessions then go to ``DIRECT_DATABASE_URL`` when it is set
+(``session_settings``); without it the gate keeps its slots as row leases and consumers poll
+(``mode``).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from typing import Any
 
+import dj_database_url
 import psycopg
+from django.db import connections
+
+from studyqueue.conf import conf
+from studyqueue.exceptions import SettingsError
 
 # OPTIONS keys that Django's PostgreSQL backend handles itself (documented in Django's
 # "PostgreSQL notes") and does not pass to psycopg, which would refuse them.
@@ -57,3 +72,59 @@ def connect(
         **overrides,
     }
     return psycopg.connect(**params)
+
+
+class Mode(enum.StrEnum):
+    """How the queue keeps its sessions on a database (``mode``)."""
+
+    NONE = "none"  # not PostgreSQL: one process per database, polling
+    SESSION = "session"  # PostgreSQL reached straight: LISTEN and session advisory locks
+    DIRECT = "direct"  # behind a pooler, sessions on DIRECT_DATABASE_URL
+    POOLED = "pooled"  # behind a pooler, no direct URL: row leases and polling
+
+
+def pooled(alias: str) -> bool:
+    """Whether database ``alias`` is PostgreSQL behind a transaction pooler (its entry sets
+    ``DISABLE_SERVER_SIDE_CURSORS``)."""
+    connection = connections[alias]
+    return connection.vendor == "postgresql" and bool(
+        connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
+    )
+
+
+def mode(alias: str) -> Mode:
+    """How the queue keeps its sessions on database ``alias``."""
+    if connections[alias].vendor != "postgresql":
+        return Mode.NONE
+    if not pooled(alias):
+        return Mode.SESSION
+    return Mode.DIRECT if conf.DIRECT_DATABASE_URL else Mode.POOLED
+
+
+def direct_settings() -> dict[str, Any]:
+    """``DIRECT_DATABASE_URL`` as a ``DATABASES``-like entry; raises ``SettingsError`` (never
+    showing the URL: it may hold a password)."""
+    url = conf.DIRECT_DATABASE_URL
+    try:
+        parsed = dict(dj_database_url.parse(url))
+    except ValueError as exc:
+        raise SettingsError(
+            f"DIRECT_DATABASE_URL must look like postgres://user:pass@host:port/name "
+            f"({type(exc).__name__})"
+        ) from None
+    if parsed.get("ENGINE") != "django.db.backends.postgresql":
+        raise SettingsError("DIRECT_DATABASE_URL must be a postgres:// URL")
+    return parsed
+
+
+def session_settings(alias: str) -> Mapping[str, Any] | None:
+    """The connection parameters of a real session on database ``alias``'s server: its own
+    (reached straight), ``DIRECT_DATABASE_URL``'s (behind a pooler: the same database, which
+    the pooler may know by another name), or None (no session: not PostgreSQL, or a pooler
+    and no direct URL)."""
+    found = mode(alias)
+    if found is Mode.SESSION:
+        return connections[alias].settings_dict
+    if found is Mode.DIRECT:
+        return direct_settings()
+    return None

@@ -1,10 +1,13 @@
-"""On SQLite, how an idle consumer learns that a job is ready: a cheap check each second.
+"""Where no LISTEN is possible, how an idle consumer learns that a job is ready: a cheap
+check each second.
 
 PostgreSQL tells its consumers through LISTEN/NOTIFY (``notify``). SQLite has nothing like
-it, and waiting for the consumer's interval (60 s by default) kept a new user waiting up to
-a minute for an LLM call of a few milliseconds. One indexed ``EXISTS`` on a local file each
-second costs nothing, so ``start_poller`` runs that check on a thread while the consumer is
-idle and wakes it when a job is ready. Never on PostgreSQL: its NOTIFY is sooner and free.
+it, and neither has PostgreSQL behind a transaction pooler without ``DIRECT_DATABASE_URL``
+(a LISTEN there hears nothing). Waiting for the consumer's interval (60 s by default) kept a
+new user waiting up to a minute for an LLM call of a few milliseconds. One indexed ``EXISTS``
+each second costs next to nothing, so ``start_poller`` runs that check on a thread while the
+consumer is idle and wakes it when a job is ready. Never where a LISTEN works: its NOTIFY is
+sooner and free.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Callable
 
 from django.db import DatabaseError, close_old_connections, connections
 
+from studyqueue.queue import pg
 from studyqueue.queue import transitions as queue
 
 logger = logging.getLogger("studyqueue.poll")
@@ -58,9 +62,10 @@ def start_poller(
     idle: Callable[[], bool],
     wait: Callable[[float], bool],
 ) -> threading.Thread | None:
-    """On any database but PostgreSQL, a daemon thread running ``poll``; None on
-    PostgreSQL (``notify.start_listener`` wakes its consumers)."""
-    if connections[using].vendor == "postgresql":
+    """A daemon thread running ``poll`` where database ``using`` has no session to LISTEN on
+    (``pg.session_settings``: SQLite, a transaction pooler without a direct URL); None where
+    it has one (``notify.start_listener`` wakes its consumers)."""
+    if pg.session_settings(using) is not None:
         return None
     thread = threading.Thread(
         target=poll,
@@ -70,5 +75,5 @@ def start_poller(
         daemon=True,
     )
     thread.start()
-    logger.info("study_poll_ready interval_s=%s", POLL_SECONDS)
+    logger.info("study_poll_ready interval_s=%s mode=%s", POLL_SECONDS, pg.mode(using))
     return thread

@@ -48,19 +48,24 @@ import contextlib
 import hashlib
 import logging
 import math
+import os
+import socket
 import threading
 import time
 import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from datetime import UTC, datetime
-from typing import ParamSpec, Protocol, TypeVar
+from datetime import UTC, datetime, timedelta
+from typing import Any, ParamSpec, Protocol, TypeVar
 
+import psycopg
 from django.db import DatabaseError, connections
+from django.db.models import Q
+from django.utils import timezone
 
 from studyqueue.exceptions import StudyQueueError
-from studyqueue.models import ErrorCode
-from studyqueue.queue import retry
+from studyqueue.models import ErrorCode, GateLease
+from studyqueue.queue import pg, retry
 from studyqueue.services.endpoints import endpoint_name
 from studyqueue.services.gate_control import Change, GateController
 from studyqueue.services.llm import LLMError
@@ -206,23 +211,165 @@ def holder_tag(worker_id: str) -> str:
     return f"{_TAG_PREFIX}#{hashlib.sha256(worker_id.encode()).hexdigest()[:32]}"
 
 
-def _try_lock(db: str, key: int, tag: str = "") -> bool:
-    with connections[db].cursor() as cursor:
-        if tag:
-            # The same round trip names the session for ``pg_stat_activity`` (again after a
-            # reconnect): the holder a reclaim looks for (``reclaim``).
-            cursor.execute(
-                "SELECT pg_try_advisory_lock(%s, %s), set_config('application_name', %s, false)",
-                [LOCK_NAMESPACE, key, tag],
+class SlotLocks(Protocol):
+    """Where a gate's slots are held beyond this process (``slot_locks`` picks one). Each
+    method runs on the gate's thread (``RunDB``)."""
+
+    # Whether a slot held by a stuck process can be reclaimed (``services.gate_reclaim``;
+    # a lease expires by itself instead).
+    reclaims: bool
+    # Whether held slots must be renewed (``renew``) before ``LEASE_SECONDS`` run out.
+    leases: bool
+
+    def take(self, endpoint: str, slot: int, tag: str) -> bool:
+        """Take ``slot`` if no other process holds it."""
+        ...
+
+    def give_back(self, endpoint: str, slot: int, tag: str) -> None:
+        """Free a slot this process holds."""
+        ...
+
+    def renew(self, endpoint: str, slots: list[int], tag: str) -> int:
+        """Keep the held ``slots``; how many were still this process's."""
+        ...
+
+    def close(self) -> None:
+        """Close what it holds open (the gate's consumer is closing)."""
+        ...
+
+
+_TRY_LOCK = "SELECT pg_try_advisory_lock(%s, %s)"
+# The same round trip names the session for ``pg_stat_activity`` (again after a reconnect):
+# the holder a reclaim looks for (``gate_reclaim``).
+_TRY_LOCK_TAGGED = "SELECT pg_try_advisory_lock(%s, %s), set_config('application_name', %s, false)"
+_UNLOCK = "SELECT pg_advisory_unlock(%s, %s)"
+
+
+def _lock_params(endpoint: str, slot: int, tag: str) -> tuple[str, list[Any]]:
+    key = lock_key(endpoint, slot)
+    if tag:
+        return _TRY_LOCK_TAGGED, [LOCK_NAMESPACE, key, tag]
+    return _TRY_LOCK, [LOCK_NAMESPACE, key]
+
+
+class AdvisoryLocks:
+    """Session advisory locks on the gate's own connection to database ``db``: PostgreSQL
+    reached straight. PostgreSQL frees them when the session ends."""
+
+    reclaims, leases = True, False
+
+    def __init__(self, db: str) -> None:
+        self.db = db
+
+    def take(self, endpoint: str, slot: int, tag: str) -> bool:
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(*_lock_params(endpoint, slot, tag))
+            return bool(cursor.fetchone()[0])
+
+    def give_back(self, endpoint: str, slot: int, tag: str) -> None:
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(_UNLOCK, [LOCK_NAMESPACE, lock_key(endpoint, slot)])
+
+    def renew(self, endpoint: str, slots: list[int], tag: str) -> int:
+        return len(slots)  # a session's locks last as long as it does
+
+    def close(self) -> None:
+        pass  # the store closes the gate's connection
+
+
+class DirectLocks:
+    """Session advisory locks on a connection of the gate's own that bypasses a transaction
+    pooler (``DIRECT_DATABASE_URL``): claims and writes go through the pooler, the locks stay
+    on one real session. Opened on first use, again after it failed (its locks went with it)."""
+
+    reclaims, leases = True, False
+
+    def __init__(self, settings_dict: Mapping[str, object]) -> None:
+        self.settings_dict = settings_dict
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def _run(self, sql: str, params: list[Any]) -> object:
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = pg.connect(self.settings_dict, autocommit=True)
+            row = self._conn.execute(sql, params).fetchone()
+        except psycopg.Error as exc:
+            self.close()
+            raise DatabaseError(f"the gate's direct session failed: {type(exc).__name__}") from exc
+        return row[0] if row else None
+
+    def take(self, endpoint: str, slot: int, tag: str) -> bool:
+        return bool(self._run(*_lock_params(endpoint, slot, tag)))
+
+    def give_back(self, endpoint: str, slot: int, tag: str) -> None:
+        self._run(_UNLOCK, [LOCK_NAMESPACE, lock_key(endpoint, slot)])
+
+    def renew(self, endpoint: str, slots: list[int], tag: str) -> int:
+        return len(slots)
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+
+# A lease lasts this long unless its holder renews it; a held slot is renewed every third of
+# it. A consumer that died frees its slots within this; one that is alive never loses one.
+LEASE_SECONDS = 60.0
+
+
+class LeaseLocks:
+    """Row leases (``GateLease``) through any pooler: PostgreSQL behind a transaction pooler
+    without ``DIRECT_DATABASE_URL``. A slot is taken by the one update that finds its row
+    free or expired (PostgreSQL re-checks the condition on the row it locked, so two takers
+    never both succeed), renewed while held, freed by its holder."""
+
+    reclaims, leases = False, True
+
+    def __init__(self, seconds: float = LEASE_SECONDS) -> None:
+        self.seconds = seconds
+        self._rows: set[tuple[str, int]] = set()  # rows known to exist
+
+    def take(self, endpoint: str, slot: int, tag: str) -> bool:
+        if (endpoint, slot) not in self._rows:
+            GateLease.objects.bulk_create(
+                [GateLease(endpoint=endpoint, slot=slot)], ignore_conflicts=True
             )
-        else:
-            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, key])
-        return bool(cursor.fetchone()[0])
+            self._rows.add((endpoint, slot))
+        now = timezone.now()
+        free = Q(holder="") | Q(expires_at__lt=now)
+        taken = GateLease.objects.filter(free, endpoint=endpoint, slot=slot).update(
+            holder=tag, expires_at=now + timedelta(seconds=self.seconds)
+        )
+        return taken == 1
+
+    def give_back(self, endpoint: str, slot: int, tag: str) -> None:
+        GateLease.objects.filter(endpoint=endpoint, slot=slot, holder=tag).update(
+            holder="", expires_at=None
+        )
+
+    def renew(self, endpoint: str, slots: list[int], tag: str) -> int:
+        until = timezone.now() + timedelta(seconds=self.seconds)
+        held = GateLease.objects.filter(endpoint=endpoint, slot__in=slots, holder=tag)
+        return held.update(expires_at=until)
+
+    def close(self) -> None:
+        pass
 
 
-def _unlock(db: str, key: int) -> None:
-    with connections[db].cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, key])
+def slot_locks(db: str) -> SlotLocks | None:
+    """Where database ``db`` lets a gate hold its slots (``pg.mode``): None on SQLite (the
+    process bound is the only one), session advisory locks on PostgreSQL reached straight or
+    through ``DIRECT_DATABASE_URL``, row leases behind a pooler without it."""
+    found = pg.mode(db)
+    if found is pg.Mode.NONE:
+        return None
+    if found is pg.Mode.SESSION:
+        return AdvisoryLocks(db)
+    if found is pg.Mode.DIRECT:
+        return DirectLocks(pg.direct_settings())
+    return LeaseLocks()
 
 
 class LLMGate:
@@ -245,6 +392,7 @@ class LLMGate:
         controller: GateController | None = None,
         holder: str = "",
         reclaim: Reclaim | None = None,
+        locks: SlotLocks | None = None,
     ) -> None:
         if controller is not None:
             permits = controller.max_limit
@@ -264,14 +412,18 @@ class LLMGate:
         self.idle_seconds = idle_seconds
         self._warmth: dict[str, _Warmth] = {}
         self._handed: dict[int, asyncio.Event] = {}  # slot -> set once its taker sent
-        # Whether slots are advisory locks too, fixed by the database's engine: read once
-        # (on the event loop, ``connections[db]`` builds a connection object per task).
-        self._locks = connections[db].vendor == "postgresql"
+        # Where slots are held beyond this process, fixed by the database: read once (on
+        # the event loop, ``connections[db]`` builds a connection object per task).
+        self.locks = locks if locks is not None else slot_locks(db)
         # PostgreSQL: the session that takes slots says whose it is (``holder_tag``), and a
-        # caller kept waiting by another session may reclaim a stuck holder's slot.
+        # caller kept waiting by another session may reclaim a stuck holder's slot. A lease
+        # names its holder too: this gate, unique among processes.
         self._tag = holder_tag(holder) if holder else ""
-        self._reclaim = reclaim if self._locks else None
+        if self.locks is not None and self.locks.leases and not self._tag:
+            self._tag = holder_tag(f"{socket.gethostname()}:{os.getpid()}:{id(self)}")
+        self._reclaim = reclaim if self.locks is not None and self.locks.reclaims else None
         self._reclaim_checked_at = -math.inf
+        self._renewing: asyncio.Task[None] | None = None
 
     @property
     def free_slots(self) -> int:
@@ -476,19 +628,52 @@ class LLMGate:
         return None
 
     async def _lock(self, slot: int) -> bool:
-        """Take the slot's advisory lock (PostgreSQL); True on SQLite."""
-        if not self._locks:
+        """Take the slot beyond this process (``locks``); True where there is none."""
+        locks = self.locks
+        if locks is None:
             return True
-        key = lock_key(self.endpoint, slot)
-        attempt = asyncio.ensure_future(self._run_db(_try_lock, self._db, key, self._tag))
+        attempt = asyncio.ensure_future(self._run_db(locks.take, self.endpoint, slot, self._tag))
         try:
-            return bool(await asyncio.shield(attempt))
+            taken = bool(await asyncio.shield(attempt))
         except asyncio.CancelledError:
             # The lock may be taken on the database thread all the same: undo it, or the
             # session would keep it (advisory locks stack) and other processes lose a slot.
             if await attempt:
-                await self._run_db(_unlock, self._db, key)
+                await self._run_db(locks.give_back, self.endpoint, slot, self._tag)
             raise
+        if taken and locks.leases and self._renewing is None:
+            self._renewing = asyncio.create_task(self._renew_leases())
+        return taken
+
+    async def _renew_leases(self) -> None:
+        """While this gate holds slots as leases, renew them every third of their life."""
+        assert self.locks is not None
+        try:
+            while self.held:
+                await asyncio.sleep(LEASE_SECONDS / 3)
+                held = sorted(set(range(self.permits)) - set(self._free))
+                if not held:
+                    continue
+                try:
+                    kept = await self._run_db(self.locks.renew, self.endpoint, held, self._tag)
+                except DatabaseError as exc:
+                    logger.warning(
+                        "study_gate_renew_failed endpoint=%s error=%s",
+                        self.endpoint,
+                        type(exc).__name__,
+                    )
+                    continue
+                if kept < len(held):
+                    # Expired while this process was stalled, maybe taken by another: the
+                    # server may see one call too many until this one ends.
+                    logger.warning(
+                        "study_gate_lease_lost endpoint=%s held=%s kept=%s",
+                        self.endpoint,
+                        len(held),
+                        kept,
+                    )
+        finally:
+            self._renewing = None
 
     async def _wait_for_handover(self, timeout: float) -> int | None:
         future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
@@ -525,8 +710,8 @@ class LLMGate:
                 handed = self._handed[slot] = asyncio.Event()
                 return handed
         try:
-            if self._locks:
-                await self._run_db(_unlock, self._db, lock_key(self.endpoint, slot))
+            if self.locks is not None:
+                await self._run_db(self.locks.give_back, self.endpoint, slot, self._tag)
         except DatabaseError:
             # The connection is gone, and with it the session's lock.
             logger.warning("study_gate_unlock_failed endpoint=%s slot=%s", self.endpoint, slot)

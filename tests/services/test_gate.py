@@ -14,7 +14,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection, connections
 
-from studyqueue.models import ErrorCode
+from studyqueue.models import ErrorCode, GateLease
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.pg import psycopg_kwargs
 from studyqueue.services.endpoints import endpoint_name
@@ -524,3 +524,43 @@ def test_two_spellings_of_one_url_share_the_slots_across_sessions(db_thread):
     finally:
         other_pool.submit(connections.close_all).result()
         other_pool.shutdown()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lease_is_one_holders_until_given_back_or_expired():
+    """Row leases (behind a transaction pooler without a direct URL): one holder per slot,
+    freed by its holder, or by expiry when the holder stopped renewing (it died)."""
+    from studyqueue.services.gate import LeaseLocks
+
+    first, second = LeaseLocks(seconds=30), LeaseLocks(seconds=30)
+    assert first.take(ENDPOINT, 0, "a") and not second.take(ENDPOINT, 0, "b")
+    assert second.take(ENDPOINT, 1, "b")  # another slot
+    assert first.renew(ENDPOINT, [0, 1], "a") == 1  # slot 1 is not a's
+    second.give_back(ENDPOINT, 0, "b")  # not b's: nothing changes
+    assert not second.take(ENDPOINT, 0, "b")
+    first.give_back(ENDPOINT, 0, "a")
+    assert second.take(ENDPOINT, 0, "b")
+    dying = LeaseLocks(seconds=0.05)
+    assert dying.take(ENDPOINT, 2, "c") and not first.take(ENDPOINT, 2, "a")
+    wait_for(lambda: first.take(ENDPOINT, 2, "a"), timeout=5, what="the lease to expire")
+    assert dying.renew(ENDPOINT, [2], "c") == 0  # it lost it
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_sessions_racing_for_one_lease_never_both_get_it():
+    """Many takers, one slot, real threads with their own connections: each round exactly
+    one succeeds (PostgreSQL re-checks the update's condition on the row it locked)."""
+    from studyqueue.services.gate import LeaseLocks
+
+    def take(tag: str) -> bool:
+        try:
+            return LeaseLocks().take(ENDPOINT, 7, tag)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        for round_ in range(5):
+            won = list(pool.map(take, [f"t{round_}-{i}" for i in range(6)]))
+            assert won.count(True) == 1, won
+            GateLease.objects.filter(endpoint=ENDPOINT, slot=7).update(holder="", expires_at=None)

@@ -21,6 +21,11 @@ Faults (``fault`` for every request, or ``FAULT:<name>`` inside a question's tex
 ``null`` (content null), ``length`` (finish_reason "length"), ``filter`` (finish_reason
 "content_filter"), ``noreason`` (no finish_reason, then ``[DONE]``), ``drop`` (closes mid-stream),
 ``hangup`` (reads the request, then closes the connection without a byte of reply).
+
+``flavour`` makes it say what it can take as llama.cpp does (``"llamacpp"``: ``GET /props``
+with ``total_slots``, ``GET /slots``) or vLLM (``"vllm"``: ``GET /metrics`` with the requests
+running and waiting for one of its ``capacity`` slots); by default it says nothing, as
+mlx_lm.server.
 """
 
 from __future__ import annotations
@@ -66,6 +71,11 @@ class LLMServer:
         self.delay = 0.0  # seconds per reply
         self.word_delay = 0.0  # seconds between two streamed words
         self.capacity = 0  # replies served at once (0: unlimited); others queue
+        # What it says of itself beside the chat API: "" (nothing, like mlx_lm.server),
+        # "llamacpp" (GET /props with total_slots, GET /slots: ``capacity`` slots) or "vllm"
+        # (GET /metrics: requests running and waiting for a slot).
+        self.flavour = ""
+        self.waiting = 0  # requests queued for a slot (``capacity``)
         self.fault = ""
         self.retry_after = "1"
         self.slow_seconds = 30.0
@@ -174,6 +184,18 @@ class LLMServer:
         if "capacity" in values:
             self._slots = threading.Semaphore(self.capacity) if self.capacity else None
 
+    def vllm_metrics(self) -> str:
+        """The scheduler gauges of vLLM's ``/metrics`` (``flavour = "vllm"``)."""
+        with self._lock:
+            running, waiting = self.active, self.waiting
+        label = f'{{model_name="{self.model_id}"}}'
+        return (
+            "# TYPE vllm:num_requests_running gauge\n"
+            f"vllm:num_requests_running{label} {float(running)}\n"
+            "# TYPE vllm:num_requests_waiting gauge\n"
+            f"vllm:num_requests_waiting{label} {float(waiting)}\n"
+        )
+
     def stats(self) -> dict[str, Any]:
         with self._lock:
             return {
@@ -270,6 +292,12 @@ class LLMServer:
                     self._json(200, {"status": "ok"})
                 elif self.path == "/v1/models":
                     self._json(200, {"object": "list", "data": [{"id": server.model_id}]})
+                elif server.flavour == "llamacpp" and self.path == "/props":
+                    self._json(200, {"total_slots": server.capacity or 1, "build_info": "test"})
+                elif server.flavour == "llamacpp" and self.path == "/slots":
+                    self._json(200, [{"id": i} for i in range(server.capacity or 1)])
+                elif server.flavour == "vllm" and self.path == "/metrics":
+                    self._text(200, server.vllm_metrics())
                 else:
                     self._text(404, "Not Found")
 
@@ -332,7 +360,11 @@ class LLMServer:
         fault = fault_match.group(1) if fault_match else self.fault
         slots = self._slots
         if slots is not None and not slots.acquire(blocking=False):
+            with self._lock:
+                self.waiting += 1
             slots.acquire()
+            with self._lock:
+                self.waiting -= 1
             received_at = time.monotonic()  # a queued request's time starts with its slot
         with self._lock:
             self.requests += 1

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -49,7 +50,7 @@ from studyqueue.queue import presence, retry
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.store import Failed, JobStore
 from studyqueue.queue.transitions import Outcome
-from studyqueue.services import endpoints, gate_limits, gate_reclaim
+from studyqueue.services import endpoints, gate_limits, gate_reclaim, server_limits
 from studyqueue.services.endpoints import Endpoint
 from studyqueue.services.gate import LLMGate
 from studyqueue.services.gate_control import GateController
@@ -224,6 +225,7 @@ class Consumer:
         await self.store.close_old_connections()
         try:
             if not self._started:
+                await self.ask_servers()
                 llm_url = endpoints.shown_urls()
                 await self.store.on_claims(
                     _record_start,
@@ -256,6 +258,39 @@ class Consumer:
         lets only its limit be used, so its free slots alone overstate it (``8/1``)."""
         return self.pool.free
 
+    async def ask_servers(self) -> None:
+        """``GATE_PERMITS=auto``: ask each server what it can take (``server_limits``) and
+        number its gate's slots (and its client's connections) up to that, before any call."""
+        for member in self.pool.members:
+            if member.gate.controller is None:
+                continue
+            said = await server_limits.ask(member.client)
+            member.server = said.server
+            ceiling = said.ceiling(member.endpoint.max_permits)
+            logger.info(
+                "study_gate_ceiling endpoint=%s server=%s ceiling=%s gate_max_permits=%s",
+                member.name,
+                said.server or "-",
+                ceiling,
+                member.endpoint.max_permits,
+            )
+            if ceiling == member.gate.permits:
+                continue
+            endpoint = dataclasses.replace(member.endpoint, max_permits=ceiling)
+            old = member.client
+            member.endpoint, member.client = endpoint, LLMClient.from_settings(endpoint)
+            member.gate = self._gate_for(endpoint, member.client)
+            await old.aclose()
+
+    async def watch_servers(self) -> None:
+        """``GATE_PERMITS=auto`` on a server that says when requests wait (vLLM): once they
+        do, its gate stops climbing (``LLMGate.server_full``)."""
+        for member in self.pool.members:
+            if member.server == server_limits.VLLM and member.gate.controller is not None:
+                said = await server_limits.load(member.client)
+                if said.waiting:
+                    member.gate.server_full()
+
     async def sync_gate(self) -> None:
         """``GATE_PERMITS=auto``: share each adaptive gate's limit through the database
         (``GateLimit``, one row per server). First the stored last good value is restored;
@@ -268,6 +303,8 @@ class Consumer:
         if not moved and time.monotonic() - self._gate_synced_at < GATE_SYNC_SECONDS:
             return
         self._gate_synced_at = time.monotonic()
+        if gates:
+            await self.watch_servers()
         for gate in gates:
             try:
                 await self._sync_one(gate, moved=gate in moved)

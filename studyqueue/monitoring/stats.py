@@ -375,6 +375,8 @@ class EndpointRow:
     limit: int | None  # the calls its gates allow now: auto, the shared stored limit; else reported
     tokens_per_second: float | None  # one call's completion tokens/s (the best reported)
     error: str  # the error code of a consumer that finds it down
+    ceiling: int | None = None  # the most calls its gate tries (auto), the highest reported
+    server: str = ""  # the server's word that set the ceiling (llama.cpp, vllm; "": settings)
     calls_hour: int = 0  # attempts it ended in the last hour, every consumer's
     tokens_hour: int = 0  # their completion tokens
 
@@ -397,31 +399,36 @@ def endpoint_rows(
         return []
     stored = {g.endpoint: g.limit for g in limits}
     served = _served_last_hour(now)
-    rows = []
-    for name, entries in sorted(reports.items()):
-        worst = max(entries, key=lambda e: _STATE_ORDER.get(str(e.get("state")), 0))
-        rates = [e["tokens_per_second"] for e in entries if e.get("tokens_per_second")]
-        reported = [e["limit"] for e in entries if isinstance(e.get("limit"), int)]
-        calls, tokens_hour = served.get(name, (0, 0))
-        rows.append(
-            EndpointRow(
-                name=name,
-                model=str(worst.get("model") or ""),
-                state=str(worst.get("state") or "up"),
-                consumers=len(entries),
-                down_for=sum(1 for e in entries if e.get("state") == "down"),
-                limit=(
-                    stored.get(name, max(reported, default=None))
-                    if any(e.get("auto") for e in entries)
-                    else max(reported, default=None)
-                ),
-                tokens_per_second=max(rates, default=None),
-                error=str(worst.get("error") or ""),
-                calls_hour=calls,
-                tokens_hour=tokens_hour,
-            )
-        )
-    return rows
+    return [
+        _endpoint_row(name, entries, stored, served.get(name, (0, 0)))
+        for name, entries in sorted(reports.items())
+    ]
+
+
+def _endpoint_row(
+    name: str, entries: list[dict[str, Any]], stored: dict[str, int], served: tuple[int, int]
+) -> EndpointRow:
+    """One server's row from its live consumers' reports of it."""
+    worst = max(entries, key=lambda e: _STATE_ORDER.get(str(e.get("state")), 0))
+    rates = [e["tokens_per_second"] for e in entries if e.get("tokens_per_second")]
+    reported = [e["limit"] for e in entries if isinstance(e.get("limit"), int)]
+    auto = [e for e in entries if e.get("auto")]
+    ceilings = [e["ceiling"] for e in auto if isinstance(e.get("ceiling"), int)]
+    limit = max(reported, default=None)
+    return EndpointRow(
+        name=name,
+        model=str(worst.get("model") or ""),
+        state=str(worst.get("state") or "up"),
+        consumers=len(entries),
+        down_for=sum(1 for e in entries if e.get("state") == "down"),
+        limit=stored.get(name, limit) if auto else limit,
+        tokens_per_second=max(rates, default=None),
+        error=str(worst.get("error") or ""),
+        ceiling=max(ceilings, default=None),
+        server=next((str(e["server"]) for e in entries if e.get("server")), ""),
+        calls_hour=served[0],
+        tokens_hour=served[1],
+    )
 
 
 def _served_last_hour(now: datetime) -> dict[str, tuple[int, int]]:

@@ -459,6 +459,11 @@ class LLMGate:
             if change is not None:
                 self._changed(change, detail=f" error_code={code}")
 
+    def server_full(self) -> None:
+        """The server says requests wait for it: the climb stops (adaptive)."""
+        if self.controller is not None:
+            self._changed(self.controller.server_full(), detail=" server=full")
+
     def adopt(self, limit: int) -> None:
         """Use ``limit``, the endpoint's limit another consumer set (adaptive)."""
         if self.controller is not None:

@@ -17,7 +17,8 @@ the current ``limit``. It measures tokens/s in windows of calls at one limit and
   each reply's time per token), and holds it for ``hold_windows`` windows before climbing
   again (the server may change; the next climb measures afresh);
 - **halves** on a loss signal (429, 503, a timeout, a stall, a refused connection);
-- **never climbs** on a window the backlog could not fill (the gate was not full).
+- **never climbs** on a window the backlog could not fill (the gate was not full);
+- **stops climbing** where the server says requests wait for it (``server_full``).
 
 Tokens/s of a window is Little's law: the mean calls in flight times the tokens each call
 produced per second of its own time; unlike counting completions in a short span, it does
@@ -157,6 +158,7 @@ class GateController:
         self._hold_left = 0 if self.slow_start else hold_windows
         self._in_flight = 0
         self._last_loss = -math.inf
+        self._full_at: int | None = None  # the limit at which the server said it was full
         self._call_seconds = 1.0  # a recent call's length: losses closer than this are one
         self._limit_since = self._clock()
         self._window = _Window(self._limit_since, 0)
@@ -237,6 +239,15 @@ class GateController:
         self._hold()
         return self._move(max(1, self._limit // 2), Reason.LOSS, now)
 
+    def server_full(self) -> Change | None:
+        """The server says requests wait for it (``server_limits``): more calls would only
+        queue there. The climb under way ends now, as if its next step had not paid, and
+        no climb goes above the limit of now until the next one."""
+        self._full_at = self._limit
+        if not self._climb:
+            return None
+        return self._settle(self._clock())
+
     def adopt(self, limit: int) -> Change | None:
         """Another consumer set the endpoint's limit: follow it, and measure afresh. A limit
         above ``max_limit`` is kept as the shared one; this consumer's calls stay within
@@ -286,6 +297,7 @@ class GateController:
                 return None
             self._climb = {stats.limit: stats}
             self._looked_ahead = False
+            self._full_at = None  # a new climb: the server may take more now
             return self._step_up(now)
         best = max(self._climb.values(), key=lambda w: w.rate)
         self._climb[stats.limit] = stats
@@ -301,7 +313,7 @@ class GateController:
         return self._settle(now)
 
     def _step_up(self, now: float) -> Change | None:
-        if self._limit >= self.max_limit:
+        if self._limit >= min(self.max_limit, self._full_at or self.max_limit):
             return self._settle(now)
         step = self._limit if self.slow_start else 1
         return self._move(min(self.max_limit, self._limit + step), Reason.CLIMB, now)

@@ -466,6 +466,26 @@ class LLMClient:
             probe = Probe(None, None, f"{type(exc).__name__}: {exc}")
         return Probe(probe.status, probe.models, self.redact(probe.detail)[:300])
 
+    async def server_page(self, path: str, *, limit: int = 256 * 1024) -> tuple[int, bytes] | None:
+        """``GET path`` at the server's root (its URL without a final ``/v1``): the status
+        and body, read within ``PROBE_DEADLINE_SECONDS`` and ``limit`` bytes; None when
+        there is no answer, or a larger one. Never raises (what a server says of itself,
+        ``services.server_limits``)."""
+        if self._unsendable_key:
+            return None
+        root = self._request_base.removesuffix("/v1")
+        try:
+            async with asyncio.timeout(PROBE_DEADLINE_SECONDS):
+                async with self._http.stream("GET", f"{root}{path}") as response:
+                    body = bytearray()
+                    async for chunk in response.aiter_raw():
+                        body += chunk
+                        if len(body) > limit:
+                            return None
+                    return response.status_code, bytes(body)
+        except (TimeoutError, httpx.HTTPError):
+            return None
+
     async def _probe(self) -> Probe:
         try:
             async with self._http.stream("GET", f"{self._request_base}/models") as response:

@@ -53,6 +53,7 @@ class Member:
     gate: LLMGate
     breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
     committed: int = 0  # this pool's callers bound for its gate (waiting or holding a slot)
+    server: str = ""  # what the server said it is (``server_limits``: llama.cpp, vllm, "")
     # (monotonic end, completion tokens, seconds) of its recent calls: its tokens/s.
     recent: list[tuple[float, int, float]] = field(default_factory=list)
 
@@ -117,6 +118,9 @@ class Member:
             # Since when it has been failing (ISO 8601; "" while it answers).
             "since": since.isoformat() if (since := self.breaker.failing_since) else "",
             "auto": self.gate.controller is not None,
+            # The most calls its gate tries, and which server's word set it ("": settings).
+            "ceiling": self.gate.permits,
+            "server": self.server,
         }
 
 

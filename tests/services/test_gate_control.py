@@ -287,3 +287,20 @@ def test_over_a_short_backlog_auto_comes_near_the_best_fixed_gate(tokens):
         run, _ = adaptive(**sim)
         ratios.append(run.tokens_per_second / best)
     assert statistics.median(ratios) >= 0.85
+
+
+def test_a_server_that_says_requests_wait_stops_the_climb_where_it_is():
+    """vLLM's ``num_requests_waiting`` above 0 (``server_limits``): the climb ends at once,
+    settling as if the next step had not paid, and goes no higher until the next climb."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=64, clock=clock, hold_windows=1)
+    for _ in range(3):
+        _window(controller, clock, speed=20.0)  # 1 -> 2 -> 4 -> 8, each step paying
+    assert controller.limit == 8
+    change = controller.server_full()
+    assert change is None or change.reason == Reason.STEP_BACK
+    settled = controller.limit
+    assert settled <= 8
+    # The hold's one window passes; the next climb may try higher again, from where it is.
+    seen = [_window(controller, clock, speed=20.0) for _ in range(4)]
+    assert any(c is not None and c.new > settled for c in seen)

@@ -127,4 +127,6 @@ def test_each_member_reports_its_state_without_credentials(settings):
         "error": "",
         "since": "",
         "auto": False,
+        "ceiling": 2,
+        "server": "",
     }

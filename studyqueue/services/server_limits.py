@@ -1,0 +1,113 @@
+"""What an LLM server says it can take: the ceiling of an adaptive gate (``GATE_PERMITS=auto``).
+
+A batching server gains tokens/s with more calls in flight up to its knee; above that, calls
+only queue on the server (queueing is not batching). Where a server says where its knee is,
+the adaptive gate climbs up to it; where it says nothing, ``GATE_MAX_PERMITS`` bounds it:
+
+- llama.cpp's ``llama-server``: ``GET /props`` gives ``total_slots`` (its ``--parallel``);
+  builds without it list their slots at ``GET /slots``. Calls beyond its slots wait for one,
+  so its slots are the ceiling, above or below ``GATE_MAX_PERMITS``.
+- vLLM (and SGLang's vLLM-compatible metrics): ``GET /metrics`` gives
+  ``vllm:num_requests_running`` and ``vllm:num_requests_waiting``. It publishes no maximum
+  (``max_num_seqs`` is not a metric), so the gate may climb up to ``WAITING_CEILING`` while
+  nothing waits; once requests wait, the server is full, and the climb stops where it is
+  (``GateController.server_full``).
+- mlx_lm.server, Ollama and others answer none of these (404): ``GATE_MAX_PERMITS``.
+
+The gate's own measure stays in charge below the ceiling: a step that does not pay in
+tokens/s ends the climb, a 503 or a timeout halves the limit (``gate_control``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from studyqueue.services.llm import LLMClient
+
+logger = logging.getLogger("studyqueue.gate")
+
+LLAMA_CPP = "llama.cpp"
+VLLM = "vllm"
+# The most slots the adaptive gate numbers for a server that states no maximum but says when
+# it is full (vLLM): GPU servers keep gaining up to 50-64 requests in flight.
+WAITING_CEILING = 64
+# The most any server's own word raises a gate to (GATE_MAX_PERMITS' own bound).
+HIGHEST = 256
+
+_RUNNING, _WAITING = "vllm:num_requests_running", "vllm:num_requests_waiting"
+
+
+@dataclass(frozen=True)
+class Said:
+    """What a server said of itself: which kind (``LLAMA_CPP``, ``VLLM`` or "": nothing),
+    its slots (llama.cpp), and its requests running and waiting now (vLLM)."""
+
+    server: str = ""
+    slots: int | None = None
+    running: int | None = None
+    waiting: int | None = None
+
+    def ceiling(self, max_permits: int) -> int:
+        """The most calls the adaptive gate should try on this server: its slots
+        (llama.cpp), ``WAITING_CEILING`` or ``max_permits`` if higher (vLLM), else
+        ``max_permits``."""
+        if self.slots is not None:
+            return max(1, min(self.slots, HIGHEST))
+        if self.server == VLLM:
+            return max(max_permits, WAITING_CEILING)
+        return max_permits
+
+
+async def ask(client: LLMClient) -> Said:
+    """Ask the server at ``client``'s URL what it can take (never raises)."""
+    for path in ("/props", "/slots"):
+        slots = _slots(await client.server_page(path))
+        if slots is not None:
+            return Said(LLAMA_CPP, slots=slots)
+    return await load(client)
+
+
+async def load(client: LLMClient) -> Said:
+    """vLLM's requests running and waiting now; ``Said()`` from any other server."""
+    page = await client.server_page("/metrics")
+    if page is None or page[0] != 200:
+        return Said()
+    try:
+        gauges = _gauges(page[1].decode("utf-8", "replace"))
+    except ValueError:
+        return Said()
+    if _RUNNING not in gauges:
+        return Said()
+    return Said(VLLM, running=gauges[_RUNNING], waiting=gauges.get(_WAITING, 0))
+
+
+def _slots(page: tuple[int, bytes] | None) -> int | None:
+    """llama.cpp's slot count from ``/props`` (``total_slots``) or ``/slots`` (a list)."""
+    if page is None or page[0] != 200:
+        return None
+    try:
+        data = json.loads(page[1])
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(data, dict):
+        total = data.get("total_slots")
+        return (
+            total if isinstance(total, int) and not isinstance(total, bool) and total > 0 else None
+        )
+    if isinstance(data, list) and data and all(isinstance(slot, dict) for slot in data):
+        return len(data)
+    return None
+
+
+def _gauges(text: str) -> dict[str, int]:
+    """The running and waiting gauges, summed over their labels (one per model)."""
+    found: dict[str, int] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in (_RUNNING, _WAITING):
+                found[sample.name] = found.get(sample.name, 0) + int(sample.value)
+    return found

@@ -287,3 +287,27 @@ def test_the_start_up_lines_say_whether_the_llm_server_answers(
             proc.send_signal(signal.SIGTERM)
             finish(proc)
         assert proc.returncode == 0
+
+
+def test_the_start_up_lines_name_each_server_of_a_pool(child_env, python, free_port, llm_server):
+    """Two servers, one down: a line each, and the down one's says the other takes its jobs."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        refused = sock.getsockname()[1]
+    dead = f"http://127.0.0.1:{refused}/v1"
+    proc = serve(
+        child_env, python, f"127.0.0.1:{free_port}", STUDYQUEUE_LLM_URL=f"{llm_server.url},{dead}"
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("Admin: ")
+        assert proc.stdout.readline() == f"LLM server: {llm_server.url} answers.\n"
+        line = proc.stdout.readline()
+        assert line.startswith(f"LLM server: no answer at {dead} (") and line.endswith(
+            "the other servers take the jobs until it answers.\n"
+        ), line
+        assert "Ctrl-C stops" in proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        finish(proc)
+    assert proc.returncode == 0

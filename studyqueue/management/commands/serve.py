@@ -353,21 +353,34 @@ class _LLMProbe:
     def line(self) -> str:
         """The start-up lines: each server answers, or what it did instead."""
         self._thread.join(timeout=LLM_PROBE_SECONDS + 0.5)
+        alone = len(self.endpoints) == 1
         return "\n".join(
-            self._line(without_credentials(endpoint.url), probe)
+            self._line(without_credentials(endpoint.url), probe, alone=alone)
             for endpoint, probe in zip(self.endpoints, self._probes, strict=True)
         )
 
-    def _line(self, url: str, probe: Probe | None) -> str:
+    def _line(self, url: str, probe: Probe | None, *, alone: bool) -> str:
         if probe is not None and probe.status is not None:  # any HTTP answer: it is up
             logger.info("study_llm_probe url=%s answered=yes", url)
             return _("LLM server: %(url)s answers.") % {"url": url}
         detail = probe.detail if probe is not None else ""
         logger.warning("study_llm_probe url=%s answered=no detail=%r", url, detail)
-        return _(
-            "LLM server: no answer at %(url)s (%(detail)s); jobs wait until it answers. "
-            "Start it, or set STUDYQUEUE_LLM_URL."
-        ) % {
+        values = {
             "url": url,
             "detail": detail or _("no answer within %(s)s s") % {"s": f"{LLM_PROBE_SECONDS:g}"},
         }
+        if alone:
+            return (
+                _(
+                    "LLM server: no answer at %(url)s (%(detail)s); jobs wait until it answers. "
+                    "Start it, or set STUDYQUEUE_LLM_URL."
+                )
+                % values
+            )
+        return (
+            _(
+                "LLM server: no answer at %(url)s (%(detail)s); the other servers take the jobs "
+                "until it answers."
+            )
+            % values
+        )

@@ -183,30 +183,15 @@ def consumers(child_env, python, llm_server, tmp_path):
     """
     import subprocess
 
+    from tests.helpers.processes import start_consumer, stop_all
+
     procs: list[subprocess.Popen] = []
 
     def start(*args: str, **settings: object) -> subprocess.Popen:
-        env = dict(child_env)
-        env["LOG_LEVEL"] = "INFO"
-        env["STUDYQUEUE_LLM_URL"] = llm_server.url
-        for key, value in settings.items():
-            env[f"STUDYQUEUE_{key}"] = str(value)
+        env = {**child_env, "LOG_LEVEL": "INFO", "STUDYQUEUE_LLM_URL": llm_server.url}
         log = tmp_path / f"consumer-{len(procs)}.log"
-        with log.open("w") as stderr:
-            proc = subprocess.Popen(
-                [python, "manage.py", "runconsumer", *args],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                start_new_session=True,
-            )
-        proc.log = log  # type: ignore[attr-defined]
-        procs.append(proc)
-        return proc
+        procs.append(start_consumer(python, env, log, *args, **settings))
+        return procs[-1]
 
     yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
+    stop_all(procs)

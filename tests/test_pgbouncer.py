@@ -18,9 +18,9 @@ from django.db import connection
 from studyqueue.checks import check_settings
 from studyqueue.models import GateLease, StudyQuestionJob
 from studyqueue.queue import transitions as queue
-from tests.helpers import ROOT, database_url, wait_for
+from tests.helpers import database_url, wait_for
 from tests.helpers.pgbouncer import PgBouncer, available
-from tests.helpers.processes import bulk_jobs, log_text
+from tests.helpers.processes import bulk_jobs, log_text, start_consumer, stop_all
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -53,40 +53,25 @@ def pooled(
     name = connection.settings_dict["NAME"]
 
     def start(mode: str, *args: str, **settings: object) -> subprocess.Popen:
-        env = dict(child_env)
-        env.update(
-            DATABASE_URL=bouncer.url(name),
-            DATABASE_POOLING="transaction",
-            LOG_LEVEL="INFO",
-            STUDYQUEUE_LLM_URL=llm_server.url,
-            STUDYQUEUE_VERIFY="off",
-            STUDYQUEUE_KEY_AUDIT="off",
-        )
+        env = {
+            **child_env,
+            "DATABASE_URL": bouncer.url(name),
+            "DATABASE_POOLING": "transaction",
+            "LOG_LEVEL": "INFO",
+            "STUDYQUEUE_LLM_URL": llm_server.url,
+            "STUDYQUEUE_VERIFY": "off",
+            "STUDYQUEUE_KEY_AUDIT": "off",
+        }
         if mode == "direct":
             env["STUDYQUEUE_DIRECT_DATABASE_URL"] = database_url(
                 "postgresql", connection.settings_dict
             )
-        for key, value in settings.items():
-            env[f"STUDYQUEUE_{key}"] = str(value)
         log = tmp_path / f"consumer-{len(procs)}.log"
-        with log.open("w") as stderr:
-            proc = subprocess.Popen(
-                [python, "manage.py", "runconsumer", *args],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                start_new_session=True,
-            )
-        proc.log = log  # type: ignore[attr-defined]
-        procs.append(proc)
-        return proc
+        procs.append(start_consumer(python, env, log, *args, **settings))
+        return procs[-1]
 
     yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
+    stop_all(procs)
 
 
 def _ready(proc: subprocess.Popen, mode: str) -> None:

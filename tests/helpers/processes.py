@@ -7,6 +7,34 @@ from pathlib import Path
 
 from studyqueue.models import StudyQuestion
 from studyqueue.queue import transitions as queue
+from tests.helpers import ROOT
+
+
+def start_consumer(
+    python: str, env: dict[str, str], log: Path, *args: str, **settings: object
+) -> subprocess.Popen:
+    """A ``runconsumer`` process with ``env`` and ``settings`` as STUDYQUEUE_<NAME>
+    variables, logging to ``log`` (``log_text``); in a session of its own."""
+    env = {**env, **{f"STUDYQUEUE_{key}": str(value) for key, value in settings.items()}}
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [python, "manage.py", "runconsumer", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    proc.log = log  # type: ignore[attr-defined]
+    return proc
+
+
+def stop_all(procs: list[subprocess.Popen]) -> None:
+    """Kill those still running (a test's teardown)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def log_text(proc: subprocess.Popen) -> str:

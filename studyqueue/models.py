@@ -1171,6 +1171,33 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
+class StudyQuestionSet(models.Model):
+    """A named batch of questions, as a teacher thinks of them ("the 2026 midterm"): a
+    question may belong to several. Its progress is its questions' explanations
+    (``explanations.question_sets``)."""
+
+    name = models.CharField(_("name"), max_length=200, unique=True)
+    questions = models.ManyToManyField(
+        StudyQuestion, verbose_name=_("questions"), related_name="sets", blank=True
+    )
+    deadline = models.DateTimeField(
+        _("deadline"), null=True, blank=True, help_text=_("When it is needed by (optional).")
+    )
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+
+    objects = StudyQueueManager()
+
+    class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
+        ordering = ["-created_at", "name"]
+        verbose_name = _("question set")
+        verbose_name_plural = _("question sets")
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class GateLease(models.Model):
     """One gate slot of one LLM server, held as a row lease: how consumers behind a
     transaction pooler without ``DIRECT_DATABASE_URL`` share the server's limit (a session

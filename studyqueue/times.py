@@ -7,9 +7,10 @@ our format modules). Machine output (JSON, CSV, logs) keeps ISO 8601."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.utils import formats, timezone
+from django.utils.translation import gettext
 
 FORMAT = "DATETIME_FORMAT"
 
@@ -20,3 +21,22 @@ def shown(moment: datetime | None, empty: str = "-") -> str:
         return empty
     local = timezone.localtime(moment) if timezone.is_aware(moment) else moment
     return formats.date_format(local, FORMAT)
+
+
+def short_duration(delta: timedelta) -> str:
+    """A compact age or duration for a table cell: 189 ms, 45s, 12m, 3h 5m, 4d (in the
+    page's language). Under a second in milliseconds: a quick LLM call is not "0s"."""
+    exact = max(delta.total_seconds(), 0)
+    if exact < 1:
+        return gettext("%(ms)d ms") % {"ms": int(exact * 1000)}
+    seconds = int(exact)
+    if seconds < 120:
+        return gettext("%(seconds)ds") % {"seconds": seconds}
+    if seconds < 7200:
+        return gettext("%(minutes)dm") % {"minutes": seconds // 60}
+    if seconds < 172800:
+        return gettext("%(hours)dh %(minutes)dm") % {
+            "hours": seconds // 3600,
+            "minutes": seconds % 3600 // 60,
+        }
+    return gettext("%(days)dd") % {"days": seconds // 86400}

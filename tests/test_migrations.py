@@ -1,6 +1,6 @@
 """The migrations of 0.2.0: ``0001_squashed_0017_job_attempts`` (0.1.0's 0001-0017 in one,
-``replaces`` kept), ``0018_gate_limit_endpoint_names``, ``0019_key_audit``, ``0020_verifier``
-and ``0021_endpoint_pool``.
+``replaces`` kept), ``0018_gate_limit_endpoint_names``, ``0019_key_audit``, ``0020_verifier``,
+``0021_endpoint_pool`` and ``0022_question_sets``.
 
 A new database migrates to the end and matches the models; the squashed migration makes the
 schema 0.1.0's migrations made (``tests/helpers/schema_0017.json``, read from databases
@@ -40,8 +40,9 @@ GATE_NAMES = (APP, "0018_gate_limit_endpoint_names")
 KEY_AUDIT = (APP, "0019_key_audit")
 VERIFIER = (APP, "0020_verifier")
 ENDPOINT_POOL = (APP, "0021_endpoint_pool")
+QUESTION_SETS = (APP, "0022_question_sets")
 # What migrating to the end records after the squashed migration.
-AFTER_SQUASH = [GATE_NAMES[1], KEY_AUDIT[1], VERIFIER[1], ENDPOINT_POOL[1]]
+AFTER_SQUASH = [GATE_NAMES[1], KEY_AUDIT[1], VERIFIER[1], ENDPOINT_POOL[1], QUESTION_SETS[1]]
 OLD_NAMES = [  # what django_migrations holds for studyqueue on a 0.1.0 database
     "0001_initial",
     "0002_admin_indexes_and_dashboard",
@@ -192,7 +193,7 @@ def test_a_0_1_0_database_at_0017_runs_only_the_later_migrations_and_keeps_its_r
     executor = MigrationExecutor(connection)
     assert executor.loader.applied_migrations.keys() >= {SQUASHED}  # from the 17 names
     plan = [(m.app_label, m.name) for m, _ in executor.migration_plan(leaves())]
-    assert plan == [GATE_NAMES, KEY_AUDIT, VERIFIER, ENDPOINT_POOL]
+    assert plan == [GATE_NAMES, KEY_AUDIT, VERIFIER, ENDPOINT_POOL, QUESTION_SETS]
     out = io.StringIO()
     call_command("migrate", APP, verbosity=1, stdout=out)
     assert f"Applying {APP}.{GATE_NAMES[1]}... OK" in out.getvalue()

@@ -10,6 +10,7 @@ from studyqueue.admin import (  # noqa: F401
     dashboard,
     jobs,
     pauses,
+    question_sets,
     questions,
     review,
     revisions,

@@ -91,25 +91,6 @@ def long_text(text: str, full_text_url: str | None = None) -> str:
     return box
 
 
-def short_duration(delta: timedelta) -> str:
-    """A compact age or duration for a table cell: 189 ms, 45s, 12m, 3h 5m, 4d (in the
-    page's language). Under a second in milliseconds: a quick LLM call is not "0s"."""
-    exact = max(delta.total_seconds(), 0)
-    if exact < 1:
-        return gettext("%(ms)d ms") % {"ms": int(exact * 1000)}
-    seconds = int(exact)
-    if seconds < 120:
-        return gettext("%(seconds)ds") % {"seconds": seconds}
-    if seconds < 7200:
-        return gettext("%(minutes)dm") % {"minutes": seconds // 60}
-    if seconds < 172800:
-        return gettext("%(hours)dh %(minutes)dm") % {
-            "hours": seconds // 3600,
-            "minutes": seconds % 3600 // 60,
-        }
-    return gettext("%(days)dd") % {"days": seconds // 86400}
-
-
 def badge(text: str, colour: str, title: str = "") -> SafeString:
     """A coloured label that never wraps; styled inline, so it looks the same on every page."""
     return format_html(

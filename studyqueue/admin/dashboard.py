@@ -16,7 +16,7 @@ from django.utils.formats import number_format
 from django.utils.translation import gettext
 
 from studyqueue.admin.charts import hourly_charts
-from studyqueue.admin.common import PageAdmin, short_duration, status_badge
+from studyqueue.admin.common import PageAdmin, status_badge
 from studyqueue.conf import AUTO, conf
 from studyqueue.explanations import check_cost, flag_trust, prompt_versions
 from studyqueue.models import (
@@ -26,6 +26,7 @@ from studyqueue.models import (
     QueueDashboard,
 )
 from studyqueue.monitoring.stats import DashboardStats, collect
+from studyqueue.times import short_duration
 
 REFRESH_SECONDS = 5
 

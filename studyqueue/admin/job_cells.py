@@ -11,8 +11,9 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext
 
 from studyqueue import times
-from studyqueue.admin.common import ATTEMPT_COLOURS, badge, short_duration, status_badge
+from studyqueue.admin.common import ATTEMPT_COLOURS, badge, status_badge
 from studyqueue.models import ErrorCode, JobStatus, Outcome, StudyQuestionJob
+from studyqueue.times import short_duration
 
 
 def local_time(moment: datetime, since: datetime) -> str:

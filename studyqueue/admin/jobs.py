@@ -63,6 +63,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
         "error_code",
         StaleFilter,
         ("created_at", admin.DateFieldListFilter),
+        ("study_question__sets", admin.RelatedFieldListFilter),
     )
     list_select_related = ("study_question",)
     list_per_page = 50

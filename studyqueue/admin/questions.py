@@ -6,7 +6,9 @@ from datetime import datetime
 from itertools import chain
 from typing import Any, cast
 
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.actions import delete_selected
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
@@ -43,7 +45,7 @@ from studyqueue.admin.common import (
     status_badge,
 )
 from studyqueue.admin.flags import flag_badges, stated_beside_key
-from studyqueue.explanations import outdated, quality, transfer
+from studyqueue.explanations import outdated, quality, question_sets, transfer
 from studyqueue.forms import StudyQuestionForm
 from studyqueue.models import (
     ExplanationRevision,
@@ -60,6 +62,17 @@ from studyqueue.queue import transitions as queue
 # Django's delete confirmation lists each question with its revisions and jobs: a page of
 # this many questions is already long; the delete itself runs in one request too.
 DELETE_LIMIT = 1_000
+
+
+class SetActionForm(helpers.ActionForm):
+    """The action bar's box: the question set "Add to the question set" puts them in."""
+
+    set_name = forms.CharField(
+        label=gettext_lazy("Question set"),
+        required=False,
+        max_length=200,
+        widget=forms.TextInput(attrs={"placeholder": gettext_lazy("set name, for the set action")}),
+    )
 
 
 class ExplanationStateFilter(admin.SimpleListFilter):
@@ -274,12 +287,19 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         "explained_at",
     )
     list_display_links = ("id", "text_excerpt")
-    list_filter = (ExplanationStateFilter, ReviewFilter, ReviewStatusFilter, KeyAuditFilter)
+    list_filter = (
+        ExplanationStateFilter,
+        ReviewFilter,
+        ReviewStatusFilter,
+        KeyAuditFilter,
+        ("sets", admin.RelatedFieldListFilter),
+    )
     search_fields = ("text",)
     show_full_result_count = False
     paginator = CappedCountPaginator
     ordering = ("-id",)
-    actions = ("regenerate_explanation", "download_csv", "delete_selected")
+    actions = ("regenerate_explanation", "download_csv", "add_to_set", "delete_selected")
+    action_form = SetActionForm
     inlines = (RevisionInline, JobInline)
     form = StudyQuestionForm
     readonly_fields = (
@@ -471,6 +491,35 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         )
         response["Content-Disposition"] = 'attachment; filename="explanations.csv"'
         return response
+
+    @admin.action(
+        permissions=["change"],
+        description=gettext_lazy("Add to the question set named in the box"),
+    )
+    def add_to_set(self, request: HttpRequest, queryset: QuerySet) -> None:
+        name = (request.POST.get("set_name") or "").strip()
+        if not name:
+            self.message_user(
+                request,
+                gettext("Name the question set in the box beside the action."),
+                messages.ERROR,
+            )
+            return
+        ids = selected_ids(queryset)
+        if ids is None:
+            refuse_selection(self, request, "manage.py importquestions FILE --set NAME")
+            return
+        question_set, added = question_sets.add(name, ids)
+        self.message_user(
+            request,
+            gettext("Question set %(name)s: %(added)s question(s) added, %(total)s in all.")
+            % {
+                "name": question_set.name,
+                "added": added,
+                "total": question_sets.questions(question_set).count(),
+            },
+            messages.SUCCESS,
+        )
 
     @admin.action(permissions=["change"], description=gettext_lazy("Regenerate explanation"))
     def regenerate_explanation(self, request: HttpRequest, queryset: QuerySet) -> None:

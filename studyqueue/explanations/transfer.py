@@ -562,7 +562,16 @@ def parse(stream: IO[str], fmt: str) -> Parsed:
 class Imported:
     created: list[int] = field(default_factory=list)
     updated: list[int] = field(default_factory=list)
-    unchanged: int = 0
+    unchanged_ids: list[int] = field(default_factory=list)
+
+    @property
+    def unchanged(self) -> int:
+        return len(self.unchanged_ids)
+
+    @property
+    def every_id(self) -> list[int]:
+        """Every question the file named: created, updated or unchanged."""
+        return self.created + self.updated + self.unchanged_ids
 
 
 def store(rows: list[Row], progress: Callable[[int], None] = lambda n: None) -> Imported:
@@ -601,7 +610,7 @@ def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet
             question.updated_at = now
             changed.append(question)
         else:
-            result.unchanged += 1
+            result.unchanged_ids.append(question.pk)
     result.created += [q.pk for q in questions.bulk_create(new)]
     # Also voids the review of each changed question's explanation and its candidates
     # (QuestionQuerySet.bulk_update: the rule is the model's, whoever changes the content).

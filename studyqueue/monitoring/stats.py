@@ -36,6 +36,7 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
 )
+from studyqueue.queue import eta
 from studyqueue.queue.presence import ConsumerState, consumer_states
 from studyqueue.services import gate_limits
 from studyqueue.services.endpoints import endpoint_name
@@ -113,6 +114,7 @@ class DashboardStats:
     tokens: TokenTotals
     gate_limits: list[GateLimit]  # GATE_PERMITS=auto: each endpoint's limit and tokens/s
     endpoints: list[EndpointRow] = field(default_factory=list)  # each LLM server in use
+    rate: eta.Rate | None = None  # what the servers did for explanations lately
     completed_recently: int = 0  # jobs completed over the last RATE_WINDOW
     # Per worker id, from the jobs table now (a consumer's own counts are a cycle old).
     running_by_worker: dict[str, int] = field(default_factory=dict)  # processing jobs
@@ -132,12 +134,20 @@ class DashboardStats:
         return self.completed_recently / (RATE_WINDOW / timedelta(hours=1))
 
     @property
+    def explanations_waiting(self) -> int:
+        """Explanation jobs still to run (pending and processing)."""
+        return sum(
+            self.active.get(status, {}).get(JobKind.EXPLANATION, 0) for status in ACTIVE_STATUSES
+        )
+
+    @property
     def backlog_done_in(self) -> timedelta | None:
-        """How long the backlog takes at the rate of the last ``RATE_WINDOW``; None when
-        nothing completed then (no rate) or nothing waits."""
-        if not self.backlog or not self.completed_recently:
+        """How long the explanations waiting take at what the servers do now (``eta``: the
+        last ten minutes' work over the time it spanned); None when nothing waits or no
+        explanation completed lately. The checks beside them take a few tokens each."""
+        if not self.explanations_waiting or self.rate is None:
             return None
-        return timedelta(hours=self.backlog / self.completed_per_hour)
+        return timedelta(seconds=self.rate.seconds_for(self.explanations_waiting))
 
     def shared_limit(self, consumer: ConsumerState) -> GateLimit | None:
         """The stored limit a ``GATE_PERMITS=auto`` consumer's gate follows (None: fixed
@@ -520,6 +530,7 @@ def collect(now: datetime | None = None) -> DashboardStats:
         gate_limits=limits,
         endpoints=endpoint_rows(consumers, limits, now),
         completed_recently=completed_since(now - RATE_WINDOW),
+        rate=eta.Rate.of(now),
         running_by_worker=running,
         completed_by_worker=completed,
     )

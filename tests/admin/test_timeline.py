@@ -11,9 +11,10 @@ from django.urls import reverse
 from django.utils import timezone, translation
 
 from studyqueue.admin import timeline
-from studyqueue.admin.common import ATTEMPT_COLOURS, short_duration
+from studyqueue.admin.common import ATTEMPT_COLOURS
 from studyqueue.models import ATTEMPT_OUTCOMES, ErrorCode, JobAttempt, StudyQuestionJob
 from studyqueue.queue import transitions as queue
+from studyqueue.times import short_duration
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db

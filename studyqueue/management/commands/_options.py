@@ -6,7 +6,10 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from datetime import datetime
 
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 
 from studyqueue.models import MAX_ID, StudyQuestionJob, width
@@ -80,3 +83,17 @@ def worker_id(value: str) -> str:
     if not value.isprintable():
         raise argparse.ArgumentTypeError(_("must hold printable characters only"))
     return value
+
+
+def local_moment(value: str) -> datetime:
+    """A date and time such as ``2026-12-02 07:00``, in the local time zone (``TIME_ZONE``)
+    unless it names its own; argparse's ``type``."""
+    try:
+        parsed = parse_datetime(value.strip())
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise argparse.ArgumentTypeError(
+            _("expected a date and time such as 2026-12-02 07:00, got %(value)r") % {"value": value}
+        )
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)

@@ -8,7 +8,7 @@ from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue.conf import conf
-from studyqueue.explanations import key_audit
+from studyqueue.explanations import key_audit, question_sets
 from studyqueue.management.commands import _outdated
 from studyqueue.management.commands._options import bounded_int, object_id
 from studyqueue.management.commands._translated import TranslatedCommand
@@ -59,6 +59,15 @@ class Command(TranslatedCommand):
             help=gettext("question ids"),
         )
         parser.add_argument(
+            "--set",
+            dest="set_name",
+            metavar="NAME",
+            help=gettext(
+                "only the questions of this question set; alone, the set's questions missing "
+                "an explanation (as --missing)"
+            ),
+        )
+        parser.add_argument(
             "--kind",
             choices=JobKind.values,
             default=JobKind.EXPLANATION,
@@ -74,8 +83,17 @@ class Command(TranslatedCommand):
         limit: int | None,
         question: list[int],
         kind: str,
+        set_name: str | None,
         **options: Any,
     ) -> None:
+        in_set = None
+        if set_name is not None:
+            try:
+                in_set = question_sets.questions(question_sets.get(set_name)).values("pk")
+            except question_sets.SetNotFound as exc:
+                raise CommandError(str(exc)) from None
+            if not (outdated or question):
+                missing = True
         if not (missing or outdated or question):
             raise CommandError(
                 gettext("nothing to enqueue: give --missing, --outdated or --question ID ...")
@@ -98,6 +116,8 @@ class Command(TranslatedCommand):
         waiting = StudyQuestion.objects.exclude(text="").exclude(
             pk__in=active.values("study_question_id")
         )
+        if in_set is not None:
+            waiting = waiting.filter(pk__in=in_set)
         wanted = StudyQuestion.objects.none()
         if missing:
             wanted |= waiting.missing()
@@ -116,7 +136,10 @@ class Command(TranslatedCommand):
             if missing:
                 # Questions whose explanation job is queued already (it waits for the audit).
                 queued = StudyQuestionJob.objects.pending().filter(kind=JobKind.EXPLANATION)
-                unaudited = key_audit.needing_audit(StudyQuestion.objects.missing())
+                candidates = StudyQuestion.objects.missing()
+                if in_set is not None:
+                    candidates = candidates.filter(pk__in=in_set)
+                unaudited = key_audit.needing_audit(candidates)
                 unaudited = unaudited.filter(pk__in=queued.values("study_question_id"))
                 more = unaudited.order_by("pk").values_list("pk", flat=True)[:limit]
                 audit_ids = sorted({*audit_ids, *more})

@@ -15,7 +15,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue.explanations import transfer
+from studyqueue.explanations import question_sets, transfer
 from studyqueue.management.commands import _outdated
 from studyqueue.management.commands._translated import TranslatedCommand
 
@@ -68,6 +68,12 @@ class Command(TranslatedCommand):
                 "not_queued)"
             ),
         )
+        parser.add_argument(
+            "--set",
+            dest="set_name",
+            metavar="NAME",
+            help=_("only the questions of this question set"),
+        )
         parser.add_argument("--output", help=_("a file (default: standard output)"))
         parser.add_argument(
             "--no-bom",
@@ -88,13 +94,22 @@ class Command(TranslatedCommand):
         include_missing: bool,
         output: str | None,
         no_bom: bool,
+        set_name: str | None,
         **options: Any,
     ) -> None:
+        ids = None
+        if set_name is not None:
+            try:
+                question_set = question_sets.get(set_name)
+            except question_sets.SetNotFound as exc:
+                raise CommandError(str(exc)) from None
+            ids = question_sets.questions(question_set).values_list("pk", flat=True)
         rows = transfer.export_rows(
             since=since,
             outdated_for=_outdated.versions(self) if outdated else None,
             approved=approved,
             include_missing=include_missing,
+            ids=ids,
         )
         # An export that stops early closes its database cursor now, not at exit.
         with closing(rows):

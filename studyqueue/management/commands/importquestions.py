@@ -6,16 +6,20 @@ import io
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
+from django.db import transaction
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from tqdm import tqdm
 
-from studyqueue.explanations import transfer
+from studyqueue.explanations import question_sets, transfer
+from studyqueue.management.commands._options import local_moment
 from studyqueue.management.commands._translated import TranslatedCommand
+from studyqueue.models import StudyQuestion
 
 SHOWN_ERRORS = 50
 
@@ -39,6 +43,18 @@ class Command(TranslatedCommand):
             action="store_true",
             help=_("queue explanation jobs for the questions created or changed"),
         )
+        parser.add_argument(
+            "--set",
+            dest="set_name",
+            metavar="NAME",
+            help=_("put every question of the file in this question set (created if new)"),
+        )
+        parser.add_argument(
+            "--deadline",
+            type=local_moment,
+            metavar="WHEN",
+            help=_("with --set: when the set is needed by, e.g. '2026-12-02 07:00' (local time)"),
+        )
 
     def handle(
         self,
@@ -47,8 +63,14 @@ class Command(TranslatedCommand):
         format: str | None,
         skip_invalid: bool,
         enqueue: bool,
+        set_name: str | None,
+        deadline: datetime | None,
         **options: Any,
     ) -> None:
+        if deadline is not None and not set_name:
+            raise CommandError(_("--deadline goes with --set"))
+        if set_name is not None and not set_name.strip():
+            raise CommandError(_("--set needs a name"))
         try:
             fmt = transfer.format_of(file, format)
         except ValueError as exc:
@@ -71,7 +93,22 @@ class Command(TranslatedCommand):
                 _("skipped %(invalid)s invalid row(s):") % {"invalid": len(parsed.errors)}
                 + f"\n{report}"
             )
-        result = transfer.store(parsed.rows, self._progress(len(parsed.rows)))
+        # The questions and their set land together, or not at all.
+        with transaction.atomic(using=StudyQuestion.objects.all().db):
+            result = transfer.store(parsed.rows, self._progress(len(parsed.rows)))
+            if set_name:
+                question_set, added = question_sets.add(
+                    set_name, result.every_id, deadline=deadline
+                )
+        if set_name:
+            self.stdout.write(
+                _("Question set %(name)r: %(added)s question(s) added, %(total)s in all.")
+                % {
+                    "name": question_set.name,
+                    "added": added,
+                    "total": question_sets.questions(question_set).count(),
+                }
+            )
         queued = ""
         if enqueue:
             jobs = transfer.enqueue_explanations(result.created + result.updated)

@@ -1,0 +1,120 @@
+"""Question sets in the admin: the list with one progress bar per set, and a set's page with
+its explanations by state, the rate it is getting, when it will be done and whether it makes
+its deadline (``explanations.question_sets``)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib import admin
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from studyqueue.admin.common import GuardedInputAdmin
+from studyqueue.explanations import question_sets
+from studyqueue.explanations.question_sets import Progress
+from studyqueue.models import StudyQuestionSet
+from studyqueue.times import short_duration, shown
+
+# Each state's colour and label, in the bar's order.
+STATES = (
+    ("approved", "#16a34a", _("approved")),
+    ("plain", "#22c55e", _("explained")),
+    ("flagged", "#d97706", _("flagged")),
+    ("failed", "#dc2626", _("failed")),
+    ("waiting", "#cbd5e1", _("waiting")),
+)
+
+
+def progress_bar(progress: Progress) -> SafeString:
+    """One bar, a segment per state sized by its share, and the counts under it."""
+    total = max(progress.total, 1)
+    counted = [(key, colour, label, getattr(progress, key)) for key, colour, label in STATES]
+    segments = format_html_join(
+        "",
+        '<span class="sq-set-{}" title="{}: {}" style="display:inline-block;height:12px;'
+        'width:{}%;background:{}"></span>',
+        (
+            (key, label, n, f"{100 * n / total:.2f}", colour)
+            for key, colour, label, n in counted
+            if n
+        ),
+    )
+    counts = format_html_join(
+        " · ",
+        '<span data-state="{}">{}: {}</span>',
+        ((key, label, n) for key, _colour, label, n in counted),
+    )
+    return format_html(
+        '<div class="sq-set-bar" data-total="{}" style="width:320px;background:#f1f5f9;'
+        'border-radius:3px;overflow:hidden;white-space:nowrap;font-size:0">{}</div>'
+        '<div class="sq-set-counts">{}</div>',
+        progress.total,
+        segments,
+        counts,
+    )
+
+
+def eta_text(progress: Progress) -> str:
+    """When it will be done, with its basis; or why there is no estimate."""
+    if progress.done:
+        return gettext("done %(at)s") % {"at": shown(progress.finished_at)}
+    if progress.eta_seconds is None or progress.rate is None:
+        return gettext("no estimate yet: no explanation completed in the last 10 min")
+    return gettext("about %(at)s (in %(left)s), %(basis)s") % {
+        "at": shown(progress.finishes_at),
+        "left": short_duration(timedelta(seconds=progress.eta_seconds)),
+        "basis": progress.rate.basis,
+    }
+
+
+def deadline_text(progress: Progress) -> str:
+    """Whether it makes its deadline at the current rate."""
+    if progress.deadline is None:
+        return "-"
+    late = progress.late_by
+    at = shown(progress.deadline)
+    if progress.done:
+        made = progress.finished_at is not None and progress.finished_at <= progress.deadline
+        return (gettext("%(at)s: made it") if made else gettext("%(at)s: finished after it")) % {
+            "at": at
+        }
+    if late is not None:
+        return gettext("%(at)s: finishes about %(late)s late") % {
+            "at": at,
+            "late": short_duration(late),
+        }
+    if progress.eta_seconds is None:
+        return gettext("%(at)s: no estimate yet") % {"at": at}
+    return gettext("%(at)s: in time at the current rate") % {"at": at}
+
+
+@admin.register(StudyQuestionSet)
+class StudyQuestionSetAdmin(GuardedInputAdmin):
+    list_display = ("name", "status", "deadline", "created_at")
+    search_fields = ("name",)
+    fields = ("name", "deadline", "status", "created_at")
+    readonly_fields = ("status", "created_at")
+
+    @admin.display(description=_("progress"))
+    def status(self, record: StudyQuestionSet) -> SafeString:
+        """The bar, when it will be done, whether it makes its deadline, when it started
+        (one column: its few queries run once per set)."""
+        if record.pk is None:
+            return format_html("{}", "-")
+        progress = question_sets.progress(record)
+        lines = [
+            eta_text(progress),
+            gettext("started %(at)s") % {"at": shown(progress.started_at)}
+            if progress.started_at
+            else gettext("not started yet"),
+        ]
+        if progress.deadline is not None:
+            lines.insert(1, gettext("deadline %(text)s") % {"text": deadline_text(progress)})
+        return format_html(
+            '{}<div class="sq-set-status">{}</div>',
+            progress_bar(progress),
+            format_html_join(mark_safe("<br>"), "{}", ((line,) for line in lines)),
+        )

@@ -1,0 +1,55 @@
+"""Question sets in the admin: the list's bar per set, a set's page, the questions' action
+that adds them to a set, and the question and job lists filtered by set (both languages)."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from studyqueue.explanations import question_sets
+from studyqueue.models import StudyQuestionSet
+from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
+from tests.helpers.admin import JOBS_URL, QUESTIONS_URL
+
+pytestmark = pytest.mark.django_db
+
+SETS_URL = reverse("admin:studyqueue_studyquestionset_changelist")
+
+
+def test_the_list_shows_one_bar_per_set_and_a_sets_page_its_states(admin_client):
+    explained = StudyQuestionFactory(explanation="Four.")
+    waiting = StudyQuestionFactory()
+    question_set, _ = question_sets.add("midterm", [explained.pk, waiting.pk])
+    question_sets.add("empty", [])
+    html = admin_client.get(SETS_URL).content.decode()
+    assert html.count('class="sq-set-bar"') == 2
+    row = html.split(">midterm</a>")[1].split("</tr>")[0]
+    assert 'data-total="2"' in row and 'class="sq-set-plain"' in row and "width:50.00%" in row
+    assert '<span data-state="waiting">waiting: 1</span>' in row
+    page = admin_client.get(
+        reverse("admin:studyqueue_studyquestionset_change", args=[question_set.pk])
+    ).content.decode()
+    assert "no estimate yet" in page and "not started yet" in page
+    korean = admin_client.get(SETS_URL, headers={"accept-language": "ko"}).content.decode()
+    assert "대기: 1" in korean
+
+
+def test_the_questions_action_adds_the_selected_to_the_named_set(admin_client):
+    chosen = [StudyQuestionFactory(), StudyQuestionFactory()]
+    data = {"action": "add_to_set", "_selected_action": [q.pk for q in chosen]}
+    response = admin_client.post(QUESTIONS_URL, {**data, "set_name": " quiz 1 "}, follow=True)
+    assert "Question set quiz 1: 2 question(s) added, 2 in all." in response.content.decode()
+    assert question_sets.questions(StudyQuestionSet.objects.get(name="quiz 1")).count() == 2
+    response = admin_client.post(QUESTIONS_URL, {**data, "set_name": ""}, follow=True)
+    assert "Name the question set in the box beside the action." in response.content.decode()
+
+
+def test_the_question_and_job_lists_filter_by_set(admin_client):
+    inside, outside = StudyQuestionFactory(text="inside"), StudyQuestionFactory(text="outside")
+    StudyQuestionJobFactory(study_question=inside)
+    StudyQuestionJobFactory(study_question=outside)
+    question_set, _ = question_sets.add("only", [inside.pk])
+    questions = admin_client.get(QUESTIONS_URL, {"sets__id__exact": question_set.pk})
+    assert "inside" in questions.content.decode() and "outside" not in questions.content.decode()
+    jobs = admin_client.get(JOBS_URL, {"study_question__sets__id__exact": question_set.pk})
+    assert "inside" in jobs.content.decode() and "outside" not in jobs.content.decode()

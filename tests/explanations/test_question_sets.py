@@ -1,0 +1,183 @@
+"""Question sets (``explanations/question_sets.py``, ``queue/eta.py``): importing a file as a
+set, a question in several sets, each state counted, ``enqueue``/``exportexplanations``
+``--set``, ``setstatus`` in words and JSON, the estimate and its basis, and a whole set
+imported, drained by ``runconsumer`` and reported done."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from studyqueue.explanations import question_sets
+from studyqueue.models import (
+    JobStatus,
+    ReviewStatus,
+    StudyQuestion,
+    StudyQuestionJob,
+    StudyQuestionSet,
+)
+from studyqueue.queue import eta
+from tests.factories import (
+    ExplanationRevisionFactory,
+    StudyQuestionFactory,
+    StudyQuestionJobFactory,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _file(tmp_path: Path, n: int, start: int = 0) -> str:
+    path = tmp_path / f"set-{start}.jsonl"
+    path.write_text(
+        "\n".join(
+            json.dumps({"external_id": f"q{i}", "text": f"What is {i} + {i}?"})
+            for i in range(start, start + n)
+        )
+    )
+    return str(path)
+
+
+def _run(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+def test_a_file_imported_as_a_set_and_a_question_in_two_sets(tmp_path):
+    out = _run("importquestions", _file(tmp_path, 5), "--set", "midterm")
+    assert "Question set 'midterm': 5 question(s) added, 5 in all." in out
+    # Again, and a later file overlapping it: nothing twice, the shared ones in both sets.
+    assert "0 question(s) added, 5 in all" in _run(
+        "importquestions", _file(tmp_path, 5), "--set", "midterm"
+    )
+    _run("importquestions", _file(tmp_path, 4, start=3), "--set", "final")
+    final = StudyQuestionSet.objects.get(name="final")
+    assert question_sets.questions(final).count() == 4
+    shared = StudyQuestion.objects.get(external_id="q3")
+    assert sorted(shared.sets.values_list("name", flat=True)) == ["final", "midterm"]
+
+
+def test_a_deadline_is_local_time_and_needs_a_set(tmp_path, settings):
+    settings.TIME_ZONE = "Asia/Seoul"
+    _run("importquestions", _file(tmp_path, 1), "--set", "s", "--deadline", "2026-12-02 07:00")
+    deadline = StudyQuestionSet.objects.get(name="s").deadline
+    assert deadline is not None and deadline.isoformat() == "2026-12-01T22:00:00+00:00"
+    with pytest.raises(CommandError, match="--deadline goes with --set"):
+        call_command("importquestions", _file(tmp_path, 1), "--deadline", "2026-12-02 07:00")
+    with pytest.raises(CommandError, match="expected a date and time"):
+        call_command("importquestions", _file(tmp_path, 1), "--set", "s", "--deadline", "7am")
+
+
+def _set_of_every_state() -> StudyQuestionSet:
+    """Seven questions: 1 approved, 2 plainly explained, 1 flagged, 1 failed (its last job
+    failed, none active), 2 waiting (one queued, one whose failed job is being retried)."""
+
+    def explained(flags: list[str] | None = None, review: str = ReviewStatus.UNREVIEWED):
+        question = StudyQuestionFactory(explanation="Four.", explanation_flags=flags or [])
+        revision = ExplanationRevisionFactory(question=question, review_status=review)
+        StudyQuestion.objects.filter(pk=question.pk).update(current_revision=revision)
+        return question
+
+    members = [
+        explained(review=ReviewStatus.APPROVED),
+        explained(),
+        explained(),
+        explained(flags=["too_short"]),
+    ]
+    failed = StudyQuestionFactory()
+    StudyQuestionJobFactory(study_question=failed, status=JobStatus.FAILED)
+    queued = StudyQuestionFactory()
+    StudyQuestionJobFactory(study_question=queued)
+    retried = StudyQuestionFactory()
+    StudyQuestionJobFactory(study_question=retried, status=JobStatus.FAILED)
+    StudyQuestionJobFactory(study_question=retried)
+    question_set, _ = question_sets.add("all", [q.pk for q in [*members, failed, queued, retried]])
+    StudyQuestionFactory()  # not in the set
+    return question_set
+
+
+def test_each_state_is_counted_once():
+    progress = question_sets.progress(_set_of_every_state())
+    assert (progress.total, progress.explained, progress.approved, progress.flagged) == (7, 4, 1, 1)
+    assert (progress.plain, progress.failed, progress.waiting, progress.done) == (2, 1, 2, False)
+
+
+def test_setstatus_in_words_and_json_and_an_unknown_set():
+    _set_of_every_state()
+    text = _run("setstatus", "all")
+    assert text.startswith(
+        "all: 4 of 7 explained (1 approved, 1 flagged), 1 failed, 2 waiting\n"
+        "not started yet; no estimate yet"
+    )
+    data = json.loads(_run("setstatus", "all", "--json"))
+    assert {k: data[k] for k in ("name", "total", "completed", "failed", "waiting", "done")} == {
+        "name": "all",
+        "total": 7,
+        "completed": 4,
+        "failed": 1,
+        "waiting": 2,
+        "done": False,
+    }
+    assert data["eta_seconds"] is None and data["deadline"] is None
+    with pytest.raises(CommandError, match=r"no question set named 'nope' \(sets: all\)"):
+        call_command("setstatus", "nope")
+
+
+def test_enqueue_and_export_take_only_the_sets_questions(tmp_path):
+    _run("importquestions", _file(tmp_path, 3), "--set", "a")
+    _run("importquestions", _file(tmp_path, 2, start=10), "--set", "b")
+    assert "Created 3 explanation job(s)" in _run("enqueue", "--set", "a")
+    queued = StudyQuestionJob.objects.values_list("study_question__external_id", flat=True)
+    assert sorted(queued) == ["q0", "q1", "q2"]
+    with pytest.raises(CommandError, match="no question set named 'c'"):
+        call_command("enqueue", "--set", "c")
+    out = _run("exportexplanations", "--set", "b", "--include-missing")
+    assert sorted(json.loads(line)["external_id"] for line in out.splitlines()) == ["q10", "q11"]
+
+
+def test_the_estimate_is_the_recent_work_over_the_time_it_spanned():
+    """Three explanations of 100 tokens each completed over the last 30 s: 10 tok/s, 100 per
+    job, so 6 more take about a minute; an hour-old job is outside the window."""
+    now = timezone.now()
+    for started in (now - timedelta(seconds=30), now - timedelta(hours=1)):
+        question = StudyQuestionFactory()
+        revision = ExplanationRevisionFactory(question=question, completion_tokens=100)
+        StudyQuestionJobFactory(
+            study_question=question,
+            status=JobStatus.COMPLETED,
+            started_at=started,
+            completed_at=started + timedelta(seconds=5),
+            revision=revision,
+        )
+    for _ in range(2):
+        question = StudyQuestionFactory()
+        revision = ExplanationRevisionFactory(question=question, completion_tokens=100)
+        StudyQuestionJobFactory(
+            study_question=question,
+            status=JobStatus.COMPLETED,
+            started_at=now - timedelta(seconds=20),
+            completed_at=now - timedelta(seconds=2),
+            revision=revision,
+        )
+    rate = eta.Rate.of(now)
+    assert rate is not None and (rate.jobs, rate.tokens_per_job) == (3, 100)
+    assert rate.tokens_per_second == pytest.approx(10.0)
+    assert rate.seconds_for(6) == pytest.approx(60.0)
+    assert rate.basis == "at 10 tok/s over the last 30 s (3 jobs)"
+
+
+def test_a_set_imported_and_drained_is_done(tmp_path, llm_server, settings):
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": False, "VERIFY": False}
+    _run("importquestions", _file(tmp_path, 6), "--set", "quiz", "--enqueue")
+    call_command("runconsumer", "--drain", stdout=StringIO(), stderr=StringIO())
+    data = json.loads(_run("setstatus", "quiz", "--json"))
+    assert (data["total"], data["completed"], data["waiting"], data["done"]) == (6, 6, 0, True)
+    assert data["started_at"] and data["finished_at"]
+    # --watch ends at once on a done set, off a terminal with the status lines.
+    assert "6 of 6 explained" in _run("setstatus", "quiz", "--watch")

@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import random
 import re
 import select
 import socket
@@ -69,6 +70,7 @@ class LLMServer:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.delay = 0.0  # seconds per reply
+        self.delay_jitter = 0.0  # each reply's delay is ``delay`` times 1 +/- up to this
         self.word_delay = 0.0  # seconds between two streamed words
         self.capacity = 0  # replies served at once (0: unlimited); others queue
         # What it says of itself beside the chat API: "" (nothing, like mlx_lm.server),
@@ -432,7 +434,8 @@ class LLMServer:
         if fault == "404":
             h._json(404, {"error": f"model {body.get('model')!r} not found"})
             return
-        deadline = received_at + (self.slow_seconds if fault == "slow" else self.delay)
+        delay = self.delay * (1 + random.uniform(-self.delay_jitter, self.delay_jitter))
+        deadline = received_at + (self.slow_seconds if fault == "slow" else delay)
 
         def generate() -> None:
             """ "Generation" ends at the deadline, or at once when the client closes the

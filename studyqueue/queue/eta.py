@@ -2,9 +2,11 @@
 doing now, with its basis.
 
 The rate is the completion tokens of the explanation jobs that completed in the last
-``WINDOW``, over the time that work spanned: from the first of those jobs' start to now, not
-the whole window. Right after an import, when an operator reads it, a consumer that has run
-for 20 s has a 20 s rate, not a ten-minute average of mostly idle time. The work left is the
+``WINDOW``, over the time that work spanned, not the whole window: from the first of them to
+complete until now, for the jobs after it (with one job alone: from its start). Right after
+an import, when an operator reads it, a consumer that has run for 20 s has a 20 s rate, not a
+ten-minute average of mostly idle time; and a server that stopped answering lowers it as the
+time since grows. The work left is the
 jobs still to run times the tokens an explanation has taken over that window (the current
 prompt's, as the jobs that just ran used it). A set's estimate uses its own jobs' rate once a
 few of them completed in the window, else every job's (``Rate.of``).
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Min, QuerySet, Sum
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, QuerySet, Sum
 from django.utils.translation import gettext
 
 from studyqueue.models import JobKind, JobStatus, StudyQuestionJob
@@ -67,18 +69,41 @@ class Rate:
         )
         if question_ids is not None:
             done = done.filter(study_question_id__in=question_ids)
+        duration = ExpressionWrapper(
+            F("completed_at") - F("started_at"), output_field=DurationField()
+        )
         row = done.aggregate(
-            jobs=Count("pk"), tokens=Sum("revision__completion_tokens"), first=Min("started_at")
+            jobs=Count("pk"),
+            tokens=Sum("revision__completion_tokens"),
+            started=Min("started_at"),
+            first_done=Min("completed_at"),
+            took=Avg(duration),
         )
-        if not row["jobs"] or not row["tokens"] or row["first"] is None:
+        jobs, tokens = row["jobs"], row["tokens"]
+        if not jobs or not tokens or row["started"] is None:
             return None
-        span = max(now - row["first"], timedelta(seconds=1))
-        return cls(
-            tokens_per_second=row["tokens"] / span.total_seconds(),
-            tokens_per_job=row["tokens"] / row["jobs"],
-            jobs=row["jobs"],
-            span=span,
+        per_job = tokens / jobs
+        running = StudyQuestionJob.objects.filter(
+            status=JobStatus.PROCESSING, kind=JobKind.EXPLANATION
         )
+        if question_ids is not None:
+            running = running.filter(study_question_id__in=question_ids)
+        in_flight = running.count()
+        span = max(now - row["started"], timedelta(seconds=1))
+        took = row["took"].total_seconds() if row["took"] else 0.0
+        if jobs > 2 * in_flight and jobs >= 2:
+            # Enough completions to measure the pace itself: the jobs after the first
+            # completion over the time since (a server that stopped lowers it as it grows).
+            since_first = max(now - row["first_done"], timedelta(seconds=1))
+            rate = per_job * (jobs - 1) / since_first.total_seconds()
+        elif in_flight and took > 0:
+            # Too few yet (a drain just started, its first replies in pairs at gate 2):
+            # Little's law, the jobs in flight now over the time one takes from its claim to
+            # its end (its wait at the gate included, as in flight counts those waiting).
+            rate = per_job * in_flight / took
+        else:
+            rate = tokens / span.total_seconds()
+        return cls(tokens_per_second=rate, tokens_per_job=per_job, jobs=jobs, span=span)
 
 
 def rate_for(now: datetime, question_ids: QuerySet[Any, Any] | None = None) -> Rate | None:

@@ -141,35 +141,43 @@ def test_enqueue_and_export_take_only_the_sets_questions(tmp_path):
     assert sorted(json.loads(line)["external_id"] for line in out.splitlines()) == ["q10", "q11"]
 
 
-def test_the_estimate_is_the_recent_work_over_the_time_it_spanned():
-    """Three explanations of 100 tokens each completed over the last 30 s: 10 tok/s, 100 per
-    job, so 6 more take about a minute; an hour-old job is outside the window."""
+def _completed(started: timedelta, ended: timedelta, tokens: int = 100) -> None:
+    """An explanation job of ``tokens`` tokens, started and ended that long ago."""
     now = timezone.now()
-    for started in (now - timedelta(seconds=30), now - timedelta(hours=1)):
-        question = StudyQuestionFactory()
-        revision = ExplanationRevisionFactory(question=question, completion_tokens=100)
-        StudyQuestionJobFactory(
-            study_question=question,
-            status=JobStatus.COMPLETED,
-            started_at=started,
-            completed_at=started + timedelta(seconds=5),
-            revision=revision,
-        )
-    for _ in range(2):
-        question = StudyQuestionFactory()
-        revision = ExplanationRevisionFactory(question=question, completion_tokens=100)
-        StudyQuestionJobFactory(
-            study_question=question,
-            status=JobStatus.COMPLETED,
-            started_at=now - timedelta(seconds=20),
-            completed_at=now - timedelta(seconds=2),
-            revision=revision,
-        )
-    rate = eta.Rate.of(now)
+    question = StudyQuestionFactory()
+    revision = ExplanationRevisionFactory(question=question, completion_tokens=tokens)
+    StudyQuestionJobFactory(
+        study_question=question,
+        status=JobStatus.COMPLETED,
+        started_at=now - started,
+        completed_at=now - ended,
+        revision=revision,
+    )
+
+
+def test_the_estimate_is_the_pace_since_the_first_completion():
+    """Three explanations of 100 tokens completed 20, 10 and 0 s ago (the first started 30 s
+    ago): two jobs in the 20 s since the first, 10 tok/s, so 6 more take a minute. An
+    hour-old job is outside the window."""
+    _completed(timedelta(seconds=30), timedelta(seconds=20))
+    _completed(timedelta(seconds=15), timedelta(seconds=10))
+    _completed(timedelta(seconds=5), timedelta(0))
+    _completed(timedelta(hours=1, seconds=5), timedelta(hours=1))
+    rate = eta.Rate.of(timezone.now())
     assert rate is not None and (rate.jobs, rate.tokens_per_job) == (3, 100)
-    assert rate.tokens_per_second == pytest.approx(10.0)
-    assert rate.seconds_for(6) == pytest.approx(60.0)
+    assert rate.tokens_per_second == pytest.approx(10.0, rel=0.02)
+    assert rate.seconds_for(6) == pytest.approx(60.0, rel=0.02)
     assert rate.basis == "at 10 tok/s over the last 30 s (3 jobs)"
+
+
+def test_right_after_a_start_the_estimate_is_the_calls_in_flight_over_their_time():
+    """One completion so far, 4 s from claim to end, and two jobs in flight: Little's law
+    gives half a job a second (50 tok/s), where counting the one completion over the time
+    since the first start would give 25."""
+    _completed(timedelta(seconds=4), timedelta(0))
+    StudyQuestionJobFactory.create_batch(2, status=JobStatus.PROCESSING)
+    rate = eta.Rate.of(timezone.now())
+    assert rate is not None and rate.tokens_per_second == pytest.approx(50.0, rel=0.05)
 
 
 def test_a_set_imported_and_drained_is_done(tmp_path, llm_server, settings):

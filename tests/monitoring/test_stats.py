@@ -106,20 +106,19 @@ def test_collect_is_split_into_named_parts():
 
 
 def test_the_backlog_estimate_is_what_waits_at_the_servers_recent_rate(admin_client):
-    """Right after an import, the rate is the recent work over the time it spanned, not over
-    the hour: two explanations of 100 tokens completed in the last 20 s make 10 tok/s, so
-    the six waiting take about a minute (the last hour's pace said two hours)."""
+    """Right after an import, the rate is the recent work's own pace, not the hour's: two
+    explanations of 100 tokens, started 20 s ago, completed 10 s apart make 10 tok/s, so the
+    six waiting take about a minute (the last hour's pace said two hours)."""
     now = timezone.now()
-    StudyQuestionJobFactory.create_batch(5, status="pending")
-    StudyQuestionJobFactory(status="processing", heartbeat_at=now)
+    StudyQuestionJobFactory.create_batch(6, status="pending")
     assert stats.collect(now).backlog_done_in is None  # no rate: nothing completed lately
-    for _ in range(2):
+    for ended in (10, 0):
         revision = ExplanationRevisionFactory(completion_tokens=100)
         StudyQuestionJobFactory(
             study_question=revision.question,
             status="completed",
             started_at=now - timedelta(seconds=20),
-            completed_at=now - timedelta(seconds=1),
+            completed_at=now - timedelta(seconds=ended),
             revision=revision,
         )
     StudyQuestionJobFactory(status="completed", completed_at=now - timedelta(minutes=61))

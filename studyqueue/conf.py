@@ -227,6 +227,19 @@ SETTINGS: dict[str, Setting] = {
         "a disputed key holds its question's explanation (no LLM call is spent on it) until a "
         "reviewer keeps or changes the key; off: the explanation is written anyway",
     ),
+    "WEBHOOK_URL": Setting(
+        str,
+        "",
+        "when a question set is done, a signed POST of its counts goes here (set.completed); "
+        "empty: none (the Django signal and the owner's e-mail still go)",
+    ),
+    "WEBHOOK_SECRET": Setting(
+        str,
+        "",
+        "the key of the webhook's X-Studyqueue-Signature (sha256=<HMAC-SHA256 of the body>); "
+        "never logged or shown",
+        secret=True,
+    ),
     "VERIFY": Setting(
         bool,
         True,

@@ -72,6 +72,8 @@ class JobKind(models.TextChoices):
     KEY_AUDIT = "key_audit", _("Key audit")  # ask the model for the answer alone, no key
     # Ask the model which choice an explanation supports, its answer line hidden, no key.
     VERIFICATION = "verification", _("Verification")
+    # Tell the world a question set is done: a Django signal, the webhook, an e-mail.
+    SET_NOTICE = "set_notice", _("Set notice")
 
 
 # A job's claim priority by kind (0 when not listed): jobs are claimed by priority, then id,
@@ -118,6 +120,9 @@ class ErrorCode(models.TextChoices):
     UNKNOWN_KIND = "unknown_kind", _("Kind is not known to this version")
     OPERATOR_SKIPPED = "operator_skipped", _("Skipped by an operator")
     NOTHING_TO_VERIFY = "nothing_to_verify", _("No explanation left to verify")
+    WEBHOOK_FAILED = "webhook_failed", _("The webhook did not accept the notice")
+    SET_MISSING = "set_missing", _("Question set no longer exists")
+    SET_NOT_DONE = "set_not_done", _("The question set is no longer done")
     INTERNAL = "internal", _("Unexpected internal error")
 
 
@@ -536,6 +541,15 @@ class StudyQuestionJob(models.Model):
     kind = models.CharField(
         verbose_name=_("kind"), max_length=_choice_width(JobKind), choices=JobKind.choices
     )
+    # The question set a set's own job is about (a set notice); null for a question's jobs.
+    question_set = models.ForeignKey(
+        "StudyQuestionSet",
+        verbose_name=_("question set"),
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="jobs",
+    )
     priority = models.PositiveSmallIntegerField(
         verbose_name=_("priority"),
         default=0,
@@ -632,6 +646,12 @@ class StudyQuestionJob(models.Model):
                 condition=Q(status__in=ACTIVE_STATUSES),
                 name="studyqueue_job_one_active",
                 violation_error_message=_("This question already has an active job of this kind."),
+            ),
+            models.UniqueConstraint(
+                fields=["question_set", "kind"],
+                condition=Q(status__in=ACTIVE_STATUSES),
+                name="studyqueue_job_one_active_per_set",
+                violation_error_message=_("This set already has an active job of this kind."),
             ),
         ]
         indexes = [
@@ -1183,6 +1203,16 @@ class StudyQuestionSet(models.Model):
     deadline = models.DateTimeField(
         _("deadline"), null=True, blank=True, help_text=_("When it is needed by (optional).")
     )
+    owner_email = models.EmailField(
+        _("owner's e-mail"),
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_("Told by e-mail when the set is done (optional)."),
+    )
+    # The end of the last job of the completion last noticed: a later completion (questions
+    # added and explained since) is noticed again; this one never twice.
+    noticed_through = models.DateTimeField(_("noticed through"), null=True, blank=True)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
 
     objects = StudyQueueManager()

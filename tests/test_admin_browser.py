@@ -442,7 +442,9 @@ def test_the_dashboard_fits_a_1400_px_screen_at_a_glance(site, page):
     newest = page.locator(f'#sq-throughput .sq-col[title^="{hour}: "]')
     assert newest.get_attribute("title") == f"{hour}: 1 / 0"  # the value on hover
     assert newest.bounding_box()["width"] < 40  # thin bars in one row
-    assert page.inner_text("#sq-backlog .n").startswith("≈")  # 30 waiting, 1 done last hour
+    # 30 waiting, and no completion of the last ten minutes with its tokens: no estimate.
+    assert page.inner_text("#sq-backlog .n") == "\u2013"  # an en dash: no figure
+    assert "no estimate yet" in page.inner_text("#sq-backlog .l")
     assert page.inner_text("#sq-cached .n") == "75 %"
     assert "4" in page.inner_text("#sq-gate-limit .n")
     assert page.is_visible("#sq-consumer-records")  # to the records, to remove gone ones

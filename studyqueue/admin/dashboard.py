@@ -35,10 +35,24 @@ def _pct(value: float, top: float) -> float:
     return round(100.0 * value / top, 1) if top else 0.0
 
 
+def shown_kinds(stats: DashboardStats) -> list[JobKind]:
+    """The status table's columns: explanations, and each other kind with a job in it (a
+    column of zeros for a kind nobody uses only widens the page)."""
+    used = {
+        kind
+        for rows in (stats.active, stats.finished_24h)
+        for by_kind in rows.values()
+        for kind, n in by_kind.items()
+        if n
+    }
+    return [kind for kind in JobKind if kind == JobKind.EXPLANATION or kind in used]
+
+
 def _chart_rows(stats: DashboardStats) -> dict[str, Any]:
     """The hourly charts, the error bars and the tables, ready for the template."""
     top_err = stats.max_error_count
     errors = [{"code": code, "count": n, "pct": _pct(n, top_err)} for code, n in stats.top_errors]
+    kinds = shown_kinds(stats)
     table = [
         {
             "status": status,
@@ -50,12 +64,13 @@ def _chart_rows(stats: DashboardStats) -> dict[str, Any]:
                 (stats.active if status in stats.active else stats.finished_24h)
                 .get(status, {})
                 .get(kind, 0)
-                for kind in JobKind.values
+                for kind in kinds
             ],
         }
         for status in JobStatus.values
     ]
     return {
+        "kinds": kinds,
         "charts": hourly_charts(stats),
         "error_rows": errors,
         "status_rows": table,
@@ -155,7 +170,6 @@ class QueueDashboardAdmin(PageAdmin):
         return {
             **_chart_rows(stats),
             "stats": stats,
-            "kinds": list(JobKind),
             "total": number_format(stats.total_estimate, force_grouping=True),
             "stale_minutes": f"{conf.STALE_MINUTES:g}",
             "pending_total": sum(stats.active.get(JobStatus.PENDING, {}).values()),

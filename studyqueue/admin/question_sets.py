@@ -95,7 +95,7 @@ def deadline_text(progress: Progress) -> str:
 class StudyQuestionSetAdmin(GuardedInputAdmin):
     list_display = ("name", "status", "deadline", "created_at")
     search_fields = ("name",)
-    fields = ("name", "deadline", "status", "created_at")
+    fields = ("name", "deadline", "owner_email", "status", "created_at")
     readonly_fields = ("status", "created_at")
 
     @admin.display(description=_("progress"))

@@ -44,6 +44,7 @@ from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections
 
 from studyqueue.conf import conf
+from studyqueue.explanations import question_sets
 from studyqueue.explanations.prompts import current_version
 from studyqueue.models import ErrorCode, StudyQuestionJob
 from studyqueue.queue import presence, retry
@@ -100,6 +101,11 @@ logger = logging.getLogger("studyqueue.consumer")
 # GATE_PERMITS=auto: how often a consumer reads the endpoint's shared limit (and writes its
 # measures) when its own gate did not move it.
 GATE_SYNC_SECONDS = 2.0
+# A set may become done without a job of this consumer ending (another's did, or a crash
+# came between the last job and its set's notice): look this often all the same.
+NOTICE_SWEEP_SECONDS = 30.0
+# What ends a job: a set whose last job ended may be done.
+_ENDINGS = frozenset({Outcome.COMPLETED, Outcome.FAILED, Outcome.SKIPPED})
 # How often the main thread, waiting to be stopped, looks for a signal's pending handler.
 _SIGNAL_CHECK_SECONDS = 0.2
 
@@ -172,6 +178,7 @@ class Consumer:
         # that server) and its breaker (``services.pool``).
         self.pool = EndpointPool.build(endpoints.configured(), self._gate_for)
         self._gate_synced_at = 0.0
+        self._notices_swept_at = -NOTICE_SWEEP_SECONDS
         self.ctx = WorkContext(self.store, self.pool, self.stopping, starting=self._starting)
         self._jobs: dict[int, asyncio.Task[Outcome]] = {}  # running, by job id
         # Jobs a cycle claimed whose LLM call has not started (loading, waiting at the
@@ -329,6 +336,19 @@ class Consumer:
             reason=gate.last_reason,
         )
         gate.adopt(limit)
+
+    async def queue_notices(self, result: CycleResult) -> None:
+        """Queue the notice of each question set now done (``question_sets``): after a
+        cycle that finished jobs, else every ``NOTICE_SWEEP_SECONDS``. Before the cycle
+        reports what is due, so that a drain sends the notice its last job made due."""
+        finished = sum(n for outcome, n in result.outcomes.items() if outcome in _ENDINGS)
+        if not finished and time.monotonic() - self._notices_swept_at < NOTICE_SWEEP_SECONDS:
+            return
+        self._notices_swept_at = time.monotonic()
+        try:
+            await self.store.on_claims(question_sets.queue_due_notices)
+        except DatabaseError as exc:
+            logger.warning("study_set_notice_sweep_failed error=%s", type(exc).__name__)
 
     def pause_before_next_cycle(self) -> float:
         """Seconds before a cycle could claim anything: the rest of the breaker's pause (0
@@ -606,6 +626,7 @@ class Cycle:
                 "study_consumer_db_error worker=%s error=%r", consumer.worker_id, self.db_error
             )
             raise self.db_error
+        await consumer.queue_notices(self.result)
         self.result.paused_for = consumer.pool.remaining()
         self.result.next_due_in = await queue.anext_due_in()
         return self.result

@@ -3,21 +3,30 @@
 A set's progress is its questions' explanations: each question is **approved** (a reviewer
 approved or wrote its explanation), **flagged** (explained, with a quality flag, not
 approved), **explained** (the rest of the explained), **failed** (no explanation, its last
-explanation job failed and none is active) or **waiting**. A set is done when nothing waits.
-When it will be done is ``queue.eta``'s estimate for its waiting questions.
+explanation job failed or was skipped, and none is active) or **waiting**. A set is done
+when nothing waits. When it will be done is ``queue.eta``'s estimate for its waiting
+questions. When it is done, exactly one notice per completion (a ``set_notice`` job: the
+``set_completed`` signal, the signed webhook, the owner's e-mail).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import Count, Exists, Max, Min, OuterRef, Q, Subquery
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, Subquery
+from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.translation import gettext
 
+from studyqueue import times
 from studyqueue.exceptions import StudyQueueError
 from studyqueue.models import (
     ACTIVE_STATUSES,
@@ -31,6 +40,13 @@ from studyqueue.models import (
     fit,
 )
 from studyqueue.queue import eta
+from studyqueue.queue import transitions as queue
+
+logger = logging.getLogger("studyqueue.sets")
+
+
+# How an explanation job can end without an explanation: the set counts those as failed.
+ENDED_UNEXPLAINED = (JobStatus.FAILED, JobStatus.SKIPPED)
 
 
 class SetNotFound(StudyQueueError):
@@ -153,8 +169,8 @@ def progress(question_set: StudyQuestionSet, now: datetime | None = None) -> Pro
         explained=Count("pk", filter=explained),
         approved=Count("pk", filter=approved),
         flagged=Count("pk", filter=explained & ~Q(explanation_flags=[]) & ~approved),
-        # Not explained, its last explanation job failed, and none is active.
-        failed=Count("pk", filter=Q(explanation="", active=False, last=JobStatus.FAILED)),
+        # Not explained, its last explanation job failed or was skipped, and none is active.
+        failed=Count("pk", filter=Q(explanation="", active=False, last__in=ENDED_UNEXPLAINED)),
     )
     waiting = counts["total"] - counts["explained"] - counts["failed"]
     times = StudyQuestionJob.objects.filter(
@@ -175,3 +191,131 @@ def progress(question_set: StudyQuestionSet, now: datetime | None = None) -> Pro
         rate=rate,
         eta_seconds=rate.seconds_for(waiting) if rate is not None else None,
     )
+
+
+# --------------------------------------------------------------------------- the notice
+
+# Sent once per completion of a set (``Noticed.write``), after the commit that records it:
+# ``sender`` is ``StudyQuestionSet``; ``question_set`` the set; ``payload`` the webhook's body
+# as a dict (the same JSON, whether a webhook is set or not).
+set_completed = Signal()
+
+SIGNATURE_HEADER = "X-Studyqueue-Signature"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+def payload(progress: Progress) -> dict[str, object]:
+    """The notice's JSON: what the set came to."""
+    return {
+        "event": "set.completed",
+        "set": progress.name,
+        "total": progress.total,
+        "completed": progress.explained,
+        "failed": progress.failed,
+        "flagged": progress.flagged,
+        "finished_at": progress.finished_at.isoformat() if progress.finished_at else None,
+    }
+
+
+def body_of(data: dict[str, object]) -> bytes:
+    """The exact bytes sent and signed (compact, keys sorted, UTF-8)."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def signature(body: bytes, secret: str) -> str:
+    """``sha256=<hex HMAC-SHA256 of the body with the secret>``: the receiver recomputes it
+    (``hmac.compare_digest``) to know the notice is ours and unaltered."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def idempotency_key(question_set: StudyQuestionSet, progress: Progress) -> str:
+    """The same for every delivery of one completion (a retry, a second consumer after a
+    crash): a receiver keeps the first and ignores the rest."""
+    through = progress.finished_at.isoformat() if progress.finished_at else "-"
+    return f"set-{question_set.pk}-{through}"
+
+
+def queue_due_notices() -> int:
+    """Queue the notice of every set that is done and whose completion has not been noticed
+    (``noticed_through`` before its last job's end); how many were queued. Cheap when nothing
+    happened: only sets with an explanation job that ended since their last notice are
+    looked at."""
+    last_end = (
+        StudyQuestionJob.objects.filter(
+            study_question__sets=OuterRef("pk"),
+            kind=JobKind.EXPLANATION,
+            completed_at__isnull=False,
+        )
+        .order_by("-completed_at")
+        .values("completed_at")[:1]
+    )
+    candidates = StudyQuestionSet.objects.annotate(last_end=Subquery(last_end)).filter(
+        Q(noticed_through__isnull=True) | Q(last_end__gt=F("noticed_through")),
+        last_end__isnull=False,
+    )
+    queued = 0
+    for question_set in candidates:
+        if progress(question_set).done:
+            queued += queue.enqueue_set_notice(question_set.pk).created
+    return queued
+
+
+@dataclass(frozen=True)
+class Noticed:
+    """A set's notice went out (or there was nothing to send it to): the job completes and
+    the set records the completion it noticed, in one transaction; then the signal and the
+    owner's e-mail go, once the commit made it so (a notice whose claim was lost records
+    nothing and sends neither)."""
+
+    question_set: StudyQuestionSet
+    progress: Progress
+    data: dict[str, object]
+
+    def write(self, job: StudyQuestionJob) -> queue.Outcome:
+        jobs = StudyQuestionJob.objects.all()
+        with transaction.atomic(using=jobs.db):
+            outcome = queue.complete(job)
+            if outcome is not queue.Outcome.COMPLETED:
+                return outcome
+            StudyQuestionSet.objects.filter(pk=self.question_set.pk).update(
+                noticed_through=self.progress.finished_at
+            )
+            transaction.on_commit(self._announce, using=jobs.db)
+        return outcome
+
+    def _announce(self) -> None:
+        set_completed.send_robust(
+            sender=StudyQuestionSet, question_set=self.question_set, payload=self.data
+        )
+        owner = self.question_set.owner_email
+        if not owner:
+            return
+        try:
+            send_mail(
+                gettext("%(name)s is done") % {"name": self.progress.name},
+                "\n".join(_mail_lines(self.progress)),
+                None,
+                [owner],
+            )
+        except Exception as exc:  # a mail server down is the owner's loss, not the queue's
+            logger.warning(
+                "study_set_mail_failed set=%s error=%s", self.question_set.pk, type(exc).__name__
+            )
+
+
+def _mail_lines(progress: Progress) -> list[str]:
+    return [
+        gettext(
+            "%(name)s: %(explained)s of %(total)s explained (%(approved)s approved, "
+            "%(flagged)s flagged), %(failed)s failed."
+        )
+        % {
+            "name": progress.name,
+            "explained": progress.explained,
+            "total": progress.total,
+            "approved": progress.approved,
+            "flagged": progress.flagged,
+            "failed": progress.failed,
+        },
+        gettext("Finished %(at)s.") % {"at": times.shown(progress.finished_at)},
+    ]

@@ -54,6 +54,7 @@ TRANSIENT_ERRORS = frozenset(
         ErrorCode.STALE,
         ErrorCode.INTERNAL,
         ErrorCode.QUESTION_CHANGED,
+        ErrorCode.WEBHOOK_FAILED,
     }
 )
 

@@ -404,6 +404,22 @@ def enqueue(
     question_id = question.pk if isinstance(question, StudyQuestion) else int(question)
     if not StudyQuestion.objects.filter(pk=question_id).exists():
         raise EnqueueError(f"study question {question_id} does not exist")
+    return _insert_active(
+        {"study_question_id": question_id}, kind, run_after, f"question {question_id}"
+    )
+
+
+def enqueue_set_notice(set_id: int) -> EnqueueResult:
+    """Queue the notice that question set ``set_id`` is done (``workers.set_notice``);
+    idempotent: returns the active one if there is one."""
+    return _insert_active({"question_set_id": set_id}, JobKind.SET_NOTICE, None, f"set {set_id}")
+
+
+def _insert_active(
+    owner: dict[str, int], kind: str, run_after: datetime | None, named: str
+) -> EnqueueResult:
+    """Insert an active job of ``kind`` for ``owner`` (its question or its set), or return
+    the active one there is."""
     jobs = Job.objects.all()
     now = timezone.now()
     # The partial unique constraint is the arbiter: try to insert, and on a conflict
@@ -412,21 +428,21 @@ def enqueue(
         try:
             with transaction.atomic(using=jobs.db):
                 job = jobs.create(
-                    study_question_id=question_id,
+                    **owner,
                     kind=kind,
                     priority=kind_priority(kind),
                     created_at=now,
                     run_after=run_after or now,
                 )
         except IntegrityError:
-            existing = jobs.active().filter(study_question_id=question_id, kind=kind).first()
+            existing = jobs.active().filter(**owner, kind=kind).first()
             if existing is not None:
                 return EnqueueResult(existing, created=False)
             continue
         _log("enqueued", job)
         notify.send(notify.wake(), using=jobs.db)
         return EnqueueResult(job, created=True)
-    raise EnqueueError(f"could not enqueue question {question_id}: conflicting writes kept winning")
+    raise EnqueueError(f"could not enqueue {named}: conflicting writes kept winning")
 
 
 # Bulk enqueue as INSERT … SELECT from the question table: ids of missing questions match

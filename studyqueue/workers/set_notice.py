@@ -1,0 +1,71 @@
+"""The set notice handler: a question set is done; POST its counts, signed, to ``WEBHOOK_URL``
+(when set), then let the job complete, which sends the Django signal and the owner's e-mail
+(``question_sets.Noticed``). No LLM call and no gate slot: a notice never holds up an
+explanation. A webhook that does not answer 2xx fails the attempt, retried with the backoff
+as any job's (``webhook_failed``); every delivery of one completion carries the same
+idempotency key, so a receiver can keep exactly one."""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+
+from studyqueue.conf import conf
+from studyqueue.explanations import question_sets
+from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob, StudyQuestionSet
+from studyqueue.queue.store import JobResult, Skipped
+from studyqueue.services.redact import redact, secrets_of
+from studyqueue.workers.registry import WorkContext, failed, handler
+
+logger = logging.getLogger("studyqueue.sets")
+
+TIMEOUT_SECONDS = 10.0
+
+
+def _load(job: StudyQuestionJob) -> tuple[StudyQuestionSet, question_sets.Progress] | None:
+    if job.question_set_id is None:
+        return None
+    question_set = StudyQuestionSet.objects.filter(pk=job.question_set_id).first()
+    if question_set is None:
+        return None
+    return question_set, question_sets.progress(question_set)
+
+
+@handler(JobKind.SET_NOTICE)
+async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
+    """Run one claimed set notice job; what happened, for the consumer to write."""
+    found = await ctx.store.on_claims(_load, job)
+    if found is None:
+        return failed(job, ErrorCode.SET_MISSING, "the question set was deleted")
+    question_set, progress = found
+    if not progress.done:
+        # Questions were added since it was queued: the next completion is noticed instead.
+        return Skipped(ErrorCode.SET_NOT_DONE, "questions were added since the set was done")
+    data = question_sets.payload(progress)
+    url = conf.WEBHOOK_URL
+    if url:
+        error = await _post(url, data, question_sets.idempotency_key(question_set, progress))
+        if error is not None:
+            return failed(job, ErrorCode.WEBHOOK_FAILED, error)
+    logger.info("study_set_noticed set=%s webhook=%s", question_set.pk, "yes" if url else "no")
+    return question_sets.Noticed(question_set, progress, data)
+
+
+async def _post(url: str, data: dict[str, object], key: str) -> str | None:
+    """POST the signed notice; None on a 2xx answer, else why not (redacted)."""
+    body = question_sets.body_of(data)
+    headers = {
+        "Content-Type": "application/json",
+        question_sets.IDEMPOTENCY_HEADER: key,
+        question_sets.SIGNATURE_HEADER: question_sets.signature(body, conf.WEBHOOK_SECRET),
+    }
+    secrets = secrets_of(url, conf.WEBHOOK_SECRET)
+    try:
+        async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS) as client:
+            response = await client.post(url, content=body, headers=headers)
+    except httpx.HTTPError as exc:
+        return redact(f"POST {url}: {type(exc).__name__}: {exc}", secrets)[:300]
+    if 200 <= response.status_code < 300:
+        return None
+    return redact(f"POST {url}: HTTP {response.status_code}", secrets)

@@ -1,0 +1,176 @@
+"""When a question set is done, exactly one notice (``workers/set_notice.py``): the signed
+webhook POST against a real HTTP receiver, the ``set_completed`` signal and the owner's
+e-mail; a failing receiver retried with the same idempotency key; a crash between the last
+job and the notice still sending exactly one; a later completion noticed again."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from io import StringIO
+
+import pytest
+from django.core import mail
+from django.core.management import call_command
+
+from studyqueue.explanations import question_sets
+from studyqueue.models import JobKind, JobStatus, StudyQuestionJob, StudyQuestionSet
+from studyqueue.queue import transitions as queue
+from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
+from tests.helpers import ports
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SECRET = "s3cret-key"
+
+
+class Receiver:
+    """A webhook receiver on 127.0.0.1: it records each POST and answers with the next of
+    ``statuses`` (200 once they run out)."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[dict[str, str], bytes]] = []
+        self.statuses: list[int] = []
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with receiver._lock:
+                    receiver.posts.append((dict(self.headers), body))
+                    status = receiver.statuses.pop(0) if receiver.statuses else 200
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", ports.free_port()), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/hooks/studyqueue"
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def receiver(settings, llm_server) -> Iterator[Receiver]:
+    hook = Receiver()
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "WEBHOOK_URL": hook.url,
+        "WEBHOOK_SECRET": SECRET,
+        "KEY_AUDIT": False,
+        "VERIFY": False,
+        "BACKOFF_BASE_SECONDS": 0,
+        "BACKOFF_JITTER": 0,
+    }
+    yield hook
+    hook.stop()
+
+
+@pytest.fixture
+def signals() -> Iterator[list[dict[str, object]]]:
+    seen: list[dict[str, object]] = []
+
+    def record(sender: object, **kwargs: object) -> None:
+        seen.append(kwargs)
+
+    question_sets.set_completed.connect(record)
+    yield seen
+    question_sets.set_completed.disconnect(record)
+
+
+def _set(name: str, n: int, **fields: object) -> StudyQuestionSet:
+    questions = [StudyQuestionFactory(text=f"{name}: what is {i} + 1?") for i in range(n)]
+    question_set, _ = question_sets.add(name, [q.pk for q in questions])
+    StudyQuestionSet.objects.filter(pk=question_set.pk).update(**fields)
+    queue.enqueue_many([q.pk for q in questions])
+    return StudyQuestionSet.objects.get(pk=question_set.pk)
+
+
+def _drain() -> None:
+    call_command("runconsumer", "--drain", stdout=StringIO(), stderr=StringIO())
+
+
+def test_a_done_set_sends_one_signed_notice_a_signal_and_an_email(receiver, signals):
+    question_set = _set("midterm", 3, owner_email="teacher@example.org")
+    _drain()
+    assert len(receiver.posts) == 1
+    headers, body = receiver.posts[0]
+    data = json.loads(body)
+    assert {k: data[k] for k in ("event", "set", "total", "completed", "failed", "flagged")} == {
+        "event": "set.completed",
+        "set": "midterm",
+        "total": 3,
+        "completed": 3,
+        "failed": 0,
+        "flagged": 0,
+    }
+    assert data["finished_at"]
+    expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(headers["X-Studyqueue-Signature"], expected)
+    assert headers["Idempotency-Key"].startswith(f"set-{question_set.pk}-")
+    assert [s["payload"] for s in signals] == [data]
+    assert [m.to for m in mail.outbox] == [["teacher@example.org"]]
+    assert "midterm: 3 of 3 explained" in mail.outbox[0].body
+    _drain()  # nothing new: no second notice
+    assert len(receiver.posts) == 1 and len(signals) == 1
+    notice = StudyQuestionJob.objects.get(kind=JobKind.SET_NOTICE)
+    assert (notice.status, notice.question_set_id) == (JobStatus.COMPLETED, question_set.pk)
+
+
+def test_a_failing_webhook_is_retried_with_the_same_key_and_the_signal_goes_once(receiver, signals):
+    receiver.statuses = [500, 503]
+    _set("quiz", 2)
+    for _ in range(3):
+        _drain()
+    assert len(receiver.posts) == 3
+    keys = {headers["Idempotency-Key"] for headers, _ in receiver.posts}
+    assert len(keys) == 1  # one completion, delivered three times until it was accepted
+    notice = StudyQuestionJob.objects.get(kind=JobKind.SET_NOTICE)
+    assert (notice.status, notice.attempts) == (JobStatus.COMPLETED, 3)
+    assert len(signals) == 1
+
+
+def test_a_crash_between_the_last_job_and_the_notice_still_sends_exactly_one(receiver, signals):
+    """The set's jobs completed, and the consumer that ended them died before it looked for
+    the sets they completed: the next consumer's sweep finds it."""
+    question = StudyQuestionFactory(explanation="Four.")
+    StudyQuestionJobFactory(
+        study_question=question, status=JobStatus.COMPLETED, completed_at=question.created_at
+    )
+    question_sets.add("crashed", [question.pk])
+    _drain()
+    _drain()
+    assert len(receiver.posts) == 1 and len(signals) == 1
+
+
+def test_a_set_that_grows_after_its_notice_is_noticed_again_when_done_again(receiver):
+    question_set = _set("weekly", 1)
+    _drain()
+    more = StudyQuestionFactory(text="weekly: one more")
+    question_sets.add("weekly", [more.pk])
+    queue.enqueue(more)
+    _drain()
+    assert len(receiver.posts) == 2
+    first, second = (json.loads(body) for _, body in receiver.posts)
+    assert (first["total"], second["total"]) == (1, 2)
+    assert question_set.jobs.filter(kind=JobKind.SET_NOTICE).count() == 2
+
+
+def test_without_a_webhook_the_signal_still_goes(settings, llm_server, signals):
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": False, "VERIFY": False}
+    _set("local", 2)
+    _drain()
+    assert len(signals) == 1 and signals[0]["payload"]["completed"] == 2

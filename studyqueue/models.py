@@ -556,6 +556,15 @@ class StudyQuestionJob(models.Model):
         db_default=0,
         help_text=_("Claimed before any job with a higher number that is ready (0: first)."),
     )
+    deadline = models.DateTimeField(
+        verbose_name=_("deadline"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "The earliest deadline of its question's sets: within a priority, jobs with one are "
+            "claimed first, earliest first, then by age."
+        ),
+    )
     status = models.CharField(
         verbose_name=_("status"),
         max_length=_choice_width(JobStatus),
@@ -655,9 +664,10 @@ class StudyQuestionJob(models.Model):
             ),
         ]
         indexes = [
-            # Exactly the claim query: WHERE status='pending' ... ORDER BY priority, id.
+            # Exactly the claim query: WHERE status='pending' ... ORDER BY priority, deadline,
+            # id (PostgreSQL sorts NULLs last in ascending order: jobs with no deadline last).
             models.Index(
-                fields=["priority", "id"],
+                fields=["priority", "deadline", "id"],
                 condition=Q(status=JobStatus.PENDING),
                 name="studyqueue_job_claim",
             ),

@@ -5,8 +5,10 @@ its deadline (``explanations.question_sets``)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.contrib import admin
+from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext
@@ -97,6 +99,13 @@ class StudyQuestionSetAdmin(GuardedInputAdmin):
     search_fields = ("name",)
     fields = ("name", "deadline", "owner_email", "status", "created_at")
     readonly_fields = ("status", "created_at")
+
+    def save_model(
+        self, request: HttpRequest, obj: StudyQuestionSet, form: Any, change: bool
+    ) -> None:
+        super().save_model(request, obj, form, change)
+        if "deadline" in form.changed_data:
+            question_sets.deadline_changed(obj)
 
     @admin.display(description=_("progress"))
     def status(self, record: StudyQuestionSet) -> SafeString:

@@ -85,7 +85,19 @@ def add(
         before = members.filter(studyquestionset=question_set).count()
         question_set.questions.add(*ids)
         after = members.filter(studyquestionset=question_set).count()
+        if question_set.deadline is not None:
+            # Their queued jobs now go by the set's deadline too (or an earlier one).
+            queue.set_deadlines(ids if deadline is None else _member_ids(question_set))
     return question_set, after - before
+
+
+def deadline_changed(question_set: StudyQuestionSet) -> int:
+    """The set's deadline was changed (its admin page): its questions' queued jobs follow."""
+    return queue.set_deadlines(_member_ids(question_set))
+
+
+def _member_ids(question_set: StudyQuestionSet) -> list[int]:
+    return list(questions(question_set).values_list("pk", flat=True))
 
 
 def questions(question_set: StudyQuestionSet) -> QuestionQuerySet:

@@ -21,7 +21,7 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from studyqueue.conf import AUTO, conf
-from studyqueue.explanations import review_queue
+from studyqueue.explanations import question_sets, review_queue
 from studyqueue.explanations.outdated import Basis, basis
 from studyqueue.models import (
     ACTIVE_STATUSES,
@@ -35,6 +35,7 @@ from studyqueue.models import (
     QueuePause,
     StudyQuestion,
     StudyQuestionJob,
+    StudyQuestionSet,
 )
 from studyqueue.queue import eta
 from studyqueue.queue.presence import ConsumerState, consumer_states
@@ -45,6 +46,7 @@ Job = StudyQuestionJob
 WINDOW = timedelta(hours=24)
 # The backlog's estimate divides by the jobs completed over this last stretch.
 RATE_WINDOW = timedelta(hours=1)
+LATE_SETS_SHOWN = 20  # sets with a deadline looked at by the dashboard, earliest first
 OUTDATED_CAP = 10_000
 TOP_ERRORS = 5
 
@@ -115,6 +117,8 @@ class DashboardStats:
     gate_limits: list[GateLimit]  # GATE_PERMITS=auto: each endpoint's limit and tokens/s
     endpoints: list[EndpointRow] = field(default_factory=list)  # each LLM server in use
     rate: eta.Rate | None = None  # what the servers did for explanations lately
+    # The question sets that will miss their deadline at the current rate.
+    late_sets: list[question_sets.Progress] = field(default_factory=list)
     completed_recently: int = 0  # jobs completed over the last RATE_WINDOW
     # Per worker id, from the jobs table now (a consumer's own counts are a cycle old).
     running_by_worker: dict[str, int] = field(default_factory=dict)  # processing jobs
@@ -455,6 +459,16 @@ def _served_last_hour(now: datetime) -> dict[str, tuple[int, int]]:
     return {row["endpoint"]: (row["calls"], row["tokens"] or 0) for row in rows}
 
 
+def late_sets(now: datetime) -> list[question_sets.Progress]:
+    """The sets with a deadline (within the last day or to come), not done, that will finish
+    after it at the current rate (one estimate per such set; sets without one cost nothing)."""
+    due = StudyQuestionSet.objects.filter(
+        deadline__isnull=False, deadline__gt=now - timedelta(days=1)
+    )
+    progress = (question_sets.progress(s, now) for s in due.order_by("deadline")[:LATE_SETS_SHOWN])
+    return [p for p in progress if not p.done and p.late_by is not None]
+
+
 def pauses() -> list[QueuePause]:
     return list(QueuePause.objects.all())
 
@@ -531,6 +545,7 @@ def collect(now: datetime | None = None) -> DashboardStats:
         endpoints=endpoint_rows(consumers, limits, now),
         completed_recently=completed_since(now - RATE_WINDOW),
         rate=eta.Rate.of(now),
+        late_sets=late_sets(now),
         running_by_worker=running,
         completed_by_worker=completed,
     )

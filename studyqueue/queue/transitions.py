@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from django.db import IntegrityError, connections, models, transaction
-from django.db.models import F, QuerySet
+from django.db.models import F, Min, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from studyqueue.conf import conf
@@ -44,6 +44,7 @@ from studyqueue.models import (
     QueuePause,
     StudyQuestion,
     StudyQuestionJob,
+    StudyQuestionSet,
     fit,
     key_audit_holds,
     kind_priority,
@@ -268,9 +269,10 @@ def attempts_of(job_id: int, last: int | None = None) -> list[JobAttempt]:
 # of queueing behind them, and ``= ANY(ARRAY(…))`` runs the SELECT once as an init plan
 # (``IN (…)`` plans a slower semi-join); SQLite serialises writers and has neither.
 # Status literals are inlined so that the planner matches the partial index
-# ``studyqueue_job_claim`` (priority, id): a later priority is taken only when no earlier one
-# is ready (``models.KIND_PRIORITY``). tests/queue/test_transitions.py checks that it takes
-# exactly ready().
+# ``studyqueue_job_claim`` (priority, deadline, id): a later priority is taken only when no
+# earlier one is ready (``models.KIND_PRIORITY``); within one, a job whose question's set has a
+# deadline goes first, the earliest first, then by age (``set_deadlines``).
+# tests/queue/test_transitions.py checks that it takes exactly ready().
 # An explanation job waits while its question's key audit runs first, or (KEY_AUDIT_HOLDS) while
 # its disputed key waits for a reviewer: ``models.waiting_for_key_audit``.
 _READY_IDS = """
@@ -295,8 +297,14 @@ _READY_IDS = """
             AND held.key_check = ''
         ))
       ))
-    ORDER BY priority, id
+    ORDER BY {order}
     LIMIT %(limit)s"""
+# Jobs with a deadline first, the earliest first: PostgreSQL sorts NULLs last in ascending
+# order, as the index holds them; SQLite sorts them first, and has no index order to match.
+_ORDER = {
+    "postgresql": "priority, deadline, id",
+    "sqlite": "priority, deadline IS NULL, deadline, id",
+}
 _CLAIM = """
 UPDATE studyqueue_studyquestionjob
 SET status = 'processing',
@@ -313,9 +321,13 @@ RETURNING *
 # (``_opening_attempts``), on SQLite by a second one in the claim's transaction.
 CLAIM_SQL = {
     "postgresql": _opening_attempts(
-        _CLAIM.format(ids=f"id = ANY(ARRAY({_READY_IDS}\n    FOR UPDATE SKIP LOCKED))")
+        _CLAIM.format(
+            ids="id = ANY(ARRAY({ready}\n    FOR UPDATE SKIP LOCKED))".format(
+                ready=_READY_IDS.format(order=_ORDER["postgresql"])
+            )
+        )
     ),
-    "sqlite": _CLAIM.format(ids=f"id IN ({_READY_IDS})"),
+    "sqlite": _CLAIM.format(ids="id IN ({})".format(_READY_IDS.format(order=_ORDER["sqlite"]))),
 }
 # One given job, for an operator who runs it now (``manage.py explain``): not before its
 # turn in the queue matters, nor a pause; attempts and the fence are as for any claim.
@@ -404,15 +416,44 @@ def enqueue(
     question_id = question.pk if isinstance(question, StudyQuestion) else int(question)
     if not StudyQuestion.objects.filter(pk=question_id).exists():
         raise EnqueueError(f"study question {question_id} does not exist")
-    return _insert_active(
-        {"study_question_id": question_id}, kind, run_after, f"question {question_id}"
-    )
+    owner = {"study_question_id": question_id}
+    return _insert_active(owner, kind, run_after, f"question {question_id}")
 
 
 def enqueue_set_notice(set_id: int) -> EnqueueResult:
     """Queue the notice that question set ``set_id`` is done (``workers.set_notice``);
     idempotent: returns the active one if there is one."""
     return _insert_active({"question_set_id": set_id}, JobKind.SET_NOTICE, None, f"set {set_id}")
+
+
+def _earliest_deadline() -> Subquery:
+    """The earliest deadline among the sets of the job's question (``OuterRef``)."""
+    sets = StudyQuestionSet.objects.filter(
+        questions=OuterRef("study_question_id"), deadline__isnull=False
+    )
+    return Subquery(sets.order_by("deadline").values("deadline")[:1])
+
+
+def _deadline_of(question_id: int | None) -> datetime | None:
+    """The earliest deadline among the sets of question ``question_id``."""
+    if question_id is None:
+        return None
+    sets = StudyQuestionSet.objects.filter(questions=question_id, deadline__isnull=False)
+    return sets.aggregate(first=Min("deadline"))["first"]
+
+
+def set_deadlines(question_ids: Iterable[int]) -> int:
+    """Give the active jobs of these questions the earliest deadline of their sets again (a
+    set's deadline changed, or they joined a set): the claim order follows; how many jobs."""
+    jobs = Job.objects.all()
+    ids = sorted({int(i) for i in question_ids})
+    changed = 0
+    for start in range(0, len(ids), operator_batch(jobs.db)):
+        chunk = ids[start : start + operator_batch(jobs.db)]
+        changed += (
+            jobs.active().filter(study_question_id__in=chunk).update(deadline=_earliest_deadline())
+        )
+    return changed
 
 
 def _insert_active(
@@ -431,6 +472,7 @@ def _insert_active(
                     **owner,
                     kind=kind,
                     priority=kind_priority(kind),
+                    deadline=_deadline_of(owner.get("study_question_id")),
                     created_at=now,
                     run_after=run_after or now,
                 )
@@ -450,9 +492,14 @@ def _insert_active(
 # database builds the rows. PostgreSQL takes the ids as one array parameter.
 ENQUEUE_MANY_SQL = """
 INSERT INTO studyqueue_studyquestionjob
-    (study_question_id, kind, priority, status, attempts, max_attempts, free_releases,
-     error_code, error_message, created_at, run_after, worker_id)
-SELECT id, %(kind)s, %(priority)s, 'pending', 0, %(max_attempts)s, 0, '', '', %(now)s, %(now)s, ''
+    (study_question_id, kind, priority, deadline, status, attempts, max_attempts,
+     free_releases, error_code, error_message, created_at, run_after, worker_id)
+SELECT id, %(kind)s, %(priority)s,
+    (SELECT MIN(qset.deadline) FROM studyqueue_studyquestionset AS qset
+     JOIN studyqueue_studyquestionset_questions AS member
+       ON member.studyquestionset_id = qset.id
+     WHERE member.studyquestion_id = studyqueue_studyquestion.id),
+    'pending', 0, %(max_attempts)s, 0, '', '', %(now)s, %(now)s, ''
 FROM studyqueue_studyquestion
 WHERE {ids}
 ON CONFLICT DO NOTHING

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django import template
 
@@ -16,3 +16,9 @@ register = template.Library()
 def when(value: datetime | None, empty: str = "-") -> str:
     """Local time with seconds, the active language's one format; ``empty`` for none."""
     return times.shown(value if isinstance(value, datetime) else None, empty)
+
+
+@register.filter
+def duration(value: timedelta | None) -> str:
+    """A duration as the tables show it: 45s, 12m, 3h 5m (``times.short_duration``)."""
+    return times.short_duration(value) if isinstance(value, timedelta) else "-"

@@ -23,6 +23,7 @@ from studyqueue.models import (
     StudyQuestionSet,
 )
 from studyqueue.queue import eta
+from studyqueue.queue import transitions as queue
 from tests.factories import (
     ExplanationRevisionFactory,
     StudyQuestionFactory,
@@ -189,3 +190,55 @@ def test_a_set_imported_and_drained_is_done(tmp_path, llm_server, settings):
     assert data["started_at"] and data["finished_at"]
     # --watch ends at once on a done set, off a terminal with the status lines.
     assert "6 of 6 explained" in _run("setstatus", "quiz", "--watch")
+
+
+def _claimed_in_order(n: int) -> list[str]:
+    jobs = [queue.claim(worker_id="w", limit=1) for _ in range(n)]
+    return [StudyQuestion.objects.get(pk=job.study_question_id).text for [job] in jobs]
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_a_set_with_a_deadline_is_claimed_first_the_earliest_first_then_by_age(bulk):
+    now = timezone.now()
+    plain, later, sooner = (StudyQuestionFactory(text=t) for t in ("plain", "later", "sooner"))
+    question_sets.add("later", [later.pk], deadline=now + timedelta(hours=2))
+    question_sets.add("sooner", [sooner.pk], deadline=now + timedelta(hours=1))
+    ids = [plain.pk, later.pk, sooner.pk]  # enqueued oldest first
+    if bulk:
+        queue.enqueue_many(ids)
+    else:
+        for pk in ids:
+            queue.enqueue(pk)
+    assert _claimed_in_order(3) == ["sooner", "later", "plain"]
+
+
+def test_a_deadline_moved_forward_moves_its_queued_jobs_forward():
+    now = timezone.now()
+    first, second = StudyQuestionFactory(text="first"), StudyQuestionFactory(text="second")
+    question_sets.add("a", [first.pk], deadline=now + timedelta(hours=1))
+    queue.enqueue_many([first.pk, second.pk])
+    question_sets.add("b", [second.pk], deadline=now + timedelta(minutes=10))  # joins a set
+    assert _claimed_in_order(2) == ["second", "first"]
+
+
+def test_the_dashboard_and_setstatus_say_a_set_will_be_late(admin_client):
+    """Two explanations of 100 tokens a second apart: 100 tok/s; 600 questions wait, so the
+    set needs about 10 min, and its deadline is in 5."""
+    now = timezone.now()
+    for ended in (2, 1):
+        question = StudyQuestionFactory()
+        revision = ExplanationRevisionFactory(question=question, completion_tokens=100)
+        StudyQuestionJobFactory(
+            study_question=question,
+            status=JobStatus.COMPLETED,
+            started_at=now - timedelta(seconds=3),
+            completed_at=now - timedelta(seconds=ended),
+            revision=revision,
+        )
+    waiting = StudyQuestion.objects.bulk_create(StudyQuestion(text=f"q{i}") for i in range(600))
+    question_sets.add("finals", [q.pk for q in waiting], deadline=now + timedelta(minutes=5))
+    text = _run("setstatus", "finals")
+    assert "deadline " in text and "late at the current rate" in text
+    html = admin_client.get("/admin/studyqueue/queuedashboard/").content.decode()
+    alert = html.split('class="sq-alert sq-late-set" data-set="finals"')[1].split("</div>")[0]
+    assert "finals will miss its deadline" in alert and "late." in alert

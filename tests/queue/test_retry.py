@@ -33,6 +33,7 @@ CLASSIFIED = [
     (ErrorCode.STALE, True, False),
     (ErrorCode.INTERNAL, True, False),
     (ErrorCode.QUESTION_CHANGED, True, False),
+    (ErrorCode.WEBHOOK_FAILED, True, False),  # a set's notice: the receiver may come back
     (ErrorCode.LLM_REJECTED, False, False),
     (ErrorCode.QUESTION_MISSING, False, False),
     (ErrorCode.QUESTION_EMPTY, False, False),
@@ -41,6 +42,8 @@ CLASSIFIED = [
     (ErrorCode.UNKNOWN_KIND, False, False),
     (ErrorCode.OPERATOR_SKIPPED, False, False),
     (ErrorCode.NOTHING_TO_VERIFY, False, False),
+    (ErrorCode.SET_MISSING, False, False),
+    (ErrorCode.SET_NOT_DONE, False, False),
 ]
 
 

@@ -123,7 +123,9 @@ def test_a_done_set_sends_one_signed_notice_a_signal_and_an_email(receiver, sign
     assert headers["Idempotency-Key"].startswith(f"set-{question_set.pk}-")
     assert [s["payload"] for s in signals] == [data]
     assert [m.to for m in mail.outbox] == [["teacher@example.org"]]
-    assert "midterm: 3 of 3 explained" in mail.outbox[0].body
+    assert "midterm: 3 of 3 explained (0 approved, 0 flagged), 0 failed, 0 waiting" in (
+        mail.outbox[0].body
+    )
     _drain()  # nothing new: no second notice
     assert len(receiver.posts) == 1 and len(signals) == 1
     notice = StudyQuestionJob.objects.get(kind=JobKind.SET_NOTICE)

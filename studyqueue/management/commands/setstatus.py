@@ -107,21 +107,7 @@ def _seconds(value: float) -> timedelta:
 
 def lines(progress: Progress) -> list[str]:
     """The set's status as people read it: counts, then timing, then the deadline."""
-    out = [
-        _(
-            "%(name)s: %(explained)s of %(total)s explained (%(approved)s approved, "
-            "%(flagged)s flagged), %(failed)s failed, %(waiting)s waiting"
-        )
-        % {
-            "name": progress.name,
-            "explained": progress.explained,
-            "total": progress.total,
-            "approved": progress.approved,
-            "flagged": progress.flagged,
-            "failed": progress.failed,
-            "waiting": progress.waiting,
-        }
-    ]
+    out = [question_sets.counts_line(progress)]
     started = (
         _("started %(at)s") % {"at": shown(progress.started_at)}
         if progress.started_at

@@ -141,14 +141,14 @@ def _quality_problems() -> list[CheckMessage]:
 
 def _pooler_problems() -> list[CheckMessage]:
     """How the queue keeps its sessions behind a transaction pooler (``queue.pg.mode``)."""
-    from studyqueue.models import database  # the models must be ready first
+    from studyqueue.models import StudyQuestionJob  # the models must be ready first
 
     if conf.DIRECT_DATABASE_URL:
         try:
             pg.direct_settings()
         except SettingsError as exc:
             return [Error(str(exc), id="studyqueue.E010")]
-    if pg.mode(database()) is pg.Mode.POOLED:
+    if pg.mode(StudyQuestionJob.objects.all().db) is pg.Mode.POOLED:
         return [
             Warning(
                 gettext(

@@ -4,21 +4,18 @@ its deadline (``explanations.question_sets``)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from studyqueue.admin.common import GuardedInputAdmin
 from studyqueue.explanations import question_sets
 from studyqueue.explanations.question_sets import Progress
 from studyqueue.models import StudyQuestionSet
-from studyqueue.times import short_duration, shown
 
 # Each state's colour and label, in the bar's order.
 STATES = (
@@ -59,40 +56,6 @@ def progress_bar(progress: Progress) -> SafeString:
     )
 
 
-def eta_text(progress: Progress) -> str:
-    """When it will be done, with its basis; or why there is no estimate."""
-    if progress.done:
-        return gettext("done %(at)s") % {"at": shown(progress.finished_at)}
-    if progress.eta_seconds is None or progress.rate is None:
-        return gettext("no estimate yet: no explanation completed in the last 10 min")
-    return gettext("about %(at)s (in %(left)s), %(basis)s") % {
-        "at": shown(progress.finishes_at),
-        "left": short_duration(timedelta(seconds=progress.eta_seconds)),
-        "basis": progress.rate.basis,
-    }
-
-
-def deadline_text(progress: Progress) -> str:
-    """Whether it makes its deadline at the current rate."""
-    if progress.deadline is None:
-        return "-"
-    late = progress.late_by
-    at = shown(progress.deadline)
-    if progress.done:
-        made = progress.finished_at is not None and progress.finished_at <= progress.deadline
-        return (gettext("%(at)s: made it") if made else gettext("%(at)s: finished after it")) % {
-            "at": at
-        }
-    if late is not None:
-        return gettext("%(at)s: finishes about %(late)s late") % {
-            "at": at,
-            "late": short_duration(late),
-        }
-    if progress.eta_seconds is None:
-        return gettext("%(at)s: no estimate yet") % {"at": at}
-    return gettext("%(at)s: in time at the current rate") % {"at": at}
-
-
 @admin.register(StudyQuestionSet)
 class StudyQuestionSetAdmin(GuardedInputAdmin):
     list_display = ("name", "status", "deadline", "created_at")
@@ -114,14 +77,7 @@ class StudyQuestionSetAdmin(GuardedInputAdmin):
         if record.pk is None:
             return format_html("{}", "-")
         progress = question_sets.progress(record)
-        lines = [
-            eta_text(progress),
-            gettext("started %(at)s") % {"at": shown(progress.started_at)}
-            if progress.started_at
-            else gettext("not started yet"),
-        ]
-        if progress.deadline is not None:
-            lines.insert(1, gettext("deadline %(text)s") % {"text": deadline_text(progress)})
+        lines = question_sets.status_lines(progress)[1:]  # the bar shows the counts
         return format_html(
             '{}<div class="sq-set-status">{}</div>',
             progress_bar(progress),

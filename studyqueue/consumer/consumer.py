@@ -254,16 +254,10 @@ class Consumer:
             self.worker_id,
             result.summary(),
             self.pool.failures,
-            self.gate_free(),
+            self.pool.free,  # each gate's limit less its calls: an auto gate's 8 slots say 8/1
             self.pool.limit,
         )
         return result
-
-    def gate_free(self) -> int:
-        """Calls that may start now on the servers that are up: each gate's limit less the
-        calls it holds. With ``GATE_PERMITS=auto`` a gate has ``GATE_MAX_PERMITS`` slots but
-        lets only its limit be used, so its free slots alone overstate it (``8/1``)."""
-        return self.pool.free
 
     async def ask_servers(self) -> None:
         """``GATE_PERMITS=auto``: ask each server what it can take (``server_limits``) and

@@ -121,6 +121,50 @@ def counts_line(progress: Progress) -> str:
     }
 
 
+def status_lines(progress: Progress) -> list[str]:
+    """The set's status as people read it (``setstatus``, its admin page): its counts; when
+    it started and will be done, with the estimate's basis; its deadline and whether it
+    makes it at the current rate."""
+    started = (
+        gettext("started %(at)s") % {"at": times.shown(progress.started_at)}
+        if progress.started_at
+        else gettext("not started yet")
+    )
+    if progress.done:
+        timing = gettext("done %(at)s") % {"at": times.shown(progress.finished_at)}
+    elif progress.eta_seconds is None or progress.rate is None:
+        timing = gettext("no estimate yet: no explanation completed in the last 10 min")
+    else:
+        timing = gettext("finishes about %(at)s (in %(left)s), %(basis)s") % {
+            "at": times.shown(progress.finishes_at),
+            "left": times.short_duration(timedelta(seconds=progress.eta_seconds)),
+            "basis": progress.rate.basis,
+        }
+    lines = [counts_line(progress), f"{started}; {timing}"]
+    if progress.deadline is not None:
+        lines.append(
+            gettext("deadline %(deadline)s: %(verdict)s")
+            % {"deadline": times.shown(progress.deadline), "verdict": _verdict(progress)}
+        )
+    return lines
+
+
+def _verdict(progress: Progress) -> str:
+    """Whether the set makes its deadline (it has one)."""
+    late = progress.late_by
+    if progress.done:
+        finished, deadline = progress.finished_at, progress.deadline
+        made = finished is not None and deadline is not None and finished <= deadline
+        return gettext("made it") if made else gettext("finished after it")
+    if late is not None:
+        return gettext("about %(late)s late at the current rate") % {
+            "late": times.short_duration(late)
+        }
+    if progress.eta_seconds is None:
+        return gettext("no estimate yet")
+    return gettext("in time at the current rate")
+
+
 @dataclass(frozen=True)
 class Progress:
     """How far a set is (see the module for the states)."""
@@ -233,15 +277,12 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 def payload(progress: Progress) -> dict[str, object]:
-    """The notice's JSON: what the set came to."""
+    """The notice's JSON: what the set came to (``setstatus --json``'s counts)."""
+    counts = progress.as_json()
     return {
         "event": "set.completed",
         "set": progress.name,
-        "total": progress.total,
-        "completed": progress.explained,
-        "failed": progress.failed,
-        "flagged": progress.flagged,
-        "finished_at": progress.finished_at.isoformat() if progress.finished_at else None,
+        **{key: counts[key] for key in ("total", "completed", "failed", "flagged", "finished_at")},
     }
 
 

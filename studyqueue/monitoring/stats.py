@@ -384,7 +384,6 @@ class EndpointRow:
     name: str
     model: str
     state: str  # the worst a live consumer reports: down > probing > up
-    consumers: int  # live consumers that use it
     down_for: int  # of them, those that find it down
     limit: int | None  # the calls its gates allow now: auto, the shared stored limit; else reported
     tokens_per_second: float | None  # one call's completion tokens/s (the best reported)
@@ -433,7 +432,6 @@ def _endpoint_row(
         name=name,
         model=str(worst.get("model") or ""),
         state=str(worst.get("state") or "up"),
-        consumers=len(entries),
         down_for=sum(1 for e in entries if e.get("state") == "down"),
         limit=stored.get(name, limit) if auto else limit,
         tokens_per_second=max(rates, default=None),

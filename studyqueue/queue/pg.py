@@ -83,20 +83,13 @@ class Mode(enum.StrEnum):
     POOLED = "pooled"  # behind a pooler, no direct URL: row leases and polling
 
 
-def pooled(alias: str) -> bool:
-    """Whether database ``alias`` is PostgreSQL behind a transaction pooler (its entry sets
-    ``DISABLE_SERVER_SIDE_CURSORS``)."""
-    connection = connections[alias]
-    return connection.vendor == "postgresql" and bool(
-        connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
-    )
-
-
 def mode(alias: str) -> Mode:
-    """How the queue keeps its sessions on database ``alias``."""
-    if connections[alias].vendor != "postgresql":
+    """How the queue keeps its sessions on database ``alias``: behind a transaction pooler
+    when its entry sets ``DISABLE_SERVER_SIDE_CURSORS``."""
+    connection = connections[alias]
+    if connection.vendor != "postgresql":
         return Mode.NONE
-    if not pooled(alias):
+    if not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS"):
         return Mode.SESSION
     return Mode.DIRECT if conf.DIRECT_DATABASE_URL else Mode.POOLED
 

@@ -76,15 +76,17 @@ class Member:
 
     def served(self, tokens: int | None, seconds: float) -> None:
         """A call here ended with ``tokens`` completion tokens after ``seconds``."""
+        self.recent = [*self._recent(), (time.monotonic(), tokens or 0, seconds)]
+
+    def _recent(self) -> list[tuple[float, int, float]]:
+        """Its calls that ended in the last ``RATE_WINDOW_SECONDS``."""
         now = time.monotonic()
-        self.recent = [r for r in self.recent if now - r[0] <= RATE_WINDOW_SECONDS]
-        self.recent.append((now, tokens or 0, seconds))
+        return [r for r in self.recent if now - r[0] <= RATE_WINDOW_SECONDS]
 
     def call_seconds(self) -> float | None:
         """The mean wall time of its calls in the last ``RATE_WINDOW_SECONDS`` (None: no
         call): what one more call costs it, queueing at the server included."""
-        now = time.monotonic()
-        recent = [r[2] for r in self.recent if now - r[0] <= RATE_WINDOW_SECONDS]
+        recent = [r[2] for r in self._recent()]
         return sum(recent) / len(recent) if recent else None
 
     def expected_wait(self, default_seconds: float) -> float:
@@ -99,8 +101,7 @@ class Member:
         """Completion tokens per second of its calls in the last ``RATE_WINDOW_SECONDS``
         (their tokens over their summed time: one call's speed, not the server's total);
         None: no call."""
-        now = time.monotonic()
-        recent = [r for r in self.recent if now - r[0] <= RATE_WINDOW_SECONDS]
+        recent = self._recent()
         seconds = sum(r[2] for r in recent)
         return round(sum(r[1] for r in recent) / seconds, 1) if seconds > 0 else None
 

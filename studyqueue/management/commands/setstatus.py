@@ -19,7 +19,7 @@ from studyqueue.explanations.question_sets import Progress
 from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import StudyQuestionSet
-from studyqueue.times import short_duration, shown
+from studyqueue.times import short_duration
 
 
 class Command(TranslatedCommand):
@@ -54,7 +54,9 @@ class Command(TranslatedCommand):
             self._watch(question_set, interval, as_json=json)
             return
         progress = question_sets.progress(question_set)
-        self.stdout.write(_dumps(progress) if json else "\n".join(lines(progress)))
+        self.stdout.write(
+            _dumps(progress) if json else "\n".join(question_sets.status_lines(progress))
+        )
 
     def _watch(self, question_set: StudyQuestionSet, interval: int, *, as_json: bool) -> None:
         """Look every ``interval`` seconds until the set is done (Ctrl-C stops)."""
@@ -72,7 +74,9 @@ class Command(TranslatedCommand):
                     bar.set_postfix_str(_eta_text(progress), refresh=False)
                     bar.refresh()
                 elif (finished, progress.total) != last:
-                    self.stdout.write(_dumps(progress) if as_json else lines(progress)[0])
+                    self.stdout.write(
+                        _dumps(progress) if as_json else question_sets.counts_line(progress)
+                    )
                     last = (finished, progress.total)
                 if progress.done:
                     break
@@ -84,7 +88,7 @@ class Command(TranslatedCommand):
             if bar is not None:
                 bar.close()
         if not as_json:
-            self.stdout.write("\n".join(lines(progress)))
+            self.stdout.write("\n".join(question_sets.status_lines(progress)))
 
 
 def _dumps(progress: Progress) -> str:
@@ -97,55 +101,5 @@ def _eta_text(progress: Progress) -> str:
     if progress.eta_seconds is None:
         return _("no rate yet")
     return _("about %(left)s left") % {
-        "left": short_duration(_seconds(progress.eta_seconds)),
+        "left": short_duration(timedelta(seconds=progress.eta_seconds)),
     }
-
-
-def _seconds(value: float) -> timedelta:
-    return timedelta(seconds=value)
-
-
-def lines(progress: Progress) -> list[str]:
-    """The set's status as people read it: counts, then timing, then the deadline."""
-    out = [question_sets.counts_line(progress)]
-    started = (
-        _("started %(at)s") % {"at": shown(progress.started_at)}
-        if progress.started_at
-        else _("not started yet")
-    )
-    if progress.done:
-        out.append(
-            _("%(started)s; done %(finished)s")
-            % {"started": started, "finished": shown(progress.finished_at)}
-        )
-    elif progress.eta_seconds is None or progress.rate is None:
-        out.append(
-            _("%(started)s; no estimate yet: no explanation completed in the last 10 min")
-            % {"started": started}
-        )
-    else:
-        out.append(
-            _("%(started)s; finishes about %(at)s (in %(left)s), %(basis)s")
-            % {
-                "started": started,
-                "at": shown(progress.finishes_at),
-                "left": short_duration(_seconds(progress.eta_seconds)),
-                "basis": progress.rate.basis,
-            }
-        )
-    if progress.deadline is not None:
-        late = progress.late_by
-        if progress.done:
-            made = progress.finished_at is not None and progress.finished_at <= progress.deadline
-            verdict = _("made it") if made else _("finished after it")
-        elif late is not None:
-            verdict = _("about %(late)s late at the current rate") % {"late": short_duration(late)}
-        elif progress.eta_seconds is None:
-            verdict = _("no estimate yet")
-        else:
-            verdict = _("in time at the current rate")
-        out.append(
-            _("deadline %(deadline)s: %(verdict)s")
-            % {"deadline": shown(progress.deadline), "verdict": verdict}
-        )
-    return out

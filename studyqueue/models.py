@@ -8,12 +8,12 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
-from django.db import models, router, transaction
+from django.db import models, router
 from django.db.models import Exists, F, OuterRef, Q, Value
 from django.utils import timezone
 from django.utils.translation import gettext
@@ -173,16 +173,11 @@ def _versions(version: str | Collection[str]) -> list[str]:
 
 
 # What a question's prompt is built from: a change of any voids the review of its
-# explanation (``revisions.content_changed``).
+# explanation (``explanations.edits``).
 CONTENT_FIELDS = frozenset({"text", "choices", "answer"})
 # The quality flag (``quality.QualityFlag``) a question's explanation gets when that content
 # changes after it was written: such an explanation is outdated whatever its prompt version.
 QUESTION_CHANGED_FLAG = "question_changed"
-_CONTENT_BATCH = 1000  # ids read in one statement (SQLite's parameter limit)
-
-
-def _content_of(rows: Iterable[tuple[int, str, Any, str]]) -> dict[int, tuple[str, Any, str]]:
-    return {pk: (text, choices, answer) for pk, text, choices, answer in rows}
 
 
 class KeyAudit(models.TextChoices):
@@ -202,54 +197,9 @@ class KeyCheck(models.TextChoices):
 
 
 class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
-    """Questions by the state of their explanation. Its writes that can change what a
-    prompt is built from (``update``, ``bulk_update``) void the review of what changed."""
-
-    def _contents(
-        self, ids: Sequence[int], *, lock: bool = False
-    ) -> dict[int, tuple[str, Any, str]]:
-        found: dict[int, tuple[str, Any, str]] = {}
-        base = StudyQuestion.objects.using(self.db).order_by("pk")  # one lock order
-        if lock:  # the content compared is the content replaced
-            base = base.select_for_update()
-        for start in range(0, len(ids), _CONTENT_BATCH):
-            chunk = ids[start : start + _CONTENT_BATCH]
-            found |= _content_of(
-                base.filter(pk__in=chunk).values_list("pk", "text", "choices", "answer")
-            )
-        return found
-
-    def _changed_content(self, before: dict[int, tuple[str, Any, str]]) -> None:
-        from studyqueue.explanations import revisions  # it imports the models
-
-        after = self._contents(list(before))
-        changed = [pk for pk, content in before.items() if after.get(pk, content) != content]
-        if changed:
-            revisions.content_changed(changed, using=self.db)
-
-    def update(self, **kwargs: Any) -> int:
-        if not CONTENT_FIELDS & kwargs.keys():
-            return super().update(**kwargs)
-        with transaction.atomic(using=self.db):
-            # Locked: the content compared is the content replaced.
-            locked = self.select_for_update().values_list("pk", "text", "choices", "answer")
-            before = _content_of(locked)
-            rows = super().update(**kwargs)
-            self._changed_content(before)
-        return rows
-
-    def bulk_update(
-        self, objs: Iterable[Any], fields: Iterable[str], batch_size: int | None = None
-    ) -> int:
-        fields = list(fields)
-        if not CONTENT_FIELDS & set(fields):
-            return super().bulk_update(objs, fields, batch_size)
-        objs = list(objs)
-        with transaction.atomic(using=self.db):
-            before = self._contents([obj.pk for obj in objs], lock=True)
-            rows = super().bulk_update(objs, fields, batch_size)
-            self._changed_content(before)
-        return rows
+    """Questions by the state of their explanation. A change of what a prompt is built
+    from goes through ``explanations.edits.editing``, which says what it means for the
+    question's explanations, reviews and key audit."""
 
     def explained(self) -> QuestionQuerySet:
         return self.exclude(explanation="")
@@ -355,7 +305,8 @@ class StudyQuestion(models.Model):
     )
     # The key audit (``explanations.key_audit``): its verdict, the other choice every sample
     # named (1-based), what each sample answered, and the content it audited (a change of the
-    # text, choices or key clears it: ``revisions.content_changed``).
+    # text, choices or key clears it, or, for a dispute that waits for a reviewer, only the
+    # hash: the hold stands until a new audit or the reviewer settles it; ``edits``).
     key_audit = models.CharField(
         verbose_name=_("key audit"),
         max_length=_choice_width(KeyAudit),
@@ -413,33 +364,6 @@ class StudyQuestion(models.Model):
             return f"#{self.pk}"  # a list that deferred the text: do not load it for this
         excerpt = self.text if len(self.text) <= 60 else self.text[:57] + "..."
         return f"#{self.pk} {excerpt}"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        """Saved as usual; a change of its text, choices or answer voids the review of its
-        explanation, in the same transaction (``revisions.content_changed``)."""
-        update_fields = kwargs.get("update_fields")
-        if (
-            self._state.adding
-            or self.pk is None
-            or (update_fields is not None and not CONTENT_FIELDS & set(update_fields))
-        ):
-            super().save(*args, **kwargs)
-            return
-        using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
-        questions = StudyQuestion.objects.using(using)
-        with transaction.atomic(using=using):
-            # Locked: the content compared is the content replaced.
-            before = questions.select_for_update().filter(pk=self.pk)
-            old = before.values_list("text", "choices", "answer").first()
-            super().save(*args, **kwargs)
-            if old is not None and tuple(old) != (self.text, self.choices, self.answer):
-                from studyqueue.explanations import revisions  # it imports the models
-
-                revisions.content_changed([self.pk], using=using)
-                # Kept in step: a later save of this object must not drop the new flag.
-                self.explanation_flags = questions.values_list("explanation_flags", flat=True).get(
-                    pk=self.pk
-                )
 
     def checkable(self) -> bool:
         """It has text, choices and a key: what the key audit and the blind verifier need

@@ -16,6 +16,7 @@ from django.db import connections
 from django.test import Client
 from django.urls import reverse
 
+from studyqueue.explanations import edits
 from studyqueue.models import ExplanationRevision, ReviewStatus, StudyQuestion, StudyQuestionJob
 from studyqueue.queue import transitions as queue
 from tests.helpers import wait_for
@@ -218,19 +219,24 @@ def _admin_form(question: StudyQuestion, admin_user, **changed: str) -> None:  #
 def _save(question: StudyQuestion, **changed: object) -> None:
     for name, value in changed.items():
         setattr(question, name, value)
-    question.save()
+    with edits.editing([question.pk]):
+        question.save()
 
 
-# Every path that changes what the prompt is built from: text, choices or the key.
+def _update(question: StudyQuestion, **changed: object) -> None:
+    with edits.editing([question.pk]):
+        StudyQuestion.objects.filter(pk=question.pk).update(**changed)
+
+
+# Every path that changes what the prompt is built from (text, choices or the key), code
+# inside ``edits.editing`` too.
 CHANGES = {
     "reimport": lambda q, tmp_path, admin_user: import_file(
         write_jsonl(tmp_path / "b.jsonl", NEW_TEXT)
     ),
     "admin form": lambda q, tmp_path, admin_user: _admin_form(q, admin_user, answer="Ottawa"),
-    "save": lambda q, tmp_path, admin_user: _save(q, choices=["Toronto", "Ottawa"]),
-    "update": lambda q, tmp_path, admin_user: StudyQuestion.objects.filter(pk=q.pk).update(
-        text=NEW_TEXT
-    ),
+    "code, save": lambda q, tmp_path, admin_user: _save(q, choices=["Toronto", "Ottawa"]),
+    "code, update": lambda q, tmp_path, admin_user: _update(q, text=NEW_TEXT),
 }
 
 

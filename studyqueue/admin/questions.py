@@ -45,7 +45,7 @@ from studyqueue.admin.common import (
     status_badge,
 )
 from studyqueue.admin.flags import flag_badges, stated_beside_key
-from studyqueue.explanations import outdated, quality, question_sets, transfer
+from studyqueue.explanations import edits, next_step, outdated, quality, question_sets, transfer
 from studyqueue.forms import StudyQuestionForm
 from studyqueue.models import (
     ExplanationRevision,
@@ -530,7 +530,8 @@ class StudyQuestionAdmin(GuardedInputAdmin):
             )
             return None
         with transaction.atomic(using=queryset.db):  # the jobs and their log entry
-            created = queue.enqueue_many(ids, JobKind.EXPLANATION)
+            queued = next_step.queue_jobs(ids)
+            created = queued.created
             log_change_set(
                 request,
                 StudyQuestion,
@@ -544,9 +545,25 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         self.message_user(
             request,
             gettext("Queued %(created)s explanation job(s); %(already)s already queued.")
-            % {"created": created, "already": len(ids) - created},
+            % {"created": created, "already": queued.already},
             messages.SUCCESS,
         )
+        if queued.audits:
+            self.message_user(
+                request,
+                gettext("Queued %(audits)s key audit job(s) to run before the explanations.")
+                % {"audits": queued.audits},
+                messages.INFO,
+            )
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        """Saved as usual; a change of its text, choices or key says what it means for its
+        explanations and key audit (``edits.editing``) in the same transaction."""
+        if not change:
+            super().save_model(request, obj, form, change)
+            return
+        with edits.editing([obj.pk], using=obj._state.db):
+            super().save_model(request, obj, form, change)
 
     @admin.action(permissions=["delete"], description=gettext_lazy("Delete selected questions"))
     def delete_selected(self, request: HttpRequest, queryset: QuerySet) -> Any:

@@ -22,11 +22,11 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from studyqueue.explanations import answers, revisions
@@ -67,9 +67,31 @@ def build_messages(question: StudyQuestion) -> list[dict[str, str]]:
 
 def needing_audit(questions: QuerySet[StudyQuestion] | None = None) -> QuerySet[StudyQuestion]:
     """Questions with text, choices and a key whose current content has not been audited
-    (never, or it changed since: ``revisions.content_changed`` clears the audit)."""
+    (never, or it changed since: ``content_changed``)."""
     base = StudyQuestion.objects.all() if questions is None else questions
-    return base.exclude(text="").exclude(choices=[]).exclude(answer="").filter(key_audit="")
+    checkable = base.exclude(text="").exclude(choices=[]).exclude(answer="")
+    return checkable.filter(Q(key_audit="") | Q(key_audit_hash=""))
+
+
+def content_changed(
+    question_ids: Sequence[int], key_changed: Collection[int], *, using: str
+) -> None:
+    """The questions' text, choices or key changed: the audit judged content that is gone.
+    It is cleared, except for a dispute that waits for a reviewer whose key did not change
+    (a typo fixed in its text): that one keeps holding the explanation, marked as of other
+    content (``needing_audit``), until a new audit or the reviewer settles it. A change of
+    the key is the reviewer's decision: its audit is cleared. A reviewer's key check stays on
+    record."""
+    questions = StudyQuestion.objects.using(using).filter(pk__in=list(question_ids))
+    held = set(
+        questions.filter(awaiting_key_check())
+        .exclude(pk__in=list(key_changed))
+        .values_list("pk", flat=True)
+    )
+    questions.filter(pk__in=held).update(key_audit_hash="")
+    questions.exclude(pk__in=held).exclude(key_audit="").update(
+        key_audit="", key_audit_answer=None, key_audit_samples=[], key_audit_hash=""
+    )
 
 
 _IDS_BATCH = 500  # ids in one statement (SQLite's parameter limit)
@@ -205,9 +227,9 @@ def decide_key(
     question: StudyQuestion, *, take_model_choice: bool, by: str, seen: str | None = None
 ) -> bool:
     """A reviewer's decision on a disputed key: keep it, or make the model's choice the key
-    (through the question's own save, so an approval of its explanation is void as for any
-    change of content). The samples stay (the audit's prompt never held the key) and the
-    verdict is judged again against the key now. False when the key is no longer disputed
+    (an approval of its explanation is void, as for any change of content). The samples
+    stay (the audit's prompt never held the key) and the verdict is judged again against
+    the key now. False when the key is no longer disputed
     (another reviewer decided first, or the content changed; with ``seen``, the content
     hash the reviewer's page showed: also when it is not the content now)."""
     questions = StudyQuestion.objects.all()
@@ -222,11 +244,12 @@ def decide_key(
         if take_model_choice:
             if answer is None or not 1 <= answer <= len(now.choices):
                 return False
-            samples = now.key_audit_samples
             now.answer = now.choices[answer - 1]
-            now.save(using=db)  # voids approvals and clears the audit (content_changed)
-            now.refresh_from_db(using=db)
-            now.key_audit_samples = samples
+            now.save(using=db, update_fields=["answer", "updated_at"])
+            # A change of content: approvals of its explanations are void. The audit is
+            # judged again below, from the same samples (their prompt never held the key).
+            revisions.content_changed([now.pk], using=db)
+            samples = now.key_audit_samples
             verdict = rejudge(now)
             decision = KeyCheck.CHANGED
             values: dict[str, object] = {

@@ -6,7 +6,7 @@ the answer line names another choice, the verifier is unsure), then in id order.
 is a question and the revision to judge: the newest *candidate* waiting to replace
 an approved or edited explanation, else the current explanation. Approve keeps it (a
 candidate becomes current); Reject marks it and, for a current explanation, queues a
-regeneration through ``queue.enqueue``; Edit keeps the reviewer's text as a new current
+regeneration through ``next_step.queue_jobs``; Edit keeps the reviewer's text as a new current
 revision authored by them. Revisions are written by ``studyqueue.explanations.revisions`` only.
 
 A decision is the review status it leaves (``DECISIONS``), and applies only to what the
@@ -27,7 +27,7 @@ from django.db.models import Case, F, IntegerField, Q, Value, When
 from django.utils.translation import gettext as _
 
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
-from studyqueue.explanations import quality, revisions
+from studyqueue.explanations import next_step, quality, revisions
 from studyqueue.models import (
     ExplanationRevision,
     FinishReason,
@@ -35,9 +35,9 @@ from studyqueue.models import (
     QuestionQuerySet,
     ReviewStatus,
     StudyQuestion,
+    StudyQuestionJob,
     unstorable,
 )
-from studyqueue.queue import transitions as queue
 
 logger = logging.getLogger("studyqueue.review")
 
@@ -284,8 +284,11 @@ def decide(
         if decision is ReviewStatus.REJECTED:
             if was_candidate:  # the approved explanation stays; nothing to regenerate
                 return Result(decided=revision, current=None)
-            job = queue.enqueue(question, JobKind.EXPLANATION).job
-            return Result(decided=revision, current=revision, job_id=job.pk)
+            # What it needs next: its key audit first, where the key's audit is void.
+            next_step.queue_jobs([question.pk])
+            jobs = StudyQuestionJob.objects.active().filter(study_question=question)
+            job_id = jobs.filter(kind=JobKind.EXPLANATION).values_list("pk", flat=True).first()
+            return Result(decided=revision, current=revision, job_id=job_id)
         # Checked as a model's reply is: a correction that argues for another answer than
         # the key is flagged, and says which answer it states.
         checked = quality.check(question, text, FinishReason.STOP)

@@ -358,12 +358,11 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> None:
     """The questions' text, choices or answer changed (what the prompt is built from): an
     approval or correction of any of their explanations judged content that is gone, so it
     is void (the explanation is unreviewed again, and a regeneration becomes current); the
-    explanation is outdated (flagged ``question_changed``); a candidate written for the
-    old content waits no more (kept in the history); and the key audit is cleared (the
-    question is audited again).
+    explanation is outdated (flagged ``question_changed``); and a candidate written for the
+    old content waits no more (kept in the history).
 
-    Called by ``StudyQuestion.save``, ``bulk_update`` and ``update`` in the transaction
-    that changes the content, so every path (import, the admin's form, code) keeps it."""
+    Called in the transaction that changes the content: by ``edits.editing`` (which also
+    sees to the key audit) and by a reviewer's change of a disputed key."""
     ids = sorted(set(question_ids))
     revisions_ = ExplanationRevision.objects.using(using)
     for start in range(0, len(ids), _VOID_BATCH):
@@ -384,11 +383,6 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> None:
             )
         voided.update(review_status=ReviewStatus.UNREVIEWED, reviewed_by="", reviewed_at=None)
         _mark_outdated(StudyQuestion.objects.using(using).filter(pk__in=chunk), using=using)
-        # The key audit judged content that is gone: the question is audited again
-        # (``enqueue --missing``, ``--outdated``). A reviewer's key check stays on record.
-        StudyQuestion.objects.using(using).filter(pk__in=chunk).exclude(key_audit="").update(
-            key_audit="", key_audit_answer=None, key_audit_samples=[], key_audit_hash=""
-        )
         waiting = revisions_.filter(question_id__in=chunk, candidate=True)
         for pk, question_id in waiting.values_list("pk", "question_id"):
             logger.info(

@@ -19,6 +19,7 @@ from django.db.models import Case, CharField, Exists, OuterRef, Q, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from studyqueue.explanations import edits, next_step
 from studyqueue.models import (
     ACTIVE_STATUSES,
     JobKind,
@@ -32,7 +33,6 @@ from studyqueue.models import (
     validate_choices,
     width,
 )
-from studyqueue.queue import transitions as queue
 
 FORMATS = ("jsonl", "csv")
 BOM = "\ufeff"  # UTF-8's byte-order mark, EF BB BF once encoded: CSV exports start with it
@@ -612,33 +612,40 @@ def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet
         else:
             result.unchanged_ids.append(question.pk)
     result.created += [q.pk for q in questions.bulk_create(new)]
-    # Also voids the review of each changed question's explanation and its candidates
-    # (QuestionQuerySet.bulk_update: the rule is the model's, whoever changes the content).
-    questions.bulk_update(changed, ["text", "choices", "answer", "updated_at"])
+    # What the change means for their explanations, reviews and key audits, said here.
+    with edits.editing([q.pk for q in changed], using=questions.db):
+        questions.bulk_update(changed, ["text", "choices", "answer", "updated_at"])
     result.updated += [q.pk for q in changed]
 
 
 @dataclass(frozen=True)
 class Enqueued:
-    """Explanation jobs for imported questions: new ones, and active ones that were there."""
+    """Jobs for imported questions: new explanation jobs, the key audits queued to run
+    before them, and active explanation jobs that were there."""
 
     created: int
     active_before: int
+    audits: int = 0
 
 
 def enqueue_explanations(question_ids: list[int]) -> Enqueued:
-    """Queue an explanation job for each imported question that has no active one.
+    """Queue what each imported question needs next (``next_step``): its key audit where
+    its key was not audited for its content, and its explanation where it has no active one.
 
     An active job of a changed question explains its new text too: a pending one reads the
     question when it runs, and a running one's reply is dropped by the worker (it fences on
     the question's content) and the job runs again."""
-    created = queue.enqueue_many(question_ids, JobKind.EXPLANATION)
+    queued = next_step.queue_jobs(question_ids)
     jobs = StudyQuestionJob.objects.active()
     active = 0
     for start in range(0, len(question_ids), BATCH):
         chunk = question_ids[start : start + BATCH]
         active += jobs.filter(kind=JobKind.EXPLANATION, study_question_id__in=chunk).count()
-    return Enqueued(created=created, active_before=max(active - created, 0))
+    return Enqueued(
+        created=queued.created,
+        active_before=max(active - queued.created, 0),
+        audits=queued.audits,
+    )
 
 
 def _waiting_on() -> Case:

@@ -14,7 +14,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from studyqueue.explanations import key_audit, verifier
+from studyqueue.explanations import edits, key_audit, verifier
 from studyqueue.models import (
     ExplanationRevision,
     KeyAudit,
@@ -185,23 +185,26 @@ def test_taking_the_models_choice_changes_the_key_and_voids_an_approval(llm_serv
     assert "key_audit" not in out.getvalue()
 
 
-def test_a_content_change_clears_the_audit_and_queues_a_new_one(llm_server):
-    q = question("333")
+def test_a_content_change_clears_the_audit_and_a_new_one_runs_before_the_explanation(
+    llm_server,
+):
+    q = question("222")
     enqueue_missing()
     drain()
     q.refresh_from_db()
-    assert q.key_audit == KeyAudit.DISPUTED
-    q.text = "Which city is the capital of Korea? AUDIT:222"
-    q.save()
+    assert q.key_audit == KeyAudit.AGREES
+    with edits.editing([q.pk]):
+        StudyQuestion.objects.filter(pk=q.pk).update(text="Capital of Korea? AUDIT:333")
     q.refresh_from_db()
     assert (q.key_audit, q.key_audit_answer, q.key_audit_samples) == ("", None, [])
+    assert not StudyQuestionJob.objects.active().exists()  # nothing waits: nothing queued
     out = StringIO()
     call_command("enqueue", "--outdated", stdout=out)
     assert "Created 1 key_audit job(s)" in out.getvalue()
     drain()
     q.refresh_from_db()
-    assert q.key_audit == KeyAudit.AGREES
-    assert kinds_in_order(llm_server)[-4:] == ["audit"] * 2 + ["explanation", "verify"]
+    assert q.key_audit == KeyAudit.DISPUTED
+    assert kinds_in_order(llm_server)[-5:] == ["audit"] * 3 + ["explanation", "verify"]
 
 
 def test_a_failed_audit_ends_and_the_explanation_still_runs(llm_server, settings):

@@ -12,7 +12,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from studyqueue.explanations import key_audit, verifier
+from studyqueue.explanations import edits, key_audit, verifier
 from studyqueue.models import (
     ExplanationRevision,
     JobAttempt,
@@ -151,7 +151,8 @@ def test_an_explanation_outdated_before_its_check_is_not_checked(server):
     drain()
     q.refresh_from_db()
     q.answer = "Busan"  # the key changes: the explanation is outdated
-    q.save()
+    with edits.editing([q.pk]):
+        q.save()
     queue.resume("verification")
     drain()
     job = StudyQuestionJob.objects.get(kind="verification")

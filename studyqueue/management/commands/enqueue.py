@@ -7,13 +7,11 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
-from studyqueue.conf import conf
-from studyqueue.explanations import key_audit, question_sets
+from studyqueue.explanations import next_step, question_sets
 from studyqueue.management.commands import _outdated
 from studyqueue.management.commands._options import bounded_int, object_id
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import PROTECTED_REVIEWS, JobKind, StudyQuestion, StudyQuestionJob
-from studyqueue.queue import transitions as queue
 
 
 class Command(TranslatedCommand):
@@ -112,12 +110,11 @@ class Command(TranslatedCommand):
                     % {"ids": ", ".join(map(str, unknown))}
                 )
             ids |= found
-        active = StudyQuestionJob.objects.active().filter(kind=kind)
-        waiting = StudyQuestion.objects.exclude(text="").exclude(
-            pk__in=active.values("study_question_id")
-        )
+        scope = StudyQuestion.objects.exclude(text="")
         if in_set is not None:
-            waiting = waiting.filter(pk__in=in_set)
+            scope = scope.filter(pk__in=in_set)
+        active = StudyQuestionJob.objects.active().filter(kind=kind)
+        waiting = scope.exclude(pk__in=active.values("study_question_id"))
         wanted = StudyQuestion.objects.none()
         if missing:
             wanted |= waiting.missing()
@@ -129,31 +126,21 @@ class Command(TranslatedCommand):
             wanted |= old
         if missing or outdated:
             ids |= set(wanted.order_by("pk").values_list("pk", flat=True)[:limit])
-        if kind == JobKind.EXPLANATION and conf.KEY_AUDIT:
-            # First, so that no consumer claims an explanation before its audit is queued:
-            # an explanation job waits while its question's audit is active.
-            audit_ids = key_audit.needing_audit_ids(ids)
-            if missing:
-                # Questions whose explanation job is queued already (it waits for the audit).
-                queued = StudyQuestionJob.objects.pending().filter(kind=JobKind.EXPLANATION)
-                candidates = StudyQuestion.objects.missing()
-                if in_set is not None:
-                    candidates = candidates.filter(pk__in=in_set)
-                unaudited = key_audit.needing_audit(candidates)
-                unaudited = unaudited.filter(pk__in=queued.values("study_question_id"))
-                more = unaudited.order_by("pk").values_list("pk", flat=True)[:limit]
-                audit_ids = sorted({*audit_ids, *more})
-            if audit_ids:
-                audited = queue.enqueue_many(audit_ids, JobKind.KEY_AUDIT)
-                self.stdout.write(
-                    gettext(
-                        "Created %(created)s key_audit job(s) to run before the explanations; "
-                        "%(already)s already queued."
-                    )
-                    % {"created": audited, "already": len(audit_ids) - audited}
-                )
-        created = queue.enqueue_many(sorted(ids), kind)
+        queued_before: list[int] = []
+        if missing:
+            # Explanations queued already: what they need next may be their key audit.
+            had_job = scope.missing().filter(pk__in=active.values("study_question_id"))
+            queued_before = list(had_job.values_list("pk", flat=True))
+        queued = next_step.queue_jobs(ids, kind)
+        audits = queued.audits
+        if kind == JobKind.EXPLANATION:
+            audits += next_step.audit_waiting(queued_before)
+        if audits:
+            self.stdout.write(
+                gettext("Created %(created)s key_audit job(s) to run before the explanations.")
+                % {"created": audits}
+            )
         self.stdout.write(
             gettext("Created %(created)s %(kind)s job(s); %(already)s already queued.")
-            % {"created": created, "kind": kind, "already": len(ids) - created}
+            % {"created": queued.created, "kind": kind, "already": queued.already}
         )

@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy
 
 from studyqueue.admin.labels import flag_labels
 from studyqueue.consumer.consumer import Consumer, default_worker_id
-from studyqueue.explanations import outdated, quality
+from studyqueue.explanations import key_audit, outdated, quality
 from studyqueue.explanations.prompts import (
     TrialRenderError,
     build_messages,
@@ -26,7 +26,13 @@ from studyqueue.explanations.prompts import (
 from studyqueue.management.commands._options import object_id
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.management.commands._translated import TranslatedCommand
-from studyqueue.models import ExplanationRevision, JobKind, JobStatus, StudyQuestion
+from studyqueue.models import (
+    ExplanationRevision,
+    JobKind,
+    JobStatus,
+    StudyQuestion,
+    key_audit_holds,
+)
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.transitions import Outcome
 from studyqueue.services.llm import LLMClient, LLMError, LLMReply
@@ -84,6 +90,15 @@ class Command(TranslatedCommand):
                 return
             self._try(question, messages)
             return
+        if key_audit_holds() and key_audit.key_checks().filter(pk=question.pk).exists():
+            # The claim holds it for a reviewer; so does this command, which claims directly.
+            raise CommandError(
+                _(
+                    "question %(id)s is held: its key audit disputed the key, and a reviewer "
+                    "has not kept or changed it yet (Explanation reviews, key check)"
+                )
+                % {"id": question.pk}
+            )
         stopped_by: list[str] = []
         running: list[int] = []
 

@@ -113,6 +113,10 @@ class Command(TranslatedCommand):
         if enqueue:
             jobs = transfer.enqueue_explanations(result.created + result.updated)
             queued = _("; queued %(count)s explanation job(s)") % {"count": jobs.created}
+            if jobs.audits:
+                queued += _(" and %(count)s key audit job(s) to run before them") % {
+                    "count": jobs.audits
+                }
             if jobs.active_before:
                 queued += _(", %(count)s already queued or running (they explain the new text)") % {
                     "count": jobs.active_before

@@ -1,0 +1,57 @@
+"""A change of what a question's prompt is built from (its text, choices or key), and what
+it means for the rest: every path that changes that content (the admin's form, an import)
+makes the change inside ``editing``, which says so explicitly in the same transaction.
+
+- approvals and corrections of its explanations are void, the explanation is outdated and a
+  waiting candidate is no more (``revisions.content_changed``);
+- the key audit judged content that is gone (``key_audit.content_changed``): cleared, or, for
+  a disputed key that waits for a reviewer and did not change, kept holding;
+- an explanation that waits gets its key audited again first (``next_step.audit_waiting``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.db import transaction
+
+from studyqueue.explanations import key_audit, next_step, revisions
+from studyqueue.models import StudyQuestion
+
+_BATCH = 1000  # ids read in one statement (SQLite's parameter limit)
+
+Content = tuple[str, Any, str]
+
+
+@contextmanager
+def editing(question_ids: Iterable[int], *, using: str | None = None) -> Iterator[list[int]]:
+    """Change the questions' content inside this block; on leaving it, in the same
+    transaction, what the change means is done for each question whose text, choices or key
+    now differ. Yields the list it fills with the changed ids (empty until the block ends)."""
+    ids = sorted({int(pk) for pk in question_ids})
+    db = using or StudyQuestion.objects.all().db
+    changed: list[int] = []
+    with transaction.atomic(using=db):
+        # Locked: the content compared is the content replaced.
+        before = _contents(ids, db, lock=True)
+        yield changed
+        after = _contents(ids, db)
+        changed += [pk for pk, content in before.items() if after.get(pk, content) != content]
+        if changed:
+            key_changed = [pk for pk in changed if after[pk][2] != before[pk][2]]
+            revisions.content_changed(changed, using=db)
+            key_audit.content_changed(changed, key_changed, using=db)
+            next_step.audit_waiting(changed)
+
+
+def _contents(ids: list[int], db: str, *, lock: bool = False) -> dict[int, Content]:
+    base = StudyQuestion.objects.using(db).order_by("pk")  # one lock order
+    if lock:
+        base = base.select_for_update()
+    found: dict[int, Content] = {}
+    for start in range(0, len(ids), _BATCH):
+        rows = base.filter(pk__in=ids[start : start + _BATCH])
+        for pk, text, choices, answer in rows.values_list("pk", "text", "choices", "answer"):
+            found[pk] = (text, choices, answer)
+    return found

@@ -3,10 +3,13 @@
 A set's progress is its questions' explanations: each question is **approved** (a reviewer
 approved or wrote its explanation), **flagged** (explained, with a quality flag, not
 approved), **explained** (the rest of the explained), **failed** (no explanation, its last
-explanation job failed or was skipped, and none is active) or **waiting**. A set is done
-when nothing waits. When it will be done is ``queue.eta``'s estimate for its waiting
-questions. When it is done, exactly one notice per completion (a ``set_notice`` job: the
-``set_completed`` signal, the signed webhook, the owner's e-mail).
+explanation job failed or was skipped, and none is active) or **waiting**. Its checks are
+counted beside: keys audited and disputed (the key audit), explanations verified and flagged
+by the blind verifier, and questions **checking** (a key audit or verification job of theirs
+has not ended). A set is done when nothing waits and nothing is checking, so that its notice
+carries the checks' verdicts. When it will be done is ``queue.eta``'s estimate for its
+waiting questions. When it is done, exactly one notice per completion (a ``set_notice`` job:
+the ``set_completed`` signal, the signed webhook, the owner's e-mail).
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ from django.utils.translation import gettext
 
 from studyqueue import times
 from studyqueue.exceptions import StudyQueueError
+from studyqueue.explanations.quality import VERIFIER_FLAGS
 from studyqueue.models import (
     ACTIVE_STATUSES,
     PROTECTED_REVIEWS,
     JobKind,
     JobStatus,
+    KeyAudit,
     QuestionQuerySet,
     StudyQuestion,
     StudyQuestionJob,
@@ -47,6 +52,17 @@ logger = logging.getLogger("studyqueue.sets")
 
 # How an explanation job can end without an explanation: the set counts those as failed.
 ENDED_UNEXPLAINED = (JobStatus.FAILED, JobStatus.SKIPPED)
+
+# The check jobs a set's completion waits for, so that its notice carries their verdicts.
+CHECK_KINDS = (JobKind.KEY_AUDIT, JobKind.VERIFICATION)
+
+
+def _not_ended() -> Q:
+    """A job that will still run: processing, or pending with attempts left (paused or not:
+    a pause ends). A pending job whose attempts are used up is never claimed again; waiting
+    for it would hold the set forever."""
+    pending = Q(status=JobStatus.PENDING, attempts__lt=F("max_attempts"))
+    return Q(status=JobStatus.PROCESSING) | pending
 
 
 class SetNotFound(StudyQueueError):
@@ -121,10 +137,26 @@ def counts_line(progress: Progress) -> str:
     }
 
 
+def checks_line(progress: Progress) -> str | None:
+    """The set's checks in one line ("checks: 180 keys audited (2 disputed), …"); None when
+    no check of its questions has run or runs (the checks are off)."""
+    if not (progress.key_audited or progress.verified or progress.checking):
+        return None
+    return gettext(
+        "checks: %(audited)s keys audited (%(disputed)s disputed), %(verified)s explanations "
+        "verified (%(flagged)s flagged by the verifier)"
+    ) % {
+        "audited": progress.key_audited,
+        "disputed": progress.key_disputed,
+        "verified": progress.verified,
+        "flagged": progress.verifier_flagged,
+    }
+
+
 def status_lines(progress: Progress) -> list[str]:
     """The set's status as people read it (``setstatus``, its admin page): its counts; when
-    it started and will be done, with the estimate's basis; its deadline and whether it
-    makes it at the current rate."""
+    it started and will be done, with the estimate's basis; its checks; its deadline and
+    whether it makes it at the current rate."""
     started = (
         gettext("started %(at)s") % {"at": times.shown(progress.started_at)}
         if progress.started_at
@@ -132,6 +164,11 @@ def status_lines(progress: Progress) -> list[str]:
     )
     if progress.done:
         timing = gettext("done %(at)s") % {"at": times.shown(progress.finished_at)}
+    elif not progress.waiting and progress.checking:
+        # No explanation left to estimate: what holds it is the checks.
+        timing = gettext("every explanation ended; checks still running on %(n)s question(s)") % {
+            "n": progress.checking
+        }
     elif progress.eta_seconds is None or progress.rate is None:
         timing = gettext("no estimate yet: no explanation completed in the last 10 min")
     else:
@@ -141,6 +178,9 @@ def status_lines(progress: Progress) -> list[str]:
             "basis": progress.rate.basis,
         }
     lines = [counts_line(progress), f"{started}; {timing}"]
+    checks = checks_line(progress)
+    if checks is not None:
+        lines.append(checks)
     if progress.deadline is not None:
         lines.append(
             gettext("deadline %(deadline)s: %(verdict)s")
@@ -176,15 +216,21 @@ class Progress:
     flagged: int
     failed: int
     waiting: int
+    checking: int  # questions with a check job (key audit, verification) not ended yet
+    key_audited: int  # questions whose key the audit judged (for their current content)
+    key_disputed: int  # ... and found disputed (a reviewer may have decided since)
+    verified: int  # explained questions whose explanation the blind verifier checked
+    verifier_flagged: int  # ... and flagged (verifier_disagrees, verifier_unsure)
     deadline: datetime | None
     started_at: datetime | None  # its first explanation job's first claim
-    finished_at: datetime | None  # when its last job ended, once it is done
+    finished_at: datetime | None  # when its last explanation or check job ended, once done
     rate: eta.Rate | None  # what the estimate is based on
     eta_seconds: float | None  # None: done, or no rate yet
 
     @property
     def done(self) -> bool:
-        return self.total > 0 and self.waiting == 0
+        """Nothing waits and nothing is checking: its counts are final."""
+        return self.total > 0 and self.waiting == 0 and self.checking == 0
 
     @property
     def plain(self) -> int:
@@ -217,6 +263,11 @@ class Progress:
             "flagged": self.flagged,
             "failed": self.failed,
             "waiting": self.waiting,
+            "checking": self.checking,
+            "key_audited": self.key_audited,
+            "key_disputed": self.key_disputed,
+            "verified": self.verified,
+            "verifier_flagged": self.verifier_flagged,
             "eta_seconds": None if self.eta_seconds is None else round(self.eta_seconds),
             "eta_basis": self.rate.basis if self.rate is not None and not self.done else None,
             "deadline": self.deadline.isoformat() if self.deadline else None,
@@ -230,12 +281,17 @@ def progress(question_set: StudyQuestionSet, now: datetime | None = None) -> Pro
     """How far ``question_set`` is now."""
     now = now or timezone.now()
     members = questions(question_set)
-    jobs = StudyQuestionJob.objects.filter(study_question=OuterRef("pk"), kind=JobKind.EXPLANATION)
+    own = StudyQuestionJob.objects.filter(study_question=OuterRef("pk"))
+    jobs = own.filter(kind=JobKind.EXPLANATION)
     explained = ~Q(explanation="")
     approved = explained & Q(current_revision__review_status__in=PROTECTED_REVIEWS)
+    verifier_flagged = Q()
+    for flag in VERIFIER_FLAGS:  # JSON text, quotes included (as ``QuestionQuerySet.flagged``)
+        verifier_flagged |= Q(explanation_flags__icontains=f'"{flag}"')
     counts = members.annotate(
         active=Exists(jobs.filter(status__in=ACTIVE_STATUSES)),
         last=Subquery(jobs.order_by("-pk").values("status")[:1]),
+        checks_running=Exists(own.filter(_not_ended(), kind__in=CHECK_KINDS)),
     ).aggregate(
         total=Count("pk"),
         explained=Count("pk", filter=explained),
@@ -243,11 +299,19 @@ def progress(question_set: StudyQuestionSet, now: datetime | None = None) -> Pro
         flagged=Count("pk", filter=explained & ~Q(explanation_flags=[]) & ~approved),
         # Not explained, its last explanation job failed or was skipped, and none is active.
         failed=Count("pk", filter=Q(explanation="", active=False, last__in=ENDED_UNEXPLAINED)),
+        checking=Count("pk", filter=Q(checks_running=True)),
+        key_audited=Count("pk", filter=~Q(key_audit="")),
+        key_disputed=Count("pk", filter=Q(key_audit=KeyAudit.DISPUTED)),
+        verified=Count("pk", filter=explained & Q(current_revision__verified_at__isnull=False)),
+        verifier_flagged=Count("pk", filter=explained & verifier_flagged),
     )
     waiting = counts["total"] - counts["explained"] - counts["failed"]
-    times = StudyQuestionJob.objects.filter(
-        study_question__in=members.values("pk"), kind=JobKind.EXPLANATION
-    ).aggregate(started=Min("started_at"), ended=Max("completed_at"))
+    done = counts["total"] > 0 and not waiting and not counts["checking"]
+    times = StudyQuestionJob.objects.filter(study_question__in=members.values("pk")).aggregate(
+        started=Min("started_at", filter=Q(kind=JobKind.EXPLANATION)),
+        # Done means its checks ended too: the last of them may end after every explanation.
+        ended=Max("completed_at", filter=Q(kind__in=(JobKind.EXPLANATION, *CHECK_KINDS))),
+    )
     rate = eta.rate_for(now, members.values("pk")) if waiting else None
     return Progress(
         name=question_set.name,
@@ -257,9 +321,14 @@ def progress(question_set: StudyQuestionSet, now: datetime | None = None) -> Pro
         flagged=counts["flagged"],
         failed=counts["failed"],
         waiting=waiting,
+        checking=counts["checking"],
+        key_audited=counts["key_audited"],
+        key_disputed=counts["key_disputed"],
+        verified=counts["verified"],
+        verifier_flagged=counts["verifier_flagged"],
         deadline=question_set.deadline,
         started_at=times["started"],
-        finished_at=times["ended"] if counts["total"] and not waiting else None,
+        finished_at=times["ended"] if done else None,
         rate=rate,
         eta_seconds=rate.seconds_for(waiting) if rate is not None else None,
     )
@@ -276,13 +345,27 @@ SIGNATURE_HEADER = "X-Studyqueue-Signature"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
+# What the notice's JSON carries of ``Progress.as_json``: the counts, its checks' included.
+PAYLOAD_KEYS = (
+    "total",
+    "completed",
+    "failed",
+    "flagged",
+    "finished_at",
+    "key_audited",
+    "key_disputed",
+    "verified",
+    "verifier_flagged",
+)
+
+
 def payload(progress: Progress) -> dict[str, object]:
     """The notice's JSON: what the set came to (``setstatus --json``'s counts)."""
     counts = progress.as_json()
     return {
         "event": "set.completed",
         "set": progress.name,
-        **{key: counts[key] for key in ("total", "completed", "failed", "flagged", "finished_at")},
+        **{key: counts[key] for key in PAYLOAD_KEYS},
     }
 
 
@@ -373,7 +456,9 @@ class Noticed:
 
 
 def _mail_lines(progress: Progress) -> list[str]:
+    checks = checks_line(progress)
     return [
         counts_line(progress),
+        *([checks] if checks is not None else []),
         gettext("Finished %(at)s.") % {"at": times.shown(progress.finished_at)},
     ]

@@ -40,8 +40,10 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
         return failed(job, ErrorCode.SET_MISSING, "the question set was deleted")
     question_set, progress = found
     if not progress.done:
-        # Questions were added since it was queued: the next completion is noticed instead.
-        return Skipped(ErrorCode.SET_NOT_DONE, "questions were added since the set was done")
+        # Questions or checks were queued since: the next completion is noticed instead.
+        return Skipped(
+            ErrorCode.SET_NOT_DONE, "questions were added or checks queued since the set was done"
+        )
     data = question_sets.payload(progress)
     url = conf.WEBHOOK_URL
     if url:

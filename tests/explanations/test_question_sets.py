@@ -1,7 +1,8 @@
 """Question sets (``explanations/question_sets.py``, ``queue/eta.py``): importing a file as a
 set, a question in several sets, each state counted, ``enqueue``/``exportexplanations``
-``--set``, ``setstatus`` in words and JSON, the estimate and its basis, and a whole set
-imported, drained by ``runconsumer`` and reported done."""
+``--set``, ``setstatus`` in words and JSON, the estimate and its basis, a whole set
+imported, drained by ``runconsumer`` and reported done, and a set done only once its checks
+ended (a question held for its reviewer waiting as before)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from studyqueue.explanations import question_sets
+from studyqueue.explanations import key_audit, question_sets
 from studyqueue.models import (
+    JobKind,
     JobStatus,
     ReviewStatus,
     StudyQuestion,
@@ -104,9 +106,32 @@ def _set_of_every_state() -> StudyQuestionSet:
 
 
 def test_each_state_is_counted_once():
-    progress = question_sets.progress(_set_of_every_state())
+    question_set = _set_of_every_state()
+    progress = question_sets.progress(question_set)
     assert (progress.total, progress.explained, progress.approved, progress.flagged) == (7, 4, 1, 1)
     assert (progress.plain, progress.failed, progress.waiting, progress.done) == (2, 1, 2, False)
+    assert progress.checking == 0
+
+
+def test_a_check_is_running_while_it_can_still_be_claimed():
+    """Processing, or pending with attempts left; a pending one whose attempts are used up
+    will never run, and an ended one is over: neither holds the set."""
+    explained = [StudyQuestionFactory(explanation="Four.") for _ in range(4)]
+    question_set, _ = question_sets.add("checks", [q.pk for q in explained])
+    running, pending, exhausted, ended = explained
+    StudyQuestionJobFactory(
+        study_question=running, kind=JobKind.KEY_AUDIT, status=JobStatus.PROCESSING
+    )
+    StudyQuestionJobFactory(study_question=pending, kind=JobKind.VERIFICATION)
+    StudyQuestionJobFactory(
+        study_question=exhausted, kind=JobKind.VERIFICATION, attempts=3, max_attempts=3
+    )
+    StudyQuestionJobFactory(
+        study_question=ended, kind=JobKind.VERIFICATION, status=JobStatus.FAILED
+    )
+    progress = question_sets.progress(question_set)
+    assert (progress.waiting, progress.checking, progress.done) == (0, 2, False)
+    assert progress.finished_at is None
 
 
 def test_setstatus_in_words_and_json_and_an_unknown_set():
@@ -190,6 +215,60 @@ def test_a_set_imported_and_drained_is_done(tmp_path, llm_server, settings):
     assert data["started_at"] and data["finished_at"]
     # --watch ends at once on a done set, off a terminal with the status lines.
     assert "6 of 6 explained" in _run("setstatus", "quiz", "--watch")
+
+
+def test_a_set_is_done_once_its_checks_ended_and_a_held_question_waits_for_its_reviewer(
+    llm_server, settings
+):
+    """Verification paused: the agreed question is explained, its check queued; the disputed
+    one is held for its reviewer (waiting, as before: its ended audit is no running check).
+    Kept, it is explained too: nothing waits, two checks run, not done. The checks run:
+    done, when the last of them ended, with their counts."""
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "KEY_AUDIT": True,
+        "KEY_AUDIT_HOLDS": True,
+        "VERIFY": True,
+    }
+    llm_server.answer = "Seoul has been the capital since 1394.\n정답: ②"
+    choices = ["Busan", "Seoul", "Incheon"]
+    agreed = StudyQuestionFactory(
+        text="Capital? AUDIT:222 VERIFY:3", choices=choices, answer="Seoul"
+    )
+    held = StudyQuestionFactory(text="Capital? AUDIT:333 VERIFY:2", choices=choices, answer="Seoul")
+    question_sets.add("checked", [agreed.pk, held.pk])
+    queue.pause(JobKind.VERIFICATION)
+    _run("enqueue", "--set", "checked")
+    _run("runconsumer", "--drain")
+    data = json.loads(_run("setstatus", "checked", "--json"))
+    assert {k: data[k] for k in ("completed", "waiting", "checking", "done")} == {
+        "completed": 1,
+        "waiting": 1,
+        "checking": 1,
+        "done": False,
+    }
+    assert key_audit.decide_key(held, take_model_choice=False, by="reviewer")
+    _run("runconsumer", "--drain")
+    text = _run("setstatus", "checked")
+    assert "every explanation ended; checks still running on 2 question(s)" in text
+    assert "checks: 2 keys audited (1 disputed), 0 explanations verified (0 flagged" in text
+    data = json.loads(_run("setstatus", "checked", "--json"))
+    state = {k: data[k] for k in ("waiting", "checking", "done", "finished_at")}
+    assert state == {"waiting": 0, "checking": 2, "done": False, "finished_at": None}
+    queue.resume(JobKind.VERIFICATION)
+    _run("runconsumer", "--drain")
+    data = json.loads(_run("setstatus", "checked", "--json"))
+    counts = ("done", "checking", "flagged", "key_disputed", "verified", "verifier_flagged")
+    assert {k: data[k] for k in counts} == {
+        "done": True,
+        "checking": 0,
+        "flagged": 1,
+        "key_disputed": 1,
+        "verified": 2,
+        "verifier_flagged": 1,
+    }
+    checks = StudyQuestionJob.objects.filter(kind=JobKind.VERIFICATION).order_by("-completed_at")
+    assert data["finished_at"] == checks[0].completed_at.isoformat()
 
 
 def _claimed_in_order(n: int) -> list[str]:

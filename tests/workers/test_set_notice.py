@@ -1,7 +1,8 @@
 """When a question set is done, exactly one notice (``workers/set_notice.py``): the signed
 webhook POST against a real HTTP receiver, the ``set_completed`` signal and the owner's
 e-mail; a failing receiver retried with the same idempotency key; a crash between the last
-job and the notice still sending exactly one; a later completion noticed again."""
+job and the notice still sending exactly one; a later completion noticed again; a set whose
+verification is still to run noticed only once it ran, with the checks' counts."""
 
 from __future__ import annotations
 
@@ -22,10 +23,14 @@ from studyqueue.models import JobKind, JobStatus, StudyQuestionJob, StudyQuestio
 from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 from tests.helpers import ports
+from tests.llm_server import LLMServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SECRET = "s3cret-key"
+CHOICES = ["Busan", "Seoul", "Incheon"]
+# The explanation's writer: reasoning, then the answer line (the key, so no quality flag).
+EXPLANATION = "Seoul has been the capital since 1394, when the Joseon court moved there.\n정답: ②"
 
 
 class Receiver:
@@ -176,3 +181,54 @@ def test_without_a_webhook_the_signal_still_goes(settings, llm_server, signals):
     _set("local", 2)
     _drain()
     assert len(signals) == 1 and signals[0]["payload"]["completed"] == 2
+
+
+def test_the_notice_waits_for_the_sets_checks_and_carries_the_verifiers_flag(
+    receiver, signals, settings, llm_server: LLMServer
+):
+    """Both keys audited (one disputed, its explanation written anyway), both explanations
+    written, their verifications still to run (paused): no notice. Once they ran, one
+    notice whose ``flagged`` and check counts include the verifier's flag."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": True, "VERIFY": True}
+    llm_server.answer = EXPLANATION
+    flagged = StudyQuestionFactory(
+        text="Capital? AUDIT:222 VERIFY:3", choices=CHOICES, answer="Seoul"
+    )
+    disputed = StudyQuestionFactory(
+        text="Capital? AUDIT:333 VERIFY:2", choices=CHOICES, answer="Seoul"
+    )
+    question_set, _ = question_sets.add("checked", [flagged.pk, disputed.pk])
+    StudyQuestionSet.objects.filter(pk=question_set.pk).update(owner_email="teacher@example.org")
+    queue.pause(JobKind.VERIFICATION)
+    call_command("enqueue", "--set", "checked", stdout=StringIO(), stderr=StringIO())
+    _drain()
+    progress = question_sets.progress(question_set)
+    assert (progress.explained, progress.flagged, progress.waiting) == (2, 0, 0)
+    assert (progress.checking, progress.verified, progress.done) == (2, 0, False)
+    assert (progress.key_audited, progress.key_disputed) == (2, 1)
+    assert receiver.posts == [] and signals == [] and mail.outbox == []
+    assert not StudyQuestionJob.objects.filter(kind=JobKind.SET_NOTICE).exists()
+
+    queue.resume(JobKind.VERIFICATION)
+    _drain()
+    assert len(receiver.posts) == 1 and len(signals) == 1
+    data = json.loads(receiver.posts[0][1])
+    counts = ("completed", "flagged", "key_audited", "key_disputed", "verified", "verifier_flagged")
+    assert {k: data[k] for k in counts} == {
+        "completed": 2,
+        "flagged": 1,
+        "key_audited": 2,
+        "key_disputed": 1,
+        "verified": 2,
+        "verifier_flagged": 1,
+    }
+    checked = StudyQuestionJob.objects.filter(kind=JobKind.VERIFICATION).order_by("-completed_at")
+    assert data["finished_at"] == checked[0].completed_at.isoformat()  # its last check's end
+    assert signals[0]["payload"] == data
+    [message] = mail.outbox
+    assert "checked: 2 of 2 explained (0 approved, 1 flagged), 0 failed, 0 waiting" in message.body
+    assert "checks: 2 keys audited (1 disputed), 2 explanations verified (1 flagged by the " in (
+        message.body
+    )
+    _drain()  # nothing new: no second notice
+    assert len(receiver.posts) == 1 and len(signals) == 1 and len(mail.outbox) == 1

@@ -68,16 +68,19 @@ class Command(TranslatedCommand):
         try:
             while True:
                 finished = progress.explained + progress.failed
+                # The checks count too: a set whose explanations all ended may still be
+                # checking, and the last line printed must be the one that says it is done.
+                seen = (finished, progress.total, progress.checking, progress.done)
                 if bar is not None:
                     bar.total = progress.total
                     bar.n = finished
                     bar.set_postfix_str(_eta_text(progress), refresh=False)
                     bar.refresh()
-                elif (finished, progress.total) != last:
+                elif seen != last:
                     self.stdout.write(
                         _dumps(progress) if as_json else question_sets.counts_line(progress)
                     )
-                    last = (finished, progress.total)
+                    last = seen
                 if progress.done:
                     break
                 time.sleep(interval)
@@ -98,6 +101,8 @@ def _dumps(progress: Progress) -> str:
 def _eta_text(progress: Progress) -> str:
     if progress.done:
         return _("done")
+    if not progress.waiting and progress.checking:
+        return _("checks running")
     if progress.eta_seconds is None:
         return _("no rate yet")
     return _("about %(left)s left") % {

@@ -223,7 +223,7 @@ SETTINGS: dict[str, Setting] = {
     ),
     "KEY_AUDIT_HOLDS": Setting(
         bool,
-        False,
+        True,
         "a disputed key holds its question's explanation (no LLM call is spent on it) until a "
         "reviewer keeps or changes the key; off: the explanation is written anyway",
     ),

@@ -105,6 +105,7 @@ _CLAUSE = re.compile(
 _CONTINUES = re.compile(r"^\W*(?:which|that|who|namely|i\.e\.|즉|바로|곧)\b", re.IGNORECASE)
 # Layout at a line's start: indent, list bullet, heading, quote.
 _LAYOUT = re.compile(r"^\s*(?:(?:[-*+•>]|#{1,6})\s*)*")
+_LONE_MARK = re.compile(r"^\W*(?:\d{1,2}|[A-Ha-h])\W*$")
 _RULE = re.compile(r"^\s*(?:[-*_=]\s*){3,}$")
 # A label that ends its line: the answer is what follows ("**정답**", "## Answer", "정답:").
 _LABEL_ALONE = re.compile(
@@ -182,6 +183,8 @@ def _content(text: str, names: Sequence[re.Pattern[str]]) -> int:
 def _bare(text: str, names: Sequence[re.Pattern[str]]) -> bool:
     """Only a choice named (``②``, ``**B**``, ``(B) Seoul``, ``따라서 ②번이다``): no reasoning."""
     plain = re.sub(r"(?:번|이다|입니다|이에요|예요|이야|임|이|가|은|는)?\W*$", "", _plain(text))
+    if _LONE_MARK.match(plain):
+        return True  # "So, B.": a letter alone is no word of reasoning
     return _names_choice(plain, names) and _content(plain, names) == 0
 
 

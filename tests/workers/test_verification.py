@@ -1,8 +1,9 @@
 """The blind verifier (``workers/verification.py``, ``explanations/verifier.py``) against the
 test LLM server, which answers verifier calls by content (``VERIFY:<spec>`` in the
-question's text): the verdict on the revision, what the request carries (the explanation
-without its answer line; never the key, never the stated answer), the order (after every
-ready explanation, in a real ``runconsumer --drain``), and which revision a check is for."""
+question's text) or through a test's own reader of what it is shown: the verdict on the
+revision, what the request carries (the explanation's reasoning, its statements of the answer
+hidden; never the key, never the stated answer), the order (after every ready explanation,
+in a real ``runconsumer --drain``), and which revision a check is for."""
 
 from __future__ import annotations
 

@@ -82,7 +82,7 @@ _WHICH_IS = re.compile(
     r"(?:옳|맞|틀|알맞|적절|바르|바른|올바|해당|아닌|않|거리가\s*먼|관계\s*없|관련\s*없)[가-힣]*"
     r"\s+(?:것|보기|선택지|설명|진술|내용|항목)\s*(?:은|는)\s*$"
 )
-# Marks that tick a choice as the answer: kept, they name it.
+# Marks that tick a choice as the answer ("② 칼슘 ✅", "(O)"): the mark goes, the line stays.
 _TICK = re.compile(r"\s*(?:[\u2713\u2714\u2705\u2611\u2b55]|[(\uff08]\s*[O○◯]\s*[)\uff09])")
 # A parenthesis or bracket inside a sentence: "(정답 ②)", "[answer B]".
 _ASIDE = re.compile(
@@ -204,12 +204,9 @@ class _Reader:
         """The line with its statements hidden; None when nothing of it is left."""
         if not line.strip() or _RULE.match(line):
             return line
-        layout = _LAYOUT.match(line)
-        prefix, body = line[: layout.end()], line[layout.end() :]
-        kept = []
-        for sentence in _SENTENCE.split(body):
-            if (part := self.sentence(sentence)) is not None:
-                kept.append(part)
+        cut = len(line) - len(_LAYOUT.sub("", line, count=1))  # it matches any line
+        prefix, body = line[:cut], line[cut:]
+        kept = [part for s in _SENTENCE.split(body) if (part := self.sentence(s)) is not None]
         return prefix + " ".join(kept) if kept else None
 
     def sentence(self, sentence: str) -> str | None:

@@ -10,8 +10,9 @@
 - ``no_answer_stated``: the question has a key, and the reply states no answer the parser
   (``studyqueue.explanations.answers``) can read;
 - ``verifier_disagrees`` / ``verifier_unsure``: the blind verifier (``verifier``), shown the
-  explanation without its answer line and never the key, named another choice than the key,
-  or none (or several). Set after the explanation was kept; never retried.
+  explanation's reasoning with every statement of its answer hidden and never the key, named
+  another choice than the key, or none (or several, or it was not asked: the statements could
+  not be hidden reliably). Set after the explanation was kept; never retried.
 - ``question_changed``: the question's text, choices or key changed after the explanation
   was written (set on the question, never on the reply's revision: it is no fault of the
   prompt, so prompt statistics do not count it). Such an explanation is outdated.

@@ -765,10 +765,6 @@ class QueueConsumer(models.Model):
     )
     stopped_at = models.DateTimeField(verbose_name=_("stopped"), null=True, blank=True)
     interval_seconds = models.FloatField(verbose_name=_("interval (s)"))
-    jobs_completed = models.PositiveIntegerField(
-        verbose_name=_("jobs completed"), default=0, help_text=_("Since it started.")
-    )
-    jobs_running = models.PositiveIntegerField(verbose_name=_("jobs running"), default=0)
     breaker_open = models.BooleanField(verbose_name=_("breaker open"), default=False)
     breaker_since = models.DateTimeField(
         verbose_name=_("breaker open since"), null=True, blank=True

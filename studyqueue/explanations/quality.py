@@ -72,12 +72,13 @@ MEANINGS: dict[str, str | Promise] = {
     NO_ANSWER_STATED: _("The explanation states no answer that could be read."),
     QUESTION_CHANGED: _("The question's text, choices or key changed after it was written."),
     VERIFIER_DISAGREES: _(
-        "Shown the explanation without its answer line, the model named another choice than "
-        "the key: the reasoning may argue for the wrong answer."
+        "Shown the explanation's reasoning with every statement of its answer hidden, the "
+        "model named another choice than the key: the reasoning may argue for the wrong answer."
     ),
     VERIFIER_UNSURE: _(
-        "Shown the explanation without its answer line, the model named no choice, or "
-        "several: the reasoning may not support any answer."
+        "Shown the explanation's reasoning with every statement of its answer hidden, the "
+        "model named no choice, or several; or it was not asked, because the statements could "
+        "not be hidden: the reasoning may not support any answer."
     ),
 }
 # Reply verdicts that are flags (agreeing, or a question without a key, is none).

@@ -68,7 +68,7 @@ _SP = r"[^\S\n]"
 _EN_LABEL = re.compile(
     rf"\b(?:(?:the{_SP}+)?(?:(?:correct|right|final|best|true){_SP}+)?answer"
     rf"|(?:the{_SP}+)?(?:correct|right|final|best){_SP}+(?:option|choice))"
-    rf"{_SP}*(?:is|(?:would|must|should|will){_SP}+be|[:\uff1a=\-\u2013\u2014→])",
+    rf"{_SP}*(?:is|(?:would|must|should|will){_SP}+be|[:\uff1a=\-\u2013\u2014→]|(?=[ \t]*\n))",
     re.IGNORECASE,
 )
 # "정답:", "정답은", "답은", "최종 정답 :" (not "대답은", "답변은": no syllable around "답"),
@@ -156,7 +156,9 @@ _LEAD_IN = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE_START = re.compile(r".*[.!?。]\s")
-_NEXT_LINE = re.compile(r"\n\s*([^\n]+)")
+# The next line with words: blank lines and Markdown rules ("---", "***") between a label
+# and its answer are skipped ("**정답**", a rule, then "②").
+_NEXT_LINE = re.compile(r"\n(?:[ \t]*(?:[-*_=][ \t]*){3,}\n|\s)*([^\n]+)")
 _LATIN_AFTER = re.compile(r"\s+[A-Za-z]")
 _NOT_CIRCLED = re.compile(rf"[^{_CIRCLED_CLASS}]+")
 _TEX_WRAP = re.compile(r"\\(?:boxed|fbox|text|textbf|mathrm|mathbf)\s*\{([^{}]*)\}")

@@ -303,6 +303,10 @@ MARKUP = [
     ("...\nAnswer: \u24b7", CAPITALS, "Seoul", AGREES, "\u24b7"),  # Ⓑ
     ("...\n**정답:**\n②", CITIES, "서울", AGREES, "②"),
     ("...\n**Answer:**\n\n**B**", CAPITALS, "Seoul", AGREES, "B"),
+    # A label alone on its line, then a Markdown rule or a heading's blank line, then it.
+    ("...\n**정답**\n\n---\n\n②", CITIES, "서울", AGREES, "②"),
+    ("...\n## Answer\n\nB", CAPITALS, "Seoul", AGREES, "B"),
+    ("We need the answer\nfirst: Paris is no capital.", CAPITALS, "Seoul", UNREAD, ""),
     # Markup reads a mismatch, or two answers, as such too.
     ("...\n정답: [③]", CITIES, "서울", DIFFERS, "[③]"),
     ("...\n정답: <b>②</b> <b>③</b>", CITIES, "서울", UNREAD, "② ③"),

@@ -22,6 +22,12 @@ Faults (``fault`` for every request, or ``FAULT:<name>`` inside a question's tex
 "content_filter"), ``noreason`` (no finish_reason, then ``[DONE]``), ``drop`` (closes mid-stream),
 ``hangup`` (reads the request, then closes the connection without a byte of reply).
 
+Key audit and blind verifier calls get the answer a sound model would give, worked out from
+what their prompt holds (``tests/llm_checks.py``): a correct key agrees, a sound explanation
+raises no flag. ``audit_answer`` and ``verify_answer`` (``--audit-answer``,
+``--verify-answer``) fix the reply instead; ``AUDIT:`` and ``VERIFY:`` in a question's text
+script it per call (see below).
+
 ``flavour`` makes it say what it can take as llama.cpp does (``"llamacpp"``: ``GET /props``
 with ``total_slots``, ``GET /slots``) or vLLM (``"vllm"``: ``GET /metrics`` with the requests
 running and waiting for one of its ``capacity`` slots); by default it says nothing, as
@@ -49,21 +55,28 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests import llm_checks
+
 QUESTION_RE = re.compile(r"Question:\n(.*?)(?:\n|\Z)", re.S)  # the question may end the message
 FAULT_RE = re.compile(r"FAULT:([a-z0-9]+)")
 # A key audit call (its system message asks for "Answer: N" alone) is answered by content:
 # ``AUDIT:<spec>`` in the question's text gives each sample's answer in turn (a digit: that
-# choice; ``x``: a reply no reader can read), e.g. ``AUDIT:223``; without it, ``audit_answer``.
+# choice; ``x``: a reply no reader can read), e.g. ``AUDIT:223``; without it, ``audit_answer``
+# when set, else the answer worked out as a sound model would (``llm_checks``).
 AUDIT_SYSTEM_RE = re.compile(r"^You answer multiple-choice questions\.")
 AUDIT_RE = re.compile(r"AUDIT:([0-9x]+)")
 # A blind verifier call (its system message: "You check explanations…") likewise:
 # ``VERIFY:<spec>`` in the question's text gives the reply of each call in turn (a digit: that
-# choice; ``x``: a reply naming none), e.g. ``VERIFY:3``; without it, ``verify_answer``.
+# choice; ``x``: a reply naming none), e.g. ``VERIFY:3``; without it, ``verify_answer`` when
+# set, else the choice the explanation supports, read as a sound model would.
 VERIFY_SYSTEM_RE = re.compile(r"^You check explanations of multiple-choice questions\.")
 VERIFY_RE = re.compile(r"VERIFY:([0-9x]+)")
 # The default reply: long enough (QUALITY_MIN_CHARS is 40) not to be flagged too_short, and
 # ending with the answer line the default prompt asks for (the README's first explanation: 2 + 2).
 ANSWER = "Because 2 + 2 equals 4: two things and two more make four.\nAnswer: 4"
+# A check's reply that names the first choice whatever it is asked (``--audit-answer``,
+# ``--verify-answer``): a model that does not read the question.
+FIXED_CHECK = "Answer: 1"
 
 
 class LLMServer:
@@ -84,9 +97,11 @@ class LLMServer:
         self.slow_seconds = 30.0
         self.model_id = "test-model"
         self.answer = ANSWER
-        self.audit_answer = "Answer: 1"  # a key audit call's reply without AUDIT: in its text
+        # A key audit (verifier) call's reply without AUDIT: (VERIFY:) in its text: this
+        # fixed one (e.g. ``FIXED_CHECK``, blind to the question), or None: worked out.
+        self.audit_answer: str | None = None
         self.audit_calls: Counter[str] = Counter()  # key audit calls per question
-        self.verify_answer = "Answer: 1"  # a verifier call's reply without VERIFY: in its text
+        self.verify_answer: str | None = None
         self.verify_calls: Counter[str] = Counter()  # verifier calls per question
         # A test's own verifier: it reads a verifier call's user message and replies (in
         # place of VERIFY: and verify_answer).
@@ -406,13 +421,15 @@ class LLMServer:
         """The reply's text: ``answer``, or for a key audit or verifier call its answer."""
         messages = body.get("messages") or []
         system = (messages[0].get("content", "") if messages else "") or ""
+        prompt = messages[-1].get("content", "") if messages else ""
         if AUDIT_SYSTEM_RE.search(system):
-            calls, spec_re, default = self.audit_calls, AUDIT_RE, self.audit_answer
+            calls, spec_re, fixed = self.audit_calls, AUDIT_RE, self.audit_answer
+            default = fixed if fixed is not None else llm_checks.audit_reply(prompt)
         elif VERIFY_SYSTEM_RE.search(system):
-            calls, spec_re, default = self.verify_calls, VERIFY_RE, self.verify_answer
+            calls, spec_re, fixed = self.verify_calls, VERIFY_RE, self.verify_answer
+            default = fixed if fixed is not None else llm_checks.verify_reply(prompt)
         else:
             return self.answer
-        prompt = messages[-1].get("content", "")
         if spec_re is VERIFY_RE and self.verify_reader is not None:
             return self.verify_reader(prompt)
         match = QUESTION_RE.search(prompt)
@@ -590,9 +607,23 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--capacity", type=int, default=0)
+    for option, calls in (("--audit-answer", "key audit"), ("--verify-answer", "verifier")):
+        parser.add_argument(
+            option,
+            metavar="REPLY",
+            nargs="?",
+            const=FIXED_CHECK,
+            help=f"reply to every {calls} call with REPLY (alone: {FIXED_CHECK!r}) instead "
+            "of the answer a sound model would give",
+        )
     args = parser.parse_args()
     server = LLMServer(port=args.port)
-    server.configure(delay=args.delay, capacity=args.capacity)
+    server.configure(
+        delay=args.delay,
+        capacity=args.capacity,
+        audit_answer=args.audit_answer,
+        verify_answer=args.verify_answer,
+    )
     print(f"port={server.port}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.httpd.serve_forever()

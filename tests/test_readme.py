@@ -82,8 +82,10 @@ def test_the_quick_start_is_make_run_and_make_test():
 @sqlite_half_only
 def test_the_readme_commands_run_as_written(tmp_path):
     """``make run``, then the first explanation's commands in a second shell, then the
-    export: the explanation of the test LLM server arrives. (``make test`` is the suite
-    itself; ``tests/test_make.py`` runs it against a stand-in.)"""
+    export: the explanation of the test LLM server arrives, its correct key agreed with by
+    the key audit and its reasoning by the blind verifier (no flag: a newcomer's first
+    screen says it works). (``make test`` is the suite itself; ``tests/test_make.py`` runs it
+    against a stand-in.)"""
     quick_start, first, export = code_blocks(README)[:3]
     (run_line,) = [line for line in quick_start.text.splitlines() if line.startswith("make run")]
     sandbox = Sandbox(tmp_path / "checkout")
@@ -100,7 +102,20 @@ def test_the_readme_commands_run_as_written(tmp_path):
             out = sandbox.run(export.text)  # and its count, "exported 1 question(s)"
             return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
-        (row,) = wait_for(exported, timeout=30, what="the consumer's explanation")
+        def verified() -> list[dict]:
+            # The blind verifier runs after the explanation: its answer, or a flag of its own.
+            rows = exported()
+            checked = [r for r in rows if r["verifier_answer"] or verifier_flags(r)]
+            return checked if len(checked) == len(rows) else []
+
+        (row,) = wait_for(verified, timeout=30, what="the consumer's verified explanation")
         assert row["explanation"] == ANSWER and row["review_status"] == "unreviewed", row
+        assert row["key_audit"] == "agrees" and row["key_audit_answer"] is None, row
+        assert row["verifier_answer"] == 2 and not verifier_flags(row), row
+        assert row["flags"] == [], row
     finally:
         sandbox.close()
+
+
+def verifier_flags(row: dict) -> list[str]:
+    return [flag for flag in row["flags"] if flag.startswith("verifier_")]

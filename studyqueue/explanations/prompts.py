@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from django.template import Context, Engine, Template
+from django.utils.translation import gettext
 
 from studyqueue.conf import conf
 from studyqueue.models import ExplanationRevision, StudyQuestion, fit, validate_choices
@@ -47,10 +48,38 @@ def _template(name: str) -> tuple[Template, str]:
     return template, source
 
 
+class TrialTemplateError(Exception):
+    """A trial user template (``trial_template``) does not compile (a syntax error, an unknown
+    tag or filter, a relative include): the message names the error, on one line."""
+
+
+# ``{% include "./part.txt" %}``, ``{% extends "../base.txt" %}``: a path relative to the
+# including template's name. A trial is given as text and has no name, so Django cannot
+# resolve one (it fails with an AttributeError of its own, not a TemplateSyntaxError).
+_RELATIVE = re.compile(r"""\{%-?\s*(?:include|extends)\s+(["'])(\.\.?/[^"']*)\1""")
+
+
 def trial_template(source: str) -> Template:
     """A user prompt template given as text (``explain --prompt-template``), compiled by the
-    same engine as the configured ones; ``TemplateSyntaxError`` if it does not compile."""
-    return Engine.get_default().from_string(source)
+    same engine as the configured ones; ``TrialTemplateError`` if it does not compile."""
+    relative = _RELATIVE.search(source)
+    if relative is not None:
+        raise TrialTemplateError(
+            gettext(
+                "the relative path %(path)s cannot be resolved: a template tried from a file "
+                "is in no template folder (name the template as in a template folder)"
+            )
+            % {"path": relative[2]}
+        )
+    try:
+        return Engine.get_default().from_string(source)
+    except Exception as exc:  # a tag's compile function may raise anything: the trial's failure
+        raise TrialTemplateError(_reason(exc)) from None
+
+
+def _reason(exc: Exception) -> str:
+    """An exception as one line: its type and message (a template error's may span lines)."""
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
 def current_version(
@@ -100,7 +129,7 @@ def build_messages(
         try:
             user = prompt.render(Context(context, autoescape=False)).strip()
         except Exception as exc:  # any tag may raise anything: the trial's failure, not ours
-            raise TrialRenderError(f"{type(exc).__name__}: {exc}") from None
+            raise TrialRenderError(_reason(exc)) from None
     return [
         {"role": "system", "content": render(conf.SYSTEM_PROMPT_TEMPLATE, context)},
         {"role": "user", "content": user},

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError, CommandParser
-from django.template import Template, TemplateSyntaxError
+from django.template import Template
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -19,6 +19,7 @@ from studyqueue.consumer.consumer import Consumer, default_worker_id
 from studyqueue.explanations import key_audit, outdated, quality
 from studyqueue.explanations.prompts import (
     TrialRenderError,
+    TrialTemplateError,
     build_messages,
     current_version,
     trial_template,
@@ -172,7 +173,7 @@ class Command(TranslatedCommand):
             ) from None
         try:
             return trial_template(source), source
-        except TemplateSyntaxError as exc:
+        except TrialTemplateError as exc:
             raise CommandError(
                 _("%(path)s is not a valid template: %(reason)s") % {"path": path, "reason": exc}
             ) from None

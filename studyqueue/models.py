@@ -1144,9 +1144,14 @@ class StudyQuestionSet(models.Model):
         db_default="",
         help_text=_("Told by e-mail when the set is done (optional)."),
     )
-    # The end of the last job of the completion last noticed: a later completion (questions
-    # added and explained since) is noticed again; this one never twice.
+    # The end of the last job of the completion last noticed (or whose notice gave up): the
+    # sweep looks at the set again only once a job of it ended after this.
     noticed_through = models.DateTimeField(_("noticed through"), null=True, blank=True)
+    # The completion (its idempotency key) a notice job was queued for: that completion is
+    # never queued again, even when its notice failed for good (a refusing receiver).
+    notice_queued_for = models.CharField(
+        _("notice queued for"), max_length=100, blank=True, default="", db_default=""
+    )
     created_at = models.DateTimeField(_("created"), default=timezone.now)
 
     objects = StudyQueueManager()

@@ -388,10 +388,11 @@ def idempotency_key(question_set: StudyQuestionSet, progress: Progress) -> str:
 
 
 def queue_due_notices() -> int:
-    """Queue the notice of every set that is done and whose completion has not been noticed
-    (``noticed_through`` before its last job's end); how many were queued. Cheap when nothing
-    happened: only sets with an explanation job that ended since their last notice are
-    looked at."""
+    """Queue the notice of every set that is done and whose completion has no notice job
+    yet; how many were queued. One completion gets one notice job, whatever becomes of it:
+    retried like any job, it may fail for good (a receiver that refuses every notice), and
+    the completion is not queued again. Cheap when nothing happened: only sets with an
+    explanation job that ended since ``noticed_through`` are looked at."""
     last_end = (
         StudyQuestionJob.objects.filter(
             study_question__sets=OuterRef("pk"),
@@ -407,9 +408,28 @@ def queue_due_notices() -> int:
     )
     queued = 0
     for question_set in candidates:
-        if progress(question_set).done:
-            queued += queue.enqueue_set_notice(question_set.pk).created
+        now = progress(question_set)
+        if now.done:
+            queued += _queue_notice(question_set, now)
     return queued
+
+
+def _queue_notice(question_set: StudyQuestionSet, done: Progress) -> int:
+    """Queue the notice of this completion of ``question_set`` unless one was (1, else 0).
+    A compare-and-set on ``notice_queued_for``: of two consumers' sweeps, one queues it."""
+    key = idempotency_key(question_set, done)
+    sets = StudyQuestionSet.objects.filter(pk=question_set.pk)
+    with transaction.atomic(using=sets.db):
+        if key == question_set.notice_queued_for:
+            # Its notice job ended (or runs): look at the set again only after a later job.
+            sets.update(noticed_through=done.finished_at)
+            return 0
+        claimed = sets.filter(notice_queued_for=question_set.notice_queued_for).update(
+            notice_queued_for=key
+        )
+        if not claimed:
+            return 0  # another consumer's sweep queued it
+        return int(queue.enqueue_set_notice(question_set.pk).created)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import StringIO
@@ -22,7 +24,7 @@ from studyqueue.explanations import question_sets
 from studyqueue.models import JobKind, JobStatus, StudyQuestionJob, StudyQuestionSet
 from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
-from tests.helpers import ports
+from tests.helpers import ROOT, ports
 from tests.llm_server import LLMServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,11 +37,12 @@ EXPLANATION = "Seoul has been the capital since 1394, when the Joseon court move
 
 class Receiver:
     """A webhook receiver on 127.0.0.1: it records each POST and answers with the next of
-    ``statuses`` (200 once they run out)."""
+    ``statuses`` (``otherwise`` once they run out)."""
 
     def __init__(self) -> None:
         self.posts: list[tuple[dict[str, str], bytes]] = []
         self.statuses: list[int] = []
+        self.otherwise = 200
         self._lock = threading.Lock()
         receiver = self
 
@@ -51,7 +54,7 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with receiver._lock:
                     receiver.posts.append((dict(self.headers), body))
-                    status = receiver.statuses.pop(0) if receiver.statuses else 200
+                    status = receiver.statuses.pop(0) if receiver.statuses else receiver.otherwise
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -106,6 +109,40 @@ def _set(name: str, n: int, **fields: object) -> StudyQuestionSet:
 
 def _drain() -> None:
     call_command("runconsumer", "--drain", stdout=StringIO(), stderr=StringIO())
+
+
+# The settings a drain process takes from the test (as STUDYQUEUE_<NAME> variables).
+_CHILD_SETTINGS = (
+    "LLM_URL",
+    "WEBHOOK_URL",
+    "WEBHOOK_SECRET",
+    "KEY_AUDIT",
+    "VERIFY",
+    "BACKOFF_BASE_SECONDS",
+    "BACKOFF_JITTER",
+    "MAX_ATTEMPTS",
+)
+
+
+def _drain_process(env: dict[str, str], python: str, settings, seconds: float = 60) -> float:
+    """``runconsumer --drain`` as a real process on the test's database; how long it took.
+    Fails, instead of hanging the suite, when it does not return in time."""
+    ours = settings.STUDYQUEUE
+    env = {**env, **{f"STUDYQUEUE_{k}": str(ours[k]) for k in _CHILD_SETTINGS if k in ours}}
+    started = time.monotonic()
+    try:
+        subprocess.run(
+            [python, "manage.py", "runconsumer", "--drain"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=seconds,
+            check=True,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"runconsumer --drain still running after {seconds} s")
+    return time.monotonic() - started
 
 
 def test_a_done_set_sends_one_signed_notice_a_signal_and_an_email(receiver, signals):
@@ -232,3 +269,37 @@ def test_the_notice_waits_for_the_sets_checks_and_carries_the_verifiers_flag(
     )
     _drain()  # nothing new: no second notice
     assert len(receiver.posts) == 1 and len(signals) == 1 and len(mail.outbox) == 1
+
+
+@pytest.mark.parametrize("max_attempts", [1, 2])
+def test_a_receiver_that_refuses_every_notice_gets_one_job_and_max_attempts_posts(
+    receiver, signals, settings, child_env, python, max_attempts
+):
+    """One completion, one notice job: retried up to MAX_ATTEMPTS, then it gives up, and
+    the sweep does not queue the same completion again; the drain returns."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "MAX_ATTEMPTS": max_attempts}
+    receiver.otherwise = 400
+    question_set = _set("refused", 2, owner_email="teacher@example.org")
+    took = _drain_process(child_env, python, settings)
+    _drain_process(child_env, python, settings)  # a later drain finds nothing to notice either
+    assert len(receiver.posts) == max_attempts
+    assert len({headers["Idempotency-Key"] for headers, _ in receiver.posts}) == 1
+    [notice] = question_set.jobs.filter(kind=JobKind.SET_NOTICE)
+    assert (notice.status, notice.attempts) == (JobStatus.FAILED, max_attempts)
+    assert signals == [] and mail.outbox == []
+    assert took < 30
+
+
+def test_a_receiver_that_is_down_gets_one_job(receiver, settings, child_env, python):
+    """Nothing listens at the URL: connection refused, retried, given up, not queued again."""
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "MAX_ATTEMPTS": 2,
+        "WEBHOOK_URL": f"http://127.0.0.1:{ports.free_port()}/down",
+    }
+    question_set = _set("down", 1)
+    _drain_process(child_env, python, settings)
+    _drain_process(child_env, python, settings)
+    [notice] = question_set.jobs.filter(kind=JobKind.SET_NOTICE)
+    assert (notice.status, notice.attempts) == (JobStatus.FAILED, 2)
+    assert receiver.posts == []

@@ -1147,8 +1147,9 @@ class StudyQuestionSet(models.Model):
     # The end of the last job of the completion last noticed (or whose notice gave up): the
     # sweep looks at the set again only once a job of it ended after this.
     noticed_through = models.DateTimeField(_("noticed through"), null=True, blank=True)
-    # The completion (its idempotency key) a notice job was queued for: that completion is
-    # never queued again, even when its notice failed for good (a refusing receiver).
+    # The completion (``question_sets.completion_key``: its membership) a notice job was
+    # queued for: never queued again, even when its notice failed for good (a refusing
+    # receiver) or a regeneration ended since.
     notice_queued_for = models.CharField(
         _("notice queued for"), max_length=100, blank=True, default="", db_default=""
     )

@@ -101,6 +101,10 @@ def add(
         before = members.filter(studyquestionset=question_set).count()
         question_set.questions.add(*ids)
         after = members.filter(studyquestionset=question_set).count()
+        if after != before:
+            # Its membership changed: the sweep looks at it again even if no job ends (the
+            # questions added may be explained already), and notices it when done.
+            StudyQuestionSet.objects.filter(pk=question_set.pk).update(noticed_through=None)
         if question_set.deadline is not None:
             # Their queued jobs now go by the set's deadline too (or an earlier one).
             queue.set_deadlines(ids if deadline is None else _member_ids(question_set))
@@ -380,11 +384,18 @@ def signature(body: bytes, secret: str) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def idempotency_key(question_set: StudyQuestionSet, progress: Progress) -> str:
-    """The same for every delivery of one completion (a retry, a second consumer after a
-    crash): a receiver keeps the first and ignores the rest."""
-    through = progress.finished_at.isoformat() if progress.finished_at else "-"
-    return f"set-{question_set.pk}-{through}"
+def completion_key(question_set: StudyQuestionSet) -> str:
+    """What identifies a completion of ``question_set``: its membership. A set done with
+    the same questions is the same completion, however often their explanations are
+    regenerated (a reviewer's reject, ``enqueue --outdated``); a set whose questions changed
+    (it grew) and is done again is a new one. Sent as the notice's idempotency key: every
+    delivery of one completion (a retry, a second consumer) carries the same, so a receiver
+    keeps the first and ignores the rest."""
+    ids = ",".join(
+        str(pk) for pk in questions(question_set).order_by("pk").values_list("pk", flat=True)
+    )
+    digest = hashlib.sha256(ids.encode()).hexdigest()[:32]
+    return f"set-{question_set.pk}-{digest}"
 
 
 def queue_due_notices() -> int:
@@ -417,11 +428,12 @@ def queue_due_notices() -> int:
 def _queue_notice(question_set: StudyQuestionSet, done: Progress) -> int:
     """Queue the notice of this completion of ``question_set`` unless one was (1, else 0).
     A compare-and-set on ``notice_queued_for``: of two consumers' sweeps, one queues it."""
-    key = idempotency_key(question_set, done)
+    key = completion_key(question_set)
     sets = StudyQuestionSet.objects.filter(pk=question_set.pk)
     with transaction.atomic(using=sets.db):
         if key == question_set.notice_queued_for:
-            # Its notice job ended (or runs): look at the set again only after a later job.
+            # Its notice job ended (or runs), or a regeneration ended in a set done with the
+            # same questions: look at the set again only after a later job.
             sets.update(noticed_through=done.finished_at)
             return 0
         claimed = sets.filter(notice_queued_for=question_set.notice_queued_for).update(
@@ -430,6 +442,29 @@ def _queue_notice(question_set: StudyQuestionSet, done: Progress) -> int:
         if not claimed:
             return 0  # another consumer's sweep queued it
         return int(queue.enqueue_set_notice(question_set.pk).created)
+
+
+@dataclass(frozen=True)
+class NotDone:
+    """The notice's set is no longer done (questions or checks were queued since): the job
+    is skipped and the completion it was queued for is released, so that the sweep queues
+    a notice when the set is done again. Only work ending can make it done again, so this
+    cannot loop by itself."""
+
+    question_set: StudyQuestionSet
+    key: str
+    code: str
+    message: str
+
+    def write(self, job: StudyQuestionJob) -> queue.Outcome:
+        jobs = StudyQuestionJob.objects.all()
+        with transaction.atomic(using=jobs.db):
+            outcome = queue.skip_claimed(job, self.code, self.message)
+            if outcome is queue.Outcome.SKIPPED:
+                StudyQuestionSet.objects.filter(
+                    pk=self.question_set.pk, notice_queued_for=self.key
+                ).update(notice_queued_for="", noticed_through=None)
+        return outcome
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import httpx
 from studyqueue.conf import conf
 from studyqueue.explanations import question_sets
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob, StudyQuestionSet
-from studyqueue.queue.store import JobResult, Skipped
+from studyqueue.queue.store import JobResult
 from studyqueue.services.redact import redact, secrets_of
 from studyqueue.workers.registry import WorkContext, failed, handler
 
@@ -23,13 +23,19 @@ logger = logging.getLogger("studyqueue.sets")
 TIMEOUT_SECONDS = 10.0
 
 
-def _load(job: StudyQuestionJob) -> tuple[StudyQuestionSet, question_sets.Progress] | None:
+def _load(
+    job: StudyQuestionJob,
+) -> tuple[StudyQuestionSet, question_sets.Progress, str] | None:
     if job.question_set_id is None:
         return None
     question_set = StudyQuestionSet.objects.filter(pk=job.question_set_id).first()
     if question_set is None:
         return None
-    return question_set, question_sets.progress(question_set)
+    return (
+        question_set,
+        question_sets.progress(question_set),
+        question_sets.completion_key(question_set),
+    )
 
 
 @handler(JobKind.SET_NOTICE)
@@ -38,16 +44,19 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     found = await ctx.store.on_claims(_load, job)
     if found is None:
         return failed(job, ErrorCode.SET_MISSING, "the question set was deleted")
-    question_set, progress = found
+    question_set, progress, key = found
     if not progress.done:
-        # Questions or checks were queued since: the next completion is noticed instead.
-        return Skipped(
-            ErrorCode.SET_NOT_DONE, "questions were added or checks queued since the set was done"
+        # Questions or checks were queued since: noticed once the set is done again.
+        return question_sets.NotDone(
+            question_set,
+            key,
+            ErrorCode.SET_NOT_DONE,
+            "questions were added or checks queued since the set was done",
         )
     data = question_sets.payload(progress)
     url = conf.WEBHOOK_URL
     if url:
-        error = await _post(url, data, question_sets.idempotency_key(question_set, progress))
+        error = await _post(url, data, key)
         if error is not None:
             return failed(job, ErrorCode.WEBHOOK_FAILED, error)
     logger.info("study_set_noticed set=%s webhook=%s", question_set.pk, "yes" if url else "no")

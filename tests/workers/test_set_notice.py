@@ -303,3 +303,55 @@ def test_a_receiver_that_is_down_gets_one_job(receiver, settings, child_env, pyt
     [notice] = question_set.jobs.filter(kind=JobKind.SET_NOTICE)
     assert (notice.status, notice.attempts) == (JobStatus.FAILED, 2)
     assert receiver.posts == []
+
+
+def _regenerate(question_set: StudyQuestionSet) -> None:
+    """Queue the explanation of one of the set's (explained) questions again, as a
+    reviewer's reject or ``enqueue --outdated`` does."""
+    first = question_sets.questions(question_set).order_by("pk").first()
+    assert first is not None and first.explanation
+    call_command("enqueue", "--question", str(first.pk), stdout=StringIO(), stderr=StringIO())
+
+
+def test_a_regeneration_in_a_noticed_set_sends_no_second_notice(receiver, signals):
+    """Same questions, same completion: one POST, one signal, one e-mail."""
+    question_set = _set("regenerated", 2, owner_email="teacher@example.org")
+    _drain()
+    _regenerate(question_set)
+    _drain()
+    assert StudyQuestionJob.objects.filter(kind=JobKind.EXPLANATION).count() == 3
+    assert len(receiver.posts) == 1 and len(signals) == 1 and len(mail.outbox) == 1
+    assert question_set.jobs.filter(kind=JobKind.SET_NOTICE).count() == 1
+
+
+def test_a_check_queued_before_the_notice_ran_still_sends_one(receiver, signals):
+    """The set is done, its notice queued, then a check of one of its questions: the notice
+    is skipped (not done) and the set noticed once, when the check ended."""
+    question_set = _set("rechecked", 1)
+    queue.pause(JobKind.SET_NOTICE)
+    _drain()
+    assert question_set.jobs.filter(kind=JobKind.SET_NOTICE, status=JobStatus.PENDING).exists()
+    queue.pause(JobKind.VERIFICATION)
+    queue.enqueue(question_sets.questions(question_set).get(), JobKind.VERIFICATION)
+    queue.resume(JobKind.SET_NOTICE)
+    _drain()  # the notice runs while the check waits
+    assert receiver.posts == [] and signals == []
+    queue.resume(JobKind.VERIFICATION)
+    _drain()
+    assert len(receiver.posts) == 1 and len(signals) == 1
+    statuses = sorted(question_set.jobs.values_list("status", flat=True))
+    assert statuses == [JobStatus.COMPLETED, JobStatus.SKIPPED]
+
+
+def test_a_set_that_grows_gets_a_new_key_and_each_completion_one(receiver, signals):
+    question_set = _set("growing", 1)
+    _drain()
+    explained = StudyQuestionFactory(text="growing: explained elsewhere", explanation="Four.")
+    question_sets.add("growing", [explained.pk])  # already explained: done again at once
+    _drain()
+    _regenerate(question_set)
+    _drain()
+    assert len(receiver.posts) == 2 and len(signals) == 2
+    first, second = (headers["Idempotency-Key"] for headers, _ in receiver.posts)
+    assert first != second
+    assert [s["payload"]["total"] for s in signals] == [1, 2]

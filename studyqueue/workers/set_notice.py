@@ -3,10 +3,13 @@
 (``question_sets.Noticed``). No LLM call and no gate slot: a notice never holds up an
 explanation. A webhook that does not answer 2xx fails the attempt, retried with the backoff
 as any job's (``webhook_failed``); every delivery of one completion carries the same
-idempotency key, so a receiver can keep exactly one."""
+idempotency key, so a receiver can keep exactly one. A delivery has a total budget
+(``WEBHOOK_TIMEOUT_SECONDS``), so a receiver that never finishes its answer fails the
+attempt instead of holding it."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import httpx
@@ -19,8 +22,6 @@ from studyqueue.services.redact import redact, secrets_of
 from studyqueue.workers.registry import WorkContext, failed, handler
 
 logger = logging.getLogger("studyqueue.sets")
-
-TIMEOUT_SECONDS = 10.0
 
 
 def _load(
@@ -72,9 +73,16 @@ async def _post(url: str, data: dict[str, object], key: str) -> str | None:
         question_sets.SIGNATURE_HEADER: question_sets.signature(body, conf.WEBHOOK_SECRET),
     }
     secrets = secrets_of(url, conf.WEBHOOK_SECRET)
+    budget = conf.WEBHOOK_TIMEOUT_SECONDS
     try:
-        async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS) as client:
-            response = await client.post(url, content=body, headers=headers)
+        # httpx's timeouts are per read: a receiver that drips a byte now and then would
+        # hold the notice (and the consumer's batch slot) forever. The deadline bounds the
+        # whole delivery; running out of it is a transient failure like any other.
+        async with asyncio.timeout(budget):
+            async with httpx.AsyncClient(timeout=budget) as client:
+                response = await client.post(url, content=body, headers=headers)
+    except TimeoutError:
+        return redact(f"POST {url}: no complete answer within {budget:g} s", secrets)
     except httpx.HTTPError as exc:
         return redact(f"POST {url}: {type(exc).__name__}: {exc}", secrets)[:300]
     if 200 <= response.status_code < 300:

@@ -43,6 +43,8 @@ class Receiver:
         self.posts: list[tuple[dict[str, str], bytes]] = []
         self.statuses: list[int] = []
         self.otherwise = 200
+        self.drip = False  # headers, then a byte every 0.5 s of a body that never ends
+        self.stopped = threading.Event()
         self._lock = threading.Lock()
         receiver = self
 
@@ -55,9 +57,24 @@ class Receiver:
                 with receiver._lock:
                     receiver.posts.append((dict(self.headers), body))
                     status = receiver.statuses.pop(0) if receiver.statuses else receiver.otherwise
+                if receiver.drip:
+                    self._drip()
+                    return
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+
+            def _drip(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", "100000")
+                self.end_headers()
+                try:
+                    # The receiver's pace, not a synchronisation: it never finishes.
+                    while not receiver.stopped.wait(0.5):
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                except OSError:
+                    pass  # the client gave up
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", ports.free_port()), Handler)
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -67,6 +84,7 @@ class Receiver:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/hooks/studyqueue"
 
     def stop(self) -> None:
+        self.stopped.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -121,6 +139,7 @@ _CHILD_SETTINGS = (
     "BACKOFF_BASE_SECONDS",
     "BACKOFF_JITTER",
     "MAX_ATTEMPTS",
+    "WEBHOOK_TIMEOUT_SECONDS",
 )
 
 
@@ -355,3 +374,43 @@ def test_a_set_that_grows_gets_a_new_key_and_each_completion_one(receiver, signa
     first, second = (headers["Idempotency-Key"] for headers, _ in receiver.posts)
     assert first != second
     assert [s["payload"]["total"] for s in signals] == [1, 2]
+
+
+def test_a_receiver_that_drips_its_answer_fails_the_attempt_at_the_deadline(
+    receiver, signals, settings, child_env, python
+):
+    """Headers, then a byte every 0.5 s (each read within httpx's timeout): the notice's
+    whole delivery is bounded by WEBHOOK_TIMEOUT_SECONDS; each attempt fails at it, and
+    the job gives up after MAX_ATTEMPTS. An explanation queued beside it is written."""
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "MAX_ATTEMPTS": 2,
+        "WEBHOOK_TIMEOUT_SECONDS": 1.5,
+    }
+    receiver.drip = True
+    question_set = _set("dripped", 1)
+    took = _drain_process(child_env, python, settings, seconds=40)
+    assert len(receiver.posts) == 2
+    assert took < 20  # two attempts of 1.5 s, and the process's start and stop
+    [notice] = question_set.jobs.filter(kind=JobKind.SET_NOTICE)
+    assert (notice.status, notice.attempts) == (JobStatus.FAILED, 2)
+    assert notice.error_code == "webhook_failed"
+    assert "no complete answer within 1.5 s" in notice.error_message
+    assert signals == []
+
+
+def test_a_stuck_notice_ends_at_its_deadline_beside_an_explanation(receiver, settings):
+    """A dripping notice and an explanation in one drain: the notice holds its batch slot
+    only until its deadline (no gate slot at all), the explanation is written, and the
+    drain returns."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "MAX_ATTEMPTS": 1, "WEBHOOK_TIMEOUT_SECONDS": 2}
+    receiver.drip = True
+    _set("stuck", 1)
+    later = StudyQuestionFactory(text="asked while the notice drips")
+    queue.enqueue(later)
+    started = time.monotonic()
+    _drain()
+    assert time.monotonic() - started < 15
+    later.refresh_from_db()
+    assert later.explanation
+    assert len(receiver.posts) == 1

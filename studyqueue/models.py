@@ -123,6 +123,7 @@ class ErrorCode(models.TextChoices):
     WEBHOOK_FAILED = "webhook_failed", _("The webhook did not accept the notice")
     SET_MISSING = "set_missing", _("Question set no longer exists")
     SET_NOT_DONE = "set_not_done", _("The question set is no longer done")
+    SET_NOTICED = "set_noticed", _("This completion of the question set was noticed already")
     INTERNAL = "internal", _("Unexpected internal error")
 
 
@@ -1152,6 +1153,11 @@ class StudyQuestionSet(models.Model):
     # receiver) or a regeneration ended since.
     notice_queued_for = models.CharField(
         _("notice queued for"), max_length=100, blank=True, default="", db_default=""
+    )
+    # The completion last noticed (signal and e-mail sent): a notice job for it finds it
+    # here, under a compare-and-set, and sends nothing (exactly once across consumers).
+    noticed_key = models.CharField(
+        _("noticed completion"), max_length=100, blank=True, default="", db_default=""
     )
     created_at = models.DateTimeField(_("created"), default=timezone.now)
 

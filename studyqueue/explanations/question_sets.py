@@ -35,6 +35,7 @@ from studyqueue.explanations.quality import VERIFIER_FLAGS
 from studyqueue.models import (
     ACTIVE_STATUSES,
     PROTECTED_REVIEWS,
+    ErrorCode,
     JobKind,
     JobStatus,
     KeyAudit,
@@ -340,6 +341,8 @@ def progress(question_set: StudyQuestionSet, now: datetime | None = None) -> Pro
 
 # --------------------------------------------------------------------------- the notice
 
+ALREADY_NOTICED = "this completion of the set was noticed already"
+
 # Sent once per completion of a set (``Noticed.write``), after the commit that records it:
 # ``sender`` is ``StudyQuestionSet``; ``question_set`` the set; ``payload`` the webhook's body
 # as a dict (the same JSON, whether a webhook is set or not).
@@ -472,21 +475,32 @@ class Noticed:
     """A set's notice went out (or there was nothing to send it to): the job completes and
     the set records the completion it noticed, in one transaction; then the signal and the
     owner's e-mail go, once the commit made it so (a notice whose claim was lost records
-    nothing and sends neither)."""
+    nothing and sends neither). The record is a compare-and-set on ``noticed_key``: when
+    another notice job recorded this completion first, this one is skipped and sends
+    nothing, so a completion's signal and e-mail go exactly once whatever the consumers
+    race."""
 
     question_set: StudyQuestionSet
     progress: Progress
     data: dict[str, object]
+    key: str
 
     def write(self, job: StudyQuestionJob) -> queue.Outcome:
         jobs = StudyQuestionJob.objects.all()
         with transaction.atomic(using=jobs.db):
+            # The UPDATE takes the set's row lock: a second writer waits for this commit,
+            # then matches no row.
+            recorded = (
+                StudyQuestionSet.objects.filter(pk=self.question_set.pk)
+                .exclude(noticed_key=self.key)
+                .update(noticed_key=self.key, noticed_through=self.progress.finished_at)
+            )
+            if not recorded:
+                return queue.skip_claimed(job, ErrorCode.SET_NOTICED, ALREADY_NOTICED)
             outcome = queue.complete(job)
             if outcome is not queue.Outcome.COMPLETED:
+                transaction.set_rollback(True, using=jobs.db)  # lost its claim: record nothing
                 return outcome
-            StudyQuestionSet.objects.filter(pk=self.question_set.pk).update(
-                noticed_through=self.progress.finished_at
-            )
             transaction.on_commit(self._announce, using=jobs.db)
         return outcome
 

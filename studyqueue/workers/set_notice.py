@@ -17,7 +17,7 @@ import httpx
 from studyqueue.conf import conf
 from studyqueue.explanations import question_sets
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob, StudyQuestionSet
-from studyqueue.queue.store import JobResult
+from studyqueue.queue.store import JobResult, Skipped
 from studyqueue.services.redact import redact, secrets_of
 from studyqueue.workers.registry import WorkContext, failed, handler
 
@@ -54,6 +54,10 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
             ErrorCode.SET_NOT_DONE,
             "questions were added or checks queued since the set was done",
         )
+    if question_set.noticed_key == key:
+        # Another notice job of this completion got there first (a second consumer's sweep
+        # raced it): nothing to send; ``Noticed.write`` re-checks under the row lock.
+        return Skipped(ErrorCode.SET_NOTICED, question_sets.ALREADY_NOTICED)
     data = question_sets.payload(progress)
     url = conf.WEBHOOK_URL
     if url:
@@ -61,7 +65,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
         if error is not None:
             return failed(job, ErrorCode.WEBHOOK_FAILED, error)
     logger.info("study_set_noticed set=%s webhook=%s", question_set.pk, "yes" if url else "no")
-    return question_sets.Noticed(question_set, progress, data)
+    return question_sets.Noticed(question_set, progress, data, key)
 
 
 async def _post(url: str, data: dict[str, object], key: str) -> str | None:

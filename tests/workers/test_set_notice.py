@@ -19,6 +19,7 @@ from io import StringIO
 import pytest
 from django.core import mail
 from django.core.management import call_command
+from django.db import connections
 
 from studyqueue.explanations import question_sets
 from studyqueue.models import JobKind, JobStatus, StudyQuestionJob, StudyQuestionSet
@@ -414,3 +415,65 @@ def test_a_stuck_notice_ends_at_its_deadline_beside_an_explanation(receiver, set
     later.refresh_from_db()
     assert later.explanation
     assert len(receiver.posts) == 1
+
+
+def test_a_second_notice_job_of_a_noticed_completion_sends_nothing(receiver, signals):
+    """A second consumer's sweep that read the set before the first notice was recorded
+    queues another notice job of the same completion: it re-checks and sends nothing."""
+    question_set = _set("raced", 1, owner_email="teacher@example.org")
+    _drain()
+    queue.enqueue_set_notice(question_set.pk)  # what the stale sweep would queue
+    _drain()
+    assert len(receiver.posts) == 1 and len(signals) == 1 and len(mail.outbox) == 1
+    statuses = sorted(question_set.jobs.values_list("status", "error_code"))
+    assert statuses == [(JobStatus.COMPLETED, ""), (JobStatus.SKIPPED, "set_noticed")]
+
+
+@pytest.mark.postgres
+def test_two_consumers_racing_send_each_completion_exactly_once(receiver, signals, make_consumer):
+    """Two consumers, each in its own thread with its own database connections, released
+    together on a dozen done sets: each set gets one notice job, one POST, one signal and
+    one e-mail."""
+    names = [f"race {i}" for i in range(12)]
+    for name in names:
+        question = StudyQuestionFactory(text=f"{name}: 2 + 2?", explanation="Four.")
+        StudyQuestionJobFactory(
+            study_question=question, status=JobStatus.COMPLETED, completed_at=question.created_at
+        )
+        question_sets.add(name, [question.pk])
+        StudyQuestionSet.objects.filter(name=name).update(owner_email=f"{name}@example.org")
+    consumers = [make_consumer(worker_id=f"racer-{i}", batch_size=4) for i in range(2)]
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def race(consumer) -> None:
+        try:
+            start.wait(timeout=10)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                result = consumer.run_cycle()
+                if (
+                    not result.claimed
+                    and not StudyQuestionJob.objects.filter(
+                        kind=JobKind.SET_NOTICE,
+                        status__in=(JobStatus.PENDING, JobStatus.PROCESSING),
+                    ).exists()
+                ):
+                    return
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=race, args=(c,)) for c in consumers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == [] and not any(t.is_alive() for t in threads)
+    posted = sorted(json.loads(body)["set"] for _, body in receiver.posts)
+    assert posted == sorted(names)
+    assert sorted(s["payload"]["set"] for s in signals) == sorted(names)
+    assert sorted(m.to[0] for m in mail.outbox) == sorted(f"{n}@example.org" for n in names)
+    sent = StudyQuestionJob.objects.filter(kind=JobKind.SET_NOTICE, status=JobStatus.COMPLETED)
+    assert sent.count() == len(names)

@@ -1,6 +1,6 @@
 """The migrations of 0.2.0: ``0001_squashed_0017_job_attempts`` (0.1.0's 0001-0017 in one,
 ``replaces`` kept), ``0018_gate_limit_endpoint_names``, ``0019_key_audit``, ``0020_verifier``,
-``0021_endpoint_pool`` and ``0022_question_sets``.
+``0021_endpoint_pool``, ``0022_question_sets`` and ``0023_set_notice_once``.
 
 A new database migrates to the end and matches the models; the squashed migration makes the
 schema 0.1.0's migrations made (``tests/helpers/schema_0017.json``, read from databases
@@ -41,8 +41,16 @@ KEY_AUDIT = (APP, "0019_key_audit")
 VERIFIER = (APP, "0020_verifier")
 ENDPOINT_POOL = (APP, "0021_endpoint_pool")
 QUESTION_SETS = (APP, "0022_question_sets")
+SET_NOTICE_ONCE = (APP, "0023_set_notice_once")
 # What migrating to the end records after the squashed migration.
-AFTER_SQUASH = [GATE_NAMES[1], KEY_AUDIT[1], VERIFIER[1], ENDPOINT_POOL[1], QUESTION_SETS[1]]
+AFTER_SQUASH = [
+    GATE_NAMES[1],
+    KEY_AUDIT[1],
+    VERIFIER[1],
+    ENDPOINT_POOL[1],
+    QUESTION_SETS[1],
+    SET_NOTICE_ONCE[1],
+]
 OLD_NAMES = [  # what django_migrations holds for studyqueue on a 0.1.0 database
     "0001_initial",
     "0002_admin_indexes_and_dashboard",
@@ -193,7 +201,7 @@ def test_a_0_1_0_database_at_0017_runs_only_the_later_migrations_and_keeps_its_r
     executor = MigrationExecutor(connection)
     assert executor.loader.applied_migrations.keys() >= {SQUASHED}  # from the 17 names
     plan = [(m.app_label, m.name) for m, _ in executor.migration_plan(leaves())]
-    assert plan == [GATE_NAMES, KEY_AUDIT, VERIFIER, ENDPOINT_POOL, QUESTION_SETS]
+    assert plan == [GATE_NAMES, KEY_AUDIT, VERIFIER, ENDPOINT_POOL, QUESTION_SETS, SET_NOTICE_ONCE]
     out = io.StringIO()
     call_command("migrate", APP, verbosity=1, stdout=out)
     assert f"Applying {APP}.{GATE_NAMES[1]}... OK" in out.getvalue()

@@ -18,10 +18,24 @@ from studyqueue.conf import conf
 from studyqueue.explanations import question_sets
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob, StudyQuestionSet
 from studyqueue.queue.store import JobResult, Skipped
-from studyqueue.services.redact import redact, secrets_of
+from studyqueue.services.redact import RedactingFilter, path_secrets, redact, secrets_of
 from studyqueue.workers.registry import WorkContext, failed, handler
 
 logger = logging.getLogger("studyqueue.sets")
+
+
+def _secrets() -> list[str]:
+    """What a notice's error or log must not show: the webhook URL's credentials, its path
+    and query (a token in a Slack-style URL) and the signing secret."""
+    url = conf.WEBHOOK_URL
+    if not url:
+        return []
+    found = {*secrets_of(url, conf.WEBHOOK_SECRET), *path_secrets(url)}
+    return sorted(found, key=len, reverse=True)
+
+
+# httpx logs each request's URL (``HTTP Request: POST …``): the webhook's path never leaves.
+logging.getLogger("httpx").addFilter(RedactingFilter(_secrets))
 
 
 def _load(
@@ -76,7 +90,7 @@ async def _post(url: str, data: dict[str, object], key: str) -> str | None:
         question_sets.IDEMPOTENCY_HEADER: key,
         question_sets.SIGNATURE_HEADER: question_sets.signature(body, conf.WEBHOOK_SECRET),
     }
-    secrets = secrets_of(url, conf.WEBHOOK_SECRET)
+    secrets = _secrets()
     budget = conf.WEBHOOK_TIMEOUT_SECONDS
     try:
         # httpx's timeouts are per read: a receiver that drips a byte now and then would

@@ -477,3 +477,28 @@ def test_two_consumers_racing_send_each_completion_exactly_once(receiver, signal
     assert sorted(m.to[0] for m in mail.outbox) == sorted(f"{n}@example.org" for n in names)
     sent = StudyQuestionJob.objects.filter(kind=JobKind.SET_NOTICE, status=JobStatus.COMPLETED)
     assert sent.count() == len(names)
+
+
+TOKEN = "xoxWebhookToken1234"
+
+
+@pytest.mark.parametrize("down", [False, True])
+def test_a_webhook_urls_path_token_never_shows_in_the_error_or_the_log(
+    receiver, settings, caplog, down
+):
+    """A Slack-style URL's path is its credential: the notice's error (the admin shows
+    it) and every log line, httpx's included, show the host and ``[redacted]``."""
+    port = ports.free_port() if down else receiver.httpd.server_address[1]
+    url = f"http://127.0.0.1:{port}/services/T0ABC/B0DEF/{TOKEN}"
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "WEBHOOK_URL": url, "MAX_ATTEMPTS": 1}
+    receiver.otherwise = 400
+    caplog.set_level("DEBUG")
+    question_set = _set("secret", 1)
+    _drain()
+    [notice] = question_set.jobs.filter(kind=JobKind.SET_NOTICE)
+    assert notice.status == JobStatus.FAILED
+    assert notice.error_message.startswith(f"POST http://127.0.0.1:{port}/[redacted]")
+    assert TOKEN not in notice.error_message and "T0ABC" not in notice.error_message
+    assert TOKEN not in caplog.text and "B0DEF" not in caplog.text
+    if not down:
+        assert receiver.posts and "HTTP Request: POST" in caplog.text  # httpx did log it

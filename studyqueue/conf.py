@@ -200,7 +200,7 @@ SETTINGS: dict[str, Setting] = {
         True,
         "audit the key of a question with choices before its first explanation (and again "
         "when its text, choices or key change): the model is asked for the answer alone, "
-        "never shown the key (key_audit jobs, queued by enqueue --missing and --outdated)",
+        "never shown the key (key_audit jobs, queued first wherever an explanation is)",
     ),
     "KEY_AUDIT_SAMPLES": Setting(
         int,
@@ -223,7 +223,7 @@ SETTINGS: dict[str, Setting] = {
     ),
     "KEY_AUDIT_HOLDS": Setting(
         bool,
-        False,
+        True,
         "a disputed key holds its question's explanation (no LLM call is spent on it) until a "
         "reviewer keeps or changes the key; off: the explanation is written anyway",
     ),

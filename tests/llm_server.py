@@ -44,6 +44,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,9 @@ class LLMServer:
         self.audit_calls: Counter[str] = Counter()  # key audit calls per question
         self.verify_answer = "Answer: 1"  # a verifier call's reply without VERIFY: in its text
         self.verify_calls: Counter[str] = Counter()  # verifier calls per question
+        # A test's own verifier: it reads a verifier call's user message and replies (in
+        # place of VERIFY: and verify_answer).
+        self.verify_reader: Callable[[str], str] | None = None
         # The usage it reports; ``cached_tokens`` None: no ``prompt_tokens_details`` at all.
         self.prompt_tokens = 42
         self.completion_tokens = 7
@@ -409,6 +413,8 @@ class LLMServer:
         else:
             return self.answer
         prompt = messages[-1].get("content", "")
+        if spec_re is VERIFY_RE and self.verify_reader is not None:
+            return self.verify_reader(prompt)
         match = QUESTION_RE.search(prompt)
         question = match.group(1).strip() if match else prompt[:60]
         with self._lock:

@@ -85,7 +85,7 @@ def test_a_switch_reads_words_from_the_environment(monkeypatch, raw, value):
 
 
 def test_a_switch_refuses_anything_else(monkeypatch):
-    assert conf.KEY_AUDIT is True and conf.KEY_AUDIT_HOLDS is False  # the defaults
+    assert conf.KEY_AUDIT is True and conf.KEY_AUDIT_HOLDS is True  # the defaults
     monkeypatch.setenv("STUDYQUEUE_KEY_AUDIT", "maybe")
     with pytest.raises(SettingsError, match="STUDYQUEUE_KEY_AUDIT must be on or off"):
         _ = conf.KEY_AUDIT

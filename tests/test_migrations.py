@@ -1,6 +1,6 @@
 """The migrations of 0.2.0: ``0001_squashed_0017_job_attempts`` (0.1.0's 0001-0017 in one,
 ``replaces`` kept), ``0018_gate_limit_endpoint_names``, ``0019_key_audit``, ``0020_verifier``,
-``0021_endpoint_pool``, ``0022_question_sets`` and ``0023_set_notice_once``.
+``0021_endpoint_pool`` and every later one.
 
 A new database migrates to the end and matches the models; the squashed migration makes the
 schema 0.1.0's migrations made (``tests/helpers/schema_0017.json``, read from databases
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import io
+from pathlib import Path
 from typing import Any
 
 import django
@@ -23,6 +24,7 @@ from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.recorder import MigrationRecorder
 from django.utils import timezone
 
+import studyqueue
 from studyqueue.models import ExplanationRevision, GateLimit, StudyQuestion, StudyQuestionJob
 from tests.helpers.migration_schema import expected, snapshot
 
@@ -40,17 +42,12 @@ GATE_NAMES = (APP, "0018_gate_limit_endpoint_names")
 KEY_AUDIT = (APP, "0019_key_audit")
 VERIFIER = (APP, "0020_verifier")
 ENDPOINT_POOL = (APP, "0021_endpoint_pool")
-QUESTION_SETS = (APP, "0022_question_sets")
-SET_NOTICE_ONCE = (APP, "0023_set_notice_once")
-# What migrating to the end records after the squashed migration.
-AFTER_SQUASH = [
-    GATE_NAMES[1],
-    KEY_AUDIT[1],
-    VERIFIER[1],
-    ENDPOINT_POOL[1],
-    QUESTION_SETS[1],
-    SET_NOTICE_ONCE[1],
-]
+# What migrating to the end records after the squashed migration: every later one, in order.
+AFTER_SQUASH = sorted(
+    path.stem
+    for path in (Path(studyqueue.__file__).parent / "migrations").glob("0*.py")
+    if path.stem != SQUASHED[1]
+)
 OLD_NAMES = [  # what django_migrations holds for studyqueue on a 0.1.0 database
     "0001_initial",
     "0002_admin_indexes_and_dashboard",
@@ -201,7 +198,8 @@ def test_a_0_1_0_database_at_0017_runs_only_the_later_migrations_and_keeps_its_r
     executor = MigrationExecutor(connection)
     assert executor.loader.applied_migrations.keys() >= {SQUASHED}  # from the 17 names
     plan = [(m.app_label, m.name) for m, _ in executor.migration_plan(leaves())]
-    assert plan == [GATE_NAMES, KEY_AUDIT, VERIFIER, ENDPOINT_POOL, QUESTION_SETS, SET_NOTICE_ONCE]
+    assert plan == [(APP, name) for name in AFTER_SQUASH]
+    assert AFTER_SQUASH[:4] == [GATE_NAMES[1], KEY_AUDIT[1], VERIFIER[1], ENDPOINT_POOL[1]]
     out = io.StringIO()
     call_command("migrate", APP, verbosity=1, stdout=out)
     assert f"Applying {APP}.{GATE_NAMES[1]}... OK" in out.getvalue()

@@ -562,8 +562,24 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         if not change:
             super().save_model(request, obj, form, change)
             return
-        with edits.editing([obj.pk], using=obj._state.db):
+        with edits.editing([obj.pk], using=obj._state.db) as edited:
             super().save_model(request, obj, form, change)
+        said = []
+        if edited.changed and obj.explanation:
+            said.append(
+                gettext(
+                    "Its text, choices or key changed: its explanation is outdated until it is "
+                    "regenerated."
+                )
+            )
+        if edited.voided:
+            said.append(
+                gettext("The approval of its explanation is void: it waits for review again.")
+            )
+        if edited.audits:
+            said.append(gettext("A new key audit was queued; the explanation waits for it."))
+        if said:
+            self.message_user(request, " ".join(said), messages.WARNING)
 
     @admin.action(permissions=["delete"], description=gettext_lazy("Delete selected questions"))
     def delete_selected(self, request: HttpRequest, queryset: QuerySet) -> Any:

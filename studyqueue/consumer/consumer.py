@@ -189,7 +189,6 @@ class Consumer:
         self.pauses = KnownPauses()
         self._started = False  # reported its start (QueueConsumer)
         self._closed = False
-        self._completed_unreported = 0
         self._reported_at = 0.0
         self._wait_logged_for = 0.0  # the breaker pause whose wait was last logged
 
@@ -380,8 +379,6 @@ class Consumer:
             return
         pool, error = self.pool, self.pool.last_error
         report = presence.Report(
-            jobs_running=len(self._jobs),
-            completed_since_last=self._completed_unreported,
             breaker_open=not pool.allows(),
             breaker_since=pool.failing_since,
             breaker_error=error.code if error is not None else "",
@@ -393,13 +390,7 @@ class Consumer:
         except DatabaseError as exc:
             logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
             return
-        self._completed_unreported -= report.completed_since_last
         self._reported_at = time.monotonic()
-
-    def job_done(self, outcome: Outcome) -> None:
-        """Count a finished job for the next report."""
-        if outcome == Outcome.COMPLETED:
-            self._completed_unreported += 1
 
     def cancel_job(self, job_id: int) -> bool:
         """Stop a running job's LLM call now (thread-safe; its claim was taken from us).
@@ -688,7 +679,6 @@ class Cycle:
         # recovery.
         outcome = Outcome.LOST if task.cancelled() else task.result()
         self.result.outcomes[outcome] += 1
-        self.consumer.job_done(outcome)
 
     async def grace_expired(self) -> None:
         """Stop every job still running: each hands its job back (attempt kept)."""

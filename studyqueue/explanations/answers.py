@@ -453,30 +453,6 @@ def compare(reply: str, choices: Sequence[str], key: str) -> Agreement:
     return Agreement(stated, Verdict.AGREES if _same_text(said, key) else Verdict.DIFFERS)
 
 
-_LABELS = (_EN_LABEL, _KO_LABEL, _EN_AFTER, _KO_AFTER)
-
-
-def hide_statements(reply: str) -> str:
-    """The reply without the lines that state an answer (``Answer: 2``, ``정답은 ②번입니다``,
-    ``(B) Seoul is the correct answer``), nor the line below a label that ends its own
-    (``**정답:**`` then ``②``): what is left is the reasoning, for a reader who must judge
-    which choice it supports without being told (the blind verifier)."""
-    kept: list[str] = []
-    drop_next = False
-    for line in reply.splitlines():
-        plain = _markdown_off(line)
-        if drop_next and plain.strip():
-            drop_next = False
-            continue
-        found = [m for label in _LABELS for m in label.finditer(plain)]
-        if not found:
-            kept.append(line)
-            continue
-        last = max(found, key=lambda m: m.end())
-        drop_next = not plain[last.end() :].strip(_EDGE)
-    return "\n".join(kept).strip()
-
-
 SHORT_REPLY_CHARS = 1000  # the checks ask for at most 16 tokens
 # A reply that is the answer alone: "2", "(B)", "③", "2번", "B." (nothing that could ask,
 # doubt or deny it: "2?", "2 (maybe)", "2번이 아니다" are no answer).

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -24,25 +25,36 @@ _BATCH = 1000  # ids read in one statement (SQLite's parameter limit)
 Content = tuple[str, Any, str]
 
 
+@dataclass
+class Edited:
+    """What an edit meant, filled in when ``editing``'s block ends: the questions whose
+    content changed, the approvals that became void, the key audits queued."""
+
+    changed: list[int] = field(default_factory=list)
+    voided: int = 0
+    audits: int = 0
+
+
 @contextmanager
-def editing(question_ids: Iterable[int], *, using: str | None = None) -> Iterator[list[int]]:
+def editing(question_ids: Iterable[int], *, using: str | None = None) -> Iterator[Edited]:
     """Change the questions' content inside this block; on leaving it, in the same
     transaction, what the change means is done for each question whose text, choices or key
-    now differ. Yields the list it fills with the changed ids (empty until the block ends)."""
+    now differ (``Edited`` says what it was)."""
     ids = sorted({int(pk) for pk in question_ids})
     db = using or StudyQuestion.objects.all().db
-    changed: list[int] = []
+    edited = Edited()
     with transaction.atomic(using=db):
         # Locked: the content compared is the content replaced.
         before = _contents(ids, db, lock=True)
-        yield changed
+        yield edited
         after = _contents(ids, db)
-        changed += [pk for pk, content in before.items() if after.get(pk, content) != content]
+        changed = [pk for pk, content in before.items() if after.get(pk, content) != content]
         if changed:
             key_changed = [pk for pk in changed if after[pk][2] != before[pk][2]]
-            revisions.content_changed(changed, using=db)
+            edited.changed = changed
+            edited.voided = revisions.content_changed(changed, using=db)
             key_audit.content_changed(changed, key_changed, using=db)
-            next_step.audit_waiting(changed)
+            edited.audits = next_step.audit_waiting(changed)
 
 
 def _contents(ids: list[int], db: str, *, lock: bool = False) -> dict[int, Content]:

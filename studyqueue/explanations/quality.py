@@ -10,8 +10,9 @@
 - ``no_answer_stated``: the question has a key, and the reply states no answer the parser
   (``studyqueue.explanations.answers``) can read;
 - ``verifier_disagrees`` / ``verifier_unsure``: the blind verifier (``verifier``), shown the
-  explanation without its answer line and never the key, named another choice than the key,
-  or none (or several). Set after the explanation was kept; never retried.
+  explanation's reasoning with every statement of its answer hidden and never the key, named
+  another choice than the key, or none (or several, or it was not asked: the statements could
+  not be hidden reliably). Set after the explanation was kept; never retried.
 - ``question_changed``: the question's text, choices or key changed after the explanation
   was written (set on the question, never on the reply's revision: it is no fault of the
   prompt, so prompt statistics do not count it). Such an explanation is outdated.
@@ -71,12 +72,13 @@ MEANINGS: dict[str, str | Promise] = {
     NO_ANSWER_STATED: _("The explanation states no answer that could be read."),
     QUESTION_CHANGED: _("The question's text, choices or key changed after it was written."),
     VERIFIER_DISAGREES: _(
-        "Shown the explanation without its answer line, the model named another choice than "
-        "the key: the reasoning may argue for the wrong answer."
+        "Shown the explanation's reasoning with every statement of its answer hidden, the "
+        "model named another choice than the key: the reasoning may argue for the wrong answer."
     ),
     VERIFIER_UNSURE: _(
-        "Shown the explanation without its answer line, the model named no choice, or "
-        "several: the reasoning may not support any answer."
+        "Shown the explanation's reasoning with every statement of its answer hidden, the "
+        "model named no choice, or several; or it was not asked, because the statements could "
+        "not be hidden: the reasoning may not support any answer."
     ),
 }
 # Reply verdicts that are flags (agreeing, or a question without a key, is none).

@@ -57,10 +57,6 @@ class Item:
     previous: ExplanationRevision | None  # for a candidate: the current one it would replace
 
     @property
-    def is_candidate(self) -> bool:
-        return self.revision.candidate
-
-    @property
     def seen(self) -> Seen:
         """What the page shows of it, for its form to carry."""
         return Seen.of(self.question, self.revision)

@@ -354,7 +354,7 @@ def decide(
     return True
 
 
-def content_changed(question_ids: Iterable[int], *, using: str) -> None:
+def content_changed(question_ids: Iterable[int], *, using: str) -> int:
     """The questions' text, choices or answer changed (what the prompt is built from): an
     approval or correction of any of their explanations judged content that is gone, so it
     is void (the explanation is unreviewed again, and a regeneration becomes current); the
@@ -362,8 +362,10 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> None:
     old content waits no more (kept in the history).
 
     Called in the transaction that changes the content: by ``edits.editing`` (which also
-    sees to the key audit) and by a reviewer's change of a disputed key."""
+    sees to the key audit) and by a reviewer's change of a disputed key. Returns how many
+    approvals or corrections were void."""
     ids = sorted(set(question_ids))
+    void = 0
     revisions_ = ExplanationRevision.objects.using(using)
     for start in range(0, len(ids), _VOID_BATCH):
         chunk = ids[start : start + _VOID_BATCH]
@@ -381,7 +383,9 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> None:
                 review,
                 by or "-",
             )
-        voided.update(review_status=ReviewStatus.UNREVIEWED, reviewed_by="", reviewed_at=None)
+        void += voided.update(
+            review_status=ReviewStatus.UNREVIEWED, reviewed_by="", reviewed_at=None
+        )
         _mark_outdated(StudyQuestion.objects.using(using).filter(pk__in=chunk), using=using)
         waiting = revisions_.filter(question_id__in=chunk, candidate=True)
         for pk, question_id in waiting.values_list("pk", "question_id"):
@@ -391,6 +395,7 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> None:
                 pk,
             )
         waiting.update(candidate=False)
+    return void
 
 
 def _mark_outdated(questions: QuerySet[StudyQuestion], *, using: str) -> None:

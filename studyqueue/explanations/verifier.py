@@ -3,10 +3,15 @@ line and says which choice it supports.
 
 Our prompt hands the explanation's writer the key, so the answer line almost always names it;
 what the last line cannot tell is whether the reasoning above argues for it. The verifier's
-prompt holds the question, its numbered choices and the explanation with every statement of
-an answer removed (``answers.hide_statements``): never the key, never the stated answer. It
-asks for a few tokens (``MAX_TOKENS``) at temperature 0. The reply is read by the answer
-reader (``answers.choice_named``); a reply it cannot read names no choice, never the key.
+prompt holds the question, its numbered choices and the explanation's reasoning: every
+sentence or clause that states the answer, names a choice as it or says which to pick is
+hidden (``hiding.hide_statements``): never the key, never the stated answer. It asks for a few
+tokens (``MAX_TOKENS``) at temperature 0. The reply is read by the answer reader
+(``answers.choice_named``); a reply it cannot read names no choice, never the key.
+
+When the statements cannot be hidden reliably (nothing of the reasoning is left without them,
+or an answer is still stated in what is: ``hiding.blind``), the model is not asked: the
+revision gets ``verifier_unsure`` at once, and ``verifier_reply`` says why (``NOT_ASKED``).
 
 The revision gets ``verifier_answer`` and, against the question's key, a flag (``judge``):
 
@@ -29,7 +34,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from studyqueue.explanations import answers, quality, revisions
+from studyqueue.explanations import answers, hiding, quality, revisions
 from studyqueue.models import (
     ExplanationRevision,
     JobKind,
@@ -57,17 +62,25 @@ SYSTEM = (
 PREFIX = hashlib.sha256(SYSTEM.encode()).hexdigest()[:12]
 
 
-def build_messages(question: StudyQuestion, explanation: str) -> list[dict[str, str]]:
-    """The verifier's chat messages: the question, its numbered choices and the explanation
-    without its statements of an answer; never the key (its choices must be valid:
-    ``ValidationError``)."""
+def blind(question: StudyQuestion, explanation: str) -> hiding.Blind:
+    """What the verifier may read of ``explanation`` and why it must not be asked ("" when
+    it may); the question's choices must be valid (``ValidationError``)."""
     validate_choices(question.choices)
+    return hiding.blind(explanation, question.choices)
+
+
+def build_messages(question: StudyQuestion, reasoning: str) -> list[dict[str, str]]:
+    """The verifier's chat messages: the question, its numbered choices and the explanation's
+    ``reasoning`` (``blind``'s text); never the key."""
     numbered = "\n".join(f"{n}. {choice}" for n, choice in enumerate(question.choices, 1))
-    reasoning = answers.hide_statements(explanation)
     user = (
         f"Question:\n{question.text.strip()}\n\nChoices:\n{numbered}\n\nExplanation:\n{reasoning}"
     )
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+#: How ``verifier_reply`` starts when the model was not asked (``blind`` found a problem).
+NOT_ASKED = "not asked: "
 
 
 def judge(answer: int | None, key: int | None) -> list[str]:
@@ -92,6 +105,13 @@ class Verified:
     answer: int | None
     usage: queue.Usage | None  # the check's own call: never the checked revision's tokens
     llm_ms: int | None = None
+
+    @classmethod
+    def not_asked(
+        cls, question: StudyQuestion, revision: ExplanationRevision, problem: str
+    ) -> Verified:
+        """The verdict without a call: no choice named (``verifier_unsure``), and why."""
+        return cls(question, revision, f"{NOT_ASKED}{problem}", None, usage=queue.Usage())
 
     def write(self, job: StudyQuestionJob) -> Outcome:
         """Job, attempt and the revision's verdict in one transaction, fenced by the claim

@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from django.db import models
-from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -37,8 +36,6 @@ KEPT_FOR = timedelta(days=1)
 class Report:
     """What a consumer says about itself at one moment."""
 
-    jobs_running: int
-    completed_since_last: int
     breaker_open: bool
     breaker_since: datetime | None
     breaker_error: str
@@ -77,11 +74,10 @@ def prune(now: datetime | None = None) -> int:
 
 @dataclass
 class _Started:
-    """What this process wrote at a consumer's start, and its jobs completed since: enough
-    to write the whole record again should it be deleted while the consumer runs."""
+    """What this process wrote at a consumer's start: enough to write the whole record
+    again should it be deleted while the consumer runs."""
 
     fields: dict[str, object]
-    completed: int = 0
 
 
 # Per worker id started in this process (a process may run several consumers: the tests).
@@ -112,8 +108,6 @@ def record_start(
             **started.fields,
             "seen_at": now,
             "stopped_at": None,
-            "jobs_completed": 0,
-            "jobs_running": 0,
             "breaker_open": False,
             "breaker_since": None,
             "breaker_error": "",
@@ -125,16 +119,14 @@ def record_start(
 
 
 def record_report(worker_id: str, report: Report, *, prompt: PromptShown) -> None:
-    """A consumer is alive: what it runs now, what it finished, its breaker. The record is
-    written whole again when it is gone (deleted by hand or by the admin's action)."""
+    """A consumer is alive: its breaker, its gates, its servers, the pauses it knows. The
+    record is written whole again when it is gone (deleted by hand or by the admin's
+    action)."""
     worker_id = fit(QueueConsumer, "worker_id", worker_id)
     started = _started.get(worker_id)
-    if started is not None:
-        started.completed += report.completed_since_last
     now = timezone.now()
     fields: dict[str, object] = {
         "seen_at": now,
-        "jobs_running": report.jobs_running,
         "breaker_open": report.breaker_open,
         "breaker_since": report.breaker_since,
         "breaker_error": report.breaker_error,
@@ -144,9 +136,7 @@ def record_report(worker_id: str, report: Report, *, prompt: PromptShown) -> Non
         **_writes_with(prompt),
     }
     records = QueueConsumer.objects
-    updated = records.filter(worker_id=worker_id).update(
-        jobs_completed=F("jobs_completed") + report.completed_since_last, **fields
-    )
+    updated = records.filter(worker_id=worker_id).update(**fields)
     if updated or started is None:
         return  # written; or not started by this process: nothing to write it again from
     # update_or_create: a concurrent report of the same worker id may write it first.
@@ -156,7 +146,6 @@ def record_report(worker_id: str, report: Report, *, prompt: PromptShown) -> Non
             **started.fields,
             **fields,
             "stopped_at": None,
-            "jobs_completed": started.completed,
         },
     )
     logger.info("study_consumer_record_restored worker=%s", worker_id)
@@ -167,9 +156,7 @@ def record_stop(worker_id: str) -> None:
     now = timezone.now()
     worker_id = fit(QueueConsumer, "worker_id", worker_id)
     _started.pop(worker_id, None)
-    QueueConsumer.objects.filter(worker_id=worker_id).update(
-        seen_at=now, stopped_at=now, jobs_running=0
-    )
+    QueueConsumer.objects.filter(worker_id=worker_id).update(seen_at=now, stopped_at=now)
     prune(now)
 
 

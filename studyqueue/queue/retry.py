@@ -215,11 +215,6 @@ def strategy() -> RetryStrategy:
     return RetryStrategy.from_settings()
 
 
-def is_transient(code: str) -> bool:
-    """Whether a failure with ``code`` is retried while attempts remain."""
-    return code in TRANSIENT_ERRORS
-
-
 def is_loss_signal(code: str) -> bool:
     """Whether ``code`` tells the adaptive gate to halve its limit."""
     return code in LOSS_SIGNALS

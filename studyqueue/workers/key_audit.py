@@ -8,27 +8,30 @@ from django.core.exceptions import ValidationError
 
 from studyqueue.conf import conf
 from studyqueue.explanations import answers, key_audit
-from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
+from studyqueue.models import JobKind, StudyQuestion, StudyQuestionJob
 from studyqueue.queue.store import JobResult
 from studyqueue.queue.transitions import Usage
 from studyqueue.services.llm import LLMReply
 from studyqueue.services.pool import Held
-from studyqueue.workers.registry import WorkContext, failed, handler, on_endpoint
+from studyqueue.workers.registry import (
+    WorkContext,
+    handler,
+    invalid_choices,
+    on_endpoint,
+    question_to_check,
+)
 
 
 @handler(JobKind.KEY_AUDIT)
 async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     """Run one claimed key audit job; what happened, for the consumer to write."""
-    question = await ctx.store.question(job)
-    if question is None:
-        return failed(job, ErrorCode.QUESTION_MISSING, "the question was deleted")
-    if not question.checkable():
-        return failed(job, ErrorCode.QUESTION_INVALID, "the question has no choices or no key")
+    question = await question_to_check(job, ctx)
+    if not isinstance(question, StudyQuestion):
+        return question
     try:
         messages = key_audit.build_messages(question)
     except ValidationError as exc:
-        message = f"the question's choices are invalid: {' '.join(exc.messages)}"
-        return failed(job, ErrorCode.QUESTION_INVALID, message)
+        return invalid_choices(job, exc)
     key = answers.key_choice(question.answer, question.choices)
     samples: list[key_audit.Sample] = []
     replies: list[LLMReply] = []

@@ -14,7 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
+from django.core.exceptions import ValidationError
+
+from studyqueue.models import ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
 from studyqueue.queue import retry
 from studyqueue.queue.store import Failed, JobResult, JobStore, Released, Skipped
 from studyqueue.services.gate import GateTimeout
@@ -95,6 +97,23 @@ def failed(job: StudyQuestionJob, code: str, message: str) -> Failed:
     """A failure the handler found itself (a deleted or unusable question), with the
     policy's decision for it."""
     return Failed.decided(job, retry.Failure(code, message))
+
+
+async def question_to_check(job: StudyQuestionJob, ctx: WorkContext) -> StudyQuestion | Failed:
+    """A check's question (the key audit's, the verifier's), or the job's failure: the
+    question was deleted, or the checks cannot judge it (no text, choices or key)."""
+    question = await ctx.store.question(job)
+    if question is None:
+        return failed(job, ErrorCode.QUESTION_MISSING, "the question was deleted")
+    if not question.checkable():
+        return failed(job, ErrorCode.QUESTION_INVALID, "the question has no choices or no key")
+    return question
+
+
+def invalid_choices(job: StudyQuestionJob, error: ValidationError) -> Failed:
+    """A check whose prompt could not be built: the question's choices are invalid."""
+    message = f"the question's choices are invalid: {' '.join(error.messages)}"
+    return failed(job, ErrorCode.QUESTION_INVALID, message)
 
 
 def llm_failed(member: Member, job: StudyQuestionJob, error: LLMError) -> Failed:

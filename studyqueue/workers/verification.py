@@ -1,28 +1,35 @@
-"""The verification handler: show the model a new explanation without its answer line (and
-never the key), ask which choice it supports, through the gate, and return the reply to be
-judged against the key and kept on the revision (``verifier.Verified``)."""
+"""The verification handler: show the model a new explanation's reasoning, its statements of
+the answer hidden (and never the key), ask which choice it supports, through the gate, and
+return the reply to be judged against the key and kept on the revision (``verifier.Verified``;
+without a call when the statements cannot be hidden reliably)."""
 
 from __future__ import annotations
+
+import asyncio
 
 from django.core.exceptions import ValidationError
 
 from studyqueue.conf import conf
 from studyqueue.explanations import answers, verifier
-from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
+from studyqueue.models import ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
 from studyqueue.queue.store import JobResult, Skipped
 from studyqueue.queue.transitions import Usage
 from studyqueue.services.llm import LLMReply
-from studyqueue.workers.registry import WorkContext, ask, failed, handler
+from studyqueue.workers.registry import (
+    WorkContext,
+    ask,
+    handler,
+    invalid_choices,
+    question_to_check,
+)
 
 
 @handler(JobKind.VERIFICATION)
 async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     """Run one claimed verification job; what happened, for the consumer to write."""
-    question = await ctx.store.question(job)
-    if question is None:
-        return failed(job, ErrorCode.QUESTION_MISSING, "the question was deleted")
-    if not question.checkable():
-        return failed(job, ErrorCode.QUESTION_INVALID, "the question has no choices or no key")
+    question = await question_to_check(job, ctx)
+    if not isinstance(question, StudyQuestion):
+        return question
     if not conf.VERIFY:
         return Skipped(ErrorCode.NOTHING_TO_VERIFY, "VERIFY is off")
     revision = await ctx.store.revision_to_verify(question)
@@ -30,10 +37,14 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
         # Checked already, replaced by a reviewer's correction, or outdated: nothing to do.
         return Skipped(ErrorCode.NOTHING_TO_VERIFY, "no unverified explanation to check")
     try:
-        messages = verifier.build_messages(question, revision.text)
+        # In a thread: a reply may be megabytes (LLM_MAX_REPLY_BYTES), and reading it all
+        # must not hold up the other jobs of this event loop.
+        blind = await asyncio.to_thread(verifier.blind, question, revision.text)
     except ValidationError as exc:
-        message = f"the question's choices are invalid: {' '.join(exc.messages)}"
-        return failed(job, ErrorCode.QUESTION_INVALID, message)
+        return invalid_choices(job, exc)
+    if blind.problem:
+        return verifier.Verified.not_asked(question, revision, blind.problem)
+    messages = verifier.build_messages(question, blind.text)
     reply = await ask(
         ctx, job, messages, prefix=verifier.PREFIX, max_tokens=verifier.MAX_TOKENS,
         temperature=0.0,

@@ -187,8 +187,6 @@ def test_a_drain_shows_the_gate_limit_and_job_counts_of_now_not_of_the_last_repo
     presence.record_report(
         worker,
         presence.Report(
-            jobs_running=0,
-            completed_since_last=0,
             breaker_open=False,
             breaker_since=None,
             breaker_error="",

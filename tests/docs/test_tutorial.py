@@ -100,7 +100,7 @@ def test_the_tutorial_runs_as_written(tmp_path):
                 outputs.append(sandbox.run(block.text))
         said = "\n".join(outputs)
         assert "Imported 3 row(s): 3 created, 0 updated, 0 unchanged; queued 3 explanation " in said
-        assert "job(s)." in said
+        assert "job(s) and 3 key audit job(s) to run before them." in said
         assert "exported 3 question(s) to explanations.csv" in said
         with (sandbox.path / "explanations.csv").open(encoding="utf-8-sig", newline="") as f:
             rows = list(csv.DictReader(f))

@@ -513,12 +513,3 @@ def test_a_plain_answer_line_agrees_whatever_surrounds_it(case):
 def test_a_short_reply_names_a_choice_or_none(reply, answer):
     """The key audit's samples and the blind verifier's reply: the answer alone."""
     assert answers.choice_named(reply, ["Busan", "Seoul", "Incheon"]) == answer
-
-
-def test_hiding_statements_leaves_the_reasoning():
-    hide = answers.hide_statements
-    assert hide("Because 2 + 2 equals 4.\n**Answer:** 4") == "Because 2 + 2 equals 4."
-    assert hide("세종이 만들었다.\n정답은 ②번입니다.") == "세종이 만들었다."
-    assert hide("Reasoning.\n**정답:**\n②\nMore reasoning.") == "Reasoning.\nMore reasoning."
-    assert hide("B is wrong.\n(C) Paris is the correct answer.") == "B is wrong."
-    assert hide("No statement at all.") == "No statement at all."

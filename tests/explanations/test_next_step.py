@@ -12,6 +12,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.contrib.messages import get_messages
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
@@ -69,7 +70,7 @@ def kinds_in_order(server: LLMServer) -> list[str]:
     return [kinds.get(b["messages"][0]["content"], "explanation") for b in server.bodies]
 
 
-def post_form(client: Client, q: StudyQuestion, **changed: str) -> None:
+def post_form(client: Client, q: StudyQuestion, **changed: str) -> list[str]:
     """The question's change form saved as a person does in the admin."""
     form = {
         "text": q.text,
@@ -82,7 +83,9 @@ def post_form(client: Client, q: StudyQuestion, **changed: str) -> None:
         **changed,
     }
     url = reverse("admin:studyqueue_studyquestion_change", args=[q.pk])
-    assert client.post(url, form).status_code == 302
+    response = client.post(url, form, follow=True)
+    assert response.redirect_chain and response.redirect_chain[0][1] == 302
+    return [str(m) for m in get_messages(response.wsgi_request)]
 
 
 # --------------------------------------------------------------------------- every entry point
@@ -237,7 +240,8 @@ def test_a_text_edit_keeps_a_held_key_held_and_audits_it_again(holds, llm_server
     calls = len(llm_server.bodies)
 
     # A typo fixed in the admin's form; the key is as wrong as before.
-    post_form(admin_client, q, text="Which city is the capital of Korea ? AUDIT:333")
+    said = post_form(admin_client, q, text="Which city is the capital of Korea ? AUDIT:333")
+    assert "A new key audit was queued; the explanation waits for it." in said[0]
     q.refresh_from_db()
     assert (q.key_audit, q.key_audit_answer, q.key_audit_hash) == (KeyAudit.DISPUTED, 3, "")
     assert list(key_audit.key_checks()) == [q]  # the review queue still shows the dispute
@@ -301,9 +305,9 @@ def test_an_edit_outside_editing_changes_nothing_else(holds):
         StudyQuestion(text=TEXT.format(spec="333"), choices=CHOICES, answer="Seoul").content_hash(),
     )
     assert not StudyQuestionJob.objects.exists()
-    with edits.editing([q.pk]) as changed:
+    with edits.editing([q.pk]) as edited:
         StudyQuestion.objects.filter(pk=q.pk).update(text="changed again")
-    assert changed == [q.pk]
+    assert edited.changed == [q.pk]
     assert list(StudyQuestionJob.objects.values_list("kind", flat=True)) == ["key_audit"]
 
 
@@ -318,3 +322,20 @@ def test_explain_refuses_a_held_question(holds, llm_server):
     assert len(llm_server.bodies) == calls
     job = StudyQuestionJob.objects.get(study_question=q, kind="explanation")
     assert (job.status, job.attempts) == ("pending", 0)
+
+
+def test_the_form_says_when_an_edit_voids_an_approval(admin_client, llm_server, settings):
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": False}
+    q = question()
+    next_step.queue_jobs([q.pk])
+    drain()
+    q.refresh_from_db()
+    review_queue.decide(q.current_revision_id, ReviewStatus.APPROVED, by="ana")
+    said, saved = post_form(admin_client, q, text=q.text + " (reworded)")
+    assert "was changed successfully" in saved
+    assert said.startswith("Its text, choices or key changed: its explanation is outdated")
+    assert "The approval of its explanation is void" in said
+    assert "key audit" not in said
+    q.refresh_from_db()
+    (unchanged,) = post_form(admin_client, q)  # saved as shown: Django's own message alone
+    assert "was changed successfully" in unchanged

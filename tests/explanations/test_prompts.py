@@ -101,6 +101,8 @@ def test_the_default_prompt_asks_for_one_answer_line_in_the_system_message():
     for asked in ('"정답: "', '"Answer: "', '"정답: ②"', '"Answer: 2"', "question's language"):
         assert asked in system, asked
     assert system.rstrip().endswith('"Answer: Seoul".'), "the last instruction is the answer line"
+    # The blind verifier reads the reasoning without the answer: none of it announces it.
+    assert "before the last line, never state the answer" in system
     layout = prompts.cache_layout()
     assert layout.shared_user_chars == 0 and not layout.system_varies
 

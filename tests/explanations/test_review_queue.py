@@ -101,7 +101,7 @@ def test_a_regeneration_of_approved_work_waits_as_a_candidate(llm_server, make_c
     candidate = ExplanationRevision.objects.get(candidate=True)
     assert candidate.text == SECOND
     item = review_queue.item(question.pk)
-    assert (item.revision, item.previous, item.is_candidate) == (candidate, kept, True)
+    assert (item.revision, item.previous, item.revision.candidate) == (candidate, kept, True)
     assert list(review_queue.waiting()) == [question]
     # A newer regeneration supersedes the waiting candidate (kept, no longer waiting).
     question = explain(llm_server, make_consumer, question, SECOND + " Again.")

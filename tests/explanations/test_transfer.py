@@ -254,7 +254,8 @@ def test_from_a_csv_of_questions_to_a_csv_of_explanations_in_three_commands(tmp_
     questions.write_text("external_id,text,choices,answer\nq1,What is 2 + 2?,3 | 4,4\n")
     run("importquestions", str(questions), "--enqueue")
     reply = "Two and two make four: 3 is one short.\nAnswer: 2"
-    llm_server.configure(answer=reply, verify_answer="Answer: 2")  # the check agrees
+    # The key audit and the check agree with the key.
+    llm_server.configure(answer=reply, audit_answer="Answer: 2", verify_answer="Answer: 2")
     run("runconsumer", "--drain")
     explanations = tmp_path / "explanations.csv"
     run("exportexplanations", "--format", "csv", "--output", str(explanations))

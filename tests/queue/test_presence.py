@@ -23,7 +23,7 @@ def test_a_consumer_records_its_start_its_cycles_and_its_stop(llm_server, make_c
         queue.enqueue(StudyQuestionFactory())
     consumer.run_cycle()
     record = QueueConsumer.objects.get(worker_id="c1")
-    assert (record.jobs_completed, record.jobs_running, record.interval_seconds) == (3, 0, 30)
+    assert record.interval_seconds == 30
     assert record.llm_url == llm_server.url
     assert record.paused_kinds == ["session_summary"]
     assert not record.breaker_open and record.stopped_at is None
@@ -140,7 +140,6 @@ def test_a_running_consumer_whose_record_was_removed_writes_it_again(llm_server,
     queue.enqueue(StudyQuestionFactory())
     consumer.run_cycle()
     before = QueueConsumer.objects.get(worker_id="c5")
-    assert before.jobs_completed == 1
     QueueConsumer.objects.filter(worker_id="c5").delete()
     queue.enqueue(StudyQuestionFactory())
     consumer.run_cycle()
@@ -155,7 +154,7 @@ def test_a_running_consumer_whose_record_was_removed_writes_it_again(llm_server,
         llm_server.url,
         before.gate_permits,
     )
-    assert (after.jobs_completed, after.stopped_at) == (2, None)
+    assert after.stopped_at is None
     assert after.prompt_version == before.prompt_version
     assert presence.consumer_states()[0].state is Liveness.LIVE
     consumer.close()

@@ -32,6 +32,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 CHOICES = ["Busan", "Seoul", "Incheon"]
 
 
+@pytest.fixture(autouse=True)
+def explained_anyway(settings):  # type: ignore[no-untyped-def]
+    """The audit's own behaviour: a dispute does not hold its explanation here, unless a
+    test turns KEY_AUDIT_HOLDS on (the default; ``tests/explanations/test_next_step.py``)."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT_HOLDS": False}
+
+
 def question(spec: str = "222", **fields) -> StudyQuestion:  # type: ignore[no-untyped-def]
     fields.setdefault("choices", CHOICES)
     fields.setdefault("answer", "Seoul")

@@ -246,7 +246,12 @@ def test_the_notice_waits_for_the_sets_checks_and_carries_the_verifiers_flag(
     """Both keys audited (one disputed, its explanation written anyway), both explanations
     written, their verifications still to run (paused): no notice. Once they ran, one
     notice whose ``flagged`` and check counts include the verifier's flag."""
-    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": True, "VERIFY": True}
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "KEY_AUDIT": True,
+        "KEY_AUDIT_HOLDS": False,
+        "VERIFY": True,
+    }
     llm_server.answer = EXPLANATION
     flagged = StudyQuestionFactory(
         text="Capital? AUDIT:222 VERIFY:3", choices=CHOICES, answer="Seoul"

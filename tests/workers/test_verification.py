@@ -1,12 +1,14 @@
 """The blind verifier (``workers/verification.py``, ``explanations/verifier.py``) against the
 test LLM server, which answers verifier calls by content (``VERIFY:<spec>`` in the
-question's text): the verdict on the revision, what the request carries (the explanation
-without its answer line; never the key, never the stated answer), the order (after every
-ready explanation, in a real ``runconsumer --drain``), and which revision a check is for."""
+question's text) or through a test's own reader of what it is shown: the verdict on the
+revision, what the request carries (the explanation's reasoning, its statements of the answer
+hidden; never the key, never the stated answer), the order (after every ready explanation,
+in a real ``runconsumer --drain``), and which revision a check is for."""
 
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 
 import pytest
@@ -267,3 +269,88 @@ def test_the_metrics_count_checking_tokens_apart_from_the_explanations(server, a
     assert got[(by_kind, (("kind", "verification"), ("type", "completion")))] == 7
     # The revision's own reply, once: the check that points at it adds nothing there.
     assert got[("studyqueue_llm_tokens_24h", (("type", "prompt"),))] == 42
+
+
+MINERALS = ["철", "칼슘", "나트륨", "칼륨"]
+MINERALS_EN = ["Iron", "Calcium", "Sodium", "Potassium"]
+
+
+def reading_verifier(prompt: str) -> str:
+    """A verifier model that reads what it is shown, and is fooled by what it should not see:
+    a sentence that names a choice as the answer (or says to pick it) is taken at its word, as
+    a model copying a stated answer would; otherwise it names the one choice the reasoning
+    speaks for (named in a sentence that does not rule it out), or none."""
+    listed = prompt.split("Choices:\n", 1)[1].split("\n\n", 1)[0]
+    choices = re.findall(r"^(\d+)\. (.+)$", listed, re.MULTILINE)
+    explanation = prompt.split("Explanation:\n", 1)[1]
+    sentences = re.split(r"(?<=[.!?])\s+|\n", explanation)
+
+    def named(sentence: str) -> list[str]:
+        marks = {n: chr(0x2460 + int(n) - 1) for n, _ in choices}
+        said = sentence.casefold()
+        return [n for n, text in choices if text.casefold() in said or marks[n] in sentence]
+
+    stating = re.compile(r"정답|(?<![가-힣])답|answer|correct|맞|고르|pick|choose", re.IGNORECASE)
+    for sentence in sentences:
+        if stating.search(sentence) and (found := named(sentence)):
+            return f"Answer: {found[0]}"
+    ruled_out = re.compile(r"아니|않|틀|없|wrong|\bnot\b", re.IGNORECASE)
+    spoken_for = {n for s in sentences if not ruled_out.search(s) for n in named(s)}
+    return f"Answer: {spoken_for.pop()}" if len(spoken_for) == 1 else "I cannot tell."
+
+
+@pytest.mark.parametrize(
+    ("choices", "explanation", "answer", "flags"),
+    [
+        # The key stated, the reasoning for ③ (sodium): the verifier sees only the reasoning.
+        (MINERALS, "정답은 ②번이다. 나트륨은 뼈와 치아를 단단하게 만드는 주된 무기질이다. 철은 "
+         "헤모글로빈의 성분이므로 뼈와 관계가 없다.\n정답: ②", 3, ["verifier_disagrees"]),
+        (MINERALS, "②번이 정답인 이유를 살펴보자.\n나트륨은 뼈와 치아를 이루는 주된 무기질이다.\n"
+         "정답: ②", 3, ["verifier_disagrees"]),
+        (MINERALS, "뼈와 치아를 이루는 주된 무기질은 나트륨이므로 칼슘을 고르면 된다.\n정답: ②", 3,
+         ["verifier_disagrees"]),
+        (MINERALS, "**정답**\n\n---\n\n②\n\n나트륨은 뼈와 치아를 이루는 주된 무기질이다.\n"
+         "정답: ②", 3, ["verifier_disagrees"]),
+        (MINERALS_EN, "Option B is correct because sodium is the main mineral of bones and "
+         "teeth.\nAnswer: 2", 3, ["verifier_disagrees"]),
+        # Sound explanations: their reasoning speaks for the key.
+        (MINERALS, "정답은 ②번이다. 칼슘은 뼈와 치아의 주성분이다. 철은 헤모글로빈의 성분이므로 "
+         "뼈의 주성분이 아니다.\n정답: ②", 2, []),
+        (MINERALS_EN, "Option B is correct because calcium phosphate makes up most of bone. "
+         "Iron is not part of bone.\nAnswer: 2", 2, []),
+    ],
+)  # fmt: skip
+def test_the_verifier_judges_the_reasoning_not_the_stated_answer(
+    server, choices, explanation, answer, flags
+):
+    server.answer = explanation
+    server.verify_reader = reading_verifier
+    korean = choices == MINERALS
+    text = "뼈와 치아의 주성분인 무기질은?" if korean else "Which mineral is the main one in bone?"
+    q = question(text=text, choices=choices, answer=choices[1])
+    queue.enqueue(q)
+    drain()
+    q.refresh_from_db()
+    revision = q.current_revision
+    assert (revision.verifier_answer, revision.flags) == (answer, flags)
+    (body,) = [body for body in server.bodies if kind_of(body) == "verify"]
+    sent = body["messages"][-1]["content"].split("Explanation:\n", 1)[1]
+    assert "정답" not in sent and "②" not in sent and "correct" not in sent, sent
+
+
+def test_an_explanation_with_nothing_but_its_answer_is_unsure_without_a_call(server):
+    server.answer = "정답은 ②번 칼슘이다. 따라서 이 문제에서는 ②번을 고르면 된다.\n정답: ②"
+    q = question(text="뼈와 치아의 주성분인 무기질은?", choices=MINERALS, answer="칼슘")
+    queue.enqueue(q)
+    drain()
+    q.refresh_from_db()
+    revision = q.current_revision
+    assert (revision.verifier_answer, revision.flags) == (None, ["verifier_unsure"])
+    assert revision.verifier_reply == (
+        "not asked: nothing of the reasoning is left once its answer is hidden"
+    )
+    assert [kind_of(body) for body in server.bodies] == ["explanation"]  # no verifier call
+    job = StudyQuestionJob.objects.get(kind="verification")
+    assert (job.status, job.attempts) == ("completed", 1)
+    attempt = JobAttempt.objects.get(job=job)
+    assert (attempt.prompt_tokens, attempt.completion_tokens) == (None, None)

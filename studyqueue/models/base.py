@@ -1,0 +1,107 @@
+"""What every studyqueue model shares: the one rule for the database they are on
+(``database()``, applied by every model's default manager, ``StudyQueueManager``), and what a
+column can hold (widths, ids, storable text)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TypeVar
+
+from django.apps import apps
+from django.db import models, router
+from django.utils.translation import gettext_lazy as _
+
+
+def database() -> str:
+    """The database alias of every studyqueue query, reads included: the router's write
+    alias for jobs (``default`` without a router). Operators and consumers must see what
+    consumers wrote: a replica behind ``db_for_read`` would show a job pending that a
+    consumer already claimed, or a pause that is already lifted.
+
+    Queries get it from the models' managers (``StudyQueueManager``); code that needs the
+    alias itself (a transaction, a connection) takes it from the queryset or instance it
+    holds (``queryset.db``, ``instance._state.db``), and calls this only when it holds
+    neither."""
+    # By name: the job model is defined on top of this module (``models.jobs``).
+    return router.db_for_write(apps.get_model("studyqueue", "StudyQuestionJob"))
+
+
+_M = TypeVar("_M", bound=models.Model)
+
+
+# An LLM server's name (``services.endpoints.endpoint_name``), wherever it is stored.
+ENDPOINT_WIDTH = 500
+
+
+def endpoint_field(help_text: Any) -> models.CharField[str, str]:
+    """The server that wrote a reply (blank: unknown), on a revision or an attempt."""
+    return models.CharField(
+        verbose_name=_("LLM server"),
+        max_length=ENDPOINT_WIDTH,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=help_text,
+    )
+
+
+class StudyQueueManager(models.Manager[_M]):
+    """The default manager of every studyqueue model: its querysets run on ``database()``,
+    unless ``db_manager()`` or ``using()`` names another database. (Deferred fields and
+    forward relations load through Django's base manager, not this one: the router decides
+    those, with the instance as hint.)"""
+
+    def get_queryset(self) -> models.QuerySet[_M]:
+        queryset = super().get_queryset()
+        if self._db is None:
+            queryset = queryset.using(database())
+        return queryset
+
+
+def choice_width(choices: type[models.TextChoices]) -> int:
+    return max(len(value) for value in choices.values)
+
+
+# --------------------------------------------------------------------------- columns
+# What a column can hold, stated once from the fields: the widest primary key, a text
+# field's width (never written again as a number), text without the characters no column
+# can store.
+
+MAX_ID = 2**63 - 1  # a bigint primary key (every studyqueue id)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+# What no text column can hold: NUL (PostgreSQL refuses it) and lone surrogates (not UTF-8).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def width(model: type[models.Model], field_name: str) -> int:
+    """The ``max_length`` of ``model.field_name``."""
+    field = model._meta.get_field(field_name)
+    max_length = getattr(field, "max_length", None)
+    if not isinstance(max_length, int):
+        raise TypeError(f"{model.__name__}.{field_name} has no max_length")
+    return max_length
+
+
+def fit(model: type[models.Model], field_name: str, text: str) -> str:
+    """``text`` cut to the width of ``model.field_name``."""
+    return text[: width(model, field_name)]
+
+
+def unstorable(text: str) -> bool:
+    """Whether ``text`` holds a character no database column can store (a form refuses
+    it; ``storable`` cleans a reply)."""
+    return _UNSTORABLE.search(text) is not None
+
+
+def storable(text: str) -> str:
+    """``text`` as every text column can store it: without NUL (PostgreSQL refuses it), and
+    valid Unicode: surrogate halves that arrived apart (JSON ``\\ud83d`` then ``\\ude00``)
+    joined, a lone one replaced by U+FFFD (no database encodes it)."""
+    text = text.replace("\x00", "")
+    if _SURROGATE.search(text):
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text

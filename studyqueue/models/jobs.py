@@ -1,0 +1,530 @@
+"""The queue's tables: jobs and their attempts, pauses, the consumers' records; status
+changes only through ``queue.transitions``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import models
+from django.db.models import Exists, F, OuterRef, Q
+from django.utils import timezone
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from studyqueue.models.base import StudyQueueManager, choice_width, endpoint_field
+from studyqueue.models.questions import StudyQuestion, awaiting_key_check, key_audit_holds
+
+
+class JobKind(models.TextChoices):
+    """What a job does."""
+
+    EXPLANATION = "explanation", _("Explanation")  # write the question's explanation
+    SESSION_SUMMARY = "session_summary", _("Session summary")  # reserved; skipped when seen
+    KEY_AUDIT = "key_audit", _("Key audit")  # ask the model for the answer alone, no key
+    # Ask the model which choice an explanation supports, its answer line hidden, no key.
+    VERIFICATION = "verification", _("Verification")
+    # Tell the world a question set is done: a Django signal, the webhook, an e-mail.
+    SET_NOTICE = "set_notice", _("Set notice")
+
+
+# A job's claim priority by kind (0 when not listed): jobs are claimed by priority, then id,
+# so a higher number waits while any lower one is ready. Checking an explanation never
+# slows the writing of the next one.
+KIND_PRIORITY: dict[str, int] = {JobKind.VERIFICATION: 1}
+
+
+def kind_priority(kind: str) -> int:
+    """The claim priority a new job of ``kind`` gets (``KIND_PRIORITY``)."""
+    return KIND_PRIORITY.get(kind, 0)
+
+
+class JobStatus(models.TextChoices):
+    """Where a job is in its life."""
+
+    PENDING = "pending", _("Pending")  # waiting to be claimed (maybe not before run_after)
+    PROCESSING = "processing", _("Processing")  # claimed by a worker holding claim_token
+    COMPLETED = "completed", _("Completed")  # done; the result is stored
+    FAILED = "failed", _("Failed")  # gave up: a permanent error or attempts used up
+    SKIPPED = "skipped", _("Skipped")  # deliberately not run (reserved kind, operator)
+
+
+ACTIVE_STATUSES = (JobStatus.PENDING, JobStatus.PROCESSING)
+
+
+FINISHED_STATUSES = (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.SKIPPED)
+
+
+class ErrorCode(models.TextChoices):
+    """Why a job failed, was retried or was skipped."""
+
+    LLM_UNAVAILABLE = "llm_unavailable", _("LLM server unreachable")
+    LLM_TIMEOUT = "llm_timeout", _("LLM call timed out")
+    LLM_OVERLOADED = "llm_overloaded", _("LLM server overloaded (429/503)")
+    LLM_SERVER_ERROR = "llm_server_error", _("LLM server error (5xx)")
+    LLM_REJECTED = "llm_rejected", _("LLM server rejected the request (4xx)")
+    LLM_BAD_RESPONSE = "llm_bad_response", _("LLM reply could not be parsed")
+    LLM_EMPTY = "llm_empty", _("LLM reply was empty")
+    QUESTION_MISSING = "question_missing", _("Question no longer exists")
+    QUESTION_EMPTY = "question_empty", _("Question has no text")
+    QUESTION_INVALID = "question_invalid", _("Question data is invalid (choices)")
+    QUESTION_CHANGED = "question_changed", _("Question changed during the LLM call")
+    STALE = "stale", _("Worker stopped sending heartbeats")
+    UNSUPPORTED_KIND = "unsupported_kind", _("Kind is reserved, not implemented")
+    UNKNOWN_KIND = "unknown_kind", _("Kind is not known to this version")
+    OPERATOR_SKIPPED = "operator_skipped", _("Skipped by an operator")
+    NOTHING_TO_VERIFY = "nothing_to_verify", _("No explanation left to verify")
+    WEBHOOK_FAILED = "webhook_failed", _("The webhook did not accept the notice")
+    SET_MISSING = "set_missing", _("Question set no longer exists")
+    SET_NOT_DONE = "set_not_done", _("The question set is no longer done")
+    SET_NOTICED = "set_noticed", _("This completion of the question set was noticed already")
+    INTERNAL = "internal", _("Unexpected internal error")
+
+
+def error_code_field() -> models.CharField:
+    """An error code column: a job's last, an attempt's own."""
+    return models.CharField(
+        verbose_name=_("error code"),
+        max_length=choice_width(ErrorCode),
+        choices=ErrorCode.choices,
+        blank=True,
+    )
+
+
+def default_max_attempts() -> int:
+    """The MAX_ATTEMPTS setting, read when a job is created."""
+    from studyqueue.conf import conf
+
+    return conf.MAX_ATTEMPTS
+
+
+def waiting_for_key_audit() -> Q:
+    """An explanation job waits (is not claimable) while its question's key audit runs
+    first: an audit job of the question is processing, or pending with attempts left and
+    its kind not paused; and, with KEY_AUDIT_HOLDS, while the question's key is disputed
+    and no reviewer has kept or changed it. ``transitions.CLAIM_SQL`` is the same in SQL."""
+    audit_pause = QueuePause.objects.filter(kind=JobKind.KEY_AUDIT)
+    audit = StudyQuestionJob.objects.filter(
+        study_question_id=OuterRef("study_question_id"), kind=JobKind.KEY_AUDIT
+    ).filter(
+        Q(status=JobStatus.PROCESSING)
+        | (Q(status=JobStatus.PENDING, attempts__lt=F("max_attempts")) & ~Exists(audit_pause))
+    )
+    waits = Q(Exists(audit))
+    if key_audit_holds():
+        held = StudyQuestion.objects.filter(awaiting_key_check(), pk=OuterRef("study_question_id"))
+        waits |= Q(Exists(held))
+    return Q(kind=JobKind.EXPLANATION) & waits
+
+
+class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
+    """Reusable filters for the states the queue and the admin ask about."""
+
+    def active(self) -> JobQuerySet:
+        return self.filter(status__in=ACTIVE_STATUSES)
+
+    def pending(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.PENDING)
+
+    def claimable(self) -> JobQuerySet:
+        """Pending jobs with attempts left, of a kind that is not paused: claimable now or
+        once their ``run_after`` is due."""
+        paused = QueuePause.objects.filter(Q(kind="") | Q(kind=OuterRef("kind")))
+        claimable = self.pending().filter(attempts__lt=F("max_attempts")).exclude(Exists(paused))
+        return claimable.exclude(waiting_for_key_audit())
+
+    def ready(self, now: datetime) -> JobQuerySet:
+        """Claimable jobs that are due at ``now`` (exactly what ``queue.claim`` takes)."""
+        return self.claimable().filter(run_after__lte=now)
+
+    def processing(self) -> JobQuerySet:
+        return self.filter(status=JobStatus.PROCESSING)
+
+    def stale(self, cutoff: datetime) -> JobQuerySet:
+        """Processing jobs whose last heartbeat is older than ``cutoff``."""
+        return self.processing().filter(heartbeat_at__lt=cutoff)
+
+    def finished(self) -> JobQuerySet:
+        return self.filter(status__in=FINISHED_STATUSES)
+
+
+JobManager = StudyQueueManager.from_queryset(JobQuerySet)
+
+
+class StudyQuestionJob(models.Model):
+    """One unit of work on a question; status changes only through ``queue.transitions``."""
+
+    study_question = models.ForeignKey(
+        StudyQuestion,
+        verbose_name=_("question"),
+        # Keep the job (and its history) when a question is deleted; the worker then
+        # fails it as question_missing instead of the row silently vanishing.
+        on_delete=models.SET_NULL,
+        null=True,
+        related_name="jobs",
+    )
+    kind = models.CharField(
+        verbose_name=_("kind"), max_length=choice_width(JobKind), choices=JobKind.choices
+    )
+    # The question set a set's own job is about (a set notice); null for a question's jobs.
+    question_set = models.ForeignKey(
+        "StudyQuestionSet",
+        verbose_name=_("question set"),
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="jobs",
+    )
+    priority = models.PositiveSmallIntegerField(
+        verbose_name=_("priority"),
+        default=0,
+        db_default=0,
+        help_text=_("Claimed before any job with a higher number that is ready (0: first)."),
+    )
+    deadline = models.DateTimeField(
+        verbose_name=_("deadline"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "The earliest deadline of its question's sets: within a priority, jobs with one are "
+            "claimed first, earliest first, then by age."
+        ),
+    )
+    status = models.CharField(
+        verbose_name=_("status"),
+        max_length=choice_width(JobStatus),
+        choices=JobStatus.choices,
+        default=JobStatus.PENDING,
+    )
+    attempts = models.PositiveIntegerField(verbose_name=_("attempts"), default=0)
+    max_attempts = models.PositiveIntegerField(
+        verbose_name=_("max attempts"), default=default_max_attempts
+    )
+    free_releases = models.PositiveSmallIntegerField(
+        verbose_name=_("free releases"),
+        default=0,
+        db_default=0,  # rows inserted by older code or raw SQL get it too
+        help_text=_(
+            "Times in a row the job was handed back without counting its attempt "
+            "after its call reached the LLM server (bounded: every job ends)."
+        ),
+    )
+    error_code = error_code_field()
+    error_message = models.TextField(verbose_name=_("error message"), blank=True)
+    created_at = models.DateTimeField(verbose_name=_("created"), default=timezone.now)
+    run_after = models.DateTimeField(
+        verbose_name=_("run after"), default=timezone.now, help_text=_("Not claimed before this.")
+    )
+    started_at = models.DateTimeField(verbose_name=_("started"), null=True, blank=True)
+    heartbeat_at = models.DateTimeField(verbose_name=_("last heartbeat"), null=True, blank=True)
+    completed_at = models.DateTimeField(verbose_name=_("completed"), null=True, blank=True)
+    claim_token = models.UUIDField(
+        verbose_name=_("claim token"),
+        null=True,
+        blank=True,
+        help_text=_("Fences writes to one claim."),
+    )
+    worker_id = models.CharField(verbose_name=_("worker"), max_length=200, blank=True)
+    # The job's own LLM time (its completing call), beside what it ran with; everything
+    # about the reply itself (model, tokens, timings, prompt, finish) is on its revision.
+    llm_ms = models.PositiveIntegerField(
+        verbose_name=_("LLM time (ms)"), null=True, blank=True, help_text=_("LLM call time (ms).")
+    )
+    revision = models.ForeignKey(
+        "ExplanationRevision",
+        verbose_name=_("revision"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text=_(
+            "The explanation it wrote (its model, server, tokens, timings, prompt version); "
+            "for a verification job, the explanation it checked."
+        ),
+    )
+    max_tokens = models.PositiveIntegerField(
+        verbose_name=_("max tokens"),
+        null=True,
+        blank=True,
+        help_text=_("max_tokens for its calls (blank: LLM_MAX_TOKENS)."),
+    )
+    quality_retried = models.BooleanField(
+        verbose_name=_("retried for quality"),
+        default=False,
+        db_default=False,
+        help_text=_("Already retried once for a quality flag."),
+    )
+
+    objects = JobManager()
+
+    class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
+        ordering = ["-id"]
+        verbose_name = _("study question job")
+        verbose_name_plural = _("study question jobs")
+        permissions = [
+            ("retry_studyquestionjob", _("Can retry failed or skipped jobs")),
+            ("skip_studyquestionjob", _("Can skip pending or processing jobs")),
+            ("reset_stale_studyquestionjob", _("Can reset stale jobs")),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=JobStatus.values), name="studyqueue_job_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=JobKind.values), name="studyqueue_job_kind_valid"
+            ),
+            models.UniqueConstraint(
+                fields=["study_question", "kind"],
+                condition=Q(status__in=ACTIVE_STATUSES),
+                name="studyqueue_job_one_active",
+                violation_error_message=_("This question already has an active job of this kind."),
+            ),
+            models.UniqueConstraint(
+                fields=["question_set", "kind"],
+                condition=Q(status__in=ACTIVE_STATUSES),
+                name="studyqueue_job_one_active_per_set",
+                violation_error_message=_("This set already has an active job of this kind."),
+            ),
+        ]
+        indexes = [
+            # Exactly the claim query: WHERE status='pending' ... ORDER BY priority, deadline,
+            # id (PostgreSQL sorts NULLs last in ascending order: jobs with no deadline last).
+            models.Index(
+                fields=["priority", "deadline", "id"],
+                condition=Q(status=JobStatus.PENDING),
+                name="studyqueue_job_claim",
+            ),
+            # The stale scan: WHERE status='processing' AND heartbeat_at < cutoff.
+            models.Index(
+                fields=["heartbeat_at"],
+                condition=Q(status=JobStatus.PROCESSING),
+                name="studyqueue_job_stale",
+            ),
+            # The admin's status filter, newest first.
+            models.Index(fields=["status", "-id"], name="studyqueue_job_status_id"),
+            # The dashboard's last-24-hours figures.
+            models.Index(
+                fields=["completed_at"],
+                condition=Q(completed_at__isnull=False),
+                name="studyqueue_job_completed",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return gettext("job %(id)s (%(kind)s, %(status)s)") % {
+            "id": self.pk,
+            "kind": self.get_kind_display(),
+            "status": self.get_status_display(),
+        }
+
+
+class Outcome(models.TextChoices):
+    """What became of a claimed job: what a fenced transition did, and how the attempt ended
+    (an attempt's ``outcome``: blank while it runs; never ``lost``)."""
+
+    COMPLETED = "completed", _("Completed")  # the reply was stored
+    RETRYING = "retrying", _("Retrying")  # failed, or its reply was flagged: the job runs again
+    FAILED = "failed", _("Failed")  # failed, and the job with it
+    RELEASED = "released", _("Handed back")  # not counted: server down, consumer stopping, pause
+    SKIPPED = "skipped", _("Skipped")  # not run (reserved or unknown kind), or by an operator
+    STALE = "stale", _("Stale")  # no heartbeat: presumed dead, reset or failed by the stale scan
+    # The claim was taken from the worker (stale reset, operator): it wrote nothing, and the
+    # attempt was ended by whoever took it.
+    LOST = "lost", _("Lost")
+
+
+# How an attempt can end, as stored (``JobAttempt.outcome``): every outcome but ``lost``.
+ATTEMPT_OUTCOMES = tuple(outcome for outcome in Outcome if outcome is not Outcome.LOST)
+
+
+class JobAttempt(models.Model):
+    """One claim of a job, from the claim to how it ended: the job's history, pruned with it.
+    Written only by ``studyqueue.queue.transitions``, in the statements and transactions of its
+    transitions."""
+
+    job = models.ForeignKey(
+        StudyQuestionJob,
+        verbose_name=_("job"),
+        on_delete=models.CASCADE,
+        related_name="attempt_log",
+        db_index=False,  # the (job, number) constraint's index serves it
+    )
+    number = models.PositiveIntegerField(
+        verbose_name=_("attempt"),
+        help_text=_("1, 2, … over the job's whole life, an operator's retries included."),
+    )
+    started_at = models.DateTimeField(verbose_name=_("started"))
+    ended_at = models.DateTimeField(verbose_name=_("ended"), null=True, blank=True)
+    worker_id = models.CharField(verbose_name=_("worker"), max_length=200, blank=True)
+    outcome = models.CharField(
+        verbose_name=_("outcome"),
+        max_length=max(len(outcome.value) for outcome in ATTEMPT_OUTCOMES),
+        choices=[(outcome.value, outcome.label) for outcome in ATTEMPT_OUTCOMES],
+        blank=True,
+    )
+    error_code = error_code_field()
+    error_message = models.TextField(verbose_name=_("error message"), blank=True)
+    endpoint = endpoint_field(_("The server whose reply ended it (blank: no reply)."))
+    prompt_tokens = models.PositiveIntegerField(
+        verbose_name=_("prompt tokens"), null=True, blank=True
+    )
+    completion_tokens = models.PositiveIntegerField(
+        verbose_name=_("completion tokens"), null=True, blank=True
+    )
+    first_token_ms = models.PositiveIntegerField(
+        verbose_name=_("time to first token (ms)"), null=True, blank=True
+    )
+
+    objects = StudyQueueManager()
+
+    class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
+        ordering = ["job", "number"]
+        verbose_name = _("job attempt")
+        verbose_name_plural = _("job attempts")
+        default_permissions = ()  # shown on its job's page, never edited
+        constraints = [
+            models.UniqueConstraint(fields=["job", "number"], name="studyqueue_attempt_number"),
+            # The one a fenced transition closes; also the index of "its open attempt".
+            models.UniqueConstraint(
+                fields=["job"],
+                condition=Q(ended_at__isnull=True),
+                name="studyqueue_attempt_one_open",
+            ),
+            models.CheckConstraint(
+                condition=Q(outcome__in=["", *(outcome.value for outcome in ATTEMPT_OUTCOMES)]),
+                name="studyqueue_attempt_outcome_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return gettext("attempt %(number)s of job %(job)s") % {
+            "number": self.number,
+            "job": self.job_id,
+        }
+
+
+class QueueDashboard(StudyQuestionJob):
+    """The admin's queue dashboard (a proxy so that it appears in the app's admin index)."""
+
+    class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
+        proxy = True
+        verbose_name = _("queue dashboard")
+        verbose_name_plural = _("queue dashboard")
+        default_permissions = ()
+
+
+class QueuePause(models.Model):
+    """The queue paused for one kind, or for all (``kind`` blank); deleting it resumes.
+
+    Consumers claim nothing of a paused kind (the claim itself checks this table); running
+    jobs finish and enqueueing goes on. Written only through ``queue.pause``/``resume``.
+    """
+
+    kind = models.CharField(
+        verbose_name=_("kind"),
+        max_length=choice_width(JobKind),
+        choices=JobKind.choices,
+        blank=True,
+        unique=True,
+        help_text=_("Blank: every kind."),
+    )
+    reason = models.CharField(verbose_name=_("reason"), max_length=500, blank=True)
+    paused_by = models.CharField(verbose_name=_("paused by"), max_length=150, blank=True)
+    paused_at = models.DateTimeField(verbose_name=_("paused at"), default=timezone.now)
+
+    objects = StudyQueueManager()
+
+    class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
+        ordering = ["kind"]
+        verbose_name = _("queue pause")
+        verbose_name_plural = _("queue pauses")
+        permissions = [("pause_queue", _("Can pause and resume the queue"))]
+
+    def __str__(self) -> str:
+        return gettext("paused: %(kinds)s") % {
+            "kinds": self.get_kind_display() if self.kind else gettext("all kinds")
+        }
+
+
+class QueueConsumer(models.Model):
+    """A consumer process as it last reported itself (start, every cycle, stop)."""
+
+    worker_id = models.CharField(verbose_name=_("worker"), max_length=200, unique=True)
+    host = models.CharField(verbose_name=_("host"), max_length=255)
+    pid = models.PositiveIntegerField(verbose_name=_("pid"))
+    started_at = models.DateTimeField(verbose_name=_("started"))
+    seen_at = models.DateTimeField(
+        verbose_name=_("last report"), help_text=_("Last report: start, each cycle, stop.")
+    )
+    stopped_at = models.DateTimeField(verbose_name=_("stopped"), null=True, blank=True)
+    interval_seconds = models.FloatField(verbose_name=_("interval (s)"))
+    breaker_open = models.BooleanField(verbose_name=_("breaker open"), default=False)
+    breaker_since = models.DateTimeField(
+        verbose_name=_("breaker open since"), null=True, blank=True
+    )
+    breaker_error = models.CharField(
+        verbose_name=_("breaker error"), max_length=choice_width(ErrorCode), blank=True
+    )
+    llm_url = models.CharField(
+        verbose_name=_("LLM server"),
+        max_length=500,
+        help_text=_("Credentials redacted; several servers are separated by commas."),
+    )
+    gate_permits = models.CharField(
+        _("gate permits"),
+        max_length=10,
+        blank=True,
+        help_text=_("GATE_PERMITS as it started: a number, or auto (see GateLimit)."),
+    )
+    gate_limit = models.PositiveIntegerField(
+        _("gate limit"),
+        null=True,
+        blank=True,
+        help_text=_("Concurrent LLM calls its gate allowed at its last report."),
+    )
+    model = models.CharField(
+        _("model"), max_length=200, blank=True, help_text=_("LLM_MODEL ('': the server's default).")
+    )
+    # What "outdated" is measured against: the version the running consumers write, not the
+    # settings of whichever shell or web server asks (they may differ: item 4).
+    prompt_version = models.CharField(_("prompt version"), max_length=12, blank=True)
+    prompt_label = models.CharField(_("prompt label"), max_length=200, blank=True)
+    paused_kinds = models.JSONField(
+        verbose_name=_("paused kinds"),
+        default=list,
+        blank=True,
+        help_text=_("The kinds paused at its last report, as QueuePause.kind ('': every kind)."),
+    )
+    endpoints = models.JSONField(
+        verbose_name=_("LLM servers"),
+        default=list,
+        blank=True,
+        help_text=_(
+            "Each LLM server as it saw it at its last report: name, model, state (up, "
+            "probing, down), limit, calls held, tokens/s, error."
+        ),
+    )
+
+    objects = StudyQueueManager()
+
+    class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
+        ordering = ["-seen_at"]
+        verbose_name = _("consumer")
+        verbose_name_plural = _("consumers")
+
+    def __str__(self) -> str:
+        return self.worker_id
+
+    @property
+    def paused_display(self) -> str:
+        """The paused kinds for people: ``all`` for every kind."""
+        return ", ".join(kind or "all" for kind in self.paused_kinds)

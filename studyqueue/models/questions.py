@@ -1,0 +1,498 @@
+"""Study questions, their explanations' revisions and reviews, and the state of their key
+audit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Collection
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Exists, OuterRef, Q, Value
+from django.utils import timezone
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from studyqueue.models.base import StudyQueueManager, choice_width, endpoint_field
+
+
+def validate_choices(value: object) -> None:
+    """Choices are a list of strings (possibly empty); anything else is refused."""
+    if not isinstance(value, list):
+        raise ValidationError(
+            "Choices must be a list of strings, not %(kind)s.",
+            code="invalid_choices",
+            params={"kind": type(value).__name__},
+        )
+    for number, choice in enumerate(value, start=1):
+        if not isinstance(choice, str):
+            raise ValidationError(
+                "Choice %(number)s must be a string, not %(kind)s.",
+                code="invalid_choices",
+                params={"number": number, "kind": type(choice).__name__},
+            )
+        if not choice.strip():
+            raise ValidationError(
+                "Choice %(number)s is empty.", code="invalid_choices", params={"number": number}
+            )
+
+
+def _versions(version: str | Collection[str]) -> list[str]:
+    return [version] if isinstance(version, str) else list(version)
+
+
+# What a question's prompt is built from: a change of any voids the review of its
+# explanation (``explanations.edits``).
+CONTENT_FIELDS = frozenset({"text", "choices", "answer"})
+
+
+# The quality flag (``quality.QualityFlag``) a question's explanation gets when that content
+# changes after it was written: such an explanation is outdated whatever its prompt version.
+QUESTION_CHANGED_FLAG = "question_changed"
+
+
+class KeyAudit(models.TextChoices):
+    """What the key audit found: the model, asked for the answer alone (never shown the key),
+    against the key (``explanations.key_audit``). Blank: not audited (for this content)."""
+
+    AGREES = "agrees", _("Agrees")  # a majority of the samples names the key
+    DISPUTED = "disputed", _("Disputed")  # every sample names the same other choice
+    UNSURE = "unsure", _("Unsure")  # anything else, or replies it could not read
+
+
+class KeyCheck(models.TextChoices):
+    """A reviewer's decision on a disputed key."""
+
+    KEPT = "kept", _("Key kept")  # the key stands; the model was wrong
+    CHANGED = "changed", _("Key changed")  # the model's choice became the key
+
+
+class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
+    """Questions by the state of their explanation. A change of what a prompt is built
+    from goes through ``explanations.edits.editing``, which says what it means for the
+    question's explanations, reviews and key audit."""
+
+    def explained(self) -> QuestionQuerySet:
+        return self.exclude(explanation="")
+
+    def missing(self) -> QuestionQuerySet:
+        return self.filter(explanation="")
+
+    def outdated(self, version: str | Collection[str]) -> QuestionQuerySet:
+        """Explained by another prompt version than ``version`` (or than any of them), or
+        for content the question no longer holds."""
+        return self.explained().filter(~self._current_q(version))
+
+    def current(self, version: str | Collection[str]) -> QuestionQuerySet:
+        return self.explained().filter(self._current_q(version))
+
+    @staticmethod
+    def _current_q(version: str | Collection[str]) -> Q:
+        changed = Q(explanation_flags__icontains=f'"{QUESTION_CHANGED_FLAG}"')
+        return Q(explanation_prompt_version__in=_versions(version)) & ~changed
+
+    def flagged(self, flag: str | None = None) -> QuestionQuerySet:
+        """The current explanation carries a quality flag (``flag``, or any). Matched in the
+        list's JSON text, quotes included (no flag's name is inside another's): JSON
+        ``contains`` is PostgreSQL-only."""
+        flagged = self.explained().exclude(explanation_flags=[])
+        if flag is None:
+            return flagged
+        return flagged.filter(explanation_flags__icontains=f'"{flag}"')
+
+    def needs_review(self) -> QuestionQuerySet:
+        """A reviewer has a decision to make: the current explanation is unreviewed (every
+        flagged one is, until someone decides), or a candidate waits to replace it."""
+        waiting = ExplanationRevision.objects.filter(question=OuterRef("pk"), candidate=True)
+        return self.explained().filter(
+            Q(current_revision__isnull=True)
+            | Q(current_revision__review_status=ReviewStatus.UNREVIEWED)
+            | Exists(waiting)
+        )
+
+    def approved(self) -> QuestionQuerySet:
+        """The current explanation was approved, or written by a reviewer."""
+        return self.explained().filter(current_revision__review_status__in=PROTECTED_REVIEWS)
+
+
+QuestionManager = StudyQueueManager.from_queryset(QuestionQuerySet)
+
+
+class StudyQuestion(models.Model):
+    """A question a learner studies; its explanation is written by the LLM."""
+
+    text = models.TextField(
+        verbose_name=_("text"), help_text=_("The question as shown to the learner.")
+    )
+    external_id = models.CharField(
+        verbose_name=_("external id"),
+        max_length=200,
+        null=True,  # NULLs do not collide: only ids that are set are unique
+        blank=True,
+        unique=True,
+        help_text=_("Your id for it (imports update the question with the same id)."),
+    )
+    choices = models.JSONField(
+        verbose_name=_("choices"),
+        default=list,
+        blank=True,
+        validators=[validate_choices],
+        help_text=_("Answer options, if any: a list of strings."),
+    )
+    answer = models.TextField(
+        verbose_name=_("answer"), blank=True, help_text=_("The correct answer, if known.")
+    )
+    explanation = models.TextField(
+        verbose_name=_("explanation"), blank=True, help_text=_("The current revision's text.")
+    )
+    # The current revision's prompt version and flags, kept here for the admin's outdated and
+    # needs-review filters (fast on a million questions without a join); every other fact of
+    # the reply is read from the revision. Written only with current_revision.
+    # Database defaults too: rows inserted by raw SQL or by older code get them.
+    explanation_prompt_version = models.CharField(
+        verbose_name=_("prompt version"),
+        max_length=12,
+        blank=True,
+        default="",
+        db_default="",
+        db_index=True,
+        help_text=_("The prompt version that wrote it."),
+    )
+    explanation_flags = models.JSONField(
+        verbose_name=_("quality flags"),
+        default=list,
+        db_default=Value([], models.JSONField()),
+        blank=True,
+        help_text=_("Quality flags of the current explanation."),
+    )
+    current_revision = models.ForeignKey(
+        "ExplanationRevision",
+        verbose_name=_("current revision"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text=_("The revision shown as its explanation (its model, tokens, times)."),
+    )
+    # The key audit (``explanations.key_audit``): its verdict, the other choice every sample
+    # named (1-based), what each sample answered, and the content it audited (a change of the
+    # text, choices or key clears it, or, for a dispute that waits for a reviewer, only the
+    # hash: the hold stands until a new audit or the reviewer settles it; ``edits``).
+    key_audit = models.CharField(
+        verbose_name=_("key audit"),
+        max_length=choice_width(KeyAudit),
+        choices=KeyAudit.choices,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_("What the model, asked for the answer alone, said of the key."),
+    )
+    key_audit_answer = models.PositiveSmallIntegerField(
+        verbose_name=_("model's choice"),
+        null=True,
+        blank=True,
+        help_text=_("The choice (1-based) every sample named instead of the key."),
+    )
+    key_audit_samples = models.JSONField(
+        verbose_name=_("key audit samples"),
+        default=list,
+        db_default=Value([], models.JSONField()),
+        blank=True,
+        help_text=_("What each sample answered (a choice number, or null: unread)."),
+    )
+    key_audit_hash = models.CharField(
+        verbose_name=_("audited content"), max_length=64, blank=True, default="", db_default=""
+    )
+    key_check = models.CharField(
+        verbose_name=_("key check"),
+        max_length=choice_width(KeyCheck),
+        choices=KeyCheck.choices,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_("A reviewer's decision on a disputed key."),
+    )
+    key_check_by = models.CharField(
+        verbose_name=_("key checked by"), max_length=150, blank=True, default="", db_default=""
+    )
+    key_check_at = models.DateTimeField(verbose_name=_("key checked at"), null=True, blank=True)
+    created_at = models.DateTimeField(
+        verbose_name=_("created"), default=timezone.now, editable=False
+    )
+    updated_at = models.DateTimeField(verbose_name=_("updated"), auto_now=True)
+
+    objects = QuestionManager()
+
+    class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
+        ordering = ["id"]
+        verbose_name = _("study question")
+        verbose_name_plural = _("study questions")
+
+    def __str__(self) -> str:
+        if "text" in self.get_deferred_fields():
+            return f"#{self.pk}"  # a list that deferred the text: do not load it for this
+        excerpt = self.text if len(self.text) <= 60 else self.text[:57] + "..."
+        return f"#{self.pk} {excerpt}"
+
+    def checkable(self) -> bool:
+        """It has text, choices and a key: what the key audit and the blind verifier need
+        (each names a choice, and judges it against the key)."""
+        return bool(self.text.strip() and self.choices and self.answer.strip())
+
+    def content_hash(self) -> str:
+        """A digest of what its prompt is built from (text, choices, answer): an explanation
+        is stored only while the question still holds the content it was written for."""
+        content = json.dumps([self.text, self.choices, self.answer], ensure_ascii=False)
+        return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def clean(self) -> None:
+        # Also for an empty value: field validators skip None, which the column refuses.
+        try:
+            validate_choices(self.choices)
+        except ValidationError as exc:
+            raise ValidationError({"choices": exc.messages}) from None
+
+
+def awaiting_key_check() -> Q:
+    """A question whose key the audit disputed and no reviewer has kept or changed yet (the
+    review queue's key check; with KEY_AUDIT_HOLDS, what holds its explanation)."""
+    return Q(key_audit=KeyAudit.DISPUTED, key_check="")
+
+
+def key_audit_holds() -> bool:
+    """The KEY_AUDIT_HOLDS setting: a disputed key holds its explanation for a reviewer."""
+    from studyqueue.conf import conf
+
+    return bool(conf.KEY_AUDIT_HOLDS)
+
+
+class FinishReason(models.TextChoices):
+    """Why the LLM stopped writing, as the server says it (``finish_reason``). A server may
+    send another word; it is kept as it is (cleaned, at most ``FINISH_REASON_WIDTH``)."""
+
+    STOP = "stop", _("Stop")  # the model finished its answer
+    LENGTH = "length", _("Length")  # cut at max_tokens: the text may end mid-sentence
+    CONTENT_FILTER = "content_filter", _("Content filter")
+    TOOL_CALLS = "tool_calls", _("Tool calls")
+    NONE = "", _("None given")  # the reply ended without saying why
+
+
+FINISH_REASON_WIDTH = 20
+
+
+class ReviewStatus(models.TextChoices):
+    """What a reviewer decided about a revision (one decision each, with who and when)."""
+
+    UNREVIEWED = "unreviewed", _("unreviewed")  # nobody has judged it yet
+    APPROVED = "approved", _("approved")  # fit to publish as it is
+    REJECTED = "rejected", _("rejected")  # wrong: a regeneration was queued
+    EDITED = "edited", _("edited")  # corrected by a reviewer (or the correction itself)
+
+
+# A current explanation in these states is never replaced silently: a regeneration becomes a
+# candidate revision that a reviewer accepts or rejects.
+PROTECTED_REVIEWS = (ReviewStatus.APPROVED, ReviewStatus.EDITED)
+
+
+class ExplanationRevision(models.Model):
+    """One generated explanation of a question, kept for good; the question points at its
+    current one. Written only through ``studyqueue.explanations.revisions``."""
+
+    question = models.ForeignKey(
+        StudyQuestion,
+        verbose_name=_("question"),
+        on_delete=models.CASCADE,
+        related_name="revisions",
+    )
+    job = models.ForeignKey(
+        "studyqueue.StudyQuestionJob",  # by name: jobs are defined on top of questions
+        verbose_name=_("job"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    text = models.TextField(verbose_name=_("text"))
+    model = models.CharField(verbose_name=_("model"), max_length=200, blank=True)
+    endpoint = endpoint_field(
+        _(
+            "The server that wrote it, as its normalised URL (blank: written before "
+            "servers were recorded, or by a reviewer)."
+        )
+    )
+    prompt_version = models.CharField(verbose_name=_("prompt version"), max_length=12, blank=True)
+    prompt_label = models.CharField(verbose_name=_("prompt label"), max_length=200, blank=True)
+    prompt_tokens = models.PositiveIntegerField(
+        verbose_name=_("prompt tokens"), null=True, blank=True
+    )
+    cached_tokens = models.PositiveIntegerField(
+        verbose_name=_("cached tokens"),
+        null=True,
+        blank=True,
+        help_text=_("Prompt tokens the server served from its cache (blank: it did not say)."),
+    )
+    completion_tokens = models.PositiveIntegerField(
+        verbose_name=_("completion tokens"), null=True, blank=True
+    )
+    first_token_ms = models.PositiveIntegerField(
+        verbose_name=_("time to first token (ms)"), null=True, blank=True
+    )
+    tokens_per_second = models.FloatField(
+        verbose_name=_("tokens per second"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "Decode rate: tokens after the first over the time from the first to the last "
+            "(blank: fewer than two tokens or under 50 ms)."
+        ),
+    )
+    finish_reason = models.CharField(
+        verbose_name=_("finish reason"),
+        max_length=FINISH_REASON_WIDTH,
+        blank=True,
+        help_text=_("As the server said it (stop, length…)."),
+    )
+    flags = models.JSONField(verbose_name=_("quality flags"), default=list, blank=True)
+    stated_answer = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",  # rows written before 0013, or by raw SQL: none read
+        verbose_name=_("stated answer"),
+        help_text=_(
+            "The answer the reply states, as written (blank: none could be read, or it was "
+            "written before answers were read)."
+        ),
+    )
+    created_at = models.DateTimeField(verbose_name=_("created"), default=timezone.now)
+
+    author = models.CharField(
+        verbose_name=_("author"),
+        max_length=150,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_("Who wrote it: blank for the LLM, else the reviewer who corrected it."),
+    )
+    based_on = models.ForeignKey(
+        "self",
+        verbose_name=_("based on"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text=_("The revision a reviewer corrected into this one."),
+    )
+    candidate = models.BooleanField(
+        verbose_name=_("candidate"),
+        default=False,
+        db_default=False,
+        help_text=_(
+            "Written for a question whose explanation was approved or edited: it becomes "
+            "current only when a reviewer accepts it."
+        ),
+    )
+    review_status = models.CharField(
+        verbose_name=_("review status"),
+        max_length=choice_width(ReviewStatus),
+        choices=ReviewStatus.choices,
+        default=ReviewStatus.UNREVIEWED,
+        db_default=ReviewStatus.UNREVIEWED,
+    )
+    reviewed_by = models.CharField(
+        verbose_name=_("reviewed by"), max_length=150, blank=True, default="", db_default=""
+    )
+    reviewed_at = models.DateTimeField(verbose_name=_("reviewed at"), null=True, blank=True)
+    verifier_answer = models.PositiveSmallIntegerField(
+        verbose_name=_("verifier's choice"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "The choice (1-based) the blind verifier says the explanation supports (blank: "
+            "it named none, or several, or it has not checked yet)."
+        ),
+    )
+    verifier_reply = models.CharField(
+        verbose_name=_("verifier's reply"), max_length=200, blank=True, default="", db_default=""
+    )
+    verified_at = models.DateTimeField(
+        verbose_name=_("verified at"),
+        null=True,
+        blank=True,
+        help_text=_("When the blind verifier checked it (blank: not checked)."),
+    )
+
+    objects = StudyQueueManager()
+
+    class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
+        ordering = ["-id"]
+        verbose_name = _("explanation revision")
+        verbose_name_plural = _("explanation revisions")
+        permissions = [
+            ("restore_explanationrevision", _("Can make an older revision current")),
+            ("review_explanation", _("Can review explanations (approve, reject, edit)")),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(review_status__in=ReviewStatus.values),
+                name="studyqueue_revision_review_status_valid",
+            ),
+        ]
+        indexes = [
+            # The review queue's "a candidate waits for this question" (few rows).
+            models.Index(
+                fields=["question"],
+                condition=Q(candidate=True),
+                name="studyqueue_revision_candidate",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return gettext("revision %(id)s of question %(question)s") % {
+            "id": self.pk,
+            "question": self.question_id,
+        }
+
+    @property
+    def truncated(self) -> bool:
+        """The LLM stopped at max_tokens: the text may be cut."""
+        return self.finish_reason == FinishReason.LENGTH
+
+    @property
+    def protected(self) -> bool:
+        """Approved or written by a reviewer: a regeneration must not replace it silently."""
+        return self.review_status in PROTECTED_REVIEWS
+
+
+def revision_to_verify(question: StudyQuestion) -> ExplanationRevision | None:
+    """The revision a verification job of ``question`` checks (``explanations.verifier``):
+    its newest generated one not yet verified that is its current explanation (not outdated:
+    written for content that is gone, nothing to check it against) or a waiting candidate."""
+    shown = Q(pk=question.current_revision_id)
+    if question.current_revision_id is None or QUESTION_CHANGED_FLAG in (
+        question.explanation_flags or []
+    ):
+        shown = Q(pk__in=[])
+    return (
+        ExplanationRevision.objects.filter(question_id=question.pk, author="", verified_at=None)
+        .filter(shown | Q(candidate=True))
+        .order_by("-pk")
+        .first()
+    )
+
+
+class ExplanationReview(ExplanationRevision):
+    """The admin's review page (a proxy so that it appears in the app's admin index)."""
+
+    class Meta:
+        # Related and deferred loads on the same database alias as every query.
+        base_manager_name = "objects"
+        proxy = True
+        verbose_name = _("explanation review")
+        verbose_name_plural = _("explanation reviews")
+        default_permissions = ()

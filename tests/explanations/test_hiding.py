@@ -1,0 +1,109 @@
+"""What the blind verifier may read (``explanations.hiding``): on every explanation of the corpus
+(``hiding_corpus``), no statement of the answer survives and every piece of reasoning is kept
+as written; and when the statements cannot be hidden reliably, ``blind`` says why."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from studyqueue.explanations import answers
+from studyqueue.explanations.hiding import blind, hide_statements
+from tests.explanations.hiding_corpus import CORPUS, MINERALS_EN, MINERALS_KO, Case
+
+# What may be left once the reasoning is taken out: layout (list marks, headings, quotes,
+# rules, emphasis, punctuation), never a word, a number or a choice's mark.
+_LAYOUT = re.compile(r"(?m)^\s*(?:[-*+•>]|#{1,6}|\d{1,2}[.)])\s*")
+_SAID = re.compile(rf"[^\W_]+|[{answers._CIRCLED_CLASS}]")
+
+
+def test_the_corpus_is_large_and_says_both():
+    assert len(CORPUS) >= 60
+    assert len({case.name for case in CORPUS}) == len(CORPUS)
+    assert sum(len(case.statements) for case in CORPUS) >= 100
+    for case in CORPUS:
+        assert case.statements, case.name  # every explanation states its answer somewhere
+        assert case.reasoning, case.name
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=lambda case: case.name)
+def test_no_statement_survives_and_every_reasoning_piece_stays(case: Case):
+    shown = hide_statements(case.text, case.choices)
+    for piece in case.reasoning:
+        assert piece in shown, f"reasoning cut: {piece!r}\nshown: {shown!r}"
+    rest = shown
+    for piece in sorted([*case.reasoning, *case.neutral], key=len, reverse=True):
+        rest = rest.replace(piece, " ")
+    left = _SAID.findall(_LAYOUT.sub("", rest))
+    assert not left, f"statement left: {left}\nshown: {shown!r}"
+    # The answer reader, which finds the answer line of a stored explanation, finds none.
+    assert answers.read(shown, case.choices)[1] == "junk"
+    assert blind(case.text, case.choices).problem == ""
+
+
+@pytest.mark.parametrize(
+    ("reply", "shown"),
+    [
+        ("Because 2 + 2 equals 4.\n**Answer:** 4", "Because 2 + 2 equals 4."),
+        ("세종이 만들었다.\n정답은 ②번입니다.", "세종이 만들었다."),
+        (
+            "Reasoning here.\n**정답:**\n②\nMore reasoning here.",
+            "Reasoning here.\nMore reasoning here.",
+        ),
+        ("B is wrong.\n(C) Paris is the correct answer.", "B is wrong."),
+        ("No statement at all.", "No statement at all."),
+        # A paragraph loses its statement, not its reasoning.
+        ("정답은 ②번이다. 칼슘은 뼈의 주성분이다.", "칼슘은 뼈의 주성분이다."),
+        # Distractors judged wrong, a wrong answer named as such, "to answer": reasoning.
+        ("①은 철이므로 틀리다. ③은 오답이다.", "①은 철이므로 틀리다. ③은 오답이다."),
+        ("A is not correct: iron is in blood.", "A is not correct: iron is in blood."),
+        ("To answer this, recall what bones hold.", "To answer this, recall what bones hold."),
+        ("① 철은 헤모글로빈에 있으므로 맞지 않다.", "① 철은 헤모글로빈에 있으므로 맞지 않다."),
+    ],
+)
+def test_hiding_keeps_the_reasoning_around_a_statement(reply, shown):
+    assert hide_statements(reply, ["Busan", "Seoul", "Paris"]) == shown
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "정답은, 두 번째 보기인 칼슘이다.",  # a label, then its answer in the next clause
+        "The answer, as the table shows, is calcium.",
+        "B) Calcium: correct.",  # the verdict in another clause than its choice
+        "**정답**\n\n---\n\n칼슘",
+        "The answer is B, which is calcium.",
+    ],
+)
+def test_a_statement_spread_over_clauses_goes_whole(reply):
+    assert hide_statements(reply, MINERALS_EN + MINERALS_KO) == ""
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        ("정답: ②", "nothing of the reasoning is left"),
+        ("**정답은 ② 칼슘입니다.**\n\n정답: ②", "nothing of the reasoning is left"),
+        ("① 철\n② 칼슘\n③ 나트륨\n④ 칼륨\n\n정답: ②", "nothing of the reasoning is left"),
+        ("② 칼슘이 정답이다. 칼슘.", "nothing of the reasoning is left"),
+    ],
+)
+def test_blind_says_why_the_verifier_must_not_be_asked(reply, problem):
+    found = blind(reply, MINERALS_KO)
+    assert found.problem.startswith(problem), found
+
+
+def test_blind_shows_the_reasoning_of_a_sound_explanation():
+    found = blind("칼슘은 뼈의 주성분이다. 따라서 ②가 맞다.\n정답: ②", MINERALS_KO)
+    assert (found.text, found.problem) == ("칼슘은 뼈의 주성분이다.", "")
+
+
+def test_hiding_a_huge_reply_takes_linear_time():
+    """A reply may be megabytes (LLM_MAX_REPLY_BYTES): every sentence is read a bounded
+    number of times, whatever it holds."""
+    for hostile in ("② 맞다 " * 40000, "칼슘은 뼈의 주성분이다. " * 20000, "a, " * 100000):
+        started = time.perf_counter()
+        hide_statements(hostile, MINERALS_KO)
+        assert time.perf_counter() - started < 5

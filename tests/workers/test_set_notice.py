@@ -22,10 +22,16 @@ from django.core.management import call_command
 from django.db import connections
 
 from studyqueue.explanations import question_sets
-from studyqueue.models import JobKind, JobStatus, StudyQuestionJob, StudyQuestionSet
+from studyqueue.models import (
+    JobKind,
+    JobStatus,
+    StudyQuestion,
+    StudyQuestionJob,
+    StudyQuestionSet,
+)
 from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
-from tests.helpers import ROOT, ports
+from tests.helpers import ROOT, ports, wait_for
 from tests.llm_server import LLMServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -507,3 +513,42 @@ def test_a_webhook_urls_path_token_never_shows_in_the_error_or_the_log(
     assert TOKEN not in caplog.text and "B0DEF" not in caplog.text
     if not down:
         assert receiver.posts and "HTTP Request: POST" in caplog.text  # httpx did log it
+
+
+def test_a_dripping_notice_holds_no_gate_slot(receiver, settings, make_consumer):
+    """One gate slot, a batch of two: a notice dripping toward its deadline and an
+    explanation claimed together. The explanation is written while the notice still runs."""
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "MAX_ATTEMPTS": 1,
+        "WEBHOOK_TIMEOUT_SECONDS": 8,
+        "GATE_PERMITS": 1,
+    }
+    receiver.drip = True
+    done = StudyQuestionFactory(explanation="Four.")
+    StudyQuestionJobFactory(
+        study_question=done, status=JobStatus.COMPLETED, completed_at=done.created_at
+    )
+    question_set, _ = question_sets.add("gated", [done.pk])
+    assert question_sets.queue_due_notices() == 1
+    later = StudyQuestionFactory(text="asked while the notice drips")
+    queue.enqueue(later)
+    consumer = make_consumer(batch_size=2)
+    cycle = threading.Thread(target=consumer.run_cycle)
+    started = time.monotonic()
+    cycle.start()
+    try:
+        notice = question_set.jobs.get(kind=JobKind.SET_NOTICE)
+        wait_for(lambda: receiver.posts, timeout=10, what="the notice's POST")
+        wait_for(
+            lambda: StudyQuestion.objects.filter(pk=later.pk).exclude(explanation="").exists(),
+            timeout=10,
+            what="the explanation written beside the dripping notice",
+        )
+        notice.refresh_from_db()
+        assert notice.status == JobStatus.PROCESSING  # still dripping: it held no gate slot
+    finally:
+        cycle.join(30)
+    notice.refresh_from_db()
+    assert (notice.status, notice.error_code) == (JobStatus.FAILED, "webhook_failed")
+    assert 7 < time.monotonic() - started < 20  # the notice ended at its deadline

@@ -4,7 +4,8 @@ E001 a value does not parse; E002 a number is out of range; E003 LLM_URL is not 
 E004 LLM_URL does not parse; E005 a number is NaN or infinite; E006 LLM_API_KEY holds
 control or non-ASCII characters; E007 a prompt template is missing or fails to render;
 E008 QUALITY_RETRY names an unknown flag; E009 LLM_ENDPOINTS (or LLM_URL's list) is malformed
-or names one server twice; E010 DIRECT_DATABASE_URL is not a PostgreSQL URL; W004 PostgreSQL
+or names one server twice; E010 DIRECT_DATABASE_URL is not a PostgreSQL URL; E011 WEBHOOK_URL
+is not an http(s) URL with a host; W004 PostgreSQL
 behind a transaction pooler without DIRECT_DATABASE_URL (row leases and polling); W001/W002
 timeouts that nest badly; W003 a prompt layout the LLM server cannot cache (fixed text in the
 user message, or a system message that changes per question).
@@ -48,7 +49,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     if problems:
         return problems
     problems += _endpoint_problems() + _pooler_problems()
-    problems += _prompt_problems() + _quality_problems()
+    problems += _prompt_problems() + _quality_problems() + _webhook_problems()
     if problems:
         return problems
     return _cache_problems() + _nesting(values)
@@ -200,6 +201,40 @@ def _url_problems(url: str) -> list[CheckMessage]:
         ]
     if not parts.hostname:
         return [Error(gettext("STUDYQUEUE LLM_URL has no host"), id="studyqueue.E004")]
+    return []
+
+
+def _webhook_problems() -> list[CheckMessage]:
+    """WEBHOOK_URL, when set, is an http(s) URL with a host: a bad one would otherwise fail
+    every set's notice, found only when a set is done."""
+    url = conf.WEBHOOK_URL
+    if not url:
+        return []
+    hint = gettext("For example https://hooks.example.org/studyqueue; empty: no webhook.")
+    if not url.startswith(("http://", "https://")):
+        return [
+            Error(
+                gettext("STUDYQUEUE WEBHOOK_URL must start with http:// or https://"),
+                hint=hint,
+                id="studyqueue.E011",
+            )
+        ]
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        # The message names the problem, never the URL (its path may be a token).
+        return [
+            Error(
+                gettext("STUDYQUEUE WEBHOOK_URL does not parse: %(error)s") % {"error": exc},
+                hint=hint,
+                id="studyqueue.E011",
+            )
+        ]
+    if not parts.hostname:
+        return [
+            Error(gettext("STUDYQUEUE WEBHOOK_URL has no host"), hint=hint, id="studyqueue.E011")
+        ]
     return []
 
 

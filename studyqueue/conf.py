@@ -233,6 +233,12 @@ SETTINGS: dict[str, Setting] = {
         "when a question set is done, a signed POST of its counts goes here (set.completed); "
         "empty: none (the Django signal and the owner's e-mail still go)",
     ),
+    "WEBHOOK_TIMEOUT_SECONDS": _seconds(
+        30.0,
+        "whole-delivery budget of one webhook POST (connect, send, every byte of the answer): "
+        "a receiver still answering after it fails the attempt as webhook_failed",
+        HOUR,
+    ),
     "WEBHOOK_SECRET": Setting(
         str,
         "",

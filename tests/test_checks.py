@@ -214,3 +214,22 @@ def test_w003_a_system_prompt_that_changes_with_the_question(prompt_dir):
 def test_w003_does_not_hide_the_timeout_warnings(prompt_dir):
     (prompt_dir / "explanation_prompt.txt").write_text(INSTRUCTIONS_AROUND_THE_QUESTION)
     assert ids(LLM_TIMEOUT_SECONDS=600, STALE_MINUTES=5) == ["studyqueue.W003", "studyqueue.W001"]
+
+
+def test_e011_webhook_url_that_is_not_an_http_url_with_a_host():
+    assert ids(WEBHOOK_URL="") == []
+    assert ids(WEBHOOK_URL="https://hooks.example.org/services/T1/B2/abc") == []
+    assert ids(WEBHOOK_URL="hooks.example.org/studyqueue") == ["studyqueue.E011"]
+    assert ids(WEBHOOK_URL="http://[bad/x") == ["studyqueue.E011"]
+    assert ids(WEBHOOK_URL="http://hooks.example.org:port/x") == ["studyqueue.E011"]
+    assert ids(WEBHOOK_URL="https:///services/x") == ["studyqueue.E011"]
+
+
+def test_e011_says_what_is_wrong_and_never_shows_the_url():
+    with override_settings(STUDYQUEUE={"WEBHOOK_URL": "http://[bad/services/T1/B2/s3cr3tt0k3n"}):
+        (message,) = check_settings()
+    assert message.msg.startswith("STUDYQUEUE WEBHOOK_URL does not parse: ")
+    assert "s3cr3tt0k3n" not in str(message)
+    with override_settings(STUDYQUEUE={"WEBHOOK_URL": "hooks.example.org/x"}):
+        (message,) = check_settings()
+    assert message.msg == "STUDYQUEUE WEBHOOK_URL must start with http:// or https://"

@@ -35,6 +35,7 @@ from studyqueue.explanations.quality import VERIFIER_FLAGS
 from studyqueue.models import (
     ACTIVE_STATUSES,
     PROTECTED_REVIEWS,
+    ErrorCode,
     JobKind,
     JobStatus,
     KeyAudit,
@@ -101,6 +102,10 @@ def add(
         before = members.filter(studyquestionset=question_set).count()
         question_set.questions.add(*ids)
         after = members.filter(studyquestionset=question_set).count()
+        if after != before:
+            # Its membership changed: the sweep looks at it again even if no job ends (the
+            # questions added may be explained already), and notices it when done.
+            StudyQuestionSet.objects.filter(pk=question_set.pk).update(noticed_through=None)
         if question_set.deadline is not None:
             # Their queued jobs now go by the set's deadline too (or an earlier one).
             queue.set_deadlines(ids if deadline is None else _member_ids(question_set))
@@ -336,6 +341,8 @@ def progress(question_set: StudyQuestionSet, now: datetime | None = None) -> Pro
 
 # --------------------------------------------------------------------------- the notice
 
+ALREADY_NOTICED = "this completion of the set was noticed already"
+
 # Sent once per completion of a set (``Noticed.write``), after the commit that records it:
 # ``sender`` is ``StudyQuestionSet``; ``question_set`` the set; ``payload`` the webhook's body
 # as a dict (the same JSON, whether a webhook is set or not).
@@ -380,18 +387,26 @@ def signature(body: bytes, secret: str) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def idempotency_key(question_set: StudyQuestionSet, progress: Progress) -> str:
-    """The same for every delivery of one completion (a retry, a second consumer after a
-    crash): a receiver keeps the first and ignores the rest."""
-    through = progress.finished_at.isoformat() if progress.finished_at else "-"
-    return f"set-{question_set.pk}-{through}"
+def completion_key(question_set: StudyQuestionSet) -> str:
+    """What identifies a completion of ``question_set``: its membership. A set done with
+    the same questions is the same completion, however often their explanations are
+    regenerated (a reviewer's reject, ``enqueue --outdated``); a set whose questions changed
+    (it grew) and is done again is a new one. Sent as the notice's idempotency key: every
+    delivery of one completion (a retry, a second consumer) carries the same, so a receiver
+    keeps the first and ignores the rest."""
+    ids = ",".join(
+        str(pk) for pk in questions(question_set).order_by("pk").values_list("pk", flat=True)
+    )
+    digest = hashlib.sha256(ids.encode()).hexdigest()[:32]
+    return f"set-{question_set.pk}-{digest}"
 
 
 def queue_due_notices() -> int:
-    """Queue the notice of every set that is done and whose completion has not been noticed
-    (``noticed_through`` before its last job's end); how many were queued. Cheap when nothing
-    happened: only sets with an explanation job that ended since their last notice are
-    looked at."""
+    """Queue the notice of every set that is done and whose completion has no notice job
+    yet; how many were queued. One completion gets one notice job, whatever becomes of it:
+    retried like any job, it may fail for good (a receiver that refuses every notice), and
+    the completion is not queued again. Cheap when nothing happened: only sets with an
+    explanation job that ended since ``noticed_through`` are looked at."""
     last_end = (
         StudyQuestionJob.objects.filter(
             study_question__sets=OuterRef("pk"),
@@ -407,9 +422,52 @@ def queue_due_notices() -> int:
     )
     queued = 0
     for question_set in candidates:
-        if progress(question_set).done:
-            queued += queue.enqueue_set_notice(question_set.pk).created
+        now = progress(question_set)
+        if now.done:
+            queued += _queue_notice(question_set, now)
     return queued
+
+
+def _queue_notice(question_set: StudyQuestionSet, done: Progress) -> int:
+    """Queue the notice of this completion of ``question_set`` unless one was (1, else 0).
+    A compare-and-set on ``notice_queued_for``: of two consumers' sweeps, one queues it."""
+    key = completion_key(question_set)
+    sets = StudyQuestionSet.objects.filter(pk=question_set.pk)
+    with transaction.atomic(using=sets.db):
+        if key == question_set.notice_queued_for:
+            # Its notice job ended (or runs), or a regeneration ended in a set done with the
+            # same questions: look at the set again only after a later job.
+            sets.update(noticed_through=done.finished_at)
+            return 0
+        claimed = sets.filter(notice_queued_for=question_set.notice_queued_for).update(
+            notice_queued_for=key
+        )
+        if not claimed:
+            return 0  # another consumer's sweep queued it
+        return int(queue.enqueue_set_notice(question_set.pk).created)
+
+
+@dataclass(frozen=True)
+class NotDone:
+    """The notice's set is no longer done (questions or checks were queued since): the job
+    is skipped and the completion it was queued for is released, so that the sweep queues
+    a notice when the set is done again. Only work ending can make it done again, so this
+    cannot loop by itself."""
+
+    question_set: StudyQuestionSet
+    key: str
+    code: str
+    message: str
+
+    def write(self, job: StudyQuestionJob) -> queue.Outcome:
+        jobs = StudyQuestionJob.objects.all()
+        with transaction.atomic(using=jobs.db):
+            outcome = queue.skip_claimed(job, self.code, self.message)
+            if outcome is queue.Outcome.SKIPPED:
+                StudyQuestionSet.objects.filter(
+                    pk=self.question_set.pk, notice_queued_for=self.key
+                ).update(notice_queued_for="", noticed_through=None)
+        return outcome
 
 
 @dataclass(frozen=True)
@@ -417,21 +475,32 @@ class Noticed:
     """A set's notice went out (or there was nothing to send it to): the job completes and
     the set records the completion it noticed, in one transaction; then the signal and the
     owner's e-mail go, once the commit made it so (a notice whose claim was lost records
-    nothing and sends neither)."""
+    nothing and sends neither). The record is a compare-and-set on ``noticed_key``: when
+    another notice job recorded this completion first, this one is skipped and sends
+    nothing, so a completion's signal and e-mail go exactly once whatever the consumers
+    race."""
 
     question_set: StudyQuestionSet
     progress: Progress
     data: dict[str, object]
+    key: str
 
     def write(self, job: StudyQuestionJob) -> queue.Outcome:
         jobs = StudyQuestionJob.objects.all()
         with transaction.atomic(using=jobs.db):
+            # The UPDATE takes the set's row lock: a second writer waits for this commit,
+            # then matches no row.
+            recorded = (
+                StudyQuestionSet.objects.filter(pk=self.question_set.pk)
+                .exclude(noticed_key=self.key)
+                .update(noticed_key=self.key, noticed_through=self.progress.finished_at)
+            )
+            if not recorded:
+                return queue.skip_claimed(job, ErrorCode.SET_NOTICED, ALREADY_NOTICED)
             outcome = queue.complete(job)
             if outcome is not queue.Outcome.COMPLETED:
+                transaction.set_rollback(True, using=jobs.db)  # lost its claim: record nothing
                 return outcome
-            StudyQuestionSet.objects.filter(pk=self.question_set.pk).update(
-                noticed_through=self.progress.finished_at
-            )
             transaction.on_commit(self._announce, using=jobs.db)
         return outcome
 

@@ -76,6 +76,7 @@ class ErrorCode(models.TextChoices):
     WEBHOOK_FAILED = "webhook_failed", _("The webhook did not accept the notice")
     SET_MISSING = "set_missing", _("Question set no longer exists")
     SET_NOT_DONE = "set_not_done", _("The question set is no longer done")
+    SET_NOTICED = "set_noticed", _("This completion of the question set was noticed already")
     INTERNAL = "internal", _("Unexpected internal error")
 
 

@@ -29,9 +29,20 @@ class StudyQuestionSet(models.Model):
         db_default="",
         help_text=_("Told by e-mail when the set is done (optional)."),
     )
-    # The end of the last job of the completion last noticed: a later completion (questions
-    # added and explained since) is noticed again; this one never twice.
+    # The end of the last job of the completion last noticed (or whose notice gave up): the
+    # sweep looks at the set again only once a job of it ended after this.
     noticed_through = models.DateTimeField(_("noticed through"), null=True, blank=True)
+    # The completion (``question_sets.completion_key``: its membership) a notice job was
+    # queued for: never queued again, even when its notice failed for good (a refusing
+    # receiver) or a regeneration ended since.
+    notice_queued_for = models.CharField(
+        _("notice queued for"), max_length=100, blank=True, default="", db_default=""
+    )
+    # The completion last noticed (signal and e-mail sent): a notice job for it finds it
+    # here, under a compare-and-set, and sends nothing (exactly once across consumers).
+    noticed_key = models.CharField(
+        _("noticed completion"), max_length=100, blank=True, default="", db_default=""
+    )
     created_at = models.DateTimeField(_("created"), default=timezone.now)
 
     objects = StudyQueueManager()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 REDACTED = "[redacted]"
@@ -56,6 +57,39 @@ def secrets_of(url: str, api_key: str) -> list[str]:
         found.add(base64.b64encode(pair).decode("ascii"))  # an echoed Basic header
     every = set().union(*(_forms(s) for s in found if s))
     return sorted({s for s in every if len(s) >= MIN_SECRET}, key=len, reverse=True)
+
+
+def path_secrets(url: str) -> list[str]:
+    """The strings to hide of ``url``'s path and query, for a URL whose path is its
+    credential (a Slack-style webhook, ``/services/T…/B…/<token>``): shown, the URL keeps
+    its scheme and host, ``https://hooks.example.org/[redacted]``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        # Not a URL: the whole of it after the scheme may be the token.
+        return [url.partition("://")[2]] if len(url.partition("://")[2]) >= MIN_SECRET else []
+    found = {parts.path.lstrip("/"), parts.query}
+    found |= {unquote(value) for value in found}
+    every = set().union(*(_forms(s) for s in found if s))
+    return sorted({s for s in every if len(s) >= MIN_SECRET}, key=len, reverse=True)
+
+
+class RedactingFilter(logging.Filter):
+    """A logger's filter that redacts ``secrets()`` (read at each record) from what it logs:
+    for a library's logger that names the URL it requests (httpx's ``HTTP Request: …``)."""
+
+    def __init__(self, secrets: Callable[[], Iterable[str]]) -> None:
+        super().__init__()
+        self._secrets = secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        secrets = list(self._secrets())
+        if secrets:
+            message = record.getMessage()
+            cleaned = redact(message, secrets)
+            if cleaned != message:
+                record.msg, record.args = cleaned, None
+        return True
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:

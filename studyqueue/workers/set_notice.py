@@ -3,10 +3,13 @@
 (``question_sets.Noticed``). No LLM call and no gate slot: a notice never holds up an
 explanation. A webhook that does not answer 2xx fails the attempt, retried with the backoff
 as any job's (``webhook_failed``); every delivery of one completion carries the same
-idempotency key, so a receiver can keep exactly one."""
+idempotency key, so a receiver can keep exactly one. A delivery has a total budget
+(``WEBHOOK_TIMEOUT_SECONDS``), so a receiver that never finishes its answer fails the
+attempt instead of holding it."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import httpx
@@ -15,21 +18,39 @@ from studyqueue.conf import conf
 from studyqueue.explanations import question_sets
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob, StudyQuestionSet
 from studyqueue.queue.store import JobResult, Skipped
-from studyqueue.services.redact import redact, secrets_of
+from studyqueue.services.redact import RedactingFilter, path_secrets, redact, secrets_of
 from studyqueue.workers.registry import WorkContext, failed, handler
 
 logger = logging.getLogger("studyqueue.sets")
 
-TIMEOUT_SECONDS = 10.0
+
+def _secrets() -> list[str]:
+    """What a notice's error or log must not show: the webhook URL's credentials, its path
+    and query (a token in a Slack-style URL) and the signing secret."""
+    url = conf.WEBHOOK_URL
+    if not url:
+        return []
+    found = {*secrets_of(url, conf.WEBHOOK_SECRET), *path_secrets(url)}
+    return sorted(found, key=len, reverse=True)
 
 
-def _load(job: StudyQuestionJob) -> tuple[StudyQuestionSet, question_sets.Progress] | None:
+# httpx logs each request's URL (``HTTP Request: POST …``): the webhook's path never leaves.
+logging.getLogger("httpx").addFilter(RedactingFilter(_secrets))
+
+
+def _load(
+    job: StudyQuestionJob,
+) -> tuple[StudyQuestionSet, question_sets.Progress, str] | None:
     if job.question_set_id is None:
         return None
     question_set = StudyQuestionSet.objects.filter(pk=job.question_set_id).first()
     if question_set is None:
         return None
-    return question_set, question_sets.progress(question_set)
+    return (
+        question_set,
+        question_sets.progress(question_set),
+        question_sets.completion_key(question_set),
+    )
 
 
 @handler(JobKind.SET_NOTICE)
@@ -38,20 +59,27 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     found = await ctx.store.on_claims(_load, job)
     if found is None:
         return failed(job, ErrorCode.SET_MISSING, "the question set was deleted")
-    question_set, progress = found
+    question_set, progress, key = found
     if not progress.done:
-        # Questions or checks were queued since: the next completion is noticed instead.
-        return Skipped(
-            ErrorCode.SET_NOT_DONE, "questions were added or checks queued since the set was done"
+        # Questions or checks were queued since: noticed once the set is done again.
+        return question_sets.NotDone(
+            question_set,
+            key,
+            ErrorCode.SET_NOT_DONE,
+            "questions were added or checks queued since the set was done",
         )
+    if question_set.noticed_key == key:
+        # Another notice job of this completion got there first (a second consumer's sweep
+        # raced it): nothing to send; ``Noticed.write`` re-checks under the row lock.
+        return Skipped(ErrorCode.SET_NOTICED, question_sets.ALREADY_NOTICED)
     data = question_sets.payload(progress)
     url = conf.WEBHOOK_URL
     if url:
-        error = await _post(url, data, question_sets.idempotency_key(question_set, progress))
+        error = await _post(url, data, key)
         if error is not None:
             return failed(job, ErrorCode.WEBHOOK_FAILED, error)
     logger.info("study_set_noticed set=%s webhook=%s", question_set.pk, "yes" if url else "no")
-    return question_sets.Noticed(question_set, progress, data)
+    return question_sets.Noticed(question_set, progress, data, key)
 
 
 async def _post(url: str, data: dict[str, object], key: str) -> str | None:
@@ -62,10 +90,17 @@ async def _post(url: str, data: dict[str, object], key: str) -> str | None:
         question_sets.IDEMPOTENCY_HEADER: key,
         question_sets.SIGNATURE_HEADER: question_sets.signature(body, conf.WEBHOOK_SECRET),
     }
-    secrets = secrets_of(url, conf.WEBHOOK_SECRET)
+    secrets = _secrets()
+    budget = conf.WEBHOOK_TIMEOUT_SECONDS
     try:
-        async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS) as client:
-            response = await client.post(url, content=body, headers=headers)
+        # httpx's timeouts are per read: a receiver that drips a byte now and then would
+        # hold the notice (and the consumer's batch slot) forever. The deadline bounds the
+        # whole delivery; running out of it is a transient failure like any other.
+        async with asyncio.timeout(budget):
+            async with httpx.AsyncClient(timeout=budget) as client:
+                response = await client.post(url, content=body, headers=headers)
+    except TimeoutError:
+        return redact(f"POST {url}: no complete answer within {budget:g} s", secrets)
     except httpx.HTTPError as exc:
         return redact(f"POST {url}: {type(exc).__name__}: {exc}", secrets)[:300]
     if 200 <= response.status_code < 300:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import StringIO
@@ -17,12 +19,19 @@ from io import StringIO
 import pytest
 from django.core import mail
 from django.core.management import call_command
+from django.db import connections
 
 from studyqueue.explanations import question_sets
-from studyqueue.models import JobKind, JobStatus, StudyQuestionJob, StudyQuestionSet
+from studyqueue.models import (
+    JobKind,
+    JobStatus,
+    StudyQuestion,
+    StudyQuestionJob,
+    StudyQuestionSet,
+)
 from studyqueue.queue import transitions as queue
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
-from tests.helpers import ports
+from tests.helpers import ROOT, ports, wait_for
 from tests.llm_server import LLMServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,11 +44,14 @@ EXPLANATION = "Seoul has been the capital since 1394, when the Joseon court move
 
 class Receiver:
     """A webhook receiver on 127.0.0.1: it records each POST and answers with the next of
-    ``statuses`` (200 once they run out)."""
+    ``statuses`` (``otherwise`` once they run out)."""
 
     def __init__(self) -> None:
         self.posts: list[tuple[dict[str, str], bytes]] = []
         self.statuses: list[int] = []
+        self.otherwise = 200
+        self.drip = False  # headers, then a byte every 0.5 s of a body that never ends
+        self.stopped = threading.Event()
         self._lock = threading.Lock()
         receiver = self
 
@@ -51,10 +63,25 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with receiver._lock:
                     receiver.posts.append((dict(self.headers), body))
-                    status = receiver.statuses.pop(0) if receiver.statuses else 200
+                    status = receiver.statuses.pop(0) if receiver.statuses else receiver.otherwise
+                if receiver.drip:
+                    self._drip()
+                    return
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+
+            def _drip(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", "100000")
+                self.end_headers()
+                try:
+                    # The receiver's pace, not a synchronisation: it never finishes.
+                    while not receiver.stopped.wait(0.5):
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                except OSError:
+                    pass  # the client gave up
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", ports.free_port()), Handler)
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -64,6 +91,7 @@ class Receiver:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/hooks/studyqueue"
 
     def stop(self) -> None:
+        self.stopped.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -106,6 +134,41 @@ def _set(name: str, n: int, **fields: object) -> StudyQuestionSet:
 
 def _drain() -> None:
     call_command("runconsumer", "--drain", stdout=StringIO(), stderr=StringIO())
+
+
+# The settings a drain process takes from the test (as STUDYQUEUE_<NAME> variables).
+_CHILD_SETTINGS = (
+    "LLM_URL",
+    "WEBHOOK_URL",
+    "WEBHOOK_SECRET",
+    "KEY_AUDIT",
+    "VERIFY",
+    "BACKOFF_BASE_SECONDS",
+    "BACKOFF_JITTER",
+    "MAX_ATTEMPTS",
+    "WEBHOOK_TIMEOUT_SECONDS",
+)
+
+
+def _drain_process(env: dict[str, str], python: str, settings, seconds: float = 60) -> float:
+    """``runconsumer --drain`` as a real process on the test's database; how long it took.
+    Fails, instead of hanging the suite, when it does not return in time."""
+    ours = settings.STUDYQUEUE
+    env = {**env, **{f"STUDYQUEUE_{k}": str(ours[k]) for k in _CHILD_SETTINGS if k in ours}}
+    started = time.monotonic()
+    try:
+        subprocess.run(
+            [python, "manage.py", "runconsumer", "--drain"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=seconds,
+            check=True,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"runconsumer --drain still running after {seconds} s")
+    return time.monotonic() - started
 
 
 def test_a_done_set_sends_one_signed_notice_a_signal_and_an_email(receiver, signals):
@@ -237,3 +300,255 @@ def test_the_notice_waits_for_the_sets_checks_and_carries_the_verifiers_flag(
     )
     _drain()  # nothing new: no second notice
     assert len(receiver.posts) == 1 and len(signals) == 1 and len(mail.outbox) == 1
+
+
+@pytest.mark.parametrize("max_attempts", [1, 2])
+def test_a_receiver_that_refuses_every_notice_gets_one_job_and_max_attempts_posts(
+    receiver, signals, settings, child_env, python, max_attempts
+):
+    """One completion, one notice job: retried up to MAX_ATTEMPTS, then it gives up, and
+    the sweep does not queue the same completion again; the drain returns."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "MAX_ATTEMPTS": max_attempts}
+    receiver.otherwise = 400
+    question_set = _set("refused", 2, owner_email="teacher@example.org")
+    took = _drain_process(child_env, python, settings)
+    _drain_process(child_env, python, settings)  # a later drain finds nothing to notice either
+    assert len(receiver.posts) == max_attempts
+    assert len({headers["Idempotency-Key"] for headers, _ in receiver.posts}) == 1
+    [notice] = question_set.jobs.filter(kind=JobKind.SET_NOTICE)
+    assert (notice.status, notice.attempts) == (JobStatus.FAILED, max_attempts)
+    assert signals == [] and mail.outbox == []
+    assert took < 30
+
+
+def test_a_receiver_that_is_down_gets_one_job(receiver, settings, child_env, python):
+    """Nothing listens at the URL: connection refused, retried, given up, not queued again."""
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "MAX_ATTEMPTS": 2,
+        "WEBHOOK_URL": f"http://127.0.0.1:{ports.free_port()}/down",
+    }
+    question_set = _set("down", 1)
+    _drain_process(child_env, python, settings)
+    _drain_process(child_env, python, settings)
+    [notice] = question_set.jobs.filter(kind=JobKind.SET_NOTICE)
+    assert (notice.status, notice.attempts) == (JobStatus.FAILED, 2)
+    assert receiver.posts == []
+
+
+def _regenerate(question_set: StudyQuestionSet) -> None:
+    """Queue the explanation of one of the set's (explained) questions again, as a
+    reviewer's reject or ``enqueue --outdated`` does."""
+    first = question_sets.questions(question_set).order_by("pk").first()
+    assert first is not None and first.explanation
+    call_command("enqueue", "--question", str(first.pk), stdout=StringIO(), stderr=StringIO())
+
+
+def test_a_regeneration_in_a_noticed_set_sends_no_second_notice(receiver, signals):
+    """Same questions, same completion: one POST, one signal, one e-mail."""
+    question_set = _set("regenerated", 2, owner_email="teacher@example.org")
+    _drain()
+    _regenerate(question_set)
+    _drain()
+    assert StudyQuestionJob.objects.filter(kind=JobKind.EXPLANATION).count() == 3
+    assert len(receiver.posts) == 1 and len(signals) == 1 and len(mail.outbox) == 1
+    assert question_set.jobs.filter(kind=JobKind.SET_NOTICE).count() == 1
+
+
+def test_a_check_queued_before_the_notice_ran_still_sends_one(receiver, signals):
+    """The set is done, its notice queued, then a check of one of its questions: the notice
+    is skipped (not done) and the set noticed once, when the check ended."""
+    question_set = _set("rechecked", 1)
+    queue.pause(JobKind.SET_NOTICE)
+    _drain()
+    assert question_set.jobs.filter(kind=JobKind.SET_NOTICE, status=JobStatus.PENDING).exists()
+    queue.pause(JobKind.VERIFICATION)
+    queue.enqueue(question_sets.questions(question_set).get(), JobKind.VERIFICATION)
+    queue.resume(JobKind.SET_NOTICE)
+    _drain()  # the notice runs while the check waits
+    assert receiver.posts == [] and signals == []
+    queue.resume(JobKind.VERIFICATION)
+    _drain()
+    assert len(receiver.posts) == 1 and len(signals) == 1
+    statuses = sorted(question_set.jobs.values_list("status", flat=True))
+    assert statuses == [JobStatus.COMPLETED, JobStatus.SKIPPED]
+
+
+def test_a_set_that_grows_gets_a_new_key_and_each_completion_one(receiver, signals):
+    question_set = _set("growing", 1)
+    _drain()
+    explained = StudyQuestionFactory(text="growing: explained elsewhere", explanation="Four.")
+    question_sets.add("growing", [explained.pk])  # already explained: done again at once
+    _drain()
+    _regenerate(question_set)
+    _drain()
+    assert len(receiver.posts) == 2 and len(signals) == 2
+    first, second = (headers["Idempotency-Key"] for headers, _ in receiver.posts)
+    assert first != second
+    assert [s["payload"]["total"] for s in signals] == [1, 2]
+
+
+def test_a_receiver_that_drips_its_answer_fails_the_attempt_at_the_deadline(
+    receiver, signals, settings, child_env, python
+):
+    """Headers, then a byte every 0.5 s (each read within httpx's timeout): the notice's
+    whole delivery is bounded by WEBHOOK_TIMEOUT_SECONDS; each attempt fails at it, and
+    the job gives up after MAX_ATTEMPTS. An explanation queued beside it is written."""
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "MAX_ATTEMPTS": 2,
+        "WEBHOOK_TIMEOUT_SECONDS": 1.5,
+    }
+    receiver.drip = True
+    question_set = _set("dripped", 1)
+    took = _drain_process(child_env, python, settings, seconds=40)
+    assert len(receiver.posts) == 2
+    assert took < 20  # two attempts of 1.5 s, and the process's start and stop
+    [notice] = question_set.jobs.filter(kind=JobKind.SET_NOTICE)
+    assert (notice.status, notice.attempts) == (JobStatus.FAILED, 2)
+    assert notice.error_code == "webhook_failed"
+    assert "no complete answer within 1.5 s" in notice.error_message
+    assert signals == []
+
+
+def test_a_stuck_notice_ends_at_its_deadline_beside_an_explanation(receiver, settings):
+    """A dripping notice and an explanation in one drain: the notice holds its batch slot
+    only until its deadline (no gate slot at all), the explanation is written, and the
+    drain returns."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "MAX_ATTEMPTS": 1, "WEBHOOK_TIMEOUT_SECONDS": 2}
+    receiver.drip = True
+    _set("stuck", 1)
+    later = StudyQuestionFactory(text="asked while the notice drips")
+    queue.enqueue(later)
+    started = time.monotonic()
+    _drain()
+    assert time.monotonic() - started < 15
+    later.refresh_from_db()
+    assert later.explanation
+    assert len(receiver.posts) == 1
+
+
+def test_a_second_notice_job_of_a_noticed_completion_sends_nothing(receiver, signals):
+    """A second consumer's sweep that read the set before the first notice was recorded
+    queues another notice job of the same completion: it re-checks and sends nothing."""
+    question_set = _set("raced", 1, owner_email="teacher@example.org")
+    _drain()
+    queue.enqueue_set_notice(question_set.pk)  # what the stale sweep would queue
+    _drain()
+    assert len(receiver.posts) == 1 and len(signals) == 1 and len(mail.outbox) == 1
+    statuses = sorted(question_set.jobs.values_list("status", "error_code"))
+    assert statuses == [(JobStatus.COMPLETED, ""), (JobStatus.SKIPPED, "set_noticed")]
+
+
+@pytest.mark.postgres
+def test_two_consumers_racing_send_each_completion_exactly_once(receiver, signals, make_consumer):
+    """Two consumers, each in its own thread with its own database connections, released
+    together on a dozen done sets: each set gets one notice job, one POST, one signal and
+    one e-mail."""
+    names = [f"race {i}" for i in range(12)]
+    for name in names:
+        question = StudyQuestionFactory(text=f"{name}: 2 + 2?", explanation="Four.")
+        StudyQuestionJobFactory(
+            study_question=question, status=JobStatus.COMPLETED, completed_at=question.created_at
+        )
+        question_sets.add(name, [question.pk])
+        StudyQuestionSet.objects.filter(name=name).update(owner_email=f"{name}@example.org")
+    consumers = [make_consumer(worker_id=f"racer-{i}", batch_size=4) for i in range(2)]
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def race(consumer) -> None:
+        try:
+            start.wait(timeout=10)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                result = consumer.run_cycle()
+                if (
+                    not result.claimed
+                    and not StudyQuestionJob.objects.filter(
+                        kind=JobKind.SET_NOTICE,
+                        status__in=(JobStatus.PENDING, JobStatus.PROCESSING),
+                    ).exists()
+                ):
+                    return
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=race, args=(c,)) for c in consumers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == [] and not any(t.is_alive() for t in threads)
+    posted = sorted(json.loads(body)["set"] for _, body in receiver.posts)
+    assert posted == sorted(names)
+    assert sorted(s["payload"]["set"] for s in signals) == sorted(names)
+    assert sorted(m.to[0] for m in mail.outbox) == sorted(f"{n}@example.org" for n in names)
+    sent = StudyQuestionJob.objects.filter(kind=JobKind.SET_NOTICE, status=JobStatus.COMPLETED)
+    assert sent.count() == len(names)
+
+
+TOKEN = "xoxWebhookToken1234"
+
+
+@pytest.mark.parametrize("down", [False, True])
+def test_a_webhook_urls_path_token_never_shows_in_the_error_or_the_log(
+    receiver, settings, caplog, down
+):
+    """A Slack-style URL's path is its credential: the notice's error (the admin shows
+    it) and every log line, httpx's included, show the host and ``[redacted]``."""
+    port = ports.free_port() if down else receiver.httpd.server_address[1]
+    url = f"http://127.0.0.1:{port}/services/T0ABC/B0DEF/{TOKEN}"
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "WEBHOOK_URL": url, "MAX_ATTEMPTS": 1}
+    receiver.otherwise = 400
+    caplog.set_level("DEBUG")
+    question_set = _set("secret", 1)
+    _drain()
+    [notice] = question_set.jobs.filter(kind=JobKind.SET_NOTICE)
+    assert notice.status == JobStatus.FAILED
+    assert notice.error_message.startswith(f"POST http://127.0.0.1:{port}/[redacted]")
+    assert TOKEN not in notice.error_message and "T0ABC" not in notice.error_message
+    assert TOKEN not in caplog.text and "B0DEF" not in caplog.text
+    if not down:
+        assert receiver.posts and "HTTP Request: POST" in caplog.text  # httpx did log it
+
+
+def test_a_dripping_notice_holds_no_gate_slot(receiver, settings, make_consumer):
+    """One gate slot, a batch of two: a notice dripping toward its deadline and an
+    explanation claimed together. The explanation is written while the notice still runs."""
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "MAX_ATTEMPTS": 1,
+        "WEBHOOK_TIMEOUT_SECONDS": 8,
+        "GATE_PERMITS": 1,
+    }
+    receiver.drip = True
+    done = StudyQuestionFactory(explanation="Four.")
+    StudyQuestionJobFactory(
+        study_question=done, status=JobStatus.COMPLETED, completed_at=done.created_at
+    )
+    question_set, _ = question_sets.add("gated", [done.pk])
+    assert question_sets.queue_due_notices() == 1
+    later = StudyQuestionFactory(text="asked while the notice drips")
+    queue.enqueue(later)
+    consumer = make_consumer(batch_size=2)
+    cycle = threading.Thread(target=consumer.run_cycle)
+    started = time.monotonic()
+    cycle.start()
+    try:
+        notice = question_set.jobs.get(kind=JobKind.SET_NOTICE)
+        wait_for(lambda: receiver.posts, timeout=10, what="the notice's POST")
+        wait_for(
+            lambda: StudyQuestion.objects.filter(pk=later.pk).exclude(explanation="").exists(),
+            timeout=10,
+            what="the explanation written beside the dripping notice",
+        )
+        notice.refresh_from_db()
+        assert notice.status == JobStatus.PROCESSING  # still dripping: it held no gate slot
+    finally:
+        cycle.join(30)
+    notice.refresh_from_db()
+    assert (notice.status, notice.error_code) == (JobStatus.FAILED, "webhook_failed")
+    assert 7 < time.monotonic() - started < 20  # the notice ended at its deadline

@@ -28,9 +28,9 @@ class JobKind(models.TextChoices):
 
 
 # A job's claim priority by kind (0 when not listed): jobs are claimed by priority, then id,
-# so a higher number waits while any lower one is ready. Checking an explanation never
-# slows the writing of the next one.
-KIND_PRIORITY: dict[str, int] = {JobKind.VERIFICATION: 1}
+# so a higher number waits while any lower one is ready. Checking an explanation, or telling
+# a set's owner it is done, never slows the writing of the next one.
+KIND_PRIORITY: dict[str, int] = {JobKind.VERIFICATION: 1, JobKind.SET_NOTICE: 1}
 
 
 def kind_priority(kind: str) -> int:

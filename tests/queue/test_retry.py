@@ -44,6 +44,7 @@ CLASSIFIED = [
     (ErrorCode.NOTHING_TO_VERIFY, False, False),
     (ErrorCode.SET_MISSING, False, False),
     (ErrorCode.SET_NOT_DONE, False, False),
+    (ErrorCode.SET_NOTICED, False, False),
 ]
 
 

@@ -56,6 +56,10 @@ ENDED_UNEXPLAINED = (JobStatus.FAILED, JobStatus.SKIPPED)
 # The check jobs a set's completion waits for, so that its notice carries their verdicts.
 CHECK_KINDS = (JobKind.KEY_AUDIT, JobKind.VERIFICATION)
 
+# A deadline this close, explanations waiting and no estimate (nothing completed lately: the
+# servers stalled) is warned about: no rate can say it will be made.
+DEADLINE_NEAR = timedelta(hours=1)
+
 
 def _not_ended() -> Q:
     """A job that will still run: processing, or pending with attempts left (paused or not:
@@ -200,6 +204,17 @@ def _verdict(progress: Progress) -> str:
         return gettext("about %(late)s late at the current rate") % {
             "late": times.short_duration(late)
         }
+    overdue = progress.overdue
+    if overdue is not None:
+        # Past is late whatever the estimate says (or whether there is one).
+        return gettext("already %(late)s late, not done yet") % {
+            "late": times.short_duration(overdue)
+        }
+    due_in = progress.due_in
+    if progress.stalled_near_deadline and due_in is not None:
+        return gettext("at risk: due in %(left)s and no estimate") % {
+            "left": times.short_duration(due_in)
+        }
     if progress.eta_seconds is None:
         return gettext("no estimate yet")
     return gettext("in time at the current rate")
@@ -226,6 +241,7 @@ class Progress:
     finished_at: datetime | None  # when its last explanation or check job ended, once done
     rate: eta.Rate | None  # what the estimate is based on
     eta_seconds: float | None  # None: done, or no rate yet
+    now: datetime  # when it was measured
 
     @property
     def done(self) -> bool:
@@ -242,7 +258,7 @@ class Progress:
         """When it will be done at the current rate (None: done, or no rate)."""
         if self.eta_seconds is None:
             return None
-        return timezone.now() + timedelta(seconds=self.eta_seconds)
+        return self.now + timedelta(seconds=self.eta_seconds)
 
     @property
     def late_by(self) -> timedelta | None:
@@ -252,6 +268,37 @@ class Progress:
         if self.deadline is None or finishes is None or finishes <= self.deadline:
             return None
         return finishes - self.deadline
+
+    @property
+    def overdue(self) -> timedelta | None:
+        """How long ago its deadline passed, while it is not done (None: no deadline, not
+        passed yet, or done)."""
+        if self.deadline is None or self.done or self.deadline > self.now:
+            return None
+        return self.now - self.deadline
+
+    @property
+    def due_in(self) -> timedelta | None:
+        """How long until its deadline (None: no deadline; negative: passed)."""
+        return None if self.deadline is None else self.deadline - self.now
+
+    @property
+    def stalled_near_deadline(self) -> bool:
+        """Explanations wait, there is no estimate, and the deadline is ``DEADLINE_NEAR`` or
+        less away."""
+        due_in = self.due_in
+        return (
+            due_in is not None
+            and self.waiting > 0
+            and self.eta_seconds is None
+            and due_in <= DEADLINE_NEAR
+        )
+
+    @property
+    def at_risk(self) -> bool:
+        """Worth a warning: late at the current rate, past its deadline and not done, or near
+        it with no estimate."""
+        return self.late_by is not None or self.overdue is not None or self.stalled_near_deadline
 
     def as_json(self) -> dict[str, object]:
         """``setstatus --json``."""
@@ -331,6 +378,7 @@ def progress(question_set: StudyQuestionSet, now: datetime | None = None) -> Pro
         finished_at=times["ended"] if done else None,
         rate=rate,
         eta_seconds=rate.seconds_for(waiting) if rate is not None else None,
+        now=now,
     )
 
 

@@ -321,3 +321,37 @@ def test_the_dashboard_and_setstatus_say_a_set_will_be_late(admin_client):
     html = admin_client.get("/admin/studyqueue/queuedashboard/").content.decode()
     alert = html.split('class="sq-alert sq-late-set" data-set="finals"')[1].split("</div>")[0]
     assert "finals will miss its deadline" in alert and "late." in alert
+
+
+@pytest.mark.parametrize(
+    ("due", "verdict", "alert"),
+    [
+        (-timedelta(minutes=5), "already 5m late, not done yet", "missed its deadline"),
+        (
+            timedelta(minutes=30, seconds=30),
+            "at risk: due in 30m and no estimate",
+            "may miss its deadline",
+        ),
+        (timedelta(hours=3), "no estimate yet", None),
+    ],
+)
+def test_with_no_estimate_a_past_or_near_deadline_is_still_warned_about(
+    admin_client, due, verdict, alert
+):
+    """The servers stalled: nothing completed in the window, so there is no estimate. A
+    deadline already passed is late anyway, one within the hour is at risk; one hours away
+    is not warned about."""
+    waiting = StudyQuestionFactory()
+    StudyQuestionJobFactory(study_question=waiting)
+    deadline = timezone.now() + due
+    question_sets.add("stalled", [waiting.pk], deadline=deadline)
+    text = _run("setstatus", "stalled")
+    assert "no estimate yet: no explanation completed in the last 10 min" in text
+    assert f": {verdict}" in text.splitlines()[-1]
+    html = admin_client.get("/admin/studyqueue/queuedashboard/").content.decode()
+    if alert is None:
+        assert 'data-set="stalled"' not in html
+        return
+    shown = html.split('class="sq-alert sq-late-set" data-set="stalled"')[1].split("</div>")[0]
+    assert f"stalled {alert}" in shown
+    assert "no explanation completed in the last 10 min" in shown

@@ -167,7 +167,7 @@ def test_enqueue_and_export_take_only_the_sets_questions(tmp_path):
     assert sorted(json.loads(line)["external_id"] for line in out.splitlines()) == ["q10", "q11"]
 
 
-def _completed(started: timedelta, ended: timedelta, tokens: int = 100) -> None:
+def _completed(started: timedelta, ended: timedelta, tokens: int | None = 100) -> None:
     """An explanation job of ``tokens`` tokens, started and ended that long ago."""
     now = timezone.now()
     question = StudyQuestionFactory()
@@ -355,3 +355,21 @@ def test_with_no_estimate_a_past_or_near_deadline_is_still_warned_about(
     shown = html.split('class="sq-alert sq-late-set" data-set="stalled"')[1].split("</div>")[0]
     assert f"stalled {alert}" in shown
     assert "no explanation completed in the last 10 min" in shown
+
+
+def test_without_token_counts_the_estimate_is_by_jobs_and_says_so():
+    """A server that streams without a usage chunk: the same three jobs as above, no tokens
+    reported. Two jobs in 20 s, six more take a minute, at 6 jobs/min; one job in the window
+    with a count among others without would count those as free: by jobs too."""
+    _completed(timedelta(seconds=30), timedelta(seconds=20), tokens=None)
+    _completed(timedelta(seconds=15), timedelta(seconds=10), tokens=None)
+    _completed(timedelta(seconds=5), timedelta(0))
+    rate = eta.Rate.of(timezone.now())
+    assert rate is not None and rate.jobs == 3 and rate.tokens_per_second is None
+    assert rate.seconds_for(6) == pytest.approx(60.0, rel=0.02)
+    assert rate.basis == "at 6.0 jobs/min over the last 30 s (3 jobs; no token counts reported)"
+    waiting = StudyQuestionFactory()
+    question_sets.add("untokened", [waiting.pk])
+    text = _run("setstatus", "untokened")
+    assert "finishes about" in text and "jobs/min" in text
+    assert "no explanation completed" not in text

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
@@ -56,8 +57,27 @@ def progress_bar(progress: Progress) -> SafeString:
     )
 
 
+class QuestionSetForm(forms.ModelForm):
+    """The set's name as every entry point spells it (``question_sets.clean_name``)."""
+
+    # No max_length here: the column's limit applies to the NFC name, which is shorter than
+    # the NFD spelling of the same Korean text (``clean_name`` checks it).
+    name = forms.CharField(label=StudyQuestionSet._meta.get_field("name").verbose_name)
+
+    class Meta:
+        model = StudyQuestionSet
+        fields = ("name", "deadline", "owner_email")
+
+    def clean_name(self) -> str:
+        try:
+            return question_sets.clean_name(self.cleaned_data["name"])
+        except question_sets.BadSetName as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
 @admin.register(StudyQuestionSet)
 class StudyQuestionSetAdmin(GuardedInputAdmin):
+    form = QuestionSetForm
     list_display = ("name", "status", "deadline", "created_at")
     search_fields = ("name",)
     fields = ("name", "deadline", "owner_email", "status", "created_at")

@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import json
 import logging
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -42,7 +43,7 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
     StudyQuestionSet,
-    fit,
+    width,
 )
 from studyqueue.queue import eta
 from studyqueue.queue import transitions as queue
@@ -69,13 +70,55 @@ def _not_ended() -> Q:
     return Q(status=JobStatus.PROCESSING) | pending
 
 
-class SetNotFound(StudyQueueError):
+class SetNameError(StudyQueueError):
+    """A name that names no question set: one no set can have, or one no set has."""
+
+
+class SetNotFound(SetNameError):
     """No question set has that name."""
 
 
+class BadSetName(SetNameError):
+    """A name no question set can have (empty, too long, a control character)."""
+
+
+# Characters a set's name cannot hold: control characters (a line break in a mail subject
+# loses the owner's mail), line and paragraph separators, and lone surrogates.
+_NOT_IN_NAMES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+
+
+def clean_name(name: str) -> str:
+    """``name`` as a set is stored and looked up: NFC (a Korean name typed as NFD on macOS is
+    the same set as the NFC one typed elsewhere) and stripped; every entry point goes through
+    here. Raises ``BadSetName`` for an empty name, one with a control character or line break,
+    or one longer than the column (cutting it would merge two exams)."""
+    name = unicodedata.normalize("NFC", name).strip()
+    if not name:
+        raise BadSetName(gettext("a question set needs a name"))
+    for position, char in enumerate(name, start=1):
+        if unicodedata.category(char) in _NOT_IN_NAMES:
+            raise BadSetName(
+                gettext(
+                    "a question set's name cannot hold a line break or control character "
+                    "(U+%(code)04X at character %(position)s)"
+                )
+                % {"code": ord(char), "position": position}
+            )
+    limit = width(StudyQuestionSet, "name")
+    if len(name) > limit:
+        raise BadSetName(
+            gettext(
+                "a question set's name is at most %(limit)s characters; this one has %(length)s"
+            )
+            % {"limit": limit, "length": len(name)}
+        )
+    return name
+
+
 def get(name: str) -> StudyQuestionSet:
-    """The set named ``name``; raises ``SetNotFound`` (with the names there are)."""
-    found = StudyQuestionSet.objects.filter(name=name).first()
+    """The set named ``name`` (``clean_name``'s spelling of it); raises ``BadSetName`` or
+    ``SetNotFound`` (with the names there are)."""
+    found = StudyQuestionSet.objects.filter(name=clean_name(name)).first()
     if found is None:
         names = list(StudyQuestionSet.objects.order_by("name").values_list("name", flat=True)[:10])
         known = ", ".join(names) if names else gettext("none yet")
@@ -90,14 +133,13 @@ def add(
     name: str, question_ids: Iterable[int], *, deadline: datetime | None = None
 ) -> tuple[StudyQuestionSet, int]:
     """Put the questions in the set named ``name`` (created if new; its deadline set when
-    one is given); the set, and how many questions were not in it yet."""
-    name = name.strip()
-    if not name:
-        raise StudyQueueError(gettext("a question set needs a name"))
+    one is given); the set, and how many questions were not in it yet. Raises ``BadSetName``
+    (``clean_name``)."""
+    name = clean_name(name)
     ids = sorted(set(question_ids))
     sets = StudyQuestionSet.objects.all()
     with transaction.atomic(using=sets.db):
-        question_set, _ = sets.get_or_create(name=fit(StudyQuestionSet, "name", name))
+        question_set, _ = sets.get_or_create(name=name)
         if deadline is not None and question_set.deadline != deadline:
             question_set.deadline = deadline
             question_set.save(update_fields=["deadline"])

@@ -3,6 +3,8 @@ that adds them to a set, and the question and job lists filtered by set (both la
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 from django.urls import reverse
 
@@ -53,3 +55,27 @@ def test_the_question_and_job_lists_filter_by_set(admin_client):
     assert "inside" in questions.content.decode() and "outside" not in questions.content.decode()
     jobs = admin_client.get(JOBS_URL, {"study_question__sets__id__exact": question_set.pk})
     assert "inside" in jobs.content.decode() and "outside" not in jobs.content.decode()
+
+
+def test_the_action_and_the_sets_form_spell_a_name_as_the_commands_do(admin_client):
+    """NFD and NFC are one set; a line break (a mail subject would lose the owner's mail) or
+    a name longer than the column is refused with the reason, nothing added or cut."""
+    nfc = "기말고사"
+    nfd = unicodedata.normalize("NFD", nfc)
+    question = StudyQuestionFactory()
+    data = {"action": "add_to_set", "_selected_action": [question.pk]}
+    response = admin_client.post(QUESTIONS_URL, {**data, "set_name": nfd}, follow=True)
+    assert f"Question set {nfc}: 1 question(s) added" in response.content.decode()
+    response = admin_client.post(QUESTIONS_URL, {**data, "set_name": "a\nb"}, follow=True)
+    assert "cannot hold a line break or control character" in response.content.decode()
+    add = reverse("admin:studyqueue_studyquestionset_add")
+    response = admin_client.post(add, {"name": f" {nfd} "})
+    assert "Question set with this Name already exists." in response.content.decode()
+    response = admin_client.post(add, {"name": "final\r\nexam"})
+    assert "cannot hold a line break or control character" in response.content.decode()
+    response = admin_client.post(add, {"name": "가" * 201})
+    assert "at most 200 characters; this one has 201" in response.content.decode()
+    # 200 syllables are 600 code points in NFD, and fit once composed.
+    response = admin_client.post(add, {"name": unicodedata.normalize("NFD", "가" * 200)})
+    assert response.status_code == 302
+    assert sorted(StudyQuestionSet.objects.values_list("name", flat=True)) == ["가" * 200, nfc]

@@ -7,6 +7,7 @@ ended (a question held for its reviewer waiting as before)."""
 from __future__ import annotations
 
 import json
+import unicodedata
 from datetime import timedelta
 from io import StringIO
 from pathlib import Path
@@ -373,3 +374,43 @@ def test_without_token_counts_the_estimate_is_by_jobs_and_says_so():
     text = _run("setstatus", "untokened")
     assert "finishes about" in text and "jobs/min" in text
     assert "no explanation completed" not in text
+
+
+def test_a_sets_name_is_spelled_one_way_at_every_entry_point(tmp_path):
+    """Stripped and NFC at import, lookup and add alike (a Korean name in NFD is the same
+    set); a line break, a control character or a name longer than the column is refused
+    with the reason, nothing imported, never cut to fit (two exams would merge)."""
+    nfc = "2026 중간고사"
+    nfd = unicodedata.normalize("NFD", nfc)
+    assert nfd != nfc
+    _run("importquestions", _file(tmp_path, 2), "--set", f"  {nfd} ")
+    assert list(StudyQuestionSet.objects.values_list("name", flat=True)) == [nfc]
+    assert "1 question(s) added, 3 in all" in _run(
+        "importquestions", _file(tmp_path, 1, start=5), "--set", nfc
+    )
+    question_set, added = question_sets.add(f"{nfd}\t", [StudyQuestionFactory().pk])
+    assert (question_set.name, added) == (nfc, 1)
+    assert f"{nfc}: 0 of 4 explained" in _run("setstatus", f" {nfd} ")
+    assert "Created 4 explanation job(s)" in _run("enqueue", "--set", nfd)
+    assert len(_run("exportexplanations", "--set", nfd).splitlines()) == 0  # none explained yet
+    for bad, reason in [
+        ("midterm\nA", r"line break or control character \(U\+000A at character 8\)"),
+        ("mid\x00term", r"U\+0000 at character 4"),
+        ("x" * 201, "at most 200 characters; this one has 201"),
+        ("   ", "needs a name"),
+    ]:
+        with pytest.raises(CommandError, match=f"--set: .*{reason}"):
+            call_command("importquestions", _file(tmp_path, 1, start=9), "--set", bad)
+        for command in (
+            ["setstatus", bad],
+            ["enqueue", "--set", bad],
+            ["exportexplanations", "--set", bad],
+        ):
+            with pytest.raises(CommandError, match=reason):
+                call_command(*command)
+        with pytest.raises(question_sets.BadSetName, match=reason):
+            question_sets.add(bad, [])
+    assert not StudyQuestion.objects.filter(external_id="q9").exists()
+    assert StudyQuestionSet.objects.count() == 1
+    # A name of exactly the column's width is fine, in Korean too.
+    assert question_sets.add("가" * 200, [])[0].name == "가" * 200

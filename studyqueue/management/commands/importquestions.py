@@ -69,8 +69,12 @@ class Command(TranslatedCommand):
     ) -> None:
         if deadline is not None and not set_name:
             raise CommandError(_("--deadline goes with --set"))
-        if set_name is not None and not set_name.strip():
-            raise CommandError(_("--set needs a name"))
+        if set_name is not None:
+            # Refused before the file is read: a name the set cannot have imports nothing.
+            try:
+                set_name = question_sets.clean_name(set_name)
+            except question_sets.BadSetName as exc:
+                raise CommandError(_("--set: %(reason)s") % {"reason": exc}) from None
         try:
             fmt = transfer.format_of(file, format)
         except ValueError as exc:

@@ -48,7 +48,7 @@ class Command(TranslatedCommand):
     ) -> None:
         try:
             question_set = question_sets.get(name)
-        except question_sets.SetNotFound as exc:
+        except question_sets.SetNameError as exc:
             raise CommandError(str(exc)) from None
         if watch:
             self._watch(question_set, interval, as_json=json)

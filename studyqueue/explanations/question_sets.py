@@ -208,7 +208,9 @@ def status_lines(progress: Progress) -> list[str]:
         if progress.started_at
         else gettext("not started yet")
     )
-    if progress.done:
+    if progress.empty:
+        timing = gettext("empty: it has no questions, so nothing is waiting")
+    elif progress.done:
         timing = gettext("done %(at)s") % {"at": times.shown(progress.finished_at)}
     elif not progress.waiting and progress.checking:
         # No explanation left to estimate: what holds it is the checks.
@@ -238,6 +240,8 @@ def status_lines(progress: Progress) -> list[str]:
 def _verdict(progress: Progress) -> str:
     """Whether the set makes its deadline (it has one)."""
     late = progress.late_by
+    if progress.empty:
+        return gettext("nothing to do, the set is empty")
     if progress.done:
         finished, deadline = progress.finished_at, progress.deadline
         made = finished is not None and deadline is not None and finished <= deadline
@@ -291,6 +295,12 @@ class Progress:
         return self.total > 0 and self.waiting == 0 and self.checking == 0
 
     @property
+    def empty(self) -> bool:
+        """It has no questions (all deleted, or an import with none valid): never done, as
+        there is nothing to notice, and nothing waits; ``setstatus --watch`` ends on it."""
+        return self.total == 0
+
+    @property
     def plain(self) -> int:
         """Explained, neither approved nor flagged."""
         return self.explained - self.approved - self.flagged
@@ -314,8 +324,8 @@ class Progress:
     @property
     def overdue(self) -> timedelta | None:
         """How long ago its deadline passed, while it is not done (None: no deadline, not
-        passed yet, or done)."""
-        if self.deadline is None or self.done or self.deadline > self.now:
+        passed yet, done or empty)."""
+        if self.deadline is None or self.done or self.empty or self.deadline > self.now:
             return None
         return self.now - self.deadline
 
@@ -363,6 +373,7 @@ class Progress:
             "started_at": self.started_at.isoformat() if self.started_at else None,
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
             "done": self.done,
+            "empty": self.empty,
         }
 
 

@@ -414,3 +414,44 @@ def test_a_sets_name_is_spelled_one_way_at_every_entry_point(tmp_path):
     assert StudyQuestionSet.objects.count() == 1
     # A name of exactly the column's width is fine, in Korean too.
     assert question_sets.add("가" * 200, [])[0].name == "가" * 200
+
+
+def test_an_emptied_set_is_empty_not_waiting_and_watch_ends_on_it(tmp_path, admin_client):
+    """Its questions deleted: not done (nothing to notice), nothing waiting, no warning for
+    its passed deadline, and ``--watch`` ends at once with a line that says so. An import
+    whose every row is invalid leaves the set alone rather than make an empty one."""
+    _run("importquestions", _file(tmp_path, 2), "--set", "gone")
+    question_set = StudyQuestionSet.objects.get(name="gone")
+    question_set.deadline = timezone.now() - timedelta(minutes=5)
+    question_set.save()
+    question_sets.questions(question_set).delete()
+    progress = question_sets.progress(question_set)
+    assert (progress.empty, progress.done, progress.waiting, progress.at_risk) == (
+        True,
+        False,
+        0,
+        False,
+    )
+    text = _run("setstatus", "gone")
+    assert "empty: it has no questions, so nothing is waiting" in text
+    assert text.splitlines()[-1].endswith(": nothing to do, the set is empty")
+    data = json.loads(_run("setstatus", "gone", "--json"))
+    assert (data["total"], data["empty"], data["done"]) == (0, True, False)
+    watched = _run("setstatus", "gone", "--watch", "--interval", "3600")
+    assert "empty: it has no questions" in watched
+    html = admin_client.get("/admin/studyqueue/queuedashboard/").content.decode()
+    assert 'data-set="gone"' not in html
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": ""}\n{"nope": 1}\n')
+    err = StringIO()
+    call_command(
+        "importquestions",
+        str(bad),
+        "--set",
+        "never",
+        "--skip-invalid",
+        stdout=StringIO(),
+        stderr=err,
+    )
+    assert "no valid row: question set 'never' not created or changed" in err.getvalue()
+    assert not StudyQuestionSet.objects.filter(name="never").exists()

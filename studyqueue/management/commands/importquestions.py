@@ -97,6 +97,12 @@ class Command(TranslatedCommand):
                 _("skipped %(invalid)s invalid row(s):") % {"invalid": len(parsed.errors)}
                 + f"\n{report}"
             )
+        if set_name and not parsed.rows:
+            # Every row invalid (or none): an empty set would never be done; leave it be.
+            self.stderr.write(
+                _("no valid row: question set %(name)r not created or changed") % {"name": set_name}
+            )
+            set_name = None
         # The questions and their set land together, or not at all.
         with transaction.atomic(using=StudyQuestion.objects.all().db):
             result = transfer.store(parsed.rows, self._progress(len(parsed.rows)))

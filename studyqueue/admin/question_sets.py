@@ -4,6 +4,7 @@ its deadline (``explanations.question_sets``)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -13,6 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy as _
 
+from studyqueue import times
 from studyqueue.admin.common import GuardedInputAdmin
 from studyqueue.explanations import question_sets
 from studyqueue.explanations.question_sets import Progress
@@ -73,6 +75,12 @@ class QuestionSetForm(forms.ModelForm):
             return question_sets.clean_name(self.cleaned_data["name"])
         except question_sets.BadSetName as exc:
             raise forms.ValidationError(str(exc)) from None
+
+    def clean_deadline(self) -> datetime | None:
+        deadline = self.cleaned_data["deadline"]
+        if deadline is not None and not times.in_range(deadline):
+            raise forms.ValidationError(_("Out of range: too far in the past or the future."))
+        return deadline
 
 
 @admin.register(StudyQuestionSet)

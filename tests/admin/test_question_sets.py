@@ -79,3 +79,14 @@ def test_the_action_and_the_sets_form_spell_a_name_as_the_commands_do(admin_clie
     response = admin_client.post(add, {"name": unicodedata.normalize("NFD", "가" * 200)})
     assert response.status_code == 302
     assert sorted(StudyQuestionSet.objects.values_list("name", flat=True)) == ["가" * 200, nfc]
+
+
+def test_the_sets_form_refuses_a_deadline_out_of_range(admin_client, settings):
+    """Year 1 in Seoul is no date in UTC: a form error, not a server error."""
+    settings.TIME_ZONE = "Asia/Seoul"
+    add = reverse("admin:studyqueue_studyquestionset_add")
+    for day, time in [("0001-01-01", "03:00:00"), ("9999-12-31", "23:00:00")]:
+        response = admin_client.post(add, {"name": day, "deadline_0": day, "deadline_1": time})
+        assert response.status_code == 200
+        assert "Out of range: too far in the past or the future." in response.content.decode()
+    assert not StudyQuestionSet.objects.exists()

@@ -69,9 +69,9 @@ def test_a_file_imported_as_a_set_and_a_question_in_two_sets(tmp_path):
 
 def test_a_deadline_is_local_time_and_needs_a_set(tmp_path, settings):
     settings.TIME_ZONE = "Asia/Seoul"
-    _run("importquestions", _file(tmp_path, 1), "--set", "s", "--deadline", "2026-12-02 07:00")
+    _run("importquestions", _file(tmp_path, 1), "--set", "s", "--deadline", "2036-12-02 07:00")
     deadline = StudyQuestionSet.objects.get(name="s").deadline
-    assert deadline is not None and deadline.isoformat() == "2026-12-01T22:00:00+00:00"
+    assert deadline is not None and deadline.isoformat() == "2036-12-01T22:00:00+00:00"
     with pytest.raises(CommandError, match="--deadline goes with --set"):
         call_command("importquestions", _file(tmp_path, 1), "--deadline", "2026-12-02 07:00")
     with pytest.raises(CommandError, match="expected a date and time"):
@@ -455,3 +455,22 @@ def test_an_emptied_set_is_empty_not_waiting_and_watch_ends_on_it(tmp_path, admi
     )
     assert "no valid row: question set 'never' not created or changed" in err.getvalue()
     assert not StudyQuestionSet.objects.filter(name="never").exists()
+
+
+@pytest.mark.parametrize("when", ["0001-01-01 03:00", "9999-12-31 23:00-05:00", "9999-12-31 23:00"])
+def test_a_deadline_out_of_range_is_refused_with_a_clear_error(tmp_path, settings, when):
+    """Year 1 east of UTC and year 9999 west of it are no date Python can hold in UTC; the
+    last day of 9999 would be none in a zone ahead of it. Nothing imported."""
+    settings.TIME_ZONE = "Asia/Seoul"
+    with pytest.raises(CommandError, match="out of range: too far in the past or the future"):
+        call_command("importquestions", _file(tmp_path, 1), "--set", "s", "--deadline", when)
+    assert not StudyQuestion.objects.exists() and not StudyQuestionSet.objects.exists()
+
+
+def test_a_deadline_in_the_past_is_refused_at_import(tmp_path, settings):
+    settings.TIME_ZONE = "Asia/Seoul"
+    with pytest.raises(CommandError, match=r"--deadline .* is in the past \(it is now .*nothing"):
+        call_command(
+            "importquestions", _file(tmp_path, 1), "--set", "s", "--deadline", "2001-01-01 07:00"
+        )
+    assert not StudyQuestion.objects.exists() and not StudyQuestionSet.objects.exists()

@@ -12,10 +12,12 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from tqdm import tqdm
 
+from studyqueue import times
 from studyqueue.explanations import question_sets, transfer
 from studyqueue.management.commands._options import local_moment
 from studyqueue.management.commands._translated import TranslatedCommand
@@ -69,6 +71,16 @@ class Command(TranslatedCommand):
     ) -> None:
         if deadline is not None and not set_name:
             raise CommandError(_("--deadline goes with --set"))
+        if deadline is not None and deadline <= timezone.now():
+            # Most likely a typo (last year, a.m. for p.m.); and a past deadline would put
+            # the set's jobs first in the queue. Refused before anything is imported.
+            raise CommandError(
+                _(
+                    "--deadline %(deadline)s is in the past (it is now %(now)s); nothing "
+                    "imported. A deadline that has passed can be set on the set's admin page."
+                )
+                % {"deadline": times.shown(deadline), "now": times.shown(timezone.now())}
+            )
         if set_name is not None:
             # Refused before the file is read: a name the set cannot have imports nothing.
             try:

@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from studyqueue import times
 from studyqueue.admin.common import GuardedInputAdmin
@@ -20,13 +21,23 @@ from studyqueue.explanations import question_sets
 from studyqueue.explanations.question_sets import Progress
 from studyqueue.models import StudyQuestionSet
 
-# Each state's colour and label, in the bar's order.
+# Each state's colour and label, in the bar's order (its segments do not overlap).
 STATES = (
     ("approved", "#16a34a", _("approved")),
-    ("plain", "#22c55e", _("explained")),
+    ("plain", "#22c55e", pgettext_lazy("question set", "explained, not approved or flagged")),
     ("flagged", "#d97706", _("flagged")),
     ("failed", "#dc2626", _("failed")),
     ("waiting", "#cbd5e1", _("waiting")),
+)
+
+# The counts under the bar, as ``setstatus`` counts them: "explained" is every explained
+# question, approved and flagged ones included (``Progress.explained``).
+COUNTS = (
+    ("explained", pgettext_lazy("question set", "explained")),
+    ("approved", _("approved")),
+    ("flagged", _("flagged")),
+    ("failed", _("failed")),
+    ("waiting", _("waiting")),
 )
 
 
@@ -47,7 +58,7 @@ def progress_bar(progress: Progress) -> SafeString:
     counts = format_html_join(
         " · ",
         '<span data-state="{}">{}: {}</span>',
-        ((key, label, n) for key, _colour, label, n in counted),
+        ((key, label, getattr(progress, key)) for key, label in COUNTS),
     )
     return format_html(
         '<div class="sq-set-bar" data-total="{}" style="width:320px;background:#f1f5f9;'

@@ -4,13 +4,19 @@ that adds them to a set, and the question and job lists filtered by set (both la
 from __future__ import annotations
 
 import unicodedata
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 
 from studyqueue.explanations import question_sets
-from studyqueue.models import StudyQuestionSet
-from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
+from studyqueue.models import StudyQuestion, StudyQuestionSet
+from tests.factories import (
+    ExplanationRevisionFactory,
+    StudyQuestionFactory,
+    StudyQuestionJobFactory,
+)
 from tests.helpers.admin import JOBS_URL, QUESTIONS_URL
 
 pytestmark = pytest.mark.django_db
@@ -90,3 +96,22 @@ def test_the_sets_form_refuses_a_deadline_out_of_range(admin_client, settings):
         assert response.status_code == 200
         assert "Out of range: too far in the past or the future." in response.content.decode()
     assert not StudyQuestionSet.objects.exists()
+
+
+def test_the_sets_page_counts_explained_as_setstatus_does(admin_client):
+    """Three approved explanations: "explained" is 3 on the page, as in ``setstatus`` (3 of
+    3), never the 0 of the bar's explained-only segment."""
+    questions = [StudyQuestionFactory(explanation="Four.") for _ in range(3)]
+    for question in questions:
+        revision = ExplanationRevisionFactory(question=question, review_status="approved")
+        StudyQuestion.objects.filter(pk=question.pk).update(current_revision=revision)
+    question_set, _ = question_sets.add("approved", [q.pk for q in questions])
+    page = admin_client.get(
+        reverse("admin:studyqueue_studyquestionset_change", args=[question_set.pk])
+    ).content.decode()
+    assert '<span data-state="explained">explained: 3</span>' in page
+    assert '<span data-state="approved">approved: 3</span>' in page
+    assert 'class="sq-set-plain"' not in page  # no segment of width 0
+    out = StringIO()
+    call_command("setstatus", "approved", stdout=out)
+    assert out.getvalue().startswith("approved: 3 of 3 explained (3 approved, 0 flagged)")

@@ -296,8 +296,8 @@ class Progress:
 
     @property
     def empty(self) -> bool:
-        """It has no questions (all deleted, or an import with none valid): never done, as
-        there is nothing to notice, and nothing waits; ``setstatus --watch`` ends on it."""
+        """It has no questions (all deleted): never done, as there is nothing to notice, and
+        nothing waits; ``setstatus --watch`` ends on it."""
         return self.total == 0
 
     @property

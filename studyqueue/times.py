@@ -7,12 +7,25 @@ our format modules). Machine output (JSON, CSV, logs) keeps ISO 8601."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.utils import formats, timezone
 from django.utils.translation import gettext
 
 FORMAT = "DATETIME_FORMAT"
+
+# A day's margin both ends: shown in any other zone, a moment within still is a date.
+_EARLIEST = datetime.min.replace(tzinfo=UTC) + timedelta(days=1)
+_LATEST = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
+
+
+def in_range(moment: datetime) -> bool:
+    """Whether the aware ``moment`` can be stored and shown in any time zone (year 1 east
+    of UTC and year 9999 west of it are no date in UTC)."""
+    try:
+        return _EARLIEST <= moment.astimezone(UTC) <= _LATEST
+    except OverflowError:
+        return False
 
 
 def shown(moment: datetime | None, empty: str = "-") -> str:

@@ -4,26 +4,40 @@ its deadline (``explanations.question_sets``)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
+from studyqueue import times
 from studyqueue.admin.common import GuardedInputAdmin
 from studyqueue.explanations import question_sets
 from studyqueue.explanations.question_sets import Progress
 from studyqueue.models import StudyQuestionSet
 
-# Each state's colour and label, in the bar's order.
+# Each state's colour and label, in the bar's order (its segments do not overlap).
 STATES = (
     ("approved", "#16a34a", _("approved")),
-    ("plain", "#22c55e", _("explained")),
+    ("plain", "#22c55e", pgettext_lazy("question set", "explained, not approved or flagged")),
     ("flagged", "#d97706", _("flagged")),
     ("failed", "#dc2626", _("failed")),
     ("waiting", "#cbd5e1", _("waiting")),
+)
+
+# The counts under the bar, as ``setstatus`` counts them: "explained" is every explained
+# question, approved and flagged ones included (``Progress.explained``).
+COUNTS = (
+    ("explained", pgettext_lazy("question set", "explained")),
+    ("approved", _("approved")),
+    ("flagged", _("flagged")),
+    ("failed", _("failed")),
+    ("waiting", _("waiting")),
 )
 
 
@@ -44,7 +58,7 @@ def progress_bar(progress: Progress) -> SafeString:
     counts = format_html_join(
         " · ",
         '<span data-state="{}">{}: {}</span>',
-        ((key, label, n) for key, _colour, label, n in counted),
+        ((key, label, getattr(progress, key)) for key, label in COUNTS),
     )
     return format_html(
         '<div class="sq-set-bar" data-total="{}" style="width:320px;background:#f1f5f9;'
@@ -56,8 +70,33 @@ def progress_bar(progress: Progress) -> SafeString:
     )
 
 
+class QuestionSetForm(forms.ModelForm):
+    """The set's name as every entry point spells it (``question_sets.clean_name``)."""
+
+    # No max_length here: the column's limit applies to the NFC name, which is shorter than
+    # the NFD spelling of the same Korean text (``clean_name`` checks it).
+    name = forms.CharField(label=StudyQuestionSet._meta.get_field("name").verbose_name)
+
+    class Meta:
+        model = StudyQuestionSet
+        fields = ("name", "deadline", "owner_email")
+
+    def clean_name(self) -> str:
+        try:
+            return question_sets.clean_name(self.cleaned_data["name"])
+        except question_sets.BadSetName as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_deadline(self) -> datetime | None:
+        deadline = self.cleaned_data["deadline"]
+        if deadline is not None and not times.in_range(deadline):
+            raise forms.ValidationError(_("Out of range: too far in the past or the future."))
+        return deadline
+
+
 @admin.register(StudyQuestionSet)
 class StudyQuestionSetAdmin(GuardedInputAdmin):
+    form = QuestionSetForm
     list_display = ("name", "status", "deadline", "created_at")
     search_fields = ("name",)
     fields = ("name", "deadline", "owner_email", "status", "created_at")

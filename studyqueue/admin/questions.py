@@ -509,7 +509,11 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         if ids is None:
             refuse_selection(self, request, "manage.py importquestions FILE --set NAME")
             return
-        question_set, added = question_sets.add(name, ids)
+        try:
+            question_set, added = question_sets.add(name, ids)
+        except question_sets.BadSetName as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return
         self.message_user(
             request,
             gettext("Question set %(name)s: %(added)s question(s) added, %(total)s in all.")

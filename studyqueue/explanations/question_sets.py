@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import json
 import logging
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -43,7 +44,7 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
     StudyQuestionSet,
-    fit,
+    width,
 )
 from studyqueue.queue import eta
 from studyqueue.queue import transitions as queue
@@ -57,6 +58,10 @@ ENDED_UNEXPLAINED = (JobStatus.FAILED, JobStatus.SKIPPED)
 # The check jobs a set's completion waits for, so that its notice carries their verdicts.
 CHECK_KINDS = (JobKind.KEY_AUDIT, JobKind.VERIFICATION)
 
+# A deadline this close, explanations waiting and no estimate (nothing completed lately: the
+# servers stalled) is warned about: no rate can say it will be made.
+DEADLINE_NEAR = timedelta(hours=1)
+
 
 def _not_ended() -> Q:
     """A job that will still run: processing, or pending with attempts left (paused or not:
@@ -66,13 +71,55 @@ def _not_ended() -> Q:
     return Q(status=JobStatus.PROCESSING) | pending
 
 
-class SetNotFound(StudyQueueError):
+class SetNameError(StudyQueueError):
+    """A name that names no question set: one no set can have, or one no set has."""
+
+
+class SetNotFound(SetNameError):
     """No question set has that name."""
 
 
+class BadSetName(SetNameError):
+    """A name no question set can have (empty, too long, a control character)."""
+
+
+# Characters a set's name cannot hold: control characters (a line break in a mail subject
+# loses the owner's mail), line and paragraph separators, and lone surrogates.
+_NOT_IN_NAMES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+
+
+def clean_name(name: str) -> str:
+    """``name`` as a set is stored and looked up: NFC (a Korean name typed as NFD on macOS is
+    the same set as the NFC one typed elsewhere) and stripped; every entry point goes through
+    here. Raises ``BadSetName`` for an empty name, one with a control character or line break,
+    or one longer than the column (cutting it would merge two exams)."""
+    name = unicodedata.normalize("NFC", name).strip()
+    if not name:
+        raise BadSetName(gettext("a question set needs a name"))
+    for position, char in enumerate(name, start=1):
+        if unicodedata.category(char) in _NOT_IN_NAMES:
+            raise BadSetName(
+                gettext(
+                    "a question set's name cannot hold a line break or control character "
+                    "(U+%(code)04X at character %(position)s)"
+                )
+                % {"code": ord(char), "position": position}
+            )
+    limit = width(StudyQuestionSet, "name")
+    if len(name) > limit:
+        raise BadSetName(
+            gettext(
+                "a question set's name is at most %(limit)s characters; this one has %(length)s"
+            )
+            % {"limit": limit, "length": len(name)}
+        )
+    return name
+
+
 def get(name: str) -> StudyQuestionSet:
-    """The set named ``name``; raises ``SetNotFound`` (with the names there are)."""
-    found = StudyQuestionSet.objects.filter(name=name).first()
+    """The set named ``name`` (``clean_name``'s spelling of it); raises ``BadSetName`` or
+    ``SetNotFound`` (with the names there are)."""
+    found = StudyQuestionSet.objects.filter(name=clean_name(name)).first()
     if found is None:
         names = list(StudyQuestionSet.objects.order_by("name").values_list("name", flat=True)[:10])
         known = ", ".join(names) if names else gettext("none yet")
@@ -87,14 +134,13 @@ def add(
     name: str, question_ids: Iterable[int], *, deadline: datetime | None = None
 ) -> tuple[StudyQuestionSet, int]:
     """Put the questions in the set named ``name`` (created if new; its deadline set when
-    one is given); the set, and how many questions were not in it yet."""
-    name = name.strip()
-    if not name:
-        raise StudyQueueError(gettext("a question set needs a name"))
+    one is given); the set, and how many questions were not in it yet. Raises ``BadSetName``
+    (``clean_name``)."""
+    name = clean_name(name)
     ids = sorted(set(question_ids))
     sets = StudyQuestionSet.objects.all()
     with transaction.atomic(using=sets.db):
-        question_set, _ = sets.get_or_create(name=fit(StudyQuestionSet, "name", name))
+        question_set, _ = sets.get_or_create(name=name)
         if deadline is not None and question_set.deadline != deadline:
             question_set.deadline = deadline
             question_set.save(update_fields=["deadline"])
@@ -167,7 +213,9 @@ def status_lines(progress: Progress) -> list[str]:
         if progress.started_at
         else gettext("not started yet")
     )
-    if progress.done:
+    if progress.empty:
+        timing = gettext("empty: it has no questions, so nothing is waiting")
+    elif progress.done:
         timing = gettext("done %(at)s") % {"at": times.shown(progress.finished_at)}
     elif not progress.waiting and progress.checking:
         # No explanation left to estimate: what holds it is the checks.
@@ -197,6 +245,8 @@ def status_lines(progress: Progress) -> list[str]:
 def _verdict(progress: Progress) -> str:
     """Whether the set makes its deadline (it has one)."""
     late = progress.late_by
+    if progress.empty:
+        return gettext("nothing to do, the set is empty")
     if progress.done:
         finished, deadline = progress.finished_at, progress.deadline
         made = finished is not None and deadline is not None and finished <= deadline
@@ -204,6 +254,17 @@ def _verdict(progress: Progress) -> str:
     if late is not None:
         return gettext("about %(late)s late at the current rate") % {
             "late": times.short_duration(late)
+        }
+    overdue = progress.overdue
+    if overdue is not None:
+        # Past is late whatever the estimate says (or whether there is one).
+        return gettext("already %(late)s late, not done yet") % {
+            "late": times.short_duration(overdue)
+        }
+    due_in = progress.due_in
+    if progress.stalled_near_deadline and due_in is not None:
+        return gettext("at risk: due in %(left)s and no estimate") % {
+            "left": times.short_duration(due_in)
         }
     if progress.eta_seconds is None:
         return gettext("no estimate yet")
@@ -231,11 +292,18 @@ class Progress:
     finished_at: datetime | None  # when its last explanation or check job ended, once done
     rate: eta.Rate | None  # what the estimate is based on
     eta_seconds: float | None  # None: done, or no rate yet
+    now: datetime  # when it was measured
 
     @property
     def done(self) -> bool:
         """Nothing waits and nothing is checking: its counts are final."""
         return self.total > 0 and self.waiting == 0 and self.checking == 0
+
+    @property
+    def empty(self) -> bool:
+        """It has no questions (all deleted): never done, as there is nothing to notice, and
+        nothing waits; ``setstatus --watch`` ends on it."""
+        return self.total == 0
 
     @property
     def plain(self) -> int:
@@ -247,7 +315,7 @@ class Progress:
         """When it will be done at the current rate (None: done, or no rate)."""
         if self.eta_seconds is None:
             return None
-        return timezone.now() + timedelta(seconds=self.eta_seconds)
+        return self.now + timedelta(seconds=self.eta_seconds)
 
     @property
     def late_by(self) -> timedelta | None:
@@ -257,6 +325,37 @@ class Progress:
         if self.deadline is None or finishes is None or finishes <= self.deadline:
             return None
         return finishes - self.deadline
+
+    @property
+    def overdue(self) -> timedelta | None:
+        """How long ago its deadline passed, while it is not done (None: no deadline, not
+        passed yet, done or empty)."""
+        if self.deadline is None or self.done or self.empty or self.deadline > self.now:
+            return None
+        return self.now - self.deadline
+
+    @property
+    def due_in(self) -> timedelta | None:
+        """How long until its deadline (None: no deadline; negative: passed)."""
+        return None if self.deadline is None else self.deadline - self.now
+
+    @property
+    def stalled_near_deadline(self) -> bool:
+        """Explanations wait, there is no estimate, and the deadline is ``DEADLINE_NEAR`` or
+        less away."""
+        due_in = self.due_in
+        return (
+            due_in is not None
+            and self.waiting > 0
+            and self.eta_seconds is None
+            and due_in <= DEADLINE_NEAR
+        )
+
+    @property
+    def at_risk(self) -> bool:
+        """Worth a warning: late at the current rate, past its deadline and not done, or near
+        it with no estimate."""
+        return self.late_by is not None or self.overdue is not None or self.stalled_near_deadline
 
     def as_json(self) -> dict[str, object]:
         """``setstatus --json``."""
@@ -279,6 +378,7 @@ class Progress:
             "started_at": self.started_at.isoformat() if self.started_at else None,
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
             "done": self.done,
+            "empty": self.empty,
         }
 
 
@@ -336,6 +436,7 @@ def progress(question_set: StudyQuestionSet, now: datetime | None = None) -> Pro
         finished_at=times["ended"] if done else None,
         rate=rate,
         eta_seconds=rate.seconds_for(waiting) if rate is not None else None,
+        now=now,
     )
 
 

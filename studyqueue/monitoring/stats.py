@@ -459,12 +459,13 @@ def _served_last_hour(now: datetime) -> dict[str, tuple[int, int]]:
 
 def late_sets(now: datetime) -> list[question_sets.Progress]:
     """The sets with a deadline (within the last day or to come), not done, that will finish
-    after it at the current rate (one estimate per such set; sets without one cost nothing)."""
+    after it at the current rate, are past it, or near it with no estimate (one estimate per
+    such set; sets without one cost nothing)."""
     due = StudyQuestionSet.objects.filter(
         deadline__isnull=False, deadline__gt=now - timedelta(days=1)
     )
     progress = (question_sets.progress(s, now) for s in due.order_by("deadline")[:LATE_SETS_SHOWN])
-    return [p for p in progress if not p.done and p.late_by is not None]
+    return [p for p in progress if p.at_risk]
 
 
 def pauses() -> list[QueuePause]:

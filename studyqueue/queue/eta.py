@@ -1,15 +1,17 @@
 """When the waiting explanations will be done: an estimate from what the model servers are
 doing now, with its basis.
 
-The rate is the completion tokens of the explanation jobs that completed in the last
-``WINDOW``, over the time that work spanned, not the whole window: from the first of them to
-complete until now, for the jobs after it (with one job alone: from its start). Right after
-an import, when an operator reads it, a consumer that has run for 20 s has a 20 s rate, not a
-ten-minute average of mostly idle time; and a server that stopped answering lowers it as the
-time since grows. The work left is the
-jobs still to run times the tokens an explanation has taken over that window (the current
-prompt's, as the jobs that just ran used it). A set's estimate uses its own jobs' rate once a
-few of them completed in the window, else every job's (``Rate.of``).
+The rate is the explanation jobs that completed in the last ``WINDOW`` (and the completion
+tokens they took, when the servers reported them), over the time that work spanned, not the
+whole window: from the first of them to complete until now, for the jobs after it (with one
+job alone: from its start). Right after an import, when an operator reads it, a consumer that
+has run for 20 s has a 20 s rate, not a ten-minute average of mostly idle time; and a server
+that stopped answering lowers it as the time since grows. The work left is the jobs still to
+run, each taking what an explanation took over that window (the current prompt's, as the jobs
+that just ran used it); the basis names tokens per second when every job of the window
+reported its tokens, jobs per minute otherwise (a server that streams without a usage chunk).
+A set's estimate uses its own jobs' rate once a few of them completed in the window, else
+every job's (``Rate.of``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, QuerySet, Sum
+from django.db.models import (
+    Avg,
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    Min,
+    Q,
+    QuerySet,
+    Sum,
+)
 from django.utils.translation import gettext
 
 from studyqueue.models import JobKind, JobStatus, StudyQuestionJob
@@ -32,24 +44,38 @@ OWN_RATE_JOBS = 3
 class Rate:
     """What the servers did for explanations lately."""
 
-    tokens_per_second: float  # completion tokens per second of wall time
-    tokens_per_job: float  # completion tokens an explanation took
+    jobs_per_second: float  # explanations completed per second of wall time
+    tokens_per_job: float | None  # completion tokens an explanation took (None: not reported)
     jobs: int  # explanation jobs completed in the window
     span: timedelta  # the time their work spanned (at most WINDOW)
 
+    @property
+    def tokens_per_second(self) -> float | None:
+        """Completion tokens per second of wall time (None: the servers reported none)."""
+        if self.tokens_per_job is None:
+            return None
+        return self.jobs_per_second * self.tokens_per_job
+
     def seconds_for(self, jobs: int) -> float:
-        """Seconds ``jobs`` more explanations take at this rate."""
-        return jobs * self.tokens_per_job / self.tokens_per_second
+        """Seconds ``jobs`` more explanations take at this rate (the work left in tokens over
+        the tokens a second comes to the same: both are per job)."""
+        return jobs / self.jobs_per_second
 
     @property
     def basis(self) -> str:
-        """How the rate was measured, in words: "at 38 tok/s over the last 4 min"."""
+        """How the rate was measured, in words: "at 38 tok/s over the last 4 min (12 jobs)",
+        or by jobs when the servers reported no token counts."""
         minutes = self.span.total_seconds() / 60
         over = (
             gettext("%(n)d min") % {"n": round(minutes)}
             if minutes >= 1
             else gettext("%(n)d s") % {"n": round(self.span.total_seconds())}
         )
+        if self.tokens_per_second is None:
+            return gettext(
+                "at %(rate)s jobs/min over the last %(span)s (%(jobs)d jobs; no token counts "
+                "reported)"
+            ) % {"rate": f"{self.jobs_per_second * 60:.1f}", "span": over, "jobs": self.jobs}
         return gettext("at %(rate)s tok/s over the last %(span)s (%(jobs)d jobs)") % {
             "rate": f"{self.tokens_per_second:.0f}",
             "span": over,
@@ -60,29 +86,33 @@ class Rate:
     def of(cls, now: datetime, question_ids: QuerySet[Any, Any] | None = None) -> Rate | None:
         """The rate of the explanation jobs completed in the ``WINDOW`` before ``now``
         (of the questions ``question_ids``, a queryset of ids, when given); None: none
-        completed, or they reported no tokens."""
+        completed. By tokens when every one of them reported its completion tokens, else by
+        jobs (a server that streams without a usage chunk still gets an estimate)."""
         done = StudyQuestionJob.objects.filter(
             completed_at__gte=now - WINDOW,
             status=JobStatus.COMPLETED,
             kind=JobKind.EXPLANATION,
-            revision__completion_tokens__isnull=False,
         )
         if question_ids is not None:
             done = done.filter(study_question_id__in=question_ids)
         duration = ExpressionWrapper(
             F("completed_at") - F("started_at"), output_field=DurationField()
         )
+        reported = Q(revision__completion_tokens__isnull=False)
         row = done.aggregate(
             jobs=Count("pk"),
-            tokens=Sum("revision__completion_tokens"),
+            with_tokens=Count("pk", filter=reported),
+            tokens=Sum("revision__completion_tokens", filter=reported),
             started=Min("started_at"),
             first_done=Min("completed_at"),
             took=Avg(duration),
         )
-        jobs, tokens = row["jobs"], row["tokens"]
-        if not jobs or not tokens or row["started"] is None:
+        jobs = row["jobs"]
+        if not jobs or row["started"] is None:
             return None
-        per_job = tokens / jobs
+        # Tokens for part of the jobs would count the others as free: by jobs then.
+        tokens_known = row["with_tokens"] == jobs and bool(row["tokens"])
+        per_job = row["tokens"] / jobs if tokens_known else None
         running = StudyQuestionJob.objects.filter(
             status=JobStatus.PROCESSING, kind=JobKind.EXPLANATION
         )
@@ -95,15 +125,15 @@ class Rate:
             # Enough completions to measure the pace itself: the jobs after the first
             # completion over the time since (a server that stopped lowers it as it grows).
             since_first = max(now - row["first_done"], timedelta(seconds=1))
-            rate = per_job * (jobs - 1) / since_first.total_seconds()
+            rate = (jobs - 1) / since_first.total_seconds()
         elif in_flight and took > 0:
             # Too few yet (a drain just started, its first replies in pairs at gate 2):
             # Little's law, the jobs in flight now over the time one takes from its claim to
             # its end (its wait at the gate included, as in flight counts those waiting).
-            rate = per_job * in_flight / took
+            rate = in_flight / took
         else:
-            rate = tokens / span.total_seconds()
-        return cls(tokens_per_second=rate, tokens_per_job=per_job, jobs=jobs, span=span)
+            rate = jobs / span.total_seconds()
+        return cls(jobs_per_second=rate, tokens_per_job=per_job, jobs=jobs, span=span)
 
 
 def rate_for(now: datetime, question_ids: QuerySet[Any, Any] | None = None) -> Rate | None:

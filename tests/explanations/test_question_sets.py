@@ -7,6 +7,7 @@ ended (a question held for its reviewer waiting as before)."""
 from __future__ import annotations
 
 import json
+import unicodedata
 from datetime import timedelta
 from io import StringIO
 from pathlib import Path
@@ -68,9 +69,9 @@ def test_a_file_imported_as_a_set_and_a_question_in_two_sets(tmp_path):
 
 def test_a_deadline_is_local_time_and_needs_a_set(tmp_path, settings):
     settings.TIME_ZONE = "Asia/Seoul"
-    _run("importquestions", _file(tmp_path, 1), "--set", "s", "--deadline", "2026-12-02 07:00")
+    _run("importquestions", _file(tmp_path, 1), "--set", "s", "--deadline", "2036-12-02 07:00")
     deadline = StudyQuestionSet.objects.get(name="s").deadline
-    assert deadline is not None and deadline.isoformat() == "2026-12-01T22:00:00+00:00"
+    assert deadline is not None and deadline.isoformat() == "2036-12-01T22:00:00+00:00"
     with pytest.raises(CommandError, match="--deadline goes with --set"):
         call_command("importquestions", _file(tmp_path, 1), "--deadline", "2026-12-02 07:00")
     with pytest.raises(CommandError, match="expected a date and time"):
@@ -167,7 +168,7 @@ def test_enqueue_and_export_take_only_the_sets_questions(tmp_path):
     assert sorted(json.loads(line)["external_id"] for line in out.splitlines()) == ["q10", "q11"]
 
 
-def _completed(started: timedelta, ended: timedelta, tokens: int = 100) -> None:
+def _completed(started: timedelta, ended: timedelta, tokens: int | None = 100) -> None:
     """An explanation job of ``tokens`` tokens, started and ended that long ago."""
     now = timezone.now()
     question = StudyQuestionFactory()
@@ -321,3 +322,155 @@ def test_the_dashboard_and_setstatus_say_a_set_will_be_late(admin_client):
     html = admin_client.get("/admin/studyqueue/queuedashboard/").content.decode()
     alert = html.split('class="sq-alert sq-late-set" data-set="finals"')[1].split("</div>")[0]
     assert "finals will miss its deadline" in alert and "late." in alert
+
+
+@pytest.mark.parametrize(
+    ("due", "verdict", "alert"),
+    [
+        (-timedelta(minutes=5), "already 5m late, not done yet", "missed its deadline"),
+        (
+            timedelta(minutes=30, seconds=30),
+            "at risk: due in 30m and no estimate",
+            "may miss its deadline",
+        ),
+        (timedelta(hours=3), "no estimate yet", None),
+    ],
+)
+def test_with_no_estimate_a_past_or_near_deadline_is_still_warned_about(
+    admin_client, due, verdict, alert
+):
+    """The servers stalled: nothing completed in the window, so there is no estimate. A
+    deadline already passed is late anyway, one within the hour is at risk; one hours away
+    is not warned about."""
+    waiting = StudyQuestionFactory()
+    StudyQuestionJobFactory(study_question=waiting)
+    deadline = timezone.now() + due
+    question_sets.add("stalled", [waiting.pk], deadline=deadline)
+    text = _run("setstatus", "stalled")
+    assert "no estimate yet: no explanation completed in the last 10 min" in text
+    assert f": {verdict}" in text.splitlines()[-1]
+    html = admin_client.get("/admin/studyqueue/queuedashboard/").content.decode()
+    if alert is None:
+        assert 'data-set="stalled"' not in html
+        return
+    shown = html.split('class="sq-alert sq-late-set" data-set="stalled"')[1].split("</div>")[0]
+    assert f"stalled {alert}" in shown
+    assert "no explanation completed in the last 10 min" in shown
+
+
+def test_without_token_counts_the_estimate_is_by_jobs_and_says_so():
+    """A server that streams without a usage chunk: the same three jobs as above, no tokens
+    reported. Two jobs in 20 s, six more take a minute, at 6 jobs/min; one job in the window
+    with a count among others without would count those as free: by jobs too."""
+    _completed(timedelta(seconds=30), timedelta(seconds=20), tokens=None)
+    _completed(timedelta(seconds=15), timedelta(seconds=10), tokens=None)
+    _completed(timedelta(seconds=5), timedelta(0))
+    rate = eta.Rate.of(timezone.now())
+    assert rate is not None and rate.jobs == 3 and rate.tokens_per_second is None
+    assert rate.seconds_for(6) == pytest.approx(60.0, rel=0.02)
+    assert rate.basis == "at 6.0 jobs/min over the last 30 s (3 jobs; no token counts reported)"
+    waiting = StudyQuestionFactory()
+    question_sets.add("untokened", [waiting.pk])
+    text = _run("setstatus", "untokened")
+    assert "finishes about" in text and "jobs/min" in text
+    assert "no explanation completed" not in text
+
+
+def test_a_sets_name_is_spelled_one_way_at_every_entry_point(tmp_path):
+    """Stripped and NFC at import, lookup and add alike (a Korean name in NFD is the same
+    set); a line break, a control character or a name longer than the column is refused
+    with the reason, nothing imported, never cut to fit (two exams would merge)."""
+    nfc = "2026 중간고사"
+    nfd = unicodedata.normalize("NFD", nfc)
+    assert nfd != nfc
+    _run("importquestions", _file(tmp_path, 2), "--set", f"  {nfd} ")
+    assert list(StudyQuestionSet.objects.values_list("name", flat=True)) == [nfc]
+    assert "1 question(s) added, 3 in all" in _run(
+        "importquestions", _file(tmp_path, 1, start=5), "--set", nfc
+    )
+    question_set, added = question_sets.add(f"{nfd}\t", [StudyQuestionFactory().pk])
+    assert (question_set.name, added) == (nfc, 1)
+    assert f"{nfc}: 0 of 4 explained" in _run("setstatus", f" {nfd} ")
+    assert "Created 4 explanation job(s)" in _run("enqueue", "--set", nfd)
+    assert len(_run("exportexplanations", "--set", nfd).splitlines()) == 0  # none explained yet
+    for bad, reason in [
+        ("midterm\nA", r"line break or control character \(U\+000A at character 8\)"),
+        ("mid\x00term", r"U\+0000 at character 4"),
+        ("x" * 201, "at most 200 characters; this one has 201"),
+        ("   ", "needs a name"),
+    ]:
+        with pytest.raises(CommandError, match=f"--set: .*{reason}"):
+            call_command("importquestions", _file(tmp_path, 1, start=9), "--set", bad)
+        for command in (
+            ["setstatus", bad],
+            ["enqueue", "--set", bad],
+            ["exportexplanations", "--set", bad],
+        ):
+            with pytest.raises(CommandError, match=reason):
+                call_command(*command)
+        with pytest.raises(question_sets.BadSetName, match=reason):
+            question_sets.add(bad, [])
+    assert not StudyQuestion.objects.filter(external_id="q9").exists()
+    assert StudyQuestionSet.objects.count() == 1
+    # A name of exactly the column's width is fine, in Korean too.
+    assert question_sets.add("가" * 200, [])[0].name == "가" * 200
+
+
+def test_an_emptied_set_is_empty_not_waiting_and_watch_ends_on_it(tmp_path, admin_client):
+    """Its questions deleted: not done (nothing to notice), nothing waiting, no warning for
+    its passed deadline, and ``--watch`` ends at once with a line that says so. An import
+    whose every row is invalid leaves the set alone rather than make an empty one."""
+    _run("importquestions", _file(tmp_path, 2), "--set", "gone")
+    question_set = StudyQuestionSet.objects.get(name="gone")
+    question_set.deadline = timezone.now() - timedelta(minutes=5)
+    question_set.save()
+    question_sets.questions(question_set).delete()
+    progress = question_sets.progress(question_set)
+    assert (progress.empty, progress.done, progress.waiting, progress.at_risk) == (
+        True,
+        False,
+        0,
+        False,
+    )
+    text = _run("setstatus", "gone")
+    assert "empty: it has no questions, so nothing is waiting" in text
+    assert text.splitlines()[-1].endswith(": nothing to do, the set is empty")
+    data = json.loads(_run("setstatus", "gone", "--json"))
+    assert (data["total"], data["empty"], data["done"]) == (0, True, False)
+    watched = _run("setstatus", "gone", "--watch", "--interval", "3600")
+    assert "empty: it has no questions" in watched
+    html = admin_client.get("/admin/studyqueue/queuedashboard/").content.decode()
+    assert 'data-set="gone"' not in html
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": ""}\n{"nope": 1}\n')
+    err = StringIO()
+    call_command(
+        "importquestions",
+        str(bad),
+        "--set",
+        "never",
+        "--skip-invalid",
+        stdout=StringIO(),
+        stderr=err,
+    )
+    assert "no valid row: question set 'never' not created or changed" in err.getvalue()
+    assert not StudyQuestionSet.objects.filter(name="never").exists()
+
+
+@pytest.mark.parametrize("when", ["0001-01-01 03:00", "9999-12-31 23:00-05:00", "9999-12-31 23:00"])
+def test_a_deadline_out_of_range_is_refused_with_a_clear_error(tmp_path, settings, when):
+    """Year 1 east of UTC and year 9999 west of it are no date Python can hold in UTC; the
+    last day of 9999 would be none in a zone ahead of it. Nothing imported."""
+    settings.TIME_ZONE = "Asia/Seoul"
+    with pytest.raises(CommandError, match="out of range: too far in the past or the future"):
+        call_command("importquestions", _file(tmp_path, 1), "--set", "s", "--deadline", when)
+    assert not StudyQuestion.objects.exists() and not StudyQuestionSet.objects.exists()
+
+
+def test_a_deadline_in_the_past_is_refused_at_import(tmp_path, settings):
+    settings.TIME_ZONE = "Asia/Seoul"
+    with pytest.raises(CommandError, match=r"--deadline .* is in the past \(it is now .*nothing"):
+        call_command(
+            "importquestions", _file(tmp_path, 1), "--set", "s", "--deadline", "2001-01-01 07:00"
+        )
+    assert not StudyQuestion.objects.exists() and not StudyQuestionSet.objects.exists()

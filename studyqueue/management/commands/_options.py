@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 
+from studyqueue import times
 from studyqueue.models import MAX_ID, StudyQuestionJob, width
 
 
@@ -96,4 +97,14 @@ def local_moment(value: str) -> datetime:
         raise argparse.ArgumentTypeError(
             _("expected a date and time such as 2026-12-02 07:00, got %(value)r") % {"value": value}
         )
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+    try:
+        moment: datetime | None = (
+            parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+        )
+    except OverflowError:  # year 1 in a zone east of UTC
+        moment = None
+    if moment is None or not times.in_range(moment):
+        raise argparse.ArgumentTypeError(
+            _("%(value)r is out of range: too far in the past or the future") % {"value": value}
+        )
+    return moment

@@ -88,7 +88,7 @@ class Command(TranslatedCommand):
         if set_name is not None:
             try:
                 in_set = question_sets.questions(question_sets.get(set_name)).values("pk")
-            except question_sets.SetNotFound as exc:
+            except question_sets.SetNameError as exc:
                 raise CommandError(str(exc)) from None
             if not (outdated or question):
                 missing = True

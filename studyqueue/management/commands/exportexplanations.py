@@ -101,7 +101,7 @@ class Command(TranslatedCommand):
         if set_name is not None:
             try:
                 question_set = question_sets.get(set_name)
-            except question_sets.SetNotFound as exc:
+            except question_sets.SetNameError as exc:
                 raise CommandError(str(exc)) from None
             ids = question_sets.questions(question_set).values_list("pk", flat=True)
         rows = transfer.export_rows(

@@ -12,10 +12,12 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from tqdm import tqdm
 
+from studyqueue import times
 from studyqueue.explanations import question_sets, transfer
 from studyqueue.management.commands._options import local_moment
 from studyqueue.management.commands._translated import TranslatedCommand
@@ -69,8 +71,22 @@ class Command(TranslatedCommand):
     ) -> None:
         if deadline is not None and not set_name:
             raise CommandError(_("--deadline goes with --set"))
-        if set_name is not None and not set_name.strip():
-            raise CommandError(_("--set needs a name"))
+        if deadline is not None and deadline <= timezone.now():
+            # Most likely a typo (last year, a.m. for p.m.); and a past deadline would put
+            # the set's jobs first in the queue. Refused before anything is imported.
+            raise CommandError(
+                _(
+                    "--deadline %(deadline)s is in the past (it is now %(now)s); nothing "
+                    "imported. A deadline that has passed can be set on the set's admin page."
+                )
+                % {"deadline": times.shown(deadline), "now": times.shown(timezone.now())}
+            )
+        if set_name is not None:
+            # Refused before the file is read: a name the set cannot have imports nothing.
+            try:
+                set_name = question_sets.clean_name(set_name)
+            except question_sets.BadSetName as exc:
+                raise CommandError(_("--set: %(reason)s") % {"reason": exc}) from None
         try:
             fmt = transfer.format_of(file, format)
         except ValueError as exc:
@@ -93,6 +109,12 @@ class Command(TranslatedCommand):
                 _("skipped %(invalid)s invalid row(s):") % {"invalid": len(parsed.errors)}
                 + f"\n{report}"
             )
+        if set_name and not parsed.rows:
+            # Every row invalid (or none): an empty set would never be done; leave it be.
+            self.stderr.write(
+                _("no valid row: question set %(name)r not created or changed") % {"name": set_name}
+            )
+            set_name = None
         # The questions and their set land together, or not at all.
         with transaction.atomic(using=StudyQuestion.objects.all().db):
             result = transfer.store(parsed.rows, self._progress(len(parsed.rows)))

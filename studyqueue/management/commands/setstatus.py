@@ -34,7 +34,9 @@ class Command(TranslatedCommand):
         parser.add_argument(
             "--watch",
             action="store_true",
-            help=_("draw a progress bar (a line per change off a terminal) until it is done"),
+            help=_(
+                "draw a progress bar (a line per change off a terminal) until it is done or empty"
+            ),
         )
         parser.add_argument(
             "--interval",
@@ -48,7 +50,7 @@ class Command(TranslatedCommand):
     ) -> None:
         try:
             question_set = question_sets.get(name)
-        except question_sets.SetNotFound as exc:
+        except question_sets.SetNameError as exc:
             raise CommandError(str(exc)) from None
         if watch:
             self._watch(question_set, interval, as_json=json)
@@ -59,7 +61,7 @@ class Command(TranslatedCommand):
         )
 
     def _watch(self, question_set: StudyQuestionSet, interval: int, *, as_json: bool) -> None:
-        """Look every ``interval`` seconds until the set is done (Ctrl-C stops)."""
+        """Look every ``interval`` seconds until the set is done or empty (Ctrl-C stops)."""
         progress = question_sets.progress(question_set)
         bar = None
         if not as_json and self.stdout.isatty():
@@ -81,7 +83,8 @@ class Command(TranslatedCommand):
                         _dumps(progress) if as_json else question_sets.counts_line(progress)
                     )
                     last = seen
-                if progress.done:
+                if progress.done or progress.empty:
+                    # An empty set never becomes done: waiting on it would never end.
                     break
                 time.sleep(interval)
                 progress = question_sets.progress(question_set)
@@ -99,6 +102,8 @@ def _dumps(progress: Progress) -> str:
 
 
 def _eta_text(progress: Progress) -> str:
+    if progress.empty:
+        return _("empty")
     if progress.done:
         return _("done")
     if not progress.waiting and progress.checking:

@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from studyqueue.queue.enqueue import enqueue_many
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -74,11 +76,10 @@ def fill_queue(questions: Iterable[Any]) -> None:
     """Empty tables, then ``questions`` (unsaved ``StudyQuestion``s) saved, each with a
     pending job, and the planner's statistics fresh."""
     from studyqueue.models import StudyQuestion
-    from studyqueue.queue import transitions as queue
 
     reset_tables()
     StudyQuestion.objects.bulk_create(questions)
-    queue.enqueue_many(StudyQuestion.objects.values_list("pk", flat=True))
+    enqueue_many(StudyQuestion.objects.values_list("pk", flat=True))
     analyze()
 
 

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from bench.common import fill_queue, median_of, setup_django
+from studyqueue.queue.enqueue import enqueue_many
 
 # A reply that states its question's key (as ``_fill``'s questions have it), so not flagged.
 REPLY = "An explanation of the answer, long enough.\nAnswer: 4"
@@ -167,7 +168,7 @@ def main() -> None:
             job = queue.claim(worker_id="b", limit=1)[0]
             question = StudyQuestion.objects.get(pk=job.study_question_id)
             store_reply(job, question, reply, version, db)
-        queue.enqueue_many(StudyQuestion.objects.values_list("pk", flat=True))
+        enqueue_many(StudyQuestion.objects.values_list("pk", flat=True))
         jobs = [queue.claim(worker_id="b", limit=1)[0] for _ in range(n)]
         questions = StudyQuestion.objects.in_bulk([job.study_question_id for job in jobs])
         it = iter(jobs)

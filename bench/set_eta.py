@@ -22,6 +22,7 @@ import time
 from io import StringIO
 
 from bench.common import setup_django
+from studyqueue.queue.enqueue import enqueue_many
 
 
 def main() -> None:
@@ -41,7 +42,6 @@ def main() -> None:
     from bench.common import reset_tables
     from studyqueue.explanations import question_sets
     from studyqueue.models import StudyQuestion, StudyQuestionSet
-    from studyqueue.queue import transitions as queue
     from tests.llm_server import LLMServerProcess
 
     server = LLMServerProcess()
@@ -65,7 +65,7 @@ def main() -> None:
         )
         ids = list(StudyQuestion.objects.values_list("pk", flat=True))
         question_set, _ = question_sets.add(f"bench {run}", ids)
-        queue.enqueue_many(ids)
+        enqueue_many(ids)
         samples: list[tuple[float, int, float | None]] = []
         draining = threading.Event()
         draining.set()

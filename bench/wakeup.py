@@ -20,6 +20,7 @@ import sys
 import time
 
 from bench.common import ROOT, setup_django
+from studyqueue.queue.enqueue import enqueue
 
 
 def main() -> None:
@@ -33,7 +34,6 @@ def main() -> None:
     ready = "study_listen_ready" if args.db == "postgres" else "study_poll_ready"
 
     from studyqueue.models import StudyQuestion, StudyQuestionJob
-    from studyqueue.queue import transitions as queue
     from tests.llm_server import LLMServer
 
     server = LLMServer().start()
@@ -66,7 +66,7 @@ def main() -> None:
         )
         latencies = []
         for question in questions:
-            job = queue.enqueue(question).job
+            job = enqueue(question).job
             deadline = time.monotonic() + 30
             while True:
                 row = StudyQuestionJob.objects.filter(pk=job.pk).values(

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from studyqueue.models import StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.operations import skip
 from tests.helpers import ROOT, wait_for
 from tests.helpers.processes import bulk_jobs, log_text
 
@@ -58,7 +58,7 @@ def test_pausequeue_hands_back_at_once_the_jobs_claimed_but_not_started(consumer
     print(f"{connection.vendor}: pause_to_handed_back_s={handed_back:.3f}")
     assert llm_server.stats()["active"] == 1, "the first call still runs"
 
-    queue.skip([first.pk])  # end the first call (NOTIFY, or the next heartbeat)
+    skip([first.pk])  # end the first call (NOTIFY, or the next heartbeat)
     wait_for(lambda: llm_server.stats()["active"] == 0, timeout=20, what="the call to end")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0

@@ -29,6 +29,9 @@ from studyqueue.models import (
     database,
 )
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue, enqueue_many
+from studyqueue.queue.operations import prune_finished, retry_ended, skip
+from studyqueue.queue.pauses import pause, paused_kinds, resume
 from tests.factories import (
     ExplanationRevisionFactory,
     QueueConsumerFactory,
@@ -78,19 +81,19 @@ def test_a_query_sent_to_the_replica_fails(reads_elsewhere):
 def test_every_queue_function_runs_on_the_write_alias(reads_elsewhere):
     assert database() == "default"
     question = StudyQuestionFactory.create()
-    job = queue.enqueue(question).job
-    assert queue.enqueue(question).created is False  # the existing active job, read back
+    job = enqueue(question).job
+    assert enqueue(question).created is False  # the existing active job, read back
     other = StudyQuestionFactory.create()
-    assert queue.enqueue_many([question.pk, other.pk]) == 1
+    assert enqueue_many([question.pk, other.pk]) == 1
     other_job = StudyQuestionJob.objects.using("default").get(study_question=other)
     assert queue.next_due_in() == 0.0
     (claimed,) = queue.claim(worker_id="w", limit=1)
     assert claimed.pk == job.pk and queue.heartbeat(claimed)
     assert queue.complete(claimed)
-    assert queue.skip([other_job.pk]).skipped == [other_job.pk]
-    assert queue.retry_ended([other_job.pk]).retried == [other_job.pk]
-    assert queue.pause(JobKind.EXPLANATION)[1] and queue.paused_kinds() == [JobKind.EXPLANATION]
-    assert queue.resume(JobKind.EXPLANATION)
+    assert skip([other_job.pk]).skipped == [other_job.pk]
+    assert retry_ended([other_job.pk]).retried == [other_job.pk]
+    assert pause(JobKind.EXPLANATION)[1] and paused_kinds() == [JobKind.EXPLANATION]
+    assert resume(JobKind.EXPLANATION)
     stale = StudyQuestionJobFactory.create(
         status=JobStatus.PROCESSING, attempts=1, heartbeat_at=timezone.now() - timedelta(days=1)
     )
@@ -99,11 +102,11 @@ def test_every_queue_function_runs_on_the_write_alias(reads_elsewhere):
     StudyQuestionJob.objects.using("default").filter(pk=job.pk).update(
         completed_at=timezone.now() - timedelta(days=30)
     )
-    assert queue.prune_finished(older_than=timedelta(days=7)) == 1
+    assert prune_finished(older_than=timedelta(days=7)) == 1
 
 
 def test_a_consume_cycle_runs_on_the_write_alias(reads_elsewhere, llm_server, make_consumer):
-    job = queue.enqueue(StudyQuestionFactory.create()).job
+    job = enqueue(StudyQuestionFactory.create()).job
     assert make_consumer().run_cycle().outcomes == {"completed": 1}
     job.refresh_from_db(using="default")
     assert job.status == JobStatus.COMPLETED
@@ -131,7 +134,7 @@ def test_related_managers_and_prefetches_keep_the_write_alias(reads_elsewhere):
     question = StudyQuestionFactory.create()
     revision = ExplanationRevisionFactory.create(question=question)
     revisions.make_current(revision)
-    job = queue.enqueue(question).job
+    job = enqueue(question).job
     (claimed,) = queue.claim(worker_id="w", limit=1)
     assert queue.complete(claimed, revision=revision)
     question = StudyQuestion.objects.get(pk=question.pk)
@@ -155,13 +158,13 @@ def test_the_admin_reads_on_the_write_alias(reads_elsewhere, admin_client):
     revision = ExplanationRevisionFactory.create(question=question, flags=["answer_mismatch"])
     revisions.make_current(revision)
     ExplanationRevisionFactory.create(question=question, candidate=True)
-    job = queue.enqueue(question).job
+    job = enqueue(question).job
     (claimed,) = queue.claim(worker_id="w", limit=1)
     queue.complete(claimed, revision=revision)
     StudyQuestionJobFactory.create(status=JobStatus.FAILED, error_code="llm_timeout")
     QueueConsumerFactory.create()
     GateLimit.objects.create(endpoint="http://127.0.0.1:9/v1", limit=2)
-    queue.pause(JobKind.EXPLANATION, by="op")
+    pause(JobKind.EXPLANATION, by="op")
     assert JobAttempt.objects.filter(job=job).exists()
     pages = [
         reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")

@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from studyqueue.models import StudyQuestion, StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.retry import MAX_FREE_RELEASES
 from studyqueue.services.gate import CircuitBreaker
 from studyqueue.services.llm import LLMError
@@ -50,7 +50,7 @@ def hostile(settings):
 
 
 def one_job() -> StudyQuestionJob:
-    return queue.enqueue(StudyQuestionFactory(text="What is 2 + 2?")).job
+    return enqueue(StudyQuestionFactory(text="What is 2 + 2?")).job
 
 
 def state(job: StudyQuestionJob) -> tuple[str, str, int]:

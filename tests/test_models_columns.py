@@ -16,7 +16,7 @@ from studyqueue.models import (
     unstorable,
     width,
 )
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from tests.factories import StudyQuestionFactory
 
 
@@ -69,7 +69,7 @@ def test_a_reply_with_a_lone_surrogate_is_stored_not_failed(llm_server, make_con
     """JSON may escape half a surrogate pair (``\\ud800``); no database encodes it. The
     reply is stored with U+FFFD in its place (before: the job failed as ``internal``)."""
     llm_server.answer = "Because 2 + 2 \ud800 equals 4 \U0001f600."
-    job = queue.enqueue(StudyQuestionFactory()).job
+    job = enqueue(StudyQuestionFactory()).job
     assert make_consumer().run_cycle().outcomes == {"completed": 1}
     job.refresh_from_db()
     assert (job.status, job.error_code) == ("completed", "")

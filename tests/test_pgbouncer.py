@@ -17,7 +17,7 @@ from django.db import connection
 
 from studyqueue.checks import check_settings
 from studyqueue.models import GateLease, StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import operations
 from tests.helpers import database_url, wait_for
 from tests.helpers.pgbouncer import PgBouncer, available
 from tests.helpers.processes import bulk_jobs, log_text, start_consumer, stop_all
@@ -141,7 +141,7 @@ def test_a_skip_stops_the_running_call_and_a_pause_holds_the_rest(pooled, llm_se
     assert running is not None
     call_command("pausequeue", reason="maintenance")
     started = time.monotonic()
-    queue.skip([running.pk])
+    operations.skip([running.pk])
     wait_for(lambda: llm_server.stats()["active"] == 0, timeout=20, what="the call to stop")
     print(f"{mode}: skip_to_call_closed_s={time.monotonic() - started:.2f}")
     llm_server.configure(fault="")

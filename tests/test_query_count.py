@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 
 from studyqueue.models import StudyQuestion
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from tests.factories import StudyQuestionFactory
 from tests.helpers.queries import QueryLog
 
@@ -95,7 +95,7 @@ def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_c
         # One job per cycle: a warm path costs the same, and so does a regeneration (the
         # first question again, now with a current explanation whose review is read with it).
         for question in [*questions, questions[0]]:
-            queue.enqueue(question)
+            enqueue(question)
             assert consumer.run_cycle().outcomes == {"completed": 1}
             per_connection = {
                 conn: [" ".join(sql.split()) for sql in sqls]  # one line each

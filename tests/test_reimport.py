@@ -18,7 +18,7 @@ from django.urls import reverse
 
 from studyqueue.explanations import edits
 from studyqueue.models import ExplanationRevision, ReviewStatus, StudyQuestion, StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -97,7 +97,7 @@ def test_an_admin_edit_during_the_call_is_explained_for_its_new_text(
     llm_server, make_consumer, admin_user
 ):
     question = StudyQuestion.objects.create(text=OLD_TEXT, choices=["Sydney", "Canberra"])
-    queue.enqueue(question)
+    enqueue(question)
     llm_server.configure(answer=OLD_REPLY, held=True)
 
     def edit() -> None:
@@ -131,7 +131,7 @@ def test_an_admin_edit_during_the_call_is_explained_for_its_new_text(
 def test_a_question_rewritten_on_every_call_still_ends(llm_server, make_consumer, settings):
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "MAX_ATTEMPTS": 1}
     question = StudyQuestion.objects.create(text="Version 0?")
-    job = queue.enqueue(question).job
+    job = enqueue(question).job
     llm_server.configure(answer=OLD_REPLY, held=True)
     errors: list[BaseException] = []
 
@@ -186,7 +186,7 @@ def approved_with_a_candidate(llm_server, make_consumer, tmp_path) -> StudyQuest
     make_consumer().run_cycle()
     question = StudyQuestion.objects.get()
     review_queue.decide(question.current_revision_id, ReviewStatus.APPROVED, by="ana")
-    queue.enqueue(question)
+    enqueue(question)
     llm_server.configure(answer=OLD_REPLY + " Again.")
     make_consumer().run_cycle()
     assert ExplanationRevision.objects.filter(candidate=True).count() == 1
@@ -270,7 +270,7 @@ def test_a_content_change_voids_the_approval_and_the_candidates_written_for_the_
     with pytest.raises(ReviewConflict):
         review_queue.decide(candidate.pk, ReviewStatus.APPROVED, by="bo")
     # The regeneration becomes current at once (nothing approved to protect).
-    queue.enqueue(question)
+    enqueue(question)
     llm_server.configure(answer=NEW_REPLY)
     make_consumer().run_cycle()
     question.refresh_from_db()

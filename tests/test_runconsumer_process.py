@@ -12,7 +12,9 @@ from django.utils import timezone
 from django_apscheduler.models import DjangoJob, DjangoJobExecution
 
 from studyqueue.models import StudyQuestion, StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import operations, pauses
+from studyqueue.queue.enqueue import enqueue
+from studyqueue.queue.pauses import resume
 from tests.helpers import wait_for
 from tests.helpers.processes import bulk_jobs, log_text
 
@@ -64,7 +66,7 @@ def test_sigterm_lets_the_running_job_finish_and_consumers_keep_their_own_rows(
     )
     llm_server.configure(delay=1.5)
     StudyQuestion.objects.create(text="the slow one")
-    queue.enqueue(StudyQuestion.objects.get(text="the slow one"))
+    enqueue(StudyQuestion.objects.get(text="the slow one"))
     wait_for(lambda: llm_server.stats()["active"] == 1, what="the slow call")
     for proc in (first, second):
         proc.send_signal(signal.SIGTERM)
@@ -118,7 +120,7 @@ def test_an_idle_consumer_wakes_on_enqueue(consumers, llm_server, vendor):
     wait_for(lambda: waker in log_text(proc), what=waker)
     question = StudyQuestion.objects.create(text="wake up")
     enqueued = time.monotonic()
-    job = queue.enqueue(question).job
+    job = enqueue(question).job
     wait_for(
         lambda: StudyQuestionJob.objects.get(pk=job.pk).status == "completed",
         timeout=10,  # the 2 s target is bench/wakeup.py's; slack here for a loaded machine
@@ -139,7 +141,7 @@ def _closed_after_skip(llm_server, job: StudyQuestionJob) -> float:  # type: ign
     """Skip the job mid-call; seconds until the LLM server sees its stream closed."""
     wait_for(lambda: llm_server.stats()["active"] == 1, what="the LLM call")
     skipped = time.monotonic()
-    assert queue.skip([job.pk]).skipped == [job.pk]
+    assert operations.skip([job.pk]).skipped == [job.pk]
     wait_for(lambda: llm_server.stats()["active"] == 0, timeout=30, what="the stream to close")
     return time.monotonic() - skipped
 
@@ -188,7 +190,7 @@ def test_a_pause_stops_every_consumer_claiming_and_resume_restarts_them(consumer
         what="some jobs done",
     )
     paused_at = timezone.now()
-    queue.pause(reason="GPU needed elsewhere", by="test")
+    pauses.pause(reason="GPU needed elsewhere", by="test")
     # Committed by now: a claim statement that starts later sees the pause and takes nothing,
     # and a claim stamps started_at before its statement starts.
     committed_at = timezone.now()
@@ -209,7 +211,7 @@ def test_a_pause_stops_every_consumer_claiming_and_resume_restarts_them(consumer
     assert StudyQuestionJob.objects.filter(status="completed").count() == done
     assert StudyQuestionJob.objects.filter(status="pending").count() == 400 - done
     resumed = time.monotonic()
-    queue.resume()
+    resume()
     wait_for(
         lambda: StudyQuestionJob.objects.filter(started_at__gt=last_claim).exists(),
         timeout=10,

@@ -30,7 +30,7 @@ from studyqueue.models import (
     Outcome,
     unstorable,
 )
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.operations import id_ranges
 
 # Badge colours per status; a test checks that every status has one.
 STATUS_COLOURS: dict[str, str] = {
@@ -247,5 +247,5 @@ def log_change_set(request: HttpRequest, model: type[Model], ids: list[int], mes
         % {"count": len(ids), "name": opts.verbose_name, "names": opts.verbose_name_plural},
         action_flag=CHANGE,
         change_message=gettext("%(message)s: %(count)d (ids %(ids)s)")
-        % {"message": message, "count": len(ids), "ids": queue.id_ranges(ids)},
+        % {"message": message, "count": len(ids), "ids": id_ranges(ids)},
     )

@@ -38,7 +38,9 @@ from studyqueue.models import (
     QueuePause,
     StudyQuestionJob,
 )
+from studyqueue.queue import operations
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.operations import operator_batch, refusals, retry_ended
 
 # The question's start in the list: long enough to recognise it, two lines at most.
 QUESTION_EXCERPT = 48
@@ -287,7 +289,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             )
             return None
         with transaction.atomic(using=queryset.db):  # the change and its log entry
-            result = queue.retry_ended(ids)
+            result = retry_ended(ids)
             log_change_set(
                 request,
                 StudyQuestionJob,
@@ -312,7 +314,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
                     "%(count)s job(s) refused: their question already has an active job of "
                     "the same kind (refused → active: %(jobs)s)"
                 )
-                % {"count": len(result.conflicts), "jobs": queue.refusals(result.active_for)}
+                % {"count": len(result.conflicts), "jobs": refusals(result.active_for)}
             )
         if problems:
             self.message_user(request, "; ".join(problems) + ".", messages.WARNING)
@@ -328,7 +330,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             )
             return None
         with transaction.atomic(using=queryset.db):
-            result = queue.skip(ids)
+            result = operations.skip(ids)
             log_change_set(
                 request, StudyQuestionJob, result.skipped, gettext("Skipped by an operator")
             )
@@ -354,7 +356,7 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             return None
         reset: list[int] = []
         failed: list[int] = []
-        batch = queue.operator_batch(queryset.db)
+        batch = operator_batch(queryset.db)
         with transaction.atomic(using=queryset.db):
             for start in range(0, len(ids), batch):
                 part = queue.reset_stale(job_ids=ids[start : start + batch])

@@ -1,7 +1,7 @@
 """Pausing and resuming the queue from the admin: adding a pause pauses, deleting resumes.
 
-Its own permission (``studyqueue.pause_queue``); both go through ``queue.pause`` and
-``queue.resume``, as the ``pausequeue`` and ``resumequeue`` commands do, and write the
+Its own permission (``studyqueue.pause_queue``); both go through ``pauses.pause`` and
+``resume``, as the ``pausequeue`` and ``resumequeue`` commands do, and write the
 admin log.
 """
 
@@ -17,7 +17,8 @@ from django.utils.translation import gettext_lazy as _
 
 from studyqueue.admin.common import GuardedInputAdmin
 from studyqueue.models import QueuePause
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import pauses
+from studyqueue.queue.pauses import resume
 
 
 @admin.register(QueuePause)
@@ -47,15 +48,15 @@ class QueuePauseAdmin(GuardedInputAdmin):
         return self._may_pause(request)
 
     def save_model(self, request: HttpRequest, obj: QueuePause, form: Any, change: bool) -> None:
-        row, _created = queue.pause(obj.kind, reason=obj.reason, by=request.user.get_username())
+        row, _created = pauses.pause(obj.kind, reason=obj.reason, by=request.user.get_username())
         obj.pk, obj.paused_by, obj.paused_at = row.pk, row.paused_by, row.paused_at
 
     def delete_model(self, request: HttpRequest, obj: QueuePause) -> None:
-        queue.resume(obj.kind)
+        resume(obj.kind)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
         for kind in queryset.values_list("kind", flat=True):
-            queue.resume(kind)
+            resume(kind)
 
     @admin.action(permissions=["delete"], description=_("Resume: lift the selected pauses"))
     def resume_selected(self, request: HttpRequest, queryset: QuerySet) -> None:

@@ -57,7 +57,7 @@ from studyqueue.models import (
     StudyQuestionJob,
     awaiting_key_check,
 )
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.operations import operator_batch
 
 # Django's delete confirmation lists each question with its revisions and jobs: a page of
 # this many questions is already long; the delete itself runs in one request too.
@@ -481,7 +481,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
             refuse_selection(self, request, "manage.py exportexplanations --format csv")
             return None
         # Read in id batches: one query with 50,000 ids is past SQLite's parameter limit.
-        batch = queue.operator_batch(queryset.db)
+        batch = operator_batch(queryset.db)
         rows = chain.from_iterable(
             transfer.export_rows(ids=ids[start : start + batch])
             for start in range(0, len(ids), batch)

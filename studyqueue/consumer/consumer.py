@@ -49,6 +49,7 @@ from studyqueue.explanations.prompts import current_version
 from studyqueue.models import ErrorCode, StudyQuestionJob
 from studyqueue.queue import presence, retry
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.pauses import apaused_kinds, is_paused
 from studyqueue.queue.store import Failed, JobStore
 from studyqueue.queue.transitions import Outcome
 from studyqueue.services import endpoints, gate_limits, gate_reclaim, server_limits
@@ -76,7 +77,7 @@ class KnownPauses:
 
     def may_be_paused(self, kind: str) -> bool:
         """Whether ``kind`` may be paused: True means "confirm in the database"."""
-        return queue.is_paused(kind, self._kinds)
+        return is_paused(kind, self._kinds)
 
     def noticed(self, kind: str) -> None:
         """A pause of ``kind`` was announced (its ``NOTIFY``)."""
@@ -419,8 +420,8 @@ class Consumer:
 
     def hand_back_paused(self, paused: list[str]) -> int:
         """Hand back (attempt kept) every job a cycle claimed whose kind is ``paused``
-        (``queue.paused_kinds()``) and whose LLM call has not started; how many."""
-        waiting = [job for job in self._not_started.values() if queue.is_paused(job.kind, paused)]
+        (``paused_kinds()``) and whose LLM call has not started; how many."""
+        waiting = [job for job in self._not_started.values() if is_paused(job.kind, paused)]
         for job in waiting:
             del self._not_started[job.pk]
             self._handed_back[job.pk] = _paused_message(job.kind, paused)
@@ -448,7 +449,7 @@ class Consumer:
         started = self.pauses.reading()
         paused = await self.store.paused_kinds()
         self.pauses.read(paused, started=started)
-        return _paused_message(job.kind, paused) if queue.is_paused(job.kind, paused) else None
+        return _paused_message(job.kind, paused) if is_paused(job.kind, paused) else None
 
     async def run_claimed(self, job: StudyQuestionJob) -> Outcome:
         """Run a job a cycle claimed: until its LLM call starts, a pause hands it back."""
@@ -663,7 +664,7 @@ class Cycle:
         self.pauses_checked_at = time.monotonic()
         started = consumer.pauses.reading()
         try:
-            paused = await queue.apaused_kinds()
+            paused = await apaused_kinds()
         except DatabaseError as exc:
             self.db_error = exc  # as for a claim: claim no more, let running jobs finish
             return

@@ -34,7 +34,7 @@ from django_apscheduler.util import close_old_connections
 from studyqueue.conf import conf
 from studyqueue.consumer.consumer import Consumer, CycleResult
 from studyqueue.queue import notify, pg, poll
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.operations import prune_finished
 from studyqueue.services import endpoints
 
 logger = logging.getLogger("studyqueue.scheduler")
@@ -92,7 +92,7 @@ def prune_job(worker_id: str = "") -> None:
     days = conf.EXECUTION_HISTORY_DAYS
     DjangoJobExecution.objects.delete_old_job_executions(max_age=days * 86400)
     if conf.PRUNE_FINISHED_AFTER_DAYS > 0:
-        queue.prune_finished(older_than=timedelta(days=conf.PRUNE_FINISHED_AFTER_DAYS))
+        prune_finished(older_than=timedelta(days=conf.PRUNE_FINISHED_AFTER_DAYS))
     dead = (
         DjangoJob.objects.filter(id__startswith=JOB_PREFIX)
         .exclude(id__startswith=job_prefix(worker_id))

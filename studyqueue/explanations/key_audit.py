@@ -39,7 +39,7 @@ from studyqueue.models import (
     validate_choices,
 )
 from studyqueue.queue import notify
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.attempts import Usage
 from studyqueue.queue.transitions import Outcome
 
 logger = logging.getLogger("studyqueue.key_audit")
@@ -171,7 +171,7 @@ class Audited:
     question: StudyQuestion
     samples: list[Sample]
     llm_ms: int | None = None
-    usage: queue.Usage | None = None  # the samples' tokens, summed
+    usage: Usage | None = None  # the samples' tokens, summed
 
     def verdict(self) -> Verdict:
         key = answers.key_choice(self.question.answer, self.question.choices)

@@ -18,7 +18,7 @@ from django.db.models import Exists, OuterRef, Q
 from studyqueue.conf import conf
 from studyqueue.explanations import key_audit
 from studyqueue.models import JobKind, StudyQuestion, StudyQuestionJob, awaiting_key_check
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue_many
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def queue_jobs(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -> 
     ids = sorted({int(pk) for pk in question_ids})
     with transaction.atomic(using=StudyQuestionJob.objects.all().db):
         audits = _queue_audits(ids) if kind == JobKind.EXPLANATION else 0
-        created = queue.enqueue_many(ids, kind)
+        created = enqueue_many(ids, kind)
     return Queued(requested=len(ids), created=created, audits=audits)
 
 
@@ -65,4 +65,4 @@ def _queue_audits(ids: Iterable[int]) -> int:
     if not conf.KEY_AUDIT:
         return 0
     needed = key_audit.needing_audit_ids(ids)
-    return queue.enqueue_many(needed, JobKind.KEY_AUDIT) if needed else 0
+    return enqueue_many(needed, JobKind.KEY_AUDIT) if needed else 0

@@ -48,6 +48,7 @@ from studyqueue.models import (
 )
 from studyqueue.queue import eta
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue_set_notice, set_deadlines
 
 logger = logging.getLogger("studyqueue.sets")
 
@@ -154,13 +155,13 @@ def add(
             StudyQuestionSet.objects.filter(pk=question_set.pk).update(noticed_through=None)
         if question_set.deadline is not None:
             # Their queued jobs now go by the set's deadline too (or an earlier one).
-            queue.set_deadlines(ids if deadline is None else _member_ids(question_set))
+            set_deadlines(ids if deadline is None else _member_ids(question_set))
     return question_set, after - before
 
 
 def deadline_changed(question_set: StudyQuestionSet) -> int:
     """The set's deadline was changed (its admin page): its questions' queued jobs follow."""
-    return queue.set_deadlines(_member_ids(question_set))
+    return set_deadlines(_member_ids(question_set))
 
 
 def _member_ids(question_set: StudyQuestionSet) -> list[int]:
@@ -545,7 +546,7 @@ def _queue_notice(question_set: StudyQuestionSet, done: Progress) -> int:
         )
         if not claimed:
             return 0  # another consumer's sweep queued it
-        return int(queue.enqueue_set_notice(question_set.pk).created)
+        return int(enqueue_set_notice(question_set.pk).created)
 
 
 @dataclass(frozen=True)

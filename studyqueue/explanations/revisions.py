@@ -39,6 +39,7 @@ from studyqueue.models import (
 )
 from studyqueue.queue import retry
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.transitions import Outcome
 from studyqueue.services.llm import LLMReply
 
@@ -136,7 +137,7 @@ class Written:
                 transaction.set_rollback(True, using=db)  # the claim was lost: keep nothing
                 return outcome
             if outcome is Outcome.COMPLETED and verification_wanted(self.question):
-                queue.enqueue(self.question.pk, JobKind.VERIFICATION)  # checked blind, later
+                enqueue(self.question.pk, JobKind.VERIFICATION)  # checked blind, later
             if outcome is Outcome.COMPLETED and self.flags:
                 logger.warning(
                     "study_explanation_flagged id=%s question=%s flags=%s",

@@ -43,7 +43,8 @@ from studyqueue.models import (
     revision_to_verify,
     validate_choices,
 )
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.attempts import Usage
+from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.transitions import Outcome
 
 logger = logging.getLogger("studyqueue.verifier")
@@ -103,7 +104,7 @@ class Verified:
     revision: ExplanationRevision
     reply: str
     answer: int | None
-    usage: queue.Usage | None  # the check's own call: never the checked revision's tokens
+    usage: Usage | None  # the check's own call: never the checked revision's tokens
     llm_ms: int | None = None
 
     @classmethod
@@ -111,7 +112,7 @@ class Verified:
         cls, question: StudyQuestion, revision: ExplanationRevision, problem: str
     ) -> Verified:
         """The verdict without a call: no choice named (``verifier_unsure``), and why."""
-        return cls(question, revision, f"{NOT_ASKED}{problem}", None, usage=queue.Usage())
+        return cls(question, revision, f"{NOT_ASKED}{problem}", None, usage=Usage())
 
     def write(self, job: StudyQuestionJob) -> Outcome:
         """Job, attempt and the revision's verdict in one transaction, fenced by the claim
@@ -137,7 +138,7 @@ class Verified:
                 self.revision.pk, now, answer=self.answer, reply=self.reply, flags=verdict
             )
             if revision_to_verify(now) is not None:  # a newer one came during this check
-                queue.enqueue(now.pk, JobKind.VERIFICATION)
+                enqueue(now.pk, JobKind.VERIFICATION)
         logger.info(
             "study_verified question=%s revision=%s answer=%s key=%s flags=%s",
             now.pk,

@@ -22,7 +22,7 @@ from django.utils.translation import gettext_lazy as _
 
 from studyqueue.conf import conf
 from studyqueue.models import QueueConsumer, fit
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.pauses import paused_kinds
 
 logger = logging.getLogger("studyqueue.presence")
 
@@ -112,7 +112,7 @@ def record_start(
             "breaker_since": None,
             "breaker_error": "",
             "gate_limit": None,
-            "paused_kinds": queue.paused_kinds(),
+            "paused_kinds": paused_kinds(),
             **_writes_with(prompt),
         },
     )
@@ -132,7 +132,7 @@ def record_report(worker_id: str, report: Report, *, prompt: PromptShown) -> Non
         "breaker_error": report.breaker_error,
         "gate_limit": report.gate_limit,
         "endpoints": report.endpoints,
-        "paused_kinds": queue.paused_kinds(),
+        "paused_kinds": paused_kinds(),
         **_writes_with(prompt),
     }
     records = QueueConsumer.objects

@@ -33,7 +33,7 @@ from studyqueue.models import (
     database,
     revision_to_verify,
 )
-from studyqueue.queue import retry
+from studyqueue.queue import pauses, retry
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.transitions import Outcome, StaleResult
 
@@ -155,7 +155,7 @@ class JobStore:
 
     async def paused_kinds(self) -> list[str]:
         """The kinds paused now (``""``: every kind)."""
-        return await self.on_gate(queue.paused_kinds)
+        return await self.on_gate(pauses.paused_kinds)
 
     async def close_old_connections(self) -> None:
         """Drop connections that are too old or broken (a restarted database), on each of

@@ -8,11 +8,12 @@ written); ``heartbeat`` returns whether it applied. A worker whose job was reset
 and claimed again writes nothing. When a failure retries and after how long is the failure
 policy's to say (``studyqueue.queue.retry``).
 
-Operator-side functions (``retry``, ``skip``, ``reset_stale``) take job ids or
-thresholds and return what they changed. The functions are synchronous (the consumer runs
-its writes through ``sync_to_async`` on its own connections); the reads a consume cycle
-makes in one query have an async twin on Django's async ORM (``apaused_kinds``,
-``anext_due_in``), built from the same QuerySet.
+``reset_stale`` puts jobs whose worker went silent back (or ends them). Beside this module:
+``queue.attempts`` (the attempt log these writes keep), ``queue.enqueue`` (new jobs),
+``queue.operations`` (the operator's retry, skip and prune) and ``queue.pauses``. The
+functions are synchronous (the consumer runs its writes through ``sync_to_async`` on its own
+connections); the reads a consume cycle makes in one query have an async twin on Django's
+async ORM (``anext_due_in``, ``pauses.apaused_kinds``), built from the same QuerySet.
 
 Queries run on studyqueue's database through the models' managers (``models.database()``:
 the rule); a transaction or a notice takes the alias from the queryset or job it works on
@@ -23,244 +24,50 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError, connections, models, transaction
-from django.db.models import F, Min, OuterRef, QuerySet, Subquery
+from django.db import IntegrityError, connections, transaction
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from studyqueue.conf import conf
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import (
     ErrorCode,
-    JobAttempt,
     JobKind,
-    JobQuerySet,
     JobStatus,
     Outcome,
-    QueuePause,
-    StudyQuestion,
     StudyQuestionJob,
-    StudyQuestionSet,
     fit,
     key_audit_holds,
-    kind_priority,
 )
-from studyqueue.queue import notify
 from studyqueue.queue import retry as policy
+from studyqueue.queue.attempts import (
+    AttemptEnding,
+    Usage,
+    assignments,
+    db_value,
+    end_attempt,
+    end_attempts,
+    finish_with_attempt,
+    open_claimed_attempts,
+    opening_attempts,
+)
 
 logger = logging.getLogger("studyqueue.queue")
 
+
 Job = StudyQuestionJob
+
 
 if TYPE_CHECKING:
     from studyqueue.models import ExplanationRevision
 
+
 MAX_ERROR_MESSAGE = 2000
-
-
-# --------------------------------------------------------------------------- the attempt log
-# A row per claim (``JobAttempt``), opened by the claim and closed by the transition that ends
-# it, in that transition's statement or transaction; the job page reads ``attempts_of``.
-# And the pieces of the few statements the ORM cannot say: a field's value as the database
-# wants it, and a ``SET`` list.
-
-
-def db_value(model: type[models.Model], field_name: str, value: Any, db: str) -> Any:
-    """A Python value as the database ``db`` wants it for ``model.field_name`` (a field's
-    name, or a foreign key's ``…_id``), for a raw statement's parameters."""
-    field = model._meta.get_field(field_name)
-    assert isinstance(field, models.Field)  # a concrete column, not a reverse relation
-    return field.get_db_prep_save(value, connections[db])
-
-
-def assignments(
-    model: type[models.Model], values: dict[str, Any], db: str, *, prefix: str
-) -> tuple[str, dict[str, Any]]:
-    """``"column" = %(<prefix><name>)s, …`` for ``values`` (field name -> Python value) and
-    its parameters (named with ``prefix``, so that two lists can share a statement)."""
-    quote = connections[db].ops.quote_name
-    parts, params = [], {}
-    for name, value in values.items():
-        field = model._meta.get_field(name)
-        assert isinstance(field, models.Field) and field.column is not None  # a column
-        key = f"{prefix}{name}"
-        parts.append(f"{quote(field.column)} = %({key})s")
-        params[key] = db_value(model, name, value, db)
-    return ", ".join(parts), params
-
-
-# A claimed job's new attempt, numbered after the job's last one. ON CONFLICT: a job that
-# somehow still had an open attempt is claimed all the same (bookkeeping never blocks work);
-# SQLite needs the WHERE to read the ON CONFLICT of an INSERT … SELECT.
-_OPEN_ATTEMPT = """
-INSERT INTO studyqueue_jobattempt
-    (job_id, number, started_at, worker_id, outcome, error_code, error_message)
-SELECT job.id,
-       COALESCE((SELECT MAX(a.number) FROM studyqueue_jobattempt AS a WHERE a.job_id = job.id), 0)
-           + 1,
-       job.started_at, job.worker_id, '', '', ''
-FROM {source} AS job
-WHERE {where}
-ON CONFLICT DO NOTHING"""
-
-
-def _opening_attempts(claim_sql: str) -> str:
-    """PostgreSQL: a claim (``UPDATE … RETURNING *``) that opens its jobs' attempts in the
-    same statement; it returns the claimed jobs as the claim alone does."""
-    opened = _OPEN_ATTEMPT.format(source="claimed", where="true")
-    return f"WITH claimed AS ({claim_sql}), opened AS ({opened})\nSELECT * FROM claimed"
-
-
-def _open_claimed_attempts(db: str, job_ids: list[int]) -> None:
-    """SQLite (no data-modifying WITH): open the attempts of the jobs just claimed; call it
-    in the claim's transaction."""
-    if not job_ids:
-        return
-    names = [f"id{i}" for i in range(len(job_ids))]
-    where = f"job.id IN ({', '.join(f'%({n})s' for n in names)})"
-    with connections[db].cursor() as cursor:
-        sql = _OPEN_ATTEMPT.format(source="studyqueue_studyquestionjob", where=where)
-        cursor.execute(sql, dict(zip(names, job_ids, strict=True)))
-
-
-class _Reported(Protocol):
-    """What a reply reports (``services.llm.LLMReply``)."""
-
-    @property
-    def prompt_tokens(self) -> int | None: ...
-    @property
-    def completion_tokens(self) -> int | None: ...
-    @property
-    def first_token_ms(self) -> int | None: ...
-    @property
-    def endpoint(self) -> str: ...
-
-
-@dataclass(frozen=True)
-class Usage:
-    """What an attempt's LLM call reported, when it got a reply."""
-
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    first_token_ms: int | None = None
-    endpoint: str = ""  # the server that answered (the last call's)
-
-    @classmethod
-    def of(cls, replies: Sequence[_Reported]) -> Usage | None:
-        """What several calls of one attempt reported (the key audit's samples): their
-        tokens summed (None when no call said), the first call's time to first token."""
-        if not replies:
-            return None
-
-        def total(values: Iterable[int | None]) -> int | None:
-            said = [value for value in values if value is not None]
-            return sum(said) if said else None
-
-        return cls(
-            prompt_tokens=total(reply.prompt_tokens for reply in replies),
-            completion_tokens=total(reply.completion_tokens for reply in replies),
-            first_token_ms=replies[0].first_token_ms,
-            endpoint=replies[-1].endpoint,
-        )
-
-
-def _open_attempts(db: str) -> QuerySet[JobAttempt]:
-    return JobAttempt.objects.using(db).filter(ended_at__isnull=True)
-
-
-@dataclass(frozen=True)
-class AttemptEnding:
-    """How an attempt ended: what closing it writes."""
-
-    outcome: Outcome
-    ended_at: datetime
-    error_code: str = ""
-    error_message: str = ""
-    usage: Usage | None = None
-
-    def values(self) -> dict[str, Any]:
-        """The attempt's fields and their values."""
-        values: dict[str, Any] = {
-            "ended_at": self.ended_at,
-            "outcome": self.outcome,
-            "error_code": self.error_code,
-            "error_message": self.error_message,
-        }
-        if self.usage is not None:
-            values.update(
-                prompt_tokens=self.usage.prompt_tokens,
-                completion_tokens=self.usage.completion_tokens,
-                first_token_ms=self.usage.first_token_ms,
-                endpoint=self.usage.endpoint,
-            )
-        return values
-
-
-def _end_attempt(db: str, job_id: int, ending: AttemptEnding) -> None:
-    """End the job's open attempt. Call it only after the job's fenced write applied, in its
-    transaction: the open attempt is then the caller's own claim's."""
-    _open_attempts(db).filter(job_id=job_id).update(**ending.values())
-
-
-# A job's fenced UPDATE (``{job}``, RETURNING its id) and its open attempt's close, in one
-# statement: both apply or neither, in one round trip (and one commit, outside a transaction).
-_FINISH_WITH_ATTEMPT = """
-WITH job AS ({job}),
-closed AS (
-    UPDATE studyqueue_jobattempt SET {closing}
-    WHERE job_id IN (SELECT id FROM job) AND ended_at IS NULL
-)
-SELECT count(*) FROM job"""
-
-
-def _finish_with_attempt(
-    db: str, job_update: tuple[str, dict[str, Any]], ending: AttemptEnding
-) -> bool:
-    """PostgreSQL: run a job's fenced ``UPDATE … RETURNING id`` (SQL and parameters) and, if
-    it applied, close the job's open attempt in the same statement (as ``_end_attempt``
-    does). Whether the job's update applied."""
-    closing, params = assignments(JobAttempt, ending.values(), db, prefix="attempt_")
-    sql, job_params = job_update
-    with connections[db].cursor() as cursor:
-        cursor.execute(
-            _FINISH_WITH_ATTEMPT.format(job=sql, closing=closing), {**job_params, **params}
-        )
-        row = cursor.fetchone()
-    return bool(row and row[0] == 1)
-
-
-def _end_attempts(
-    db: str,
-    jobs: list[int] | QuerySet[Any, Any],
-    outcome: Outcome,
-    *,
-    ended_at: datetime,
-    error_code: str,
-    error_message: str,
-) -> int:
-    """End the open attempts of many jobs (ids, or a QuerySet of their ids run as a
-    subquery) in one statement: an operator's skip, the stale scan. How many."""
-    if isinstance(jobs, list) and not jobs:
-        return 0
-    return (
-        _open_attempts(db)
-        .filter(job_id__in=jobs)
-        .update(
-            ended_at=ended_at, outcome=outcome, error_code=error_code, error_message=error_message
-        )
-    )
-
-
-def attempts_of(job_id: int, last: int | None = None) -> list[JobAttempt]:
-    """A job's attempts, first to last; with ``last``, only the last ``last``."""
-    rows = JobAttempt.objects.filter(job_id=job_id)
-    if last is None:
-        return list(rows.order_by("number"))
-    return list(reversed(rows.order_by("-number")[:last]))
 
 
 # The claim: ``JobQuerySet.ready()`` in SQL, taken and marked in one statement. A single
@@ -299,12 +106,16 @@ _READY_IDS = """
       ))
     ORDER BY {order}
     LIMIT %(limit)s"""
+
+
 # Jobs with a deadline first, the earliest first: PostgreSQL sorts NULLs last in ascending
 # order, as the index holds them; SQLite sorts them first, and has no index order to match.
 _ORDER = {
     "postgresql": "priority, deadline, id",
     "sqlite": "priority, deadline IS NULL, deadline, id",
 }
+
+
 _CLAIM = """
 UPDATE studyqueue_studyquestionjob
 SET status = 'processing',
@@ -317,10 +128,12 @@ SET status = 'processing',
 WHERE {ids}
 RETURNING *
 """
+
+
 # Each claim opens its jobs' attempts (``JobAttempt``): on PostgreSQL in the same statement
-# (``_opening_attempts``), on SQLite by a second one in the claim's transaction.
+# (``opening_attempts``), on SQLite by a second one in the claim's transaction.
 CLAIM_SQL = {
-    "postgresql": _opening_attempts(
+    "postgresql": opening_attempts(
         _CLAIM.format(
             ids="id = ANY(ARRAY({ready}\n    FOR UPDATE SKIP LOCKED))".format(
                 ready=_READY_IDS.format(order=_ORDER["postgresql"])
@@ -329,16 +142,25 @@ CLAIM_SQL = {
     ),
     "sqlite": _CLAIM.format(ids="id IN ({})".format(_READY_IDS.format(order=_ORDER["sqlite"]))),
 }
+
+
 # One given job, for an operator who runs it now (``manage.py explain``): not before its
 # turn in the queue matters, nor a pause; attempts and the fence are as for any claim.
 _CLAIM_ONE = _CLAIM.format(ids="id = %(job_id)s AND status = 'pending' AND attempts < max_attempts")
-CLAIM_ONE_SQL = {"postgresql": _opening_attempts(_CLAIM_ONE), "sqlite": _CLAIM_ONE}
 
 
-# --------------------------------------------------------------------------- helpers
+CLAIM_ONE_SQL = {"postgresql": opening_attempts(_CLAIM_ONE), "sqlite": _CLAIM_ONE}
 
 
-def _log(event: str, job: Job, level: int = logging.INFO, **extra: Any) -> None:
+def validate_kind(kind: str) -> str:
+    if kind not in JobKind.values:
+        raise EnqueueError(
+            f"unknown job kind {kind!r}; expected one of {', '.join(JobKind.values)}"
+        )
+    return kind
+
+
+def log_job(event: str, job: Job, level: int = logging.INFO, **extra: Any) -> None:
     """One key=value line per transition."""
     if not logger.isEnabledFor(level):
         return
@@ -354,13 +176,13 @@ def _log(event: str, job: Job, level: int = logging.INFO, **extra: Any) -> None:
     logger.log(level, "study_job_%s %s", event, " ".join(f"{k}={v}" for k, v in fields.items()))
 
 
-def _clip(message: str) -> str:
+def clip(message: str) -> str:
     if len(message) <= MAX_ERROR_MESSAGE:
         return message
     return message[: MAX_ERROR_MESSAGE - 3] + "..."
 
 
-def _db_value(field_name: str, value: Any, db: str) -> Any:
+def job_value(field_name: str, value: Any, db: str) -> Any:
     """A Python value as the database wants it for the job's ``field_name``."""
     return db_value(Job, field_name, value, db)
 
@@ -375,9 +197,9 @@ def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
 
 def _fenced_update_sql(job: Job, values: dict[str, Any], db: str) -> tuple[str, dict[str, Any]]:
     """``_fenced_update`` as one raw ``UPDATE … RETURNING id`` (SQL, parameters), for a
-    statement that does more with the job it updated (``_finish_with_attempt``)."""
+    statement that does more with the job it updated (``finish_with_attempt``)."""
     sets, params = assignments(Job, values, db, prefix="job_")
-    params.update(fence_id=job.pk, fence_token=_db_value("claim_token", job.claim_token, db))
+    params.update(fence_id=job.pk, fence_token=job_value("claim_token", job.claim_token, db))
     sql = (
         f"UPDATE {connections[db].ops.quote_name(Job._meta.db_table)} SET {sets}"
         f" WHERE id = %(fence_id)s AND status = '{JobStatus.PROCESSING}'"
@@ -386,174 +208,14 @@ def _fenced_update_sql(job: Job, values: dict[str, Any], db: str) -> tuple[str, 
     return sql, params
 
 
-# --------------------------------------------------------------------------- enqueue
-
-
-def _validate_kind(kind: str) -> str:
-    if kind not in JobKind.values:
-        raise EnqueueError(
-            f"unknown job kind {kind!r}; expected one of {', '.join(JobKind.values)}"
-        )
-    return kind
-
-
-@dataclass(frozen=True)
-class EnqueueResult:
-    """The active job for a (question, kind) and whether this call created it."""
-
-    job: Job
-    created: bool
-
-
-def enqueue(
-    question: StudyQuestion | int,
-    kind: str = JobKind.EXPLANATION,
-    *,
-    run_after: datetime | None = None,
-) -> EnqueueResult:
-    """Queue a job for ``question``; idempotent: returns the active job if there is one."""
-    _validate_kind(kind)
-    question_id = question.pk if isinstance(question, StudyQuestion) else int(question)
-    if not StudyQuestion.objects.filter(pk=question_id).exists():
-        raise EnqueueError(f"study question {question_id} does not exist")
-    owner = {"study_question_id": question_id}
-    return _insert_active(owner, kind, run_after, f"question {question_id}")
-
-
-def enqueue_set_notice(set_id: int) -> EnqueueResult:
-    """Queue the notice that question set ``set_id`` is done (``workers.set_notice``);
-    idempotent: returns the active one if there is one."""
-    return _insert_active({"question_set_id": set_id}, JobKind.SET_NOTICE, None, f"set {set_id}")
-
-
-def _earliest_deadline() -> Subquery:
-    """The earliest deadline among the sets of the job's question (``OuterRef``)."""
-    sets = StudyQuestionSet.objects.filter(
-        questions=OuterRef("study_question_id"), deadline__isnull=False
-    )
-    return Subquery(sets.order_by("deadline").values("deadline")[:1])
-
-
-def _deadline_of(question_id: int | None) -> datetime | None:
-    """The earliest deadline among the sets of question ``question_id``."""
-    if question_id is None:
-        return None
-    sets = StudyQuestionSet.objects.filter(questions=question_id, deadline__isnull=False)
-    return sets.aggregate(first=Min("deadline"))["first"]
-
-
-def set_deadlines(question_ids: Iterable[int]) -> int:
-    """Give the active jobs of these questions the earliest deadline of their sets again (a
-    set's deadline changed, or they joined a set): the claim order follows; how many jobs."""
-    jobs = Job.objects.all()
-    ids = sorted({int(i) for i in question_ids})
-    changed = 0
-    for start in range(0, len(ids), operator_batch(jobs.db)):
-        chunk = ids[start : start + operator_batch(jobs.db)]
-        changed += (
-            jobs.active().filter(study_question_id__in=chunk).update(deadline=_earliest_deadline())
-        )
-    return changed
-
-
-def _insert_active(
-    owner: dict[str, int], kind: str, run_after: datetime | None, named: str
-) -> EnqueueResult:
-    """Insert an active job of ``kind`` for ``owner`` (its question or its set), or return
-    the active one there is."""
-    jobs = Job.objects.all()
-    now = timezone.now()
-    # The partial unique constraint is the arbiter: try to insert, and on a conflict
-    # return the job that won. Loop because that job may finish in between.
-    for _ in range(5):
-        try:
-            with transaction.atomic(using=jobs.db):
-                job = jobs.create(
-                    **owner,
-                    kind=kind,
-                    priority=kind_priority(kind),
-                    deadline=_deadline_of(owner.get("study_question_id")),
-                    created_at=now,
-                    run_after=run_after or now,
-                )
-        except IntegrityError:
-            existing = jobs.active().filter(**owner, kind=kind).first()
-            if existing is not None:
-                return EnqueueResult(existing, created=False)
-            continue
-        _log("enqueued", job)
-        notify.send(notify.wake(), using=jobs.db)
-        return EnqueueResult(job, created=True)
-    raise EnqueueError(f"could not enqueue {named}: conflicting writes kept winning")
-
-
-# Bulk enqueue as INSERT … SELECT from the question table: ids of missing questions match
-# no row, the partial unique constraint skips questions that have an active job, and the
-# database builds the rows. PostgreSQL takes the ids as one array parameter.
-ENQUEUE_MANY_SQL = """
-INSERT INTO studyqueue_studyquestionjob
-    (study_question_id, kind, priority, deadline, status, attempts, max_attempts,
-     free_releases, error_code, error_message, created_at, run_after, worker_id)
-SELECT id, %(kind)s, %(priority)s,
-    (SELECT MIN(qset.deadline) FROM studyqueue_studyquestionset AS qset
-     JOIN studyqueue_studyquestionset_questions AS member
-       ON member.studyquestionset_id = qset.id
-     WHERE member.studyquestion_id = studyqueue_studyquestion.id),
-    'pending', 0, %(max_attempts)s, 0, '', '', %(now)s, %(now)s, ''
-FROM studyqueue_studyquestion
-WHERE {ids}
-ON CONFLICT DO NOTHING
-"""
-
-
-def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -> int:
-    """Queue jobs for many questions in bulk; returns how many jobs were created.
-
-    Questions that already have an active job of this kind, and ids of questions
-    that do not exist, are left alone.
-    """
-    _validate_kind(kind)
-    db = Job.objects.all().db  # the raw SQL runs where the job queryset would
-    connection = connections[db]
-    ids = sorted({int(i) for i in question_ids})
-    params: dict[str, Any] = {
-        "kind": kind,
-        "priority": kind_priority(kind),
-        "max_attempts": conf.MAX_ATTEMPTS,
-        "now": _db_value("created_at", timezone.now(), db),
-    }
-    postgres = connection.vendor == "postgresql"
-    batch = 50_000 if postgres else 500  # SQLite: stay under its bound-parameter limit
-    created = 0
-    for start in range(0, len(ids), batch):
-        chunk = ids[start : start + batch]
-        chunk_params: dict[str, Any]
-        if postgres:
-            where, chunk_params = "id = ANY(%(ids)s)", {"ids": chunk}
-        else:
-            names = [f"id{i}" for i in range(len(chunk))]
-            where = f"id IN ({', '.join(f'%({n})s' for n in names)})"
-            chunk_params = dict(zip(names, chunk, strict=True))
-        with connection.cursor() as cursor:
-            cursor.execute(ENQUEUE_MANY_SQL.format(ids=where), {**params, **chunk_params})
-            created += cursor.rowcount
-    logger.info("study_jobs_enqueued kind=%s requested=%s created=%s", kind, len(ids), created)
-    if created:
-        notify.send(notify.wake(), using=db)
-    return created
-
-
-# --------------------------------------------------------------------------- consumer side
-
-
 def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]:
     """Run a claim statement (by vendor) with a fresh claim token, opening the claimed jobs'
     attempts; the claimed jobs in the order they were taken (priority, then id)."""
     db = Job.objects.all().db  # where ``Job.objects.raw`` runs it: parameters adapted for it
     params.update(
-        token=_db_value("claim_token", uuid.uuid4(), db),
+        token=job_value("claim_token", uuid.uuid4(), db),
         worker_id=fit(Job, "worker_id", worker_id),
-        now=_db_value("started_at", timezone.now(), db),
+        now=job_value("started_at", timezone.now(), db),
     )
     vendor = connections[db].vendor
     claimed = Job.objects.raw(sqls[vendor], params)  # runs when read
@@ -562,10 +224,10 @@ def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]
     else:
         with transaction.atomic(using=db):
             jobs = list(claimed)
-            _open_claimed_attempts(db, [job.pk for job in jobs])
+            open_claimed_attempts(db, [job.pk for job in jobs])
     jobs.sort(key=lambda job: (job.priority, job.pk))
     for job in jobs:
-        _log("claimed", job, worker=worker_id)
+        log_job("claimed", job, worker=worker_id)
     return jobs
 
 
@@ -597,7 +259,7 @@ def claim_new(question_id: int, kind: str = JobKind.EXPLANATION, *, worker_id: s
     transition that would make it pending again (a release, a retry) ends it ``skipped``
     instead, in the same fenced write (``_finish``). None when the question has an active
     job of this kind (the caller takes that one as it is)."""
-    _validate_kind(kind)
+    validate_kind(kind)
     jobs = Job.objects.all()
     now = timezone.now()
     try:
@@ -634,7 +296,7 @@ def heartbeat(job: Job) -> bool:
     if applied:
         job.heartbeat_at = now
     else:
-        _log("heartbeat_refused", job, level=logging.WARNING)
+        log_job("heartbeat_refused", job, level=logging.WARNING)
     return applied
 
 
@@ -664,15 +326,15 @@ def _finish(
     if connections[db].vendor == "postgresql":
         # One statement: atomic as it is, one round trip, and outside a caller's
         # transaction one commit (the consumer's hot path: every job ends here).
-        applied = _finish_with_attempt(db, _fenced_update_sql(job, values, db), ending)
+        applied = finish_with_attempt(db, _fenced_update_sql(job, values, db), ending)
     else:
         # No savepoint: inside a caller's transaction (store) the two share its fate.
         with transaction.atomic(using=db, savepoint=False):
             applied = _fenced_update(job, values)
             if applied:
-                _end_attempt(db, job.pk, ending)
+                end_attempt(db, job.pk, ending)
     if not applied:
-        _log(f"{event}_refused", job, level=logging.WARNING, reason="claim_lost")
+        log_job(f"{event}_refused", job, level=logging.WARNING, reason="claim_lost")
         return Outcome.LOST
 
     def committed() -> None:
@@ -681,7 +343,7 @@ def _finish(
         # this worker can still record what happened, and no false line is logged.
         for name, value in values.items():
             setattr(job, name, value)
-        _log(event, job, level=level)
+        log_job(event, job, level=level)
 
     # Outside a transaction (the statement committed) this runs at once.
     transaction.on_commit(committed, using=db)
@@ -742,7 +404,7 @@ def retry_for_quality(
         "quality_retried": True,
         "max_tokens": max_tokens if max_tokens is not None else job.max_tokens,
         "error_code": "",
-        "error_message": _clip(reason),
+        "error_message": clip(reason),
     }
     return _finish(job, "quality_retry", values, Outcome.RETRYING, usage=_usage(revision))
 
@@ -771,11 +433,11 @@ def apply(job: Job, failure: policy.Failure, decision: policy.Decision) -> Outco
         raise ValueError("a flagged reply is written with its revision (revisions.Written)")
     if not failure.job_at_fault or failure.affects_all:
         # Handed back for free as often as the policy allows: from now on it counts.
-        _log("release_limit", job, logging.WARNING, free_releases=job.free_releases)
+        log_job("release_limit", job, logging.WARNING, free_releases=job.free_releases)
     now = timezone.now()
     values: dict[str, Any] = {
         "error_code": ErrorCode(failure.code),
-        "error_message": _clip(failure.message),
+        "error_message": clip(failure.message),
         "claim_token": None,
         "free_releases": 0,
     }
@@ -812,17 +474,17 @@ def release(
         "run_after": timezone.now() + timedelta(seconds=max(0.0, delay)),
         "claim_token": None,
         "error_code": ErrorCode(code) if code else "",
-        "error_message": _clip(message),
+        "error_message": clip(message),
     }
     return _finish(job, "released", values, Outcome.RELEASED)
 
 
-def _skipped(code: str, message: str) -> dict[str, Any]:
+def skipped_values(code: str, message: str) -> dict[str, Any]:
     """The fields a skip sets, by the consumer (``skip_claimed``) or an operator (``skip``)."""
     return {
         "status": JobStatus.SKIPPED,
         "error_code": ErrorCode(code),
-        "error_message": _clip(message),
+        "error_message": clip(message),
         "completed_at": timezone.now(),
         "claim_token": None,
     }
@@ -831,210 +493,8 @@ def _skipped(code: str, message: str) -> dict[str, Any]:
 def skip_claimed(job: Job, code: str, message: str = "") -> Outcome:
     """Mark a claimed job skipped (e.g. a reserved or unknown kind); fenced: ``SKIPPED``, or
     ``LOST``."""
-    values = _skipped(code, message)
+    values = skipped_values(code, message)
     return _finish(job, "skipped", values, Outcome.SKIPPED)
-
-
-# --------------------------------------------------------------------------- operator side
-
-
-# Operator actions work on sets of rows, this many ids per statement (SQLite: its
-# bound-parameter limit): 35,000 jobs take a few dozen statements, not ~100,000.
-OPERATOR_BATCH = 500
-OPERATOR_BATCH_POSTGRES = 5000
-_RETRYABLE = (JobStatus.FAILED, JobStatus.SKIPPED)
-
-
-def operator_batch(db: str) -> int:
-    """Ids per statement of an operator action on database ``db``."""
-    postgres = connections[db].vendor == "postgresql"
-    return OPERATOR_BATCH_POSTGRES if postgres else OPERATOR_BATCH
-
-
-def _batches(ids: list[int], db: str) -> Iterable[list[int]]:
-    size = operator_batch(db)
-    for start in range(0, len(ids), size):
-        yield ids[start : start + size]
-
-
-def id_ranges(ids: Iterable[int]) -> str:
-    """Ids as compact sorted ranges for log lines and the admin log: ``1-4,7,9-10``."""
-    runs: list[list[int]] = []
-    for i in sorted(ids):
-        if runs and i == runs[-1][1] + 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs) or "-"
-
-
-def _log_set(event: str, ids: list[int], level: int = logging.INFO, **extra: Any) -> None:
-    """One key=value line for a set of jobs an operator changed (one per batch)."""
-    if ids and logger.isEnabledFor(level):
-        fields = " ".join(f"{k}={v}" for k, v in extra.items())
-        logger.log(
-            level, "study_jobs_%s count=%s ids=%s%s", event, len(ids), id_ranges(ids),
-            f" {fields}" if fields else "",
-        )  # fmt: skip
-
-
-@dataclass
-class RetryResult:
-    """Outcome of an operator retry, by job id."""
-
-    retried: list[int] = field(default_factory=list)
-    wrong_state: list[int] = field(default_factory=list)  # pending, processing or completed
-    conflicts: list[int] = field(default_factory=list)  # another active job has the pair
-    missing: list[int] = field(default_factory=list)
-    # For each conflict, the active job of its pair (None: it ended meanwhile), so that a
-    # refusal can name the job that stands in the way.
-    active_for: dict[int, int | None] = field(default_factory=dict)
-
-
-def refusals(active_for: dict[int, int | None], limit: int = 10) -> str:
-    """Refused jobs and the active job each would have doubled, ``12 → 40, 13 → 41``; at
-    most ``limit`` pairs, then ``…``."""
-    pairs = [f"{pk} → {active or '-'}" for pk, active in sorted(active_for.items())]
-    return ", ".join(pairs[:limit]) + (", …" if len(pairs) > limit else "")
-
-
-def _retry_values() -> dict[str, Any]:
-    return {
-        "status": JobStatus.PENDING,
-        "attempts": 0,
-        "free_releases": 0,
-        "run_after": timezone.now(),
-        "error_code": "",
-        "error_message": "",
-        "started_at": None,
-        "heartbeat_at": None,
-        "completed_at": None,
-        "claim_token": None,
-        "worker_id": "",
-    }
-
-
-def retry_ended(job_ids: Iterable[int]) -> RetryResult:
-    """Operator retry: failed or skipped jobs back to pending with attempts reset.
-
-    Refused for pending, processing and completed jobs, and for a job whose
-    (question, kind) already has an active job: retry never makes a second one (of two
-    selected jobs of one pair, the older is retried). Set-based, ``OPERATOR_BATCH`` ids
-    per statement (``operator_batch``); call it inside a transaction to make it
-    all-or-nothing.
-    """
-    jobs = Job.objects.all()
-    result = RetryResult()
-    for chunk in _batches(sorted({int(i) for i in job_ids}), jobs.db):
-        with transaction.atomic(using=jobs.db):
-            _retry_batch(jobs, chunk, result)
-    if result.retried:
-        notify.send(notify.wake(), using=jobs.db)
-    return result
-
-
-def _retry_batch(jobs: JobQuerySet, chunk: list[int], result: RetryResult) -> None:
-    # Locked: their status cannot change between the checks and the update.
-    rows = sorted(
-        jobs.filter(pk__in=chunk)
-        .select_for_update()
-        .values_list("pk", "status", "study_question_id", "kind")
-    )
-    known = {row[0] for row in rows}
-    result.missing += [i for i in chunk if i not in known]
-    wrong = [pk for pk, status, _, _ in rows if status not in _RETRYABLE]
-    eligible = [(pk, question, kind) for pk, status, question, kind in rows if pk not in wrong]
-    questions = {question for _, question, _ in eligible if question is not None}
-    taken = set(
-        jobs.active()
-        .filter(study_question_id__in=questions)
-        .values_list("study_question_id", "kind")
-    )
-    chosen, conflicts = [], []
-    for pk, question, kind in eligible:
-        if question is not None and (question, kind) in taken:
-            conflicts.append(pk)
-            continue
-        if question is not None:
-            taken.add((question, kind))
-        chosen.append(pk)
-    try:
-        with transaction.atomic(using=jobs.db):
-            jobs.filter(pk__in=chosen).update(**_retry_values())
-    except IntegrityError:
-        # A job was enqueued for one of these questions meanwhile: one savepoint each.
-        retried = []
-        for pk in chosen:
-            try:
-                with transaction.atomic(using=jobs.db):
-                    jobs.filter(pk=pk).update(**_retry_values())
-                retried.append(pk)
-            except IntegrityError:
-                conflicts.append(pk)
-        chosen = retried
-    result.retried += chosen
-    result.wrong_state += wrong
-    result.conflicts += sorted(conflicts)
-    if conflicts:
-        pairs = {pk: (question, kind) for pk, question, kind in eligible}
-        active = {
-            (question, kind): pk
-            for question, kind, pk in jobs.active()
-            .filter(study_question_id__in={pairs[pk][0] for pk in conflicts})
-            .values_list("study_question_id", "kind", "pk")
-        }
-        result.active_for.update({pk: active.get(pairs[pk]) for pk in conflicts})
-    _log_set("retried", chosen)
-    _log_set("retry_refused", wrong, logging.WARNING, reason="wrong_state")
-    _log_set("retry_refused", conflicts, logging.WARNING, reason="active_job_exists")
-
-
-@dataclass
-class SkipResult:
-    """Outcome of an operator skip, by job id."""
-
-    skipped: list[int] = field(default_factory=list)
-    wrong_state: list[int] = field(default_factory=list)  # already finished, or unknown
-
-
-def skip(
-    job_ids: Iterable[int],
-    *,
-    code: str = ErrorCode.OPERATOR_SKIPPED,
-    message: str = "Skipped by an operator",
-) -> SkipResult:
-    """Operator skip: pending or processing jobs become skipped.
-
-    A processing job's worker is fenced out: its later writes find the job no
-    longer processing and change nothing. Set-based, ``operator_batch`` ids per statement.
-    """
-    jobs = Job.objects.all()
-    db = jobs.db
-    result = SkipResult()
-    values = _skipped(code, message)
-    for chunk in _batches(sorted({int(i) for i in job_ids}), db):
-        with transaction.atomic(using=db):
-            active = jobs.active().filter(pk__in=chunk).select_for_update()
-            running = dict(active.values_list("pk", "status"))
-            done = sorted(running)
-            processing = [pk for pk in done if running[pk] == JobStatus.PROCESSING]
-            for job_id in processing:
-                # Its consumer stops the LLM call at once (PostgreSQL; on SQLite at its
-                # next heartbeat, which finds the claim gone).
-                notify.send(notify.cancel(job_id), using=db)
-            jobs.filter(pk__in=done).update(**values)
-            _end_attempts(
-                db,
-                processing,
-                Outcome.SKIPPED,
-                ended_at=values["completed_at"],
-                error_code=values["error_code"],
-                error_message=values["error_message"],
-            )
-        result.skipped += done
-        result.wrong_state += [i for i in chunk if i not in running]
-        _log_set("skipped", done, error_code=code)
-    return result
 
 
 # What ``retry.decide`` reads of a job (``retry.Tally``).
@@ -1087,7 +547,7 @@ def reset_stale(
         failed_ids = sorted(pk for pk, ends in fails.items() if ends)
         reset_ids = sorted(pk for pk, ends in fails.items() if not ends)
         # Their attempts end as stale: the locked set as a subquery, not a list of ids.
-        _end_attempts(
+        end_attempts(
             db, stale.values("pk"), Outcome.STALE, ended_at=now,
             error_code=ErrorCode.STALE, error_message=message,
         )  # fmt: skip
@@ -1099,79 +559,10 @@ def reset_stale(
         )
     if failed_ids or reset_ids:
         for job in Job.objects.filter(pk__in=failed_ids + reset_ids):
-            _log("stale_failed" if job.pk in failed_ids else "stale_reset", job, logging.WARNING)
+            log_job("stale_failed" if job.pk in failed_ids else "stale_reset", job, logging.WARNING)
     return StaleResult(
         reset=len(reset_ids), failed=len(failed_ids), reset_ids=reset_ids, failed_ids=failed_ids
     )
-
-
-def prune_finished(*, older_than: timedelta) -> int:
-    """Delete finished (completed, failed, skipped) jobs that ended before ``older_than`` ago."""
-    cutoff = timezone.now() - older_than
-    # Their attempts go with them (CASCADE); the count is of jobs.
-    _, per_model = Job.objects.finished().filter(completed_at__lt=cutoff).delete()
-    deleted = per_model.get(Job._meta.label, 0)
-    logger.info("study_jobs_pruned count=%s older_than_days=%s", deleted, older_than.days)
-    return deleted
-
-
-# --------------------------------------------------------------------------- pause
-
-
-def pause(kind: str = "", *, reason: str = "", by: str = "") -> tuple[QueuePause, bool]:
-    """Pause the queue for ``kind`` (blank: every kind); idempotent, keeps the first pause.
-    The pause, and whether this call made it.
-
-    Consumers claim nothing of it from their next claim on (the claim checks the pauses),
-    and hand back at once the jobs they claimed but have not started calling the LLM for
-    (told by ``NOTIFY`` on PostgreSQL, seen by the cycle on SQLite); running calls finish;
-    enqueueing goes on. The pause lasts until ``resume``.
-    """
-    if kind:
-        _validate_kind(kind)
-    pauses = QueuePause.objects.all()
-    row, created = pauses.get_or_create(
-        kind=kind,
-        defaults={
-            "reason": fit(QueuePause, "reason", reason),
-            "paused_by": fit(QueuePause, "paused_by", by),
-        },
-    )
-    if created:
-        logger.warning(
-            "study_queue_paused kind=%s by=%s reason=%r", kind or "all", by or "-", reason
-        )
-        notify.send(notify.pause(kind), using=pauses.db)
-    return row, created
-
-
-def resume(kind: str = "") -> bool:
-    """Lift the pause for ``kind`` (blank: the pause of every kind); whether there was one."""
-    pauses = QueuePause.objects.filter(kind=kind)
-    deleted, _ = pauses.delete()
-    if deleted:
-        logger.warning("study_queue_resumed kind=%s", kind or "all")
-        notify.send(notify.wake(), using=pauses.db)  # idle consumers claim at once
-    return bool(deleted)
-
-
-def _paused() -> QuerySet[QueuePause, str]:
-    return QueuePause.objects.values_list("kind", flat=True)
-
-
-def paused_kinds() -> list[str]:
-    """The paused kinds (``""`` stands for every kind)."""
-    return list(_paused())
-
-
-async def apaused_kinds() -> list[str]:
-    """``paused_kinds()`` through the async ORM."""
-    return [kind async for kind in _paused()]
-
-
-def is_paused(kind: str, paused: Iterable[str]) -> bool:
-    """Whether ``kind`` is among ``paused`` (``paused_kinds()``), directly or as every kind."""
-    return any(p in ("", kind) for p in paused)
 
 
 def _run_afters() -> QuerySet[Job, datetime]:

@@ -12,8 +12,8 @@ from django.core.exceptions import ValidationError
 from studyqueue.conf import conf
 from studyqueue.explanations import answers, verifier
 from studyqueue.models import ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
+from studyqueue.queue.attempts import Usage
 from studyqueue.queue.store import JobResult, Skipped
-from studyqueue.queue.transitions import Usage
 from studyqueue.services.llm import LLMReply
 from studyqueue.workers.registry import (
     WorkContext,

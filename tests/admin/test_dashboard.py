@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from studyqueue.models import StudyQuestionJob
 from studyqueue.monitoring.stats import collect
+from studyqueue.queue.enqueue import enqueue
 from tests.factories import StudyQuestionJobFactory
 from tests.helpers import clock
 from tests.helpers.admin import (
@@ -333,7 +334,6 @@ def test_the_llm_servers_table_shows_each_server_as_the_consumers_found_it(
 ):
     """A consumer with two servers, one of them down, drains three jobs: the table shows the
     one that answered up with what it served in the last hour, the other down with its error."""
-    from studyqueue.queue import transitions as queue
     from tests.factories import StudyQuestionFactory
 
     dead = f"http://127.0.0.1:{free_port}/v1"
@@ -345,7 +345,7 @@ def test_the_llm_servers_table_shows_each_server_as_the_consumers_found_it(
         "VERIFY": False,
     }
     for i in range(3):
-        queue.enqueue(StudyQuestionFactory(text=f"What is {i} + 1?"))
+        enqueue(StudyQuestionFactory(text=f"What is {i} + 1?"))
     consumer = make_consumer(worker_id="pool-box:1")
     assert consumer.run_cycle().outcomes == {"completed": 3}
     html = admin_client.get(DASHBOARD_URL).content.decode()

@@ -14,6 +14,7 @@ from studyqueue.admin import timeline
 from studyqueue.admin.common import ATTEMPT_COLOURS
 from studyqueue.models import ATTEMPT_OUTCOMES, ErrorCode, JobAttempt, StudyQuestionJob
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from studyqueue.times import short_duration
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
 
@@ -38,7 +39,7 @@ def test_every_outcome_and_a_running_attempt_have_a_badge_colour():
 
 
 def test_a_job_that_failed_twice_then_completed_shows_three_attempts(admin_client):
-    job = queue.enqueue(StudyQuestionFactory()).job
+    job = enqueue(StudyQuestionFactory()).job
     for code, message in ((ErrorCode.LLM_SERVER_ERROR, "502 Bad Gateway"),
                           (ErrorCode.LLM_TIMEOUT, "no reply in 300s")):  # fmt: skip
         (claimed,) = queue.claim(worker_id="host-a:17:x")
@@ -65,7 +66,7 @@ def test_a_job_that_failed_twice_then_completed_shows_three_attempts(admin_clien
     "language,shown", [("en", "189 ms"), ("ko", "189밀리초")], ids=["en", "ko"]
 )
 def test_a_call_under_a_second_shows_in_milliseconds_not_as_0s(admin_client, language, shown):
-    job = queue.enqueue(StudyQuestionFactory()).job
+    job = enqueue(StudyQuestionFactory()).job
     (claimed,) = queue.claim(worker_id="host-a:17:x")
     queue.complete(claimed, llm_ms=189)
     started = timezone.now() - timedelta(minutes=1)
@@ -85,7 +86,7 @@ def test_a_call_under_a_second_shows_in_milliseconds_not_as_0s(admin_client, lan
 
 
 def test_a_running_attempt_shows_as_running_and_a_long_message_as_an_excerpt(admin_client):
-    job = queue.enqueue(StudyQuestionFactory()).job
+    job = enqueue(StudyQuestionFactory()).job
     (claimed,) = queue.claim(worker_id="w")
     shown = rows(page(admin_client, job))
     assert len(shown) == 1 and "w Running" in shown[0]
@@ -97,13 +98,13 @@ def test_a_running_attempt_shows_as_running_and_a_long_message_as_an_excerpt(adm
 
 
 def test_a_job_never_claimed_says_so(admin_client):
-    job = queue.enqueue(StudyQuestionFactory()).job
+    job = enqueue(StudyQuestionFactory()).job
     assert "No attempt recorded yet" in page(admin_client, job)
 
 
 def test_the_page_shows_only_the_last_attempts(admin_client, monkeypatch):
     monkeypatch.setattr(timeline, "SHOWN", 3)
-    job = queue.enqueue(StudyQuestionFactory()).job
+    job = enqueue(StudyQuestionFactory()).job
     start = timezone.now() - timedelta(hours=1)
     JobAttempt.objects.bulk_create(
         JobAttempt(job=job, number=n, started_at=start, ended_at=start, outcome="released")
@@ -115,7 +116,7 @@ def test_the_page_shows_only_the_last_attempts(admin_client, monkeypatch):
 
 
 def test_the_timeline_is_escaped(admin_client):
-    job = queue.enqueue(StudyQuestionFactory()).job
+    job = enqueue(StudyQuestionFactory()).job
     (claimed,) = queue.claim(worker_id="<b>w</b>")
     queue.fail(claimed, ErrorCode.LLM_REJECTED, "<script>alert(1)</script>")
     html = page(admin_client, job)

@@ -11,7 +11,10 @@ from django.utils import timezone
 
 from studyqueue.consumer.consumer import Consumer, CycleResult
 from studyqueue.models import ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
+from studyqueue.queue import operations
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue as enqueue_job
+from studyqueue.queue.pauses import pause
 from studyqueue.queue.retry import MAX_FREE_RELEASES
 from studyqueue.workers import registry
 from tests.factories import StudyQuestionFactory
@@ -28,7 +31,7 @@ def consumer(llm_server, make_consumer) -> Consumer:
 
 
 def enqueue(n: int = 1, **question_fields) -> list[StudyQuestionJob]:
-    return [queue.enqueue(StudyQuestionFactory(**question_fields)).job for _ in range(n)]
+    return [enqueue_job(StudyQuestionFactory(**question_fields)).job for _ in range(n)]
 
 
 def job_state(job: StudyQuestionJob) -> tuple:
@@ -266,12 +269,12 @@ def test_consumer_resumes_by_itself_after_each_of_several_outages(
 
 def test_reserved_and_unknown_kinds_are_skipped(consumer, monkeypatch):
     question = StudyQuestionFactory()
-    summary = queue.enqueue(question, JobKind.SESSION_SUMMARY).job
+    summary = enqueue_job(question, JobKind.SESSION_SUMMARY).job
     assert consumer.run_cycle().outcomes == {"skipped": 1}
     assert job_state(summary) == ("skipped", "unsupported_kind", 1)
     # A kind this version has no handler for (e.g. written by a newer release).
     monkeypatch.delitem(registry.RESERVED, JobKind.SESSION_SUMMARY)
-    other = queue.enqueue(StudyQuestionFactory(), JobKind.SESSION_SUMMARY).job
+    other = enqueue_job(StudyQuestionFactory(), JobKind.SESSION_SUMMARY).job
     consumer.run_cycle()
     assert job_state(other) == ("skipped", "unknown_kind", 1)
 
@@ -285,7 +288,7 @@ def test_a_crashing_handler_fails_only_its_own_job(consumer, monkeypatch):
         return await real(job, ctx)
 
     boom = StudyQuestionFactory(text="boom")
-    bad = queue.enqueue(boom).job
+    bad = enqueue_job(boom).job
     (good,) = enqueue()
     monkeypatch.setitem(registry.HANDLERS, JobKind.EXPLANATION, flaky)
     result = consumer.run_cycle()
@@ -314,7 +317,7 @@ def test_a_job_skipped_by_an_operator_mid_call_is_abandoned(llm_server, settings
     def skip_when_running() -> None:
         try:
             wait_for(lambda: llm_server.stats()["active"] == 1, what="the LLM call")
-            queue.skip([job.pk])
+            operations.skip([job.pk])
         finally:
             connections.close_all()  # this thread's own DB connection
 
@@ -384,7 +387,7 @@ def test_a_pause_hands_back_at_once_the_jobs_waiting_at_the_gate(
             lambda: StudyQuestionJob.objects.filter(status="processing").count() == 3,
             what="two more jobs claimed, waiting at the gate",
         )
-        queue.pause(reason="test")
+        pause(reason="test")
         wait_for(
             lambda: all(job_state(job) == ("pending", "", 0) for job in waiting),
             timeout=10,
@@ -420,7 +423,7 @@ def test_a_pause_the_consumer_knows_of_holds_back_a_job_claimed_before_it(
     (job,) = enqueue()
     consumer = make_consumer()
     claimed = queue.claim(worker_id=consumer.worker_id, limit=1)
-    queue.pause(reason="test")
+    pause(reason="test")
     consumer.pauses.noticed("")
     consumer._not_started[claimed[0].pk] = claimed[0]
     assert consumer.run_one(claimed[0]) == "released"
@@ -431,7 +434,7 @@ def test_a_pause_the_consumer_knows_of_holds_back_a_job_claimed_before_it(
 def test_an_explicit_run_ignores_a_pause(llm_server, make_consumer):
     """``run_one`` (``manage.py explain``) runs the job it was given, paused or not."""
     (job,) = enqueue()
-    queue.pause()
+    pause()
     claimed = queue.claim_job(job.pk, worker_id="operator")
     assert claimed is not None
     assert make_consumer().run_one(claimed) == "completed"

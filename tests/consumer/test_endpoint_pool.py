@@ -13,7 +13,7 @@ import pytest
 
 from studyqueue.consumer.consumer import Consumer
 from studyqueue.models import ExplanationRevision, JobAttempt, JobStatus, StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from studyqueue.services.endpoints import endpoint_name
 from studyqueue.services.pool import State
 from tests.factories import StudyQuestionFactory
@@ -42,9 +42,7 @@ def servers(settings):
 
 
 def _enqueue(n: int) -> list[int]:
-    return [
-        queue.enqueue(StudyQuestionFactory(text=f"What is {i} + {i}?")).job.pk for i in range(n)
-    ]
+    return [enqueue(StudyQuestionFactory(text=f"What is {i} + {i}?")).job.pk for i in range(n)]
 
 
 def _overlap(a: LLMServer, b: LLMServer) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from studyqueue.consumer.consumer import Consumer
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from tests.factories import StudyQuestionFactory
 from tests.llm_server import LLMServer
 
@@ -26,8 +26,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # (services.pool: which of several servers a call goes to) is a concept of its own, beside the
 # gate (how many calls one server takes), and made it 15; a cycle that finished a job looks
 # for the question sets it completed, to queue their notice (explanations.question_sets): 16.
-TODAY = 16
-TARGET = 16
+# The state machine's hub was cut by concept: the attempt log (queue.attempts) and pauses
+# (queue.pauses) are modules of their own beside it: 18. The models package counts as one
+# (Django's own place, cut by table).
+TODAY = 18
+TARGET = 18
 # Not on a job's path as the consumer runs it: the commands that start it, the admin, the
 # schema's history.
 EXCLUDED = ("studyqueue.management", "studyqueue.admin", "studyqueue.migrations")
@@ -49,6 +52,8 @@ class ModuleRecorder:
         if event != "call" or self._current is None or frame.f_code.co_name == "<module>":
             return
         name = frame.f_globals.get("__name__", "")
+        if name.startswith("studyqueue.models."):
+            name = "studyqueue.models"
         if name.startswith("studyqueue") and not name.startswith(EXCLUDED):
             with self._lock:
                 if self._current is not None:
@@ -97,7 +102,7 @@ def test_a_completed_job_runs_code_in_at_most_todays_number_of_modules(
         consumer = make_consumer()
         with recorder.record() as drain:
             assert consumer.run_cycle().outcomes == {}
-        queue.enqueue(StudyQuestionFactory(text="What is 2 + 2?", choices=["3", "4"], answer="4"))
+        enqueue(StudyQuestionFactory(text="What is 2 + 2?", choices=["3", "4"], answer="4"))
         with recorder.record() as job:
             assert consumer.run_cycle().outcomes == {"completed": 1}
     listed = "\n  ".join(sorted(job))

@@ -13,7 +13,7 @@ from django.utils import timezone
 from studyqueue.explanations import outdated
 from studyqueue.explanations.prompts import current_version
 from studyqueue.models import StudyQuestion, StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from tests.factories import QueueConsumerFactory, StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +85,7 @@ def test_enqueue_outdated_follows_the_consumers_model_not_the_shells(
     shell = settings.STUDYQUEUE
     settings.STUDYQUEUE = {**shell, "LLM_MODEL": "consumers-model"}
     consumer = make_consumer(worker_id="gpu:1")
-    queue.enqueue(question := StudyQuestionFactory())
+    enqueue(question := StudyQuestionFactory())
     consumer.run_cycle()
     question.refresh_from_db()
     assert question.explanation_prompt_version == current_version().hash

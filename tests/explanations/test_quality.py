@@ -7,7 +7,7 @@ import pytest
 from studyqueue.explanations import answers, quality
 from studyqueue.explanations.quality import QualityFlag
 from studyqueue.models import ExplanationRevision, FinishReason, StudyQuestion
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from tests.factories import StudyQuestionFactory
 
 
@@ -69,7 +69,7 @@ def test_real_replies_are_flagged(
     llm_server, make_consumer, question, answer, fault, flags, ignore_stream
 ):
     llm_server.configure(answer=answer, fault=fault, ignore_stream=ignore_stream)
-    queue.enqueue(StudyQuestionFactory(text=question))
+    enqueue(StudyQuestionFactory(text=question))
     assert make_consumer().run_cycle().outcomes == {"completed": 1}
     stored = StudyQuestion.objects.get()
     assert stored.explanation_flags == flags
@@ -83,7 +83,7 @@ def test_a_reply_without_a_finish_reason_keeps_its_ending_on_the_revision(
     llm_server, make_consumer
 ):
     llm_server.configure(answer=LONG_ENGLISH, fault="noreason")  # [DONE] came, no reason
-    queue.enqueue(StudyQuestionFactory(text="Why is Seoul the capital?"))
+    enqueue(StudyQuestionFactory(text="Why is Seoul the capital?"))
     make_consumer().run_cycle()
     revision = ExplanationRevision.objects.get()
     assert (revision.finish_reason, revision.flags) == ("", ["unfinished"])
@@ -102,7 +102,7 @@ def test_unfinished_is_a_flag_quality_retry_accepts(llm_server, settings, make_c
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "QUALITY_RETRY": "unfinished"}
     call_command("check")  # E008 would refuse an unknown flag
     llm_server.configure(answer=LONG_ENGLISH, fault="filter")
-    queue.enqueue(StudyQuestionFactory(text="Why is Seoul the capital?"))
+    enqueue(StudyQuestionFactory(text="Why is Seoul the capital?"))
     assert make_consumer().run_cycle().outcomes == {"retrying": 1, "completed": 1}
     assert [body["max_tokens"] for body in llm_server.bodies] == [1024, 1024]
     assert [r.finish_reason for r in ExplanationRevision.objects.order_by("pk")] == [
@@ -178,7 +178,7 @@ def test_the_answer_flags_come_from_the_agreement():
 )
 def test_real_replies_state_their_answer(llm_server, make_consumer, reply, key, flags, stated):
     llm_server.configure(answer=reply)
-    queue.enqueue(StudyQuestionFactory(text="Capital of Korea?", choices=CAPITALS, answer=key))
+    enqueue(StudyQuestionFactory(text="Capital of Korea?", choices=CAPITALS, answer=key))
     assert make_consumer().run_cycle().outcomes == {"completed": 1}
     revision = ExplanationRevision.objects.get()
     assert (revision.flags, revision.stated_answer) == (flags, stated)
@@ -229,7 +229,7 @@ def test_only_a_plain_statement_is_stored_as_the_answer(
     llm_server, make_consumer, question, choices, key, reply, flags, stated
 ):
     llm_server.configure(answer=reply)
-    queue.enqueue(StudyQuestionFactory(text=question, choices=choices, answer=key))
+    enqueue(StudyQuestionFactory(text=question, choices=choices, answer=key))
     assert make_consumer().run_cycle().outcomes == {"completed": 1}
     revision = ExplanationRevision.objects.get()
     assert (revision.flags, revision.stated_answer) == (flags, stated)
@@ -246,7 +246,7 @@ def test_answer_mismatch_is_a_flag_quality_retry_accepts(llm_server, settings, m
     }
     call_command("check")  # E008 would refuse an unknown flag
     llm_server.configure(answer=AGREEING)
-    queue.enqueue(StudyQuestionFactory(text="Capital of Korea?", choices=CAPITALS, answer="Busan"))
+    enqueue(StudyQuestionFactory(text="Capital of Korea?", choices=CAPITALS, answer="Busan"))
     assert make_consumer().run_cycle().outcomes == {"retrying": 1, "completed": 1}
     assert [body["max_tokens"] for body in llm_server.bodies] == [1024, 1024]
     first, second = ExplanationRevision.objects.order_by("pk")

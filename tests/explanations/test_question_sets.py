@@ -27,6 +27,8 @@ from studyqueue.models import (
 )
 from studyqueue.queue import eta
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue, enqueue_many
+from studyqueue.queue.pauses import pause, resume
 from tests.factories import (
     ExplanationRevisionFactory,
     StudyQuestionFactory,
@@ -238,7 +240,7 @@ def test_a_set_is_done_once_its_checks_ended_and_a_held_question_waits_for_its_r
     )
     held = StudyQuestionFactory(text="Capital? AUDIT:333 VERIFY:2", choices=choices, answer="Seoul")
     question_sets.add("checked", [agreed.pk, held.pk])
-    queue.pause(JobKind.VERIFICATION)
+    pause(JobKind.VERIFICATION)
     _run("enqueue", "--set", "checked")
     _run("runconsumer", "--drain")
     data = json.loads(_run("setstatus", "checked", "--json"))
@@ -256,7 +258,7 @@ def test_a_set_is_done_once_its_checks_ended_and_a_held_question_waits_for_its_r
     data = json.loads(_run("setstatus", "checked", "--json"))
     state = {k: data[k] for k in ("waiting", "checking", "done", "finished_at")}
     assert state == {"waiting": 0, "checking": 2, "done": False, "finished_at": None}
-    queue.resume(JobKind.VERIFICATION)
+    resume(JobKind.VERIFICATION)
     _run("runconsumer", "--drain")
     data = json.loads(_run("setstatus", "checked", "--json"))
     counts = ("done", "checking", "flagged", "key_disputed", "verified", "verifier_flagged")
@@ -285,10 +287,10 @@ def test_a_set_with_a_deadline_is_claimed_first_the_earliest_first_then_by_age(b
     question_sets.add("sooner", [sooner.pk], deadline=now + timedelta(hours=1))
     ids = [plain.pk, later.pk, sooner.pk]  # enqueued oldest first
     if bulk:
-        queue.enqueue_many(ids)
+        enqueue_many(ids)
     else:
         for pk in ids:
-            queue.enqueue(pk)
+            enqueue(pk)
     assert _claimed_in_order(3) == ["sooner", "later", "plain"]
 
 
@@ -296,7 +298,7 @@ def test_a_deadline_moved_forward_moves_its_queued_jobs_forward():
     now = timezone.now()
     first, second = StudyQuestionFactory(text="first"), StudyQuestionFactory(text="second")
     question_sets.add("a", [first.pk], deadline=now + timedelta(hours=1))
-    queue.enqueue_many([first.pk, second.pk])
+    enqueue_many([first.pk, second.pk])
     question_sets.add("b", [second.pk], deadline=now + timedelta(minutes=10))  # joins a set
     assert _claimed_in_order(2) == ["second", "first"]
 

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from studyqueue.exceptions import ReviewConflict
 from studyqueue.explanations import review_queue
 from studyqueue.models import ExplanationRevision, ReviewStatus, StudyQuestion, StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from tests.factories import StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,7 +22,7 @@ SECOND = "Two plus two is four: add one four times, starting from zero, and you 
 
 def explain(llm_server, make_consumer, question: StudyQuestion, answer: str) -> StudyQuestion:  # type: ignore[no-untyped-def]
     llm_server.configure(answer=answer)
-    queue.enqueue(question)
+    enqueue(question)
     assert make_consumer().run_cycle().outcomes == {"completed": 1}
     question.refresh_from_db()
     return question

@@ -13,6 +13,7 @@ from django.urls import reverse
 from studyqueue.explanations.prompts import current_version
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from tests.factories import StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,7 +25,7 @@ SECOND = "Two plus two is four: add one four times, starting from zero, and you 
 def explain_once(llm_server, make_consumer, answer: str, **server) -> StudyQuestion:  # type: ignore[no-untyped-def]
     llm_server.configure(answer=answer, **server)
     question = StudyQuestion.objects.first() or StudyQuestionFactory(text="What is 2 + 2?")
-    queue.enqueue(question)
+    enqueue(question)
     make_consumer().run_cycle()
     question.refresh_from_db()
     return question
@@ -37,7 +38,7 @@ def test_regeneration_adds_a_revision_and_switches_only_when_complete(llm_server
     assert question.explanation_prompt_version == first.prompt_version == current_version().hash
     # The regeneration's call is running: the old text is still the question's.
     llm_server.configure(answer=SECOND, delay=0.5)
-    queue.enqueue(question)
+    enqueue(question)
     consumer = make_consumer()
     import threading
 
@@ -67,7 +68,7 @@ def test_regeneration_adds_a_revision_and_switches_only_when_complete(llm_server
 def test_a_failed_regeneration_leaves_the_current_explanation_untouched(llm_server, make_consumer):
     question = explain_once(llm_server, make_consumer, FIRST)
     llm_server.configure(fault="400")
-    job = queue.enqueue(question).job
+    job = enqueue(question).job
     make_consumer().run_cycle()
     job.refresh_from_db()
     question.refresh_from_db()
@@ -159,7 +160,7 @@ def test_explain_refuses_what_it_cannot_do(llm_server):
     with pytest.raises(CommandError, match="no study question with id 424242"):
         call_command("explain", "424242")
     question = StudyQuestionFactory()
-    queue.enqueue(question)
+    enqueue(question)
     queue.claim(worker_id="busy-consumer", limit=1)
     with pytest.raises(CommandError, match="being explained right now by busy-consumer"):
         call_command("explain", str(question.pk))

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from studyqueue.models import StudyQuestion
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue_many
 from tests.helpers import ROOT
 
 
@@ -46,7 +46,7 @@ def bulk_jobs(n: int, text: str = "question {i}") -> list[int]:
     """``n`` new questions with one pending explanation job each; their ids."""
     StudyQuestion.objects.bulk_create(StudyQuestion(text=text.format(i=i)) for i in range(n))
     ids = list(StudyQuestion.objects.order_by("-pk").values_list("pk", flat=True)[:n])
-    assert queue.enqueue_many(ids) == n
+    assert enqueue_many(ids) == n
     return ids
 
 

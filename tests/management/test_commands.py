@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from studyqueue.models import StudyQuestionJob
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,7 +28,7 @@ def run(*args: str) -> str:
 
 def test_runconsumer_once_runs_one_cycle(llm_server):
     for q in StudyQuestionFactory.create_batch(2):
-        queue.enqueue(q)
+        enqueue(q)
     out = run("runconsumer", "--once", "--worker-id", "cli")
     assert out.startswith("cycle 1: claimed=2 completed=2")
     assert "cycle 2" not in out
@@ -39,7 +40,7 @@ def test_runconsumer_once_runs_one_cycle(llm_server):
 def test_runconsumer_drain_runs_cycles_until_nothing_is_ready(llm_server, settings):
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "CYCLE_BUDGET_SECONDS": 0.0}
     for q in StudyQuestionFactory.create_batch(3):
-        queue.enqueue(q)
+        enqueue(q)
     out = run("runconsumer", "--drain")
     assert out.count("cycle ") == 3
     assert StudyQuestionJob.objects.filter(status="completed").count() == 3
@@ -111,7 +112,7 @@ def test_enqueue_missing_queues_only_questions_that_need_it():
     StudyQuestionFactory(explanation="already explained")
     StudyQuestionFactory(text="")
     queued = StudyQuestionFactory()
-    queue.enqueue(queued)
+    enqueue(queued)
     assert run("enqueue", "--missing").strip() == "Created 2 explanation job(s); 0 already queued."
     assert set(StudyQuestionJob.objects.values_list("study_question_id", flat=True)) == {
         *(q.pk for q in fresh),
@@ -122,7 +123,7 @@ def test_enqueue_missing_queues_only_questions_that_need_it():
 
 def test_enqueue_questions_by_id_reports_already_queued():
     a, b = StudyQuestionFactory.create_batch(2)
-    queue.enqueue(a)
+    enqueue(a)
     out = run("enqueue", "--question", str(a.pk), str(b.pk), "--kind", "session_summary")
     assert out.strip() == "Created 2 session_summary job(s); 0 already queued."
     out = run("enqueue", "--question", str(a.pk), str(b.pk))

@@ -13,7 +13,7 @@ from django.utils import timezone
 from studyqueue.explanations import outdated
 from studyqueue.explanations.prompts import current_version
 from studyqueue.models import JobAttempt, StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from tests.factories import QueueConsumerFactory, StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,7 +64,7 @@ def test_a_job_that_was_queued_before_is_handed_back_as_it_was(settings, free_po
     """Not explain's to withhold: it was waiting for a consumer before explain took it."""
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_URL": f"http://127.0.0.1:{free_port}/v1"}
     question = StudyQuestionFactory()
-    queued = queue.enqueue(question).job
+    queued = enqueue(question).job
     with pytest.raises(CommandError):
         explain(str(question.pk))
     queued.refresh_from_db()

@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 
 from studyqueue.explanations.quality import QualityFlag
 from studyqueue.models import ExplanationRevision, JobAttempt, JobKind, StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from tests.factories import StudyQuestionFactory
 from tests.helpers import ROOT
 
@@ -71,7 +71,7 @@ def test_a_trial_that_does_not_compile_is_one_error_and_nothing_is_sent(
 def test_a_failing_trial_leaves_the_questions_queued_job_as_it_was(llm_server, tmp_path):
     """A job a consumer is to run is neither claimed nor touched by a trial that fails."""
     question = StudyQuestionFactory()
-    job = queue.enqueue(question, JobKind.EXPLANATION).job
+    job = enqueue(question, JobKind.EXPLANATION).job
     before = StudyQuestionJob.objects.values().get(pk=job.pk)
     trial = tmp_path / "trial.txt"
     for source in ('{% include "../../etc/hostname" %}', '{% include "/etc/hostname" %}'):

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.pauses import pause
 from tests.factories import ExplanationRevisionFactory, StudyQuestionJobFactory
 from tests.helpers.metrics import samples
 
@@ -25,7 +25,7 @@ def test_metrics_hold_the_queue(admin_client):
         revision=reply,
     )  # fmt: skip
     StudyQuestionJobFactory(status="failed", completed_at=now, error_code="llm_rejected")
-    queue.pause("session_summary")
+    pause("session_summary")
     response = admin_client.get(URL)
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain; version=")

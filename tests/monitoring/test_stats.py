@@ -11,7 +11,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from studyqueue.monitoring import stats
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.pauses import pause
 from tests.factories import ExplanationRevisionFactory, StudyQuestionJobFactory
 
 pytestmark = pytest.mark.django_db
@@ -38,7 +38,7 @@ def _queue_with_history() -> None:
         2, status="failed", completed_at=now, error_code="llm_timeout"
     )
     StudyQuestionJobFactory(status="skipped", completed_at=now, error_code="operator_skipped")
-    queue.pause("session_summary")
+    pause("session_summary")
 
 
 def _metrics(admin_client) -> dict[tuple, float]:  # type: ignore[no-untyped-def]

@@ -10,8 +10,10 @@ import pytest
 from django.db import connection, transaction
 
 from studyqueue.models import JobKind, JobStatus
-from studyqueue.queue import notify
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import notify, operations, pauses
+from studyqueue.queue.enqueue import enqueue
+from studyqueue.queue.operations import retry_ended
+from studyqueue.queue.pauses import resume
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 
 WAKE = notify.wake()
@@ -163,16 +165,16 @@ def test_the_queue_tells_the_consumers(listening):
     """Enqueue and retry wake consumers, a skip of a running job cancels its call, a pause
     names its kind, a resume wakes consumers."""
     question = StudyQuestionFactory()
-    job = queue.enqueue(question).job
+    job = enqueue(question).job
     assert listening.drain() == [WAKE]
     running = StudyQuestionJobFactory(status=JobStatus.PROCESSING, attempts=1)
-    queue.skip([running.pk])
+    operations.skip([running.pk])
     assert listening.drain() == [notify.cancel(running.pk)]
-    queue.skip([job.pk])  # pending: nobody runs it, nothing to cancel
-    queue.retry_ended([job.pk])
+    operations.skip([job.pk])  # pending: nobody runs it, nothing to cancel
+    retry_ended([job.pk])
     assert listening.drain() == [WAKE]
-    queue.pause(JobKind.EXPLANATION)
-    queue.pause("")
+    pauses.pause(JobKind.EXPLANATION)
+    pauses.pause("")
     assert listening.drain() == [notify.pause(JobKind.EXPLANATION), notify.pause("")]
-    queue.resume(JobKind.EXPLANATION)
+    resume(JobKind.EXPLANATION)
     assert listening.drain() == [WAKE]

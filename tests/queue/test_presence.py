@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from studyqueue.models import QueueConsumer
 from studyqueue.queue import presence
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
+from studyqueue.queue.pauses import pause
 from studyqueue.queue.presence import Liveness
 from tests.factories import StudyQuestionFactory
 
@@ -18,9 +19,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_a_consumer_records_its_start_its_cycles_and_its_stop(llm_server, make_consumer):
     consumer = make_consumer(worker_id="c1", interval=30)
-    queue.pause("session_summary", reason="later")
+    pause("session_summary", reason="later")
     for _ in range(3):
-        queue.enqueue(StudyQuestionFactory())
+        enqueue(StudyQuestionFactory())
     consumer.run_cycle()
     record = QueueConsumer.objects.get(worker_id="c1")
     assert record.interval_seconds == 30
@@ -54,7 +55,7 @@ def test_a_consumer_that_stops_reporting_is_silent_after_two_intervals(make_cons
 def test_a_consumer_whose_llm_is_down_records_its_open_breaker(settings, free_port, make_consumer):
     settings.STUDYQUEUE = {"LLM_URL": f"http://user:secret-pw@127.0.0.1:{free_port}/v1"}
     consumer = make_consumer(worker_id="c2")
-    queue.enqueue(StudyQuestionFactory())
+    enqueue(StudyQuestionFactory())
     consumer.run_cycle()
     record = QueueConsumer.objects.get(worker_id="c2")
     assert record.breaker_open and record.breaker_error == "llm_unavailable"
@@ -78,8 +79,8 @@ def test_states_are_listed_live_then_silent_then_stopped():
 
 
 def test_paused_kinds_are_a_list_shown_with_all_for_every_kind(make_consumer, llm_server):
-    queue.pause("")
-    queue.pause("session_summary")
+    pause("")
+    pause("session_summary")
     make_consumer(worker_id="c3").run_cycle()
     record = QueueConsumer.objects.get(worker_id="c3")
     assert sorted(record.paused_kinds) == ["", "session_summary"]
@@ -137,11 +138,11 @@ def test_a_running_consumer_whose_record_was_removed_writes_it_again(llm_server,
     """Removed while momentarily silent (the admin's action, a hand clean-up): the next
     report writes the whole record again, its start and its jobs completed included."""
     consumer = make_consumer(worker_id="c5", interval=30)
-    queue.enqueue(StudyQuestionFactory())
+    enqueue(StudyQuestionFactory())
     consumer.run_cycle()
     before = QueueConsumer.objects.get(worker_id="c5")
     QueueConsumer.objects.filter(worker_id="c5").delete()
-    queue.enqueue(StudyQuestionFactory())
+    enqueue(StudyQuestionFactory())
     consumer.run_cycle()
     after = QueueConsumer.objects.get(worker_id="c5")
     assert (after.host, after.pid, after.started_at) == (

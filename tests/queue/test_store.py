@@ -14,6 +14,8 @@ from django.db import connections
 from studyqueue.models import ErrorCode, StudyQuestionJob, database
 from studyqueue.queue import retry
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
+from studyqueue.queue.operations import skip
 from studyqueue.queue.store import Failed, JobStore, Released, Skipped
 from studyqueue.queue.transitions import Outcome
 from tests.factories import StudyQuestionFactory
@@ -60,7 +62,7 @@ def test_the_jobs_the_claims_and_the_gate_each_keep_one_connection_of_their_own(
 
 
 def claimed(**fields) -> StudyQuestionJob:  # type: ignore[no-untyped-def]
-    queue.enqueue(StudyQuestionFactory())
+    enqueue(StudyQuestionFactory())
     StudyQuestionJob.objects.update(**fields)
     (job,) = queue.claim(worker_id="test", limit=1)
     return job
@@ -111,7 +113,7 @@ def test_finish_applies_the_policys_decision(store, failure, max_attempts, outco
 
 def test_a_result_for_a_claim_no_longer_ours_writes_nothing(store):
     job = claimed()
-    queue.skip([job.pk])  # an operator takes it
+    skip([job.pk])  # an operator takes it
     failed = Failed.decided(job, retry.Failure(ErrorCode.LLM_TIMEOUT))
     assert asyncio.run(store.finish(job, failed)) is Outcome.LOST
     assert state(job) == ("skipped", "operator_skipped", 1)
@@ -119,7 +121,7 @@ def test_a_result_for_a_claim_no_longer_ours_writes_nothing(store):
 
 def test_claim_reset_stale_and_question_run_on_the_claims_connection(store):
     question = StudyQuestionFactory(text="What is 2 + 2?")
-    queue.enqueue(question)
+    enqueue(question)
 
     async def cycle() -> tuple:
         jobs = await store.claim("test", 5)

@@ -12,7 +12,11 @@ from django.utils import timezone
 
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import ErrorCode, JobKind, JobStatus, StudyQuestionJob
+from studyqueue.queue import pauses
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue, enqueue_many
+from studyqueue.queue.operations import refusals, retry_ended, skip
+from studyqueue.queue.pauses import paused_kinds, resume
 from studyqueue.queue.transitions import Outcome
 from tests.factories import (
     ExplanationRevisionFactory,
@@ -41,7 +45,7 @@ def claim_one(worker: str = "w1") -> StudyQuestionJob:
 
 def test_enqueue_creates_a_pending_job():
     question = StudyQuestionFactory()
-    result = queue.enqueue(question)
+    result = enqueue(question)
     assert result.created
     job = StudyQuestionJob.objects.get()
     assert job == result.job
@@ -56,52 +60,52 @@ def test_enqueue_creates_a_pending_job():
 
 def test_enqueue_is_idempotent_while_a_job_is_active():
     question = StudyQuestionFactory()
-    first = queue.enqueue(question)
-    second = queue.enqueue(question.pk)
+    first = enqueue(question)
+    second = enqueue(question.pk)
     assert not second.created
     assert second.job.pk == first.job.pk
     claim_one()
-    third = queue.enqueue(question)
+    third = enqueue(question)
     assert not third.created and third.job.pk == first.job.pk
     assert StudyQuestionJob.objects.count() == 1
 
 
 def test_enqueue_after_the_job_finished_creates_a_new_one():
     question = StudyQuestionFactory()
-    queue.enqueue(question)
+    enqueue(question)
     assert queue.complete(claim_one()) == Outcome.COMPLETED
-    again = queue.enqueue(question)
+    again = enqueue(question)
     assert again.created
     assert StudyQuestionJob.objects.count() == 2
 
 
 def test_enqueue_kinds_are_independent():
     question = StudyQuestionFactory()
-    assert queue.enqueue(question, JobKind.EXPLANATION).created
-    assert queue.enqueue(question, JobKind.SESSION_SUMMARY).created
+    assert enqueue(question, JobKind.EXPLANATION).created
+    assert enqueue(question, JobKind.SESSION_SUMMARY).created
 
 
 def test_enqueue_rejects_unknown_kind_and_missing_question():
     question = StudyQuestionFactory()
     with pytest.raises(EnqueueError, match="unknown job kind 'poem'"):
-        queue.enqueue(question, "poem")
+        enqueue(question, "poem")
     with pytest.raises(EnqueueError, match="study question 999999 does not exist"):
-        queue.enqueue(999999)
+        enqueue(999999)
     assert not StudyQuestionJob.objects.exists()
 
 
 @override_settings(STUDYQUEUE={"MAX_ATTEMPTS": 5})
 def test_enqueue_takes_max_attempts_from_settings():
-    assert queue.enqueue(StudyQuestionFactory()).job.max_attempts == 5
+    assert enqueue(StudyQuestionFactory()).job.max_attempts == 5
 
 
 def test_enqueue_many_is_conflict_safe_and_counts_created():
     questions = StudyQuestionFactory.create_batch(5)
     ids = [q.pk for q in questions]
-    queue.enqueue(questions[0])
-    created = queue.enqueue_many([*ids, ids[1], 987654])  # a duplicate and a missing id
+    enqueue(questions[0])
+    created = enqueue_many([*ids, ids[1], 987654])  # a duplicate and a missing id
     assert created == 4
-    assert queue.enqueue_many(ids) == 0
+    assert enqueue_many(ids) == 0
     assert StudyQuestionJob.objects.filter(status="pending").count() == 5
     job = StudyQuestionJob.objects.get(study_question=questions[2])
     assert (job.attempts, job.max_attempts, job.error_code) == (0, 3, "")
@@ -109,14 +113,14 @@ def test_enqueue_many_is_conflict_safe_and_counts_created():
 
 def test_enqueue_many_rejects_unknown_kind():
     with pytest.raises(EnqueueError):
-        queue.enqueue_many([StudyQuestionFactory().pk], "nope")
+        enqueue_many([StudyQuestionFactory().pk], "nope")
 
 
 # --------------------------------------------------------------------------- claim
 
 
 def test_claim_takes_ready_jobs_in_id_order_and_counts_the_attempt():
-    jobs = [queue.enqueue(q).job for q in StudyQuestionFactory.create_batch(3)]
+    jobs = [enqueue(q).job for q in StudyQuestionFactory.create_batch(3)]
     claimed = queue.claim(worker_id="host:1", limit=2)
     assert [j.pk for j in claimed] == [jobs[0].pk, jobs[1].pk]
     for job in claimed:
@@ -133,14 +137,14 @@ def test_claim_takes_ready_jobs_in_id_order_and_counts_the_attempt():
 
 def test_claim_claims_exactly_limit_rows():
     for q in StudyQuestionFactory.create_batch(4):
-        queue.enqueue(q)
+        enqueue(q)
     assert len(queue.claim(worker_id="w", limit=1)) == 1
     assert StudyQuestionJob.objects.filter(status="processing").count() == 1
 
 
 def test_claim_uses_batch_size_setting():
     for q in StudyQuestionFactory.create_batch(4):
-        queue.enqueue(q)
+        enqueue(q)
     assert len(queue.claim(worker_id="w")) == 1
     with override_settings(STUDYQUEUE={"BATCH_SIZE": 2}):
         assert len(queue.claim(worker_id="w")) == 2
@@ -285,7 +289,7 @@ def test_fencing_after_stale_reset_and_reclaim():
 def test_retry_moves_failed_and_skipped_back_with_attempts_reset():
     failed = StudyQuestionJobFactory(status="failed", attempts=3, error_code="llm_timeout")
     skipped = StudyQuestionJobFactory(status="skipped", error_code="operator_skipped")
-    result = queue.retry_ended([failed.pk, skipped.pk])
+    result = retry_ended([failed.pk, skipped.pk])
     assert result.retried == sorted([failed.pk, skipped.pk])
     for job in (failed, skipped):
         job.refresh_from_db()
@@ -303,7 +307,7 @@ def test_retry_refuses_wrong_states_missing_and_conflicts():
     completed = StudyQuestionJobFactory(status="completed")
     # A failed job whose question already has a new active job: retrying would duplicate.
     old_failed = StudyQuestionJobFactory(status="failed", study_question=pending.study_question)
-    result = queue.retry_ended([pending.pk, processing.pk, completed.pk, old_failed.pk, 424242])
+    result = retry_ended([pending.pk, processing.pk, completed.pk, old_failed.pk, 424242])
     assert result.retried == []
     assert result.wrong_state == sorted([pending.pk, processing.pk, completed.pk])
     assert result.conflicts == [old_failed.pk]
@@ -318,16 +322,16 @@ def test_retry_of_two_failed_jobs_for_one_pair_makes_one_active():
     question = StudyQuestionFactory()
     a = StudyQuestionJobFactory(status="failed", study_question=question)
     b = StudyQuestionJobFactory(status="failed", study_question=question)
-    result = queue.retry_ended([a.pk, b.pk])
+    result = retry_ended([a.pk, b.pk])
     assert result.retried == [a.pk] and result.conflicts == [b.pk]
     assert result.active_for == {b.pk: a.pk}
     assert StudyQuestionJob.objects.active().count() == 1
 
 
 def test_refusals_name_each_refused_job_and_the_active_one_bounded():
-    assert queue.refusals({13: 41, 12: 40}) == "12 → 40, 13 → 41"
-    assert queue.refusals({12: None}) == "12 → -"
-    assert queue.refusals({n: n + 100 for n in range(1, 5)}, limit=2) == "1 → 101, 2 → 102, …"
+    assert refusals({13: 41, 12: 40}) == "12 → 40, 13 → 41"
+    assert refusals({12: None}) == "12 → -"
+    assert refusals({n: n + 100 for n in range(1, 5)}, limit=2) == "1 → 101, 2 → 102, …"
 
 
 def test_operator_skip_pending_and_processing_fences_the_worker():
@@ -337,7 +341,7 @@ def test_operator_skip_pending_and_processing_fences_the_worker():
     assert running.pk == pending.pk
     other = StudyQuestionJob.objects.exclude(pk=running.pk).get()
     done = StudyQuestionJobFactory(status="completed")
-    result = queue.skip([running.pk, other.pk, done.pk, 31337])
+    result = skip([running.pk, other.pk, done.pk, 31337])
     assert result.skipped == sorted([running.pk, other.pk])
     assert result.wrong_state == sorted([done.pk, 31337])
     assert queue.complete(running) == Outcome.LOST, "the worker's late write must be refused"
@@ -408,7 +412,7 @@ def test_claim_takes_exactly_the_ready_jobs():
 def test_transitions_log_key_value_lines(caplog, django_capture_on_commit_callbacks):
     caplog.set_level(logging.INFO, logger="studyqueue.queue")
     question = StudyQuestionFactory()
-    job = queue.enqueue(question).job
+    job = enqueue(question).job
     claimed = claim_one("wk")
     with django_capture_on_commit_callbacks(execute=True):
         queue.fail(claimed, ErrorCode.LLM_REJECTED, "no")
@@ -453,7 +457,7 @@ def test_a_migration_between_claims_does_not_break_the_next_claim():
     from studyqueue.queue.pg import psycopg_kwargs
 
     for _ in range(10):
-        queue.enqueue(StudyQuestionFactory())
+        enqueue(StudyQuestionFactory())
     for _ in range(6):
         assert queue.complete(claim_one()) == Outcome.COMPLETED
     table = StudyQuestionJob._meta.db_table
@@ -472,30 +476,30 @@ def test_a_migration_between_claims_does_not_break_the_next_claim():
 def test_a_paused_kind_is_not_claimed_and_ready_agrees():
     explanation = StudyQuestionJobFactory()
     summary = StudyQuestionJobFactory(kind=JobKind.SESSION_SUMMARY)
-    row, created = queue.pause(JobKind.EXPLANATION, reason="GPU busy", by="ops")
+    row, created = pauses.pause(JobKind.EXPLANATION, reason="GPU busy", by="ops")
     assert created and (row.reason, row.paused_by) == ("GPU busy", "ops")
     assert list(StudyQuestionJob.objects.ready(timezone.now())) == [summary]
     assert [j.pk for j in queue.claim(worker_id="w", limit=10)] == [summary.pk]
     assert queue.next_due_in() is None, "a paused kind is not due: no busy cycling"
-    assert queue.enqueue(StudyQuestionFactory()).created, "enqueueing still works"
-    assert queue.resume(JobKind.EXPLANATION)
+    assert enqueue(StudyQuestionFactory()).created, "enqueueing still works"
+    assert resume(JobKind.EXPLANATION)
     assert {j.pk for j in queue.claim(worker_id="w", limit=10)} >= {explanation.pk}
 
 
 def test_pausing_everything_stops_every_kind_and_pause_is_idempotent():
     StudyQuestionJobFactory()
     StudyQuestionJobFactory(kind=JobKind.SESSION_SUMMARY)
-    first, created = queue.pause(reason="maintenance", by="a")
-    again, created_again = queue.pause(reason="other", by="b")
+    first, created = pauses.pause(reason="maintenance", by="a")
+    again, created_again = pauses.pause(reason="other", by="b")
     assert created and not created_again and again.pk == first.pk
     assert again.reason == "maintenance", "the first pause is kept"
     assert queue.claim(worker_id="w", limit=10) == []
-    assert queue.paused_kinds() == [""]
-    assert not queue.resume(JobKind.EXPLANATION), "only the pause of every kind exists"
-    assert queue.resume()
+    assert paused_kinds() == [""]
+    assert not resume(JobKind.EXPLANATION), "only the pause of every kind exists"
+    assert resume()
     assert len(queue.claim(worker_id="w", limit=10)) == 2
 
 
 def test_pausing_an_unknown_kind_is_refused():
     with pytest.raises(EnqueueError, match="unknown job kind"):
-        queue.pause("poem")
+        pauses.pause("poem")

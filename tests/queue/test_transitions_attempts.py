@@ -12,7 +12,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from studyqueue.models import ErrorCode, JobAttempt, StudyQuestionJob
+from studyqueue.queue import operations
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.attempts import attempts_of
+from studyqueue.queue.enqueue import enqueue
+from studyqueue.queue.operations import prune_finished, retry_ended
 from studyqueue.queue.transitions import Outcome
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
 
@@ -20,7 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def history(job: StudyQuestionJob) -> list[tuple]:
-    return [(a.number, a.outcome, a.error_code, a.worker_id) for a in queue.attempts_of(job.pk)]
+    return [(a.number, a.outcome, a.error_code, a.worker_id) for a in attempts_of(job.pk)]
 
 
 def claim(worker: str = "w1", limit: int = 1) -> list[StudyQuestionJob]:
@@ -41,7 +45,7 @@ def make_due() -> None:
 def test_a_job_that_failed_twice_then_completed_shows_three_attempts_with_their_errors(
     settings, llm_server, make_consumer
 ):
-    job = queue.enqueue(StudyQuestionFactory(text="What is 2 + 2?")).job
+    job = enqueue(StudyQuestionFactory(text="What is 2 + 2?")).job
     consumer = make_consumer(worker_id="host:1:abc")
     for fault in ("malformed", "null"):  # two failed calls: each retries
         llm_server.fault = fault
@@ -56,7 +60,7 @@ def test_a_job_that_failed_twice_then_completed_shows_three_attempts_with_their_
         (2, "retrying", ErrorCode.LLM_EMPTY, worker),
         (3, "completed", "", worker),
     ]
-    first, second, third = queue.attempts_of(job.pk)
+    first, second, third = attempts_of(job.pk)
     assert first.error_message and second.error_message and third.error_message == ""
     assert (third.prompt_tokens, third.completion_tokens) == (42, 7)
     assert third.first_token_ms is not None and first.prompt_tokens is None
@@ -66,7 +70,7 @@ def test_a_job_that_failed_twice_then_completed_shows_three_attempts_with_their_
 
 
 def test_a_batch_claim_opens_one_attempt_per_job_numbered_after_the_last():
-    jobs = [queue.enqueue(StudyQuestionFactory()).job for _ in range(4)]
+    jobs = [enqueue(StudyQuestionFactory()).job for _ in range(4)]
     claimed = claim("w1", limit=10)
     assert [j.pk for j in claimed] == [j.pk for j in jobs]
     opened = JobAttempt.objects.filter(ended_at__isnull=True).order_by("job_id")
@@ -74,7 +78,7 @@ def test_a_batch_claim_opens_one_attempt_per_job_numbered_after_the_last():
     assert all(a.started_at == j.started_at for a, j in zip(opened, claimed, strict=True))
     # Failed for good, retried by an operator (attempts reset): the log goes on counting.
     assert queue.fail(claimed[0], ErrorCode.LLM_REJECTED, "no") == Outcome.FAILED
-    assert queue.retry_ended([jobs[0].pk]).retried == [jobs[0].pk]
+    assert retry_ended([jobs[0].pk]).retried == [jobs[0].pk]
     (again,) = claim("w2")
     assert again.pk == jobs[0].pk and again.attempts == 1
     assert history(again) == [
@@ -84,13 +88,13 @@ def test_a_batch_claim_opens_one_attempt_per_job_numbered_after_the_last():
 
 
 def test_claim_one_opens_an_attempt_too():
-    job = queue.enqueue(StudyQuestionFactory()).job
+    job = enqueue(StudyQuestionFactory()).job
     assert queue.claim_job(job.pk, worker_id="operator") is not None
     assert history(job) == [(1, "", "", "operator")]
 
 
 def test_each_transition_closes_the_attempt_with_its_outcome():
-    jobs = [queue.enqueue(StudyQuestionFactory()).job for _ in range(5)]
+    jobs = [enqueue(StudyQuestionFactory()).job for _ in range(5)]
     a, b, c, d, e = claim(limit=5)
     revision = ExplanationRevisionFactory(
         question_id=a.study_question_id, prompt_tokens=100, completion_tokens=20,
@@ -100,7 +104,7 @@ def test_each_transition_closes_the_attempt_with_its_outcome():
     assert queue.release(b, code=ErrorCode.LLM_UNAVAILABLE, message="refused") == Outcome.RELEASED
     assert queue.skip_claimed(c, ErrorCode.UNSUPPORTED_KIND, "reserved") == Outcome.SKIPPED
     assert queue.retry_for_quality(d, reason="flagged", revision=revision) == Outcome.RETRYING
-    assert queue.skip([e.pk]).skipped == [e.pk]  # an operator, while it runs
+    assert operations.skip([e.pk]).skipped == [e.pk]  # an operator, while it runs
     rows = {row.job_id: row for row in JobAttempt.objects.all()}
     assert [
         (rows[j.pk].outcome, rows[j.pk].error_code, rows[j.pk].error_message) for j in jobs
@@ -117,7 +121,7 @@ def test_each_transition_closes_the_attempt_with_its_outcome():
 
 
 def test_the_error_message_is_capped_like_the_jobs():
-    queue.enqueue(StudyQuestionFactory())
+    enqueue(StudyQuestionFactory())
     (job,) = claim()
     queue.fail(job, ErrorCode.LLM_SERVER_ERROR, "x" * 10_000)
     (attempt,) = JobAttempt.objects.all()
@@ -127,8 +131,8 @@ def test_the_error_message_is_capped_like_the_jobs():
 
 
 def test_a_stale_reset_closes_the_attempt_as_stale():
-    reset = queue.enqueue(StudyQuestionFactory()).job
-    exhausted = queue.enqueue(StudyQuestionFactory()).job
+    reset = enqueue(StudyQuestionFactory()).job
+    exhausted = enqueue(StudyQuestionFactory()).job
     StudyQuestionJob.objects.filter(pk=exhausted.pk).update(max_attempts=1)
     claim(limit=2)
     make_stale(reset)
@@ -136,14 +140,14 @@ def test_a_stale_reset_closes_the_attempt_as_stale():
     result = queue.reset_stale()
     assert (result.reset_ids, result.failed_ids) == ([reset.pk], [exhausted.pk])
     for job in (reset, exhausted):
-        (attempt,) = queue.attempts_of(job.pk)
+        (attempt,) = attempts_of(job.pk)
         assert (attempt.outcome, attempt.error_code) == ("stale", ErrorCode.STALE)
         assert attempt.error_message.startswith("no heartbeat for")
         assert attempt.ended_at is not None
 
 
 def test_a_fenced_out_late_write_does_not_close_someone_elses_attempt():
-    job = queue.enqueue(StudyQuestionFactory()).job
+    job = enqueue(StudyQuestionFactory()).job
     (old,) = claim("w1")
     make_stale(old)
     queue.reset_stale()
@@ -157,7 +161,7 @@ def test_a_fenced_out_late_write_does_not_close_someone_elses_attempt():
 
 
 def test_a_rolled_back_transition_leaves_the_attempt_open():
-    job = queue.enqueue(StudyQuestionFactory()).job
+    job = enqueue(StudyQuestionFactory()).job
     (claimed,) = claim()
     with pytest.raises(RuntimeError), transaction.atomic():
         assert queue.complete(claimed, llm_ms=1) == Outcome.COMPLETED
@@ -170,7 +174,7 @@ def test_a_rolled_back_transition_leaves_the_attempt_open():
 def test_a_stray_open_attempt_never_blocks_a_claim():
     """Bookkeeping must not stop work: an attempt left open (a row written by hand, say)
     does not make the claim fail; the job is claimed and the stray row stays as it was."""
-    job = queue.enqueue(StudyQuestionFactory()).job
+    job = enqueue(StudyQuestionFactory()).job
     JobAttempt.objects.create(job=job, number=7, started_at=timezone.now(), worker_id="ghost")
     (claimed,) = claim()
     assert claimed.pk == job.pk
@@ -178,13 +182,13 @@ def test_a_stray_open_attempt_never_blocks_a_claim():
 
 
 def test_pruning_the_job_prunes_its_attempts():
-    old, kept = (queue.enqueue(StudyQuestionFactory()).job for _ in range(2))
+    old, kept = (enqueue(StudyQuestionFactory()).job for _ in range(2))
     for job in claim(limit=2):
         queue.complete(job, llm_ms=1)
     StudyQuestionJob.objects.filter(pk=old.pk).update(
         completed_at=timezone.now() - timedelta(days=40)
     )
-    assert queue.prune_finished(older_than=timedelta(days=30)) == 1
+    assert prune_finished(older_than=timedelta(days=30)) == 1
     assert list(JobAttempt.objects.values_list("job_id", flat=True)) == [kept.pk]
 
 
@@ -192,7 +196,7 @@ def test_pruning_the_job_prunes_its_attempts():
 def test_the_stale_scan_stays_set_based(stale_jobs):
     """The same statements for 3 stale jobs as for 60: none per job."""
     for _ in range(stale_jobs):
-        queue.enqueue(StudyQuestionFactory())
+        enqueue(StudyQuestionFactory())
     for job in claim(limit=stale_jobs):
         make_stale(job)
     with CaptureQueriesContext(connection) as captured:

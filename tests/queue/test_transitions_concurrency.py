@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from studyqueue.models import JobStatus, StudyQuestion, StudyQuestionJob
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import EnqueueResult, enqueue, enqueue_many
 from tests.factories import StudyQuestionFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -34,7 +35,7 @@ def _start_together(procs: list[subprocess.Popen]) -> None:
 
 def test_four_processes_claim_every_job_exactly_once(child_env, python, vendor):
     n_jobs = 2000 if vendor == "postgresql" else 600
-    assert queue.enqueue_many(_bulk_questions(n_jobs)) == n_jobs
+    assert enqueue_many(_bulk_questions(n_jobs)) == n_jobs
     procs = [
         subprocess.Popen(
             [python, "-m", "tests.helpers.claim_worker", f"p{i}", str(1 + i % 2)],
@@ -64,13 +65,13 @@ def test_four_processes_claim_every_job_exactly_once(child_env, python, vendor):
 def test_eight_threads_enqueueing_one_pair_make_one_active_job():
     question = StudyQuestionFactory()
     barrier = threading.Barrier(8)
-    results: list[queue.EnqueueResult] = []
+    results: list[EnqueueResult] = []
     errors: list[BaseException] = []
 
     def worker() -> None:
         try:
             barrier.wait(timeout=30)
-            results.append(queue.enqueue(question.pk))
+            results.append(enqueue(question.pk))
         except BaseException as exc:  # surfaced below
             errors.append(exc)
         finally:
@@ -91,7 +92,7 @@ def test_eight_threads_enqueueing_one_pair_make_one_active_job():
 def test_old_worker_on_another_connection_is_fenced_out():
     """Worker A (own thread, own connection) loses its job to B while it is 'working'."""
     StudyQuestionFactory()
-    queue.enqueue(StudyQuestion.objects.get())
+    enqueue(StudyQuestion.objects.get())
     claimed_by_a = threading.Event()
     b_has_it = threading.Event()
     outcome: dict[str, object] = {}

@@ -16,6 +16,7 @@ from django.db import connection, connections
 
 from studyqueue.models import ErrorCode, GateLease
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.pg import psycopg_kwargs
 from studyqueue.services.endpoints import endpoint_name
 from studyqueue.services.gate import LOCK_NAMESPACE, CircuitBreaker, GateTimeout, LLMGate, lock_key
@@ -62,7 +63,7 @@ def test_a_server_restart_under_eight_calls_is_one_failure_and_one_warning(
     # warm-first send the others).
     llm_server.configure(word_delay=1.0, answer=" ".join(["word"] * 120))
     for _ in range(8):
-        queue.enqueue(StudyQuestionFactory())
+        enqueue(StudyQuestionFactory())
     consumer = make_consumer(worker_id="restart")
     cycle = threading.Thread(target=consumer.run_cycle)
     with caplog.at_level(logging.INFO, logger="studyqueue"):

@@ -10,7 +10,7 @@ import pytest
 
 from studyqueue.consumer import consumer as consumer_module
 from studyqueue.models import GateLimit
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue as enqueue_job
 from studyqueue.services import gate_control, gate_limits
 from tests.factories import StudyQuestionFactory
 
@@ -31,7 +31,7 @@ def auto(llm_server, settings):
 
 def enqueue(n: int) -> None:
     for _ in range(n):
-        queue.enqueue(StudyQuestionFactory())
+        enqueue_job(StudyQuestionFactory())
 
 
 def stored() -> GateLimit:

@@ -13,7 +13,7 @@ import pytest
 
 from studyqueue.models import ErrorCode, ExplanationRevision, JobAttempt, StudyQuestionJob
 from studyqueue.queue import retry
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from tests.factories import StudyQuestionFactory
 from tests.helpers import Counters, wait_for
 from tests.helpers.processes import bulk_jobs, log_text
@@ -42,7 +42,7 @@ def test_gate_timeouts_end_the_job_after_their_bound(llm_server, make_consumer, 
         "MAX_ATTEMPTS": 3,
         "CYCLE_BUDGET_SECONDS": 2,
     }
-    job = queue.enqueue(StudyQuestionFactory()).job
+    job = enqueue(StudyQuestionFactory()).job
     consumer = make_consumer()
     asyncio.run(consumer.pool.members[0].gate.acquire())  # the only slot, never given back
     deadline = time.monotonic() + 20

@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from studyqueue.models import ErrorCode
+from studyqueue.queue.enqueue import enqueue
 from studyqueue.services.llm import (
     MIN_DECODE_SPAN_MS,
     LLMClient,
@@ -335,12 +336,11 @@ def test_no_job_request_carries_a_seed(llm_server, settings, make_consumer):
     """The consumer's own requests: a first explanation, and a regeneration with its own
     ``max_tokens``, with a model and greedy sampling configured."""
     from studyqueue.models import StudyQuestionJob
-    from studyqueue.queue import transitions as queue
     from tests.factories import StudyQuestionFactory
 
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_MODEL": "m1", "LLM_TEMPERATURE": 0}
-    first = queue.enqueue(StudyQuestionFactory(text="What is 2 + 2?", choices=["3", "4"])).job
-    second = queue.enqueue(StudyQuestionFactory(text="Why is the sky blue?")).job
+    first = enqueue(StudyQuestionFactory(text="What is 2 + 2?", choices=["3", "4"])).job
+    second = enqueue(StudyQuestionFactory(text="Why is the sky blue?")).job
     StudyQuestionJob.objects.filter(pk=second.pk).update(max_tokens=2048)
     assert make_consumer().run_cycle().outcomes == {"completed": 2}
     assert len(llm_server.bodies) == 2

@@ -18,6 +18,7 @@ from studyqueue.explanations.prompts import current_version
 from studyqueue.explanations.revisions import Written
 from studyqueue.models import ErrorCode, ExplanationRevision, StudyQuestion, StudyQuestionJob
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue as enqueue_job
 from studyqueue.queue.retry import MAX_FREE_RELEASES
 from studyqueue.queue.transitions import Outcome
 from studyqueue.services.llm import LLMError, LLMReply
@@ -46,7 +47,7 @@ def long_breaker_pause(llm_server: LLMServer, settings) -> None:  # type: ignore
 
 
 def enqueue(n: int = 1, **question_fields) -> list[StudyQuestionJob]:  # type: ignore[no-untyped-def]
-    return [queue.enqueue(StudyQuestionFactory(**question_fields)).job for _ in range(n)]
+    return [enqueue_job(StudyQuestionFactory(**question_fields)).job for _ in range(n)]
 
 
 def job_state(job: StudyQuestionJob) -> tuple:
@@ -99,7 +100,7 @@ def test_a_completed_job_stores_its_revision_with_flags_and_stated_answer(
 def test_a_reply_for_a_question_changed_during_the_call_is_not_stored() -> None:
     """Released, free of an attempt, while the policy allows; then a counted failure."""
     question = StudyQuestionFactory(text="What is 2 + 2?")
-    queue.enqueue(question)
+    enqueue_job(question)
     job = claimed_one()
     StudyQuestion.objects.filter(pk=question.pk).update(text="What is 3 + 3?")
     outcome = Written(question, reply(), current_version(), []).write(job)
@@ -207,7 +208,7 @@ def test_a_flag_set_to_retry_retries_once_with_doubled_max_tokens(
 ):
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "QUALITY_RETRY": "truncated"}
     llm_server.configure(answer=LONG_ENGLISH, fault="length")  # always cut
-    job = queue.enqueue(StudyQuestionFactory(text="Why is Seoul the capital?")).job
+    job = enqueue_job(StudyQuestionFactory(text="Why is Seoul the capital?")).job
     consumer = make_consumer()
     assert consumer.run_cycle().outcomes == {"retrying": 1, "completed": 1}
     job.refresh_from_db()
@@ -228,7 +229,7 @@ def test_a_flag_set_to_retry_retries_once_with_doubled_max_tokens(
 def test_a_reply_whose_claim_was_lost_leaves_no_revision_and_no_pointer():
     """The revision is written before the fenced completion: a lost claim rolls both back."""
     question = StudyQuestionFactory(text="What is 2 + 2?")
-    queue.enqueue(question)
+    enqueue_job(question)
     (old,) = queue.claim(worker_id="old")
     StudyQuestionJob.objects.filter(pk=old.pk).update(
         heartbeat_at=timezone.now() - timezone.timedelta(hours=1)

@@ -24,6 +24,8 @@ from studyqueue.models import (
     StudyQuestionJob,
 )
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
+from studyqueue.queue.pauses import pause
 from tests.factories import StudyQuestionFactory
 from tests.llm_server import LLMServer
 
@@ -118,7 +120,7 @@ def test_a_drain_runs_the_audit_before_the_explanation(llm_server):
     """The explanation job is queued too (and first in id order when it already was), but it
     waits while the question's audit is active."""
     first = question("222")
-    queue.enqueue(first)  # an explanation already queued, before the audit
+    enqueue(first)  # an explanation already queued, before the audit
     second = question("333", text="Which city is the capital of Korea, again? AUDIT:333")
     out = enqueue_missing()
     assert "Created 2 key_audit job(s)" in out
@@ -229,7 +231,7 @@ def test_a_failed_audit_ends_and_the_explanation_still_runs(llm_server, settings
 
 def test_a_paused_audit_kind_does_not_hold_explanations(llm_server):
     q = question("222")
-    queue.pause("key_audit")
+    pause("key_audit")
     enqueue_missing()
     drain()
     q.refresh_from_db()
@@ -241,13 +243,13 @@ def test_a_paused_audit_kind_does_not_hold_explanations(llm_server):
 def test_claim_takes_exactly_the_ready_jobs_with_audits(settings):
     """CLAIM_SQL and JobQuerySet.ready() agree on the audit's states, held or not."""
     waiting = question("222")
-    queue.enqueue(waiting)
-    queue.enqueue(waiting, "key_audit")
+    enqueue(waiting)
+    enqueue(waiting, "key_audit")
     disputed = question("333", text="Q2 AUDIT:333")
     StudyQuestion.objects.filter(pk=disputed.pk).update(key_audit="disputed", key_audit_answer=3)
-    queue.enqueue(disputed)
+    enqueue(disputed)
     free = question("222", text="Q3")
-    queue.enqueue(free)
+    enqueue(free)
     both = {f"key_audit:{waiting.pk}", f"explanation:{free.pk}"}
     for holds, expected in ((True, both), (False, both | {f"explanation:{disputed.pk}"})):
         settings.STUDYQUEUE = {"KEY_AUDIT_HOLDS": holds}

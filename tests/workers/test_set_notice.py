@@ -29,7 +29,8 @@ from studyqueue.models import (
     StudyQuestionJob,
     StudyQuestionSet,
 )
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue, enqueue_many, enqueue_set_notice
+from studyqueue.queue.pauses import pause, resume
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 from tests.helpers import ROOT, ports, wait_for
 from tests.llm_server import LLMServer
@@ -128,7 +129,7 @@ def _set(name: str, n: int, **fields: object) -> StudyQuestionSet:
     questions = [StudyQuestionFactory(text=f"{name}: what is {i} + 1?") for i in range(n)]
     question_set, _ = question_sets.add(name, [q.pk for q in questions])
     StudyQuestionSet.objects.filter(pk=question_set.pk).update(**fields)
-    queue.enqueue_many([q.pk for q in questions])
+    enqueue_many([q.pk for q in questions])
     return StudyQuestionSet.objects.get(pk=question_set.pk)
 
 
@@ -231,7 +232,7 @@ def test_a_set_that_grows_after_its_notice_is_noticed_again_when_done_again(rece
     _drain()
     more = StudyQuestionFactory(text="weekly: one more")
     question_sets.add("weekly", [more.pk])
-    queue.enqueue(more)
+    enqueue(more)
     _drain()
     assert len(receiver.posts) == 2
     first, second = (json.loads(body) for _, body in receiver.posts)
@@ -267,7 +268,7 @@ def test_the_notice_waits_for_the_sets_checks_and_carries_the_verifiers_flag(
     )
     question_set, _ = question_sets.add("checked", [flagged.pk, disputed.pk])
     StudyQuestionSet.objects.filter(pk=question_set.pk).update(owner_email="teacher@example.org")
-    queue.pause(JobKind.VERIFICATION)
+    pause(JobKind.VERIFICATION)
     call_command("enqueue", "--set", "checked", stdout=StringIO(), stderr=StringIO())
     _drain()
     progress = question_sets.progress(question_set)
@@ -277,7 +278,7 @@ def test_the_notice_waits_for_the_sets_checks_and_carries_the_verifiers_flag(
     assert receiver.posts == [] and signals == [] and mail.outbox == []
     assert not StudyQuestionJob.objects.filter(kind=JobKind.SET_NOTICE).exists()
 
-    queue.resume(JobKind.VERIFICATION)
+    resume(JobKind.VERIFICATION)
     _drain()
     assert len(receiver.posts) == 1 and len(signals) == 1
     data = json.loads(receiver.posts[0][1])
@@ -359,15 +360,15 @@ def test_a_check_queued_before_the_notice_ran_still_sends_one(receiver, signals)
     """The set is done, its notice queued, then a check of one of its questions: the notice
     is skipped (not done) and the set noticed once, when the check ended."""
     question_set = _set("rechecked", 1)
-    queue.pause(JobKind.SET_NOTICE)
+    pause(JobKind.SET_NOTICE)
     _drain()
     assert question_set.jobs.filter(kind=JobKind.SET_NOTICE, status=JobStatus.PENDING).exists()
-    queue.pause(JobKind.VERIFICATION)
-    queue.enqueue(question_sets.questions(question_set).get(), JobKind.VERIFICATION)
-    queue.resume(JobKind.SET_NOTICE)
+    pause(JobKind.VERIFICATION)
+    enqueue(question_sets.questions(question_set).get(), JobKind.VERIFICATION)
+    resume(JobKind.SET_NOTICE)
     _drain()  # the notice runs while the check waits
     assert receiver.posts == [] and signals == []
-    queue.resume(JobKind.VERIFICATION)
+    resume(JobKind.VERIFICATION)
     _drain()
     assert len(receiver.posts) == 1 and len(signals) == 1
     statuses = sorted(question_set.jobs.values_list("status", flat=True))
@@ -419,7 +420,7 @@ def test_a_stuck_notice_ends_at_its_deadline_beside_an_explanation(receiver, set
     receiver.drip = True
     _set("stuck", 1)
     later = StudyQuestionFactory(text="asked while the notice drips")
-    queue.enqueue(later)
+    enqueue(later)
     started = time.monotonic()
     _drain()
     assert time.monotonic() - started < 15
@@ -433,7 +434,7 @@ def test_a_second_notice_job_of_a_noticed_completion_sends_nothing(receiver, sig
     queues another notice job of the same completion: it re-checks and sends nothing."""
     question_set = _set("raced", 1, owner_email="teacher@example.org")
     _drain()
-    queue.enqueue_set_notice(question_set.pk)  # what the stale sweep would queue
+    enqueue_set_notice(question_set.pk)  # what the stale sweep would queue
     _drain()
     assert len(receiver.posts) == 1 and len(signals) == 1 and len(mail.outbox) == 1
     statuses = sorted(question_set.jobs.values_list("status", "error_code"))
@@ -532,7 +533,7 @@ def test_a_dripping_notice_holds_no_gate_slot(receiver, settings, make_consumer)
     question_set, _ = question_sets.add("gated", [done.pk])
     assert question_sets.queue_due_notices() == 1
     later = StudyQuestionFactory(text="asked while the notice drips")
-    queue.enqueue(later)
+    enqueue(later)
     consumer = make_consumer(batch_size=2)
     cycle = threading.Thread(target=consumer.run_cycle)
     started = time.monotonic()

@@ -24,6 +24,8 @@ from studyqueue.models import (
     revision_to_verify,
 )
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
+from studyqueue.queue.pauses import pause, resume
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
 from tests.helpers.metrics import samples
 from tests.llm_server import LLMServer
@@ -68,7 +70,7 @@ def server(llm_server: LLMServer, settings) -> LLMServer:
 )
 def test_the_verdict_is_kept_on_the_revision(server, spec, answer, flags):
     q = question(spec)
-    queue.enqueue(q)
+    enqueue(q)
     drain()
     q.refresh_from_db()
     revision = q.current_revision
@@ -85,7 +87,7 @@ def test_the_verdict_is_kept_on_the_revision(server, spec, answer, flags):
 
 def test_the_request_hides_the_answer_line_and_never_carries_the_key(server):
     q = question("2")
-    queue.enqueue(q)
+    enqueue(q)
     drain()
     bodies = [body for body in server.bodies if kind_of(body) == "verify"]
     assert len(bodies) == 1
@@ -111,7 +113,7 @@ def test_checks_start_only_when_no_explanation_is_ready(server, settings):
     explanation call started (a check never takes a slot an explanation could have)."""
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "BATCH_SIZE": 2}
     for n in range(5):
-        queue.enqueue(question("2", text=f"Capital of Korea, take {n}? VERIFY:2"))
+        enqueue(question("2", text=f"Capital of Korea, take {n}? VERIFY:2"))
     drain()
     kinds = [kind_of(body) for body in server.bodies]
     assert sorted(kinds) == ["explanation"] * 5 + ["verify"] * 5
@@ -121,8 +123,8 @@ def test_checks_start_only_when_no_explanation_is_ready(server, settings):
 
 def test_the_claim_takes_a_check_only_when_no_explanation_is_ready():
     checked, written = question(), question(text="Another")
-    verification = queue.enqueue(checked, "verification").job
-    explanation = queue.enqueue(written).job
+    verification = enqueue(checked, "verification").job
+    explanation = enqueue(written).job
     (first,) = queue.claim(worker_id="w", limit=1)
     assert first.pk == explanation.pk  # queued later, claimed first
     queue.release(first, message="handed back")
@@ -135,12 +137,12 @@ def test_the_claim_takes_a_check_only_when_no_explanation_is_ready():
 
 
 def test_no_check_without_choices_or_key_or_with_verify_off(server, settings):
-    queue.enqueue(StudyQuestionFactory(text="Open question", choices=[], answer=""))
-    queue.enqueue(question(text="No key VERIFY:2", answer=""))
+    enqueue(StudyQuestionFactory(text="Open question", choices=[], answer=""))
+    enqueue(question(text="No key VERIFY:2", answer=""))
     drain()
     assert not StudyQuestionJob.objects.filter(kind="verification").exists()
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "VERIFY": False}
-    queue.enqueue(question())
+    enqueue(question())
     drain()
     assert not StudyQuestionJob.objects.filter(kind="verification").exists()
     assert ExplanationRevision.objects.count() == 3
@@ -148,14 +150,14 @@ def test_no_check_without_choices_or_key_or_with_verify_off(server, settings):
 
 def test_an_explanation_outdated_before_its_check_is_not_checked(server):
     q = question("3")
-    queue.enqueue(q)
-    queue.pause("verification")  # the explanation is written; its check waits
+    enqueue(q)
+    pause("verification")  # the explanation is written; its check waits
     drain()
     q.refresh_from_db()
     q.answer = "Busan"  # the key changes: the explanation is outdated
     with edits.editing([q.pk]):
         q.save()
-    queue.resume("verification")
+    resume("verification")
     drain()
     job = StudyQuestionJob.objects.get(kind="verification")
     assert (job.status, job.error_code) == ("skipped", "nothing_to_verify")
@@ -261,7 +263,7 @@ def test_promptstats_reports_what_checking_cost_beside_the_explanations(server, 
 
 
 def test_the_metrics_count_checking_tokens_apart_from_the_explanations(server, admin_client):
-    queue.enqueue(question("3"))
+    enqueue(question("3"))
     drain()
     got = samples(admin_client.get("/studyqueue/metrics").content.decode())
     by_kind = "studyqueue_llm_tokens_by_kind_24h"
@@ -328,7 +330,7 @@ def test_the_verifier_judges_the_reasoning_not_the_stated_answer(
     korean = choices == MINERALS
     text = "뼈와 치아의 주성분인 무기질은?" if korean else "Which mineral is the main one in bone?"
     q = question(text=text, choices=choices, answer=choices[1])
-    queue.enqueue(q)
+    enqueue(q)
     drain()
     q.refresh_from_db()
     revision = q.current_revision
@@ -341,7 +343,7 @@ def test_the_verifier_judges_the_reasoning_not_the_stated_answer(
 def test_an_explanation_with_nothing_but_its_answer_is_unsure_without_a_call(server):
     server.answer = "정답은 ②번 칼슘이다. 따라서 이 문제에서는 ②번을 고르면 된다.\n정답: ②"
     q = question(text="뼈와 치아의 주성분인 무기질은?", choices=MINERALS, answer="칼슘")
-    queue.enqueue(q)
+    enqueue(q)
     drain()
     q.refresh_from_db()
     revision = q.current_revision

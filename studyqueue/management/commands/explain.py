@@ -35,6 +35,7 @@ from studyqueue.models import (
     key_audit_holds,
 )
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.transitions import Outcome
 from studyqueue.services.llm import LLMClient, LLMError, LLMReply
 
@@ -257,7 +258,7 @@ class Command(TranslatedCommand):
         own = queue.claim_new(question.pk, JobKind.EXPLANATION, worker_id=worker_id)
         if own is not None:
             return own, True
-        active = queue.enqueue(question, JobKind.EXPLANATION).job
+        active = enqueue(question, JobKind.EXPLANATION).job
         if active.status == JobStatus.PROCESSING:
             raise CommandError(
                 _(

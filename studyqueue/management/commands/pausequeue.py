@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy
 from studyqueue import times
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import JobKind
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import pauses
 
 
 class Command(TranslatedCommand):
@@ -26,7 +26,7 @@ class Command(TranslatedCommand):
         parser.add_argument("--reason", default="", help=_("why, shown to operators"))
 
     def handle(self, *args: Any, kind: str, reason: str, **options: Any) -> None:
-        row, created = queue.pause(kind, reason=reason, by="manage.py pausequeue")
+        row, created = pauses.pause(kind, reason=reason, by="manage.py pausequeue")
         scope = kind or _("every kind")
         if not created:
             # Local time (TIME_ZONE), as the admin shows it.

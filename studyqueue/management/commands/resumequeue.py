@@ -10,7 +10,8 @@ from django.utils.translation import gettext_lazy
 
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import JobKind
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import pauses
+from studyqueue.queue.pauses import paused_kinds
 
 
 class Command(TranslatedCommand):
@@ -23,11 +24,11 @@ class Command(TranslatedCommand):
 
     def handle(self, *args: Any, kind: str, **options: Any) -> None:
         scope = kind or _("every kind")
-        if queue.resume(kind):
+        if pauses.resume(kind):
             self.stdout.write(_("Resumed for %(scope)s.") % {"scope": scope})
             return
         message = _("The queue was not paused for %(scope)s.") % {"scope": scope}
-        still = [k or _("every kind") for k in queue.paused_kinds()]
+        still = [k or _("every kind") for k in paused_kinds()]
         if still:
             message += " " + _("Still paused: %(kinds)s.") % {"kinds": ", ".join(still)}
         self.stdout.write(message)

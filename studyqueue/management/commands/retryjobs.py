@@ -8,7 +8,7 @@ from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue.management.commands._jobsets import JobSetCommand
 from studyqueue.models import JobStatus
-from studyqueue.queue import transitions as queue
+from studyqueue.queue.operations import refusals, retry_ended
 
 
 class Command(JobSetCommand):
@@ -24,7 +24,7 @@ class Command(JobSetCommand):
         retried = 0
         active_for: dict[int, int | None] = {}
         for batch in batches:
-            result = queue.retry_ended(batch)
+            result = retry_ended(batch)
             retried += len(result.retried)
             active_for.update(result.active_for)
         if not active_for:
@@ -38,5 +38,5 @@ class Command(JobSetCommand):
         ) % {
             "retried": retried,
             "conflicts": len(active_for),
-            "jobs": queue.refusals(active_for),
+            "jobs": refusals(active_for),
         }

@@ -8,7 +8,7 @@ from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue.management.commands._jobsets import JobSetCommand
 from studyqueue.models import JobStatus
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import operations
 
 
 class Command(JobSetCommand):
@@ -21,5 +21,5 @@ class Command(JobSetCommand):
         return gettext("Would skip up to %(count)s job(s).") % {"count": count}
 
     def act(self, batches: Iterator[list[int]]) -> str:
-        skipped = sum(len(queue.skip(batch).skipped) for batch in batches)
+        skipped = sum(len(operations.skip(batch).skipped) for batch in batches)
         return gettext("Skipped %(count)s job(s).") % {"count": skipped}

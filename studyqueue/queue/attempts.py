@@ -1,0 +1,211 @@
+"""The attempt log: one row per time a job was run, opened with its claim and ended with
+what became of it, in the same statement or transaction as the job's own write."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from django.db import connections, models
+from django.db.models import QuerySet
+
+from studyqueue.models import (
+    JobAttempt,
+    Outcome,
+)
+
+
+def db_value(model: type[models.Model], field_name: str, value: Any, db: str) -> Any:
+    """A Python value as the database ``db`` wants it for ``model.field_name`` (a field's
+    name, or a foreign key's ``…_id``), for a raw statement's parameters."""
+    field = model._meta.get_field(field_name)
+    assert isinstance(field, models.Field)  # a concrete column, not a reverse relation
+    return field.get_db_prep_save(value, connections[db])
+
+
+def assignments(
+    model: type[models.Model], values: dict[str, Any], db: str, *, prefix: str
+) -> tuple[str, dict[str, Any]]:
+    """``"column" = %(<prefix><name>)s, …`` for ``values`` (field name -> Python value) and
+    its parameters (named with ``prefix``, so that two lists can share a statement)."""
+    quote = connections[db].ops.quote_name
+    parts, params = [], {}
+    for name, value in values.items():
+        field = model._meta.get_field(name)
+        assert isinstance(field, models.Field) and field.column is not None  # a column
+        key = f"{prefix}{name}"
+        parts.append(f"{quote(field.column)} = %({key})s")
+        params[key] = db_value(model, name, value, db)
+    return ", ".join(parts), params
+
+
+# A claimed job's new attempt, numbered after the job's last one. ON CONFLICT: a job that
+# somehow still had an open attempt is claimed all the same (bookkeeping never blocks work);
+# SQLite needs the WHERE to read the ON CONFLICT of an INSERT … SELECT.
+_OPEN_ATTEMPT = """
+INSERT INTO studyqueue_jobattempt
+    (job_id, number, started_at, worker_id, outcome, error_code, error_message)
+SELECT job.id,
+       COALESCE((SELECT MAX(a.number) FROM studyqueue_jobattempt AS a WHERE a.job_id = job.id), 0)
+           + 1,
+       job.started_at, job.worker_id, '', '', ''
+FROM {source} AS job
+WHERE {where}
+ON CONFLICT DO NOTHING"""
+
+
+def opening_attempts(claim_sql: str) -> str:
+    """PostgreSQL: a claim (``UPDATE … RETURNING *``) that opens its jobs' attempts in the
+    same statement; it returns the claimed jobs as the claim alone does."""
+    opened = _OPEN_ATTEMPT.format(source="claimed", where="true")
+    return f"WITH claimed AS ({claim_sql}), opened AS ({opened})\nSELECT * FROM claimed"
+
+
+def open_claimed_attempts(db: str, job_ids: list[int]) -> None:
+    """SQLite (no data-modifying WITH): open the attempts of the jobs just claimed; call it
+    in the claim's transaction."""
+    if not job_ids:
+        return
+    names = [f"id{i}" for i in range(len(job_ids))]
+    where = f"job.id IN ({', '.join(f'%({n})s' for n in names)})"
+    with connections[db].cursor() as cursor:
+        sql = _OPEN_ATTEMPT.format(source="studyqueue_studyquestionjob", where=where)
+        cursor.execute(sql, dict(zip(names, job_ids, strict=True)))
+
+
+class _Reported(Protocol):
+    """What a reply reports (``services.llm.LLMReply``)."""
+
+    @property
+    def prompt_tokens(self) -> int | None: ...
+    @property
+    def completion_tokens(self) -> int | None: ...
+    @property
+    def first_token_ms(self) -> int | None: ...
+    @property
+    def endpoint(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What an attempt's LLM call reported, when it got a reply."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    first_token_ms: int | None = None
+    endpoint: str = ""  # the server that answered (the last call's)
+
+    @classmethod
+    def of(cls, replies: Sequence[_Reported]) -> Usage | None:
+        """What several calls of one attempt reported (the key audit's samples): their
+        tokens summed (None when no call said), the first call's time to first token."""
+        if not replies:
+            return None
+
+        def total(values: Iterable[int | None]) -> int | None:
+            said = [value for value in values if value is not None]
+            return sum(said) if said else None
+
+        return cls(
+            prompt_tokens=total(reply.prompt_tokens for reply in replies),
+            completion_tokens=total(reply.completion_tokens for reply in replies),
+            first_token_ms=replies[0].first_token_ms,
+            endpoint=replies[-1].endpoint,
+        )
+
+
+def open_attempts(db: str) -> QuerySet[JobAttempt]:
+    return JobAttempt.objects.using(db).filter(ended_at__isnull=True)
+
+
+@dataclass(frozen=True)
+class AttemptEnding:
+    """How an attempt ended: what closing it writes."""
+
+    outcome: Outcome
+    ended_at: datetime
+    error_code: str = ""
+    error_message: str = ""
+    usage: Usage | None = None
+
+    def values(self) -> dict[str, Any]:
+        """The attempt's fields and their values."""
+        values: dict[str, Any] = {
+            "ended_at": self.ended_at,
+            "outcome": self.outcome,
+            "error_code": self.error_code,
+            "error_message": self.error_message,
+        }
+        if self.usage is not None:
+            values.update(
+                prompt_tokens=self.usage.prompt_tokens,
+                completion_tokens=self.usage.completion_tokens,
+                first_token_ms=self.usage.first_token_ms,
+                endpoint=self.usage.endpoint,
+            )
+        return values
+
+
+def end_attempt(db: str, job_id: int, ending: AttemptEnding) -> None:
+    """End the job's open attempt. Call it only after the job's fenced write applied, in its
+    transaction: the open attempt is then the caller's own claim's."""
+    open_attempts(db).filter(job_id=job_id).update(**ending.values())
+
+
+# A job's fenced UPDATE (``{job}``, RETURNING its id) and its open attempt's close, in one
+# statement: both apply or neither, in one round trip (and one commit, outside a transaction).
+_FINISH_WITH_ATTEMPT = """
+WITH job AS ({job}),
+closed AS (
+    UPDATE studyqueue_jobattempt SET {closing}
+    WHERE job_id IN (SELECT id FROM job) AND ended_at IS NULL
+)
+SELECT count(*) FROM job"""
+
+
+def finish_with_attempt(
+    db: str, job_update: tuple[str, dict[str, Any]], ending: AttemptEnding
+) -> bool:
+    """PostgreSQL: run a job's fenced ``UPDATE … RETURNING id`` (SQL and parameters) and, if
+    it applied, close the job's open attempt in the same statement (as ``end_attempt``
+    does). Whether the job's update applied."""
+    closing, params = assignments(JobAttempt, ending.values(), db, prefix="attempt_")
+    sql, job_params = job_update
+    with connections[db].cursor() as cursor:
+        cursor.execute(
+            _FINISH_WITH_ATTEMPT.format(job=sql, closing=closing), {**job_params, **params}
+        )
+        row = cursor.fetchone()
+    return bool(row and row[0] == 1)
+
+
+def end_attempts(
+    db: str,
+    jobs: list[int] | QuerySet[Any, Any],
+    outcome: Outcome,
+    *,
+    ended_at: datetime,
+    error_code: str,
+    error_message: str,
+) -> int:
+    """End the open attempts of many jobs (ids, or a QuerySet of their ids run as a
+    subquery) in one statement: an operator's skip, the stale scan. How many."""
+    if isinstance(jobs, list) and not jobs:
+        return 0
+    return (
+        open_attempts(db)
+        .filter(job_id__in=jobs)
+        .update(
+            ended_at=ended_at, outcome=outcome, error_code=error_code, error_message=error_message
+        )
+    )
+
+
+def attempts_of(job_id: int, last: int | None = None) -> list[JobAttempt]:
+    """A job's attempts, first to last; with ``last``, only the last ``last``."""
+    rows = JobAttempt.objects.filter(job_id=job_id)
+    if last is None:
+        return list(rows.order_by("number"))
+    return list(reversed(rows.order_by("-number")[:last]))

@@ -1,6 +1,6 @@
 """Question sets in the admin: the list with one progress bar per set, and a set's page with
 its explanations by state, the rate it is getting, when it will be done and whether it makes
-its deadline (``explanations.question_sets``)."""
+its deadline (``sets.question_sets``)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from django.utils.translation import pgettext_lazy
 
 from studyqueue import times
 from studyqueue.admin.common import GuardedInputAdmin
-from studyqueue.explanations import question_sets
-from studyqueue.explanations.question_sets import Progress
 from studyqueue.models import StudyQuestionSet
+from studyqueue.sets import question_sets
+from studyqueue.sets.question_sets import Progress
 
 # Each state's colour and label, in the bar's order (its segments do not overlap).
 STATES = (

@@ -45,7 +45,7 @@ from studyqueue.admin.common import (
     status_badge,
 )
 from studyqueue.admin.flags import flag_badges, stated_beside_key
-from studyqueue.explanations import edits, next_step, outdated, quality, question_sets, transfer
+from studyqueue.explanations import edits, next_step, outdated, quality, transfer
 from studyqueue.forms import StudyQuestionForm
 from studyqueue.models import (
     ExplanationRevision,
@@ -58,6 +58,7 @@ from studyqueue.models import (
     awaiting_key_check,
 )
 from studyqueue.queue.operations import operator_batch
+from studyqueue.sets import question_sets
 
 # Django's delete confirmation lists each question with its revisions and jobs: a page of
 # this many questions is already long; the delete itself runs in one request too.

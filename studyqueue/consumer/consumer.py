@@ -44,7 +44,6 @@ from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections
 
 from studyqueue.conf import conf
-from studyqueue.explanations import question_sets
 from studyqueue.explanations.prompts import current_version
 from studyqueue.models import ErrorCode, StudyQuestionJob
 from studyqueue.queue import presence, retry
@@ -58,6 +57,7 @@ from studyqueue.services.gate import LLMGate
 from studyqueue.services.gate_control import GateController
 from studyqueue.services.llm import LLMClient
 from studyqueue.services.pool import EndpointPool
+from studyqueue.sets import notices
 from studyqueue.workers import registry
 from studyqueue.workers.registry import WorkContext
 
@@ -340,7 +340,7 @@ class Consumer:
             return
         self._notices_swept_at = time.monotonic()
         try:
-            await self.store.on_claims(question_sets.queue_due_notices)
+            await self.store.on_claims(notices.queue_due_notices)
         except DatabaseError as exc:
             logger.warning("study_set_notice_sweep_failed error=%s", type(exc).__name__)
 

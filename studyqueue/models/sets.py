@@ -13,7 +13,7 @@ from studyqueue.models.questions import StudyQuestion
 class StudyQuestionSet(models.Model):
     """A named batch of questions, as a teacher thinks of them ("the 2026 midterm"): a
     question may belong to several. Its progress is its questions' explanations
-    (``explanations.question_sets``)."""
+    (``sets.question_sets``)."""
 
     name = models.CharField(_("name"), max_length=200, unique=True)
     questions = models.ManyToManyField(
@@ -32,7 +32,7 @@ class StudyQuestionSet(models.Model):
     # The end of the last job of the completion last noticed (or whose notice gave up): the
     # sweep looks at the set again only once a job of it ended after this.
     noticed_through = models.DateTimeField(_("noticed through"), null=True, blank=True)
-    # The completion (``question_sets.completion_key``: its membership) a notice job was
+    # The completion (``notices.completion_key``: its membership) a notice job was
     # queued for: never queued again, even when its notice failed for good (a refusing
     # receiver) or a regeneration ended since.
     notice_queued_for = models.CharField(

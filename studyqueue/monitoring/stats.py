@@ -21,7 +21,7 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from studyqueue.conf import AUTO, conf
-from studyqueue.explanations import question_sets, review_queue
+from studyqueue.explanations import review_queue
 from studyqueue.explanations.outdated import Basis, basis
 from studyqueue.models import (
     ACTIVE_STATUSES,
@@ -37,10 +37,10 @@ from studyqueue.models import (
     StudyQuestionJob,
     StudyQuestionSet,
 )
-from studyqueue.queue import eta
 from studyqueue.queue.presence import ConsumerState, consumer_states
 from studyqueue.services import gate_limits
 from studyqueue.services.endpoints import endpoint_name
+from studyqueue.sets import eta, question_sets
 
 Job = StudyQuestionJob
 WINDOW = timedelta(hours=24)

@@ -1,6 +1,6 @@
 """The set notice handler: a question set is done; POST its counts, signed, to ``WEBHOOK_URL``
 (when set), then let the job complete, which sends the Django signal and the owner's e-mail
-(``question_sets.Noticed``). No LLM call and no gate slot: a notice never holds up an
+(``notices.Noticed``). No LLM call and no gate slot: a notice never holds up an
 explanation. A webhook that does not answer 2xx fails the attempt, retried with the backoff
 as any job's (``webhook_failed``); every delivery of one completion carries the same
 idempotency key, so a receiver can keep exactly one. A delivery has a total budget
@@ -15,10 +15,10 @@ import logging
 import httpx
 
 from studyqueue.conf import conf
-from studyqueue.explanations import question_sets
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob, StudyQuestionSet
 from studyqueue.queue.store import JobResult, Skipped
 from studyqueue.services.redact import RedactingFilter, path_secrets, redact, secrets_of
+from studyqueue.sets import notices, question_sets
 from studyqueue.workers.registry import WorkContext, failed, handler
 
 logger = logging.getLogger("studyqueue.sets")
@@ -49,7 +49,7 @@ def _load(
     return (
         question_set,
         question_sets.progress(question_set),
-        question_sets.completion_key(question_set),
+        notices.completion_key(question_set),
     )
 
 
@@ -62,7 +62,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     question_set, progress, key = found
     if not progress.done:
         # Questions or checks were queued since: noticed once the set is done again.
-        return question_sets.NotDone(
+        return notices.NotDone(
             question_set,
             key,
             ErrorCode.SET_NOT_DONE,
@@ -71,24 +71,24 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     if question_set.noticed_key == key:
         # Another notice job of this completion got there first (a second consumer's sweep
         # raced it): nothing to send; ``Noticed.write`` re-checks under the row lock.
-        return Skipped(ErrorCode.SET_NOTICED, question_sets.ALREADY_NOTICED)
-    data = question_sets.payload(progress)
+        return Skipped(ErrorCode.SET_NOTICED, notices.ALREADY_NOTICED)
+    data = notices.payload(progress)
     url = conf.WEBHOOK_URL
     if url:
         error = await _post(url, data, key)
         if error is not None:
             return failed(job, ErrorCode.WEBHOOK_FAILED, error)
     logger.info("study_set_noticed set=%s webhook=%s", question_set.pk, "yes" if url else "no")
-    return question_sets.Noticed(question_set, progress, data, key)
+    return notices.Noticed(question_set, progress, data, key)
 
 
 async def _post(url: str, data: dict[str, object], key: str) -> str | None:
     """POST the signed notice; None on a 2xx answer, else why not (redacted)."""
-    body = question_sets.body_of(data)
+    body = notices.body_of(data)
     headers = {
         "Content-Type": "application/json",
-        question_sets.IDEMPOTENCY_HEADER: key,
-        question_sets.SIGNATURE_HEADER: question_sets.signature(body, conf.WEBHOOK_SECRET),
+        notices.IDEMPOTENCY_HEADER: key,
+        notices.SIGNATURE_HEADER: notices.signature(body, conf.WEBHOOK_SECRET),
     }
     secrets = _secrets()
     budget = conf.WEBHOOK_TIMEOUT_SECONDS

@@ -10,8 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from studyqueue.explanations import question_sets
 from studyqueue.models import StudyQuestion, StudyQuestionSet
+from studyqueue.sets import question_sets
 from tests.factories import (
     ExplanationRevisionFactory,
     StudyQuestionFactory,

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # never raise it without a reason the review accepts. 14 was met; the endpoint pool
 # (services.pool: which of several servers a call goes to) is a concept of its own, beside the
 # gate (how many calls one server takes), and made it 15; a cycle that finished a job looks
-# for the question sets it completed, to queue their notice (explanations.question_sets): 16.
+# for the question sets it completed, to queue their notice (sets.notices): 16.
 # The state machine's hub was cut by concept: the attempt log (queue.attempts) and pauses
 # (queue.pauses) are modules of their own beside it: 18. The models package counts as one
 # (Django's own place, cut by table).

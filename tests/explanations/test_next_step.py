@@ -22,7 +22,6 @@ from studyqueue.explanations import (
     edits,
     key_audit,
     next_step,
-    question_sets,
     review_queue,
     verifier,
 )
@@ -34,6 +33,7 @@ from studyqueue.models import (
     StudyQuestionJob,
 )
 from studyqueue.queue import transitions as queue
+from studyqueue.sets import question_sets
 from tests.factories import StudyQuestionFactory
 from tests.llm_server import LLMServer
 

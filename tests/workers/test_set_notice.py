@@ -21,7 +21,6 @@ from django.core import mail
 from django.core.management import call_command
 from django.db import connections
 
-from studyqueue.explanations import question_sets
 from studyqueue.models import (
     JobKind,
     JobStatus,
@@ -31,6 +30,7 @@ from studyqueue.models import (
 )
 from studyqueue.queue.enqueue import enqueue, enqueue_many, enqueue_set_notice
 from studyqueue.queue.pauses import pause, resume
+from studyqueue.sets import notices, question_sets
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 from tests.helpers import ROOT, ports, wait_for
 from tests.llm_server import LLMServer
@@ -120,9 +120,9 @@ def signals() -> Iterator[list[dict[str, object]]]:
     def record(sender: object, **kwargs: object) -> None:
         seen.append(kwargs)
 
-    question_sets.set_completed.connect(record)
+    notices.set_completed.connect(record)
     yield seen
-    question_sets.set_completed.disconnect(record)
+    notices.set_completed.disconnect(record)
 
 
 def _set(name: str, n: int, **fields: object) -> StudyQuestionSet:
@@ -531,7 +531,7 @@ def test_a_dripping_notice_holds_no_gate_slot(receiver, settings, make_consumer)
         study_question=done, status=JobStatus.COMPLETED, completed_at=done.created_at
     )
     question_set, _ = question_sets.add("gated", [done.pk])
-    assert question_sets.queue_due_notices() == 1
+    assert notices.queue_due_notices() == 1
     later = StudyQuestionFactory(text="asked while the notice drips")
     enqueue(later)
     consumer = make_consumer(batch_size=2)

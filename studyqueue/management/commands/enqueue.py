@@ -7,11 +7,12 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
-from studyqueue.explanations import next_step, question_sets
+from studyqueue.explanations import next_step
 from studyqueue.management.commands import _outdated
 from studyqueue.management.commands._options import bounded_int, object_id
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import PROTECTED_REVIEWS, JobKind, StudyQuestion, StudyQuestionJob
+from studyqueue.sets import question_sets
 
 
 class Command(TranslatedCommand):

@@ -15,9 +15,10 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue.explanations import question_sets, transfer
+from studyqueue.explanations import transfer
 from studyqueue.management.commands import _outdated
 from studyqueue.management.commands._translated import TranslatedCommand
+from studyqueue.sets import question_sets
 
 
 def moment(value: str) -> datetime:

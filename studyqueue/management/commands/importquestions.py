@@ -18,10 +18,11 @@ from django.utils.translation import gettext_lazy
 from tqdm import tqdm
 
 from studyqueue import times
-from studyqueue.explanations import question_sets, transfer
+from studyqueue.explanations import transfer
 from studyqueue.management.commands._options import local_moment
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import StudyQuestion
+from studyqueue.sets import question_sets
 
 SHOWN_ERRORS = 50
 

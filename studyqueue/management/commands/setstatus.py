@@ -14,11 +14,11 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from tqdm import tqdm
 
-from studyqueue.explanations import question_sets
-from studyqueue.explanations.question_sets import Progress
 from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import StudyQuestionSet
+from studyqueue.sets import question_sets
+from studyqueue.sets.question_sets import Progress
 from studyqueue.times import short_duration
 
 

@@ -1,4 +1,4 @@
-"""Question sets (``explanations/question_sets.py``, ``queue/eta.py``): importing a file as a
+"""Question sets (``sets/question_sets.py``, ``sets/eta.py``, ``sets/notices.py``): importing a file as a
 set, a question in several sets, each state counted, ``enqueue``/``exportexplanations``
 ``--set``, ``setstatus`` in words and JSON, the estimate and its basis, a whole set
 imported, drained by ``runconsumer`` and reported done, and a set done only once its checks
@@ -16,7 +16,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from studyqueue.explanations import key_audit, question_sets
+from studyqueue.explanations import key_audit
 from studyqueue.models import (
     JobKind,
     JobStatus,
@@ -25,10 +25,10 @@ from studyqueue.models import (
     StudyQuestionJob,
     StudyQuestionSet,
 )
-from studyqueue.queue import eta
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.enqueue import enqueue, enqueue_many
 from studyqueue.queue.pauses import pause, resume
+from studyqueue.sets import eta, question_sets
 from tests.factories import (
     ExplanationRevisionFactory,
     StudyQuestionFactory,

@@ -1,0 +1,224 @@
+"""A set's completion notice: exactly one per completion (the set's membership), as a
+``set_notice`` job (``workers.set_notice``) found by the consumers' sweep
+(``queue_due_notices``): the ``set_completed`` signal, a webhook POST signed with
+``WEBHOOK_SECRET`` and carrying the completion's ``Idempotency-Key``, and an e-mail to the
+set's owner. ``Noticed.write`` records the completion in the transaction that completes the
+job, so two consumers never notice it twice."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from dataclasses import dataclass
+
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import F, OuterRef, Q, Subquery
+from django.dispatch import Signal
+from django.utils.translation import gettext
+
+from studyqueue import times
+from studyqueue.models import (
+    ErrorCode,
+    JobKind,
+    StudyQuestionJob,
+    StudyQuestionSet,
+)
+from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue_set_notice
+from studyqueue.sets.question_sets import Progress, checks_line, counts_line, progress, questions
+
+logger = logging.getLogger("studyqueue.sets")
+
+ALREADY_NOTICED = "this completion of the set was noticed already"
+
+# Sent once per completion of a set (``Noticed.write``), after the commit that records it:
+# ``sender`` is ``StudyQuestionSet``; ``question_set`` the set; ``payload`` the webhook's body
+# as a dict (the same JSON, whether a webhook is set or not).
+set_completed = Signal()
+
+SIGNATURE_HEADER = "X-Studyqueue-Signature"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+# What the notice's JSON carries of ``Progress.as_json``: the counts, its checks' included.
+PAYLOAD_KEYS = (
+    "total",
+    "completed",
+    "failed",
+    "flagged",
+    "finished_at",
+    "key_audited",
+    "key_disputed",
+    "verified",
+    "verifier_flagged",
+)
+
+
+def payload(progress: Progress) -> dict[str, object]:
+    """The notice's JSON: what the set came to (``setstatus --json``'s counts)."""
+    counts = progress.as_json()
+    return {
+        "event": "set.completed",
+        "set": progress.name,
+        **{key: counts[key] for key in PAYLOAD_KEYS},
+    }
+
+
+def body_of(data: dict[str, object]) -> bytes:
+    """The exact bytes sent and signed (compact, keys sorted, UTF-8)."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def signature(body: bytes, secret: str) -> str:
+    """``sha256=<hex HMAC-SHA256 of the body with the secret>``: the receiver recomputes it
+    (``hmac.compare_digest``) to know the notice is ours and unaltered."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def completion_key(question_set: StudyQuestionSet) -> str:
+    """What identifies a completion of ``question_set``: its membership. A set done with
+    the same questions is the same completion, however often their explanations are
+    regenerated (a reviewer's reject, ``enqueue --outdated``); a set whose questions changed
+    (it grew) and is done again is a new one. Sent as the notice's idempotency key: every
+    delivery of one completion (a retry, a second consumer) carries the same, so a receiver
+    keeps the first and ignores the rest."""
+    ids = ",".join(
+        str(pk) for pk in questions(question_set).order_by("pk").values_list("pk", flat=True)
+    )
+    digest = hashlib.sha256(ids.encode()).hexdigest()[:32]
+    return f"set-{question_set.pk}-{digest}"
+
+
+def queue_due_notices() -> int:
+    """Queue the notice of every set that is done and whose completion has no notice job
+    yet; how many were queued. One completion gets one notice job, whatever becomes of it:
+    retried like any job, it may fail for good (a receiver that refuses every notice), and
+    the completion is not queued again. Cheap when nothing happened: only sets with an
+    explanation job that ended since ``noticed_through`` are looked at."""
+    last_end = (
+        StudyQuestionJob.objects.filter(
+            study_question__sets=OuterRef("pk"),
+            kind=JobKind.EXPLANATION,
+            completed_at__isnull=False,
+        )
+        .order_by("-completed_at")
+        .values("completed_at")[:1]
+    )
+    candidates = StudyQuestionSet.objects.annotate(last_end=Subquery(last_end)).filter(
+        Q(noticed_through__isnull=True) | Q(last_end__gt=F("noticed_through")),
+        last_end__isnull=False,
+    )
+    queued = 0
+    for question_set in candidates:
+        now = progress(question_set)
+        if now.done:
+            queued += _queue_notice(question_set, now)
+    return queued
+
+
+def _queue_notice(question_set: StudyQuestionSet, done: Progress) -> int:
+    """Queue the notice of this completion of ``question_set`` unless one was (1, else 0).
+    A compare-and-set on ``notice_queued_for``: of two consumers' sweeps, one queues it."""
+    key = completion_key(question_set)
+    sets = StudyQuestionSet.objects.filter(pk=question_set.pk)
+    with transaction.atomic(using=sets.db):
+        if key == question_set.notice_queued_for:
+            # Its notice job ended (or runs), or a regeneration ended in a set done with the
+            # same questions: look at the set again only after a later job.
+            sets.update(noticed_through=done.finished_at)
+            return 0
+        claimed = sets.filter(notice_queued_for=question_set.notice_queued_for).update(
+            notice_queued_for=key
+        )
+        if not claimed:
+            return 0  # another consumer's sweep queued it
+        return int(enqueue_set_notice(question_set.pk).created)
+
+
+@dataclass(frozen=True)
+class NotDone:
+    """The notice's set is no longer done (questions or checks were queued since): the job
+    is skipped and the completion it was queued for is released, so that the sweep queues
+    a notice when the set is done again. Only work ending can make it done again, so this
+    cannot loop by itself."""
+
+    question_set: StudyQuestionSet
+    key: str
+    code: str
+    message: str
+
+    def write(self, job: StudyQuestionJob) -> queue.Outcome:
+        jobs = StudyQuestionJob.objects.all()
+        with transaction.atomic(using=jobs.db):
+            outcome = queue.skip_claimed(job, self.code, self.message)
+            if outcome is queue.Outcome.SKIPPED:
+                StudyQuestionSet.objects.filter(
+                    pk=self.question_set.pk, notice_queued_for=self.key
+                ).update(notice_queued_for="", noticed_through=None)
+        return outcome
+
+
+@dataclass(frozen=True)
+class Noticed:
+    """A set's notice went out (or there was nothing to send it to): the job completes and
+    the set records the completion it noticed, in one transaction; then the signal and the
+    owner's e-mail go, once the commit made it so (a notice whose claim was lost records
+    nothing and sends neither). The record is a compare-and-set on ``noticed_key``: when
+    another notice job recorded this completion first, this one is skipped and sends
+    nothing, so a completion's signal and e-mail go exactly once whatever the consumers
+    race."""
+
+    question_set: StudyQuestionSet
+    progress: Progress
+    data: dict[str, object]
+    key: str
+
+    def write(self, job: StudyQuestionJob) -> queue.Outcome:
+        jobs = StudyQuestionJob.objects.all()
+        with transaction.atomic(using=jobs.db):
+            # The UPDATE takes the set's row lock: a second writer waits for this commit,
+            # then matches no row.
+            recorded = (
+                StudyQuestionSet.objects.filter(pk=self.question_set.pk)
+                .exclude(noticed_key=self.key)
+                .update(noticed_key=self.key, noticed_through=self.progress.finished_at)
+            )
+            if not recorded:
+                return queue.skip_claimed(job, ErrorCode.SET_NOTICED, ALREADY_NOTICED)
+            outcome = queue.complete(job)
+            if outcome is not queue.Outcome.COMPLETED:
+                transaction.set_rollback(True, using=jobs.db)  # lost its claim: record nothing
+                return outcome
+            transaction.on_commit(self._announce, using=jobs.db)
+        return outcome
+
+    def _announce(self) -> None:
+        set_completed.send_robust(
+            sender=StudyQuestionSet, question_set=self.question_set, payload=self.data
+        )
+        owner = self.question_set.owner_email
+        if not owner:
+            return
+        try:
+            send_mail(
+                gettext("%(name)s is done") % {"name": self.progress.name},
+                "\n".join(_mail_lines(self.progress)),
+                None,
+                [owner],
+            )
+        except Exception as exc:  # a mail server down is the owner's loss, not the queue's
+            logger.warning(
+                "study_set_mail_failed set=%s error=%s", self.question_set.pk, type(exc).__name__
+            )
+
+
+def _mail_lines(progress: Progress) -> list[str]:
+    checks = checks_line(progress)
+    return [
+        counts_line(progress),
+        *([checks] if checks is not None else []),
+        gettext("Finished %(at)s.") % {"at": times.shown(progress.finished_at)},
+    ]

@@ -45,7 +45,7 @@ from studyqueue.admin.common import (
     status_badge,
 )
 from studyqueue.admin.flags import flag_badges, stated_beside_key
-from studyqueue.explanations import edits, next_step, outdated, quality, transfer
+from studyqueue.explanations import edits, export, next_step, outdated, quality
 from studyqueue.forms import StudyQuestionForm
 from studyqueue.models import (
     ExplanationRevision,
@@ -484,11 +484,11 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         # Read in id batches: one query with 50,000 ids is past SQLite's parameter limit.
         batch = operator_batch(queryset.db)
         rows = chain.from_iterable(
-            transfer.export_rows(ids=ids[start : start + batch])
+            export.export_rows(ids=ids[start : start + batch])
             for start in range(0, len(ids), batch)
         )
         response = StreamingHttpResponse(
-            transfer.lines(rows, "csv"), content_type="text/csv; charset=utf-8"
+            export.lines(rows, "csv"), content_type="text/csv; charset=utf-8"
         )
         response["Content-Disposition"] = 'attachment; filename="explanations.csv"'
         return response

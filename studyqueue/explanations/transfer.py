@@ -1,35 +1,26 @@
-"""Questions in (JSON Lines or CSV) and explanations out, for ``importquestions`` and
-``exportexplanations``: every row cleaned, then validated, before anything is written;
-exports streamed, with CSV cells a spreadsheet would run as formulas neutralised."""
+"""Questions in (JSON Lines or CSV), for ``importquestions``: every row cleaned, then
+validated, before anything is written (explanations out: ``explanations.export``)."""
 
 from __future__ import annotations
 
 import csv
 import json
 import re
-from collections.abc import Callable, Collection, Generator, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
-from enum import StrEnum
 from typing import IO, Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Case, CharField, Exists, OuterRef, Q, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from studyqueue.explanations import edits, next_step
 from studyqueue.models import (
-    ACTIVE_STATUSES,
     JobKind,
-    JobStatus,
     QuestionQuerySet,
-    ReviewStatus,
     StudyQuestion,
     StudyQuestionJob,
-    awaiting_key_check,
-    key_audit_holds,
     validate_choices,
     width,
 )
@@ -41,59 +32,11 @@ EXTERNAL_ID_MAX = width(StudyQuestion, "external_id")
 FIELD_MAX = 128 * 1024  # characters in one field, both formats: the csv module's own limit
 LINE_MAX = 4 * 1024 * 1024  # characters in one line read: memory stays bounded
 BATCH = 1000
-EXPORT_FIELDS = (
-    "id",
-    "external_id",
-    "text",
-    "choices",
-    "answer",
-    "explanation",
-    "model",
-    # The LLM server that wrote the current explanation (its normalised URL; "" when unknown).
-    "endpoint",
-    "prompt_version",
-    "flags",
-    # The answer the current explanation states; its agreement is in "flags".
-    "stated_answer",
-    "review_status",  # the reviewer's decision on the current explanation
-    # The key audit: agrees, disputed, unsure, "" (not audited); the choice (1-based) every
-    # sample named instead of the key (null when none).
-    "key_audit",
-    "key_audit_answer",
-    # The choice (1-based) the blind verifier said the explanation supports, shown it without
-    # its answer line (null: none, or not checked).
-    "verifier_answer",
-    "explained_at",
-    # The current reply's measurements: null when the server did not say.
-    "prompt_tokens",
-    "cached_tokens",
-    "completion_tokens",
-    "ttft_ms",
-    "tokens_per_second",
-    # With --include-missing, for a question without an explanation: what it waits on
-    # (``WaitingOn``); null for an explained one.
-    "waiting_on",
-)
-
-
-class WaitingOn(StrEnum):
-    """What a question without an explanation waits on (an export's ``waiting_on``)."""
-
-    KEY_CHECK = "key_check"  # a disputed key holds it for a reviewer (KEY_AUDIT_HOLDS)
-    KEY_AUDIT = "key_audit"  # its key audit is queued or running
-    QUEUED = "queued"  # its explanation job is queued or running
-    FAILED = "failed"  # its last explanation job failed
-    NOT_QUEUED = "not_queued"  # no job: ``enqueue --missing`` queues one
-
-
 # C0 and C1 control characters (tab and line ends kept in text), lone surrogates (from a
 # JSON "\ud800" escape or, as U+DC80-U+DCFF, from bytes that are not UTF-8).
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# What a spreadsheet reads as the start of a formula (OWASP's list, the full-width forms
-# some spreadsheets accept too, and a leading line feed like the carriage return).
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 
 @dataclass(frozen=True)
@@ -646,118 +589,3 @@ def enqueue_explanations(question_ids: list[int]) -> Enqueued:
         active_before=max(active - queued.created, 0),
         audits=queued.audits,
     )
-
-
-def _waiting_on() -> Case:
-    """A question's ``WaitingOn`` in SQL (null when it is explained)."""
-    jobs = StudyQuestionJob.objects.filter(study_question=OuterRef("pk"))
-    active = jobs.filter(status__in=ACTIVE_STATUSES)
-    held = awaiting_key_check() if key_audit_holds() else Q(pk__in=[])
-    return Case(
-        When(~Q(explanation=""), then=Value(None)),
-        When(held, then=Value(WaitingOn.KEY_CHECK)),
-        When(Exists(active.filter(kind=JobKind.KEY_AUDIT)), then=Value(WaitingOn.KEY_AUDIT)),
-        When(Exists(active.filter(kind=JobKind.EXPLANATION)), then=Value(WaitingOn.QUEUED)),
-        When(
-            Exists(jobs.filter(kind=JobKind.EXPLANATION, status=JobStatus.FAILED)),
-            then=Value(WaitingOn.FAILED),
-        ),
-        default=Value(WaitingOn.NOT_QUEUED),
-        output_field=CharField(),
-    )
-
-
-def export_rows(
-    *,
-    since: datetime | None = None,
-    outdated_for: str | Collection[str] | None = None,
-    ids: Iterable[int] | None = None,
-    approved: bool = False,
-    include_missing: bool = False,
-) -> Generator[dict[str, Any]]:
-    """Explained questions with their current explanation, streamed from the database;
-    ``approved``: only those a reviewer approved or corrected; ``include_missing``: every
-    question without an explanation too (explanation null, and what it waits on)."""
-    questions = StudyQuestion.objects.explained()
-    if approved:
-        questions = questions.approved()
-    if outdated_for is not None:
-        questions = questions.outdated(outdated_for)
-    if since is not None:
-        questions = questions.filter(current_revision__created_at__gte=since)
-    if include_missing:
-        questions = questions | StudyQuestion.objects.missing()
-    if ids is not None:
-        questions = questions.filter(pk__in=list(ids))
-    # The model and the time from the current revision, the reply's metadata's one home.
-    rows = questions.annotate(waiting_on=_waiting_on()).order_by("pk").values_list(
-        "id", "external_id", "text", "choices", "answer", "explanation",
-        "current_revision__model", "current_revision__endpoint",
-        "explanation_prompt_version", "explanation_flags",
-        "current_revision__stated_answer", "current_revision__review_status",
-        "key_audit", "key_audit_answer", "current_revision__verifier_answer",
-        "current_revision__created_at",
-        "current_revision__prompt_tokens", "current_revision__cached_tokens",
-        "current_revision__completion_tokens",
-        "current_revision__first_token_ms", "current_revision__tokens_per_second",
-        "waiting_on",
-    )  # fmt: skip
-    for values in rows.iterator(chunk_size=2000):
-        row = dict(zip(EXPORT_FIELDS, values, strict=True))
-        if row["waiting_on"] is not None:  # not explained: nothing of an explanation
-            row.update(explanation=None, prompt_version=None, review_status=None, endpoint=None)
-            yield row
-            continue
-        # No revision (a row written by raw SQL): no model, no stated answer, unreviewed.
-        row["model"], row["stated_answer"] = row["model"] or "", row["stated_answer"] or ""
-        row["endpoint"] = row["endpoint"] or ""
-        row["review_status"] = row["review_status"] or ReviewStatus.UNREVIEWED
-        row["explained_at"] = row["explained_at"].isoformat() if row["explained_at"] else None
-        yield row
-
-
-class _Line:
-    """A file-like that hands back what csv.writer writes (one line at a time)."""
-
-    def write(self, text: str) -> str:
-        return text
-
-
-def spreadsheet_safe(value: Any) -> Any:
-    """``value`` with a ``'`` in front if a spreadsheet would run it as a formula (it
-    starts, or starts after blanks, with ``=``, ``+``, ``-``, ``@``, a tab or a line end:
-    OWASP's CSV-injection rule); anything else as it is."""
-    if isinstance(value, str) and (
-        value.startswith(_FORMULA_START) or value.lstrip().startswith(_FORMULA_START)
-    ):
-        return "'" + value
-    return value
-
-
-def lines(rows: Iterable[dict[str, Any]], fmt: str, *, bom: bool = True) -> Iterator[str]:
-    """Rows as JSON Lines (exactly as stored), or as CSV lines after a header (choices and
-    flags as JSON, every cell made spreadsheet-safe), the header led by a byte-order mark
-    unless ``bom`` is False."""
-    if fmt == "jsonl":
-        for row in rows:
-            yield json.dumps(row, ensure_ascii=False) + "\n"
-        return
-    writer = csv.writer(_Line())
-    # Excel reads a CSV without the mark in the system's code page (CP949 on Korean
-    # Windows): every Korean cell would be garbled. Readers of UTF-8 skip it (utf-8-sig).
-    yield (BOM if bom else "") + writer.writerow(EXPORT_FIELDS)
-    for row in rows:
-        for key in ("choices", "flags"):
-            row[key] = json.dumps(row[key], ensure_ascii=False)
-        yield writer.writerow(
-            [spreadsheet_safe(row[name]) if row[name] is not None else "" for name in EXPORT_FIELDS]
-        )
-
-
-def write(rows: Iterable[dict[str, Any]], out: IO[str], fmt: str, *, bom: bool = True) -> int:
-    """Write rows as JSON Lines or CSV (``bom``: see ``lines``); how many rows."""
-    count = -1 if fmt == "csv" else 0  # the CSV header is not a row
-    for line in lines(rows, fmt, bom=bom):
-        out.write(line)
-        count += 1
-    return max(count, 0)

@@ -540,7 +540,7 @@ FORMULAS = {
     ["-2+3", "\t=1+1", "\r=1+1", "\n=1+1", "  =1+1", "\uff1d1+1", "@x", "+x"],
 )
 def test_a_csv_cell_a_spreadsheet_would_run_gets_a_quote_in_front(cell):
-    from studyqueue.explanations.transfer import spreadsheet_safe
+    from studyqueue.explanations.export import spreadsheet_safe
 
     assert spreadsheet_safe(cell) == "'" + cell
     for harmless in ("Because.", "1-2", "", "'=quoted", 42, None, "[]"):

@@ -15,7 +15,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue.explanations import transfer
+from studyqueue.explanations import export, transfer
 from studyqueue.management.commands import _outdated
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.sets import question_sets
@@ -105,7 +105,7 @@ class Command(TranslatedCommand):
             except question_sets.SetNameError as exc:
                 raise CommandError(str(exc)) from None
             ids = question_sets.questions(question_set).values_list("pk", flat=True)
-        rows = transfer.export_rows(
+        rows = export.export_rows(
             since=since,
             outdated_for=_outdated.versions(self) if outdated else None,
             approved=approved,
@@ -122,7 +122,7 @@ class Command(TranslatedCommand):
         if output is None:
             # The command's own stdout (a TextIOBase), so that call_command can capture it.
             try:
-                count = transfer.write(rows, cast(IO[str], self.stdout), format, bom=bom)
+                count = export.write(rows, cast(IO[str], self.stdout), format, bom=bom)
                 self.stdout.flush()
             except OSError as exc:  # a closed pipe (``| head``), a full disk
                 self._discard_stdout()
@@ -134,7 +134,7 @@ class Command(TranslatedCommand):
             return
         try:
             with Path(output).open("w", encoding="utf-8", newline="") as out:
-                count = transfer.write(rows, out, format, bom=bom)
+                count = export.write(rows, out, format, bom=bom)
         except OSError as exc:
             raise CommandError(
                 _("cannot write %(file)s: %(reason)s")

@@ -35,7 +35,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -48,7 +48,7 @@ from studyqueue.explanations.prompts import current_version
 from studyqueue.models import ErrorCode, StudyQuestionJob
 from studyqueue.queue import presence, retry
 from studyqueue.queue import transitions as queue
-from studyqueue.queue.pauses import apaused_kinds, is_paused
+from studyqueue.queue.pauses import KnownPauses, apaused_kinds, is_paused, paused_message
 from studyqueue.queue.store import Failed, JobStore
 from studyqueue.queue.transitions import Outcome
 from studyqueue.services import endpoints, gate_limits, gate_reclaim, server_limits
@@ -60,42 +60,6 @@ from studyqueue.services.pool import EndpointPool
 from studyqueue.sets import notices
 from studyqueue.workers import registry
 from studyqueue.workers.registry import WorkContext
-
-
-class KnownPauses:
-    """The paused kinds (``""``: every kind) as last noticed or read (thread-safe: the
-    LISTEN thread notes notices, the consumer's loop reads)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._kinds: frozenset[str] = frozenset()
-        self._notices = 0  # bumped by every notice: a read started before one may miss it
-
-    @property
-    def kinds(self) -> frozenset[str]:
-        return self._kinds
-
-    def may_be_paused(self, kind: str) -> bool:
-        """Whether ``kind`` may be paused: True means "confirm in the database"."""
-        return is_paused(kind, self._kinds)
-
-    def noticed(self, kind: str) -> None:
-        """A pause of ``kind`` was announced (its ``NOTIFY``)."""
-        with self._lock:
-            self._kinds |= {kind}
-            self._notices += 1
-
-    def reading(self) -> int:
-        """Call before reading the pauses; hand the result to ``read``."""
-        return self._notices
-
-    def read(self, kinds: Iterable[str], *, started: int) -> None:
-        """The pauses as a read begun at ``started`` (``reading()``) found them. A notice
-        that came during the read is kept: the read may have run before its commit."""
-        found = frozenset(kinds)
-        with self._lock:
-            self._kinds = found if started == self._notices else self._kinds | found
-
 
 logger = logging.getLogger("studyqueue.consumer")
 
@@ -424,7 +388,7 @@ class Consumer:
         waiting = [job for job in self._not_started.values() if is_paused(job.kind, paused)]
         for job in waiting:
             del self._not_started[job.pk]
-            self._handed_back[job.pk] = _paused_message(job.kind, paused)
+            self._handed_back[job.pk] = paused_message(job.kind, paused)
             task = self._jobs.get(job.pk)
             if task is not None:
                 task.cancel()  # run_job hands it back
@@ -444,12 +408,7 @@ class Consumer:
         only when they name the job's kind."""
         if self._not_started.pop(job.pk, None) is None:
             return None
-        if not self.pauses.may_be_paused(job.kind):
-            return None
-        started = self.pauses.reading()
-        paused = await self.store.paused_kinds()
-        self.pauses.read(paused, started=started)
-        return _paused_message(job.kind, paused) if is_paused(job.kind, paused) else None
+        return await self.pauses.last_look(job.kind, self.store.paused_kinds)
 
     async def run_claimed(self, job: StudyQuestionJob) -> Outcome:
         """Run a job a cycle claimed: until its LLM call starts, a pause hands it back."""
@@ -552,11 +511,6 @@ def _record_start(worker_id: str, *, interval: float, llm_url: str, gate: str) -
 def _record_report(worker_id: str, report: presence.Report) -> None:
     """``presence.record_report`` with the prompt version read at this report."""
     presence.record_report(worker_id, report, prompt=current_version())
-
-
-def _paused_message(kind: str, paused: list[str]) -> str:
-    scope = "every kind" if "" in paused else kind
-    return f"the queue was paused ({scope}) before the LLM call started; handed back"
 
 
 class Cycle:

@@ -1,10 +1,12 @@
-"""Pauses: the queue paused for every kind or one, by an operator (``QueuePause`` rows), and
-the reads a consumer makes of them."""
+"""Pauses: the queue paused for every kind or one, by an operator (``QueuePause`` rows), the
+reads a consumer makes of them, and what it knows of them between reads (``KnownPauses``):
+one place decides whether a job is held back by a pause."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import threading
+from collections.abc import Awaitable, Callable, Iterable
 
 from django.db.models import QuerySet
 
@@ -72,3 +74,55 @@ async def apaused_kinds() -> list[str]:
 def is_paused(kind: str, paused: Iterable[str]) -> bool:
     """Whether ``kind`` is among ``paused`` (``paused_kinds()``), directly or as every kind."""
     return any(p in ("", kind) for p in paused)
+
+
+def paused_message(kind: str, paused: list[str]) -> str:
+    """Why a claimed job was handed back before its LLM call: its kind was paused."""
+    scope = "every kind" if "" in paused else kind
+    return f"the queue was paused ({scope}) before the LLM call started; handed back"
+
+
+class KnownPauses:
+    """The paused kinds (``""``: every kind) as last noticed or read (thread-safe: the
+    LISTEN thread notes notices, the consumer's loop reads)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kinds: frozenset[str] = frozenset()
+        self._notices = 0  # bumped by every notice: a read started before one may miss it
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        return self._kinds
+
+    def may_be_paused(self, kind: str) -> bool:
+        """Whether ``kind`` may be paused: True means "confirm in the database"."""
+        return is_paused(kind, self._kinds)
+
+    def noticed(self, kind: str) -> None:
+        """A pause of ``kind`` was announced (its ``NOTIFY``)."""
+        with self._lock:
+            self._kinds |= {kind}
+            self._notices += 1
+
+    def reading(self) -> int:
+        """Call before reading the pauses; hand the result to ``read``."""
+        return self._notices
+
+    async def last_look(self, kind: str, read: Callable[[], Awaitable[list[str]]]) -> str | None:
+        """The last look before a job of ``kind`` calls the LLM: why it is held back (its
+        kind is paused), or None. Read from the database (``read``) only when the pauses
+        known here name the kind: on the hot path, every millisecond is the server's."""
+        if not self.may_be_paused(kind):
+            return None
+        started = self.reading()
+        paused = await read()
+        self.read(paused, started=started)
+        return paused_message(kind, paused) if is_paused(kind, paused) else None
+
+    def read(self, kinds: Iterable[str], *, started: int) -> None:
+        """The pauses as a read begun at ``started`` (``reading()``) found them. A notice
+        that came during the read is kept: the read may have run before its commit."""
+        found = frozenset(kinds)
+        with self._lock:
+            self._kinds = found if started == self._notices else self._kinds | found

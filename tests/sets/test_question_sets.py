@@ -1,8 +1,8 @@
 """Question sets (``sets/question_sets.py``, ``sets/eta.py``, ``sets/notices.py``):
 importing a file as a set, a question in several sets, each state counted,
-``enqueue``/``exportexplanations`` ``--set``, ``setstatus`` in words and JSON, the estimate and its basis, a whole set
-imported, drained by ``runconsumer`` and reported done, and a set done only once its checks
-ended (a question held for its reviewer waiting as before)."""
+``enqueue``/``exportexplanations`` ``--set``, ``setstatus`` in words and JSON, the estimate
+and its basis, a whole set imported, drained by ``runconsumer`` and reported done, and a set
+done only once its checks ended (a question held for its reviewer waiting as before)."""
 
 from __future__ import annotations
 

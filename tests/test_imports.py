@@ -51,3 +51,35 @@ def test_the_import_graph_has_no_cycle():
         tuple(TopologicalSorter(graph).static_order())
     except CycleError as exc:
         raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None
+
+
+# The folders in the order of a job's path (docs/architecture.md): each imports only from
+# those after it. The operator's surfaces share the first rank; the leaves the last.
+LAYERS = [
+    {"management", "admin", "adminsite", "templatetags", "views", "urls", "apps", "checks"},
+    {"forms", "monitoring"},
+    {"consumer"},
+    {"workers"},
+    {"sets"},
+    {"explanations"},
+    {"services"},
+    {"queue"},
+    {"models"},
+    {"conf", "exceptions", "times", "formats"},
+]
+
+
+def layer(module: str) -> int:
+    top = module.split(".")[1] if "." in module else module
+    (rank,) = [rank for rank, names in enumerate(LAYERS) if top in names]
+    return rank
+
+
+def test_no_folder_imports_upward():
+    upward = sorted(
+        f"{source} imports {target}"
+        for source, targets in imports().items()
+        for target in targets
+        if source != "studyqueue" and target != "studyqueue" and layer(target) < layer(source)
+    )
+    assert upward == []

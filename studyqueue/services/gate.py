@@ -473,8 +473,10 @@ class LLMGate:
     async def _lock(self, slot: int) -> bool:
         """Take the slot's lease (``SlotLeases.take``); start renewing while any is held."""
         if not self._adopted:
-            freed = await self._run_db(self.leases.give_back_all, self.endpoint, self.holder)
+            # Marked first: a caller arriving meanwhile must not free this run's leases. Its
+            # take queues behind this on the gate's one connection.
             self._adopted = True
+            freed = await self._run_db(self.leases.give_back_all, self.endpoint, self.holder)
             if freed:
                 logger.info(
                     "study_gate_leases_taken_back endpoint=%s holder=%s slots=%s",

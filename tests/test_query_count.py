@@ -38,7 +38,8 @@ PER_GATE = [
 # Once per consumer, before its first take: its previous run's leases freed, the slot's row.
 FIRST_GATE = [
     ("free the leases a previous run under this worker id held", LEASE, BOTH),
-    ("the slot's lease row, if none yet", 'INSERT INTO "studyqueue_gatelease"', BOTH),
+    ("the slot's lease row, if none yet", 'INSERT INTO "studyqueue_gatelease"', PG),
+    ("the slot's lease row, if none yet", 'INSERT OR IGNORE INTO "studyqueue_gatelease"', SQLITE),
 ]  # fmt: skip
 # On the consumer's job connection, in order.
 PER_JOB = [

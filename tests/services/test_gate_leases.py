@@ -183,9 +183,6 @@ def test_a_consumer_restarted_under_its_worker_id_takes_its_slot_back_at_once(ca
             started = time.monotonic()
             async with again.slot():
                 assert time.monotonic() - started < 1.0
-            renewing = first._renewing
-            if renewing is not None:
-                renewing.cancel()
 
         with caplog.at_level(logging.INFO, logger="studyqueue.gate"):
             asyncio.run(main())

@@ -282,6 +282,9 @@ class LLMGate:
         # A named holder may have a previous run's leases to free first; an anonymous one
         # is new.
         self._adopted = not holder
+        # Slots whose lease this gate holds: taken, not yet given back (a slot only being
+        # taken or given back is not renewed, nor missed).
+        self._leased: set[int] = set()
         self._renewing: asyncio.Task[None] | None = None
 
     @property
@@ -495,6 +498,8 @@ class LLMGate:
             if await attempt:
                 await self._run_db(self.leases.give_back, self.endpoint, slot, self.holder)
             raise
+        if taken:
+            self._leased.add(slot)
         if taken and self._renewing is None:
             self._renewing = asyncio.create_task(self._renew_leases())
         return taken
@@ -503,9 +508,9 @@ class LLMGate:
         """While this gate holds slots, renew their leases every ``RENEW_SECONDS``: off the
         calls' path, on the gate's connection between its takes and gives."""
         try:
-            while self.held:
+            while self._leased:
                 await asyncio.sleep(RENEW_SECONDS)
-                held = sorted(set(range(self.permits)) - set(self._free))
+                held = sorted(self._leased)
                 if not held:
                     continue
                 try:
@@ -517,13 +522,14 @@ class LLMGate:
                         type(exc).__name__,
                     )
                     continue
-                if kept < len(held):
+                still = len(self._leased.intersection(held))  # some given back meanwhile
+                if kept < still:
                     # Ended while this process was stalled, maybe taken by another: the
                     # server may see one call too many until this one ends.
                     logger.warning(
                         "study_gate_lease_lost endpoint=%s held=%s kept=%s",
                         self.endpoint,
-                        len(held),
+                        still,
                         kept,
                     )
         finally:
@@ -563,6 +569,7 @@ class LLMGate:
                 waiter.set_result(slot)
                 handed = self._handed[slot] = asyncio.Event()
                 return handed
+        self._leased.discard(slot)
         try:
             await self._run_db(self.leases.give_back, self.endpoint, slot, self.holder)
         except DatabaseError:

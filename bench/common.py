@@ -62,7 +62,7 @@ def reset_tables() -> None:
     from studyqueue.models import StudyQuestion, StudyQuestionJob
 
     if connection.vendor == "postgresql":
-        models = apps.get_app_config("studyqueue").get_models()
+        models = apps.get_app_config("studyqueue").get_models(include_auto_created=True)
         tables = ", ".join(connection.ops.quote_name(m._meta.db_table) for m in models)
         with connection.cursor() as cursor:
             cursor.execute(f"TRUNCATE {tables} RESTART IDENTITY")

@@ -195,7 +195,12 @@ class SlotLeases:
     def __init__(self, db: str, seconds: float = LEASE_SECONDS) -> None:
         self.db = db
         self.seconds = seconds
-        self._rows: set[tuple[str, int]] = set()  # rows known to exist
+        self._end = _lease_end(seconds)
+        # Each slot's filtered querysets, built once: building a filter costs more than the
+        # statement itself, and both run between two calls, while the server idles. A slot
+        # found here has its row.
+        self._takes: dict[tuple[str, int], QuerySet[GateLease]] = {}
+        self._gives: dict[tuple[str, int, str], QuerySet[GateLease]] = {}
 
     def _leases(self, endpoint: str) -> QuerySet[GateLease]:
         return GateLease.objects.using(self.db).filter(endpoint=endpoint)
@@ -204,27 +209,27 @@ class SlotLeases:
         """Take ``slot`` if it is free or its lease ended: one update, which a concurrent
         taker's cannot also match (PostgreSQL re-checks the condition on the row it locked;
         SQLite runs one writer at a time)."""
-        if (endpoint, slot) not in self._rows:
+        lease = self._takes.get((endpoint, slot))
+        if lease is None:
             GateLease.objects.using(self.db).bulk_create(
                 [GateLease(endpoint=endpoint, slot=slot)], ignore_conflicts=True
             )
-            self._rows.add((endpoint, slot))
-        free = Q(holder="") | Q(expires_at__lt=Now())
-        taken = (
-            self._leases(endpoint)
-            .filter(free, slot=slot)
-            .update(holder=holder, expires_at=_lease_end(self.seconds))
-        )
-        return taken == 1
+            free = Q(holder="") | Q(expires_at__lt=Now())  # the database's now, each time
+            lease = self._takes[endpoint, slot] = self._leases(endpoint).filter(free, slot=slot)
+        return lease.update(holder=holder, expires_at=self._end) == 1
 
     def give_back(self, endpoint: str, slot: int, holder: str) -> None:
         """Free ``slot`` if ``holder`` still holds it."""
-        self._leases(endpoint).filter(slot=slot, holder=holder).update(holder="", expires_at=None)
+        lease = self._gives.get((endpoint, slot, holder))
+        if lease is None:
+            lease = self._leases(endpoint).filter(slot=slot, holder=holder)
+            self._gives[endpoint, slot, holder] = lease
+        lease.update(holder="", expires_at=None)
 
     def renew(self, endpoint: str, slots: list[int], holder: str) -> int:
         """Extend ``holder``'s leases on ``slots``; how many were still its own."""
         held = self._leases(endpoint).filter(slot__in=slots, holder=holder)
-        return held.update(expires_at=_lease_end(self.seconds))
+        return held.update(expires_at=self._end)
 
     def give_back_all(self, endpoint: str, holder: str) -> int:
         """Free every slot ``holder`` holds: a consumer restarted under the same worker id

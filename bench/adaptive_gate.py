@@ -27,7 +27,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from bench.common import setup_django
+from bench.common import gate_run_db, setup_django
 
 KNEES = (1, 4, 8)
 MAX_LIMIT = 8
@@ -106,10 +106,9 @@ async def _real_run(url: str, jobs: int, permits: int | None) -> RealRun:
 
     controller = GateController(max_limit=MAX_LIMIT) if permits is None else None
 
-    async def run_db(fn, *args):  # type: ignore[no-untyped-def]
-        return fn(*args)  # never called: SQLite takes no advisory lock
-
-    gate = LLMGate(url, run_db=run_db, permits=permits or 1, controller=controller, timeout=3600)
+    gate = LLMGate(
+        url, run_db=gate_run_db, permits=permits or 1, controller=controller, timeout=3600
+    )
     client = LLMClient(
         base_url=url, timeout=600, stall_seconds=600, max_tokens=64, max_connections=MAX_LIMIT
     )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import statistics
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +64,7 @@ def reset_tables() -> None:
     from studyqueue.models import StudyQuestion, StudyQuestionJob
 
     if connection.vendor == "postgresql":
-        models = apps.get_app_config("studyqueue").get_models()
+        models = apps.get_app_config("studyqueue").get_models(include_auto_created=True)
         tables = ", ".join(connection.ops.quote_name(m._meta.db_table) for m in models)
         with connection.cursor() as cursor:
             cursor.execute(f"TRUNCATE {tables} RESTART IDENTITY")
@@ -96,3 +98,15 @@ def analyze() -> None:
 def median_of(runs: int, fn: Callable[[], float]) -> tuple[float, list[float]]:
     values = [fn() for _ in range(runs)]
     return statistics.median(values), values
+
+
+_GATE_THREAD: ThreadPoolExecutor | None = None
+
+
+async def gate_run_db(fn: Callable[..., Any], *args: Any) -> Any:
+    """``LLMGate``'s ``run_db`` for a benchmark: its leases on one thread, with one database
+    connection, as a consumer's gate thread (the ORM refuses to run on the event loop)."""
+    global _GATE_THREAD
+    if _GATE_THREAD is None:
+        _GATE_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-gate")
+    return await asyncio.get_running_loop().run_in_executor(_GATE_THREAD, fn, *args)

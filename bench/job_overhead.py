@@ -9,7 +9,7 @@ The breakdown times each step alone, in the same run, on the same database:
 
 - claim + complete: ``queue.claim`` then ``queue.complete``, one job at a time;
 - load + prompt: the question read and the prompt templates rendered;
-- gate: acquire and release one slot (an advisory lock and unlock on PostgreSQL);
+- gate: acquire and release one slot (its lease taken and given back: two updates);
 - HTTP call: ``LLMClient.chat`` to the instant server (httpx, streaming);
 - store: the explanation written and the job completed in one transaction;
 - store, a regeneration: the same for questions that already have an explanation.

@@ -34,7 +34,7 @@ import uuid
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from bench.common import setup_django
+from bench.common import gate_run_db, setup_django
 
 if TYPE_CHECKING:
     from studyqueue.services.gate import LLMGate
@@ -186,15 +186,13 @@ async def run_once(args: argparse.Namespace) -> tuple[float, float, list[tuple[i
 
 
 def _auto_gate(url: str) -> LLMGate:
-    """The adaptive gate as a consumer builds it for ``GATE_PERMITS=auto`` (on SQLite: no
-    advisory lock, so ``run_db`` is never called)."""
+    """The adaptive gate as a consumer builds it for ``GATE_PERMITS=auto`` (its leases on the
+    benchmark's SQLite database, on a thread of their own)."""
     from studyqueue.services.gate import LLMGate
     from studyqueue.services.gate_control import GateController
 
-    async def run_db(fn, *args):  # type: ignore[no-untyped-def]
-        return fn(*args)
-
-    return LLMGate(url, run_db=run_db, timeout=3600, controller=GateController(max_limit=8))
+    controller = GateController(max_limit=8)
+    return LLMGate(url, run_db=gate_run_db, timeout=3600, controller=controller)
 
 
 def main() -> None:

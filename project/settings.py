@@ -240,8 +240,8 @@ def _database_config() -> dict[str, Any]:
     if pooling == "transaction":
         # Behind PgBouncer in transaction mode (Django's "Transaction pooling and server-side
         # cursors"). Django's default client-side binding prepares no statement that would
-        # have to outlive its transaction. studyqueue reads this setting to keep its own
-        # sessions off the pooler (DIRECT_DATABASE_URL) or do without them.
+        # have to outlive its transaction. studyqueue reads this setting to keep LISTEN's
+        # session off the pooler (DIRECT_DATABASE_URL) or poll instead.
         config["DISABLE_SERVER_SIDE_CURSORS"] = True
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["OPTIONS"] = {

@@ -5,8 +5,8 @@ E004 LLM_URL does not parse; E005 a number is NaN or infinite; E006 LLM_API_KEY 
 control or non-ASCII characters; E007 a prompt template is missing or fails to render;
 E008 QUALITY_RETRY names an unknown flag; E009 LLM_ENDPOINTS (or LLM_URL's list) is malformed
 or names one server twice; E010 DIRECT_DATABASE_URL is not a PostgreSQL URL; E011 WEBHOOK_URL
-is not an http(s) URL with a host; W004 PostgreSQL
-behind a transaction pooler without DIRECT_DATABASE_URL (row leases and polling); W001/W002
+is not an http(s) URL with a host; W004 PostgreSQL behind a transaction pooler without
+DIRECT_DATABASE_URL (polling); W001/W002
 timeouts that nest badly; W003 a prompt layout the LLM server cannot cache (fixed text in the
 user message, or a system message that changes per question).
 """
@@ -154,12 +154,12 @@ def _pooler_problems() -> list[CheckMessage]:
             Warning(
                 gettext(
                     "the database is behind a transaction pooler (DISABLE_SERVER_SIDE_CURSORS) "
-                    "and DIRECT_DATABASE_URL is not set: the gate holds its slots as row leases "
-                    "and consumers poll for work each second instead of listening"
+                    "and DIRECT_DATABASE_URL is not set: consumers poll for work each second "
+                    "instead of listening"
                 ),
                 hint=gettext(
                     "Set STUDYQUEUE_DIRECT_DATABASE_URL to a URL that reaches the database "
-                    "without the pooler, for LISTEN and the gate's session locks."
+                    "without the pooler, for LISTEN."
                 ),
                 id="studyqueue.W004",
             )

@@ -103,8 +103,7 @@ SETTINGS: dict[str, Setting] = {
         str,
         "",
         "PostgreSQL behind a transaction pooler (PgBouncer): a URL that reaches the same "
-        "database without it, for the sessions the queue keeps (LISTEN, the gate's locks); "
-        "empty: the gate uses row leases and consumers poll for work",
+        "database without it, for LISTEN's session; empty: consumers poll for work",
         secret=True,
     ),
     "LLM_URL": Setting(

@@ -30,9 +30,16 @@ BOTH, PG, SQLITE = ("postgresql", "sqlite"), ("postgresql",), ("sqlite",)
 # gate has a connection of its own so that none of these, in the gap between two LLM calls,
 # queues behind another job's store. The last look at the pauses inside the gate reads what
 # the consumer knows of them (``Consumer.pauses``), not the database: no query.
+LEASE = 'UPDATE "studyqueue_gatelease"'
 PER_GATE = [
-    ("take a gate slot: the advisory lock", "SELECT pg_try_advisory_lock", PG),
-    ("the call is over: give the slot back", "SELECT pg_advisory_unlock", PG),
+    ("take a gate slot: one update of its lease", LEASE, BOTH),
+    ("the call is over: give the slot back", LEASE, BOTH),
+]  # fmt: skip
+# Once per consumer, before its first take: its previous run's leases freed, the slot's row.
+FIRST_GATE = [
+    ("free the leases a previous run under this worker id held", LEASE, BOTH),
+    ("the slot's lease row, if none yet", 'INSERT INTO "studyqueue_gatelease"', PG),
+    ("the slot's lease row, if none yet", 'INSERT OR IGNORE INTO "studyqueue_gatelease"', SQLITE),
 ]  # fmt: skip
 # On the consumer's job connection, in order.
 PER_JOB = [
@@ -94,7 +101,7 @@ def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_c
         consumer = make_consumer()
         # One job per cycle: a warm path costs the same, and so does a regeneration (the
         # first question again, now with a current explanation whose review is read with it).
-        for question in [*questions, questions[0]]:
+        for n, question in enumerate([*questions, questions[0]]):
             enqueue(question)
             assert consumer.run_cycle().outcomes == {"completed": 1}
             per_connection = {
@@ -106,11 +113,9 @@ def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_c
             claims = [c for c, sqls in per_connection.items() if any(CLAIM in s for s in sqls)]
             jobs = [c for c, sqls in per_connection.items() if any(REVISION in s for s in sqls)]
             # The claims, the jobs and the gate keep their own connections (neither a claim
-            # nor a gate operation queues behind a job's write); on SQLite the gate sends
-            # nothing.
-            assert len(claims) == len(jobs) == 1
-            assert len(gates) == (1 if connection.vendor == "postgresql" else 0)
-            assert len({claims[0], jobs[0], *gates}) == 2 + len(gates)
+            # nor a gate operation queues behind a job's write).
+            assert len(claims) == len(jobs) == len(gates) == 1
+            assert len({claims[0], jobs[0], gates[0]}) == 3
 
             # The claim: one statement takes and marks the job. The cycle also claims when
             # its second place in flight is free and when the job ends; both come back
@@ -132,6 +137,7 @@ def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_c
 
             job_queries = queries(per_connection[jobs[0]])
             assert named(job_queries, expected(PER_JOB)) == [w for w, _ in expected(PER_JOB)]
-            gate_queries = queries(per_connection[gates[0]]) if gates else []
-            assert named(gate_queries, expected(PER_GATE)) == [w for w, _ in expected(PER_GATE)]
+            gate_queries = queries(per_connection[gates[0]])
+            per_gate = expected((FIRST_GATE if n == 0 else []) + PER_GATE)
+            assert named(gate_queries, per_gate) == [w for w, _ in per_gate]
     assert StudyQuestion.objects.exclude(explanation="").count() == 2

@@ -51,7 +51,7 @@ from studyqueue.queue import transitions as queue
 from studyqueue.queue.pauses import KnownPauses, apaused_kinds, is_paused, paused_message
 from studyqueue.queue.store import Failed, JobStore
 from studyqueue.queue.transitions import Outcome
-from studyqueue.services import endpoints, gate_limits, gate_reclaim, server_limits
+from studyqueue.services import endpoints, gate_limits, server_limits
 from studyqueue.services.endpoints import Endpoint
 from studyqueue.services.gate import LLMGate
 from studyqueue.services.gate_control import GateController
@@ -133,8 +133,8 @@ class Consumer:
         self._stop = threading.Event()
         self.stopping: Callable[[], bool] = should_stop or self._stop.is_set
         # Three dedicated connections, health-checked between cycles: the jobs' (their
-        # writes and heartbeats, in order), the cycle's claims, and the gate's (its advisory
-        # locks, session locks that must stay on one session). Claims and gate operations
+        # writes and heartbeats, in order), the cycle's claims, and the gate's (its slots'
+        # leases). Claims and gate operations
         # so never queue behind a job's write: the gate's sit between two LLM calls, where
         # the server idles.
         self.store = JobStore()
@@ -167,8 +167,7 @@ class Consumer:
             run_db=self.store.on_gate,
             db=self.store.alias,
             controller=GateController(max_limit=endpoint.max_permits) if auto else None,
-            holder=self.worker_id,  # PostgreSQL: a stuck holder's slot can be reclaimed
-            reclaim=gate_reclaim.reclaim_stuck_slots,
+            holder=self.worker_id,  # restarted under this id, it takes its leases back at once
         )
 
     def request_stop(self) -> None:
@@ -481,9 +480,6 @@ class Consumer:
             except DatabaseError as exc:
                 logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
         self._runner.run(self.pool.aclose())
-        for member in self.pool.members:
-            if member.gate.locks is not None:  # a direct session of the gate's own
-                self._runner.run(self.store.on_gate(member.gate.locks.close))
         self._runner.run(sync_to_async(connections.close_all)())  # the async ORM's
         self.store.close()
         self._runner.close()

@@ -64,11 +64,11 @@ class GateLimit(models.Model):
 
 
 class GateLease(models.Model):
-    """One gate slot of one LLM server, held as a row lease: how consumers behind a
-    transaction pooler without ``DIRECT_DATABASE_URL`` share the server's limit (a session
-    advisory lock would not survive the pooler). Written only through ``services.gate``
-    (``LeaseLocks``): a slot is taken by the update that finds it free or expired, renewed
-    while held, and freed by its holder; a dead holder's lease expires."""
+    """One gate slot of one LLM server, held as a row lease: how every consumer of the server
+    shares its limit, on any database and through any pooler. Written only through
+    ``services.gate`` (``SlotLeases``), on the database's clock: a slot is taken by the update
+    that finds it free or expired, renewed while held, and freed by its holder (a consumer's
+    worker id); a dead holder's lease expires."""
 
     endpoint = models.CharField(_("endpoint"), max_length=ENDPOINT_WIDTH)
     slot = models.PositiveSmallIntegerField(_("slot"))

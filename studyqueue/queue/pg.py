@@ -1,5 +1,5 @@
-"""Plain psycopg connections beside Django's (LISTEN, the gate's locks, helpers, tests and
-benchmarks), and how this process reaches PostgreSQL: straight, or through a pooler.
+"""Plain psycopg connections beside Django's (LISTEN, helpers, tests and benchmarks), and how
+this process reaches PostgreSQL: straight, or through a pooler.
 
 They connect with the parameters Django's own connections use: NAME, USER, PASSWORD, HOST,
 PORT and every key of OPTIONS (``sslmode``, ``sslrootcert``, ``passfile``, ``service``,
@@ -7,12 +7,11 @@ PORT and every key of OPTIONS (``sslmode``, ``sslrootcert``, ``passfile``, ``ser
 So a TLS-only server or a service file works for them exactly as for the ORM.
 
 Behind a transaction pooler (PgBouncer's ``pool_mode = transaction``) a session lasts one
-transaction: LISTEN hears nothing and a session advisory lock is left on a server connection
-another client gets next. A database is taken to be behind one when its ``DATABASES`` entry
-sets ``DISABLE_SERVER_SIDE_CURSORS`` (what Django's documentation asks of every project behind
-such a pooler). The queue's sessions then go to ``DIRECT_DATABASE_URL`` when it is set
-(``session_settings``); without it the gate keeps its slots as row leases and consumers poll
-(``mode``).
+transaction: LISTEN hears nothing. A database is taken to be behind one when its
+``DATABASES`` entry sets ``DISABLE_SERVER_SIDE_CURSORS`` (what Django's documentation asks of
+every project behind such a pooler). LISTEN's session then goes to ``DIRECT_DATABASE_URL``
+when it is set (``session_settings``); without it consumers poll (``mode``). The gate needs
+no session anywhere: its slots are row leases (``services.gate``).
 """
 
 from __future__ import annotations
@@ -78,9 +77,9 @@ class Mode(enum.StrEnum):
     """How the queue keeps its sessions on a database (``mode``)."""
 
     NONE = "none"  # not PostgreSQL: one process per database, polling
-    SESSION = "session"  # PostgreSQL reached straight: LISTEN and session advisory locks
-    DIRECT = "direct"  # behind a pooler, sessions on DIRECT_DATABASE_URL
-    POOLED = "pooled"  # behind a pooler, no direct URL: row leases and polling
+    SESSION = "session"  # PostgreSQL reached straight: LISTEN
+    DIRECT = "direct"  # behind a pooler, LISTEN on DIRECT_DATABASE_URL
+    POOLED = "pooled"  # behind a pooler, no direct URL: polling
 
 
 def mode(alias: str) -> Mode:

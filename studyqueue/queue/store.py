@@ -7,8 +7,8 @@ connections, each on a single-thread executor that ``sync_to_async`` runs on:
 - the claims' connection: the cycle's claims, the stale scan, a job's reads before its LLM
   call (``question``) and the consumer's own bookkeeping (its record, the gate's limit), so
   that none of them queues behind a job's write;
-- the gate's connection: the gate's session advisory locks (they must stay on one session)
-  and the last look at the pauses right before a call.
+- the gate's connection: the gate's leases (taken and given back between two LLM calls,
+  where the server idles) and the last look at the pauses right before a call.
 
 A handler never writes: it returns a ``JobResult`` (what happened), and ``finish`` writes
 it, job, attempt and (for an explanation) revision and question in one transaction. Every

@@ -40,7 +40,7 @@ _USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/?#]*@", re.IGNORECASE)
 
 
 def endpoint_name(url: str) -> str:
-    """The name of the gate (its advisory locks, its ``GateLimit``) for a server at ``url``:
+    """The name of the gate (its leases, its ``GateLimit``) for a server at ``url``:
     one name per server however its URL is written. Scheme and host lower case,
     ``localhost`` as ``127.0.0.1``, the scheme's default port dropped, no trailing slash, no
     credentials (they would show in logs and on the dashboard), query or fragment. A URL that

@@ -1,14 +1,16 @@
 """The gate that bounds concurrent calls to one LLM endpoint.
 
 A gate has ``permits`` numbered slots. Inside a consumer, callers share the gate object,
-so its slots bound them. On PostgreSQL each slot taken is also a session advisory lock
-on the consumer's database connection, so the bound holds across processes and hosts;
-PostgreSQL frees it if the holder dies. On SQLite the process bound is the only one: run
-one consumer per LLM server there.
+so its slots bound them. Each slot taken is also a row lease (``GateLease``) on the
+database's clock, so the bound holds across processes and hosts, on SQLite, PostgreSQL and
+PostgreSQL behind a transaction pooler alike: a lease is taken by one update that finds
+the slot free or its lease ended, renewed every ``RENEW_SECONDS`` while held, and given
+back after the call. A consumer that dies frees its slots within ``LEASE_SECONDS``; one
+restarted under the same worker id frees them at once.
 
 A caller that gives a slot back while another caller of the same gate waits hands it
-over directly: the advisory lock stays with the session, and the next call starts
-without a database round trip. The giver's ``async with`` then ends only once the taker
+over directly: the lease stays this consumer's, and the next call starts without a
+database round trip. The giver's ``async with`` then ends only once the taker
 has sent its request (``sent(slot)``) or given the slot back, within
 ``HANDOVER_WAIT_SECONDS``: what the giver does next (storing its reply) would otherwise
 compete with the taker's call start for the interpreter, while the server idles.
@@ -22,13 +24,13 @@ With one permit calls run one at a time anyway, and nothing waits.
 
 Adaptive (``GATE_PERMITS=auto``): given a ``GateController``, the gate numbers
 ``max_limit`` slots but lets callers take only those below the controller's current
-``limit`` (so on PostgreSQL a slot at or above the limit is taken by no process) and below
+``limit`` (so a slot at or above the limit is taken by no process) and below
 its own ``max_limit`` (a consumer's maximum bounds its own calls, not the shared limit), tells it
 how many calls it holds, and hands it each call's outcome (``record``, ``record_loss``).
 
 Usage::
 
-    gate = LLMGate(url, permits=1, timeout=600, run_db=consumer.db, db="default")
+    gate = LLMGate(url, permits=1, timeout=600, run_db=store.on_gate, holder=worker_id)
     async with gate.slot(prefix=version.hash) as slot:
         reply = await client.chat(
             messages,
@@ -45,27 +47,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import math
 import os
 import socket
 import threading
 import time
-import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import ParamSpec, Protocol, TypeVar
 
-import psycopg
-from django.db import DatabaseError, connections
-from django.db.models import Q
-from django.utils import timezone
+from django.db import DatabaseError
+from django.db.models import DateTimeField, ExpressionWrapper, Q, QuerySet
+from django.db.models.functions import Now
 
 from studyqueue.exceptions import StudyQueueError
-from studyqueue.models import ErrorCode, GateLease
-from studyqueue.queue import pg, retry
+from studyqueue.models import ErrorCode, GateLease, fit
+from studyqueue.queue import retry
 from studyqueue.services.endpoints import endpoint_name
 from studyqueue.services.gate_control import Change, GateController
 from studyqueue.services.llm import LLMError
@@ -140,9 +138,6 @@ class CircuitBreaker:
 
 logger = logging.getLogger("studyqueue.gate")
 
-# First int of the two-int advisory lock key: the "studyqueue gate" namespace.
-LOCK_NAMESPACE = 0x5347  # "SG"
-
 # After this long without a call on a prefix, the next call warms it alone again. The
 # server's prompt cache is bounded (LRU), not timed: a minute of silence is when other
 # work sharing the server has likely pushed our prefix out, and re-warming costs only one
@@ -153,28 +148,17 @@ WARM_IDLE_SECONDS = 60.0
 # request is written in milliseconds; a slow connect only delays the giver's storing.
 HANDOVER_WAIT_SECONDS = 0.5
 
-# A caller that has waited this long (or half its timeout, if shorter) for a slot held by
-# another session asks ``reclaim`` whether its holder is stuck; a gate asks at most this
-# often. A live holder gives its slot back within one call; a stuck one is reclaimed only
-# past the stall bound, so asking sooner or more often would only cost queries.
-RECLAIM_CHECK_SECONDS = 1.0
-
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
 class RunDB(Protocol):
     """``await run_db(fn, *args, **kwargs)``: runs the sync (ORM) function ``fn`` on one
-    database connection, always the same (the consumer's ``Consumer.gate_db``)."""
+    database connection, always the same (the consumer's ``JobStore.on_gate``)."""
 
     def __call__(
         self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
     ) -> Awaitable[T]: ...
-
-
-# ``reclaim(db, endpoint, {slot: lock key})``, run on the gate's connection: frees the slots
-# among these whose holder is proven stuck (``services.gate_reclaim``); how many it freed.
-Reclaim = Callable[[str, str, dict[int, int]], int]
 
 
 class GateTimeout(StudyQueueError):
@@ -190,194 +174,82 @@ class _Warmth:
         self.last_seen = time.monotonic()
 
 
-def lock_key(endpoint: str, slot: int) -> int:
-    """The second int of a slot's advisory lock key: endpoint hash and slot number."""
-    return ((zlib.crc32(endpoint.encode()) & 0x7FFF) << 16 | slot) & 0x7FFFFFFF
+# A lease lasts this long on the database's clock unless its holder renews it, which it does
+# every ``RENEW_SECONDS`` while it holds a slot: a consumer that died frees its slots within
+# ``LEASE_SECONDS``; one that is alive misses two renewals before it could lose one.
+LEASE_SECONDS = 15.0
+RENEW_SECONDS = 5.0
 
 
-# PostgreSQL keeps an application_name to NAMEDATALEN - 1 bytes.
-_APPLICATION_NAME_BYTES = 63
-_TAG_PREFIX = "studyqueue-gate "
+def _lease_end(seconds: float) -> ExpressionWrapper:
+    """The database's now plus ``seconds``: every host reads the one clock, so consumers
+    whose own clocks disagree still agree on when a lease ends."""
+    return ExpressionWrapper(Now() + timedelta(seconds=seconds), output_field=DateTimeField())
 
 
-def holder_tag(worker_id: str) -> str:
-    """The ``application_name`` a consumer's gate session carries while it takes slots: how
-    another consumer finds, in ``pg_stat_activity``, whose session holds a slot. A worker id
-    too long for it is named by a hash (compared the same way, never truncated: a cut id
-    could name another consumer)."""
-    tag = _TAG_PREFIX + worker_id
-    if len(tag.encode()) <= _APPLICATION_NAME_BYTES:
-        return tag
-    return f"{_TAG_PREFIX}#{hashlib.sha256(worker_id.encode()).hexdigest()[:32]}"
+class SlotLeases:
+    """A gate's slots as row leases (``GateLease``) in database ``db``, the same on SQLite,
+    PostgreSQL and PostgreSQL behind a transaction pooler: every operation is one statement,
+    so no session outlives it. Run on the gate's thread (``RunDB``)."""
 
-
-class SlotLocks(Protocol):
-    """Where a gate's slots are held beyond this process (``slot_locks`` picks one). Each
-    method runs on the gate's thread (``RunDB``)."""
-
-    # Whether a slot held by a stuck process can be reclaimed (``services.gate_reclaim``;
-    # a lease expires by itself instead).
-    reclaims: bool
-    # Whether held slots must be renewed (``renew``) before ``LEASE_SECONDS`` run out.
-    leases: bool
-
-    def take(self, endpoint: str, slot: int, tag: str) -> bool:
-        """Take ``slot`` if no other process holds it."""
-        ...
-
-    def give_back(self, endpoint: str, slot: int, tag: str) -> None:
-        """Free a slot this process holds."""
-        ...
-
-    def renew(self, endpoint: str, slots: list[int], tag: str) -> int:
-        """Keep the held ``slots``; how many were still this process's."""
-        ...
-
-    def close(self) -> None:
-        """Close what it holds open (the gate's consumer is closing)."""
-        ...
-
-
-_TRY_LOCK = "SELECT pg_try_advisory_lock(%s, %s)"
-# The same round trip names the session for ``pg_stat_activity`` (again after a reconnect):
-# the holder a reclaim looks for (``gate_reclaim``).
-_TRY_LOCK_TAGGED = "SELECT pg_try_advisory_lock(%s, %s), set_config('application_name', %s, false)"
-_UNLOCK = "SELECT pg_advisory_unlock(%s, %s)"
-
-
-def _lock_params(endpoint: str, slot: int, tag: str) -> tuple[str, list[Any]]:
-    key = lock_key(endpoint, slot)
-    if tag:
-        return _TRY_LOCK_TAGGED, [LOCK_NAMESPACE, key, tag]
-    return _TRY_LOCK, [LOCK_NAMESPACE, key]
-
-
-class AdvisoryLocks:
-    """Session advisory locks on the gate's own connection to database ``db``: PostgreSQL
-    reached straight. PostgreSQL frees them when the session ends."""
-
-    reclaims, leases = True, False
-
-    def __init__(self, db: str) -> None:
+    def __init__(self, db: str, seconds: float = LEASE_SECONDS) -> None:
         self.db = db
-
-    def take(self, endpoint: str, slot: int, tag: str) -> bool:
-        with connections[self.db].cursor() as cursor:
-            cursor.execute(*_lock_params(endpoint, slot, tag))
-            return bool(cursor.fetchone()[0])
-
-    def give_back(self, endpoint: str, slot: int, tag: str) -> None:
-        with connections[self.db].cursor() as cursor:
-            cursor.execute(_UNLOCK, [LOCK_NAMESPACE, lock_key(endpoint, slot)])
-
-    def renew(self, endpoint: str, slots: list[int], tag: str) -> int:
-        return len(slots)  # a session's locks last as long as it does
-
-    def close(self) -> None:
-        pass  # the store closes the gate's connection
-
-
-class DirectLocks:
-    """Session advisory locks on a connection of the gate's own that bypasses a transaction
-    pooler (``DIRECT_DATABASE_URL``): claims and writes go through the pooler, the locks stay
-    on one real session. Opened on first use, again after it failed (its locks went with it)."""
-
-    reclaims, leases = True, False
-
-    def __init__(self, settings_dict: Mapping[str, object]) -> None:
-        self.settings_dict = settings_dict
-        self._conn: psycopg.Connection[Any] | None = None
-
-    def _run(self, sql: str, params: list[Any]) -> object:
-        try:
-            if self._conn is None or self._conn.closed:
-                self._conn = pg.connect(self.settings_dict, autocommit=True)
-            row = self._conn.execute(sql, params).fetchone()
-        except psycopg.Error as exc:
-            self.close()
-            raise DatabaseError(f"the gate's direct session failed: {type(exc).__name__}") from exc
-        return row[0] if row else None
-
-    def take(self, endpoint: str, slot: int, tag: str) -> bool:
-        return bool(self._run(*_lock_params(endpoint, slot, tag)))
-
-    def give_back(self, endpoint: str, slot: int, tag: str) -> None:
-        self._run(_UNLOCK, [LOCK_NAMESPACE, lock_key(endpoint, slot)])
-
-    def renew(self, endpoint: str, slots: list[int], tag: str) -> int:
-        return len(slots)
-
-    def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(psycopg.Error):
-                conn.close()
-
-
-# A lease lasts this long unless its holder renews it; a held slot is renewed every third of
-# it. A consumer that died frees its slots within this; one that is alive never loses one.
-LEASE_SECONDS = 60.0
-
-
-class LeaseLocks:
-    """Row leases (``GateLease``) through any pooler: PostgreSQL behind a transaction pooler
-    without ``DIRECT_DATABASE_URL``. A slot is taken by the one update that finds its row
-    free or expired (PostgreSQL re-checks the condition on the row it locked, so two takers
-    never both succeed), renewed while held, freed by its holder."""
-
-    reclaims, leases = False, True
-
-    def __init__(self, seconds: float = LEASE_SECONDS) -> None:
         self.seconds = seconds
-        self._rows: set[tuple[str, int]] = set()  # rows known to exist
+        self._end = _lease_end(seconds)
+        # Each slot's filtered querysets, built once: building a filter costs more than the
+        # statement itself, and both run between two calls, while the server idles. A slot
+        # found here has its row.
+        self._takes: dict[tuple[str, int], QuerySet[GateLease]] = {}
+        self._gives: dict[tuple[str, int, str], QuerySet[GateLease]] = {}
 
-    def take(self, endpoint: str, slot: int, tag: str) -> bool:
-        if (endpoint, slot) not in self._rows:
-            GateLease.objects.bulk_create(
+    def _leases(self, endpoint: str) -> QuerySet[GateLease]:
+        return GateLease.objects.using(self.db).filter(endpoint=endpoint)
+
+    def take(self, endpoint: str, slot: int, holder: str) -> bool:
+        """Take ``slot`` if it is free or its lease ended: one update, which a concurrent
+        taker's cannot also match (PostgreSQL re-checks the condition on the row it locked;
+        SQLite runs one writer at a time)."""
+        lease = self._takes.get((endpoint, slot))
+        if lease is None:
+            GateLease.objects.using(self.db).bulk_create(
                 [GateLease(endpoint=endpoint, slot=slot)], ignore_conflicts=True
             )
-            self._rows.add((endpoint, slot))
-        now = timezone.now()
-        free = Q(holder="") | Q(expires_at__lt=now)
-        taken = GateLease.objects.filter(free, endpoint=endpoint, slot=slot).update(
-            holder=tag, expires_at=now + timedelta(seconds=self.seconds)
-        )
-        return taken == 1
+            free = Q(holder="") | Q(expires_at__lt=Now())  # the database's now, each time
+            lease = self._takes[endpoint, slot] = self._leases(endpoint).filter(free, slot=slot)
+        return lease.update(holder=holder, expires_at=self._end) == 1
 
-    def give_back(self, endpoint: str, slot: int, tag: str) -> None:
-        GateLease.objects.filter(endpoint=endpoint, slot=slot, holder=tag).update(
-            holder="", expires_at=None
-        )
+    def give_back(self, endpoint: str, slot: int, holder: str) -> None:
+        """Free ``slot`` if ``holder`` still holds it."""
+        lease = self._gives.get((endpoint, slot, holder))
+        if lease is None:
+            lease = self._leases(endpoint).filter(slot=slot, holder=holder)
+            self._gives[endpoint, slot, holder] = lease
+        lease.update(holder="", expires_at=None)
 
-    def renew(self, endpoint: str, slots: list[int], tag: str) -> int:
-        until = timezone.now() + timedelta(seconds=self.seconds)
-        held = GateLease.objects.filter(endpoint=endpoint, slot__in=slots, holder=tag)
-        return held.update(expires_at=until)
+    def renew(self, endpoint: str, slots: list[int], holder: str) -> int:
+        """Extend ``holder``'s leases on ``slots``; how many were still its own."""
+        held = self._leases(endpoint).filter(slot__in=slots, holder=holder)
+        return held.update(expires_at=self._end)
 
-    def close(self) -> None:
-        pass
+    def give_back_all(self, endpoint: str, holder: str) -> int:
+        """Free every slot ``holder`` holds: a consumer restarted under the same worker id
+        takes back its previous run's slots at once instead of waiting for them to end."""
+        return self._leases(endpoint).filter(holder=holder).update(holder="", expires_at=None)
 
 
-def slot_locks(db: str) -> SlotLocks | None:
-    """Where database ``db`` lets a gate hold its slots (``pg.mode``): None on SQLite (the
-    process bound is the only one), session advisory locks on PostgreSQL reached straight or
-    through ``DIRECT_DATABASE_URL``, row leases behind a pooler without it."""
-    found = pg.mode(db)
-    if found is pg.Mode.NONE:
-        return None
-    if found is pg.Mode.SESSION:
-        return AdvisoryLocks(db)
-    if found is pg.Mode.DIRECT:
-        return DirectLocks(pg.direct_settings())
-    return LeaseLocks()
+def _anonymous_holder(gate: object) -> str:
+    """A holder name unique among processes, for a gate no consumer names."""
+    return f"{socket.gethostname()}:{os.getpid()}:gate-{id(gate)}"
 
 
 class LLMGate:
-    """``permits`` slots for one endpoint, shared by every caller of this object.
+    """``permits`` slots for one endpoint, shared by every caller of this object and, as
+    row leases in database ``db`` (``SlotLeases``), by every consumer of the endpoint.
 
-    ``run_db`` runs a sync function on the consumer's gate connection: advisory locks are
-    session locks, so every lock and unlock must go to that one session. They are taken
-    when database ``db`` is PostgreSQL.
+    ``run_db`` runs a sync function on the consumer's gate connection, so the gate's few
+    statements never queue behind a job's writes. ``holder`` names the leases (the
+    consumer's worker id): a consumer restarted under the same id frees its previous run's
+    leases on its first call instead of waiting for them to end.
     """
 
     def __init__(
@@ -391,8 +263,7 @@ class LLMGate:
         idle_seconds: float = WARM_IDLE_SECONDS,
         controller: GateController | None = None,
         holder: str = "",
-        reclaim: Reclaim | None = None,
-        locks: SlotLocks | None = None,
+        leases: SlotLeases | None = None,
     ) -> None:
         if controller is not None:
             permits = controller.max_limit
@@ -405,24 +276,20 @@ class LLMGate:
         self.last_reason = ""
         self.timeout = timeout
         self._run_db = run_db
-        self._db = db
         self._free = list(range(permits))  # slots nobody in this process holds
         # A waiter is handed a slot, or None: look again (the limit rose).
         self._waiters: deque[asyncio.Future[int | None]] = deque()
         self.idle_seconds = idle_seconds
         self._warmth: dict[str, _Warmth] = {}
         self._handed: dict[int, asyncio.Event] = {}  # slot -> set once its taker sent
-        # Where slots are held beyond this process, fixed by the database: read once (on
-        # the event loop, ``connections[db]`` builds a connection object per task).
-        self.locks = locks if locks is not None else slot_locks(db)
-        # PostgreSQL: the session that takes slots says whose it is (``holder_tag``), and a
-        # caller kept waiting by another session may reclaim a stuck holder's slot. A lease
-        # names its holder too: this gate, unique among processes.
-        self._tag = holder_tag(holder) if holder else ""
-        if self.locks is not None and self.locks.leases and not self._tag:
-            self._tag = holder_tag(f"{socket.gethostname()}:{os.getpid()}:{id(self)}")
-        self._reclaim = reclaim if self.locks is not None and self.locks.reclaims else None
-        self._reclaim_checked_at = -math.inf
+        self.leases = leases if leases is not None else SlotLeases(db)
+        self.holder = fit(GateLease, "holder", holder) if holder else _anonymous_holder(self)
+        # A named holder may have a previous run's leases to free first; an anonymous one
+        # is new.
+        self._adopted = not holder
+        # Slots whose lease this gate holds: taken, not yet given back (a slot only being
+        # taken or given back is not renewed, nor missed).
+        self._leased: set[int] = set()
         self._renewing: asyncio.Task[None] | None = None
 
     @property
@@ -582,8 +449,6 @@ class LLMGate:
             slot = await self._try_take()
             if slot is not None:
                 return slot
-            if time.monotonic() - started >= min(RECLAIM_CHECK_SECONDS, self.timeout / 2):
-                await self._check_stuck()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise GateTimeout(
@@ -594,25 +459,6 @@ class LLMGate:
             if slot is not None:
                 return slot
             pause = min(pause * 2, 0.25)
-
-    async def _check_stuck(self) -> None:
-        """Ask ``reclaim`` about the slots below the limit that another session holds (at
-        most every ``RECLAIM_CHECK_SECONDS`` per gate); a freed slot is taken next."""
-        now = time.monotonic()
-        if self._reclaim is None or now - self._reclaim_checked_at < RECLAIM_CHECK_SECONDS:
-            return
-        if self.held >= self.limit:
-            return  # this process's own calls fill the limit: a hand-over comes
-        self._reclaim_checked_at = now
-        others = {s: lock_key(self.endpoint, s) for s in sorted(self._free) if s < self.limit}
-        if not others:
-            return
-        try:
-            await self._run_db(self._reclaim, self._db, self.endpoint, others)
-        except DatabaseError as exc:
-            logger.warning(
-                "study_gate_reclaim_failed endpoint=%s error=%s", self.endpoint, type(exc).__name__
-            )
 
     async def _try_take(self) -> int | None:
         for slot in sorted(self._free):
@@ -633,34 +479,47 @@ class LLMGate:
         return None
 
     async def _lock(self, slot: int) -> bool:
-        """Take the slot beyond this process (``locks``); True where there is none."""
-        locks = self.locks
-        if locks is None:
-            return True
-        attempt = asyncio.ensure_future(self._run_db(locks.take, self.endpoint, slot, self._tag))
+        """Take the slot's lease (``SlotLeases.take``); start renewing while any is held."""
+        if not self._adopted:
+            # Marked first: a caller arriving meanwhile must not free this run's leases. Its
+            # take queues behind this on the gate's one connection.
+            self._adopted = True
+            freed = await self._run_db(self.leases.give_back_all, self.endpoint, self.holder)
+            if freed:
+                logger.info(
+                    "study_gate_leases_taken_back endpoint=%s holder=%s slots=%s",
+                    self.endpoint,
+                    self.holder,
+                    freed,
+                )
+        attempt = asyncio.ensure_future(
+            self._run_db(self.leases.take, self.endpoint, slot, self.holder)
+        )
         try:
             taken = bool(await asyncio.shield(attempt))
         except asyncio.CancelledError:
-            # The lock may be taken on the database thread all the same: undo it, or the
-            # session would keep it (advisory locks stack) and other processes lose a slot.
+            # The lease may be taken on the database thread all the same: give it back, or
+            # every consumer would lose the slot until it ends.
             if await attempt:
-                await self._run_db(locks.give_back, self.endpoint, slot, self._tag)
+                await self._run_db(self.leases.give_back, self.endpoint, slot, self.holder)
             raise
-        if taken and locks.leases and self._renewing is None:
+        if taken:
+            self._leased.add(slot)
+        if taken and self._renewing is None:
             self._renewing = asyncio.create_task(self._renew_leases())
         return taken
 
     async def _renew_leases(self) -> None:
-        """While this gate holds slots as leases, renew them every third of their life."""
-        assert self.locks is not None
+        """While this gate holds slots, renew their leases every ``RENEW_SECONDS``: off the
+        calls' path, on the gate's connection between its takes and gives."""
         try:
-            while self.held:
-                await asyncio.sleep(LEASE_SECONDS / 3)
-                held = sorted(set(range(self.permits)) - set(self._free))
+            while self._leased:
+                await asyncio.sleep(RENEW_SECONDS)
+                held = sorted(self._leased)
                 if not held:
                     continue
                 try:
-                    kept = await self._run_db(self.locks.renew, self.endpoint, held, self._tag)
+                    kept = await self._run_db(self.leases.renew, self.endpoint, held, self.holder)
                 except DatabaseError as exc:
                     logger.warning(
                         "study_gate_renew_failed endpoint=%s error=%s",
@@ -668,13 +527,14 @@ class LLMGate:
                         type(exc).__name__,
                     )
                     continue
-                if kept < len(held):
-                    # Expired while this process was stalled, maybe taken by another: the
+                still = len(self._leased.intersection(held))  # some given back meanwhile
+                if kept < still:
+                    # Ended while this process was stalled, maybe taken by another: the
                     # server may see one call too many until this one ends.
                     logger.warning(
                         "study_gate_lease_lost endpoint=%s held=%s kept=%s",
                         self.endpoint,
-                        len(held),
+                        still,
                         kept,
                     )
         finally:
@@ -714,11 +574,11 @@ class LLMGate:
                 waiter.set_result(slot)
                 handed = self._handed[slot] = asyncio.Event()
                 return handed
+        self._leased.discard(slot)
         try:
-            if self.locks is not None:
-                await self._run_db(self.locks.give_back, self.endpoint, slot, self._tag)
+            await self._run_db(self.leases.give_back, self.endpoint, slot, self.holder)
         except DatabaseError:
-            # The connection is gone, and with it the session's lock.
+            # The lease ends by itself within LEASE_SECONDS.
             logger.warning("study_gate_unlock_failed endpoint=%s slot=%s", self.endpoint, slot)
         finally:
             self._free.append(slot)

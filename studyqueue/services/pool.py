@@ -7,7 +7,7 @@ where it would end soonest: the calls bound for it over its limit, times its cal
 wall time (``Member.expected_wait``). Each endpoint's queue at its gate so stays in
 proportion to what it does, not only to its limit, and one consumer keeps every endpoint
 busy. Each gate is the shared one of
-``services.gate`` (on PostgreSQL its slots are advisory locks named after the endpoint), so
+``services.gate`` (its slots are row leases named after the endpoint), so
 consumers on several hosts share every endpoint's limit.
 
 An endpoint that refuses, times out, stalls or rejects the request opens its own breaker;

@@ -1,8 +1,8 @@
 """A consumer with several LLM servers (``LLM_URL`` with commas): one consumer keeps every
 server busy, each revision and attempt names the server that wrote it, a server killed in
 the middle of a drain fails no job and burns no attempt, it rejoins once it answers, and
-consumers sharing the servers never exceed any server's limit (PostgreSQL: the gates'
-advisory locks). The servers are real test servers on 127.0.0.1."""
+consumers sharing the servers never exceed any server's limit (the gates' row leases, on
+either database). The servers are real test servers on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -132,14 +132,13 @@ def test_every_server_down_pauses_claiming_and_hands_jobs_back_unharmed(
     assert (job.status, job.attempts) == (JobStatus.PENDING, 0)
 
 
-@pytest.mark.postgres
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_consumers_sharing_the_servers_never_exceed_any_servers_limit(
     servers, settings, make_consumer, seed
 ):
     """Three consumers (threads, each with its own connections) drain one queue through two
     servers with limits 2 and 1; each reply takes a random time, so claims, hand-overs and
-    lock attempts interleave differently per seed. No server ever serves above its limit."""
+    lease takes interleave differently per seed. No server ever serves above its limit."""
     rng = random.Random(seed)
     a, b = servers
     settings.STUDYQUEUE = {

@@ -1,5 +1,5 @@
-"""The gate: a bound on concurrent LLM calls inside a consumer and, on PostgreSQL, across them;
-and the circuit breaker: failures that arrive together are one failure."""
+"""The gate: a bound on concurrent LLM calls inside a consumer and, through its row leases,
+across them; and the circuit breaker: failures that arrive together are one failure."""
 
 from __future__ import annotations
 
@@ -9,17 +9,16 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import psycopg
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection, connections
+from django.db.models.functions import Now
 
 from studyqueue.models import ErrorCode, GateLease
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.enqueue import enqueue
-from studyqueue.queue.pg import psycopg_kwargs
 from studyqueue.services.endpoints import endpoint_name
-from studyqueue.services.gate import LOCK_NAMESPACE, CircuitBreaker, GateTimeout, LLMGate, lock_key
+from studyqueue.services.gate import CircuitBreaker, GateTimeout, LLMGate, SlotLeases
 from studyqueue.services.gate_control import GateController
 from studyqueue.services.llm import LLMClient, LLMError
 from tests.factories import StudyQuestionFactory
@@ -114,17 +113,14 @@ def gate(run_db, *, permits: int = 1, timeout: float = 5.0, endpoint: str = ENDP
     return LLMGate(endpoint, permits=permits, timeout=timeout, run_db=run_db)
 
 
-def _other_session() -> psycopg.Connection:
-    return psycopg.connect(**psycopg_kwargs(connection.settings_dict), autocommit=True)
-
-
-def _locked_elsewhere(slot: int = 0) -> bool:
-    """Whether another session holds the slot's advisory lock (probed from a new one)."""
-    with _other_session() as probe:
-        row = probe.execute(
-            "SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, lock_key(ENDPOINT, slot)]
-        ).fetchone()
-        return not row[0]
+def _leased(slot: int = 0) -> bool:
+    """Whether the slot's lease is held and not ended (read on a connection of its own, as
+    another consumer would)."""
+    try:
+        leases = GateLease.objects.filter(endpoint=ENDPOINT, slot=slot, expires_at__gt=Now())
+        return leases.exclude(holder="").exists()
+    finally:
+        connection.close()
 
 
 def test_permits_bound_concurrent_holders(db_thread):
@@ -162,7 +158,7 @@ def test_acquire_times_out_while_all_slots_are_held(db_thread):
     asyncio.run(main())
 
 
-def test_a_waiter_is_handed_the_slot_as_it_is_released(db_thread, vendor):
+def test_a_waiter_is_handed_the_slot_as_it_is_released(db_thread):
     shared = gate(db_thread)
     order: list[str] = []
 
@@ -175,8 +171,8 @@ def test_a_waiter_is_handed_the_slot_as_it_is_released(db_thread, vendor):
     async def waiter() -> bool:
         async with shared.slot():
             order.append("b-in")
-            # While b holds the slot, this consumer's session keeps the advisory lock.
-            return vendor != "postgresql" or await asyncio.to_thread(_locked_elsewhere)
+            # Handed over inside this consumer: the lease stays held throughout.
+            return await asyncio.to_thread(_leased)
 
     async def main() -> bool:
         release = asyncio.Event()
@@ -283,33 +279,33 @@ def test_a_cancelled_waiter_loses_no_slot(db_thread):
     asyncio.run(main())
 
 
-@pytest.mark.postgres
-def test_slots_are_shared_across_sessions_and_freed_when_a_holder_dies(db_thread):
-    other = _other_session()  # another consumer process's connection
-    other.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, lock_key(ENDPOINT, 0)])
+def test_another_consumers_lease_holds_the_slot_until_it_ends(db_thread):
+    other = SlotLeases("default", seconds=1.0)  # another consumer, then dead: no renewal
+    assert other.take(ENDPOINT, 0, "other")
 
-    async def try_acquire() -> bool:
+    async def try_acquire(timeout: float) -> float | None:
+        started = time.monotonic()
         try:
-            async with gate(db_thread, timeout=0.2).slot():
-                return True
+            async with gate(db_thread, timeout=timeout).slot():
+                return time.monotonic() - started
         except GateTimeout:
-            return False
+            return None
 
-    assert asyncio.run(try_acquire()) is False
-    other.close()  # the holder dies: PostgreSQL releases its session lock
-    assert asyncio.run(try_acquire()) is True
+    assert asyncio.run(try_acquire(0.2)) is None
+    waited = asyncio.run(try_acquire(5.0))
+    assert waited is not None and waited < 2.0  # taken once the lease ended
 
 
-@pytest.mark.postgres
-def test_a_held_slot_blocks_another_session_and_is_unlocked_after(db_thread):
+def test_a_held_slot_is_leased_while_held_and_free_after(db_thread):
     shared = gate(db_thread)
 
     async def hold_and_probe() -> bool:
         async with shared.slot():
-            return await asyncio.to_thread(_locked_elsewhere)
+            return await asyncio.to_thread(_leased)
 
     assert asyncio.run(hold_and_probe()) is True
-    assert _locked_elsewhere() is False
+    assert _leased() is False
+    assert GateLease.objects.get(endpoint=ENDPOINT, slot=0).holder == ""
 
 
 # ---------------------------------------------------------------- warm-first
@@ -444,13 +440,12 @@ def test_an_adaptive_gate_lets_through_only_its_limit_and_follows_a_raise(db_thr
     assert peak == 4 and shared.free_slots == 8
 
 
-@pytest.mark.postgres
 def test_slots_at_or_above_the_limit_are_taken_by_no_process(db_thread):
     shared = _adaptive(db_thread, limit=2)
 
     async def hold_two_and_probe() -> list[bool]:
         async with shared.slot(), shared.slot():
-            return [await asyncio.to_thread(_locked_elsewhere, slot) for slot in range(4)]
+            return [await asyncio.to_thread(_leased, slot) for slot in range(4)]
 
     assert asyncio.run(hold_two_and_probe()) == [True, True, False, False]
 
@@ -502,7 +497,6 @@ def test_default_ports_and_other_servers():
     assert "s3cret" not in endpoint_name("http://u:s3cret@[::1/v1")
 
 
-@pytest.mark.postgres
 def test_two_spellings_of_one_url_share_the_slots_across_sessions(db_thread):
     other_pool = ThreadPoolExecutor(max_workers=1)  # a second consumer's gate connection
 
@@ -525,43 +519,3 @@ def test_two_spellings_of_one_url_share_the_slots_across_sessions(db_thread):
     finally:
         other_pool.submit(connections.close_all).result()
         other_pool.shutdown()
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_lease_is_one_holders_until_given_back_or_expired():
-    """Row leases (behind a transaction pooler without a direct URL): one holder per slot,
-    freed by its holder, or by expiry when the holder stopped renewing (it died)."""
-    from studyqueue.services.gate import LeaseLocks
-
-    first, second = LeaseLocks(seconds=30), LeaseLocks(seconds=30)
-    assert first.take(ENDPOINT, 0, "a") and not second.take(ENDPOINT, 0, "b")
-    assert second.take(ENDPOINT, 1, "b")  # another slot
-    assert first.renew(ENDPOINT, [0, 1], "a") == 1  # slot 1 is not a's
-    second.give_back(ENDPOINT, 0, "b")  # not b's: nothing changes
-    assert not second.take(ENDPOINT, 0, "b")
-    first.give_back(ENDPOINT, 0, "a")
-    assert second.take(ENDPOINT, 0, "b")
-    dying = LeaseLocks(seconds=0.05)
-    assert dying.take(ENDPOINT, 2, "c") and not first.take(ENDPOINT, 2, "a")
-    wait_for(lambda: first.take(ENDPOINT, 2, "a"), timeout=5, what="the lease to expire")
-    assert dying.renew(ENDPOINT, [2], "c") == 0  # it lost it
-
-
-@pytest.mark.postgres
-@pytest.mark.django_db(transaction=True)
-def test_two_sessions_racing_for_one_lease_never_both_get_it():
-    """Many takers, one slot, real threads with their own connections: each round exactly
-    one succeeds (PostgreSQL re-checks the update's condition on the row it locked)."""
-    from studyqueue.services.gate import LeaseLocks
-
-    def take(tag: str) -> bool:
-        try:
-            return LeaseLocks().take(ENDPOINT, 7, tag)
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(max_workers=6) as pool:
-        for round_ in range(5):
-            won = list(pool.map(take, [f"t{round_}-{i}" for i in range(6)]))
-            assert won.count(True) == 1, won
-            GateLease.objects.filter(endpoint=ENDPOINT, slot=7).update(holder="", expires_at=None)

@@ -6,7 +6,8 @@ control or non-ASCII characters; E007 a prompt template is missing or fails to r
 E008 QUALITY_RETRY names an unknown flag; E009 LLM_ENDPOINTS (or LLM_URL's list) is malformed
 or names one server twice; E010 DIRECT_DATABASE_URL is not a PostgreSQL URL; W004 PostgreSQL
 behind a transaction pooler without DIRECT_DATABASE_URL (row leases and polling); W001/W002
-timeouts that nest badly; W003 a prompt layout the LLM server cannot cache (fixed text in the
+timeouts that nest badly; W005 an LLM_URL without /v1 whose server answers 404 where the
+calls go; W003 a prompt layout the LLM server cannot cache (fixed text in the
 user message, or a system message that changes per question).
 """
 
@@ -22,7 +23,8 @@ from studyqueue.conf import AUTO, SETTINGS, SettingNotFinite, SettingOutOfRange,
 from studyqueue.exceptions import SettingsError
 from studyqueue.queue import pg
 from studyqueue.services import endpoints
-from studyqueue.services.redact import is_valid_api_key
+from studyqueue.services.llm import probe_servers, suggested_url, wrong_path_message
+from studyqueue.services.redact import is_valid_api_key, without_credentials
 
 
 @register()
@@ -175,8 +177,23 @@ def _endpoint_problems() -> list[CheckMessage]:
         return [Error(str(exc), id="studyqueue.E009")]
     problems: list[CheckMessage] = []
     for endpoint in pool:
-        problems += _url_problems(endpoint.url) + _key_problems(endpoint.api_key)
+        url_problems = _url_problems(endpoint.url)
+        problems += url_problems + _key_problems(endpoint.api_key)
+        if not url_problems:
+            problems += _path_problems(endpoint.url, endpoint.api_key)
     return problems
+
+
+def _path_problems(url: str, key: str) -> list[CheckMessage]:
+    """A URL without ``/v1`` whose server answers 404 where the calls go. Only such a URL
+    is asked (every command runs the checks: the usual URL costs no request), and a server
+    that does not answer is no problem here (``serve`` says so; jobs wait)."""
+    if suggested_url(url) is None:
+        return []
+    (probe,) = probe_servers([(url, key)])
+    if not probe.chat_path_missing:
+        return []
+    return [Warning(wrong_path_message(without_credentials(url)), id="studyqueue.W005")]
 
 
 def _url_problems(url: str) -> list[CheckMessage]:

@@ -214,3 +214,14 @@ def test_w003_a_system_prompt_that_changes_with_the_question(prompt_dir):
 def test_w003_does_not_hide_the_timeout_warnings(prompt_dir):
     (prompt_dir / "explanation_prompt.txt").write_text(INSTRUCTIONS_AROUND_THE_QUESTION)
     assert ids(LLM_TIMEOUT_SECONDS=600, STALE_MINUTES=5) == ["studyqueue.W003", "studyqueue.W001"]
+
+
+@pytest.mark.django_db
+def test_w005_a_url_without_v1_whose_chat_path_is_missing(llm_server):
+    root = llm_server.url.removesuffix("/v1")
+    with override_settings(STUDYQUEUE={"LLM_URL": root}):
+        (message,) = check_settings()
+    assert message.id == "studyqueue.W005"
+    assert f"did you mean {root}/v1?" in message.msg
+    with override_settings(STUDYQUEUE={"LLM_URL": llm_server.url}):
+        assert check_settings() == [], "a URL with /v1 is not asked"

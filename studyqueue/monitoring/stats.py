@@ -189,6 +189,14 @@ class DashboardStats:
         return min((c.record.breaker_since or self.now for c in live), default=None)
 
     @property
+    def llm_rejecting(self) -> list[EndpointRow]:
+        """The servers a live consumer has paused because they reject every call (a wrong
+        URL, an unknown model, a bad key): jobs wait until an operator fixes the settings."""
+        return [
+            e for e in self.endpoints if e.state == "down" and e.error == ErrorCode.LLM_REJECTED
+        ]
+
+    @property
     def max_hour_jobs(self) -> int:
         return max((h.completed + h.failed for h in self.hours), default=0)
 
@@ -388,6 +396,7 @@ class EndpointRow:
     limit: int | None  # the calls its gates allow now: auto, the shared stored limit; else reported
     tokens_per_second: float | None  # one call's completion tokens/s (the best reported)
     error: str  # the error code of a consumer that finds it down
+    detail: str = ""  # that error's message (a wrong URL, a bad key: what to fix)
     ceiling: int | None = None  # the most calls its gate tries (auto), the highest reported
     server: str = ""  # the server's word that set the ceiling (llama.cpp, vllm; "": settings)
     calls_hour: int = 0  # attempts it ended in the last hour, every consumer's
@@ -436,6 +445,7 @@ def _endpoint_row(
         limit=stored.get(name, limit) if auto else limit,
         tokens_per_second=max(rates, default=None),
         error=str(worst.get("error") or ""),
+        detail=str(worst.get("detail") or ""),
         ceiling=max(ceilings, default=None),
         server=next((str(e["server"]) for e in entries if e.get("server")), ""),
         calls_hour=served[0],

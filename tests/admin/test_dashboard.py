@@ -355,3 +355,24 @@ def test_the_llm_servers_table_shows_each_server_as_the_consumers_found_it(
     assert 'data-state="up"' in up and "3 calls, 21 tokens" in up
     assert 'data-state="down"' in down and "down for 1 consumer" in down
     assert "llm_unavailable" in down and "0 calls, 0 tokens" in down
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_server_that_rejects_every_call_is_named_with_its_reason(
+    admin_client, llm_server, settings, make_consumer
+):
+    """An LLM_URL without /v1: the calls get 404, the job waits with its attempts kept, and
+    the dashboard says which server rejects every call, and why (the URL it meant)."""
+    from studyqueue.queue import transitions as queue
+    from tests.factories import StudyQuestionFactory
+
+    root = llm_server.url.removesuffix("/v1")
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_URL": root, "BREAKER_BASE_SECONDS": 60}
+    job = queue.enqueue(StudyQuestionFactory()).job
+    make_consumer(worker_id="box:1").run_cycle()
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == ("pending", 0)
+    html = admin_client.get(DASHBOARD_URL).content.decode()
+    banner = html.split('class="sq-alert sq-llm-rejecting"')[1].split("</div>")[0]
+    assert f"The LLM server {root} rejects every call" in banner
+    assert f"did you mean {root}/v1?" in banner

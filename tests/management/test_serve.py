@@ -275,6 +275,12 @@ def test_the_start_up_lines_say_whether_the_llm_server_answers(
             f"LLM server: no answer at http://127.0.0.1:{refused}/v1 (",
         ),
         (llm_server.url, f"LLM server: {llm_server.url} answers."),
+        (
+            llm_server.url.removesuffix("/v1"),
+            f"LLM server: {llm_server.url.removesuffix('/v1')} answers, but not at "
+            f"{llm_server.url.removesuffix('/v1')}/chat/completions, where the calls go (HTTP "
+            f"404): did you mean {llm_server.url}?",
+        ),
     ):
         proc = serve(child_env, python, f"127.0.0.1:{free_port}", STUDYQUEUE_LLM_URL=url)
         try:

@@ -32,7 +32,7 @@ from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.services import endpoints
-from studyqueue.services.llm import Probe, probe_servers
+from studyqueue.services.llm import Probe, probe_servers, wrong_path_message
 from studyqueue.services.redact import without_credentials
 
 logger = logging.getLogger("studyqueue.serve")
@@ -360,6 +360,9 @@ class _LLMProbe:
         )
 
     def _line(self, url: str, probe: Probe | None, *, alone: bool) -> str:
+        if probe is not None and probe.chat_path_missing:
+            logger.warning("study_llm_probe url=%s answered=yes chat_path=404", url)
+            return wrong_path_message(url)
         if probe is not None and probe.status is not None:  # any HTTP answer: it is up
             logger.info("study_llm_probe url=%s answered=yes", url)
             return _("LLM server: %(url)s answers.") % {"url": url}

@@ -13,6 +13,7 @@ user message, or a system message that changes per question).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -54,6 +55,49 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     if problems:
         return problems
     return _cache_problems() + _nesting(values)
+
+
+# Variables a new user sets expecting them to work, and the one studyqueue reads instead.
+LIKELY_MEANT = {
+    "LLM_URL": "STUDYQUEUE_LLM_URL",
+    "PORT": "STUDYQUEUE_BIND",
+    "BIND": "STUDYQUEUE_BIND",
+}
+
+
+@register()
+def check_environment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A likely-meant variable (``LLM_URL``, ``PORT``, ``BIND``) is set but read by nobody:
+    say which one is read (silently ignored, it cost a new user an afternoon)."""
+    problems: list[CheckMessage] = []
+    for name, meant in LIKELY_MEANT.items():
+        value = os.environ.get(name, "").strip()
+        if not value or _honoured(name, value):
+            continue
+        problems.append(
+            Warning(
+                gettext(
+                    "%(name)s is set in the environment but studyqueue does not read it: "
+                    "set %(meant)s instead"
+                )
+                % {"name": name, "meant": meant},
+                hint=gettext("docs/reference/settings.md lists every variable."),
+                id="studyqueue.W006",
+            )
+        )
+    return problems
+
+
+def _honoured(name: str, value: str) -> bool:
+    """Whether the variable's value is in force anyway (a project that maps it to the
+    setting, or the same value given the right name): no reason to warn."""
+    if name == "LLM_URL":
+        try:
+            return value == conf.LLM_URL
+        except SettingsError:
+            return False
+    bind = os.environ.get("STUDYQUEUE_BIND", "").strip()
+    return bool(bind) and (bind == value or bind.endswith(f":{value}"))
 
 
 def _prompt_problems() -> list[CheckMessage]:

@@ -317,3 +317,34 @@ def test_the_start_up_lines_name_each_server_of_a_pool(child_env, python, free_p
         proc.send_signal(signal.SIGTERM)
         finish(proc)
     assert proc.returncode == 0
+
+
+def test_a_bare_port_binds_localhost_and_ignored_variables_are_named(
+    child_env, python, free_port, llm_server
+):
+    """STUDYQUEUE_BIND=8751 serves on 127.0.0.1:8751 (it used to be refused for want of a
+    SECRET_KEY); LLM_URL and PORT, which nothing reads, are named with the right names."""
+    proc = serve(
+        child_env,
+        python,
+        str(free_port),
+        STUDYQUEUE_LLM_URL=llm_server.url,
+        LLM_URL="http://127.0.0.1:1/v1",
+        PORT="8751",
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith(f"Admin: http://127.0.0.1:{free_port}/admin/"), line
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, errors = finish(proc)
+    assert proc.returncode == 0
+    assert (
+        "LLM_URL is set in the environment but studyqueue does not read it: set "
+        "STUDYQUEUE_LLM_URL" in errors
+    )
+    assert (
+        "PORT is set in the environment but studyqueue does not read it: set "
+        "STUDYQUEUE_BIND" in errors
+    )

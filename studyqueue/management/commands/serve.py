@@ -56,6 +56,12 @@ def wsgi_target() -> str:
     return f"{module}:{attribute}"
 
 
+def normalized_bind(bind: str) -> str:
+    """The bind address with a bare port (``8751``) made local: ``127.0.0.1:8751``."""
+    address = bind.strip()
+    return f"127.0.0.1:{address}" if address.isdecimal() else address
+
+
 def bind_host(bind: str) -> str | None:
     """The host a gunicorn bind address listens on (``""``: every interface); None for a
     Unix socket or an inherited descriptor. A malformed address is a ``CommandError``."""
@@ -161,7 +167,10 @@ class Command(TranslatedCommand):
         parser.add_argument(
             "--bind",
             default=os.environ.get("STUDYQUEUE_BIND", "127.0.0.1:8000"),
-            help=_("address:port of the web site (default: %(default)s, or $STUDYQUEUE_BIND)"),
+            help=_(
+                "address:port of the web site, or a port alone for 127.0.0.1 (default: "
+                "%(default)s, or $STUDYQUEUE_BIND)"
+            ),
         )
         parser.add_argument(
             "--web-workers",
@@ -171,6 +180,7 @@ class Command(TranslatedCommand):
         )
 
     def handle(self, *args: Any, bind: str, web_workers: int, **options: Any) -> None:
+        bind = normalized_bind(bind)
         if not is_local(bind) and has_builtin_secret_key():
             # The published key signs sessions and password resets: anyone who can reach
             # the port (sending "Host: localhost" passes ALLOWED_HOSTS) could forge them.

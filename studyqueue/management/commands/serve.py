@@ -5,10 +5,12 @@ stops both, the consumer gracefully."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import ipaddress
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -103,6 +105,29 @@ def is_local(bind: str) -> bool:
         return False
 
 
+def port_taken(bind: str) -> bool:
+    """Whether another process already listens on the bind address's TCP port (a second
+    ``make run``): asked before anything starts, so that serve can say so at once."""
+    host = bind_host(bind)
+    _host, _sep, port = bind.rpartition(":")
+    if host is None or not port.isdecimal() or int(port) == 0:
+        return False  # a Unix socket, an inherited descriptor, any free port: nothing to ask
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(
+            host or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except OSError:
+        return False  # a name that does not resolve: gunicorn says so itself
+    with socket.socket(family, kind, proto) as probe:
+        # As gunicorn binds: a port left in TIME_WAIT by a stopped server is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
 def has_builtin_secret_key() -> bool:
     """The SECRET_KEY is the project's published development key (or Django's template's)."""
     key = settings.SECRET_KEY
@@ -189,6 +214,16 @@ class Command(TranslatedCommand):
                     "refusing to serve on %(bind)s with the built-in development SECRET_KEY: "
                     "set SECRET_KEY (and ALLOWED_HOSTS) to serve beyond this machine, or "
                     "bind to 127.0.0.1"
+                )
+                % {"bind": bind}
+            )
+        if port_taken(bind):
+            # Checked before the consumer starts: gunicorn would fail only after it had
+            # started, and the start-up lines named a site that is another program's.
+            raise CommandError(
+                _(
+                    "%(bind)s is already in use (another make run, or another program): stop "
+                    "it, or choose another port, e.g. STUDYQUEUE_BIND=8001"
                 )
                 % {"bind": bind}
             )

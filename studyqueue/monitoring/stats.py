@@ -19,6 +19,7 @@ from django.db import connections
 from django.db.models import Avg, Count, FilteredRelation, Min, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from studyqueue.conf import AUTO, conf
 from studyqueue.explanations import question_sets, review_queue
@@ -149,9 +150,24 @@ class DashboardStats:
         """How long the explanations waiting take at what the servers do now (``eta``: the
         last ten minutes' work over the time it spanned); None when nothing waits or no
         explanation completed lately. The checks beside them take a few tokens each."""
-        if not self.explanations_waiting or self.rate is None:
+        if not self.explanations_waiting or self.rate is None or self.no_estimate:
             return None
         return timedelta(seconds=self.rate.seconds_for(self.explanations_waiting))
+
+    @property
+    def no_estimate(self) -> str:
+        """Why explanations wait with a recent rate but no estimate ("": there is one): the
+        servers are down, or wrote next to nothing lately. A rate measured before they went
+        down is no rate of what they do now."""
+        if self.rate is None or not self.explanations_waiting:
+            return ""
+        if self.llm_unreachable_since is not None or (
+            self.endpoints and all(e.state == "down" for e in self.endpoints)
+        ):
+            return gettext("no estimate: every LLM server is failing, so nothing is written")
+        if not self.rate.usable:
+            return gettext("no estimate: the LLM servers wrote under 1 tok/s lately")
+        return ""
 
     def shared_limit(self, consumer: ConsumerState) -> GateLimit | None:
         """The stored limit a ``GATE_PERMITS=auto`` consumer's gate follows (None: fixed

@@ -37,6 +37,12 @@ class Rate:
     jobs: int  # explanation jobs completed in the window
     span: timedelta  # the time their work spanned (at most WINDOW)
 
+    @property
+    def usable(self) -> bool:
+        """Whether it is a rate to estimate with: at least the 1 tok/s its basis can show.
+        Below that (a server that stopped long ago) an estimate would read "at 0 tok/s"."""
+        return self.tokens_per_second >= 0.5
+
     def seconds_for(self, jobs: int) -> float:
         """Seconds ``jobs`` more explanations take at this rate."""
         return jobs * self.tokens_per_job / self.tokens_per_second

@@ -6,13 +6,15 @@ control or non-ASCII characters; E007 a prompt template is missing or fails to r
 E008 QUALITY_RETRY names an unknown flag; E009 LLM_ENDPOINTS (or LLM_URL's list) is malformed
 or names one server twice; E010 DIRECT_DATABASE_URL is not a PostgreSQL URL; E011 WEBHOOK_URL
 is not an http(s) URL with a host; W004 PostgreSQL behind a transaction pooler without
-DIRECT_DATABASE_URL (polling); W001/W002
-timeouts that nest badly; W003 a prompt layout the LLM server cannot cache (fixed text in the
-user message, or a system message that changes per question).
+DIRECT_DATABASE_URL (polling); W001/W002 timeouts that nest badly; W003 a prompt layout the
+LLM server cannot cache (fixed text in the user message, or a system message that changes per
+question); W005 an LLM_URL without /v1 whose server answers 404 where the calls go; W006 a
+variable likely meant for studyqueue that nothing reads (LLM_URL, PORT, BIND).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,7 +25,8 @@ from studyqueue.conf import AUTO, SETTINGS, SettingNotFinite, SettingOutOfRange,
 from studyqueue.exceptions import SettingsError
 from studyqueue.queue import pg
 from studyqueue.services import endpoints
-from studyqueue.services.redact import is_valid_api_key
+from studyqueue.services.llm import probe_servers, suggested_url, wrong_path_message
+from studyqueue.services.redact import is_valid_api_key, without_credentials
 
 
 @register()
@@ -53,6 +56,49 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     if problems:
         return problems
     return _cache_problems() + _nesting(values)
+
+
+# Variables a new user sets expecting them to work, and the one studyqueue reads instead.
+LIKELY_MEANT = {
+    "LLM_URL": "STUDYQUEUE_LLM_URL",
+    "PORT": "STUDYQUEUE_BIND",
+    "BIND": "STUDYQUEUE_BIND",
+}
+
+
+@register()
+def check_environment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A likely-meant variable (``LLM_URL``, ``PORT``, ``BIND``) is set but read by nobody:
+    say which one is read (silently ignored, it cost a new user an afternoon)."""
+    problems: list[CheckMessage] = []
+    for name, meant in LIKELY_MEANT.items():
+        value = os.environ.get(name, "").strip()
+        if not value or _honoured(name, value):
+            continue
+        problems.append(
+            Warning(
+                gettext(
+                    "%(name)s is set in the environment but studyqueue does not read it: "
+                    "set %(meant)s instead"
+                )
+                % {"name": name, "meant": meant},
+                hint=gettext("docs/reference/settings.md lists every variable."),
+                id="studyqueue.W006",
+            )
+        )
+    return problems
+
+
+def _honoured(name: str, value: str) -> bool:
+    """Whether the variable's value is in force anyway (a project that maps it to the
+    setting, or the same value given the right name): no reason to warn."""
+    if name == "LLM_URL":
+        try:
+            return value == conf.LLM_URL
+        except SettingsError:
+            return False
+    bind = os.environ.get("STUDYQUEUE_BIND", "").strip()
+    return bool(bind) and (bind == value or bind.endswith(f":{value}"))
 
 
 def _prompt_problems() -> list[CheckMessage]:
@@ -176,8 +222,23 @@ def _endpoint_problems() -> list[CheckMessage]:
         return [Error(str(exc), id="studyqueue.E009")]
     problems: list[CheckMessage] = []
     for endpoint in pool:
-        problems += _url_problems(endpoint.url) + _key_problems(endpoint.api_key)
+        url_problems = _url_problems(endpoint.url)
+        problems += url_problems + _key_problems(endpoint.api_key)
+        if not url_problems:
+            problems += _path_problems(endpoint.url, endpoint.api_key)
     return problems
+
+
+def _path_problems(url: str, key: str) -> list[CheckMessage]:
+    """A URL without ``/v1`` whose server answers 404 where the calls go. Only such a URL
+    is asked (every command runs the checks: the usual URL costs no request), and a server
+    that does not answer is no problem here (``serve`` says so; jobs wait)."""
+    if suggested_url(url) is None:
+        return []
+    (probe,) = probe_servers([(url, key)])
+    if not probe.chat_path_missing:
+        return []
+    return [Warning(wrong_path_message(without_credentials(url)), id="studyqueue.W005")]
 
 
 def _url_problems(url: str) -> list[CheckMessage]:

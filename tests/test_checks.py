@@ -233,3 +233,35 @@ def test_e011_says_what_is_wrong_and_never_shows_the_url():
     with override_settings(STUDYQUEUE={"WEBHOOK_URL": "hooks.example.org/x"}):
         (message,) = check_settings()
     assert message.msg == "STUDYQUEUE WEBHOOK_URL must start with http:// or https://"
+
+
+@pytest.mark.django_db
+def test_w005_a_url_without_v1_whose_chat_path_is_missing(llm_server):
+    root = llm_server.url.removesuffix("/v1")
+    with override_settings(STUDYQUEUE={"LLM_URL": root}):
+        (message,) = check_settings()
+    assert message.id == "studyqueue.W005"
+    assert f"did you mean {root}/v1?" in message.msg
+    with override_settings(STUDYQUEUE={"LLM_URL": llm_server.url}):
+        assert check_settings() == [], "a URL with /v1 is not asked"
+
+
+@pytest.mark.parametrize(
+    "name,meant",
+    [("LLM_URL", "STUDYQUEUE_LLM_URL"), ("PORT", "STUDYQUEUE_BIND"), ("BIND", "STUDYQUEUE_BIND")],
+)
+def test_w006_a_likely_meant_variable_that_nothing_reads(monkeypatch, name, meant):
+    from studyqueue.checks import check_environment
+
+    for other in ("LLM_URL", "PORT", "BIND", "STUDYQUEUE_BIND"):
+        monkeypatch.delenv(other, raising=False)
+    assert check_environment() == []
+    monkeypatch.setenv(name, "http://127.0.0.1:8799/v1" if name == "LLM_URL" else "8751")
+    (message,) = check_environment()
+    assert message.id == "studyqueue.W006"
+    assert f"{name} is set in the environment but studyqueue does not read it: set {meant}" in (
+        message.msg
+    )
+    if name != "LLM_URL":
+        monkeypatch.setenv("STUDYQUEUE_BIND", "127.0.0.1:8751")
+        assert check_environment() == [], "the same port under the right name"

@@ -93,3 +93,38 @@ def test_jobs_resume_within_one_breaker_pause_when_the_server_comes_back(consume
     print(f"server_back_to_all_done_s={recovery:.2f} (breaker pause at most 3 s)")
     assert recovery < 3 + 3.0  # one pause, plus a margin for a loaded machine
     assert set(StudyQuestionJob.objects.values_list("attempts", flat=True)) == {1}
+
+
+def test_with_the_default_breaker_jobs_resume_seconds_after_the_server_is_back(
+    consumers, free_port
+):
+    """The default BREAKER_* settings, the server down long enough for the doubling pauses
+    to pass 5 s (2, 4, 8 s: they used to reach 16 and 32 s, and a restarted server waited
+    half a minute for its jobs): after a refused connection the pause stops at 5 s."""
+    bulk_jobs(3)
+    proc = consumers(
+        "--worker-id",
+        "restart",
+        LLM_URL=f"http://127.0.0.1:{free_port}/v1",
+        BREAKER_BASE_SECONDS=2,
+        BREAKER_MAX_SECONDS=60,
+    )
+    wait_for(lambda: log_text(proc).count("study_llm_paused ") >= 4, timeout=60, what="four pauses")
+    server = LLMServer(port=free_port).start()
+    back = time.monotonic()
+    try:
+        wait_for(
+            lambda: StudyQuestionJob.objects.filter(status="completed").count() == 3,
+            timeout=60,
+            what="every job done once the server is back",
+        )
+        recovery = time.monotonic() - back
+    finally:
+        server.stop()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    pauses = [float(p) for p in re.findall(r"study_llm_paused .*pause_s=([\d.]+)", log_text(proc))]
+    print(f"server_back_to_all_done_s={recovery:.2f} pauses_s={pauses}")
+    assert max(pauses) <= 5.0
+    assert recovery < 5 + 3.0  # at most one pause, plus a margin for a loaded machine
+    assert set(StudyQuestionJob.objects.values_list("attempts", flat=True)) == {1}

@@ -112,6 +112,7 @@ class ScheduledConsumer:
         self.prefix = job_prefix(consumer.worker_id)
         self.consume_job_id = f"{self.prefix}consume"
         self._lock = threading.Lock()
+        self._cycle_ended = threading.Condition(self._lock)
         self._cycle_running = False
         self._wake_pending = False
         self.scheduler = self._build_scheduler()
@@ -175,6 +176,13 @@ class ScheduledConsumer:
                 % {"worker": worker_id, "interval": f"{self.interval:g}", "url": llm_url}
             )
             self.consumer.wait_for_stop()
+            # The running cycle ends first: shutdown(wait=True) waits for it while holding
+            # the scheduler's job store lock, and a cycle that was just starting needs that
+            # lock to park its trigger (modify_job), so both waited forever (a stop signal
+            # right after start-up hung serve). A cycle starting now sees the stop and parks
+            # nothing.
+            with self._cycle_ended:
+                self._cycle_ended.wait_for(lambda: not self._cycle_running)
             self.scheduler.shutdown(wait=True)
         finally:
             _running.pop(worker_id, None)
@@ -217,6 +225,7 @@ class ScheduledConsumer:
             return
         with self._lock:
             self._cycle_running = False
+            self._cycle_ended.notify_all()
             woken, self._wake_pending = self._wake_pending, False
         delay = 0.0 if woken else self.interval
         if event.exception is not None:

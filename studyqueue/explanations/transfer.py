@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from studyqueue.explanations import edits, next_step
+from studyqueue.explanations import answers, edits, next_step
 from studyqueue.models import (
     JobKind,
     QuestionQuerySet,
@@ -468,6 +468,16 @@ def _row(number: int, record: Any, fmt: str) -> Row:
     except (ValidationError, ValueError) as exc:
         reason = " ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
         raise ValueError(_("'choices': %(reason)s") % {"reason": reason}) from None
+    if choices and answer.strip() and answers.key_choice(answer, choices) is None:
+        # Stored, it would make every check of the question unanswerable: the key audit and
+        # the verifier compare choices, and no explanation could agree with it.
+        raise ValueError(
+            _(
+                "'answer' %(answer)s names none of the choices: give a choice's text, "
+                "number or letter"
+            )
+            % {"answer": repr(answer[:40])}
+        )
     return Row(number, text, choices, answer, external)
 
 

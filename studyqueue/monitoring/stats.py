@@ -19,6 +19,7 @@ from django.db import connections
 from django.db.models import Avg, Count, FilteredRelation, Min, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from studyqueue.conf import AUTO, conf
 from studyqueue.explanations import review_queue
@@ -149,9 +150,24 @@ class DashboardStats:
         """How long the explanations waiting take at what the servers do now (``eta``: the
         last ten minutes' work over the time it spanned); None when nothing waits or no
         explanation completed lately. The checks beside them take a few tokens each."""
-        if not self.explanations_waiting or self.rate is None:
+        if not self.explanations_waiting or self.rate is None or self.no_estimate:
             return None
         return timedelta(seconds=self.rate.seconds_for(self.explanations_waiting))
+
+    @property
+    def no_estimate(self) -> str:
+        """Why explanations wait with a recent rate but no estimate ("": there is one): the
+        servers are down, or wrote next to nothing lately. A rate measured before they went
+        down is no rate of what they do now."""
+        if self.rate is None or not self.explanations_waiting:
+            return ""
+        if self.llm_unreachable_since is not None or (
+            self.endpoints and all(e.state == "down" for e in self.endpoints)
+        ):
+            return gettext("no estimate: every LLM server is failing, so nothing is written")
+        if not self.rate.usable:
+            return gettext("no estimate: the LLM servers wrote under 1 tok/s lately")
+        return ""
 
     def shared_limit(self, consumer: ConsumerState) -> GateLimit | None:
         """The stored limit a ``GATE_PERMITS=auto`` consumer's gate follows (None: fixed
@@ -187,6 +203,14 @@ class DashboardStats:
         ):
             return None
         return min((c.record.breaker_since or self.now for c in live), default=None)
+
+    @property
+    def llm_rejecting(self) -> list[EndpointRow]:
+        """The servers a live consumer has paused because they reject every call (a wrong
+        URL, an unknown model, a bad key): jobs wait until an operator fixes the settings."""
+        return [
+            e for e in self.endpoints if e.state == "down" and e.error == ErrorCode.LLM_REJECTED
+        ]
 
     @property
     def max_hour_jobs(self) -> int:
@@ -388,6 +412,7 @@ class EndpointRow:
     limit: int | None  # the calls its gates allow now: auto, the shared stored limit; else reported
     tokens_per_second: float | None  # one call's completion tokens/s (the best reported)
     error: str  # the error code of a consumer that finds it down
+    detail: str = ""  # that error's message (a wrong URL, a bad key: what to fix)
     ceiling: int | None = None  # the most calls its gate tries (auto), the highest reported
     server: str = ""  # the server's word that set the ceiling (llama.cpp, vllm; "": settings)
     calls_hour: int = 0  # attempts it ended in the last hour, every consumer's
@@ -436,6 +461,7 @@ def _endpoint_row(
         limit=stored.get(name, limit) if auto else limit,
         tokens_per_second=max(rates, default=None),
         error=str(worst.get("error") or ""),
+        detail=str(worst.get("detail") or ""),
         ceiling=max(ceilings, default=None),
         server=next((str(e["server"]) for e in entries if e.get("server")), ""),
         calls_hour=served[0],

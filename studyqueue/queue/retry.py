@@ -24,7 +24,8 @@ The rules, each a row of the table in tests/queue/test_retry.py:
   attempts remain; a stale job retries at once; any other code, or the last attempt, fails;
 - a reply flagged with a flag in ``QUALITY_RETRY`` runs once more, at once, while attempts
   remain; a second flagged reply is kept;
-- the breaker's pauses follow the same ``Backoff`` formula (``BREAKER_*``).
+- the breaker's pauses follow the same ``Backoff`` formula (``BREAKER_*``), at most
+  ``REFUSED_PAUSE_MAX_SECONDS`` after a refused connection (it costs the server nothing).
 
 What happened is classified where it is seen, not here: the LLM client maps a reply or a
 connection failure to an ``ErrorCode`` and the two facts (``services/llm.py``,
@@ -67,6 +68,12 @@ SERVER_WIDE_ERRORS = frozenset({ErrorCode.LLM_UNAVAILABLE, ErrorCode.LLM_OVERLOA
 LOSS_SIGNALS = frozenset(
     {ErrorCode.LLM_OVERLOADED, ErrorCode.LLM_TIMEOUT, ErrorCode.LLM_UNAVAILABLE}
 )
+
+# The longest breaker pause after a refused connection (the server is not running): a
+# refused connect costs the server nothing, so the consumer looks again this often and resumes
+# within seconds of the server's return (the doubling pauses, up to BREAKER_MAX_SECONDS,
+# kept it waiting half a minute after a restart). A larger BREAKER_BASE_SECONDS wins.
+REFUSED_PAUSE_MAX_SECONDS = 5.0
 
 # Hand-backs in a row, after calls that reached the server, that keep the job's attempt.
 MAX_FREE_RELEASES = 2
@@ -134,11 +141,17 @@ class RetryStrategy:
         the server; else while ``free_releases`` in a row stay below the limit."""
         return not reached_server or free_releases < self.max_free_releases
 
-    def breaker_pause(self, failures: int, retry_after: float | None = None) -> float:
+    def breaker_pause(
+        self, failures: int, retry_after: float | None = None, *, refused: bool = False
+    ) -> float:
         """The breaker's pause after ``failures`` server-wide failures in a row: the server's
         Retry-After kept between ``BREAKER_BASE_SECONDS`` (so that a "retry at once" cannot
-        make us spin) and ``BREAKER_MAX_SECONDS``; without one, the doubling backoff."""
-        return self.breaker.advised(failures, retry_after, at_least=self.breaker.base)
+        make us spin) and ``BREAKER_MAX_SECONDS``; without one, the doubling backoff. After
+        a ``refused`` connection, at most ``REFUSED_PAUSE_MAX_SECONDS`` (or the base)."""
+        pause = self.breaker.advised(failures, retry_after, at_least=self.breaker.base)
+        if refused:
+            return min(pause, max(REFUSED_PAUSE_MAX_SECONDS, self.breaker.base))
+        return pause
 
 
 class Action(StrEnum):

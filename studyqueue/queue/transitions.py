@@ -23,6 +23,8 @@ the rule); a transaction or a notice takes the alias from the queryset or job it
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -516,6 +518,7 @@ def reset_stale(
     older_than: timedelta | None = None,
     dry_run: bool = False,
     job_ids: Iterable[int] | None = None,
+    message: str = "",
 ) -> StaleResult:
     """Processing jobs with no heartbeat for ``older_than`` go back to pending.
 
@@ -535,7 +538,7 @@ def reset_stale(
     if dry_run:
         failed_count = stale.filter(attempts__gte=F("max_attempts")).count()
         return StaleResult(reset=stale.count() - failed_count, failed=failed_count)
-    message = f"no heartbeat for {older_than.total_seconds():.0f}s; worker presumed dead"
+    message = message or f"no heartbeat for {older_than.total_seconds():.0f}s; worker presumed dead"
     common = {"claim_token": None, "error_code": ErrorCode.STALE, "error_message": message}
     db = stale.db
     with transaction.atomic(using=db):
@@ -563,6 +566,43 @@ def reset_stale(
     return StaleResult(
         reset=len(reset_ids), failed=len(failed_ids), reset_ids=reset_ids, failed_ids=failed_ids
     )
+
+
+# The worker id of a ``manage.py explain`` run: this prefix, then ``host:pid``.
+EXPLAIN_WORKER_PREFIX = "explain@"
+
+
+def reset_dead_explains() -> StaleResult:
+    """Processing jobs of a ``manage.py explain`` on this host whose process is gone
+    (SIGKILL, the OOM killer) are stale at once, not after ``STALE_MINUTES``: its pid is in
+    its worker id, and a pid no process has will send no heartbeat. A pid taken since by
+    another process looks alive: that job waits for the stale timeout as before."""
+    prefix = f"{EXPLAIN_WORKER_PREFIX}{socket.gethostname()}:"
+    claimed = Job.objects.processing().filter(worker_id__startswith=prefix)
+    dead: dict[int, str] = {}
+    for pk, worker_id in claimed.values_list("pk", "worker_id"):
+        pid = worker_id.removeprefix(prefix)
+        if pid.isdecimal() and not _process_exists(int(pid)):
+            dead[pk] = pid
+    if not dead:
+        return StaleResult(reset=0, failed=0)
+    pids = ", ".join(sorted(set(dead.values())))
+    return reset_stale(
+        older_than=timedelta(0),
+        job_ids=dead,
+        message=f"its manage.py explain process (pid {pids}) is gone",
+    )
+
+
+def _process_exists(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (signal 0 asks, sends nothing)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: it exists
+    return True
 
 
 def _run_afters() -> QuerySet[Job, datetime]:

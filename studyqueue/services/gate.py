@@ -113,7 +113,11 @@ class CircuitBreaker:
             self.opened_at = now
             if self.failing_since is None:
                 self.failing_since = datetime.now(UTC)
-            pause = retry.strategy().breaker_pause(self.failures, error.retry_after)
+            # Not reached and unavailable: the connection was refused (nothing listens).
+            refused = error.code == ErrorCode.LLM_UNAVAILABLE and not error.reached_server
+            pause = retry.strategy().breaker_pause(
+                self.failures, error.retry_after, refused=refused
+            )
             self.open_until = max(self.open_until, now + pause)
         # A rejection that hits every job is a configuration error: say so loudly.
         level = logging.ERROR if error.code == ErrorCode.LLM_REJECTED else logging.WARNING

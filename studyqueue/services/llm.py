@@ -76,8 +76,9 @@ class LLMError(Exception):
         # wrong URL, bad key): the consumer pauses instead of failing jobs one by one.
         self.affects_all = affects_all or retry.is_server_wide(code)
         # False only when the request never reached the server (no connection, or it
-        # could not be sent): such failures cost the server nothing and are never
-        # counted against a job. Releases of calls that reached it are bounded per job.
+        # could not be sent) or reached no endpoint (404: no model ran): such failures
+        # cost the server nothing and are never counted against a job. Releases of calls
+        # that reached it are bounded per job.
         self.reached_server = reached_server
 
     def with_message(self, message: str) -> LLMError:
@@ -341,6 +342,25 @@ def invalid_key_message() -> str:
     )
 
 
+def wrong_path_message(url: str) -> str:
+    """What ``serve`` and ``manage.py check`` say of a server that answers 404 where the calls
+    go (``url`` without credentials)."""
+    values = {"url": url, "chat": chat_url(url)}
+    suggestion = suggested_url(url)
+    if suggestion:
+        return gettext(
+            "LLM server: %(url)s answers, but not at %(chat)s, where the calls go (HTTP 404): "
+            "did you mean %(suggestion)s? Set STUDYQUEUE_LLM_URL; jobs wait until then."
+        ) % {**values, "suggestion": suggestion}
+    return (
+        gettext(
+            "LLM server: %(url)s answers, but not at %(chat)s, where the calls go (HTTP 404): "
+            "check STUDYQUEUE_LLM_URL; jobs wait until then."
+        )
+        % values
+    )
+
+
 @dataclass(frozen=True)
 class Probe:
     """What ``GET /models`` showed of a server; ``error`` is redacted."""
@@ -348,6 +368,35 @@ class Probe:
     status: int | None  # the HTTP status; None: no answer (refused, timed out, not sent)
     models: int | None  # how many models it lists; None: no model list
     detail: str = ""  # why there is no answer or no list, or what was unusual about it
+    # The status of the path the calls use (``POST .../chat/completions``), asked only when
+    # ``GET /models`` got 404; None: not asked or no answer. 404: the URL is wrong.
+    chat_status: int | None = None
+
+    @property
+    def chat_path_missing(self) -> bool:
+        """The server answers, but not on the path the calls use: every call gets 404."""
+        return self.chat_status == 404
+
+
+def chat_url(base_url: str) -> str:
+    """Where the calls go for a server URL (credentials kept: redact before showing it)."""
+    return f"{base_url.rstrip('/')}/chat/completions"
+
+
+def suggested_url(base_url: str) -> str | None:
+    """The URL a user probably meant when its chat path answers 404: the same with ``/v1``
+    (what mlx_lm.server, vLLM, Ollama and llama.cpp serve under); None when it has one."""
+    base = base_url.rstrip("/")
+    return None if base.endswith("/v1") else f"{base}/v1"
+
+
+def not_found_hint(base_url: str) -> str:
+    """What to do about a 404 on the chat path, in a few words (untranslated: it is stored
+    with the job and the breaker)."""
+    suggestion = suggested_url(base_url)
+    if suggestion:
+        return f"did you mean {suggestion}?"
+    return "check LLM_URL and LLM_MODEL"
 
 
 class LLMClient:
@@ -457,14 +506,31 @@ class LLMClient:
         """
         if self._unsendable_key:
             return Probe(None, None, invalid_key_message())
+        deadline = asyncio.get_running_loop().time() + self.timeout
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout_at(deadline):
                 probe = await self._probe()
         except TimeoutError:
             probe = Probe(None, None, f"no complete answer within {self.timeout:g}s")
         except Exception as exc:  # a probe reports, it never raises
             probe = Probe(None, None, f"{type(exc).__name__}: {exc}")
-        return Probe(probe.status, probe.models, self.redact(probe.detail)[:300])
+        chat_status = None
+        if probe.status == 404:
+            # It answers, but has no model list there: maybe the URL lacks its /v1. Only the
+            # path the calls use can tell (mlx_lm.server serves /chat/completions too).
+            chat_status = await self._chat_status(deadline)
+        return Probe(probe.status, probe.models, self.redact(probe.detail)[:300], chat_status)
+
+    async def _chat_status(self, deadline: float) -> int | None:
+        """The status of an empty ``POST`` to the chat path: a server refuses the request
+        without running a model (400, 422, or a dropped connection), or says 404 when the
+        path is not there. None: no answer by ``deadline``."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                async with self._http.stream("POST", self.url, json={}) as response:
+                    return response.status_code
+        except (TimeoutError, httpx.HTTPError):
+            return None
 
     async def server_page(self, path: str, *, limit: int = 256 * 1024) -> tuple[int, bytes] | None:
         """``GET path`` at the server's root (its URL without a final ``/v1``): the status
@@ -595,7 +661,10 @@ class LLMClient:
             ) as response:
                 if response.status_code >= 400:
                     error_body = await self._read_error_body(response)
-                    raise classify_status(response.status_code, error_body, response.headers)
+                    error = classify_status(response.status_code, error_body, response.headers)
+                    if response.status_code == 404:
+                        raise self._not_found(error)
+                    raise error
                 if "text/event-stream" not in response.headers.get("content-type", ""):
                     # A server that ignores "stream": one whole JSON body.
                     parser.feed_body(b"".join([c async for c in self._raw(response)]))
@@ -630,6 +699,17 @@ class LLMClient:
             # HTTP/1.0 servers end a body by closing: a close before [DONE] is a cut reply.
             raise await self._cut_off("closed before [DONE]")
         return parser
+
+    def _not_found(self, error: LLMError) -> LLMError:
+        """A 404 of the chat path: a wrong URL (no /v1) or an unknown model, the server's
+        fault and every job's alike. No model ran, so like a refused connection it cost the
+        server nothing: the job waits with its attempts kept while the breaker pauses."""
+        return LLMError(
+            ErrorCode.LLM_REJECTED,
+            f"{error.message} at {self.url}; {not_found_hint(self._request_base)}",
+            affects_all=True,
+            reached_server=False,
+        )
 
     async def _raw(self, response: httpx.Response) -> AsyncIterator[bytes]:
         """The body as sent, at most ``max_reply_bytes``; a larger one ends the call."""

@@ -116,6 +116,9 @@ class Member:
             "held": self.gate.held,
             "tokens_per_second": self.tokens_per_second(),
             "error": error.code if error is not None and self.breaker.failures else "",
+            # Why, in the server's words (redacted by the client): a code alone does not
+            # tell a wrong URL from a bad key.
+            "detail": error.message[:300] if error is not None and self.breaker.failures else "",
             # Since when it has been failing (ISO 8601; "" while it answers).
             "since": since.isoformat() if (since := self.breaker.failing_since) else "",
             "auto": self.gate.controller is not None,

@@ -56,6 +56,15 @@ class Rate:
             return None
         return self.jobs_per_second * self.tokens_per_job
 
+    @property
+    def usable(self) -> bool:
+        """Whether it is a rate to estimate with: at least what its basis can show (1 tok/s,
+        or 0.1 jobs/min by jobs). Below that (a server that stopped long ago) an estimate
+        would read "at 0 tok/s"."""
+        if self.tokens_per_second is None:
+            return self.jobs_per_second * 60 >= 0.05
+        return self.tokens_per_second >= 0.5
+
     def seconds_for(self, jobs: int) -> float:
         """Seconds ``jobs`` more explanations take at this rate (the work left in tokens over
         the tokens a second comes to the same: both are per job)."""

@@ -355,3 +355,50 @@ def test_the_llm_servers_table_shows_each_server_as_the_consumers_found_it(
     assert 'data-state="up"' in up and "3 calls, 21 tokens" in up
     assert 'data-state="down"' in down and "down for 1 consumer" in down
     assert "llm_unavailable" in down and "0 calls, 0 tokens" in down
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_server_that_rejects_every_call_is_named_with_its_reason(
+    admin_client, llm_server, settings, make_consumer
+):
+    """An LLM_URL without /v1: the calls get 404, the job waits with its attempts kept, and
+    the dashboard says which server rejects every call, and why (the URL it meant)."""
+    from tests.factories import StudyQuestionFactory
+
+    root = llm_server.url.removesuffix("/v1")
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "LLM_URL": root, "BREAKER_BASE_SECONDS": 60}
+    job = enqueue(StudyQuestionFactory()).job
+    make_consumer(worker_id="box:1").run_cycle()
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == ("pending", 0)
+    html = admin_client.get(DASHBOARD_URL).content.decode()
+    banner = html.split('class="sq-alert sq-llm-rejecting"')[1].split("</div>")[0]
+    assert f"The LLM server {root} rejects every call" in banner
+    assert f"did you mean {root}/v1?" in banner
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_the_server_down_the_backlog_has_no_estimate_and_says_why(
+    admin_client, llm_server, settings, make_consumer
+):
+    """A rate measured before the server went down is no rate of what it does now: the tile
+    says there is no estimate and why, instead of "≈ 64s … at 0 tok/s"."""
+    from tests.factories import StudyQuestionFactory
+
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "BREAKER_BASE_SECONDS": 60,
+        "KEY_AUDIT": False,
+        "VERIFY": False,
+    }
+    for i in range(2):
+        enqueue(StudyQuestionFactory(text=f"What is {i} + 1?"))
+    consumer = make_consumer(worker_id="box:1")
+    assert consumer.run_cycle().outcomes == {"completed": 2}
+    llm_server.stop()
+    enqueue(StudyQuestionFactory(text="What is 9 + 1?"))
+    assert consumer.run_cycle().outcomes == {"released": 1}
+    html = admin_client.get(DASHBOARD_URL).content.decode()
+    tile = html.split('id="sq-backlog"')[1].split("</div></div>")[0]
+    assert "no estimate: every LLM server is failing, so nothing is written" in tile, tile
+    assert "≈" not in tile and "tok/s" not in tile

@@ -128,7 +128,9 @@ def test_while_the_breaker_pauses_the_next_cycle_waits_for_its_end(scheduled, se
         exception = None
         retval = CycleResult(next_due_in=0.0)
 
-    down = LLMError(ErrorCode.LLM_UNAVAILABLE, "refused", reached_server=False)
+    # A server that drops its connections (a refused one pauses at most BREAKER_BASE_SECONDS
+    # here: it never grows past the interval).
+    down = LLMError(ErrorCode.LLM_UNAVAILABLE, "connection dropped before a reply")
     scheduled.consumer.pool.members[0].breaker.trip(down)  # an 8 s pause
     with caplog.at_level("INFO", logger="studyqueue.consumer"):
         scheduled.after_cycle(Event())

@@ -637,3 +637,31 @@ def test_standard_input_with_a_bom_crlf_and_bytes_that_are_not_utf8(child_env, p
     assert b"line 2: 'text' is not valid Unicode" in result.stderr
     assert result.stdout.startswith(b"Imported 1 row(s): 1 created")
     assert StudyQuestion.objects.get().text == "\u00e9t\u00e9"
+
+
+def test_a_key_that_names_no_choice_is_an_invalid_row(tmp_path):
+    """ "Z" with choices a and b: every check would find the key nowhere, so the row is
+    refused with its reason (its text, number or letter must name a choice)."""
+    path = jsonl(
+        tmp_path,
+        {"text": "Pick one", "choices": ["a", "b"], "answer": "Z", "external_id": "z"},
+        {"text": "Pick two", "choices": ["a", "b"], "answer": "B", "external_id": "letter"},
+        {"text": "Pick 3", "choices": ["x", "y"], "answer": "y", "external_id": "text"},
+        {"text": "Pick 4", "choices": ["x", "y"], "answer": "2", "external_id": "number"},
+        {"text": "Open", "answer": "Z", "external_id": "open"},
+    )
+    with pytest.raises(CommandError) as info:
+        run("importquestions", path)
+    message = str(info.value)
+    assert message.startswith("1 invalid row(s); nothing imported"), message
+    assert "line 1: 'answer' 'Z' names none of the choices" in message
+    assert not StudyQuestion.objects.exists()
+    out, err = run("importquestions", path, "--skip-invalid")
+    assert out.startswith("Imported 4 row(s): 4 created"), out
+    assert "skipped 1 invalid row(s)" in err
+    assert sorted(StudyQuestion.objects.values_list("external_id", flat=True)) == [
+        "letter",
+        "number",
+        "open",
+        "text",
+    ]

@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 import urllib.request
 
 import pytest
@@ -80,16 +81,29 @@ def test_without_an_account_or_a_terminal_it_says_how_to_make_one(child_env, pyt
     assert proc.returncode == 0
 
 
-def test_a_web_server_that_cannot_start_stops_the_command(child_env, python):
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        proc = serve(child_env, python, f"127.0.0.1:{port}")
-        _, err = finish(proc)
-    assert proc.returncode != 0
-    assert "the web server stopped with exit code" in err
-    assert "study_consumer_stopped" in err
+def test_a_second_serve_on_a_taken_port_says_so_at_once_and_starts_nothing(
+    child_env, python, free_port
+):
+    """A second ``make run`` while the first one serves: it names the taken address and
+    ends non-zero before it starts a consumer or prints the other instance's URL."""
+    bind = f"127.0.0.1:{free_port}"
+    first = serve(child_env, python, bind)
+    try:
+        assert first.stdout is not None
+        first.stdout.readline()  # the account line: it serves
+        wait_for(lambda: _listening(free_port), timeout=30, what="the first serve's site")
+        started = time.monotonic()
+        second = serve(child_env, python, bind)
+        out, err = finish(second, timeout=30)
+        took = time.monotonic() - started
+    finally:
+        first.send_signal(signal.SIGTERM)
+        finish(first)
+    assert second.returncode != 0
+    assert f"{bind} is already in use (another make run, or another program)" in err, err
+    assert "Admin:" not in out and "Consumer " not in out, out
+    assert "study_consumer_started" not in err, "no consumer started"
+    assert took < 15, f"it said so after {took:.1f}s"
 
 
 def _listening(port: int, host: str = "127.0.0.1") -> bool:
@@ -275,6 +289,12 @@ def test_the_start_up_lines_say_whether_the_llm_server_answers(
             f"LLM server: no answer at http://127.0.0.1:{refused}/v1 (",
         ),
         (llm_server.url, f"LLM server: {llm_server.url} answers."),
+        (
+            llm_server.url.removesuffix("/v1"),
+            f"LLM server: {llm_server.url.removesuffix('/v1')} answers, but not at "
+            f"{llm_server.url.removesuffix('/v1')}/chat/completions, where the calls go (HTTP "
+            f"404): did you mean {llm_server.url}?",
+        ),
     ):
         proc = serve(child_env, python, f"127.0.0.1:{free_port}", STUDYQUEUE_LLM_URL=url)
         try:
@@ -311,3 +331,34 @@ def test_the_start_up_lines_name_each_server_of_a_pool(child_env, python, free_p
         proc.send_signal(signal.SIGTERM)
         finish(proc)
     assert proc.returncode == 0
+
+
+def test_a_bare_port_binds_localhost_and_ignored_variables_are_named(
+    child_env, python, free_port, llm_server
+):
+    """STUDYQUEUE_BIND=8751 serves on 127.0.0.1:8751 (it used to be refused for want of a
+    SECRET_KEY); LLM_URL and PORT, which nothing reads, are named with the right names."""
+    proc = serve(
+        child_env,
+        python,
+        str(free_port),
+        STUDYQUEUE_LLM_URL=llm_server.url,
+        LLM_URL="http://127.0.0.1:1/v1",
+        PORT="8751",
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith(f"Admin: http://127.0.0.1:{free_port}/admin/"), line
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, errors = finish(proc)
+    assert proc.returncode == 0
+    assert (
+        "LLM_URL is set in the environment but studyqueue does not read it: set "
+        "STUDYQUEUE_LLM_URL" in errors
+    )
+    assert (
+        "PORT is set in the environment but studyqueue does not read it: set "
+        "STUDYQUEUE_BIND" in errors
+    )

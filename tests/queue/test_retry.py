@@ -229,6 +229,13 @@ def test_the_breaker_pause_doubles_within_its_bounds(failures, retry_after, paus
     assert policy().breaker_pause(failures, retry_after) == pause
 
 
+@pytest.mark.parametrize("failures,pause", [(1, 2), (2, 4), (3, 5), (10, 5)])
+def test_after_a_refused_connection_the_breaker_looks_again_within_seconds(failures, pause):
+    """A server that is not running costs nothing to ask: the pause stops doubling at
+    REFUSED_PAUSE_MAX_SECONDS, so jobs resume within seconds of its return."""
+    assert policy().breaker_pause(failures, refused=True) == pause
+
+
 def test_one_backoff_formula_serves_jobs_and_the_breaker():
     strategy = policy()
     assert strategy.backoff == Backoff(10, 50, 0)

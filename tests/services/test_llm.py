@@ -114,6 +114,19 @@ def test_wrong_path_is_a_rejection_for_everyone(server):
     assert "Not Found" in error.message
 
 
+def test_a_url_without_v1_is_the_servers_fault_and_names_the_url_meant(server):
+    """A 404 where the calls go ran no model: it keeps the job's attempt (like a refused
+    connection) and says which URL was probably meant."""
+    root = server.url.removesuffix("/v1")
+    error = chat_error(root)
+    assert (error.code, error.affects_all, error.reached_server) == (
+        ErrorCode.LLM_REJECTED,
+        True,
+        False,
+    )
+    assert f"at {root}/chat/completions; did you mean {root}/v1?" in error.message
+
+
 def test_slow_reply_times_out_and_closes_the_connection(server):
     server.configure(fault="slow", slow_seconds=3)
     error = chat_error(server.url, timeout=0.3)
@@ -292,8 +305,17 @@ def test_the_probe_counts_the_models_it_is_served(server):
     assert asyncio.run(go()) == Probe(200, 1, "")
     assert probe_servers([(server.url, ""), (server.url + "/nope", "")]) == [
         Probe(200, 1, ""),
-        Probe(404, None, "HTTP 404"),
+        Probe(404, None, "HTTP 404", chat_status=404),
     ]
+
+
+def test_the_probe_tries_the_calls_path_when_there_is_no_model_list(server):
+    """A URL without /v1 answers 404 to GET /models: the probe asks the chat path, which
+    answers 404 too (a path that exists refuses the empty request instead)."""
+    root = server.url.removesuffix("/v1")
+    (probe,) = probe_servers([(root, "")])
+    assert probe.chat_path_missing
+    assert server.stats()["requests"] == 0, "no chat completion ran"
 
 
 def _keys(value: object) -> set[str]:

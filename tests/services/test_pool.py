@@ -125,6 +125,7 @@ def test_each_member_reports_its_state_without_credentials(settings):
         "held": 0,
         "tokens_per_second": 30.0,
         "error": "",
+        "detail": "",
         "since": "",
         "auto": False,
         "ceiling": 2,

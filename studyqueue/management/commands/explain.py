@@ -112,7 +112,7 @@ class Command(TranslatedCommand):
                 consumer.cancel_job(job_id)  # calling the LLM: cancelled, handed back
 
         with (
-            Consumer(worker_id=f"explain@{default_worker_id()}") as consumer,
+            Consumer(worker_id=f"{queue.EXPLAIN_WORKER_PREFIX}{default_worker_id()}") as consumer,
             stop_on_signals(stop),
         ):
             job, own = self._claim(question)
@@ -254,7 +254,7 @@ class Command(TranslatedCommand):
     def _claim(self, question: StudyQuestion) -> tuple[Any, bool]:
         """The question's explanation job, claimed by this command, and whether this command
         created it (then it is never left pending for a consumer: ``queue.claim_new``)."""
-        worker_id = f"explain@{default_worker_id()}"
+        worker_id = f"{queue.EXPLAIN_WORKER_PREFIX}{default_worker_id()}"
         own = queue.claim_new(question.pk, JobKind.EXPLANATION, worker_id=worker_id)
         if own is not None:
             return own, True

@@ -5,10 +5,12 @@ stops both, the consumer gracefully."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import ipaddress
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -32,7 +34,7 @@ from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.services import endpoints
-from studyqueue.services.llm import Probe, probe_servers
+from studyqueue.services.llm import Probe, probe_servers, wrong_path_message
 from studyqueue.services.redact import without_credentials
 
 logger = logging.getLogger("studyqueue.serve")
@@ -54,6 +56,12 @@ def wsgi_target() -> str:
         raise CommandError(_("settings.WSGI_APPLICATION must name the WSGI application"))
     module, attribute = app.rsplit(".", 1)
     return f"{module}:{attribute}"
+
+
+def normalized_bind(bind: str) -> str:
+    """The bind address with a bare port (``8751``) made local: ``127.0.0.1:8751``."""
+    address = bind.strip()
+    return f"127.0.0.1:{address}" if address.isdecimal() else address
 
 
 def bind_host(bind: str) -> str | None:
@@ -95,6 +103,29 @@ def is_local(bind: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def port_taken(bind: str) -> bool:
+    """Whether another process already listens on the bind address's TCP port (a second
+    ``make run``): asked before anything starts, so that serve can say so at once."""
+    host = bind_host(bind)
+    _host, _sep, port = bind.rpartition(":")
+    if host is None or not port.isdecimal() or int(port) == 0:
+        return False  # a Unix socket, an inherited descriptor, any free port: nothing to ask
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(
+            host or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except OSError:
+        return False  # a name that does not resolve: gunicorn says so itself
+    with socket.socket(family, kind, proto) as probe:
+        # As gunicorn binds: a port left in TIME_WAIT by a stopped server is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
 
 
 def has_builtin_secret_key() -> bool:
@@ -161,7 +192,10 @@ class Command(TranslatedCommand):
         parser.add_argument(
             "--bind",
             default=os.environ.get("STUDYQUEUE_BIND", "127.0.0.1:8000"),
-            help=_("address:port of the web site (default: %(default)s, or $STUDYQUEUE_BIND)"),
+            help=_(
+                "address:port of the web site, or a port alone for 127.0.0.1 (default: "
+                "%(default)s, or $STUDYQUEUE_BIND)"
+            ),
         )
         parser.add_argument(
             "--web-workers",
@@ -171,6 +205,7 @@ class Command(TranslatedCommand):
         )
 
     def handle(self, *args: Any, bind: str, web_workers: int, **options: Any) -> None:
+        bind = normalized_bind(bind)
         if not is_local(bind) and has_builtin_secret_key():
             # The published key signs sessions and password resets: anyone who can reach
             # the port (sending "Host: localhost" passes ALLOWED_HOSTS) could forge them.
@@ -179,6 +214,16 @@ class Command(TranslatedCommand):
                     "refusing to serve on %(bind)s with the built-in development SECRET_KEY: "
                     "set SECRET_KEY (and ALLOWED_HOSTS) to serve beyond this machine, or "
                     "bind to 127.0.0.1"
+                )
+                % {"bind": bind}
+            )
+        if port_taken(bind):
+            # Checked before the consumer starts: gunicorn would fail only after it had
+            # started, and the start-up lines named a site that is another program's.
+            raise CommandError(
+                _(
+                    "%(bind)s is already in use (another make run, or another program): stop "
+                    "it, or choose another port, e.g. STUDYQUEUE_BIND=8001"
                 )
                 % {"bind": bind}
             )
@@ -360,6 +405,9 @@ class _LLMProbe:
         )
 
     def _line(self, url: str, probe: Probe | None, *, alone: bool) -> str:
+        if probe is not None and probe.chat_path_missing:
+            logger.warning("study_llm_probe url=%s answered=yes chat_path=404", url)
+            return wrong_path_message(url)
         if probe is not None and probe.status is not None:  # any HTTP answer: it is up
             logger.info("study_llm_probe url=%s answered=yes", url)
             return _("LLM server: %(url)s answers.") % {"url": url}

@@ -115,7 +115,13 @@ def test_the_breaker_pause_stays_bounded_after_10000_trips(settings):
     logging.getLogger("studyqueue.breaker").disabled = True
     try:
         pauses = [
-            breaker.trip(LLMError("llm_unavailable", "down", reached_server=False))  # type: ignore[arg-type]
+            breaker.trip(LLMError("llm_overloaded", "busy", reached_server=True))  # type: ignore[arg-type]
+            for _ in range(10_000)
+        ]
+        # A refused connection (nothing listens) is looked at again within seconds.
+        down = CircuitBreaker()
+        refusals = [
+            down.trip(LLMError("llm_unavailable", "down", reached_server=False))  # type: ignore[arg-type]
             for _ in range(10_000)
         ]
     finally:
@@ -123,6 +129,7 @@ def test_the_breaker_pause_stays_bounded_after_10000_trips(settings):
     assert pauses[:6] == [2, 4, 8, 16, 32, 60]
     assert set(pauses[6:]) == {60}
     assert 0 < breaker.remaining() <= 60
+    assert refusals[:3] == [2, 4, 5] and set(refusals[3:]) == {5}
 
 
 # --------------------------------------------------------------------------- memory stays bounded

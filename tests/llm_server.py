@@ -20,7 +20,8 @@ Faults (``fault`` for every request, or ``FAULT:<name>`` inside a question's tex
 ``400``, ``slow`` (answers after ``slow_seconds``), ``malformed`` (broken JSON),
 ``null`` (content null), ``length`` (finish_reason "length"), ``filter`` (finish_reason
 "content_filter"), ``noreason`` (no finish_reason, then ``[DONE]``), ``drop`` (closes mid-stream),
-``hangup`` (reads the request, then closes the connection without a byte of reply).
+``hangup`` (reads the request, then closes the connection without a byte of reply),
+``reasoning`` (a reasoning server: all its text in ``reasoning_content``, ``content`` empty).
 
 ``flavour`` makes it say what it can take as llama.cpp does (``"llamacpp"``: ``GET /props``
 with ``total_slots``, ``GET /slots``) or vLLM (``"vllm"``: ``GET /metrics`` with the requests
@@ -482,7 +483,11 @@ class LLMServer:
                     "choices": [
                         {
                             "index": 0,
-                            "message": {"role": "assistant", "content": content},
+                            "message": (
+                                {"role": "assistant", "content": "", "reasoning_content": content}
+                                if fault == "reasoning"
+                                else {"role": "assistant", "content": content}
+                            ),
                             "finish_reason": finish,
                         }
                     ],
@@ -517,13 +522,19 @@ class LLMServer:
         words = (content or "").split(" ") if content is not None else []
         if content is None:
             event(chunk({"role": "assistant", "content": None}))
+        # A reasoning server streams its text as ``reasoning_content``, ``content`` empty.
+        field = "reasoning_content" if fault == "reasoning" else "content"
         for i, word in enumerate(words):
             if i and self.word_delay:
                 time.sleep(self.word_delay)  # tokens come one by one
             if i == 0:
                 with self._lock:
                     self.first_tokens.append(time.monotonic())  # before the client can see it
-            event(chunk({"role": "assistant", "content": word if i == 0 else " " + word}))
+            text = word if i == 0 else " " + word
+            delta = {"role": "assistant", field: text}
+            if field != "content":
+                delta["content"] = ""
+            event(chunk(delta))
             if fault == "drop" and i == 1:
                 h.finished()
                 h.wfile.flush()

@@ -80,6 +80,9 @@ class LLMServer:
         # (GET /metrics: requests running and waiting for a slot).
         self.flavour = ""
         self.waiting = 0  # requests queued for a slot (``capacity``)
+        # vLLM mode: a ``/metrics`` page of the test's own, served as is in place of the gauges
+        # (``+Inf``, ``NaN``, garbage, a page larger than any reader should hold); None: gauges.
+        self.metrics_page: str | None = None
         self.fault = ""
         self.retry_after = "1"
         self.slow_seconds = 30.0
@@ -193,6 +196,8 @@ class LLMServer:
 
     def vllm_metrics(self) -> str:
         """The scheduler gauges of vLLM's ``/metrics`` (``flavour = "vllm"``)."""
+        if self.metrics_page is not None:
+            return self.metrics_page
         with self._lock:
             running, waiting = self.active, self.waiting
         label = f'{{model_name="{self.model_id}"}}'

@@ -79,6 +79,9 @@ class LLMServer:
         # "llamacpp" (GET /props with total_slots, GET /slots: ``capacity`` slots) or "vllm"
         # (GET /metrics: requests running and waiting for a slot).
         self.flavour = ""
+        # Served behind this path prefix too (a gateway's ``/team/x/v1``): it is cut from each
+        # request's path before anything else looks at it. "": at the root only.
+        self.path_prefix = ""
         self.waiting = 0  # requests queued for a slot (``capacity``)
         # vLLM mode: a ``/metrics`` page of the test's own, served as is in place of the gauges
         # (``+Inf``, ``NaN``, garbage, a page larger than any reader should hold); None: gauges.
@@ -291,7 +294,11 @@ class LLMServer:
                 self.received_at = time.monotonic()
                 with server._lock:
                     server._idle.discard(self.connection)
-                return super().parse_request()
+                parsed = super().parse_request()
+                prefix = server.path_prefix
+                if parsed and prefix and self.path.startswith(prefix + "/"):
+                    self.path = self.path[len(prefix) :]
+                return parsed
 
             def do_GET(self) -> None:
                 if self.path == "/_stats":

@@ -129,6 +129,9 @@ class Member:
         error = self.breaker.last_error
         return {
             "name": self.name,
+            # Its URL as configured, credentials redacted: whole (``llm_url`` joins every
+            # URL into one column, cut to its width), what health probes.
+            "url": self.endpoint.shown_url,
             "model": self.endpoint.model,
             "state": self.state,
             "limit": self.gate.limit,

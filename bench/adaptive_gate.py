@@ -261,6 +261,11 @@ def test_servers(knees: list[int], jobs: int, runs: int, gates: list[int], delay
             f"{limits[::step]}",
             flush=True,
         )
+        print(
+            f"  K={knee} medians: "
+            + ", ".join(f"{k} {rate[k]:.1f} tokens/s {tpot[k] * 1000:.1f} ms/token" for k in rate),
+            flush=True,
+        )
 
 
 def main() -> None:

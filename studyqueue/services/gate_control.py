@@ -19,10 +19,11 @@ the current ``limit``. It measures tokens/s in windows of calls at one limit and
   best does not beat by more than the noise and that rule (more calls for no more tokens/s
   only stretch each reply's time per token), and holds it for ``hold_windows`` windows
   before climbing again (the server may change; the next climb measures afresh);
-- **probes down** when a climb starts at its ceiling (a limit restored or shared at the
-  maximum, a server that said it was full): with nothing above to try, it measures half
-  the limit, and lower while that does as well, then settles as above. Without this a
-  limit once at the maximum would stay there whatever the server gains from it;
+- **probes down** first when a climb starts above 1 (after a hold, or from a limit restored
+  or shared): it measures half the limit, and lower while that does as well, then settles
+  as above; when half does worse, the climb goes on upwards from where it began (at its
+  ceiling, it settles). A climb that only looked upwards kept whatever limit an unlucky
+  window once chose, and one at the maximum stayed there whatever the server gained;
 - **halves** on a loss signal (429, 503, a timeout, a stall, a refused connection);
 - **never climbs** on a window the backlog could not fill (the gate was not full);
 - **stops climbing** where the server says requests wait for it (``server_full``).
@@ -182,13 +183,18 @@ class GateController:
         # rates measured minutes ago on a shared machine are no yardstick for now.
         self._climb: dict[int, WindowStats] = {}
         self._looked_ahead = False  # this climb already stepped past a flat step
-        self._probing_down = False  # this climb began at its ceiling and measures below
+        self._probing_down = False  # this climb measures below where it began ...
+        self._probe_from = 1  # ... which was here
         self._hold_left = 0 if self.slow_start else hold_windows
         self._in_flight = 0
         self._last_loss = -math.inf
         self._full_at: int | None = None  # the limit at which the server said it was full
         self._call_seconds = 1.0  # a recent call's length: losses closer than this are one
         self._limit_since = self._clock()
+        # Lowered, and more calls in flight than the new limit: until they have ended, a
+        # window would count them in its calls in flight (Little's law) beside the speed of
+        # the new limit's calls, and measure a lower limit as better than it is.
+        self._draining = False
         self._window = _Window(self._limit_since, 0)
 
     @property
@@ -225,8 +231,14 @@ class GateController:
 
     def in_flight(self, calls: int) -> None:
         """The gate now holds ``calls`` calls."""
-        self._window.advance(self._clock(), self.allowed)
+        now = self._clock()
+        self._window.advance(now, self.allowed)
         self._window.in_flight = self._in_flight = calls
+        if self._draining and calls <= self.allowed:
+            # The calls of the higher limit have ended: the lower one is in force from now.
+            self._draining = False
+            self._limit_since = now
+            self._new_window(now)
 
     def sample(self, *, tokens: int | None, seconds: float) -> Change | None:
         """A call ended with ``tokens`` completion tokens after ``seconds``."""
@@ -234,7 +246,7 @@ class GateController:
         if not tokens or seconds <= 0:
             return None
         self._call_seconds = seconds
-        if now - seconds < self._limit_since:
+        if self._draining or now - seconds < self._limit_since:
             return None  # it began under another limit: its speed belongs to neither
         window = self._window
         window.tokens += tokens
@@ -329,13 +341,21 @@ class GateController:
             self._climb = {stats.limit: stats}
             self._looked_ahead = self._probing_down = False
             self._full_at = None  # a new climb: the server may take more now
+            if not self.slow_start and self._limit > 1:
+                return self._probe_down(now)
             return self._step_up(now)
         best = max(self._climb.values(), key=lambda w: w.rate)
         self._climb[stats.limit] = stats
         if self._probing_down:
             top = max(self._climb.values(), key=lambda w: w.rate)
-            if stats.limit > 1 and _good(stats, top):
-                return self._move(max(1, stats.limit // 2), Reason.PROBE_DOWN, now)
+            if _good(stats, top):
+                if stats.limit > 1:
+                    return self._move(max(1, stats.limit // 2), Reason.PROBE_DOWN, now)
+                return self._settle(now)
+            self._probing_down = False
+            if stats.limit == max(1, self._probe_from // 2) and self._probe_from < self._ceiling:
+                # Half the calls do worse: the server may take more than where this began.
+                return self._move(self._probe_from + 1, Reason.CLIMB, now)
             return self._settle(now)
         if stats.rate > best.rate * (1 + _needed(best, stats)):
             self._looked_ahead = False
@@ -347,13 +367,22 @@ class GateController:
             return self._step_up(now)
         return self._settle(now)
 
+    @property
+    def _ceiling(self) -> int:
+        """The most a climb goes to: the maximum, or where the server said it was full."""
+        return min(self.max_limit, self._full_at or self.max_limit)
+
+    def _probe_down(self, now: float) -> Change | None:
+        """Measure half the limit: whether fewer calls do as well (see the module)."""
+        self._probing_down, self._probe_from = True, self._limit
+        return self._move(max(1, self._limit // 2), Reason.PROBE_DOWN, now)
+
     def _step_up(self, now: float) -> Change | None:
-        if self._limit >= min(self.max_limit, self._full_at or self.max_limit):
+        if self._limit >= self._ceiling:
             if len(self._climb) == 1 and self._limit > 1:
                 # Nothing above to try and nothing below measured: see whether half the
                 # calls do as well, or the limit would stay at its ceiling for good.
-                self._probing_down = True
-                return self._move(max(1, self._limit // 2), Reason.PROBE_DOWN, now)
+                return self._probe_down(now)
             return self._settle(now)
         step = self._limit if self.slow_start else 1
         return self._move(min(self.max_limit, self._limit + step), Reason.CLIMB, now)
@@ -378,6 +407,7 @@ class GateController:
             return None
         self._limit = limit
         self._limit_since = now
+        self._draining = self._in_flight > self.allowed
         return Change(old, limit, reason, self.rates.get(old))
 
     def _new_window(self, now: float) -> None:

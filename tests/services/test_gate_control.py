@@ -147,12 +147,36 @@ def test_never_climbs_when_the_backlog_cannot_fill_the_limit():
 
 
 def test_a_restored_limit_starts_one_step_at_a_time_after_a_hold():
+    """After its hold, the climb first measures half the limit (fewer calls may do as well);
+    half does worse here, so it climbs one step at a time from where it began."""
     clock = VirtualClock()
     controller = GateController(max_limit=8, limit=4, rates={4: 80.0}, clock=clock, hold_windows=1)
     assert not controller.slow_start and controller.window_calls == 8
     assert _window(controller, clock, speed=20.0) is None  # the hold
     change = _window(controller, clock, speed=20.0)
-    assert change is not None and (change.old, change.new) == (4, 5)
+    assert change is not None and (change.old, change.new, change.reason) == (
+        4,
+        2,
+        Reason.PROBE_DOWN,
+    )
+    change = _window(controller, clock, speed=20.0)  # 2: 40 tokens/s, half of 4's
+    assert change is not None and (change.old, change.new, change.reason) == (2, 5, Reason.CLIMB)
+
+
+def test_a_limit_an_unlucky_window_chose_is_left_at_the_next_climb():
+    """Settled on 2 on a server that only queues (its yardstick at 1 came out low): after the
+    hold, the climb measures 1, finds it does as well, and settles there."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, limit=2, rates={2: 20.0}, clock=clock, hold_windows=1)
+    assert _window(controller, clock, speed=10.0) is None  # the hold at 2: 20 tokens/s
+    change = _window(controller, clock, speed=10.0)
+    assert change is not None and (change.old, change.new, change.reason) == (
+        2,
+        1,
+        Reason.PROBE_DOWN,
+    )
+    assert _window(controller, clock, speed=20.0) is None  # 1: 20 tokens/s, as well: stays
+    assert controller.limit == 1
 
 
 def test_adopt_follows_another_consumer_and_measures_afresh():
@@ -358,3 +382,12 @@ def test_a_climb_that_starts_at_the_maximum_probes_down(speeds, moves):
             break
     assert seen == moves
     assert controller.limit == moves[-1][1]
+
+
+def test_a_lower_limit_is_measured_once_the_higher_ones_calls_have_ended():
+    """Lowered from 5 to 2 with five calls still running: counting them among the window's
+    calls in flight measured 2 at 80 % of 5 (it settled there). The window starts once the
+    calls in flight fit the new limit."""
+    run, _ = adaptive(max_limit=5, jobs=500, knee=5, noise=0.0, seed=0)
+    assert run.limits[-1] == 5
+    assert run.limits[250:].count(5) > 0.9 * len(run.limits[250:])

@@ -232,8 +232,14 @@ class GateController:
     def in_flight(self, calls: int) -> None:
         """The gate now holds ``calls`` calls."""
         now = self._clock()
-        self._window.advance(now, self.allowed)
-        self._window.in_flight = self._in_flight = calls
+        window = self._window
+        if window.occupied == 0 and window.in_flight == 0 and not window.speeds:
+            # Nothing has run in this window yet (a gate just made, a backlog just come): it
+            # starts with its first call. Counted from before, the idle time would lower
+            # its tokens/s, and the first window of a climb is the yardstick of the others.
+            window.start = now
+        window.advance(now, self.allowed)
+        window.in_flight = self._in_flight = calls
         if self._draining and calls <= self.allowed:
             # The calls of the higher limit have ended: the lower one is in force from now.
             self._draining = False

@@ -391,3 +391,15 @@ def test_a_lower_limit_is_measured_once_the_higher_ones_calls_have_ended():
     run, _ = adaptive(max_limit=5, jobs=500, knee=5, noise=0.0, seed=0)
     assert run.limits[-1] == 5
     assert run.limits[250:].count(5) > 0.9 * len(run.limits[250:])
+
+
+def test_a_window_starts_with_its_first_call_not_with_the_gate():
+    """A consumer makes its gate before its first call: the idle time between must not
+    lower the first window's tokens/s, the yardstick of the climb (measured low, a second
+    call on a server that only queues looked like a gain)."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    clock.now += 1.0  # the gate made, no call yet
+    change = _window(controller, clock, speed=20.0)
+    assert change is not None and (change.old, change.new) == (1, 2)
+    assert change.rate == pytest.approx(20.0, rel=0.01)

@@ -129,8 +129,7 @@ def test_an_auto_consumer_runs_its_jobs_against_a_metrics_page_with_inf(
     llm_server, settings, make_consumer
 ):
     """``+Inf`` in a gauge used to raise in every cycle, so no job ran."""
-    from studyqueue.queue import transitions as queue
-    from tests.factories import StudyQuestionFactory
+    from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 
     llm_server.configure(flavour="vllm", metrics_page=_GAUGE.format(running="1", waiting="+Inf"))
     settings.STUDYQUEUE = {
@@ -140,7 +139,7 @@ def test_an_auto_consumer_runs_its_jobs_against_a_metrics_page_with_inf(
         "VERIFY": False,
     }
     for i in range(3):
-        queue.enqueue(StudyQuestionFactory(text=f"What is {i} + 1?"))
+        StudyQuestionJobFactory(study_question=StudyQuestionFactory(text=f"What is {i} + 1?"))
     consumer = make_consumer()
     assert consumer.run_cycle().outcomes == {"completed": 3}
     assert consumer.pool.members[0].server == VLLM

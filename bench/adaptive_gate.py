@@ -15,8 +15,17 @@ admits them), ``--jobs`` calls per gate; each of ``--runs`` runs goes through th
 ``--gates`` and auto one after another (so a machine's load drifts over all of them alike),
 and the medians are compared. Auto is also measured from the moment it first settled.
 
+``--test-server``: the same real comparison against the suite's test server in a process
+of its own (``tests/llm_server.py``), once per ``--knees`` value: a server that generates
+``K`` replies at once and queues the rest (``capacity``), each reply ``--delay`` seconds.
+K = 1 is a server that gains nothing from a second call; K = 4 one that batches up to 4.
+Per gate: the median over runs of tokens/s, and of each run's median time per output token
+(a call's wall time over its tokens, queueing at the server included); auto against the best
+fixed gate, and its time per token against gate 1's.
+
     .venv/bin/python -m bench.adaptive_gate [--runs 5] [--jobs 400] [--tokens 100]
     .venv/bin/python -m bench.adaptive_gate --url http://127.0.0.1:18080/v1 --jobs 160 --runs 3
+    .venv/bin/python -m bench.adaptive_gate --test-server --knees 1,4 --jobs 300 --runs 3
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import argparse
 import asyncio
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bench.common import gate_run_db, setup_django
 
@@ -97,6 +106,11 @@ class RealRun:
     seconds_per_token: float
     limits: list[int]  # the limit as each call ended
     settled_rate: float | None = None  # auto: tokens/s of the calls after it first settled
+    tpots: list[float] = field(default_factory=list)  # each call's seconds per output token
+
+    @property
+    def median_tpot(self) -> float:
+        return statistics.median(self.tpots) if self.tpots else 0.0
 
 
 async def _real_run(url: str, jobs: int, permits: int | None) -> RealRun:
@@ -117,6 +131,7 @@ async def _real_run(url: str, jobs: int, permits: int | None) -> RealRun:
     limits: list[int] = []
     settled_at: float | None = None
     spans: list[tuple[float, float, int]] = []  # each call's start, end and tokens
+    tpots: list[float] = []
 
     async def one(n: int) -> None:
         nonlocal tokens, call_seconds, settled_at
@@ -130,6 +145,8 @@ async def _real_run(url: str, jobs: int, permits: int | None) -> RealRun:
             gate.record(tokens=reply.completion_tokens, seconds=reply.elapsed_ms / 1000)
         tokens += reply.completion_tokens or 0
         call_seconds += reply.elapsed_ms / 1000
+        if reply.completion_tokens:
+            tpots.append(reply.elapsed_ms / 1000 / reply.completion_tokens)
         limits.append(gate.limit)
         spans.append((began, time.monotonic(), reply.completion_tokens or 0))
         if settled_at is None and controller is not None and not controller.slow_start:
@@ -141,7 +158,7 @@ async def _real_run(url: str, jobs: int, permits: int | None) -> RealRun:
     finally:
         await client.aclose()
     end = time.monotonic()
-    run = RealRun(tokens / (end - start), call_seconds / max(tokens, 1), limits)
+    run = RealRun(tokens / (end - start), call_seconds / max(tokens, 1), limits, tpots=tpots)
     if settled_at is not None and end > settled_at:
         # A call running when it settled counts for its share after that moment.
         after = sum(
@@ -189,6 +206,67 @@ def real(url: str, jobs: int, runs: int, gates: list[int]) -> None:
     print(line)
 
 
+def test_servers(knees: list[int], jobs: int, runs: int, gates: list[int], delay: float) -> None:
+    """Fixed gates and auto against the test server at each knee (``capacity``)."""
+    from tests.llm_server import LLMServerProcess
+
+    setup_django("sqlite")
+    print(
+        f"test server (tests/llm_server.py, a process of its own), replies of {delay:g} s, "
+        f"{jobs} calls per gate, {runs} run(s), each run gates {gates} then auto, "
+        f"GATE_MAX_PERMITS={MAX_LIMIT}"
+    )
+    header = (
+        "K",
+        "gate 1",
+        "best fixed",
+        "auto",
+        "auto x best",
+        "auto after settling",
+        "median ms/token: gate 1",
+        "auto",
+        "auto x gate 1",
+        "auto's limits (last run)",
+    )
+    print(" | ".join(header))
+    for knee in knees:
+        server = LLMServerProcess(capacity=knee, delay=delay)
+        rates: dict[str, list[float]] = {}
+        tpots: dict[str, list[float]] = {}
+        settled: list[float] = []
+        limits: list[int] = []
+        try:
+            for _ in range(runs):
+                for permits in [*gates, None]:
+                    run = asyncio.run(_real_run(server.url, jobs, permits))
+                    name = "auto" if permits is None else f"gate {permits}"
+                    rates.setdefault(name, []).append(run.rate)
+                    tpots.setdefault(name, []).append(run.median_tpot)
+                    if permits is None:
+                        limits = run.limits
+                        if run.settled_rate is not None:
+                            settled.append(run.settled_rate)
+        finally:
+            server.stop()
+        rate = {k: statistics.median(v) for k, v in rates.items()}
+        tpot = {k: statistics.median(v) for k, v in tpots.items()}
+        best = max((k for k in rate if k != "auto"), key=lambda k: rate[k])
+        after = f"{statistics.median(settled):.1f}" if settled else "-"
+        step = max(1, len(limits) // 12)
+        print(
+            f"{knee} | {rate['gate 1']:.1f} | {rate[best]:.1f} ({best}) | {rate['auto']:.1f} | "
+            f"{rate['auto'] / rate[best]:.2f}x | {after} | {tpot['gate 1'] * 1000:.1f} | "
+            f"{tpot['auto'] * 1000:.1f} | {tpot['auto'] / tpot['gate 1']:.2f}x | "
+            f"{limits[::step]}",
+            flush=True,
+        )
+        print(
+            f"  K={knee} medians: "
+            + ", ".join(f"{k} {rate[k]:.1f} tokens/s {tpot[k] * 1000:.1f} ms/token" for k in rate),
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="seeds (default: %(default)r)")
@@ -202,8 +280,24 @@ def main() -> None:
     parser.add_argument(
         "--gates", default="1,2,4,8", help="fixed gates run against --url (default: %(default)s)"
     )
+    parser.add_argument(
+        "--test-server",
+        action="store_true",
+        help="the suite's test server at each of --knees instead of the simulation",
+    )
+    parser.add_argument(
+        "--knees", default="1,4", help="--test-server capacities (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--delay", type=float, default=0.05, help="--test-server reply time (default: %(default)r)"
+    )
     args = parser.parse_args()
-    if args.url:
+    if args.test_server:
+        gates = [int(g) for g in args.gates.split(",")]
+        test_servers(
+            [int(k) for k in args.knees.split(",")], args.jobs, args.runs, gates, args.delay
+        )
+    elif args.url:
         real(args.url, args.jobs, args.runs, [int(g) for g in args.gates.split(",")])
     else:
         simulated(args.runs, args.jobs, args.tokens)

@@ -20,7 +20,8 @@ Faults (``fault`` for every request, or ``FAULT:<name>`` inside a question's tex
 ``400``, ``slow`` (answers after ``slow_seconds``), ``malformed`` (broken JSON),
 ``null`` (content null), ``length`` (finish_reason "length"), ``filter`` (finish_reason
 "content_filter"), ``noreason`` (no finish_reason, then ``[DONE]``), ``drop`` (closes mid-stream),
-``hangup`` (reads the request, then closes the connection without a byte of reply).
+``hangup`` (reads the request, then closes the connection without a byte of reply),
+``reasoning`` (a reasoning server: all its text in ``reasoning_content``, ``content`` empty).
 
 Key audit and blind verifier calls get the answer a sound model would give, worked out from
 what their prompt holds (``tests/llm_checks.py``): a correct key agrees, a sound explanation
@@ -91,7 +92,13 @@ class LLMServer:
         # "llamacpp" (GET /props with total_slots, GET /slots: ``capacity`` slots) or "vllm"
         # (GET /metrics: requests running and waiting for a slot).
         self.flavour = ""
+        # Served behind this path prefix too (a gateway's ``/team/x/v1``): it is cut from each
+        # request's path before anything else looks at it. "": at the root only.
+        self.path_prefix = ""
         self.waiting = 0  # requests queued for a slot (``capacity``)
+        # vLLM mode: a ``/metrics`` page of the test's own, served as is in place of the gauges
+        # (``+Inf``, ``NaN``, garbage, a page larger than any reader should hold); None: gauges.
+        self.metrics_page: str | None = None
         self.fault = ""
         self.retry_after = "1"
         self.slow_seconds = 30.0
@@ -207,6 +214,8 @@ class LLMServer:
 
     def vllm_metrics(self) -> str:
         """The scheduler gauges of vLLM's ``/metrics`` (``flavour = "vllm"``)."""
+        if self.metrics_page is not None:
+            return self.metrics_page
         with self._lock:
             running, waiting = self.active, self.waiting
         label = f'{{model_name="{self.model_id}"}}'
@@ -300,7 +309,11 @@ class LLMServer:
                 self.received_at = time.monotonic()
                 with server._lock:
                     server._idle.discard(self.connection)
-                return super().parse_request()
+                parsed = super().parse_request()
+                prefix = server.path_prefix
+                if parsed and prefix and self.path.startswith(prefix + "/"):
+                    self.path = self.path[len(prefix) :]
+                return parsed
 
             def do_GET(self) -> None:
                 if self.path == "/_stats":
@@ -499,7 +512,11 @@ class LLMServer:
                     "choices": [
                         {
                             "index": 0,
-                            "message": {"role": "assistant", "content": content},
+                            "message": (
+                                {"role": "assistant", "content": "", "reasoning_content": content}
+                                if fault == "reasoning"
+                                else {"role": "assistant", "content": content}
+                            ),
                             "finish_reason": finish,
                         }
                     ],
@@ -534,13 +551,19 @@ class LLMServer:
         words = (content or "").split(" ") if content is not None else []
         if content is None:
             event(chunk({"role": "assistant", "content": None}))
+        # A reasoning server streams its text as ``reasoning_content``, ``content`` empty.
+        field = "reasoning_content" if fault == "reasoning" else "content"
         for i, word in enumerate(words):
             if i and self.word_delay:
                 time.sleep(self.word_delay)  # tokens come one by one
             if i == 0:
                 with self._lock:
                     self.first_tokens.append(time.monotonic())  # before the client can see it
-            event(chunk({"role": "assistant", "content": word if i == 0 else " " + word}))
+            text = word if i == 0 else " " + word
+            delta = {"role": "assistant", field: text}
+            if field != "content":
+                delta["content"] = ""
+            event(chunk(delta))
             if fault == "drop" and i == 1:
                 h.finished()
                 h.wfile.flush()

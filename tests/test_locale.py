@@ -318,7 +318,7 @@ def test_times_are_local_with_seconds(korean, settings):
 
 # The gate's change reasons (``services.gate_control.Reason``) and the quality flags:
 # codes in the data and the logs, never on a Korean page or in a command's Korean output.
-GATE_REASONS = ("climb", "step_back", "loss", "shared", "restored")
+GATE_REASONS = ("climb", "step_back", "loss", "shared", "restored", "probe_down")
 CODES = (*(str(flag) for flag in quality.FLAGS), *GATE_REASONS)
 
 

@@ -16,6 +16,7 @@ from studyqueue.explanations.quality import QualityFlag
 GATE_REASONS: dict[str, Promise] = {
     "climb": gettext_lazy("raised: more calls paid"),
     "step_back": gettext_lazy("stepped back to the best limit"),
+    "probe_down": gettext_lazy("lowered to see whether fewer calls do as well"),
     "loss": gettext_lazy("halved: the server was overloaded or failed"),
     "shared": gettext_lazy("set by another consumer"),
     "restored": gettext_lazy("restored from the last run"),

@@ -22,7 +22,7 @@ from django.utils.translation import gettext, ngettext
 
 from studyqueue import times
 from studyqueue.conf import conf
-from studyqueue.models import QueueConsumer, StudyQuestionJob, fit
+from studyqueue.models import QueueConsumer, StudyQuestionJob, width
 from studyqueue.queue import presence
 from studyqueue.services import endpoints
 from studyqueue.services.endpoints import Endpoint, endpoint_name
@@ -148,6 +148,23 @@ def _parsed(value: object) -> datetime | None:
         return None
 
 
+def _urls_of(record: QueueConsumer, own: list[Endpoint]) -> list[str]:
+    """The URLs (credentials redacted) of the servers a live consumer uses: from its report
+    of each server (``QueueConsumer.endpoints``), whole; else (a record not reported yet, or
+    written before servers named their URL) from ``llm_url``. That column joins every URL,
+    cut to its width: a cut last piece is never probed (a cut URL answers 404, or reaches
+    another server), only named as this process's URL it begins, or left out."""
+    reported = [e.get("url") for e in record.endpoints if isinstance(e, dict)]
+    urls = [url.strip() for url in reported if isinstance(url, str) and url.strip()]
+    if urls:
+        return urls
+    pieces = [url.strip() for url in record.llm_url.split(",") if url.strip()]
+    if pieces and len(record.llm_url) >= width(QueueConsumer, "llm_url"):
+        cut = pieces.pop()
+        pieces += [e.shown_url for e in own if e.shown_url.startswith(cut)][:1]
+    return pieces
+
+
 def llm_targets() -> list[LLMTarget]:
     """The LLM servers the live consumers report (each of a pool), each with how it can be
     probed from here.
@@ -171,12 +188,11 @@ def llm_targets() -> list[LLMTarget]:
         live = []
     if not live:
         who = gettext("this process's LLM_URL; no consumer is live")
-        return [own_target(e, fit(QueueConsumer, "llm_url", e.shown_url), who) for e in own]
+        return [own_target(e, e.shown_url, who) for e in own]
     by_url: dict[str, list[QueueConsumer]] = {}
     for record in live:
-        for url in record.llm_url.split(","):
-            if url.strip():
-                by_url.setdefault(url.strip().rstrip("/"), []).append(record)
+        for url in _urls_of(record, own):
+            by_url.setdefault(url.rstrip("/"), []).append(record)
     targets = []
     for shown, records in sorted(by_url.items()):
         who = _who([r.worker_id for r in records])

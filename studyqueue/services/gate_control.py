@@ -7,15 +7,23 @@ the current ``limit``. It measures tokens/s in windows of calls at one limit and
 
 - **climbs** (doubling from 1 until the first step that does not pay, then one at a time),
   keeping each limit's window of this climb; a step pays when its tokens/s beats the best
-  of the climb by more than the noise;
+  of the climb by more than the noise, and by enough for the calls it adds
+  (``GAIN_EXPONENT``): a server that gains nothing from a second call still shows a few
+  per cent more with two calls (the client's time between calls is hidden), and that is
+  no reason to make every call wait behind another;
 - **looks ahead** past a step that does not pay: a batching server may gain little from 1
   to 2 calls and much from 2 to 4 (mlx_lm.server batches in 0.5 s slices), and one window
   on a loaded machine can be unlucky, so such a step is followed by one more before the
   climb ends;
 - **steps back and holds**: when the climb ends it settles on the lowest limit the climb's
-  best does not beat by more than the noise (more calls for no more tokens/s only stretch
-  each reply's time per token), and holds it for ``hold_windows`` windows before climbing
-  again (the server may change; the next climb measures afresh);
+  best does not beat by more than the noise and that rule (more calls for no more tokens/s
+  only stretch each reply's time per token), and holds it for ``hold_windows`` windows
+  before climbing again (the server may change; the next climb measures afresh);
+- **probes down** first when a climb starts above 1 (after a hold, or from a limit restored
+  or shared): it measures half the limit, and lower while that does as well, then settles
+  as above; when half does worse, the climb goes on upwards from where it began (at its
+  ceiling, it settles). A climb that only looked upwards kept whatever limit an unlucky
+  window once chose, and one at the maximum stayed there whatever the server gained;
 - **halves** on a loss signal (429, 503, a timeout, a stall, a refused connection);
 - **never climbs** on a window the backlog could not fill (the gate was not full);
 - **stops climbing** where the server says requests wait for it (``server_full``).
@@ -48,6 +56,12 @@ MIN_WINDOW_SECONDS = 2.0
 # and at least MIN_RISE.
 NOISE_Z = 2.0
 MIN_RISE = 0.05
+# A step from ``b`` to ``c`` calls pays only when tokens/s grows at least ``(c / b) **
+# GAIN_EXPONENT`` times (doubling: +19 %): equivalently, each call's time per token grows
+# at most ``(c / b) ** (1 - GAIN_EXPONENT)`` (doubling: 1.68x). A batching server gains far
+# more below its knee (doubling: ~2x); a server that only queues gains only the client's
+# time between calls (measured: +10 % with two calls on the test server at one slot).
+GAIN_EXPONENT = 0.25
 # The gate must have been full this share of a window for the window to judge a climb.
 FULL_SHARE = 0.8
 # Windows held at a limit before climbing again (the server may change).
@@ -59,6 +73,7 @@ class Reason:
 
     CLIMB = "climb"
     STEP_BACK = "step_back"
+    PROBE_DOWN = "probe_down"  # a climb at its ceiling measures fewer calls
     LOSS = "loss"
     SHARED = "shared"  # another consumer moved the endpoint's limit
     RESTORED = "restored"  # the last good value, stored by an earlier run
@@ -123,6 +138,19 @@ def _margin(a: WindowStats, b: WindowStats) -> float:
     return max(MIN_RISE, NOISE_Z * math.hypot(a.noise, b.noise))
 
 
+def _good(window: WindowStats, top: WindowStats) -> bool:
+    """Whether ``window`` does as well as ``top`` for what it asks: ``top``'s rise over it
+    is within the noise, or too small for ``top``'s extra calls."""
+    return top.rate <= window.rate * (1 + _needed(window, top))
+
+
+def _needed(low: WindowStats, high: WindowStats) -> float:
+    """The relative rise of tokens/s from ``low`` to ``high`` that makes ``high``'s extra
+    calls pay: more than the noise, and at least ``GAIN_EXPONENT``'s share of them."""
+    worth = (high.limit / low.limit) ** GAIN_EXPONENT - 1 if high.limit > low.limit else 0.0
+    return max(_margin(low, high), worth)
+
+
 class GateController:
     """The limit of one endpoint, found between 1 and ``max_limit``; see the module. A
     limit another consumer set above ``max_limit`` stays the endpoint's: this consumer
@@ -155,12 +183,18 @@ class GateController:
         # rates measured minutes ago on a shared machine are no yardstick for now.
         self._climb: dict[int, WindowStats] = {}
         self._looked_ahead = False  # this climb already stepped past a flat step
+        self._probing_down = False  # this climb measures below where it began ...
+        self._probe_from = 1  # ... which was here
         self._hold_left = 0 if self.slow_start else hold_windows
         self._in_flight = 0
         self._last_loss = -math.inf
         self._full_at: int | None = None  # the limit at which the server said it was full
         self._call_seconds = 1.0  # a recent call's length: losses closer than this are one
         self._limit_since = self._clock()
+        # Lowered, and more calls in flight than the new limit: until they have ended, a
+        # window would count them in its calls in flight (Little's law) beside the speed of
+        # the new limit's calls, and measure a lower limit as better than it is.
+        self._draining = False
         self._window = _Window(self._limit_since, 0)
 
     @property
@@ -197,8 +231,20 @@ class GateController:
 
     def in_flight(self, calls: int) -> None:
         """The gate now holds ``calls`` calls."""
-        self._window.advance(self._clock(), self.allowed)
-        self._window.in_flight = self._in_flight = calls
+        now = self._clock()
+        window = self._window
+        if window.occupied == 0 and window.in_flight == 0 and not window.speeds:
+            # Nothing has run in this window yet (a gate just made, a backlog just come): it
+            # starts with its first call. Counted from before, the idle time would lower
+            # its tokens/s, and the first window of a climb is the yardstick of the others.
+            window.start = now
+        window.advance(now, self.allowed)
+        window.in_flight = self._in_flight = calls
+        if self._draining and calls <= self.allowed:
+            # The calls of the higher limit have ended: the lower one is in force from now.
+            self._draining = False
+            self._limit_since = now
+            self._new_window(now)
 
     def sample(self, *, tokens: int | None, seconds: float) -> Change | None:
         """A call ended with ``tokens`` completion tokens after ``seconds``."""
@@ -206,7 +252,7 @@ class GateController:
         if not tokens or seconds <= 0:
             return None
         self._call_seconds = seconds
-        if now - seconds < self._limit_since:
+        if self._draining or now - seconds < self._limit_since:
             return None  # it began under another limit: its speed belongs to neither
         window = self._window
         window.tokens += tokens
@@ -287,7 +333,10 @@ class GateController:
             return self._hold_left == 0 and calls >= math.ceil(self._calls_wanted() / 2)
         best = max(self._climb.values(), key=lambda w: w.rate)
         margin = _margin(best, stats)
-        return stats.rate > best.rate * (1 + margin) or stats.rate * (1 + margin) < best.rate
+        return (
+            stats.rate > best.rate * (1 + _needed(best, stats))
+            or stats.rate * (1 + margin) < best.rate
+        )
 
     def _judge(self, stats: WindowStats) -> Change | None:
         now = self._clock()
@@ -296,13 +345,25 @@ class GateController:
                 self._hold_left -= 1
                 return None
             self._climb = {stats.limit: stats}
-            self._looked_ahead = False
+            self._looked_ahead = self._probing_down = False
             self._full_at = None  # a new climb: the server may take more now
+            if not self.slow_start and self._limit > 1:
+                return self._probe_down(now)
             return self._step_up(now)
         best = max(self._climb.values(), key=lambda w: w.rate)
         self._climb[stats.limit] = stats
-        margin = _margin(best, stats)
-        if stats.rate > best.rate * (1 + margin):
+        if self._probing_down:
+            top = max(self._climb.values(), key=lambda w: w.rate)
+            if _good(stats, top):
+                if stats.limit > 1:
+                    return self._move(max(1, stats.limit // 2), Reason.PROBE_DOWN, now)
+                return self._settle(now)
+            self._probing_down = False
+            if stats.limit == max(1, self._probe_from // 2) and self._probe_from < self._ceiling:
+                # Half the calls do worse: the server may take more than where this began.
+                return self._move(self._probe_from + 1, Reason.CLIMB, now)
+            return self._settle(now)
+        if stats.rate > best.rate * (1 + _needed(best, stats)):
             self._looked_ahead = False
             return self._step_up(now)  # it paid: go on
         if not self._looked_ahead:
@@ -312,22 +373,36 @@ class GateController:
             return self._step_up(now)
         return self._settle(now)
 
+    @property
+    def _ceiling(self) -> int:
+        """The most a climb goes to: the maximum, or where the server said it was full."""
+        return min(self.max_limit, self._full_at or self.max_limit)
+
+    def _probe_down(self, now: float) -> Change | None:
+        """Measure half the limit: whether fewer calls do as well (see the module)."""
+        self._probing_down, self._probe_from = True, self._limit
+        return self._move(max(1, self._limit // 2), Reason.PROBE_DOWN, now)
+
     def _step_up(self, now: float) -> Change | None:
-        if self._limit >= min(self.max_limit, self._full_at or self.max_limit):
+        if self._limit >= self._ceiling:
+            if len(self._climb) == 1 and self._limit > 1:
+                # Nothing above to try and nothing below measured: see whether half the
+                # calls do as well, or the limit would stay at its ceiling for good.
+                return self._probe_down(now)
             return self._settle(now)
         step = self._limit if self.slow_start else 1
         return self._move(min(self.max_limit, self._limit + step), Reason.CLIMB, now)
 
     def _settle(self, now: float) -> Change | None:
-        """End the climb on the lowest limit its best window does not clearly beat."""
+        """End the climb on the lowest limit its best window does not clearly beat (by
+        more than the noise and enough for its extra calls, ``_needed``)."""
         top = max(self._climb.values(), key=lambda w: w.rate)
-        good = [w for w in self._climb.values() if w.rate * (1 + _margin(w, top)) >= top.rate]
-        choice = min(w.limit for w in good)
+        choice = min(w.limit for w in self._climb.values() if _good(w, top))
         self._hold()
         return self._move(choice, Reason.STEP_BACK, now)
 
     def _hold(self) -> None:
-        self.slow_start = False
+        self.slow_start = self._probing_down = False
         self._climb = {}
         self._hold_left = self.hold_windows
 
@@ -338,6 +413,7 @@ class GateController:
             return None
         self._limit = limit
         self._limit_since = now
+        self._draining = self._in_flight > self.allowed
         return Change(old, limit, reason, self.rates.get(old))
 
     def _new_window(self, now: float) -> None:

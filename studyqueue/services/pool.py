@@ -12,9 +12,12 @@ consumers on several hosts share every endpoint's limit.
 
 An endpoint that refuses, times out, stalls or rejects the request opens its own breaker;
 the call goes to another endpoint at once, within the same attempt (``Consumer`` and
-``workers.registry.on_endpoint``). Once its pause is over, one call at a time probes it
-(half-open) until one succeeds and closes its breaker: it has rejoined. Claiming pauses
-only while every endpoint's breaker is open.
+``workers.registry.on_endpoint``). So does an empty reply (a 200 with no text: a wrong model,
+a reasoning server that writes only ``reasoning_content``, a proxy): another endpoint gets
+the call, and ``EMPTY_REPLIES_TO_PAUSE`` of them in a row open the breaker, for a server
+that answers fast with nothing would otherwise keep winning the choice. Once its pause is
+over, one call at a time probes it (half-open) until one succeeds and closes its breaker:
+it has rejoined. Claiming pauses only while every endpoint's breaker is open.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from studyqueue.services.llm import LLMClient, LLMError, LLMReply
 
 # How much of an endpoint's recent work its tokens/s is measured over.
 RATE_WINDOW_SECONDS = 600.0
+# Empty replies in a row (no success between) that open an endpoint's breaker. One empty reply
+# may be the question's doing; several in a row from different jobs are the server's.
+EMPTY_REPLIES_TO_PAUSE = 3
 
 
 class State:
@@ -56,6 +62,7 @@ class Member:
     server: str = ""  # what the server said it is (``server_limits``: llama.cpp, vllm, "")
     # (monotonic end, completion tokens, seconds) of its recent calls: its tokens/s.
     recent: list[tuple[float, int, float]] = field(default_factory=list)
+    empty_in_row: int = 0  # empty replies since its last success
 
     @property
     def name(self) -> str:
@@ -73,6 +80,18 @@ class Member:
         """Whether a new call may be sent here now: up, or probing with no call under way."""
         state = self.state
         return state == State.UP or (state == State.PROBING and self.committed == 0)
+
+    def answered_empty(self, error: LLMError) -> None:
+        """A call here got a 200 with no text (``llm_empty``): its ``EMPTY_REPLIES_TO_PAUSE``-th
+        in a row, or one while it is probed after a pause, opens its breaker."""
+        self.empty_in_row += 1
+        if self.empty_in_row >= EMPTY_REPLIES_TO_PAUSE or self.breaker.failures:
+            self.breaker.trip(error)
+
+    def succeeded(self) -> None:
+        """A call here gave a reply: its breaker closes, its empty replies are forgiven."""
+        self.empty_in_row = 0
+        self.breaker.success()
 
     def served(self, tokens: int | None, seconds: float) -> None:
         """A call here ended with ``tokens`` completion tokens after ``seconds``."""
@@ -110,6 +129,9 @@ class Member:
         error = self.breaker.last_error
         return {
             "name": self.name,
+            # Its URL as configured, credentials redacted: whole (``llm_url`` joins every
+            # URL into one column, cut to its width), what health probes.
+            "url": self.endpoint.shown_url,
             "model": self.endpoint.model,
             "state": self.state,
             "limit": self.gate.limit,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -39,6 +40,9 @@ WAITING_CEILING = 64
 HIGHEST = 256
 
 _RUNNING, _WAITING = "vllm:num_requests_running", "vllm:num_requests_waiting"
+# A gauge above this is not a count of requests: it is read as this (no server holds a million
+# requests), so that ``1e300`` cannot become a 300-digit int.
+GAUGE_MAX = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -73,12 +77,15 @@ async def ask(client: LLMClient) -> Said:
 
 async def load(client: LLMClient) -> Said:
     """vLLM's requests running and waiting now; ``Said()`` from any other server."""
-    page = await client.server_page("/metrics")
+    page = await client.server_page("/metrics")  # bounded: a larger page is no answer
     if page is None or page[0] != 200:
         return Said()
     try:
         gauges = _gauges(page[1].decode("utf-8", "replace"))
-    except ValueError:
+    except Exception:
+        # The page is the server's text: whatever the parser raises on it (a malformed line,
+        # an odd escape) means "no usable gauges", never a failed cycle (this runs in every
+        # cycle of an auto gate).
         return Said()
     if _RUNNING not in gauges:
         return Said()
@@ -104,10 +111,24 @@ def _slots(page: tuple[int, bytes] | None) -> int | None:
 
 
 def _gauges(text: str) -> dict[str, int]:
-    """The running and waiting gauges, summed over their labels (one per model)."""
+    """The running and waiting gauges, summed over their labels (one per model). A sample
+    that is no count (``NaN``, ``+Inf``, ``1e400``, negative) is skipped; a huge one is read
+    as ``GAUGE_MAX``."""
     found: dict[str, int] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name in (_RUNNING, _WAITING):
-                found[sample.name] = found.get(sample.name, 0) + int(sample.value)
+            value = sample.value
+            if sample.name not in (_RUNNING, _WAITING) or not _count(value):
+                continue
+            found[sample.name] = min(
+                found.get(sample.name, 0) + int(min(value, GAUGE_MAX)), GAUGE_MAX
+            )
     return found
+
+
+def _count(value: object) -> bool:
+    """Whether a sample's value can be a count of requests (a finite number, not negative);
+    ``int()`` of an infinite float raises ``OverflowError``, of a NaN ``ValueError``."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    return math.isfinite(value) and value >= 0

@@ -123,6 +123,8 @@ def llm_failed(member: Member, job: StudyQuestionJob, error: LLMError) -> Failed
     slot looks at it."""
     if retry.is_loss_signal(error.code):
         member.gate.record_loss(error.code)
+    if error.code == ErrorCode.LLM_EMPTY:
+        member.answered_empty(error)  # repeated, it opens the breaker: the pool goes elsewhere
     failure = retry.Failure(
         error.code,
         error.message,
@@ -139,8 +141,12 @@ def llm_failed(member: Member, job: StudyQuestionJob, error: LLMError) -> Failed
 
 
 def _endpoint_failed(error: LLMError) -> bool:
-    """The failure is the server's, not the job's: another server may well answer."""
-    return error.affects_all or retry.is_loss_signal(error.code)
+    """The failure may be the server's, not the job's: another server may well answer. An
+    empty reply counts: a server that answers 200 with nothing (a wrong model, a reasoning
+    server's ``reasoning_content`` alone) fails every job, and another server costs one call."""
+    return (
+        error.affects_all or retry.is_loss_signal(error.code) or error.code == ErrorCode.LLM_EMPTY
+    )
 
 
 R = TypeVar("R")
@@ -160,7 +166,8 @@ async def on_endpoint(
 
     An endpoint that fails as a server (refused, timed out, stalled, overloaded, rejected)
     opens its breaker and ``work`` runs again on another endpoint that is up, within the
-    same attempt; when none is left, the failure is the job's as with one server.
+    same attempt; so does one that answers empty (``Member.answered_empty``). When none is
+    left, the failure is the job's as with one server.
     """
     tried: list[Member] = []
     while True:
@@ -190,7 +197,7 @@ async def on_endpoint(
                     return outcome
         except GateTimeout as exc:
             return gate_timed_out(job, exc)
-        member.breaker.success()
+        member.succeeded()
         return result
 
 

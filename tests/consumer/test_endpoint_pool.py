@@ -14,6 +14,7 @@ import pytest
 from studyqueue.consumer.consumer import Consumer
 from studyqueue.models import ExplanationRevision, JobAttempt, JobStatus, StudyQuestionJob
 from studyqueue.queue.enqueue import enqueue
+from studyqueue.services import pool
 from studyqueue.services.endpoints import endpoint_name
 from studyqueue.services.pool import State
 from tests.factories import StudyQuestionFactory
@@ -162,3 +163,30 @@ def test_consumers_sharing_the_servers_never_exceed_any_servers_limit(
     assert done == 24
     assert a.stats()["max_active"] <= 2 and b.stats()["max_active"] <= 1
     assert a.stats()["requests"] > 0 and b.stats()["requests"] > 0
+
+
+@pytest.mark.parametrize("fault", ["null", "reasoning"])
+def test_a_server_that_answers_empty_loses_the_choice_and_costs_no_attempt(
+    servers, settings, make_consumer, fault
+):
+    """A server that answers 200 with no text (content null; a reasoning server's text all
+    in ``reasoning_content``) fails over to the healthy one within the attempt, and its
+    empty replies in a row open its breaker: every job completes, each on its first attempt."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "BREAKER_BASE_SECONDS": 30}
+    a, b = servers
+    a.configure(fault=fault)  # fast and empty: the choice favours it until its breaker opens
+    b.configure(delay=0.05)
+    ids = _enqueue(8)
+    consumer: Consumer = make_consumer()
+    assert consumer.run_cycle().outcomes == {"completed": 8}
+    jobs = StudyQuestionJob.objects.filter(pk__in=ids)
+    assert set(jobs.values_list("status", flat=True)) == {JobStatus.COMPLETED}
+    assert set(jobs.values_list("attempts", flat=True)) == {1}
+    assert b.stats()["requests"] == 8
+    assert 1 <= a.stats()["requests"] <= pool.EMPTY_REPLIES_TO_PAUSE
+    empty, healthy = consumer.pool.members
+    assert empty.state == State.DOWN and healthy.state == State.UP
+    assert empty.report()["error"] == "llm_empty"
+    written = ExplanationRevision.objects.filter(job_id__in=ids)
+    assert set(written.values_list("endpoint", flat=True)) == {endpoint_name(b.url)}
+    assert consumer.pool.allows(), "one server answering empty must not pause the queue"

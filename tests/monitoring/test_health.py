@@ -22,6 +22,7 @@ from studyqueue.services.llm import PROBE_DEADLINE_SECONDS
 from tests.factories import StudyQuestionFactory
 from tests.helpers import wait_for
 from tests.hostile_llm import HostileServer
+from tests.llm_server import LLMServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -565,3 +566,45 @@ def test_a_pool_consumers_servers_are_each_probed_or_judged_by_its_report(settin
     assert f"the LLM server at {llm_server.url} (consumer c1) serves 1 model" in error
     assert f"at {other} (consumer c1) is not probed" in error
     assert "reports the LLM unreachable since" in error
+
+
+@pytest.fixture
+def prefixed_pool(settings):
+    """Three test servers behind one long path prefix, as ``LLM_URL``: more than the 500
+    characters ``QueueConsumer.llm_url`` holds."""
+    prefix = "/gateway/" + "team-" * 40
+    servers = [LLMServer().start() for _ in range(3)]
+    for server in servers:
+        server.configure(path_prefix=prefix)
+    urls = [f"http://127.0.0.1:{server.port}{prefix}/v1" for server in servers]
+    settings.STUDYQUEUE = {"LLM_URL": ",".join(urls), "KEY_AUDIT": False, "VERIFY": False}
+    assert len(",".join(urls)) > 500
+    yield urls
+    for server in servers:
+        server.stop()
+
+
+def test_a_pool_whose_urls_outgrow_the_record_is_probed_whole(prefixed_pool, make_consumer, client):
+    """The consumer's record cuts the joined URLs; health probes each server's whole URL (its
+    report of each server), so readyz says ready."""
+    make_consumer(worker_id="pool").run_cycle()
+    record = QueueConsumer.objects.get(worker_id="pool")
+    assert len(record.llm_url) == 500 and record.llm_url != ",".join(prefixed_pool)
+    text = health_output("--llm")
+    for url in prefixed_pool:
+        assert f"the LLM server at {url} (consumer pool) serves 1 model" in text
+    wait_for(lambda: ready(client)[0] == 200, timeout=PROBE_DEADLINE_SECONDS + 10, what="ready")
+
+
+def test_a_cut_url_of_a_record_without_server_reports_is_never_probed(prefixed_pool):
+    """A record written before its first report has only the cut ``llm_url``: its last piece
+    is probed as the whole URL of this process it begins, never as cut."""
+    live_consumer(llm_url=",".join(prefixed_pool)[:500])
+    text = health_output("--llm")
+    for url in prefixed_pool:
+        assert f"the LLM server at {url} (consumer c1) serves 1 model" in text
+    tail = "http://127.0.0.1:1/" + "z" * 600  # cut, and the beginning of no URL of ours
+    live_consumer(worker_id="c2", llm_url=f"{prefixed_pool[0]},{tail}"[:500])
+    text = health_output("--llm")
+    assert text.count("serves 1 model") == 3 and ":1/z" not in text
+    assert f"{prefixed_pool[0]} (consumers c1, c2) serves 1 model" in text

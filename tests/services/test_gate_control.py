@@ -147,12 +147,36 @@ def test_never_climbs_when_the_backlog_cannot_fill_the_limit():
 
 
 def test_a_restored_limit_starts_one_step_at_a_time_after_a_hold():
+    """After its hold, the climb first measures half the limit (fewer calls may do as well);
+    half does worse here, so it climbs one step at a time from where it began."""
     clock = VirtualClock()
     controller = GateController(max_limit=8, limit=4, rates={4: 80.0}, clock=clock, hold_windows=1)
     assert not controller.slow_start and controller.window_calls == 8
     assert _window(controller, clock, speed=20.0) is None  # the hold
     change = _window(controller, clock, speed=20.0)
-    assert change is not None and (change.old, change.new) == (4, 5)
+    assert change is not None and (change.old, change.new, change.reason) == (
+        4,
+        2,
+        Reason.PROBE_DOWN,
+    )
+    change = _window(controller, clock, speed=20.0)  # 2: 40 tokens/s, half of 4's
+    assert change is not None and (change.old, change.new, change.reason) == (2, 5, Reason.CLIMB)
+
+
+def test_a_limit_an_unlucky_window_chose_is_left_at_the_next_climb():
+    """Settled on 2 on a server that only queues (its yardstick at 1 came out low): after the
+    hold, the climb measures 1, finds it does as well, and settles there."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, limit=2, rates={2: 20.0}, clock=clock, hold_windows=1)
+    assert _window(controller, clock, speed=10.0) is None  # the hold at 2: 20 tokens/s
+    change = _window(controller, clock, speed=10.0)
+    assert change is not None and (change.old, change.new, change.reason) == (
+        2,
+        1,
+        Reason.PROBE_DOWN,
+    )
+    assert _window(controller, clock, speed=20.0) is None  # 1: 20 tokens/s, as well: stays
+    assert controller.limit == 1
 
 
 def test_adopt_follows_another_consumer_and_measures_afresh():
@@ -304,3 +328,78 @@ def test_a_server_that_says_requests_wait_stops_the_climb_where_it_is():
     # The hold's one window passes; the next climb may try higher again, from where it is.
     seen = [_window(controller, clock, speed=20.0) for _ in range(4)]
     assert any(c is not None and c.new > settled for c in seen)
+
+
+def test_a_server_that_only_queues_settles_on_one_call_though_two_hide_the_clients_gap():
+    """Two calls on a server that serves one at a time gain only the client's time between
+    calls (+10 %), while each call waits behind the other (time per token ~2x): no step pays
+    enough for the calls it adds, and the climb settles on 1."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    _window(controller, clock, speed=20.0)  # 1: 20 tokens/s, the server idle between calls
+    assert controller.limit == 2
+    _window(controller, clock, speed=11.0)  # 2: 22, +10 %: not worth a second call
+    assert controller.limit == 4  # one more step to be sure (a batching server pays from 4)
+    change = _window(controller, clock, speed=5.5)  # 4: 22
+    assert change is not None
+    assert (change.old, change.new, change.reason) == (4, 1, Reason.STEP_BACK)
+
+
+def test_a_step_that_pays_for_its_calls_still_climbs():
+    """A batching server below its knee: doubling gives far more than GAIN_EXPONENT asks."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    _window(controller, clock, speed=20.0)  # 1: 20
+    _window(controller, clock, speed=13.0)  # 2: 26, +30 %: pays
+    assert controller.limit == 4
+
+
+P, S = Reason.PROBE_DOWN, Reason.STEP_BACK
+
+
+@pytest.mark.parametrize(
+    "speeds,moves",
+    [
+        # Only queues: every halving does as well, down to one call.
+        ({8: 2.5, 4: 5.0, 2: 10.0, 1: 20.0}, [(8, 4, P), (4, 2, P), (2, 1, P)]),
+        # Batches up to 8: half the calls give half the tokens/s; back to 8.
+        ({8: 20.0, 4: 20.0}, [(8, 4, P), (4, 8, S)]),
+        # Its knee is 4: 2 calls give 24 tokens/s, 4 and 8 give 40; back to 4.
+        ({8: 5.0, 4: 10.0, 2: 12.0}, [(8, 4, P), (4, 2, P), (2, 4, S)]),
+    ],
+)
+def test_a_climb_that_starts_at_the_maximum_probes_down(speeds, moves):
+    """A limit restored (or shared) at the maximum has nothing above to try: the climb
+    measures half the calls, and lower while they do as well, then settles on the lowest
+    that does. Before, such a limit stayed at the maximum whatever the server gained."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, limit=8, rates={8: 20.0}, clock=clock, hold_windows=1)
+    assert _window(controller, clock, speed=speeds[8]) is None  # the hold
+    seen = []
+    while (change := _window(controller, clock, speed=speeds[controller.limit])) is not None:
+        seen.append((change.old, change.new, change.reason))
+        if change.reason == S:
+            break
+    assert seen == moves
+    assert controller.limit == moves[-1][1]
+
+
+def test_a_lower_limit_is_measured_once_the_higher_ones_calls_have_ended():
+    """Lowered from 5 to 2 with five calls still running: counting them among the window's
+    calls in flight measured 2 at 80 % of 5 (it settled there). The window starts once the
+    calls in flight fit the new limit."""
+    run, _ = adaptive(max_limit=5, jobs=500, knee=5, noise=0.0, seed=0)
+    assert run.limits[-1] == 5
+    assert run.limits[250:].count(5) > 0.9 * len(run.limits[250:])
+
+
+def test_a_window_starts_with_its_first_call_not_with_the_gate():
+    """A consumer makes its gate before its first call: the idle time between must not
+    lower the first window's tokens/s, the yardstick of the climb (measured low, a second
+    call on a server that only queues looked like a gain)."""
+    clock = VirtualClock()
+    controller = GateController(max_limit=8, clock=clock)
+    clock.now += 1.0  # the gate made, no call yet
+    change = _window(controller, clock, speed=20.0)
+    assert change is not None and (change.old, change.new) == (1, 2)
+    assert change.rate == pytest.approx(20.0, rel=0.01)

@@ -119,6 +119,7 @@ def test_each_member_reports_its_state_without_credentials(settings):
     report = member.report()
     assert report == {
         "name": "http://127.0.0.1:9/v1",
+        "url": "http://[redacted]@127.0.0.1:9/v1",  # whole, as health probes it
         "model": "m",
         "state": "up",
         "limit": 2,

@@ -93,3 +93,53 @@ def test_a_fixed_gate_asks_the_server_nothing(llm_server, settings, make_consume
     consumer.run_cycle()
     (member,) = consumer.pool.members
     assert (member.server, member.gate.permits) == ("", 2)
+
+
+_GAUGE = (
+    'vllm:num_requests_running{{model_name="m"}} {running}\n'
+    'vllm:num_requests_waiting{{model_name="m"}} {waiting}\n'
+)
+
+
+@pytest.mark.parametrize(
+    "page,running,waiting",
+    [
+        (_GAUGE.format(running="+Inf", waiting="1"), None, None),  # no usable running gauge
+        (_GAUGE.format(running="2", waiting="+Inf"), 2, 0),
+        (_GAUGE.format(running="2", waiting="1e400"), 2, 0),  # parsed as +Inf
+        (_GAUGE.format(running="NaN", waiting="NaN"), None, None),
+        (_GAUGE.format(running="-3", waiting="-Inf"), None, None),
+        (_GAUGE.format(running="1", waiting="1e300"), 1, server_limits.GAUGE_MAX),
+        ("vllm:num_requests_running{model_name= 3 garbage {{\n\x00\xff", None, None),
+        ("# TYPE vllm:num_requests_running gauge\n" * 100_000, None, None),  # > the read bound
+    ],
+)
+def test_a_broken_vllm_metrics_page_never_raises(llm_server, page, running, waiting):
+    """Whatever ``/metrics`` holds (inf, nan, garbage, a page larger than the read bound), the
+    reader answers: the gauges it could use, or nothing."""
+    llm_server.configure(flavour="vllm", metrics_page=page)
+    said = _said(llm_server.url)
+    if running is None:
+        assert said == Said()
+    else:
+        assert (said.server, said.running, said.waiting) == (VLLM, running, waiting)
+
+
+def test_an_auto_consumer_runs_its_jobs_against_a_metrics_page_with_inf(
+    llm_server, settings, make_consumer
+):
+    """``+Inf`` in a gauge used to raise in every cycle, so no job ran."""
+    from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
+
+    llm_server.configure(flavour="vllm", metrics_page=_GAUGE.format(running="1", waiting="+Inf"))
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "GATE_PERMITS": "auto",
+        "KEY_AUDIT": False,
+        "VERIFY": False,
+    }
+    for i in range(3):
+        StudyQuestionJobFactory(study_question=StudyQuestionFactory(text=f"What is {i} + 1?"))
+    consumer = make_consumer()
+    assert consumer.run_cycle().outcomes == {"completed": 3}
+    assert consumer.pool.members[0].server == VLLM

@@ -19,6 +19,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -82,12 +83,12 @@ class Endpoint:
     permits: int | str = 1
     max_permits: int = 8
 
-    @property
+    @cached_property  # read by every report of a consumer: worked out once
     def shown_url(self) -> str:
         """The URL as written, its credentials replaced by ``[redacted]``."""
         return redact(self.url, secrets_of(self.url, self.api_key))
 
-    @property
+    @cached_property
     def name(self) -> str:
         """The server's name everywhere it is shown or shared (its gate, its ``GateLimit``,
         a revision's ``endpoint``): the normalised URL, without credentials."""

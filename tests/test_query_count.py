@@ -29,7 +29,7 @@ BOTH, PG, SQLITE = ("postgresql", "sqlite"), ("postgresql",), ("sqlite",)
 # On the gate's connection, in order: (what, the statement's start, on which databases). The
 # gate has a connection of its own so that none of these, in the gap between two LLM calls,
 # queues behind another job's store. The last look at the pauses inside the gate reads what
-# the consumer knows of them (``Consumer.pauses``), not the database: no query.
+# the consumer knows of them (``Unstarted.pauses``), not the database: no query.
 LEASE = 'UPDATE "studyqueue_gatelease"'
 PER_GATE = [
     ("take a gate slot: one update of its lease", LEASE, BOTH),

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
+import functools
 import logging
 import os
 import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -51,7 +51,7 @@ from studyqueue.queue import transitions as queue
 from studyqueue.queue.pauses import KnownPauses, apaused_kinds, is_paused, paused_message
 from studyqueue.queue.store import Failed, JobStore
 from studyqueue.queue.transitions import Outcome
-from studyqueue.services import endpoints, gate_limits, server_limits
+from studyqueue.services import endpoints
 from studyqueue.services.endpoints import Endpoint
 from studyqueue.services.gate import LLMGate
 from studyqueue.services.gate_control import GateController
@@ -63,9 +63,6 @@ from studyqueue.workers.registry import WorkContext
 
 logger = logging.getLogger("studyqueue.consumer")
 
-# GATE_PERMITS=auto: how often a consumer reads the endpoint's shared limit (and writes its
-# measures) when its own gate did not move it.
-GATE_SYNC_SECONDS = 2.0
 # A set may become done without a job of this consumer ending (another's did, or a crash
 # came between the last job and its set's notice): look this often all the same.
 NOTICE_SWEEP_SECONDS = 30.0
@@ -109,6 +106,33 @@ class CycleResult:
         return " ".join(f"{k}={v}" for k, v in fields.items())
 
 
+class Unstarted:
+    """The jobs a cycle claimed whose LLM call has not started (loading, waiting at a gate):
+    a pause of their kind hands them back at once, and the last look before the call
+    (``starting``, inside the gate) decides with the pauses this consumer knows of."""
+
+    def __init__(self, pauses: KnownPauses, read: Callable[[], Awaitable[list[str]]]) -> None:
+        self.pauses = pauses
+        self._read = read  # the pauses from the database, when the known ones name a kind
+        self.jobs: dict[int, StudyQuestionJob] = {}
+        self.handed_back: dict[int, str] = {}  # cancelled to be handed back: why
+
+    def paused(self, paused: list[str]) -> list[StudyQuestionJob]:
+        """Take out the jobs whose kind is ``paused``, each with why it is handed back."""
+        waiting = [job for job in self.jobs.values() if is_paused(job.kind, paused)]
+        for job in waiting:
+            del self.jobs[job.pk]
+            self.handed_back[job.pk] = paused_message(job.kind, paused)
+        return waiting
+
+    async def starting(self, job: StudyQuestionJob) -> str | None:
+        """``WorkContext.starting``: why a cycle's job is held back just before its call, or
+        None (``run_one`` runs its job whatever the pauses: it is not in ``jobs``)."""
+        if self.jobs.pop(job.pk, None) is None:
+            return None
+        return await self.pauses.last_look(job.kind, self._read)
+
+
 class Consumer:
     """Claims and runs jobs, one ``run_cycle()`` at a time; close it when done.
 
@@ -141,34 +165,20 @@ class Consumer:
         self._runner = asyncio.Runner()
         # The LLM servers, each with its client, its gate (shared with every consumer of
         # that server) and its breaker (``services.pool``).
-        self.pool = EndpointPool.build(endpoints.configured(), self._gate_for)
-        self._gate_synced_at = 0.0
-        self._notices_swept_at = -NOTICE_SWEEP_SECONDS
-        self.ctx = WorkContext(self.store, self.pool, self.stopping, starting=self._starting)
+        self.pool = EndpointPool.build(
+            endpoints.configured(), functools.partial(_gate_for, self.store, self.worker_id)
+        )
+        self.notices_swept_at = -NOTICE_SWEEP_SECONDS  # the last sweep (``Cycle``)
+        # Jobs a cycle claimed whose LLM call has not started: a pause hands them back.
+        self.unstarted = Unstarted(KnownPauses(), self.store.paused_kinds)
+        self.ctx = WorkContext(
+            self.store, self.pool, self.stopping, starting=self.unstarted.starting
+        )
         self._jobs: dict[int, asyncio.Task[Outcome]] = {}  # running, by job id
-        # Jobs a cycle claimed whose LLM call has not started (loading, waiting at the
-        # gate): a pause of their kind hands them back at once.
-        self._not_started: dict[int, StudyQuestionJob] = {}
-        self._handed_back: dict[int, str] = {}  # cancelled to be handed back: why
-        # The last look before a call reads these, not the database (``KnownPauses``).
-        self.pauses = KnownPauses()
         self._started = False  # reported its start (QueueConsumer)
         self._closed = False
         self._reported_at = 0.0
         self._wait_logged_for = 0.0  # the breaker pause whose wait was last logged
-
-    def _gate_for(self, endpoint: Endpoint, client: LLMClient) -> LLMGate:
-        """The gate of one endpoint: fixed or adaptive as its settings say."""
-        auto = endpoint.auto
-        return LLMGate(
-            client.redact(endpoint.url),  # names the gate in messages: no secrets
-            permits=1 if auto else int(endpoint.permits),
-            timeout=conf.GATE_TIMEOUT_SECONDS,
-            run_db=self.store.on_gate,
-            db=self.store.alias,
-            controller=GateController(max_limit=endpoint.max_permits) if auto else None,
-            holder=self.worker_id,  # restarted under this id, it takes its leases back at once
-        )
 
     def request_stop(self) -> None:
         """Stop claiming; running jobs finish within the grace period (thread-safe)."""
@@ -195,7 +205,7 @@ class Consumer:
         await self.store.close_old_connections()
         try:
             if not self._started:
-                await self.ask_servers()
+                await self.pool.ask_servers()
                 llm_url = endpoints.shown_urls()
                 await self.store.on_claims(
                     _record_start,
@@ -205,7 +215,7 @@ class Consumer:
                     gate=str(conf.GATE_PERMITS),
                 )
                 self._started = True
-            await self.sync_gate()
+            await self.pool.sync_gates(self.store.on_claims)
             await self.report()
             result = await Cycle(self).run()
             await self.report()
@@ -221,91 +231,6 @@ class Consumer:
             self.pool.limit,
         )
         return result
-
-    async def ask_servers(self) -> None:
-        """``GATE_PERMITS=auto``: ask each server what it can take (``server_limits``) and
-        number its gate's slots (and its client's connections) up to that, before any call."""
-        for member in self.pool.members:
-            if member.gate.controller is None:
-                continue
-            said = await server_limits.ask(member.client)
-            member.server = said.server
-            ceiling = said.ceiling(member.endpoint.max_permits)
-            logger.info(
-                "study_gate_ceiling endpoint=%s server=%s ceiling=%s gate_max_permits=%s",
-                member.name,
-                said.server or "-",
-                ceiling,
-                member.endpoint.max_permits,
-            )
-            if ceiling == member.gate.permits:
-                continue
-            endpoint = dataclasses.replace(member.endpoint, max_permits=ceiling)
-            old = member.client
-            member.endpoint, member.client = endpoint, LLMClient.from_settings(endpoint)
-            member.gate = self._gate_for(endpoint, member.client)
-            await old.aclose()
-
-    async def watch_servers(self) -> None:
-        """``GATE_PERMITS=auto`` on a server that says when requests wait (vLLM): once they
-        do, its gate stops climbing (``LLMGate.server_full``)."""
-        for member in self.pool.members:
-            if member.server == server_limits.VLLM and member.gate.controller is not None:
-                said = await server_limits.load(member.client)
-                if said.waiting:
-                    member.gate.server_full()
-
-    async def sync_gate(self) -> None:
-        """``GATE_PERMITS=auto``: share each adaptive gate's limit through the database
-        (``GateLimit``, one row per server). First the stored last good value is restored;
-        then a move of this gate is stored (unless another consumer moved the limit first)
-        and another's move adopted, at once after a move, else every ``GATE_SYNC_SECONDS``."""
-        gates = [m.gate for m in self.pool.members if m.gate.controller is not None]
-        moved = [
-            g for g in gates if g.synced_limit is not None and g.shared_limit != g.synced_limit
-        ]
-        if not moved and time.monotonic() - self._gate_synced_at < GATE_SYNC_SECONDS:
-            return
-        self._gate_synced_at = time.monotonic()
-        if gates:
-            await self.watch_servers()
-        for gate in gates:
-            try:
-                await self._sync_one(gate, moved=gate in moved)
-            except DatabaseError as exc:
-                logger.warning(
-                    "study_gate_sync_failed endpoint=%s error=%s", gate.endpoint, type(exc).__name__
-                )
-                return
-
-    async def _sync_one(self, gate: LLMGate, *, moved: bool) -> None:
-        assert gate.controller is not None
-        if gate.synced_limit is None:
-            stored = await self.store.on_claims(gate_limits.load, gate.endpoint)
-            if stored is not None:
-                gate.restore(stored.limit, dict(stored.measured()))
-        limit = await self.store.on_claims(
-            gate_limits.sync,
-            gate.endpoint,
-            limit=gate.shared_limit,  # not capped by this consumer's GATE_MAX_PERMITS
-            rates=dict(gate.controller.rates),
-            changed_from=gate.synced_limit if moved else None,
-            reason=gate.last_reason,
-        )
-        gate.adopt(limit)
-
-    async def queue_notices(self, result: CycleResult) -> None:
-        """Queue the notice of each question set now done (``question_sets``): after a
-        cycle that finished jobs, else every ``NOTICE_SWEEP_SECONDS``. Before the cycle
-        reports what is due, so that a drain sends the notice its last job made due."""
-        finished = sum(n for outcome, n in result.outcomes.items() if outcome in _ENDINGS)
-        if not finished and time.monotonic() - self._notices_swept_at < NOTICE_SWEEP_SECONDS:
-            return
-        self._notices_swept_at = time.monotonic()
-        try:
-            await self.store.on_claims(notices.queue_due_notices)
-        except DatabaseError as exc:
-            logger.warning("study_set_notice_sweep_failed error=%s", type(exc).__name__)
 
     def pause_before_next_cycle(self) -> float:
         """Seconds before a cycle could claim anything: the rest of the breaker's pause (0
@@ -366,17 +291,12 @@ class Consumer:
         logger.info("study_job_cancel_requested id=%s", job_id)
         return True
 
-    @property
-    def not_started(self) -> int:
-        """Jobs a cycle claimed whose LLM call has not started."""
-        return len(self._not_started)
-
     def hand_back_paused_soon(self, kind: str) -> None:
         """Note the pause of ``kind`` (``pauses``: even while no job waits, a claim in
         flight may bring one) and ``hand_back_paused([kind])`` on the consumer's loop
         (thread-safe: the listener's pause notice)."""
-        self.pauses.noticed(kind)
-        if not self._not_started or self._closed:
+        self.unstarted.pauses.noticed(kind)
+        if not self.unstarted.jobs or self._closed:
             return
         with contextlib.suppress(RuntimeError):  # the loop closed: no job waits any more
             self._runner.get_loop().call_soon_threadsafe(self.hand_back_paused, [kind])
@@ -384,10 +304,8 @@ class Consumer:
     def hand_back_paused(self, paused: list[str]) -> int:
         """Hand back (attempt kept) every job a cycle claimed whose kind is ``paused``
         (``paused_kinds()``) and whose LLM call has not started; how many."""
-        waiting = [job for job in self._not_started.values() if is_paused(job.kind, paused)]
+        waiting = self.unstarted.paused(paused)
         for job in waiting:
-            del self._not_started[job.pk]
-            self._handed_back[job.pk] = paused_message(job.kind, paused)
             task = self._jobs.get(job.pk)
             if task is not None:
                 task.cancel()  # run_job hands it back
@@ -400,22 +318,13 @@ class Consumer:
             )
         return len(waiting)
 
-    async def _starting(self, job: StudyQuestionJob) -> str | None:
-        """``WorkContext.starting``: inside the gate, the last look at the pauses before a
-        cycle's job calls the LLM (``run_one`` runs its job whatever the pauses). The hot
-        path ("How it is built"): the pauses this consumer knows of, read from the database
-        only when they name the job's kind."""
-        if self._not_started.pop(job.pk, None) is None:
-            return None
-        return await self.pauses.last_look(job.kind, self.store.paused_kinds)
-
     async def run_claimed(self, job: StudyQuestionJob) -> Outcome:
         """Run a job a cycle claimed: until its LLM call starts, a pause hands it back."""
-        self._not_started[job.pk] = job
+        self.unstarted.jobs[job.pk] = job
         try:
             return await self.run_job(job)
         finally:
-            self._not_started.pop(job.pk, None)
+            self.unstarted.jobs.pop(job.pk, None)
 
     async def run_job(self, job: StudyQuestionJob) -> Outcome:
         """Run one claimed job with heartbeats; returns its outcome, never raises."""
@@ -430,7 +339,9 @@ class Consumer:
             # A pause came before the call started, the claim was lost (a refused
             # heartbeat) or the grace period ran out: hand the job back. Refused, and
             # harmless, if it is no longer ours.
-            reason = self._handed_back.pop(job.pk, "consumer stopped before the job finished")
+            reason = self.unstarted.handed_back.pop(
+                job.pk, "consumer stopped before the job finished"
+            )
             return await self.release(job, reason)
         except Exception as exc:
             logger.exception("study_job_crashed id=%s kind=%s", job.pk, job.kind)
@@ -442,7 +353,7 @@ class Consumer:
         finally:
             beats.cancel()
             self._jobs.pop(job.pk, None)
-            self._handed_back.pop(job.pk, None)
+            self.unstarted.handed_back.pop(job.pk, None)
 
     async def _heartbeat(self, job: StudyQuestionJob, runner: asyncio.Task[Any]) -> None:
         """Every HEARTBEAT_SECONDS while the job runs; cancels it if the claim is lost."""
@@ -494,6 +405,20 @@ class Consumer:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _gate_for(store: JobStore, worker_id: str, endpoint: Endpoint, client: LLMClient) -> LLMGate:
+    """The gate of one endpoint: fixed or adaptive as its settings say."""
+    auto = endpoint.auto
+    return LLMGate(
+        client.redact(endpoint.url),  # names the gate in messages: no secrets
+        permits=1 if auto else int(endpoint.permits),
+        timeout=conf.GATE_TIMEOUT_SECONDS,
+        run_db=store.on_gate,
+        db=store.alias,
+        controller=GateController(max_limit=endpoint.max_permits) if auto else None,
+        holder=worker_id,  # restarted under this id, it takes its leases back at once
+    )
 
 
 def _record_start(worker_id: str, *, interval: float, llm_url: str, gate: str) -> None:
@@ -550,7 +475,7 @@ class Cycle:
             )
             for task in done:
                 self.job_finished(task)
-            await consumer.sync_gate()
+            await consumer.pool.sync_gates(consumer.store.on_claims)
             await self.check_pauses()
             await consumer.report(if_due=True)
             if self.stop_seen_at is not None and self.wait_timeout() == 0:
@@ -562,7 +487,7 @@ class Cycle:
                 "study_consumer_db_error worker=%s error=%r", consumer.worker_id, self.db_error
             )
             raise self.db_error
-        await consumer.queue_notices(self.result)
+        await self.queue_notices()
         self.result.paused_for = consumer.pool.remaining()
         self.result.next_due_in = await queue.anext_due_in()
         return self.result
@@ -604,21 +529,36 @@ class Cycle:
             task = asyncio.create_task(consumer.run_claimed(job), name=f"job-{job.pk}")
             self.running.add(task)
 
+    async def queue_notices(self) -> None:
+        """Queue the notice of each question set now done (``question_sets``): after a
+        cycle that finished jobs, else every ``NOTICE_SWEEP_SECONDS``. Before the cycle
+        reports what is due, so that a drain sends the notice its last job made due."""
+        consumer = self.consumer
+        finished = sum(n for outcome, n in self.result.outcomes.items() if outcome in _ENDINGS)
+        if not finished and time.monotonic() - consumer.notices_swept_at < NOTICE_SWEEP_SECONDS:
+            return
+        consumer.notices_swept_at = time.monotonic()
+        try:
+            await consumer.store.on_claims(notices.queue_due_notices)
+        except DatabaseError as exc:
+            logger.warning("study_set_notice_sweep_failed error=%s", type(exc).__name__)
+
     async def check_pauses(self) -> None:
         """While claimed jobs wait to start, look for a pause of their kind twice a second
         (on PostgreSQL the pause's NOTIFY is sooner; this covers SQLite and a lost one),
-        and keep what it found for the jobs' last look (``Consumer.pauses``)."""
+        and keep what it found for the jobs' last look (``Unstarted``)."""
         consumer = self.consumer
-        if not consumer.not_started or time.monotonic() - self.pauses_checked_at < 0.5:
+        pauses = consumer.unstarted.pauses
+        if not consumer.unstarted.jobs or time.monotonic() - self.pauses_checked_at < 0.5:
             return
         self.pauses_checked_at = time.monotonic()
-        started = consumer.pauses.reading()
+        started = pauses.reading()
         try:
             paused = await apaused_kinds()
         except DatabaseError as exc:
             self.db_error = exc  # as for a claim: claim no more, let running jobs finish
             return
-        consumer.pauses.read(paused, started=started)
+        pauses.read(paused, started=started)
         if paused:
             consumer.hand_back_paused(paused)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import statistics
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
@@ -31,8 +32,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.db import DatabaseError
+
+from studyqueue.services import gate_limits, server_limits
 from studyqueue.services.endpoints import Endpoint
-from studyqueue.services.gate import CircuitBreaker, LLMGate
+from studyqueue.services.gate import CircuitBreaker, LLMGate, RunDB
 from studyqueue.services.llm import LLMClient, LLMError, LLMReply
 
 # How much of an endpoint's recent work its tokens/s is measured over.
@@ -48,6 +52,13 @@ class State:
     UP = "up"
     PROBING = "probing"  # its pause is over: one call at a time until one succeeds
     DOWN = "down"  # its breaker is open
+
+
+logger = logging.getLogger("studyqueue.gate")
+
+# GATE_PERMITS=auto: how often a consumer reads the endpoint's shared limit (and writes its
+# measures) when its own gate did not move it.
+GATE_SYNC_SECONDS = 2.0
 
 
 @dataclass(eq=False)
@@ -180,8 +191,14 @@ class Held:
 class EndpointPool:
     """The members, and the choice of one per call; see the module."""
 
-    def __init__(self, members: Iterable[Member]) -> None:
+    def __init__(
+        self,
+        members: Iterable[Member],
+        make_gate: Callable[[Endpoint, LLMClient], LLMGate] | None = None,
+    ) -> None:
         self.members = list(members)
+        self.make_gate = make_gate  # a member's gate anew, when its server says its ceiling
+        self._synced_at = 0.0  # the last sync of the adaptive gates' shared limits
         if not self.members:
             raise ValueError("an endpoint pool needs at least one endpoint")
         self.affinity: dict[str, Member] = {}  # prompt prefix -> the member that served it last
@@ -196,7 +213,7 @@ class EndpointPool:
         for endpoint in endpoints:
             client = LLMClient.from_settings(endpoint)
             members.append(Member(endpoint, client, gate_for(endpoint, client)))
-        return cls(members)
+        return cls(members, gate_for)
 
     def choose(self, prefix: str | None = None, avoid: Collection[Member] = ()) -> Member:
         """The member for the next call (not one of ``avoid``, which failed it already)."""
@@ -290,6 +307,78 @@ class EndpointPool:
     def report(self) -> list[dict[str, Any]]:
         """Every member's ``Member.report``."""
         return [m.report() for m in self.members]
+
+    async def ask_servers(self) -> None:
+        """``GATE_PERMITS=auto``: ask each server what it can take (``server_limits``) and
+        number its gate's slots (and its client's connections) up to that, before any call."""
+        for member in self.members:
+            if member.gate.controller is None:
+                continue
+            said = await server_limits.ask(member.client)
+            member.server = said.server
+            ceiling = said.ceiling(member.endpoint.max_permits)
+            logger.info(
+                "study_gate_ceiling endpoint=%s server=%s ceiling=%s gate_max_permits=%s",
+                member.name,
+                said.server or "-",
+                ceiling,
+                member.endpoint.max_permits,
+            )
+            if ceiling == member.gate.permits:
+                continue
+            endpoint = dataclasses.replace(member.endpoint, max_permits=ceiling)
+            old = member.client
+            member.endpoint, member.client = endpoint, LLMClient.from_settings(endpoint)
+            member.gate = self.make_gate(endpoint, member.client)
+            await old.aclose()
+
+    async def watch_servers(self) -> None:
+        """``GATE_PERMITS=auto`` on a server that says when requests wait (vLLM): once they
+        do, its gate stops climbing (``LLMGate.server_full``)."""
+        for member in self.members:
+            if member.server == server_limits.VLLM and member.gate.controller is not None:
+                said = await server_limits.load(member.client)
+                if said.waiting:
+                    member.gate.server_full()
+
+    async def sync_gates(self, run_db: RunDB) -> None:
+        """``GATE_PERMITS=auto``: share each adaptive gate's limit through the database
+        (``GateLimit``, one row per server). First the stored last good value is restored;
+        then a move of this gate is stored (unless another consumer moved the limit first)
+        and another's move adopted, at once after a move, else every ``GATE_SYNC_SECONDS``."""
+        gates = [m.gate for m in self.members if m.gate.controller is not None]
+        moved = [
+            g for g in gates if g.synced_limit is not None and g.shared_limit != g.synced_limit
+        ]
+        if not moved and time.monotonic() - self._synced_at < GATE_SYNC_SECONDS:
+            return
+        self._synced_at = time.monotonic()
+        if gates:
+            await self.watch_servers()
+        for gate in gates:
+            try:
+                await self._sync_one(gate, run_db, moved=gate in moved)
+            except DatabaseError as exc:
+                logger.warning(
+                    "study_gate_sync_failed endpoint=%s error=%s", gate.endpoint, type(exc).__name__
+                )
+                return
+
+    async def _sync_one(self, gate: LLMGate, run_db: RunDB, *, moved: bool) -> None:
+        assert gate.controller is not None
+        if gate.synced_limit is None:
+            stored = await run_db(gate_limits.load, gate.endpoint)
+            if stored is not None:
+                gate.restore(stored.limit, dict(stored.measured()))
+        limit = await run_db(
+            gate_limits.sync,
+            gate.endpoint,
+            limit=gate.shared_limit,  # not capped by this consumer's GATE_MAX_PERMITS
+            rates=dict(gate.controller.rates),
+            changed_from=gate.synced_limit if moved else None,
+            reason=gate.last_reason,
+        )
+        gate.adopt(limit)
 
     async def aclose(self) -> None:
         """Close every member's client."""

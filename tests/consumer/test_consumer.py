@@ -409,10 +409,10 @@ def test_a_pause_known_but_lifted_does_not_hold_a_job_back(llm_server, make_cons
     there, the job runs, and the stale entry is gone."""
     (job,) = enqueue()
     consumer = make_consumer()
-    consumer.pauses.noticed("")
+    consumer.unstarted.pauses.noticed("")
     assert consumer.run_cycle().outcomes == {"completed": 1}
     assert job_state(job) == ("completed", "", 1)
-    assert consumer.pauses.kinds == frozenset()
+    assert consumer.unstarted.pauses.kinds == frozenset()
 
 
 def test_a_pause_the_consumer_knows_of_holds_back_a_job_claimed_before_it(
@@ -424,8 +424,8 @@ def test_a_pause_the_consumer_knows_of_holds_back_a_job_claimed_before_it(
     consumer = make_consumer()
     claimed = queue.claim(worker_id=consumer.worker_id, limit=1)
     pause(reason="test")
-    consumer.pauses.noticed("")
-    consumer._not_started[claimed[0].pk] = claimed[0]
+    consumer.unstarted.pauses.noticed("")
+    consumer.unstarted.jobs[claimed[0].pk] = claimed[0]
     assert consumer.run_one(claimed[0]) == "released"
     assert llm_server.stats()["requests"] == 0
     assert job_state(job) == ("pending", "", 0)

@@ -8,10 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from studyqueue.consumer import consumer as consumer_module
 from studyqueue.models import GateLimit
 from studyqueue.queue.enqueue import enqueue as enqueue_job
 from studyqueue.services import gate_control, gate_limits
+from studyqueue.services import pool as pool_module
 from tests.factories import StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -88,7 +88,7 @@ def test_a_restarted_consumer_starts_from_the_stored_limit(auto, make_consumer):
 
 
 def test_two_consumers_share_one_limit(auto, make_consumer, monkeypatch):
-    monkeypatch.setattr(consumer_module, "GATE_SYNC_SECONDS", 0.0)
+    monkeypatch.setattr(pool_module, "GATE_SYNC_SECONDS", 0.0)
     GateLimit.objects.create(endpoint=auto.url, limit=4)
     first, second = make_consumer(worker_id="a"), make_consumer(worker_id="b")
     first.run_cycle()

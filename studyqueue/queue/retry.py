@@ -29,7 +29,7 @@ The rules, each a row of the table in tests/queue/test_retry.py:
 
 What happened is classified where it is seen, not here: the LLM client maps a reply or a
 connection failure to an ``ErrorCode`` and the two facts (``services/llm.py``,
-``services/llm.classify_status``).
+``services/replies.classify_status``).
 """
 
 from __future__ import annotations

@@ -10,16 +10,14 @@ import pytest
 
 from studyqueue.models import ErrorCode
 from studyqueue.queue.enqueue import enqueue
-from studyqueue.services.llm import (
+from studyqueue.services.llm import LLMClient, Probe, probe_servers
+from studyqueue.services.replies import (
     MIN_DECODE_SPAN_MS,
-    LLMClient,
     LLMError,
     LLMReply,
-    Probe,
     ReplyParser,
     decode_rate,
     parse_retry_after,
-    probe_servers,
 )
 from tests.llm_server import ANSWER
 

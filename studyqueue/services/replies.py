@@ -1,0 +1,303 @@
+"""What a call to an OpenAI-compatible server returns (``LLMReply``), its errors
+(``LLMError``, classified by ``ErrorCode``) and the parsing between them (``ReplyParser``):
+strict about shape and lenient about size and content only within bounds, so whatever is
+accepted fits the database columns on every backend (text without NUL bytes, a model name
+cut to its column, token counts within 32 bits)."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from studyqueue.models import ErrorCode, ExplanationRevision, FinishReason, fit, storable
+from studyqueue.queue import retry
+
+TOKENS_MAX = 2**31 - 1  # PositiveIntegerField on PostgreSQL
+ERROR_TEXT_MAX = 300
+RETRY_AFTER_MAX = 86400.0
+# The shortest first-to-last-token span a decode rate is computed over. Chunks arrive with
+# a millisecond or two of jitter (event loop wake-ups, TCP coalescing several tokens into
+# one read, ms rounding); over 50 ms that is a few percent, over 2 ms it is the whole
+# figure, which is how short replies used to record 6,500-18,000 tokens/s.
+MIN_DECODE_SPAN_MS = 50
+
+
+class LLMError(Exception):
+    """A failed LLM call, classified by ``code`` and two facts, ``affects_all`` and
+    ``reached_server``; what follows from them is ``studyqueue.queue.retry``'s to decide."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        affects_all: bool = False,
+        reached_server: bool = True,
+        call_started: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+        # time.monotonic() when the failed call started (None: not a call's failure): the
+        # breaker counts the failures of calls that were already running when it opened
+        # as that one opening.
+        self.call_started = call_started
+        # True when every job would hit the same error (server down, unknown model,
+        # wrong URL, bad key): the consumer pauses instead of failing jobs one by one.
+        self.affects_all = affects_all or retry.is_server_wide(code)
+        # False only when the request never reached the server (no connection, or it
+        # could not be sent) or reached no endpoint (404: no model ran): such failures
+        # cost the server nothing and are never counted against a job. Releases of calls
+        # that reached it are bounded per job.
+        self.reached_server = reached_server
+
+    def with_message(self, message: str) -> LLMError:
+        """The same error with another message (e.g. redacted)."""
+        return LLMError(
+            self.code,
+            message,
+            retry_after=self.retry_after,
+            affects_all=self.affects_all,
+            reached_server=self.reached_server,
+            call_started=self.call_started,
+        )
+
+
+def bad_response(message: str) -> LLMError:
+    return LLMError(ErrorCode.LLM_BAD_RESPONSE, message)
+
+
+@dataclass(frozen=True)
+class LLMReply:
+    """A successful completion."""
+
+    content: str
+    model: str
+    finish_reason: str  # as the server said it ("stop", "length", ...); "" if it said none
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    elapsed_ms: int
+    first_token_ms: int | None = None  # from sending the request to the first text
+    last_token_ms: int | None = None  # from sending the request to the last text
+    # Prompt tokens the server served from its prompt cache
+    # (``usage.prompt_tokens_details.cached_tokens``); None when it does not say.
+    cached_tokens: int | None = None
+    endpoint: str = ""  # the server that wrote it (``endpoints.Endpoint.name``; set by the pool)
+
+    @property
+    def truncated(self) -> bool:
+        """The server stopped at max_tokens: the text may be cut mid-sentence."""
+        return self.finish_reason == FinishReason.LENGTH
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        """The decode rate: ``decode_rate(completion_tokens, last - first token)``."""
+        if self.first_token_ms is None or self.last_token_ms is None:
+            return None
+        return decode_rate(self.completion_tokens, self.last_token_ms - self.first_token_ms)
+
+
+def decode_rate(completion_tokens: int | None, span_ms: float | None) -> float | None:
+    """Tokens per second generated after the first one: ``(completion_tokens - 1)`` over
+    the time from the first token to the last. None (not measurable) for fewer than two
+    tokens or a span under ``MIN_DECODE_SPAN_MS`` (a whole-JSON reply has no span at all).
+    The first token is excluded: it ends the prefill, whose time is ``first_token_ms``."""
+    if completion_tokens is None or completion_tokens < 2 or span_ms is None:
+        return None
+    if span_ms < MIN_DECODE_SPAN_MS:
+        return None
+    return round((completion_tokens - 1) * 1000 / span_ms, 2)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None when it
+    gives no usable advice (absent, garbage, negative, not finite, a date not in the
+    future), so that the caller falls back to its own backoff. At most a day: each
+    caller caps it further by its own setting."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(seconds) or seconds < 0:
+            return None
+        return min(seconds, RETRY_AFTER_MAX)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    seconds = (when - datetime.now(UTC)).total_seconds()
+    return min(seconds, RETRY_AFTER_MAX) if seconds > 0 else None
+
+
+def error_text(body: bytes) -> str:
+    """The server's error message: mlx's ``{"error": "..."}``, OpenAI's nested form, or text."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return text[:ERROR_TEXT_MAX]
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict):
+            err = err.get("message")
+        if isinstance(err, str):
+            return err[:ERROR_TEXT_MAX]
+    return text[:ERROR_TEXT_MAX]
+
+
+def classify_status(status: int, body: bytes, headers: httpx.Headers) -> LLMError:
+    """The LLMError for a non-2xx reply."""
+    detail = f"HTTP {status}: {error_text(body)}"
+    if status in (429, 503):
+        return LLMError(
+            ErrorCode.LLM_OVERLOADED,
+            detail,
+            retry_after=parse_retry_after(headers.get("retry-after")),
+        )
+    if status >= 500:
+        return LLMError(ErrorCode.LLM_SERVER_ERROR, detail)
+    # 401/403: bad key; 404: unknown model or wrong URL path; 405/411: not a chat endpoint.
+    # None of these is the job's fault, and every other job would fail the same way.
+    affects_all = status in (401, 403, 404, 405, 411)
+    return LLMError(ErrorCode.LLM_REJECTED, detail, affects_all=affects_all)
+
+
+def _tokens(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return min(value, TOKENS_MAX)
+
+
+def _cached_tokens(usage: dict[str, Any], prompt_tokens: int | None) -> int | None:
+    """``usage.prompt_tokens_details.cached_tokens`` (OpenAI's and mlx_lm.server's place),
+    clamped like the other counts and to ``prompt_tokens`` (a share above 1 is nonsense);
+    None when the server does not say."""
+    details = usage.get("prompt_tokens_details")
+    if not isinstance(details, dict):
+        return None
+    cached = _tokens(details.get("cached_tokens"))
+    if cached is None or prompt_tokens is None:
+        return cached
+    return min(cached, prompt_tokens)
+
+
+def _json(payload: bytes | str) -> Any:
+    try:
+        return json.loads(payload)
+    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
+        raise bad_response(f"bad JSON: {type(exc).__name__}") from None
+
+
+class ReplyParser:
+    """Collects a chat completion from stream lines or one whole JSON body."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        on_first_token: Callable[[], None] | None = None,
+    ) -> None:
+        self._clock = clock
+        self._on_first_token = on_first_token
+        self.started = clock()
+        self.parts: list[str] = []
+        self.finish_reason = ""
+        self.model = ""
+        self.usage: dict[str, Any] = {}
+        self.done = False
+        self.first_token_at: float | None = None
+        self.last_token_at: float | None = None
+
+    def feed(self, data: Any, *, whole: bool) -> None:
+        """One chunk (stream) or the whole reply, already decoded from JSON."""
+        if not isinstance(data, dict):
+            raise bad_response("reply is not a JSON object")
+        if data.get("error"):
+            raise bad_response(f"server reported an error: {error_text(json.dumps(data).encode())}")
+        if data.get("model"):
+            self.model = fit(ExplanationRevision, "model", storable(str(data["model"])))
+        if isinstance(data.get("usage"), dict):
+            self.usage = data["usage"]
+        choices = data.get("choices")
+        if not isinstance(choices, list):
+            raise bad_response("reply has no 'choices' list")
+        if not choices:
+            if whole:
+                raise bad_response("reply has an empty 'choices' list")
+            return  # the usage-only chunk of a stream
+        choice = choices[0]
+        if not isinstance(choice, dict):
+            raise bad_response("choice is not an object")
+        part = choice.get("message" if whole else "delta")
+        if not isinstance(part, dict):
+            raise bad_response(f"choice has no '{'message' if whole else 'delta'}' object")
+        content = part.get("content")
+        if content is not None and not isinstance(content, str):
+            raise bad_response("content is not a string")
+        if content:
+            at = self._clock()
+            if self.first_token_at is None:
+                self.first_token_at = at
+                if self._on_first_token is not None:
+                    self._on_first_token()
+            self.last_token_at = at
+            self.parts.append(content)
+        if choice.get("finish_reason"):
+            self.finish_reason = fit(
+                ExplanationRevision, "finish_reason", storable(str(choice["finish_reason"]))
+            )
+
+    def feed_line(self, raw: bytes) -> None:
+        """One line of a server-sent event stream (UTF-8, as the SSE format defines)."""
+        line = raw.decode("utf-8", "replace").strip()
+        if self.done or not line or line.startswith(":"):  # separators, keep-alive comments
+            return
+        if not line.startswith("data:"):
+            return  # event:/id:/retry: fields carry nothing we need
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            self.done = True
+            return
+        self.feed(_json(payload), whole=False)
+
+    def feed_body(self, body: bytes) -> None:
+        """A whole JSON reply (a server that ignores ``"stream"``)."""
+        self.feed(_json(body), whole=True)
+
+    def reply(self) -> LLMReply:
+        """The finished reply; ``LLMError`` (``llm_empty``) when it holds no text."""
+        content = storable("".join(self.parts)).strip()
+        if not content:
+            raise LLMError(
+                ErrorCode.LLM_EMPTY, "the model returned no text (content null or blank)"
+            )
+        now = self._clock()
+        first, last = self.first_token_at, self.last_token_at
+        prompt_tokens = _tokens(self.usage.get("prompt_tokens"))
+        return LLMReply(
+            content=content,
+            model=self.model,
+            finish_reason=self.finish_reason,  # "" when the server gave none: not a "stop"
+            prompt_tokens=prompt_tokens,
+            completion_tokens=_tokens(self.usage.get("completion_tokens")),
+            elapsed_ms=int((now - self.started) * 1000),
+            first_token_ms=None if first is None else int((first - self.started) * 1000),
+            last_token_ms=None if last is None else int((last - self.started) * 1000),
+            cached_tokens=_cached_tokens(self.usage, prompt_tokens),
+        )

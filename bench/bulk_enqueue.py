@@ -12,18 +12,18 @@ import statistics
 import time
 
 from bench.common import setup_django
-from studyqueue.queue.enqueue import enqueue_many
 
 
 def main() -> None:
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="postgres")
     parser.add_argument("--questions", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     setup_django(args.db)
-
     from studyqueue.models import StudyQuestion, StudyQuestionJob
+    from studyqueue.queue.enqueue import enqueue_many
 
     StudyQuestion.objects.bulk_create(
         (StudyQuestion(text=f"q{i}") for i in range(args.questions)), batch_size=5000

@@ -12,8 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from studyqueue.queue.enqueue import enqueue_many
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -78,6 +76,7 @@ def fill_queue(questions: Iterable[Any]) -> None:
     """Empty tables, then ``questions`` (unsaved ``StudyQuestion``s) saved, each with a
     pending job, and the planner's statistics fresh."""
     from studyqueue.models import StudyQuestion
+    from studyqueue.queue.enqueue import enqueue_many
 
     reset_tables()
     StudyQuestion.objects.bulk_create(questions)

@@ -31,7 +31,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from bench.common import fill_queue, median_of, setup_django
-from studyqueue.queue.enqueue import enqueue_many
 
 # A reply that states its question's key (as ``_fill``'s questions have it), so not flagged.
 REPLY = "An explanation of the answer, long enough.\nAnswer: 4"
@@ -56,12 +55,14 @@ def _per_job_ms(jobs: int, step: Callable[[], None]) -> float:
 
 
 def main() -> None:
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="postgres")
     parser.add_argument("--jobs", type=int, default=300)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     setup_django(args.db)
+    from studyqueue.queue.enqueue import enqueue_many
 
     from django.conf import settings
     from django.core.management import call_command

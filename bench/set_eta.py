@@ -22,10 +22,10 @@ import time
 from io import StringIO
 
 from bench.common import setup_django
-from studyqueue.queue.enqueue import enqueue_many
 
 
 def main() -> None:
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=60)
     parser.add_argument("--runs", type=int, default=3)
@@ -34,13 +34,14 @@ def main() -> None:
     parser.add_argument("--gate", type=int, default=2)
     args = parser.parse_args()
     setup_django("sqlite")
+    from studyqueue.queue.enqueue import enqueue_many
 
     from django.conf import settings
     from django.core.management import call_command
     from django.db import connections
 
     from bench.common import reset_tables
-    from studyqueue.explanations import question_sets
+    from studyqueue.sets import question_sets
     from studyqueue.models import StudyQuestion, StudyQuestionSet
     from tests.llm_server import LLMServerProcess
 

@@ -20,10 +20,10 @@ import sys
 import time
 
 from bench.common import ROOT, setup_django
-from studyqueue.queue.enqueue import enqueue
 
 
 def main() -> None:
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=("postgres", "sqlite"), default="postgres")
     parser.add_argument("--enqueues", type=int, help="(default: 200 on PostgreSQL, 30 on SQLite)")
@@ -31,6 +31,7 @@ def main() -> None:
     args = parser.parse_args()
     enqueues = args.enqueues or (200 if args.db == "postgres" else 30)
     url = setup_django(args.db)
+    from studyqueue.queue.enqueue import enqueue
     ready = "study_listen_ready" if args.db == "postgres" else "study_poll_ready"
 
     from studyqueue.models import StudyQuestion, StudyQuestionJob

@@ -62,8 +62,6 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     setup_django(args.db)
-    from studyqueue.queue.enqueue import enqueue_many
-
     from django.conf import settings
     from django.core.management import call_command
     from django.db import connections
@@ -73,6 +71,7 @@ def main() -> None:
     from studyqueue.explanations.revisions import Written
     from studyqueue.models import StudyQuestion, StudyQuestionJob, database
     from studyqueue.queue import transitions as queue
+    from studyqueue.queue.enqueue import enqueue_many
     from studyqueue.services.gate import LLMGate
     from studyqueue.services.llm import LLMClient, LLMReply
     from tests.llm_server import LLMServerProcess

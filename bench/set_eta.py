@@ -34,15 +34,14 @@ def main() -> None:
     parser.add_argument("--gate", type=int, default=2)
     args = parser.parse_args()
     setup_django("sqlite")
-    from studyqueue.queue.enqueue import enqueue_many
-
     from django.conf import settings
     from django.core.management import call_command
     from django.db import connections
 
     from bench.common import reset_tables
-    from studyqueue.sets import question_sets
     from studyqueue.models import StudyQuestion, StudyQuestionSet
+    from studyqueue.queue.enqueue import enqueue_many
+    from studyqueue.sets import question_sets
     from tests.llm_server import LLMServerProcess
 
     server = LLMServerProcess()

@@ -32,6 +32,7 @@ def main() -> None:
     enqueues = args.enqueues or (200 if args.db == "postgres" else 30)
     url = setup_django(args.db)
     from studyqueue.queue.enqueue import enqueue
+
     ready = "study_listen_ready" if args.db == "postgres" else "study_poll_ready"
 
     from studyqueue.models import StudyQuestion, StudyQuestionJob

@@ -324,7 +324,7 @@ class EndpointPool:
                 ceiling,
                 member.endpoint.max_permits,
             )
-            if ceiling == member.gate.permits:
+            if ceiling == member.gate.permits or self.make_gate is None:
                 continue
             endpoint = dataclasses.replace(member.endpoint, max_permits=ceiling)
             old = member.client

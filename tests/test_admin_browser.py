@@ -414,7 +414,9 @@ def test_a_reviewer_works_through_the_queue_with_the_keyboard(site, page):
     third = StudyQuestion.objects.get(pk=third.pk)
     assert third.explanation == "Paris: a j k r e typed here are text."
     assert third.current_revision.author == OPERATOR
-    assert StudyQuestionJob.objects.filter(study_question=second).count() == 1
+    # The reject queued its regeneration, its unaudited key's audit first.
+    jobs = StudyQuestionJob.objects.filter(study_question=second)
+    assert sorted(jobs.values_list("kind", flat=True)) == ["explanation", "key_audit"]
 
 
 def test_the_dashboard_fits_a_1400_px_screen_at_a_glance(site, page):

@@ -89,8 +89,8 @@ def _other_app(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
 
 class _VisibleText(HTMLParser):
     """The text a person reads: no scripts, styles or tag names; titles and placeholders
-    (tooltips) included; not the sidebar, which lists every installed app's models, nor
-    another app's box on the index."""
+    (tooltips) included; not what is marked ``lang="en"`` (stored English data); not the
+    sidebar, which lists every installed app's models, nor another app's box on the index."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -103,7 +103,10 @@ class _VisibleText(HTMLParser):
             self._depth += tag == self._hiding
             return
         sidebar = tag == "nav" and ("id", "nav-sidebar") in attrs
-        if tag in ("script", "style") or sidebar or _other_app(tag, attrs):
+        # A server's or the client's own words, stored as they were said and marked as
+        # English (an LLM server's error): data, not the app's wording.
+        english = tag == "span" and ("lang", "en") in attrs
+        if tag in ("script", "style") or sidebar or english or _other_app(tag, attrs):
             self._hiding, self._depth = tag, 1
             return
         for name, value in attrs:
@@ -168,6 +171,8 @@ def english_words(html: str, data: set[str]) -> list[str]:
     text = " ".join(parser.parts)
     for value in sorted({*data, *DJANGO_UNTRANSLATED}, key=len, reverse=True):
         text = text.replace(value, " ")
+    # Prompt versions and other hashes, shown short ("de4a374"): identifiers, not words.
+    text = re.sub(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}\b", " ", text)
     # Identifiers, as stored (a finish reason as the LLM server said it).
     codes = {*ErrorCode.values, *JobKind.values, *quality.FLAGS, *FinishReason.values}
     words = set(re.findall(r"[A-Za-z][A-Za-z_]+", text))

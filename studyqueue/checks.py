@@ -241,62 +241,53 @@ def _path_problems(url: str, key: str) -> list[CheckMessage]:
     return [Warning(wrong_path_message(without_credentials(url)), id="studyqueue.W005")]
 
 
-def _url_problems(url: str) -> list[CheckMessage]:
+def _url_fault(url: str) -> tuple[str, str] | None:
+    """What is wrong with an http(s) URL setting, or None: ``("scheme", "")``,
+    ``("parse", why)`` or ``("host", "")``. The reason never holds the URL (it may hold a
+    password, or a token in its path)."""
     if not url.startswith(("http://", "https://")):
-        return [
-            Error(
-                gettext("STUDYQUEUE LLM_URL must start with http:// or https://"),
-                id="studyqueue.E003",
-            )
-        ]
+        return "scheme", ""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError as exc:
-        # The message names the problem, never the URL (it may hold a password).
-        return [
-            Error(
-                gettext("STUDYQUEUE LLM_URL does not parse: %(error)s") % {"error": exc},
-                id="studyqueue.E004",
-            )
-        ]
-    if not parts.hostname:
-        return [Error(gettext("STUDYQUEUE LLM_URL has no host"), id="studyqueue.E004")]
-    return []
+        return "parse", str(exc)
+    return None if parts.hostname else ("host", "")
+
+
+def _url_problems(url: str) -> list[CheckMessage]:
+    fault = _url_fault(url)
+    if fault is None:
+        return []
+    kind, error = fault
+    if kind == "scheme":
+        message, check_id = (
+            gettext("STUDYQUEUE LLM_URL must start with http:// or https://"),
+            "E003",
+        )
+    elif kind == "parse":
+        message = gettext("STUDYQUEUE LLM_URL does not parse: %(error)s") % {"error": error}
+        check_id = "E004"
+    else:
+        message, check_id = gettext("STUDYQUEUE LLM_URL has no host"), "E004"
+    return [Error(message, id=f"studyqueue.{check_id}")]
 
 
 def _webhook_problems() -> list[CheckMessage]:
     """WEBHOOK_URL, when set, is an http(s) URL with a host: a bad one would otherwise fail
     every set's notice, found only when a set is done."""
-    url = conf.WEBHOOK_URL
-    if not url:
+    fault = _url_fault(conf.WEBHOOK_URL) if conf.WEBHOOK_URL else None
+    if fault is None:
         return []
+    kind, error = fault
+    if kind == "scheme":
+        message = gettext("STUDYQUEUE WEBHOOK_URL must start with http:// or https://")
+    elif kind == "parse":
+        message = gettext("STUDYQUEUE WEBHOOK_URL does not parse: %(error)s") % {"error": error}
+    else:
+        message = gettext("STUDYQUEUE WEBHOOK_URL has no host")
     hint = gettext("For example https://hooks.example.org/studyqueue; empty: no webhook.")
-    if not url.startswith(("http://", "https://")):
-        return [
-            Error(
-                gettext("STUDYQUEUE WEBHOOK_URL must start with http:// or https://"),
-                hint=hint,
-                id="studyqueue.E011",
-            )
-        ]
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError as exc:
-        # The message names the problem, never the URL (its path may be a token).
-        return [
-            Error(
-                gettext("STUDYQUEUE WEBHOOK_URL does not parse: %(error)s") % {"error": exc},
-                hint=hint,
-                id="studyqueue.E011",
-            )
-        ]
-    if not parts.hostname:
-        return [
-            Error(gettext("STUDYQUEUE WEBHOOK_URL has no host"), hint=hint, id="studyqueue.E011")
-        ]
-    return []
+    return [Error(message, hint=hint, id="studyqueue.E011")]
 
 
 def _key_problems(key: str) -> list[CheckMessage]:

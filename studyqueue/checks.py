@@ -261,16 +261,13 @@ def _url_problems(url: str) -> list[CheckMessage]:
         return []
     kind, error = fault
     if kind == "scheme":
-        message, check_id = (
-            gettext("STUDYQUEUE LLM_URL must start with http:// or https://"),
-            "E003",
-        )
-    elif kind == "parse":
+        message = gettext("STUDYQUEUE LLM_URL must start with http:// or https://")
+        return [Error(message, id="studyqueue.E003")]
+    if kind == "parse":
         message = gettext("STUDYQUEUE LLM_URL does not parse: %(error)s") % {"error": error}
-        check_id = "E004"
     else:
-        message, check_id = gettext("STUDYQUEUE LLM_URL has no host"), "E004"
-    return [Error(message, id=f"studyqueue.{check_id}")]
+        message = gettext("STUDYQUEUE LLM_URL has no host")
+    return [Error(message, id="studyqueue.E004")]
 
 
 def _webhook_problems() -> list[CheckMessage]:

@@ -12,12 +12,12 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue.admin.common import GuardedInputAdmin
+from studyqueue.admin.common import GuardedInputAdmin, badge
 from studyqueue.conf import AUTO
 from studyqueue.models import QueueConsumer
 from studyqueue.queue.presence import Liveness, state_of
@@ -62,24 +62,16 @@ class QueueConsumerAdmin(GuardedInputAdmin):
             return False
         return super().has_delete_permission(request, obj)
 
-    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
-        # Django 6.1 says where the actions show (action_location); Django 5.2 does not.
-        if action_location is None:
-            actions = super().get_actions(request)
-        else:
-            actions = super().get_actions(request, action_location=action_location)  # type: ignore[call-arg]
+    def get_actions(self, request: HttpRequest, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        # Django 6.1 passes where the actions show (action_location); Django 5.2 does not.
+        actions = super().get_actions(request, *args, **kwargs)
         actions.pop("delete_selected", None)  # remove_gone keeps the live ones
         return actions
 
     @admin.display(description=_("state"))
     def liveness(self, record: QueueConsumer) -> str:
         state = state_of(record, timezone.now()).state
-        return format_html(
-            '<span style="color:#fff;background:{};padding:2px 8px;border-radius:10px;'
-            'font-size:11px;font-weight:600;white-space:nowrap">{}</span>',
-            STATE_COLOURS[state],
-            state.label,
-        )
+        return badge(str(state.label), STATE_COLOURS[state])
 
     @admin.display(description=_("model"), ordering="model")
     def model_shown(self, record: QueueConsumer) -> str:

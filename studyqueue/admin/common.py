@@ -152,7 +152,20 @@ class StaleFilter(admin.SimpleListFilter):
         return None
 
 
-class PageAdmin(admin.ModelAdmin):
+class ReadOnly:
+    """An admin (or inline) whose rows nobody adds, changes or deletes here."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class PageAdmin(ReadOnly, admin.ModelAdmin):
     """A page of its own behind a proxy model (the dashboard, the review page): active staff
     with ``permission`` see it; the admin's add, change and delete views are closed."""
 
@@ -164,15 +177,6 @@ class PageAdmin(admin.ModelAdmin):
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return self.has_view_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class GuardedInputAdmin(admin.ModelAdmin):
@@ -205,25 +209,24 @@ class GuardedInputAdmin(admin.ModelAdmin):
                 return False
         return True
 
-
-def selected_ids(queryset: QuerySet) -> list[int] | None:
-    """The ids of an action's selection in id order; None when more than ``ACTION_LIMIT``
-    (only that many plus one are read)."""
-    ids = list(queryset.order_by("pk").values_list("pk", flat=True)[: ACTION_LIMIT + 1])
-    return None if len(ids) > ACTION_LIMIT else ids
-
-
-def refuse_selection(model_admin: admin.ModelAdmin, request: HttpRequest, command: str) -> None:
-    """The message for a selection over ``ACTION_LIMIT`` rows: nothing changed, and how."""
-    model_admin.message_user(
-        request,
-        gettext(
-            "Nothing changed: the admin acts on at most %(limit)s rows at once. Narrow the "
-            "selection with the filters, or run: %(command)s"
+    def action_ids(
+        self, request: HttpRequest, queryset: QuerySet, command: str
+    ) -> list[int] | None:
+        """The ids of an action's selection in id order; None, with a message naming the
+        ``command`` that does it instead, when it holds more than ``ACTION_LIMIT`` rows."""
+        ids = list(queryset.order_by("pk").values_list("pk", flat=True)[: ACTION_LIMIT + 1])
+        if len(ids) <= ACTION_LIMIT:
+            return ids
+        self.message_user(
+            request,
+            gettext(
+                "Nothing changed: the admin acts on at most %(limit)s rows at once. Narrow the "
+                "selection with the filters, or run: %(command)s"
+            )
+            % {"limit": number_format(ACTION_LIMIT, force_grouping=True), "command": command},
+            messages.ERROR,
         )
-        % {"limit": number_format(ACTION_LIMIT, force_grouping=True), "command": command},
-        messages.ERROR,
-    )
+        return None
 
 
 def log_change_set(request: HttpRequest, model: type[Model], ids: list[int], message: str) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -21,12 +22,11 @@ from studyqueue.admin.common import (
     EXCERPT,
     CappedCountPaginator,
     GuardedInputAdmin,
+    ReadOnly,
     StaleFilter,
     excerpt,
     log_change_set,
     long_text,
-    refuse_selection,
-    selected_ids,
     stale_cutoff,
     status_badge,
 )
@@ -42,12 +42,26 @@ from studyqueue.queue import operations
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.operations import operator_batch, refusals, retry_ended
 
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
 # The question's start in the list: long enough to recognise it, two lines at most.
 QUESTION_EXCERPT = 48
 
 
+def _reply_field(name: str, description: StrOrPromise) -> Callable[[Any, StudyQuestionJob], object]:
+    """A column of the reply that completed the job: its revision's ``name``, "-" if none."""
+
+    @admin.display(description=description)
+    def column(model_admin: Any, job: StudyQuestionJob) -> object:
+        value = getattr(job.revision, name) if job.revision_id is not None else None
+        return "-" if value is None or value == "" else value
+
+    return column
+
+
 @admin.register(StudyQuestionJob)
-class StudyQuestionJobAdmin(GuardedInputAdmin):
+class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
     # Few, compact columns: the list fits 1400 px with the admin's sidebar and filters open
     # (tests/test_admin_browser.py measures it).
     list_display = (
@@ -121,15 +135,6 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [str(name) for fieldset in self.fieldsets for name in fieldset[1]["fields"]]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # jobs are created by enqueueing
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
     def has_retry_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("studyqueue.retry_studyquestionjob")
 
@@ -194,38 +199,17 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
             job.revision = revisions.filter(pk=job.revision_id).first()
         return job
 
-    def _reply_field(self, job: StudyQuestionJob, name: str) -> object:
-        value = getattr(job.revision, name) if job.revision_id is not None else None
-        return "-" if value is None or value == "" else value
-
     @admin.display(description=_("quality retried"))
     def retried_for_quality(self, job: StudyQuestionJob) -> str:
         # Words, not the boolean icons: "not retried" is no fault to show as a red cross.
         return str(_("yes, once")) if job.quality_retried else str(_("no"))
 
-    @admin.display(description=_("model"))
-    def reply_model(self, job: StudyQuestionJob) -> object:
-        return self._reply_field(job, "model")
-
-    @admin.display(description=_("prompt version"))
-    def reply_prompt(self, job: StudyQuestionJob) -> object:
-        return self._reply_field(job, "prompt_version")
-
-    @admin.display(description=_("prompt tokens"))
-    def reply_prompt_tokens(self, job: StudyQuestionJob) -> object:
-        return self._reply_field(job, "prompt_tokens")
-
-    @admin.display(description=_("completion tokens"))
-    def reply_completion_tokens(self, job: StudyQuestionJob) -> object:
-        return self._reply_field(job, "completion_tokens")
-
-    @admin.display(description=_("time to first token (ms)"))
-    def reply_first_token_ms(self, job: StudyQuestionJob) -> object:
-        return self._reply_field(job, "first_token_ms")
-
-    @admin.display(description=_("tokens per second"))
-    def reply_tokens_per_second(self, job: StudyQuestionJob) -> object:
-        return self._reply_field(job, "tokens_per_second")
+    reply_model = _reply_field("model", _("model"))
+    reply_prompt = _reply_field("prompt_version", _("prompt version"))
+    reply_prompt_tokens = _reply_field("prompt_tokens", _("prompt tokens"))
+    reply_completion_tokens = _reply_field("completion_tokens", _("completion tokens"))
+    reply_first_token_ms = _reply_field("first_token_ms", _("time to first token (ms)"))
+    reply_tokens_per_second = _reply_field("tokens_per_second", _("tokens per second"))
 
     @admin.display(description=_("revision"))
     def revision_link(self, job: StudyQuestionJob) -> str:
@@ -280,14 +264,10 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
 
     @admin.action(permissions=["retry"], description=_("Retry selected failed or skipped jobs"))
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
-        ids = selected_ids(queryset)
+        command = "manage.py retryjobs [--status failed|skipped] [--kind K] [--error-code CODE]"
+        ids = self.action_ids(request, queryset, command)
         if ids is None:
-            refuse_selection(
-                self,
-                request,
-                "manage.py retryjobs [--status failed|skipped] [--kind K] [--error-code CODE]",
-            )
-            return None
+            return
         with transaction.atomic(using=queryset.db):  # the change and its log entry
             result = retry_ended(ids)
             log_change_set(
@@ -321,14 +301,10 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
 
     @admin.action(permissions=["skip"], description=_("Skip selected pending or processing jobs"))
     def skip_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
-        ids = selected_ids(queryset)
+        command = "manage.py skipjobs [--status pending|processing] [--kind K] [--error-code CODE]"
+        ids = self.action_ids(request, queryset, command)
         if ids is None:
-            refuse_selection(
-                self,
-                request,
-                "manage.py skipjobs [--status pending|processing] [--kind K] [--error-code CODE]",
-            )
-            return None
+            return
         with transaction.atomic(using=queryset.db):
             result = operations.skip(ids)
             log_change_set(
@@ -350,10 +326,9 @@ class StudyQuestionJobAdmin(GuardedInputAdmin):
 
     @admin.action(permissions=["reset_stale"], description=_("Reset selected stale jobs"))
     def reset_stale_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:
-        ids = selected_ids(queryset)
+        ids = self.action_ids(request, queryset, "manage.py resetstale")
         if ids is None:
-            refuse_selection(self, request, "manage.py resetstale")
-            return None
+            return
         reset: list[int] = []
         failed: list[int] = []
         batch = operator_batch(queryset.db)

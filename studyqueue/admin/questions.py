@@ -37,11 +37,10 @@ from studyqueue.admin.common import (
     EXCERPT,
     CappedCountPaginator,
     GuardedInputAdmin,
+    ReadOnly,
     excerpt,
     log_change_set,
     long_text,
-    refuse_selection,
-    selected_ids,
     status_badge,
 )
 from studyqueue.admin.flags import flag_badges, stated_beside_key
@@ -176,7 +175,7 @@ class KeyAuditFilter(admin.SimpleListFilter):
         return None
 
 
-class RevisionInline(admin.TabularInline):
+class RevisionInline(ReadOnly, admin.TabularInline):
     model = ExplanationRevision
     fk_name = "question"
     fields = (
@@ -190,8 +189,6 @@ class RevisionInline(admin.TabularInline):
     )
     readonly_fields = fields
     extra = 0
-    max_num = 0
-    can_delete = False
     ordering = ("-id",)
     verbose_name_plural = gettext_lazy("explanation revisions (newest first)")
 
@@ -224,14 +221,8 @@ class RevisionInline(admin.TabularInline):
     def flag_list(self, revision: ExplanationRevision) -> str:
         return flag_badges(revision.flags)
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class JobInline(admin.TabularInline):
+class JobInline(ReadOnly, admin.TabularInline):
     model = StudyQuestionJob
     fields = (
         "job_link",
@@ -244,8 +235,6 @@ class JobInline(admin.TabularInline):
     )
     readonly_fields = fields
     extra = 0
-    max_num = 0
-    can_delete = False
     ordering = ("-id",)
     show_change_link = False
 
@@ -257,12 +246,6 @@ class JobInline(admin.TabularInline):
     @admin.display(description=gettext_lazy("status"))
     def status_badge(self, job: StudyQuestionJob) -> str:
         return status_badge(job.status)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class DeferringChangeList(ChangeList):
@@ -477,9 +460,8 @@ class StudyQuestionAdmin(GuardedInputAdmin):
     def download_csv(
         self, request: HttpRequest, queryset: QuerySet
     ) -> StreamingHttpResponse | None:
-        ids = selected_ids(queryset)
+        ids = self.action_ids(request, queryset, "manage.py exportexplanations --format csv")
         if ids is None:
-            refuse_selection(self, request, "manage.py exportexplanations --format csv")
             return None
         # Read in id batches: one query with 50,000 ids is past SQLite's parameter limit.
         batch = operator_batch(queryset.db)
@@ -506,9 +488,8 @@ class StudyQuestionAdmin(GuardedInputAdmin):
                 messages.ERROR,
             )
             return
-        ids = selected_ids(queryset)
+        ids = self.action_ids(request, queryset, "manage.py importquestions FILE --set NAME")
         if ids is None:
-            refuse_selection(self, request, "manage.py importquestions FILE --set NAME")
             return
         try:
             question_set, added = question_sets.add(name, ids)
@@ -528,12 +509,10 @@ class StudyQuestionAdmin(GuardedInputAdmin):
 
     @admin.action(permissions=["change"], description=gettext_lazy("Regenerate explanation"))
     def regenerate_explanation(self, request: HttpRequest, queryset: QuerySet) -> None:
-        ids = selected_ids(queryset)
+        command = "manage.py enqueue --outdated | --missing | --question ID …"
+        ids = self.action_ids(request, queryset, command)
         if ids is None:
-            refuse_selection(
-                self, request, "manage.py enqueue --outdated | --missing | --question ID …"
-            )
-            return None
+            return
         with transaction.atomic(using=queryset.db):  # the jobs and their log entry
             queued = next_step.queue_jobs(ids)
             created = queued.created

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -12,7 +10,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_lazy
 
-from studyqueue.admin.common import GuardedInputAdmin, excerpt, long_text
+from studyqueue.admin.common import GuardedInputAdmin, ReadOnly, excerpt, long_text
 from studyqueue.admin.flags import flag_badges, stated_beside_key
 from studyqueue.explanations import revisions
 from studyqueue.explanations.diff import side_by_side
@@ -20,7 +18,7 @@ from studyqueue.models import ExplanationRevision
 
 
 @admin.register(ExplanationRevision)
-class ExplanationRevisionAdmin(GuardedInputAdmin):
+class ExplanationRevisionAdmin(ReadOnly, GuardedInputAdmin):
     list_display = (
         "id",
         "question_link",
@@ -105,15 +103,6 @@ class ExplanationRevisionAdmin(GuardedInputAdmin):
             "admin/studyqueue/side_by_side.html",
             {"diff": diff, "previous": previous, "revision": revision, "previous_url": url},
         )
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # written by the consumer
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # kept for good
 
     def has_restore_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("studyqueue.restore_explanationrevision")

@@ -4,6 +4,7 @@ error code, acted on in bounded batches (the admin's actions stop at ``ACTION_LI
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import islice
 from typing import Any, ClassVar
 
 from django.core.management.base import CommandParser
@@ -16,23 +17,6 @@ from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
 BATCH = 10_000  # ids per queue call: each call works in OPERATOR_BATCH statements
 
 
-def add_filters(parser: CommandParser, statuses: list[str], default: str) -> None:
-    parser.add_argument(
-        "--status",
-        choices=statuses,
-        action="append",
-        help=gettext("jobs in this status; repeatable (default: %(default)s)")
-        % {"default": default},
-    )
-    parser.add_argument("--kind", choices=JobKind.values, help=gettext("only jobs of this kind"))
-    parser.add_argument(
-        "--error-code", choices=ErrorCode.values, help=gettext("only jobs with this code")
-    )
-    parser.add_argument(
-        "--dry-run", action="store_true", help=gettext("count them; change nothing")
-    )
-
-
 def id_batches(
     statuses: list[str], kind: str | None, error_code: str | None
 ) -> Iterator[list[int]]:
@@ -42,13 +26,8 @@ def id_batches(
         jobs = jobs.filter(kind=kind)
     if error_code:
         jobs = jobs.filter(error_code=error_code)
-    batch: list[int] = []
-    for pk in jobs.order_by("pk").values_list("pk", flat=True).iterator(chunk_size=BATCH):
-        batch.append(pk)
-        if len(batch) == BATCH:
-            yield batch
-            batch = []
-    if batch:
+    ids = jobs.order_by("pk").values_list("pk", flat=True).iterator(chunk_size=BATCH)
+    while batch := list(islice(ids, BATCH)):
         yield batch
 
 
@@ -60,7 +39,22 @@ class JobSetCommand(TranslatedCommand):
     help: str | Promise = ""  # marked with gettext_lazy, as in TranslatedCommand
 
     def add_arguments(self, parser: CommandParser) -> None:
-        add_filters(parser, self.statuses, default=self.statuses[0])
+        parser.add_argument(
+            "--status",
+            choices=self.statuses,
+            action="append",
+            help=gettext("jobs in this status; repeatable (default: %(default)s)")
+            % {"default": self.statuses[0]},
+        )
+        parser.add_argument(
+            "--kind", choices=JobKind.values, help=gettext("only jobs of this kind")
+        )
+        parser.add_argument(
+            "--error-code", choices=ErrorCode.values, help=gettext("only jobs with this code")
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help=gettext("count them; change nothing")
+        )
 
     def handle(
         self,

@@ -66,7 +66,6 @@ def bounded_float(upper: float) -> Callable[[str], float]:
     return parse
 
 
-positive_int = bounded_int(1, 1_000_000)
 object_id = bounded_int(1, MAX_ID)
 
 

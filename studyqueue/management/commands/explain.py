@@ -32,6 +32,7 @@ from studyqueue.models import (
     JobKind,
     JobStatus,
     StudyQuestion,
+    StudyQuestionJob,
     key_audit_holds,
 )
 from studyqueue.queue import transitions as queue
@@ -126,7 +127,7 @@ class Command(TranslatedCommand):
                     "job %(job)s did not complete (%(detail)s); it is skipped, not left for "
                     "a consumer, which may write with other settings"
                 )
-                % {"job": job.pk, "detail": _error(job.error_code, job.error_message)}
+                % {"job": job.pk, "detail": _detail(job, job.error_message)}
             )
         if stopped_by and outcome != Outcome.COMPLETED:
             raise CommandError(
@@ -137,10 +138,9 @@ class Command(TranslatedCommand):
                 % {"job": job.pk, "status": job.status}
             )
         if outcome != Outcome.COMPLETED:
-            detail = f"{job.error_code}: {job.error_message}" if job.error_code else job.status
             raise CommandError(
                 _("job %(job)s %(outcome)s: %(detail)s")
-                % {"job": job.pk, "outcome": outcome, "detail": detail}
+                % {"job": job.pk, "outcome": outcome, "detail": _detail(job, job.status)}
             )
         revision = ExplanationRevision.objects.filter(job=job).order_by("-pk").first()
         assert revision is not None
@@ -151,17 +151,7 @@ class Command(TranslatedCommand):
             "model": revision.model or "-",
             "prompt": version.hash,
         }
-        self.stdout.write(
-            f"\n--- {heading}\n"
-            + _figures(
-                revision.prompt_tokens,
-                revision.completion_tokens,
-                revision.first_token_ms,
-                revision.tokens_per_second,
-                job.llm_ms,
-                revision.flags,
-            )
-        )
+        self.stdout.write(f"\n--- {heading}\n" + _figures(revision, job.llm_ms, revision.flags))
 
     def _trial(self, path: str) -> tuple[Template, str]:
         """The template file to try, compiled: a one-line error if it cannot be read."""
@@ -221,17 +211,7 @@ class Command(TranslatedCommand):
         flags = quality.check(question, reply.content, reply.finish_reason).flags
         self.stdout.write(reply.content)
         heading = _("trial, nothing stored; model %(model)s") % {"model": reply.model or "-"}
-        self.stdout.write(
-            f"\n--- {heading}\n"
-            + _figures(
-                reply.prompt_tokens,
-                reply.completion_tokens,
-                reply.first_token_ms,
-                reply.tokens_per_second,
-                reply.elapsed_ms,
-                flags,
-            )
-        )
+        self.stdout.write(f"\n--- {heading}\n" + _figures(reply, reply.elapsed_ms, flags))
 
     def _warn_if_settings_differ(self) -> None:
         """Say on stderr where these settings differ from the live consumers': this
@@ -276,23 +256,16 @@ class Command(TranslatedCommand):
         return job, False
 
 
-def _figures(
-    prompt_tokens: int | None,
-    completion_tokens: int | None,
-    first_token_ms: int | None,
-    tokens_per_second: float | None,
-    llm_ms: int | None,
-    flags: Sequence[str],
-) -> str:
+def _figures(call: ExplanationRevision | LLMReply, llm_ms: int | None, flags: Sequence[str]) -> str:
     """A call's tokens, speed and flags, as the summary's last line."""
     return _(
         "tokens: prompt %(prompt)s, completion %(completion)s; time to first token "
         "%(first)s; %(rate)s tokens/s; LLM time %(llm)s; flags: %(flags)s"
     ) % {
-        "prompt": prompt_tokens,
-        "completion": completion_tokens,
-        "first": _ms(first_token_ms),
-        "rate": tokens_per_second or "-",
+        "prompt": call.prompt_tokens,
+        "completion": call.completion_tokens,
+        "first": _ms(call.first_token_ms),
+        "rate": call.tokens_per_second or "-",
         "llm": _ms(llm_ms),
         "flags": flag_labels(flags),
     }
@@ -302,5 +275,6 @@ def _ms(value: int | None) -> str:
     return "-" if value is None else f"{value} ms"
 
 
-def _error(code: str, message: str) -> str:
-    return f"{code}: {message}" if code else message
+def _detail(job: StudyQuestionJob, otherwise: str) -> str:
+    """The job's error as ``code: message``; ``otherwise`` when it has none."""
+    return f"{job.error_code}: {job.error_message}" if job.error_code else otherwise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
 from django.core.management.base import CommandParser
@@ -135,15 +136,7 @@ class Command(TranslatedCommand):
             "rejection_rate": v.rejection_rate,
             "flag_trust": {t.flag: t.as_dict() for t in flag_trust.of(trust, v.prompt_version)},
             "key_disputes_upheld": flag_trust.key_disputes().as_dict(),
-            "cost": {
-                kind: {
-                    "attempts": cost.of(kind).attempts,
-                    "prompt_tokens": cost.of(kind).prompt_tokens,
-                    "completion_tokens": cost.of(kind).completion_tokens,
-                    "llm_ms": cost.of(kind).llm_ms,
-                }
-                for kind in ("explanation", *check_cost.CHECKS)
-            },
+            "cost": {kind: asdict(cost.of(kind)) for kind in ("explanation", *check_cost.CHECKS)},
             "checking_token_share": cost.token_share,
             "checking_time_share": cost.time_share,
         }

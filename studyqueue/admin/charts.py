@@ -119,12 +119,7 @@ def hourly_charts(stats: DashboardStats) -> list[Chart]:
             f"{completed} / {failed}",
             finished,
         ),
-        Chart(
-            "sq-llm",
-            gettext("LLM time per hour"),
-            _llm_seconds(llm_total),
-            llm,
-        ),
+        Chart("sq-llm", gettext("LLM time per hour"), _llm_seconds(llm_total), llm),
         _mean_chart(
             stats,
             "sq-ttft",

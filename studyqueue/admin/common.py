@@ -23,13 +23,7 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from studyqueue.conf import conf
-from studyqueue.models import (
-    MAX_ID,
-    JobQuerySet,
-    JobStatus,
-    Outcome,
-    unstorable,
-)
+from studyqueue.models import MAX_ID, JobQuerySet, JobStatus, Outcome, unstorable
 from studyqueue.queue.operations import id_ranges
 
 # Badge colours per status; a test checks that every status has one.

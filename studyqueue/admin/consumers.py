@@ -23,11 +23,7 @@ from studyqueue.models import QueueConsumer
 from studyqueue.queue.presence import Liveness, state_of
 from studyqueue.services import gate_limits
 
-STATE_COLOURS = {
-    Liveness.LIVE: "#16a34a",
-    Liveness.SILENT: "#d97706",
-    Liveness.STOPPED: "#64748b",
-}
+STATE_COLOURS = {Liveness.LIVE: "#16a34a", Liveness.SILENT: "#d97706", Liveness.STOPPED: "#64748b"}
 
 
 @admin.register(QueueConsumer)
@@ -84,11 +80,7 @@ class QueueConsumerAdmin(GuardedInputAdmin):
         reported = [e for e in record.endpoints if isinstance(e, dict) and e.get("name")]
         if not reported:
             return record.llm_url
-        states = {
-            "up": gettext("up"),
-            "probing": gettext("probing"),
-            "down": gettext("down"),
-        }
+        states = {"up": gettext("up"), "probing": gettext("probing"), "down": gettext("down")}
         return format_html_join(
             mark_safe("<br>"),
             '<span data-endpoint="{}" data-state="{}">{}: {}</span>',

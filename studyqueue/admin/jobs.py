@@ -32,12 +32,7 @@ from studyqueue.admin.common import (
 )
 from studyqueue.admin.timeline import timeline
 from studyqueue.conf import conf
-from studyqueue.models import (
-    MAX_ID,
-    ExplanationRevision,
-    QueuePause,
-    StudyQuestionJob,
-)
+from studyqueue.models import MAX_ID, ExplanationRevision, QueuePause, StudyQuestionJob
 from studyqueue.queue import operations
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.operations import operator_batch, refusals, retry_ended
@@ -64,14 +59,7 @@ def _reply_field(name: str, description: StrOrPromise) -> Callable[[Any, StudyQu
 class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
     # Few, compact columns: the list fits 1400 px with the admin's sidebar and filters open
     # (tests/test_admin_browser.py measures it).
-    list_display = (
-        "id",
-        "question_cell",
-        "state",
-        "attempts_display",
-        "when",
-        "llm_time",
-    )
+    list_display = ("id", "question_cell", "state", "attempts_display", "when", "llm_time")
     list_display_links = ("id",)
     list_filter = (
         "status",
@@ -278,9 +266,7 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
             )
         retried = len(result.retried)
         self.message_user(
-            request,
-            gettext("Retried %(count)d job(s).") % {"count": retried},
-            messages.SUCCESS,
+            request, gettext("Retried %(count)d job(s).") % {"count": retried}, messages.SUCCESS
         )
         problems = []
         if result.wrong_state:
@@ -312,9 +298,7 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
             )
         skipped = len(result.skipped)
         self.message_user(
-            request,
-            gettext("Skipped %(count)d job(s).") % {"count": skipped},
-            messages.SUCCESS,
+            request, gettext("Skipped %(count)d job(s).") % {"count": skipped}, messages.SUCCESS
         )
         if result.wrong_state:
             self.message_user(
@@ -386,7 +370,7 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
                 "reset-stale/",
                 self.admin_site.admin_view(self.reset_all_stale_view),
                 name="studyqueue_studyquestionjob_reset_stale",
-            ),
+            )
         ]
         return urls + super().get_urls()
 

@@ -351,7 +351,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
                 "<path:object_id>/explanation.txt",
                 self.admin_site.admin_view(self.explanation_text_view),
                 name="studyqueue_studyquestion_explanation",
-            ),
+            )
         ]
         return urls + super().get_urls()
 
@@ -476,8 +476,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         return response
 
     @admin.action(
-        permissions=["change"],
-        description=gettext_lazy("Add to the question set named in the box"),
+        permissions=["change"], description=gettext_lazy("Add to the question set named in the box")
     )
     def add_to_set(self, request: HttpRequest, queryset: QuerySet) -> None:
         name = (request.POST.get("set_name") or "").strip()

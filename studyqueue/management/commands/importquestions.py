@@ -37,9 +37,7 @@ class Command(TranslatedCommand):
         parser.add_argument("file", help=_("a .jsonl or .csv file, or - for standard input"))
         parser.add_argument("--format", choices=transfer.FORMATS, help=_("default: by extension"))
         parser.add_argument(
-            "--skip-invalid",
-            action="store_true",
-            help=_("import the good rows, report the rest"),
+            "--skip-invalid", action="store_true", help=_("import the good rows, report the rest")
         )
         parser.add_argument(
             "--enqueue",

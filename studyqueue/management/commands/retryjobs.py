@@ -35,8 +35,4 @@ class Command(JobSetCommand):
         return gettext(
             "Retried %(retried)s job(s); %(conflicts)s refused: their question already has "
             "an active job of the same kind (refused → active: %(jobs)s)."
-        ) % {
-            "retried": retried,
-            "conflicts": len(active_for),
-            "jobs": refusals(active_for),
-        }
+        ) % {"retried": retried, "conflicts": len(active_for), "jobs": refusals(active_for)}

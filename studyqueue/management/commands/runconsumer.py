@@ -32,9 +32,7 @@ class Command(TranslatedCommand):
         mode = parser.add_mutually_exclusive_group()
         mode.add_argument("--once", action="store_true", help=_("run one cycle, then exit"))
         mode.add_argument(
-            "--drain",
-            action="store_true",
-            help=_("run cycles until no job is ready, then exit"),
+            "--drain", action="store_true", help=_("run cycles until no job is ready, then exit")
         )
         parser.add_argument(
             "--interval",

@@ -111,5 +111,5 @@ def _eta_text(progress: Progress) -> str:
     if progress.eta_seconds is None:
         return _("no rate yet")
     return _("about %(left)s left") % {
-        "left": short_duration(timedelta(seconds=progress.eta_seconds)),
+        "left": short_duration(timedelta(seconds=progress.eta_seconds))
     }

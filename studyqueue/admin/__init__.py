@@ -15,6 +15,3 @@ from studyqueue.admin import (  # noqa: F401
     review,
     revisions,
 )
-from studyqueue.admin.common import LONG_TEXT_SHOWN, STATUS_COLOURS
-
-__all__ = ["LONG_TEXT_SHOWN", "STATUS_COLOURS"]

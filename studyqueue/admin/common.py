@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.functional import cached_property
@@ -85,6 +86,14 @@ def long_text(text: str, full_text_url: str | None = None) -> str:
     return box
 
 
+def change_link(model_name: str, pk: int | None) -> str:
+    """``#pk`` linked to its admin page (``model_name`` as in the URL names); "-" for none."""
+    if pk is None:
+        return "-"
+    url = reverse(f"admin:studyqueue_{model_name}_change", args=[pk])
+    return format_html('<a href="{}">#{}</a>', url, pk)
+
+
 def badge(text: str, colour: str, title: str = "") -> SafeString:
     """A coloured label that never wraps; styled inline, so it looks the same on every page."""
     return format_html(
@@ -131,13 +140,8 @@ class StaleFilter(admin.SimpleListFilter):
     parameter_name = "stale"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [
-            (
-                "yes",
-                gettext("No heartbeat for %(minutes)s min")
-                % {"minutes": f"{conf.STALE_MINUTES:g}"},
-            )
-        ]
+        minutes = f"{conf.STALE_MINUTES:g}"
+        return [("yes", gettext("No heartbeat for %(minutes)s min") % {"minutes": minutes})]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
         if self.value() == "yes":

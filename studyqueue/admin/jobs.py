@@ -24,6 +24,7 @@ from studyqueue.admin.common import (
     GuardedInputAdmin,
     ReadOnly,
     StaleFilter,
+    change_link,
     excerpt,
     log_change_set,
     long_text,
@@ -138,11 +139,9 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
     def question_link(self, job: StudyQuestionJob) -> str:
         if job.study_question_id is None:
             return gettext("(deleted)")
-        url = reverse("admin:studyqueue_studyquestion_change", args=[job.study_question_id])
+        link = change_link("studyquestion", job.study_question_id)
         text = getattr(job, "question_start", None) or ""
-        return format_html(
-            '<a href="{}">#{}</a> {}', url, job.study_question_id, excerpt(text, QUESTION_EXCERPT)
-        )
+        return format_html("{} {}", link, excerpt(text, QUESTION_EXCERPT))
 
     @admin.display(description=_("question"), ordering="study_question")
     def question_cell(self, job: StudyQuestionJob) -> str:
@@ -201,10 +200,7 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
 
     @admin.display(description=_("revision"))
     def revision_link(self, job: StudyQuestionJob) -> str:
-        if job.revision_id is None:
-            return "-"
-        url = reverse("admin:studyqueue_explanationrevision_change", args=[job.revision_id])
-        return format_html('<a href="{}">#{}</a>', url, job.revision_id)
+        return change_link("explanationrevision", job.revision_id)
 
     @admin.display(description=_("explanation"))
     def explanation(self, job: StudyQuestionJob) -> str:

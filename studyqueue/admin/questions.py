@@ -15,15 +15,12 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import (
     BooleanField,
-    Case,
     ExpressionWrapper,
     F,
     OuterRef,
     Q,
     QuerySet,
     Subquery,
-    Value,
-    When,
 )
 from django.db.models.functions import Left
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
@@ -38,6 +35,7 @@ from studyqueue.admin.common import (
     CappedCountPaginator,
     GuardedInputAdmin,
     ReadOnly,
+    change_link,
     excerpt,
     log_change_set,
     long_text,
@@ -195,27 +193,16 @@ class RevisionInline(ReadOnly, admin.TabularInline):
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # Which one is current, in the list's own query: ``revision.question`` would be read
         # once per revision shown.
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                is_current=Case(
-                    When(question__current_revision=F("pk"), then=Value(True)),
-                    default=Value(False),
-                    output_field=BooleanField(),
-                )
-            )
-        )
+        current = Q(question__current_revision=F("pk"))
+        is_current = ExpressionWrapper(current, output_field=BooleanField())
+        return super().get_queryset(request).annotate(is_current=is_current)
 
     @admin.display(description=gettext_lazy("revision"))
     def revision_link(self, revision: ExplanationRevision) -> str:
-        url = reverse("admin:studyqueue_explanationrevision_change", args=[revision.pk])
-        current = getattr(revision, "is_current", None)  # annotated in the inline's list
-        if current is None:
-            current = revision.pk == revision.question.current_revision_id
-        if current:
-            return format_html('<a href="{}">#{}</a> ({})', url, revision.pk, gettext("current"))
-        return format_html('<a href="{}">#{}</a>', url, revision.pk)
+        link = change_link("explanationrevision", revision.pk)
+        if getattr(revision, "is_current", False):  # annotated by get_queryset
+            return format_html("{} ({})", link, gettext("current"))
+        return link
 
     @admin.display(description=gettext_lazy("quality flags"))
     def flag_list(self, revision: ExplanationRevision) -> str:
@@ -240,8 +227,7 @@ class JobInline(ReadOnly, admin.TabularInline):
 
     @admin.display(description=gettext_lazy("job"))
     def job_link(self, job: StudyQuestionJob) -> str:
-        url = reverse("admin:studyqueue_studyquestionjob_change", args=[job.pk])
-        return format_html('<a href="{}">#{}</a>', url, job.pk)
+        return change_link("studyquestionjob", job.pk)
 
     @admin.display(description=gettext_lazy("status"))
     def status_badge(self, job: StudyQuestionJob) -> str:
@@ -374,12 +360,9 @@ class StudyQuestionAdmin(GuardedInputAdmin):
             question.current_revision = revisions.filter(pk=question.current_revision_id).first()
         return question
 
-    def _current(self, question: StudyQuestion) -> ExplanationRevision | None:
-        return question.current_revision if question.current_revision_id is not None else None
-
     @admin.display(description=gettext_lazy("prompt version"))
     def explanation_prompt(self, question: StudyQuestion) -> str:
-        revision = self._current(question)
+        revision = question.current_revision
         if not question.explanation_prompt_version:
             return "-"
         label = revision.prompt_label if revision else question.explanation_prompt_version
@@ -389,12 +372,12 @@ class StudyQuestionAdmin(GuardedInputAdmin):
 
     @admin.display(description=gettext_lazy("explanation model"))
     def explanation_model(self, question: StudyQuestion) -> str:
-        revision = self._current(question)
+        revision = question.current_revision
         return revision.model if revision is not None and revision.model else "-"
 
     @admin.display(description=gettext_lazy("explanation truncated"))
     def explanation_truncated(self, question: StudyQuestion) -> str:
-        revision = self._current(question)
+        revision = question.current_revision
         if revision is not None and revision.truncated:
             return flag_badges([quality.TRUNCATED])
         return gettext("no")  # not a fault: no red cross
@@ -405,7 +388,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
 
     @admin.display(description=gettext_lazy("stated answer"))
     def stated_answer(self, question: StudyQuestion) -> str:
-        revision = self._current(question)
+        revision = question.current_revision
         if revision is None:
             return "-"
         return stated_beside_key(revision.stated_answer, question.answer, revision.flags)
@@ -416,19 +399,14 @@ class StudyQuestionAdmin(GuardedInputAdmin):
     def explained_at(self, question: StudyQuestion) -> str:
         when: datetime | None = getattr(question, "explained_at", None)  # annotated in the list
         if when is None:
-            revision = self._current(question)
+            revision = question.current_revision
             when = revision.created_at if revision is not None else None
         # Formatted here: the change page would show a read-only callable's datetime raw (UTC).
         return times.shown(when)
 
     @admin.display(description=gettext_lazy("current revision"))
     def current_revision_link(self, question: StudyQuestion) -> str:
-        if question.current_revision_id is None:
-            return "-"
-        url = reverse(
-            "admin:studyqueue_explanationrevision_change", args=[question.current_revision_id]
-        )
-        return format_html('<a href="{}">#{}</a>', url, question.current_revision_id)
+        return change_link("explanationrevision", question.current_revision_id)
 
     @admin.display(description=gettext_lazy("explanation"))
     def explanation_box(self, question: StudyQuestion) -> str:
@@ -439,13 +417,11 @@ class StudyQuestionAdmin(GuardedInputAdmin):
 
     @admin.display(description=gettext_lazy("question"), ordering="text")
     def text_excerpt(self, question: StudyQuestion) -> str:
-        start = getattr(question, "text_start", None)  # annotated in the list
-        return excerpt(question.text if start is None else start, 80)
+        return excerpt(getattr(question, "text_start", ""), 80)  # annotated in the list
 
     @admin.display(description=gettext_lazy("explained"), boolean=True)
     def has_explanation(self, question: StudyQuestion) -> bool:
-        explained = getattr(question, "explained", None)  # annotated in the list
-        return bool(question.explanation) if explained is None else bool(explained)
+        return bool(getattr(question, "explained", False))  # annotated in the list
 
     @admin.display(description=gettext_lazy("latest job"))
     def latest_job(self, question: StudyQuestion) -> str:

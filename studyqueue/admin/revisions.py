@@ -7,10 +7,9 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_lazy
 
-from studyqueue.admin.common import GuardedInputAdmin, ReadOnly, excerpt, long_text
+from studyqueue.admin.common import GuardedInputAdmin, ReadOnly, change_link, excerpt, long_text
 from studyqueue.admin.flags import flag_badges, stated_beside_key
 from studyqueue.explanations import revisions
 from studyqueue.explanations.diff import side_by_side
@@ -67,8 +66,7 @@ class ExplanationRevisionAdmin(ReadOnly, GuardedInputAdmin):
 
     @admin.display(description=gettext_lazy("question"))
     def question_link(self, revision: ExplanationRevision) -> str:
-        url = reverse("admin:studyqueue_studyquestion_change", args=[revision.question_id])
-        return format_html('<a href="{}">#{}</a>', url, revision.question_id)
+        return change_link("studyquestion", revision.question_id)
 
     @admin.display(description=gettext_lazy("current"))
     def is_current(self, revision: ExplanationRevision) -> str:

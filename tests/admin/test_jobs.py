@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from studyqueue.admin import STATUS_COLOURS
+from studyqueue.admin.common import STATUS_COLOURS
 from studyqueue.models import JobStatus, StudyQuestionJob
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 from tests.helpers.admin import (

@@ -63,7 +63,7 @@ def test_any_unicode_search_term_works(admin_client, term):
 
 
 def test_long_texts_are_capped_on_pages_with_the_full_text_behind_a_link(admin_client):
-    from studyqueue.admin import LONG_TEXT_SHOWN
+    from studyqueue.admin.common import LONG_TEXT_SHOWN
 
     long_text = "word " * 100_000  # 500,000 characters
     question = StudyQuestionFactory(explanation=long_text)

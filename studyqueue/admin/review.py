@@ -1,12 +1,8 @@
 """The review page: one question at a time, a decision per key press, the next one at once.
 
-GET shows an item (``?question=ID``, else the first waiting); POST to ``decide/`` applies
-Approve, Reject or Edit through ``explanations.review_queue`` and redirects to the next waiting
-question. Each form carries the state the page showed (``review_queue.Seen``): a decision made
-on a page another reviewer has overtaken is refused. A correction that cannot be kept (or
-was overtaken) shows the page again with the reviewer's text in the box: nothing is lost.
-Permission ``studyqueue.review_explanation``; every decision is written to the admin log in
-the same transaction."""
+Each form carries the state the page showed (``review_queue.Seen``): a decision on a page
+another reviewer has overtaken is refused. A correction that cannot be kept shows the page
+again with the reviewer's text in the box. Every decision is logged in its transaction."""
 
 from __future__ import annotations
 
@@ -23,10 +19,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext
 
 from studyqueue.admin.common import PageAdmin
+from studyqueue.admin.labels import flag_labels
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
 from studyqueue.explanations import answers, key_audit, review_queue
 from studyqueue.explanations.diff import side_by_side
-from studyqueue.explanations.quality import QualityFlag
 from studyqueue.forms import CorrectionForm
 from studyqueue.models import ExplanationReview, ExplanationRevision, ReviewStatus, StudyQuestion
 
@@ -60,10 +56,6 @@ def verifier_shown(revision: ExplanationRevision, choices: list[str]) -> str:
     return f"{number} ({choices[number - 1]})"
 
 
-def _flag_label(flag: str) -> str:
-    return str(QualityFlag(flag).label) if flag in QualityFlag.values else flag
-
-
 def _status(current: review_queue.Item) -> str:
     """The review status of the revision judged; for a candidate, what it would replace
     (the current explanation's status is not the candidate's)."""
@@ -77,14 +69,20 @@ def _status(current: review_queue.Item) -> str:
     return gettext("candidate")
 
 
-def _diff_labels(current: review_queue.Item) -> dict[str, str]:
-    """The side-by-side's heading and column labels: a candidate is compared with the
-    current explanation (approved or edited), not with an earlier one of its own."""
+def _diff(current: review_queue.Item) -> dict[str, Any]:
+    """The side-by-side with the previous revision, its heading and column labels: a
+    candidate is compared with the current explanation (approved or edited), not with an
+    earlier one of its own."""
     revision, previous = current.revision, current.previous
     if previous is None:
         return {}
+    shown = {
+        "diff": side_by_side(previous.text, revision.text),
+        "previous_url": reverse("admin:studyqueue_explanationrevision_change", args=[previous.pk]),
+    }
     if revision.candidate:
         return {
+            **shown,
             "diff_heading": gettext("Changes from the current explanation"),
             "old_label": gettext("revision %(id)s: the current explanation, %(status)s")
             % {"id": previous.pk, "status": previous.get_review_status_display()},
@@ -93,7 +91,7 @@ def _diff_labels(current: review_queue.Item) -> dict[str, str]:
     heading = gettext("Changes from the previous revision")
     if previous.pk == current.question.current_revision_id:
         heading += f" ({gettext('current')})"
-    return {"diff_heading": heading}
+    return {**shown, "diff_heading": heading}
 
 
 @admin.register(ExplanationReview)
@@ -188,23 +186,8 @@ class ExplanationReviewAdmin(PageAdmin):
             self.message_user(request, gettext("Nothing decided: a bad form."), messages.ERROR)
             return redirect(self._url())
         question = StudyQuestion.objects.filter(pk=question_id).first()
-        by = request.user.get_username()
         take = decision == "take"
-        decided = False
-        if question is not None:
-            with transaction.atomic(using=question._state.db):  # the decision and its log entry
-                decided = key_audit.decide_key(
-                    question, take_model_choice=take, by=by, seen=request.POST.get("seen", "")
-                )
-                if decided:
-                    question.refresh_from_db()
-                    message = (
-                        gettext("Key check: the key changed to the model's choice (%(key)s)")
-                        if take
-                        else gettext("Key check: the key %(key)s kept")
-                    ) % {"key": question.answer}
-                    self.log_change(request, question, message)
-        if not decided:
+        if question is None or not self._decide_key(request, question, take):
             self.message_user(
                 request,
                 gettext(
@@ -214,7 +197,6 @@ class ExplanationReviewAdmin(PageAdmin):
                 messages.WARNING,
             )
             return redirect(f"{self._url()}?key_check={question_id}")
-        assert question is not None
         summary = (
             gettext("Question #%(question)s: the key is now %(key)s.")
             if take
@@ -224,6 +206,20 @@ class ExplanationReviewAdmin(PageAdmin):
             request, summary % {"question": question.pk, "key": question.answer}, messages.SUCCESS
         )
         return redirect(self._url())
+
+    def _decide_key(self, request: HttpRequest, question: StudyQuestion, take: bool) -> bool:
+        with transaction.atomic(using=question._state.db):  # the decision and its log entry
+            by, seen = request.user.get_username(), request.POST.get("seen", "")
+            if not key_audit.decide_key(question, take_model_choice=take, by=by, seen=seen):
+                return False
+            question.refresh_from_db()
+            message = (
+                gettext("Key check: the key changed to the model's choice (%(key)s)")
+                if take
+                else gettext("Key check: the key %(key)s kept")
+            ) % {"key": question.answer}
+            self.log_change(request, question, message)
+        return True
 
     def _page(
         self,
@@ -257,18 +253,10 @@ class ExplanationReviewAdmin(PageAdmin):
                 key_shown=with_choice(question.answer, question.choices),
                 stated_shown=with_choice(current.revision.stated_answer, question.choices),
                 verifier_shown=verifier_shown(current.revision, question.choices),
-                **_diff_labels(current),
+                **_diff(current),
                 # The state this page shows: every decision form carries it back.
                 seen=current.seen.token(),
                 edit_text=current.revision.text,
-                previous_url=reverse(
-                    "admin:studyqueue_explanationrevision_change", args=[current.previous.pk]
-                )
-                if current.previous is not None
-                else None,
-                diff=side_by_side(current.previous.text, current.revision.text)
-                if current.previous is not None
-                else None,
                 in_queue=review_queue.waiting().filter(pk=question.pk).exists(),
                 next_url=self._step_url(question.pk, backwards=False),
                 prev_question_url=self._step_url(question.pk, backwards=True),
@@ -331,7 +319,7 @@ class ExplanationReviewAdmin(PageAdmin):
                 self.message_user(
                     request,
                     gettext("Your correction is flagged: %(flags)s.")
-                    % {"flags": ", ".join(_flag_label(flag) for flag in flagged)},
+                    % {"flags": flag_labels(flagged)},
                     messages.WARNING,
                 )
         following = review_queue.next_id(question.pk)

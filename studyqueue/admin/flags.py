@@ -1,9 +1,5 @@
-"""Quality flags as people read them: a labelled badge per flag, its one-line meaning on
-hover, and the answer a reply states beside the question's key.
-
-``flag_badges(flags)`` is the one renderer (the template
-``admin/studyqueue/flag_badges.html``); admin columns call it, and any template gets it
-with ``{% load studyqueue_flags %}{% flag_badges revision.flags %}``.
+"""Quality flags as people read them: a labelled badge per flag, its meaning on hover
+(``flag_badges``, also ``{% flag_badges %}`` in templates), and the stated answer beside the key.
 """
 
 from __future__ import annotations
@@ -16,6 +12,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
+from studyqueue.admin.labels import flag_label
 from studyqueue.explanations.quality import MEANINGS, QualityFlag
 
 # Badge colours per flag, the worst reddest; a test checks that every flag has one.
@@ -45,18 +42,15 @@ def badges(flags: Iterable[object] | None) -> list[Badge]:
     """The badges of a stored flags list (anything not a list shows as no flag)."""
     if not isinstance(flags, list | tuple):
         return []
-    shown = []
-    for flag in map(str, flags):
-        known = flag in QualityFlag.values
-        shown.append(
-            Badge(
-                value=flag,
-                label=str(QualityFlag(flag).label) if known else flag,
-                meaning=str(MEANINGS[flag]) if known else "",
-                colour=FLAG_COLOURS.get(flag, _UNKNOWN_COLOUR),
-            )
+    return [
+        Badge(
+            value=flag,
+            label=flag_label(flag),
+            meaning=str(MEANINGS.get(flag, "")),
+            colour=FLAG_COLOURS.get(flag, _UNKNOWN_COLOUR),
         )
-    return shown
+        for flag in map(str, flags)
+    ]
 
 
 def flag_badges(flags: Iterable[object] | None) -> SafeString:

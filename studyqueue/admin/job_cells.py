@@ -24,10 +24,6 @@ def local_time(moment: datetime, since: datetime) -> str:
     return times.shown(local)
 
 
-def _full(moment: datetime) -> str:
-    return times.shown(moment)
-
-
 def is_stale(job: StudyQuestionJob, cutoff: datetime) -> bool:
     """Processing with its last heartbeat before ``cutoff`` (what the *stale* filter shows)."""
     return (
@@ -42,7 +38,7 @@ def state_cell(job: StudyQuestionJob, cutoff: datetime) -> SafeString:
     hover) on a line of its own."""
     cell = status_badge(job.status)
     if is_stale(job, cutoff) and job.heartbeat_at is not None:
-        since = gettext("No heartbeat since %(time)s") % {"time": _full(job.heartbeat_at)}
+        since = gettext("No heartbeat since %(time)s") % {"time": times.shown(job.heartbeat_at)}
         colour = ATTEMPT_COLOURS[Outcome.STALE]
         cell += format_html(" {}", badge(gettext("stale"), colour, since))
     if job.error_code:
@@ -53,11 +49,10 @@ def state_cell(job: StudyQuestionJob, cutoff: datetime) -> SafeString:
     return cell
 
 
-def _times(message: str, **times: str) -> SafeString:
-    """A translated line (``message``, with ``%(name)s`` placeholders) whose times never
-    break inside: the line may wrap before a time when the list is narrow (a date makes it
-    long), never in the middle of one."""
-    return mark_safe(conditional_escape(message) % {name: _time(t) for name, t in times.items()})
+def _times(message: str, **moments: str) -> SafeString:
+    """A translated line (``message``, with ``%(name)s`` placeholders) that may wrap before
+    a time when the list is narrow, never in the middle of one."""
+    return mark_safe(conditional_escape(message) % {name: _time(t) for name, t in moments.items()})
 
 
 def _time(time: str) -> SafeString:
@@ -66,8 +61,7 @@ def _time(time: str) -> SafeString:
 
 
 def _lines(title: str, *lines: str) -> SafeString:
-    """Short lines (each wraps only between its words, if it must); the full times on
-    hover."""
+    """Short lines (each wraps only between its words); the full times on hover."""
     inner = format_html_join("", '<span class="sq-line">{}</span>', ((line,) for line in lines))
     return format_html('<span class="sq-when" title="{}">{}</span>', title, inner)
 
@@ -79,30 +73,32 @@ def when_cell(job: StudyQuestionJob, now: datetime, cutoff: datetime) -> SafeStr
     if job.status == JobStatus.PENDING:
         if job.run_after > now:
             return _lines(
-                gettext("queued %(time)s") % {"time": _full(job.created_at)},
+                gettext("queued %(time)s") % {"time": times.shown(job.created_at)},
                 _times(gettext("retry at %(time)s"), time=local_time(job.run_after, now)),
                 _times(gettext("in %(age)s"), age=short_duration(job.run_after - now)),
             )
         age = short_duration(now - job.created_at)
-        return _lines(_full(job.created_at), queued, _times(gettext("waiting %(age)s"), age=age))
+        return _lines(
+            times.shown(job.created_at), queued, _times(gettext("waiting %(age)s"), age=age)
+        )
     if job.status == JobStatus.PROCESSING and job.started_at is not None:
         started = _times(gettext("started %(time)s"), time=local_time(job.started_at, now))
         if job.heartbeat_at is None:
-            return _lines(_full(job.started_at), started)
+            return _lines(times.shown(job.started_at), started)
         since = short_duration(now - job.heartbeat_at)
         beat = _times(gettext("heartbeat %(age)s ago"), age=since)
         if is_stale(job, cutoff):
             beat = format_html('<span class="sq-late">{}</span>', beat)
-        return _lines(_full(job.started_at), started, beat)
+        return _lines(times.shown(job.started_at), started, beat)
     ended = job.completed_at
     if ended is None:
-        return _lines(_full(job.created_at), queued)
+        return _lines(times.shown(job.created_at), queued)
     if job.started_at is None:  # skipped before it ran
         ended_at = _times(gettext("ended %(time)s"), time=local_time(ended, now))
-        return _lines(_full(ended), queued, ended_at)
+        return _lines(times.shown(ended), queued, ended_at)
     took = short_duration(ended - job.started_at)
     return _lines(
-        f"{_full(job.started_at)} → {_full(ended)}",
+        f"{times.shown(job.started_at)} → {times.shown(ended)}",
         _time(local_time(job.started_at, now)),
         # The end's date only when it is not the start's.
         _times(gettext("→ %(time)s (%(age)s)"), time=local_time(ended, job.started_at), age=took),

@@ -1,11 +1,8 @@
 """What ``serve`` needs from a project's settings, checked before anything starts.
 
-A fresh ``startproject`` lacks all of it, and each gap showed up late and obscurely: a
-traceback from collectstatic (no ``STATIC_ROOT``), an unstyled admin (gunicorn serves no
-static files without WhiteNoise), "database is locked" in the log (SQLite's deferred
-transactions and rollback journal). ``missing()`` names each gap in a few words, so that
-``serve`` can refuse to start with one line; the manual's "Install into an existing Django
-project" (docs/howto/install.md) lists the settings that fill them.
+A fresh ``startproject`` lacks all of it, and each gap showed up late and obscurely (a
+collectstatic traceback, an unstyled admin, "database is locked"); docs/howto/install.md
+lists the settings that fill them.
 """
 
 from __future__ import annotations

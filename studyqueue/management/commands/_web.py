@@ -1,12 +1,9 @@
 """gunicorn configuration for ``serve`` (``-c python:<this module>``): the web server ends
 when ``serve`` does, however ``serve`` ends.
 
-``serve`` starts gunicorn in a session of its own, so that a terminal's signals (SIGHUP
-when it closes, Ctrl-C) reach ``serve`` alone, which then stops gunicorn with SIGTERM
-(gunicorn would take SIGHUP as "reload" and keep serving). Should ``serve`` die without
-doing so (SIGKILL, a crash), gunicorn notices here: ``serve`` holds the write end of a pipe
-whose read end gunicorn's master inherits; the read returns at the end of file when
-``serve`` is gone, and the master stops itself gracefully.
+``serve`` stops gunicorn with SIGTERM when it can. Should ``serve`` die first (SIGKILL, a
+crash), gunicorn's master reads the end of file of a pipe only ``serve`` held open, and
+stops itself gracefully.
 """
 
 from __future__ import annotations

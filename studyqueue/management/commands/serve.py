@@ -94,13 +94,9 @@ def is_local(bind: str) -> bool:
     """Whether only this machine can reach the bind address: localhost or a loopback IP.
     Every interface, a LAN address, another host name, a Unix socket (typically behind a
     proxy) and an inherited descriptor are not."""
-    host = bind_host(bind)
-    if host is None:
-        return False
-    if host == "localhost":
-        return True
+    host = bind_host(bind) or ""  # "" (every interface) is no address: a ValueError
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
 
@@ -143,9 +139,8 @@ def browsable(bind: str) -> str:
 
 
 def _adopt_orphans() -> None:
-    """Linux: become the reaper of this process's orphaned descendants (gunicorn's workers,
-    when its master exits before them), so that ``_end_group`` can wait for them rather than
-    depend on an init that may never reap them. Elsewhere: nothing (their init reaps them)."""
+    """Linux: reap this process's orphaned descendants (gunicorn's workers, when its master
+    exits first), so that ``_end_group`` can wait for them. Elsewhere their init reaps them."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -158,12 +153,9 @@ def _adopt_orphans() -> None:
 
 
 def _end_group(group: int) -> None:
-    """Kill and wait for what is left of gunicorn's process group once its master exited.
-
-    The master SIGKILLs a worker that overstays its graceful timeout and may exit before
-    that worker is gone; the worker still holds the listening socket, so a restart right
-    after serve would meet "address in use". serve ends only once the group is empty: its
-    port is closed."""
+    """Kill and wait for what is left of gunicorn's process group once its master exited: a
+    worker the master SIGKILLed may still hold the port, and a restart would meet "address in
+    use"."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, signal.SIGKILL)  # nothing of it should outlive the master
     deadline = time.monotonic() + WEB_LEFTOVER_SECONDS
@@ -417,18 +409,15 @@ class _LLMProbe:
             "url": url,
             "detail": detail or _("no answer within %(s)s s") % {"s": f"{LLM_PROBE_SECONDS:g}"},
         }
-        if alone:
-            return (
-                _(
-                    "LLM server: no answer at %(url)s (%(detail)s); jobs wait until it answers. "
-                    "Start it, or set STUDYQUEUE_LLM_URL."
-                )
-                % values
-            )
-        return (
+        message = (
             _(
+                "LLM server: no answer at %(url)s (%(detail)s); jobs wait until it answers. "
+                "Start it, or set STUDYQUEUE_LLM_URL."
+            )
+            if alone
+            else _(
                 "LLM server: no answer at %(url)s (%(detail)s); the other servers take the jobs "
                 "until it answers."
             )
-            % values
         )
+        return message % values

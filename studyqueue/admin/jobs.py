@@ -119,10 +119,8 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
         ),
     )
 
-    # -- read-only everywhere: state changes only through actions
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [str(name) for fieldset in self.fieldsets for name in fieldset[1]["fields"]]
+    # -- read-only everywhere (ReadOnly: Django shows every field so); state changes only
+    # through actions
 
     def has_retry_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("studyqueue.retry_studyquestionjob")

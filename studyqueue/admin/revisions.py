@@ -59,7 +59,6 @@ class ExplanationRevisionAdmin(ReadOnly, GuardedInputAdmin):
         "job",
         "created_at",
     )
-    readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).defer("text", "question__explanation")

@@ -1,5 +1,5 @@
-"""argparse validators shared by the studyqueue commands: a bad value is a one-line error
-(``CommandError`` when called from code), never a traceback later on."""
+"""What the studyqueue commands share to read their arguments: a bad value is a one-line
+error (``CommandError`` when called from code), never a traceback later on."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ import math
 from collections.abc import Callable
 from datetime import datetime
 
+from django.core.management.base import CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 
 from studyqueue import times
-from studyqueue.models import MAX_ID, StudyQuestionJob, width
+from studyqueue.models import MAX_ID, StudyQuestionJob, StudyQuestionSet, width
+from studyqueue.sets import question_sets
 
 
 def _at_most(upper: object, value: object) -> str:
@@ -67,6 +69,14 @@ def bounded_float(upper: float) -> Callable[[str], float]:
 
 
 object_id = bounded_int(1, MAX_ID)
+
+
+def question_set(name: str) -> StudyQuestionSet:
+    """The question set so named; a ``CommandError`` that says why when there is none."""
+    try:
+        return question_sets.get(name)
+    except question_sets.SetNameError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def worker_id(value: str) -> str:

@@ -9,7 +9,7 @@ from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue.explanations import next_step
 from studyqueue.management.commands import _outdated
-from studyqueue.management.commands._options import bounded_int, object_id
+from studyqueue.management.commands._options import bounded_int, object_id, question_set
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import PROTECTED_REVIEWS, JobKind, StudyQuestion, StudyQuestionJob
 from studyqueue.sets import question_sets
@@ -87,10 +87,7 @@ class Command(TranslatedCommand):
     ) -> None:
         in_set = None
         if set_name is not None:
-            try:
-                in_set = question_sets.questions(question_sets.get(set_name)).values("pk")
-            except question_sets.SetNameError as exc:
-                raise CommandError(str(exc)) from None
+            in_set = question_sets.questions(question_set(set_name)).values("pk")
             if not (outdated or question):
                 missing = True
         if not (missing or outdated or question):

@@ -17,6 +17,7 @@ from django.utils.translation import gettext_lazy
 
 from studyqueue.explanations import export, transfer
 from studyqueue.management.commands import _outdated
+from studyqueue.management.commands._options import question_set
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.sets import question_sets
 
@@ -100,11 +101,8 @@ class Command(TranslatedCommand):
     ) -> None:
         ids = None
         if set_name is not None:
-            try:
-                question_set = question_sets.get(set_name)
-            except question_sets.SetNameError as exc:
-                raise CommandError(str(exc)) from None
-            ids = question_sets.questions(question_set).values_list("pk", flat=True)
+            in_set = question_sets.questions(question_set(set_name))
+            ids = in_set.values_list("pk", flat=True)
         rows = export.export_rows(
             since=since,
             outdated_for=_outdated.versions(self) if outdated else None,

@@ -9,12 +9,12 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import CommandParser
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from tqdm import tqdm
 
-from studyqueue.management.commands._options import bounded_int
+from studyqueue.management.commands._options import bounded_int, question_set
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import StudyQuestionSet
 from studyqueue.sets import question_sets
@@ -48,21 +48,18 @@ class Command(TranslatedCommand):
     def handle(
         self, *args: Any, name: str, json: bool, watch: bool, interval: int, **options: Any
     ) -> None:
-        try:
-            question_set = question_sets.get(name)
-        except question_sets.SetNameError as exc:
-            raise CommandError(str(exc)) from None
+        named = question_set(name)
         if watch:
-            self._watch(question_set, interval, as_json=json)
+            self._watch(named, interval, as_json=json)
             return
-        progress = question_sets.progress(question_set)
+        progress = question_sets.progress(named)
         self.stdout.write(
             _dumps(progress) if json else "\n".join(question_sets.status_lines(progress))
         )
 
-    def _watch(self, question_set: StudyQuestionSet, interval: int, *, as_json: bool) -> None:
+    def _watch(self, watched: StudyQuestionSet, interval: int, *, as_json: bool) -> None:
         """Look every ``interval`` seconds until the set is done or empty (Ctrl-C stops)."""
-        progress = question_sets.progress(question_set)
+        progress = question_sets.progress(watched)
         bar = None
         if not as_json and self.stdout.isatty():
             bar = tqdm(total=progress.total, unit="q", file=sys.stdout, desc=progress.name)
@@ -87,7 +84,7 @@ class Command(TranslatedCommand):
                     # An empty set never becomes done: waiting on it would never end.
                     break
                 time.sleep(interval)
-                progress = question_sets.progress(question_set)
+                progress = question_sets.progress(watched)
         except KeyboardInterrupt:
             pass
         finally:

@@ -10,6 +10,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.actions import delete_selected
+from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -264,22 +265,6 @@ class StudyQuestionAdmin(GuardedInputAdmin):
     action_form = SetActionForm
     inlines = (RevisionInline, JobInline)
     form = StudyQuestionForm
-    readonly_fields = (
-        "explanation_box",
-        "explanation_model",
-        "explanation_truncated",
-        "explanation_prompt",
-        "flag_list",
-        "stated_answer",
-        "explained_at",
-        "current_revision_link",
-        "created_at",
-        "key_audit",
-        "key_audit_answer",
-        "key_check",
-        "key_check_by",
-        "key_check_at",
-    )
     fieldsets = (
         # The answer the current explanation states, beside the key it should agree with.
         (None, {"fields": ("text", "choices", ("answer", "stated_answer"))}),
@@ -319,6 +304,11 @@ class StudyQuestionAdmin(GuardedInputAdmin):
                 latest_kind=Subquery(latest.values("kind")[:1]),
             )
         )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # Operators edit the question itself; the rest of its page is shown, never edited.
+        editable = StudyQuestionForm.Meta.fields
+        return [name for name in flatten_fieldsets(self.fieldsets) if name not in editable]
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
         return DeferringChangeList

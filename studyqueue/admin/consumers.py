@@ -1,8 +1,6 @@
-"""Consumers as they last reported themselves: what each writes with (model, prompt
-version, gate) and whether it still runs. Records are written by the consumers only; an
-operator may remove the record of a stopped or silent one. A live one is kept (removing it
-is pointless: a running consumer writes its record whole again at its next report, as one
-removed while momentarily silent does)."""
+"""Consumers as they last reported themselves: what each writes with and whether it still
+runs. An operator may remove a stopped or silent one; a live one is kept (it would write its
+record again at its next report)."""
 
 from __future__ import annotations
 

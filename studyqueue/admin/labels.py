@@ -1,7 +1,5 @@
-"""Codes other modules make, as an operator reads them: quality flags (``too_short``) and
-the adaptive gate's change reasons (``climb``). The codes stay what they are in the data,
-the logs and the JSON; pages and command output show these labels, in the operator's
-language. A code this version does not know is shown as it is."""
+"""Codes as an operator reads them (quality flags, the gate's change reasons): the codes stay
+in the data and the logs; pages and commands show these labels. An unknown code shows as it is."""
 
 from __future__ import annotations
 

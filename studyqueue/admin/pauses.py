@@ -1,9 +1,5 @@
-"""Pausing and resuming the queue from the admin: adding a pause pauses, deleting resumes.
-
-Its own permission (``studyqueue.pause_queue``); both go through ``pauses.pause`` and
-``resume``, as the ``pausequeue`` and ``resumequeue`` commands do, and write the
-admin log.
-"""
+"""Pausing and resuming the queue from the admin: adding a pause pauses, deleting resumes
+(``studyqueue.pause_queue``, through the functions the commands call; logged)."""
 
 from __future__ import annotations
 
@@ -18,7 +14,6 @@ from django.utils.translation import gettext_lazy as _
 from studyqueue.admin.common import GuardedInputAdmin
 from studyqueue.models import QueuePause
 from studyqueue.queue import pauses
-from studyqueue.queue.pauses import resume
 
 
 @admin.register(QueuePause)
@@ -52,11 +47,11 @@ class QueuePauseAdmin(GuardedInputAdmin):
         obj.pk, obj.paused_by, obj.paused_at = row.pk, row.paused_by, row.paused_at
 
     def delete_model(self, request: HttpRequest, obj: QueuePause) -> None:
-        resume(obj.kind)
+        pauses.resume(obj.kind)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
         for kind in queryset.values_list("kind", flat=True):
-            resume(kind)
+            pauses.resume(kind)
 
     @admin.action(permissions=["delete"], description=_("Resume: lift the selected pauses"))
     def resume_selected(self, request: HttpRequest, queryset: QuerySet) -> None:

@@ -1,6 +1,5 @@
-"""Question sets in the admin: the list with one progress bar per set, and a set's page with
-its explanations by state, the rate it is getting, when it will be done and whether it makes
-its deadline (``sets.question_sets``)."""
+"""Question sets in the admin: a progress bar per set, when it will be done and whether it
+makes its deadline (``sets.question_sets``)."""
 
 from __future__ import annotations
 

@@ -41,11 +41,8 @@ class Command(TranslatedCommand):
                 }
             )
             return
+        command = "manage.py resumequeue" + (f" --kind {kind}" if kind else "")
         self.stdout.write(
             _("Paused for %(scope)s. Resume with: %(command)s")
-            % {"scope": scope, "command": f"manage.py resumequeue{_kind(kind)}"}
+            % {"scope": scope, "command": command}
         )
-
-
-def _kind(kind: str) -> str:
-    return f" --kind {kind}" if kind else ""

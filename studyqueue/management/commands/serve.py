@@ -367,9 +367,8 @@ class Command(TranslatedCommand):
 
 
 class _LLMProbe:
-    """One look at each LLM server at start-up, in a thread (``GET /models``, at most
-    ``LLM_PROBE_SECONDS`` in all): the start-up lines say whether each answers, so that an
-    operator whose jobs then wait knows why. The consumer starts either way."""
+    """One look at each LLM server at start-up, in a thread (at most ``LLM_PROBE_SECONDS``),
+    so that an operator whose jobs then wait knows why. The consumer starts either way."""
 
     def __init__(self) -> None:
         self.endpoints = endpoints.configured()

@@ -116,7 +116,7 @@ class Command(TranslatedCommand):
             Consumer(worker_id=f"{queue.EXPLAIN_WORKER_PREFIX}{default_worker_id()}") as consumer,
             stop_on_signals(stop),
         ):
-            job, own = self._claim(question)
+            job, own = self._claim(question, consumer.worker_id)
             running.append(job.pk)
             outcome = consumer.run_one(job)
         job.refresh_from_db()
@@ -231,10 +231,9 @@ class Command(TranslatedCommand):
                 )
             )
 
-    def _claim(self, question: StudyQuestion) -> tuple[Any, bool]:
+    def _claim(self, question: StudyQuestion, worker_id: str) -> tuple[Any, bool]:
         """The question's explanation job, claimed by this command, and whether this command
         created it (then it is never left pending for a consumer: ``queue.claim_new``)."""
-        worker_id = f"{queue.EXPLAIN_WORKER_PREFIX}{default_worker_id()}"
         own = queue.claim_new(question.pk, JobKind.EXPLANATION, worker_id=worker_id)
         if own is not None:
             return own, True

@@ -168,7 +168,6 @@ class KeyAuditFilter(admin.SimpleListFilter):
 
 class RevisionInline(ReadOnly, admin.TabularInline):
     model = ExplanationRevision
-    fk_name = "question"
     fields = (
         "revision_link",
         "created_at",
@@ -216,7 +215,6 @@ class JobInline(ReadOnly, admin.TabularInline):
     readonly_fields = fields
     extra = 0
     ordering = ("-id",)
-    show_change_link = False
 
     @admin.display(description=gettext_lazy("job"))
     def job_link(self, job: StudyQuestionJob) -> str:

@@ -67,15 +67,14 @@ def _mean_chart(
     title: str,
     value: Callable[[HourBucket], float | None],
     shown: Callable[[float], str],
-    css: str,
 ) -> Chart:
-    """A row of hourly means; its figure is the newest hour that has one."""
+    """A row of hourly means, styled as ``id``; its figure is the newest hour with one."""
     values = [value(h) for h in stats.hours]
     top = max((v or 0 for v in values), default=0)
     bars = [
         Bar(
             _hour(h),
-            [Part(_pct(v, top), css)] if v else [],
+            [Part(_pct(v, top), id)] if v else [],
             f"{_hour(h)}: {shown(v) if v is not None else NONE}",
         )
         for h, v in zip(stats.hours, values, strict=True)
@@ -126,7 +125,6 @@ def hourly_charts(stats: DashboardStats) -> list[Chart]:
             gettext("Time to first token (hourly mean)"),
             lambda h: None if h.first_token_ms is None else h.first_token_ms / 1000,
             _seconds,
-            "sq-ttft",
         ),
         _mean_chart(
             stats,
@@ -134,6 +132,5 @@ def hourly_charts(stats: DashboardStats) -> list[Chart]:
             gettext("Tokens per second (hourly mean)"),
             lambda h: h.tokens_per_second,
             lambda v: f"{v:.1f}",
-            "sq-tps",
         ),
     ]

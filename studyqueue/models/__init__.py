@@ -15,10 +15,7 @@ from studyqueue.models.base import (
     unstorable,
     width,
 )
-from studyqueue.models.gate import (
-    GateLease,
-    GateLimit,
-)
+from studyqueue.models.gate import GateLease, GateLimit
 from studyqueue.models.jobs import (
     ACTIVE_STATUSES,
     ATTEMPT_OUTCOMES,
@@ -41,8 +38,6 @@ from studyqueue.models.jobs import (
     waiting_for_key_audit,
 )
 from studyqueue.models.questions import (
-    CONTENT_FIELDS,
-    FINISH_REASON_WIDTH,
     PROTECTED_REVIEWS,
     QUESTION_CHANGED_FLAG,
     ExplanationReview,
@@ -59,6 +54,4 @@ from studyqueue.models.questions import (
     revision_to_verify,
     validate_choices,
 )
-from studyqueue.models.sets import (
-    StudyQuestionSet,
-)
+from studyqueue.models.sets import StudyQuestionSet

@@ -47,9 +47,8 @@ def endpoint_field(help_text: Any) -> models.CharField[str, str]:
 
 class StudyQueueManager(models.Manager[_M]):
     """The default manager of every studyqueue model: its querysets run on ``database()``,
-    unless ``db_manager()`` or ``using()`` names another database. (Deferred fields and
-    forward relations load through Django's base manager, not this one: the router decides
-    those, with the instance as hint.)"""
+    unless ``db_manager()`` or ``using()`` names another database. Every model's Meta makes it
+    the base manager too (``base_manager_name``): related and deferred loads go the same way."""
 
     def get_queryset(self) -> models.QuerySet[_M]:
         queryset = super().get_queryset()

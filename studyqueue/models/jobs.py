@@ -257,7 +257,6 @@ class StudyQuestionJob(models.Model):
     objects = JobManager()
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         ordering = ["-id"]
         verbose_name = _("study question job")
@@ -379,7 +378,6 @@ class JobAttempt(models.Model):
     objects = StudyQueueManager()
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         ordering = ["job", "number"]
         verbose_name = _("job attempt")
@@ -410,7 +408,6 @@ class QueueDashboard(StudyQuestionJob):
     """The admin's queue dashboard (a proxy so that it appears in the app's admin index)."""
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         proxy = True
         verbose_name = _("queue dashboard")
@@ -440,7 +437,6 @@ class QueuePause(models.Model):
     objects = StudyQueueManager()
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         ordering = ["kind"]
         verbose_name = _("queue pause")
@@ -515,7 +511,6 @@ class QueueConsumer(models.Model):
     objects = StudyQueueManager()
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         ordering = ["-seen_at"]
         verbose_name = _("consumer")

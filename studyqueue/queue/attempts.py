@@ -11,10 +11,7 @@ from typing import Any, Protocol
 from django.db import connections, models
 from django.db.models import QuerySet
 
-from studyqueue.models import (
-    JobAttempt,
-    Outcome,
-)
+from studyqueue.models import JobAttempt, Outcome
 
 
 def db_value(model: type[models.Model], field_name: str, value: Any, db: str) -> Any:

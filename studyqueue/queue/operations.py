@@ -12,13 +12,7 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
-from studyqueue.models import (
-    ErrorCode,
-    JobQuerySet,
-    JobStatus,
-    Outcome,
-    StudyQuestionJob,
-)
+from studyqueue.models import ErrorCode, JobQuerySet, JobStatus, Outcome, StudyQuestionJob
 from studyqueue.queue import notify
 from studyqueue.queue.attempts import end_attempts
 from studyqueue.queue.transitions import skipped_values

@@ -10,10 +10,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from django.db.models import QuerySet
 
-from studyqueue.models import (
-    QueuePause,
-    fit,
-)
+from studyqueue.models import QueuePause, fit
 from studyqueue.queue import notify
 from studyqueue.queue.transitions import validate_kind
 

@@ -20,17 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import (
-    Avg,
-    Count,
-    DurationField,
-    ExpressionWrapper,
-    F,
-    Min,
-    Q,
-    QuerySet,
-    Sum,
-)
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, Q, QuerySet, Sum
 from django.utils.translation import gettext
 
 from studyqueue.models import JobKind, JobStatus, StudyQuestionJob

@@ -25,7 +25,7 @@ from studyqueue.models import (
 )
 from studyqueue.queue import notify
 from studyqueue.queue.attempts import db_value
-from studyqueue.queue.operations import operator_batch
+from studyqueue.queue.operations import batches
 from studyqueue.queue.transitions import log_job, validate_kind
 
 logger = logging.getLogger("studyqueue.queue")
@@ -82,13 +82,10 @@ def set_deadlines(question_ids: Iterable[int]) -> int:
     """Give the active jobs of these questions the earliest deadline of their sets again (a
     set's deadline changed, or they joined a set): the claim order follows; how many jobs."""
     jobs = Job.objects.all()
-    ids = sorted({int(i) for i in question_ids})
     changed = 0
-    for start in range(0, len(ids), operator_batch(jobs.db)):
-        chunk = ids[start : start + operator_batch(jobs.db)]
-        changed += (
-            jobs.active().filter(study_question_id__in=chunk).update(deadline=_earliest_deadline())
-        )
+    for chunk in batches(sorted({int(i) for i in question_ids}), jobs.db):
+        active = jobs.active().filter(study_question_id__in=chunk)
+        changed += active.update(deadline=_earliest_deadline())
     return changed
 
 

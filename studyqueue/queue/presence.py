@@ -72,16 +72,9 @@ def prune(now: datetime | None = None) -> int:
     return deleted
 
 
-@dataclass
-class _Started:
-    """What this process wrote at a consumer's start: enough to write the whole record
-    again should it be deleted while the consumer runs."""
-
-    fields: dict[str, object]
-
-
-# Per worker id started in this process (a process may run several consumers: the tests).
-_started: dict[str, _Started] = {}
+# What this process wrote at each consumer's start, by worker id (a process may run several:
+# the tests): enough to write the whole record again should it be deleted while it runs.
+_started: dict[str, dict[str, object]] = {}
 
 
 def record_start(
@@ -91,21 +84,19 @@ def record_start(
     now = timezone.now()
     prune(now)
     worker_id = fit(QueueConsumer, "worker_id", worker_id)
-    started = _Started(
-        {
-            "host": fit(QueueConsumer, "host", socket.gethostname()),
-            "pid": os.getpid(),
-            "started_at": now,
-            "interval_seconds": interval,
-            "llm_url": fit(QueueConsumer, "llm_url", llm_url),
-            "gate_permits": fit(QueueConsumer, "gate_permits", gate),
-        }
-    )
+    started: dict[str, object] = {
+        "host": fit(QueueConsumer, "host", socket.gethostname()),
+        "pid": os.getpid(),
+        "started_at": now,
+        "interval_seconds": interval,
+        "llm_url": fit(QueueConsumer, "llm_url", llm_url),
+        "gate_permits": fit(QueueConsumer, "gate_permits", gate),
+    }
     _started[worker_id] = started
     QueueConsumer.objects.update_or_create(
         worker_id=worker_id,
         defaults={
-            **started.fields,
+            **started,
             "seen_at": now,
             "stopped_at": None,
             "breaker_open": False,
@@ -141,12 +132,7 @@ def record_report(worker_id: str, report: Report, *, prompt: PromptShown) -> Non
         return  # written; or not started by this process: nothing to write it again from
     # update_or_create: a concurrent report of the same worker id may write it first.
     records.update_or_create(
-        worker_id=worker_id,
-        defaults={
-            **started.fields,
-            **fields,
-            "stopped_at": None,
-        },
+        worker_id=worker_id, defaults={**started, **fields, "stopped_at": None}
     )
     logger.info("study_consumer_record_restored worker=%s", worker_id)
 

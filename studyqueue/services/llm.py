@@ -107,15 +107,6 @@ def suggested_url(base_url: str) -> str | None:
     return None if base.endswith("/v1") else f"{base}/v1"
 
 
-def not_found_hint(base_url: str) -> str:
-    """What to do about a 404 on the chat path, in a few words (untranslated: it is stored
-    with the job and the breaker)."""
-    suggestion = suggested_url(base_url)
-    if suggestion:
-        return f"did you mean {suggestion}?"
-    return "check LLM_URL and LLM_MODEL"
-
-
 class LLMClient:
     """An async chat-completions client; use ``async with LLMClient.from_settings() as c``.
 
@@ -227,7 +218,7 @@ class LLMClient:
         try:
             async with asyncio.timeout_at(deadline):
                 probe = await self._probe()
-        except TimeoutError:
+        except (TimeoutError, httpx.TimeoutException):
             probe = Probe(None, None, f"no complete answer within {self.timeout:g}s")
         except Exception as exc:  # a probe reports, it never raises
             probe = Probe(None, None, f"{type(exc).__name__}: {exc}")
@@ -270,20 +261,16 @@ class LLMClient:
             return None
 
     async def _probe(self) -> Probe:
-        try:
-            async with self._http.stream("GET", f"{self._request_base}/models") as response:
-                status = response.status_code
-                if status != 200:
-                    return Probe(status, None, f"HTTP {status}")
-                body = bytearray()
-                async for chunk in response.aiter_raw():  # raw: a compressed body is no list
-                    body += chunk
-                    if len(body) > self.max_reply_bytes:  # not read further
-                        return Probe(status, None, f"a body over {self.max_reply_bytes} bytes")
-        except httpx.TimeoutException:
-            return Probe(None, None, f"no complete answer within {self.timeout:g}s")
-        except httpx.HTTPError as exc:
-            return Probe(None, None, f"{type(exc).__name__}: {exc}")
+        """``probe()``'s request; its errors are ``probe()``'s to report."""
+        async with self._http.stream("GET", f"{self._request_base}/models") as response:
+            status = response.status_code
+            if status != 200:
+                return Probe(status, None, f"HTTP {status}")
+            body = bytearray()
+            async for chunk in response.aiter_raw():  # raw: a compressed body is no list
+                body += chunk
+                if len(body) > self.max_reply_bytes:  # not read further
+                    return Probe(status, None, f"a body over {self.max_reply_bytes} bytes")
         if not body.strip():
             return Probe(status, 0, "an empty body, as mlx_lm.server sends without a model cache")
         try:
@@ -420,10 +407,13 @@ class LLMClient:
     def _not_found(self, error: LLMError) -> LLMError:
         """A 404 of the chat path: a wrong URL (no /v1) or an unknown model, the server's
         fault and every job's alike. No model ran, so like a refused connection it cost the
-        server nothing: the job waits with its attempts kept while the breaker pauses."""
+        server nothing: the job waits with its attempts kept while the breaker pauses. The
+        hint is untranslated: it is stored with the job and the breaker."""
+        suggestion = suggested_url(self._request_base)
+        hint = f"did you mean {suggestion}?" if suggestion else "check LLM_URL and LLM_MODEL"
         return LLMError(
             ErrorCode.LLM_REJECTED,
-            f"{error.message} at {self.url}; {not_found_hint(self._request_base)}",
+            f"{error.message} at {self.url}; {hint}",
             affects_all=True,
             reached_server=False,
         )

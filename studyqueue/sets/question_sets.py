@@ -3,13 +3,10 @@
 A set's progress is its questions' explanations: each question is **approved** (a reviewer
 approved or wrote its explanation), **flagged** (explained, with a quality flag, not
 approved), **explained** (the rest of the explained), **failed** (no explanation, its last
-explanation job failed or was skipped, and none is active) or **waiting**. Its checks are
-counted beside: keys audited and disputed (the key audit), explanations verified and flagged
-by the blind verifier, and questions **checking** (a key audit or verification job of theirs
-has not ended). A set is done when nothing waits and nothing is checking, so that its notice
-carries the checks' verdicts. When it will be done is ``sets.eta``'s estimate for its
-waiting questions. When it is done, exactly one notice per completion (a ``set_notice`` job:
-the ``set_completed`` signal, the signed webhook, the owner's e-mail: ``sets.notices``).
+explanation job failed or was skipped, and none is active) or **waiting**; its checks (key
+audit, blind verifier) are counted beside. A set is done when nothing waits and no check job of
+its questions runs, so that its one notice per completion (``sets.notices``) carries the
+checks' verdicts; ``sets.eta`` estimates when.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """Plain psycopg connections beside Django's (LISTEN, helpers, tests and benchmarks), and how
 this process reaches PostgreSQL: straight, or through a pooler.
 
-They connect with the parameters Django's own connections use: NAME, USER, PASSWORD, HOST,
-PORT and every key of OPTIONS (``sslmode``, ``sslrootcert``, ``passfile``, ``service``,
-``options``, ``application_name``…), which Django's PostgreSQL backend passes to psycopg.
-So a TLS-only server or a service file works for them exactly as for the ORM.
-
-Behind a transaction pooler (PgBouncer's ``pool_mode = transaction``) a session lasts one
-transaction: LISTEN hears nothing. A database is taken to be behind one when its
-``DATABASES`` entry sets ``DISABLE_SERVER_SIDE_CURSORS`` (what Django's documentation asks of
-every project behind such a pooler). LISTEN's session then goes to ``DIRECT_DATABASE_URL``
-when it is set (``session_settings``); without it consumers poll (``mode``). The gate needs
-no session anywhere: its slots are row leases (``services.gate``).
+They connect with the parameters Django's own connections use (NAME, USER, PASSWORD, HOST,
+PORT and every key of OPTIONS psycopg takes), so a TLS-only server or a service file works for
+them exactly as for the ORM. A database whose ``DATABASES`` entry sets
+``DISABLE_SERVER_SIDE_CURSORS`` is taken to be behind a transaction pooler, where LISTEN hears
+nothing: LISTEN then goes to ``DIRECT_DATABASE_URL``, or consumers poll
+(docs/howto/postgresql.md, "Connection poolers").
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
-"""An httpx client for an OpenAI-compatible ``/v1/chat/completions`` endpoint.
+"""An httpx client for an OpenAI-compatible ``/v1/chat/completions`` endpoint, built for
+mlx_lm.server (docs/howto/model-server.md).
 
-Built for mlx_lm.server (docs/howto/model-server.md): replies are streamed so that a timeout or a
-shutdown closes the connection, which stops generation on the server; connections per
-server are bounded; every failure maps to one ``ErrorCode``. What a server sends is
-bounded too: no byte for ``stall_seconds`` ends the call, and a reply (or error body)
-larger than ``max_reply_bytes`` ends it without being held in memory. Every message that
-leaves the client is redacted: neither the API key nor URL credentials escape, and a key an
-HTTP header cannot carry is never sent (``probe()`` and ``chat()`` say "LLM_API_KEY is
-invalid" instead).
-
-What a call returns (``LLMReply``), its errors (``LLMError``) and the parsing between them
-are ``services.replies``'s, imported here for the client's callers.
+Replies are streamed, so that a timeout or a shutdown closes the connection, which stops
+generation on the server. What a server sends is bounded: no byte for ``stall_seconds`` ends
+the call, and a reply (or error body) larger than ``max_reply_bytes`` ends it without being
+held in memory. Every failure maps to one ``ErrorCode``; every message that leaves the client
+is redacted, and a key an HTTP header cannot carry is never sent. ``LLMReply``, ``LLMError``
+and the parsing between them are ``services.replies``'s, imported here for the callers.
 """
 
 from __future__ import annotations

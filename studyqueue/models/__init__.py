@@ -34,7 +34,6 @@ from studyqueue.models.jobs import (
     StudyQuestionJob,
     default_max_attempts,
     error_code_field,
-    kind_priority,
     waiting_for_key_audit,
 )
 from studyqueue.models.questions import (

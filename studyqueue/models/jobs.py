@@ -33,11 +33,6 @@ class JobKind(models.TextChoices):
 KIND_PRIORITY: dict[str, int] = {JobKind.VERIFICATION: 1, JobKind.SET_NOTICE: 1}
 
 
-def kind_priority(kind: str) -> int:
-    """The claim priority a new job of ``kind`` gets (``KIND_PRIORITY``)."""
-    return KIND_PRIORITY.get(kind, 0)
-
-
 class JobStatus(models.TextChoices):
     """Where a job is in its life."""
 

@@ -17,11 +17,11 @@ from django.utils import timezone
 from studyqueue.conf import conf
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import (
+    KIND_PRIORITY,
     JobKind,
     StudyQuestion,
     StudyQuestionJob,
     StudyQuestionSet,
-    kind_priority,
 )
 from studyqueue.queue import notify
 from studyqueue.queue.attempts import db_value
@@ -104,7 +104,7 @@ def _insert_active(
                 job = jobs.create(
                     **owner,
                     kind=kind,
-                    priority=kind_priority(kind),
+                    priority=KIND_PRIORITY.get(kind, 0),
                     deadline=_deadline_of(owner.get("study_question_id")),
                     created_at=now,
                     run_after=run_after or now,
@@ -151,7 +151,7 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
     ids = sorted({int(i) for i in question_ids})
     params: dict[str, Any] = {
         "kind": kind,
-        "priority": kind_priority(kind),
+        "priority": KIND_PRIORITY.get(kind, 0),
         "max_attempts": conf.MAX_ATTEMPTS,
         "now": db_value(Job, "created_at", timezone.now(), db),
     }

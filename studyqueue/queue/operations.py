@@ -25,10 +25,7 @@ Job = StudyQuestionJob
 # Operator actions work on sets of rows, this many ids per statement (SQLite: its
 # bound-parameter limit): 35,000 jobs take a few dozen statements, not ~100,000.
 OPERATOR_BATCH = 500
-
-
 OPERATOR_BATCH_POSTGRES = 5000
-
 
 _RETRYABLE = (JobStatus.FAILED, JobStatus.SKIPPED)
 

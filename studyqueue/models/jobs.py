@@ -484,7 +484,7 @@ class QueueConsumer(models.Model):
         _("model"), max_length=200, blank=True, help_text=_("LLM_MODEL ('': the server's default).")
     )
     # What "outdated" is measured against: the version the running consumers write, not the
-    # settings of whichever shell or web server asks (they may differ: item 4).
+    # settings of whichever shell or web server asks (they may differ).
     prompt_version = models.CharField(_("prompt version"), max_length=12, blank=True)
     prompt_label = models.CharField(_("prompt label"), max_length=200, blank=True)
     paused_kinds = models.JSONField(

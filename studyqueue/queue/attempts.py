@@ -191,12 +191,9 @@ def end_attempts(
     subquery) in one statement: an operator's skip, the stale scan. How many."""
     if isinstance(jobs, list) and not jobs:
         return 0
-    return (
-        open_attempts(db)
-        .filter(job_id__in=jobs)
-        .update(
-            ended_at=ended_at, outcome=outcome, error_code=error_code, error_message=error_message
-        )
+    attempts = open_attempts(db).filter(job_id__in=jobs)
+    return attempts.update(
+        ended_at=ended_at, outcome=outcome, error_code=error_code, error_message=error_message
     )
 
 

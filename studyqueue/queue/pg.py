@@ -47,11 +47,9 @@ def psycopg_kwargs(settings_dict: Mapping[str, Any], *, dbname: str | None = Non
         params = {"dbname": "postgres", **options}  # as Django: the default database
     else:
         params = options  # the database comes from OPTIONS (a service)
-    for key, setting in (("user", "USER"), ("password", "PASSWORD"), ("host", "HOST")):
-        if settings_dict.get(setting):
-            params[key] = settings_dict[setting]
-    if settings_dict.get("PORT"):
-        params["port"] = settings_dict["PORT"]
+    for key in ("user", "password", "host", "port"):
+        if settings_dict.get(key.upper()):
+            params[key] = settings_dict[key.upper()]
     return params
 
 

@@ -46,8 +46,7 @@ LOSS_SIGNALS = frozenset(
 
 # The longest breaker pause after a refused connection (the server is not running): a
 # refused connect costs the server nothing, so the consumer looks again this often and resumes
-# within seconds of the server's return (the doubling pauses, up to BREAKER_MAX_SECONDS,
-# kept it waiting half a minute after a restart). A larger BREAKER_BASE_SECONDS wins.
+# within seconds of the server's return. A larger BREAKER_BASE_SECONDS wins.
 REFUSED_PAUSE_MAX_SECONDS = 5.0
 
 # Hand-backs in a row, after calls that reached the server, that keep the job's attempt.

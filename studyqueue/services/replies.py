@@ -25,8 +25,7 @@ ERROR_TEXT_MAX = 300
 RETRY_AFTER_MAX = 86400.0
 # The shortest first-to-last-token span a decode rate is computed over. Chunks arrive with
 # a millisecond or two of jitter (event loop wake-ups, TCP coalescing several tokens into
-# one read, ms rounding); over 50 ms that is a few percent, over 2 ms it is the whole
-# figure, which is how short replies used to record 6,500-18,000 tokens/s.
+# one read, ms rounding): over 50 ms that is a few percent, over 2 ms the whole figure.
 MIN_DECODE_SPAN_MS = 50
 
 

@@ -214,8 +214,7 @@ def status_lines(progress: Progress) -> list[str]:
             "basis": progress.rate.basis,
         }
     lines = [counts_line(progress), f"{started}; {timing}"]
-    checks = checks_line(progress)
-    if checks is not None:
+    if (checks := checks_line(progress)) is not None:
         lines.append(checks)
     if progress.deadline is not None:
         lines.append(

@@ -22,10 +22,7 @@ POLL_SECONDS = 1.0
 
 
 def poll(
-    on_ready: Callable[[], object],
-    *,
-    idle: Callable[[], bool],
-    wait: Callable[[float], bool],
+    on_ready: Callable[[], object], *, idle: Callable[[], bool], wait: Callable[[float], bool]
 ) -> None:
     """Every ``POLL_SECONDS`` while ``idle()``, call ``on_ready()`` if a job is ready to
     claim; until ``wait`` returns True (stopping). Blocks."""

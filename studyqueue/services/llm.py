@@ -451,12 +451,9 @@ class LLMClient:
         return bytes(body)
 
     async def _cut_off(self, detail: str) -> LLMError:
-        """The error for a reply that stopped midway.
-
-        A server that is still up dropped this call: count it against the job. A server
-        that went away (stopped, restarted, crashed) is an outage: the job is released,
-        and the worker bounds how often in a row that may happen to one job.
-        """
+        """The error for a reply that stopped midway: counted against the job while the server
+        is still up; an outage (the job released, a bounded number of times) once it is gone
+        (stopped, restarted, crashed)."""
         if await self._reachable():
             return LLMError(ErrorCode.LLM_SERVER_ERROR, f"reply cut off: {detail}")
         return LLMError(

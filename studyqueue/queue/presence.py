@@ -2,10 +2,7 @@
 every cycle and at stop; read by the dashboard, which tells live, silent and stopped apart.
 A record also says what the consumer writes with (model, prompt version, gate): what
 "outdated" is measured against (``explanations.outdated``); the consumer hands in the prompt
-version, read at each write, as the queue imports nothing of the explanations. Records silent
-or stopped for longer than ``KEPT_FOR`` are deleted when a consumer starts or stops. A report
-writes the whole record again when it is gone (an operator removed it while the consumer was
-silent): a running consumer is never missing from the panel until its restart."""
+version, as the queue imports nothing of the explanations."""
 
 from __future__ import annotations
 

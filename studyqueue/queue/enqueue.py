@@ -16,21 +16,14 @@ from django.utils import timezone
 
 from studyqueue.conf import conf
 from studyqueue.exceptions import EnqueueError
-from studyqueue.models import (
-    KIND_PRIORITY,
-    JobKind,
-    StudyQuestion,
-    StudyQuestionJob,
-    StudyQuestionSet,
-)
+from studyqueue.models import KIND_PRIORITY, JobKind, StudyQuestion, StudyQuestionSet
+from studyqueue.models import StudyQuestionJob as Job
 from studyqueue.queue import notify
 from studyqueue.queue.attempts import db_value
 from studyqueue.queue.operations import batches
 from studyqueue.queue.transitions import log_job, validate_kind
 
 logger = logging.getLogger("studyqueue.queue")
-
-Job = StudyQuestionJob
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,13 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
-from studyqueue.models import ErrorCode, JobQuerySet, JobStatus, Outcome, StudyQuestionJob
+from studyqueue.models import ErrorCode, JobQuerySet, JobStatus, Outcome
+from studyqueue.models import StudyQuestionJob as Job
 from studyqueue.queue import notify
 from studyqueue.queue.attempts import end_attempts
 from studyqueue.queue.transitions import skipped_values
 
 logger = logging.getLogger("studyqueue.queue")
-
-Job = StudyQuestionJob
 
 
 # Operator actions work on sets of rows, this many ids per statement (SQLite: its

@@ -169,8 +169,7 @@ class LLMClient:
     def from_settings(cls, endpoint: Endpoint | None = None) -> LLMClient:
         """A client of ``endpoint`` (default: the first the settings name), with the rest
         from the STUDYQUEUE settings."""
-        if endpoint is None:
-            endpoint = endpoints.first()
+        endpoint = endpoint or endpoints.first()
         return cls(
             base_url=endpoint.url,
             model=endpoint.model,
@@ -508,10 +507,7 @@ def probe_servers(
     call it where no event loop runs, as a view, a command or a thread does)."""
 
     async def run() -> list[Probe]:
-        return list(
-            await asyncio.gather(
-                *(_probe_one(url, key, deadline, connect_timeout) for url, key in targets)
-            )
-        )
+        probes = (_probe_one(url, key, deadline, connect_timeout) for url, key in targets)
+        return list(await asyncio.gather(*probes))
 
     return asyncio.run(run())

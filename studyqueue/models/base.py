@@ -68,10 +68,7 @@ def choice_width(choices: type[models.TextChoices]) -> int:
 
 MAX_ID = 2**63 - 1  # a bigint primary key (every studyqueue id)
 
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 # What no text column can hold: NUL (PostgreSQL refuses it) and lone surrogates (not UTF-8).
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 

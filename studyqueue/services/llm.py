@@ -105,12 +105,8 @@ def suggested_url(base_url: str) -> str | None:
 
 class LLMClient:
     """An async chat-completions client; use ``async with LLMClient.from_settings() as c``.
-
-    A consumer keeps one for its life, on its own event loop (an ``httpx.AsyncClient``
-    must not outlive the loop it was made on). httpx's own transport: keep-alive where
-    the server allows it (mlx_lm.server closes after each reply), at most
-    ``max_connections`` at once, system proxy settings honoured.
-    """
+    A consumer keeps one for its life, on its own event loop (an ``httpx.AsyncClient`` must
+    not outlive the loop it was made on); httpx's own transport, ``max_connections`` at most."""
 
     def __init__(
         self,
@@ -201,12 +197,9 @@ class LLMClient:
         return redact(text, self._secrets)
 
     async def probe(self) -> Probe:
-        """``GET /models`` within ``timeout`` (the whole request) and ``max_reply_bytes``; a
-        nesting too deep to parse is no list. Never raises; the error is redacted.
-
-        An empty 200 body counts as a list of no models: a plain mlx_lm.server sends one
-        when it finds no Hugging Face cache to list, and it serves its model all the same.
-        """
+        """``GET /models`` within ``timeout`` (the whole request) and ``max_reply_bytes``; an
+        empty body is a list of no models (mlx_lm.server without a model cache, serving its
+        model all the same). Never raises; the error is redacted."""
         if self._unsendable_key:
             return Probe(None, None, invalid_key_message())
         deadline = asyncio.get_running_loop().time() + self.timeout

@@ -354,7 +354,6 @@ class ExplanationRevision(models.Model):
         ),
     )
     created_at = models.DateTimeField(verbose_name=_("created"), default=timezone.now)
-
     author = models.CharField(
         verbose_name=_("author"),
         max_length=150,

@@ -48,16 +48,14 @@ class LLMError(Exception):
         self.message = message
         self.retry_after = retry_after
         # time.monotonic() when the failed call started (None: not a call's failure): the
-        # breaker counts the failures of calls that were already running when it opened
-        # as that one opening.
+        # breaker counts the failures of calls already running when it opened as that opening.
         self.call_started = call_started
-        # True when every job would hit the same error (server down, unknown model,
-        # wrong URL, bad key): the consumer pauses instead of failing jobs one by one.
+        # Every job would hit the same error (server down, unknown model, wrong URL, bad key):
+        # the consumer pauses instead of failing jobs one by one.
         self.affects_all = affects_all or retry.is_server_wide(code)
-        # False only when the request never reached the server (no connection, or it
-        # could not be sent) or reached no endpoint (404: no model ran): such failures
-        # cost the server nothing and are never counted against a job. Releases of calls
-        # that reached it are bounded per job.
+        # False when the request never reached the server (no connection, or not sent) or
+        # reached no endpoint (404: no model ran): it cost the server nothing and never counts
+        # against a job. Releases of calls that reached it are bounded per job.
         self.reached_server = reached_server
 
     def with_message(self, message: str) -> LLMError:

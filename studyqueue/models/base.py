@@ -14,14 +14,11 @@ from django.utils.translation import gettext_lazy as _
 
 def database() -> str:
     """The database alias of every studyqueue query, reads included: the router's write
-    alias for jobs (``default`` without a router). Operators and consumers must see what
-    consumers wrote: a replica behind ``db_for_read`` would show a job pending that a
-    consumer already claimed, or a pause that is already lifted.
-
-    Queries get it from the models' managers (``StudyQueueManager``); code that needs the
-    alias itself (a transaction, a connection) takes it from the queryset or instance it
-    holds (``queryset.db``, ``instance._state.db``), and calls this only when it holds
-    neither."""
+    alias for jobs (``default`` without a router), as operators and consumers must see what
+    consumers wrote (a replica would show a claimed job pending, a lifted pause in force).
+    Queries get it from the models' managers; code that needs the alias itself takes it from
+    the queryset or instance it holds (``queryset.db``, ``instance._state.db``) and calls
+    this only when it holds neither."""
     # By name: the job model is defined on top of this module (``models.jobs``).
     return router.db_for_write(apps.get_model("studyqueue", "StudyQuestionJob"))
 

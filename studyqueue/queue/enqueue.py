@@ -133,11 +133,8 @@ ON CONFLICT DO NOTHING
 
 
 def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -> int:
-    """Queue jobs for many questions in bulk; returns how many jobs were created.
-
-    Questions that already have an active job of this kind, and ids of questions
-    that do not exist, are left alone.
-    """
+    """Queue jobs for many questions in bulk; how many were created. Questions that already
+    have an active job of this kind, and ids of questions that do not exist, are left alone."""
     validate_kind(kind)
     db = Job.objects.all().db  # the raw SQL runs where the job queryset would
     connection = connections[db]

@@ -99,14 +99,10 @@ def _retry_values() -> dict[str, Any]:
 
 
 def retry_ended(job_ids: Iterable[int]) -> RetryResult:
-    """Operator retry: failed or skipped jobs back to pending with attempts reset.
-
-    Refused for pending, processing and completed jobs, and for a job whose
-    (question, kind) already has an active job: retry never makes a second one (of two
-    selected jobs of one pair, the older is retried). Set-based, ``OPERATOR_BATCH`` ids
-    per statement (``operator_batch``); call it inside a transaction to make it
-    all-or-nothing.
-    """
+    """Operator retry: failed or skipped jobs back to pending with attempts reset. Refused for
+    pending, processing and completed jobs, and for a job whose (question, kind) already has an
+    active job (of two selected jobs of one pair, the older is retried). ``operator_batch`` ids
+    per statement; call it inside a transaction to make it all-or-nothing."""
     jobs = Job.objects.all()
     result = RetryResult()
     for chunk in batches(sorted({int(i) for i in job_ids}), jobs.db):

@@ -122,21 +122,17 @@ class Action(StrEnum):
 
 @dataclass(frozen=True)
 class Failure:
-    """What went wrong with a claimed job, as ``decide`` needs to know it.
+    """What went wrong with a claimed job, as ``decide`` needs to know it."""
 
-    ``code``: the ``ErrorCode`` (empty for a flagged reply). ``reached_server``: the request
-    got to the server. ``affects_all``: every job would fail alike (the server as a whole).
-    ``job_at_fault``: False for what the job did not cause (a gate timeout, a question
-    edited during its call): handed back while that is free. ``retry_after``: the server's
-    advice. ``flagged``: a reply flagged with a flag that earns one more run."""
-
-    code: str = ""
+    code: str = ""  # the ``ErrorCode`` (empty for a flagged reply)
     message: str = ""
-    reached_server: bool = True
-    affects_all: bool = False
+    reached_server: bool = True  # the request got to the server
+    affects_all: bool = False  # every job would fail alike (the server as a whole)
+    # False for what the job did not cause (a gate timeout, a question edited during its
+    # call): handed back while that is free.
     job_at_fault: bool = True
-    retry_after: float | None = None
-    flagged: str = ""
+    retry_after: float | None = None  # the server's advice
+    flagged: str = ""  # a reply's flag that earns one more run
 
 
 class Tally(Protocol):

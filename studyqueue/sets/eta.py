@@ -73,10 +73,8 @@ class Rate:
 
     @classmethod
     def of(cls, now: datetime, question_ids: QuerySet[Any, Any] | None = None) -> Rate | None:
-        """The rate of the explanation jobs completed in the ``WINDOW`` before ``now``
-        (of the questions ``question_ids``, a queryset of ids, when given); None: none
-        completed. By tokens when every one of them reported its completion tokens, else by
-        jobs (a server that streams without a usage chunk still gets an estimate)."""
+        """The rate of the explanation jobs completed in the ``WINDOW`` before ``now`` (of the
+        questions ``question_ids``, a queryset of ids, when given); None: none completed."""
         explanations = StudyQuestionJob.objects.filter(kind=JobKind.EXPLANATION)
         if question_ids is not None:
             explanations = explanations.filter(study_question_id__in=question_ids)

@@ -457,11 +457,8 @@ def revision_to_verify(question: StudyQuestion) -> ExplanationRevision | None:
     """The revision a verification job of ``question`` checks (``explanations.verifier``):
     its newest generated one not yet verified that is its current explanation (not outdated:
     written for content that is gone, nothing to check it against) or a waiting candidate."""
-    shown = Q(pk=question.current_revision_id)
-    if question.current_revision_id is None or QUESTION_CHANGED_FLAG in (
-        question.explanation_flags or []
-    ):
-        shown = Q(pk__in=[])
+    outdated = QUESTION_CHANGED_FLAG in (question.explanation_flags or [])
+    shown = Q(pk__in=[]) if outdated else Q(pk=question.current_revision_id)
     return (
         ExplanationRevision.objects.filter(question_id=question.pk, author="", verified_at=None)
         .filter(shown | Q(candidate=True))

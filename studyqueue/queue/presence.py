@@ -52,9 +52,7 @@ class PromptShown(Protocol):
 
 def _writes_with(version: PromptShown) -> dict[str, object]:
     """What this process's settings and templates write with. The caller reads ``version``
-    at each report, as the worker reads the prompt version at each job (the version of the
-    templates it renders: a template edited on disk counts once the process loads it anew,
-    at its restart)."""
+    at each report, as the worker reads the prompt version at each job."""
     return {
         "model": fit(QueueConsumer, "model", conf.LLM_MODEL),
         "prompt_version": version.hash,

@@ -165,10 +165,9 @@ class StudyQuestion(models.Model):
         related_name="+",
         help_text=_("The revision shown as its explanation (its model, tokens, times)."),
     )
-    # The key audit (``explanations.key_audit``): its verdict, the other choice every sample
-    # named (1-based), what each sample answered, and the content it audited (a change of the
-    # text, choices or key clears it, or, for a dispute that waits for a reviewer, only the
-    # hash: the hold stands until a new audit or the reviewer settles it; ``edits``).
+    # The key audit (``explanations.key_audit``): a change of the text, choices or key clears
+    # it, or, for a dispute that waits for a reviewer, only the hash of the content it audited
+    # (the hold stands until a new audit or the reviewer settles it; ``edits``).
     key_audit = models.CharField(
         verbose_name=_("key audit"),
         max_length=choice_width(KeyAudit),

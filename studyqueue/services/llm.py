@@ -58,20 +58,18 @@ def invalid_key_message() -> str:
 def wrong_path_message(url: str) -> str:
     """What ``serve`` and ``manage.py check`` say of a server that answers 404 where the calls
     go (``url`` without credentials)."""
-    values = {"url": url, "chat": chat_url(url)}
     suggestion = suggested_url(url)
     if suggestion:
-        return gettext(
+        message = gettext(
             "LLM server: %(url)s answers, but not at %(chat)s, where the calls go (HTTP 404): "
             "did you mean %(suggestion)s? Set STUDYQUEUE_LLM_URL; jobs wait until then."
-        ) % {**values, "suggestion": suggestion}
-    return (
-        gettext(
+        )
+    else:
+        message = gettext(
             "LLM server: %(url)s answers, but not at %(chat)s, where the calls go (HTTP 404): "
             "check STUDYQUEUE_LLM_URL; jobs wait until then."
         )
-        % values
-    )
+    return message % {"url": url, "chat": chat_url(url), "suggestion": suggestion}
 
 
 @dataclass(frozen=True)
@@ -280,7 +278,6 @@ class LLMClient:
         temperature: float | None = None,
     ) -> LLMReply:
         """One chat completion; raises ``LLMError`` (redacted) with the failure's code.
-
         ``on_sent`` is called once the request is written (the gate's hand-over waits for
         it); ``on_first_token`` once the first text arrives (the gate's warm-first waits
         for it). ``temperature`` replaces the client's own for this call (the key audit's

@@ -162,11 +162,8 @@ def classify_status(status: int, body: bytes, headers: httpx.Headers) -> LLMErro
     """The LLMError for a non-2xx reply."""
     detail = f"HTTP {status}: {error_text(body)}"
     if status in (429, 503):
-        return LLMError(
-            ErrorCode.LLM_OVERLOADED,
-            detail,
-            retry_after=parse_retry_after(headers.get("retry-after")),
-        )
+        retry_after = parse_retry_after(headers.get("retry-after"))
+        return LLMError(ErrorCode.LLM_OVERLOADED, detail, retry_after=retry_after)
     if status >= 500:
         return LLMError(ErrorCode.LLM_SERVER_ERROR, detail)
     # 401/403: bad key; 404: unknown model or wrong URL path; 405/411: not a chat endpoint.

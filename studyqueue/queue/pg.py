@@ -30,9 +30,8 @@ CONNECT_TIMEOUT_SECONDS = 5  # unless OPTIONS names its own connect_timeout
 
 def psycopg_kwargs(settings_dict: Mapping[str, Any], *, dbname: str | None = None) -> dict:
     """``psycopg.connect()`` keyword arguments for a Django ``DATABASES`` entry (or
-    ``dj_database_url.parse()`` output), built as Django builds its own: OPTIONS first,
-    NAME before them, USER, PASSWORD, HOST and PORT over them; ``dbname`` overrides the
-    database."""
+    ``dj_database_url.parse()`` output), built as Django builds its own: OPTIONS first, NAME
+    before them, USER, PASSWORD, HOST and PORT over them; ``dbname`` overrides the database."""
     options = {
         key: value
         for key, value in (settings_dict.get("OPTIONS") or {}).items()

@@ -105,9 +105,8 @@ def record_start(
 
 
 def record_report(worker_id: str, report: Report, *, prompt: PromptShown) -> None:
-    """A consumer is alive: its breaker, its gates, its servers, the pauses it knows. The
-    record is written whole again when it is gone (deleted by hand or by the admin's
-    action)."""
+    """A consumer is alive: its breaker, gates, servers and the pauses it knows; the record
+    is written whole again when it is gone (deleted by hand or by the admin's action)."""
     worker_id = fit(QueueConsumer, "worker_id", worker_id)
     started = _started.get(worker_id)
     now = timezone.now()

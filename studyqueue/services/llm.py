@@ -227,10 +227,9 @@ class LLMClient:
             return None
 
     async def server_page(self, path: str, *, limit: int = 256 * 1024) -> tuple[int, bytes] | None:
-        """``GET path`` at the server's root (its URL without a final ``/v1``): the status
-        and body, read within ``PROBE_DEADLINE_SECONDS`` and ``limit`` bytes; None when
-        there is no answer, or a larger one. Never raises (what a server says of itself,
-        ``services.server_limits``)."""
+        """``GET path`` at the server's root (its URL without a final ``/v1``): the status and
+        body, within ``PROBE_DEADLINE_SECONDS`` and ``limit`` bytes; None when there is no
+        answer, or a larger one. Never raises (``services.server_limits`` reads it)."""
         if self._unsendable_key:
             return None
         root = self._request_base.removesuffix("/v1")

@@ -260,10 +260,9 @@ class ReplyParser:
     def feed_line(self, raw: bytes) -> None:
         """One line of a server-sent event stream (UTF-8, as the SSE format defines)."""
         line = raw.decode("utf-8", "replace").strip()
-        if self.done or not line or line.startswith(":"):  # separators, keep-alive comments
+        # Separators, keep-alive comments and event:/id:/retry: fields carry nothing we need.
+        if self.done or not line.startswith("data:"):
             return
-        if not line.startswith("data:"):
-            return  # event:/id:/retry: fields carry nothing we need
         payload = line[5:].strip()
         if payload == "[DONE]":
             self.done = True

@@ -22,7 +22,7 @@ from studyqueue.exceptions import SettingsError
 from studyqueue.services.redact import redact, secrets_of
 
 SETTING = "LLM_ENDPOINTS"
-ENV = f"STUDYQUEUE_{SETTING}"
+ENV = "STUDYQUEUE_LLM_ENDPOINTS"  # literal, so that a grep for it finds where it is read
 # Hosts that name this machine: ``localhost`` and ``127.0.0.1`` reach the same server.
 _LOOPBACK_NAMES = {"localhost": "127.0.0.1"}
 _DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -1,10 +1,8 @@
-"""The admin site as operators see it: branded studyqueue (학습 큐 in Korean) instead of
-"Django administration", and django-apscheduler's tables, of no use to an operator, listed
-for superusers only, last, under a name that says what they are.
-
-``project/settings.py`` installs ``AdminConfig`` in place of ``django.contrib.admin``; a
-project of its own can do the same (or keep Django's site: nothing else depends on it).
-The project's ``templates/admin/base_site.html`` still overrides the branding.
+"""The admin site as operators see it: branded studyqueue (학습 큐 in Korean), and
+django-apscheduler's tables listed for superusers only, last, under a name that says what they
+are. ``project/settings.py`` installs ``AdminConfig`` in place of ``django.contrib.admin``; a
+project of its own can do the same (or keep Django's site: nothing else depends on it). The
+project's ``templates/admin/base_site.html`` still overrides the branding.
 """
 
 from __future__ import annotations

@@ -75,17 +75,12 @@ def check_environment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
         value = os.environ.get(name, "").strip()
         if not value or _honoured(name, value):
             continue
-        problems.append(
-            Warning(
-                gettext(
-                    "%(name)s is set in the environment but studyqueue does not read it: "
-                    "set %(meant)s instead"
-                )
-                % {"name": name, "meant": meant},
-                hint=gettext("docs/reference/settings.md lists every variable."),
-                id="studyqueue.W006",
-            )
-        )
+        message = gettext(
+            "%(name)s is set in the environment but studyqueue does not read it: "
+            "set %(meant)s instead"
+        ) % {"name": name, "meant": meant}
+        hint = gettext("docs/reference/settings.md lists every variable.")
+        problems.append(Warning(message, hint=hint, id="studyqueue.W006"))
     return problems
 
 
@@ -110,14 +105,11 @@ def _prompt_problems() -> list[CheckMessage]:
         messages = prompts.build_messages(prompts.sample_question())
         prompts.current_version()
     except Exception as exc:  # TemplateDoesNotExist, TemplateSyntaxError, a failing tag...
-        return [
-            Error(
-                gettext("the prompt templates do not render: %(error)s")
-                % {"error": f"{type(exc).__name__}: {exc}"},
-                hint=gettext("Check STUDYQUEUE PROMPT_TEMPLATE and SYSTEM_PROMPT_TEMPLATE."),
-                id="studyqueue.E007",
-            )
-        ]
+        message = gettext("the prompt templates do not render: %(error)s") % {
+            "error": f"{type(exc).__name__}: {exc}"
+        }
+        hint = gettext("Check STUDYQUEUE PROMPT_TEMPLATE and SYSTEM_PROMPT_TEMPLATE.")
+        return [Error(message, hint=hint, id="studyqueue.E007")]
     if not all(message["content"] for message in messages):
         return [Error(gettext("a prompt template renders empty text"), id="studyqueue.E007")]
     return []
@@ -133,41 +125,32 @@ def _cache_problems() -> list[CheckMessage]:
     from studyqueue.explanations import prompts
 
     layout = prompts.cache_layout()
-    problems: list[CheckMessage] = []
+    found = []
     if layout.shared_user_chars > SHARED_USER_TEXT_LIMIT:
-        problems.append(
-            Warning(
-                gettext(
-                    "the user prompts of two different questions share %(chars)d characters "
-                    "of fixed text: the instructions belong in the system template, where "
-                    "the LLM server can cache them"
-                )
-                % {"chars": layout.shared_user_chars},
-                hint=gettext(
-                    "Move the role, instructions and output format into "
-                    "SYSTEM_PROMPT_TEMPLATE; keep only the question, its choices and answer "
-                    "in PROMPT_TEMPLATE (the manual: docs/howto/prompt.md, Write a prompt the "
-                    "server can cache)."
-                ),
-                id="studyqueue.W003",
-            )
+        message = gettext(
+            "the user prompts of two different questions share %(chars)d characters "
+            "of fixed text: the instructions belong in the system template, where "
+            "the LLM server can cache them"
+        ) % {"chars": layout.shared_user_chars}
+        hint = gettext(
+            "Move the role, instructions and output format into "
+            "SYSTEM_PROMPT_TEMPLATE; keep only the question, its choices and answer "
+            "in PROMPT_TEMPLATE (the manual: docs/howto/prompt.md, Write a prompt the "
+            "server can cache)."
         )
+        found.append((message, hint))
     if layout.system_varies:
-        problems.append(
-            Warning(
-                gettext(
-                    "the system prompt changes with the question: the LLM server cannot "
-                    "reuse its cache from one question to the next"
-                ),
-                hint=gettext(
-                    "Keep the question's fields out of SYSTEM_PROMPT_TEMPLATE; they belong "
-                    "in PROMPT_TEMPLATE (the manual: docs/howto/prompt.md, Write a prompt the "
-                    "server can cache)."
-                ),
-                id="studyqueue.W003",
-            )
+        message = gettext(
+            "the system prompt changes with the question: the LLM server cannot "
+            "reuse its cache from one question to the next"
         )
-    return problems
+        hint = gettext(
+            "Keep the question's fields out of SYSTEM_PROMPT_TEMPLATE; they belong "
+            "in PROMPT_TEMPLATE (the manual: docs/howto/prompt.md, Write a prompt the "
+            "server can cache)."
+        )
+        found.append((message, hint))
+    return [Warning(message, hint=hint, id="studyqueue.W003") for message, hint in found]
 
 
 def _quality_problems() -> list[CheckMessage]:
@@ -176,14 +159,11 @@ def _quality_problems() -> list[CheckMessage]:
     _, unknown = quality.parse_flags(conf.QUALITY_RETRY)
     if not unknown:
         return []
-    return [
-        Error(
-            gettext("STUDYQUEUE QUALITY_RETRY names unknown flags: %(flags)s")
-            % {"flags": ", ".join(sorted(unknown))},
-            hint=gettext("Known flags: %(flags)s.") % {"flags": ", ".join(quality.FLAGS)},
-            id="studyqueue.E008",
-        )
-    ]
+    message = gettext("STUDYQUEUE QUALITY_RETRY names unknown flags: %(flags)s") % {
+        "flags": ", ".join(sorted(unknown))
+    }
+    hint = gettext("Known flags: %(flags)s.") % {"flags": ", ".join(quality.FLAGS)}
+    return [Error(message, hint=hint, id="studyqueue.E008")]
 
 
 def _pooler_problems() -> list[CheckMessage]:
@@ -195,22 +175,18 @@ def _pooler_problems() -> list[CheckMessage]:
             pg.direct_settings()
         except SettingsError as exc:
             return [Error(str(exc), id="studyqueue.E010")]
-    if pg.mode(StudyQuestionJob.objects.all().db) is pg.Mode.POOLED:
-        return [
-            Warning(
-                gettext(
-                    "the database is behind a transaction pooler (DISABLE_SERVER_SIDE_CURSORS) "
-                    "and DIRECT_DATABASE_URL is not set: consumers poll for work each second "
-                    "instead of listening"
-                ),
-                hint=gettext(
-                    "Set STUDYQUEUE_DIRECT_DATABASE_URL to a URL that reaches the database "
-                    "without the pooler, for LISTEN."
-                ),
-                id="studyqueue.W004",
-            )
-        ]
-    return []
+    if pg.mode(StudyQuestionJob.objects.all().db) is not pg.Mode.POOLED:
+        return []
+    message = gettext(
+        "the database is behind a transaction pooler (DISABLE_SERVER_SIDE_CURSORS) "
+        "and DIRECT_DATABASE_URL is not set: consumers poll for work each second "
+        "instead of listening"
+    )
+    hint = gettext(
+        "Set STUDYQUEUE_DIRECT_DATABASE_URL to a URL that reaches the database "
+        "without the pooler, for LISTEN."
+    )
+    return [Warning(message, hint=hint, id="studyqueue.W004")]
 
 
 def _endpoint_problems() -> list[CheckMessage]:
@@ -290,45 +266,29 @@ def _webhook_problems() -> list[CheckMessage]:
 def _key_problems(key: str) -> list[CheckMessage]:
     if is_valid_api_key(key):
         return []
-    return [
-        Error(
-            gettext(
-                "STUDYQUEUE LLM_API_KEY is invalid: it holds control, space or non-ASCII "
-                "characters (a pasted line end?); it cannot be sent in an HTTP header"
-            ),
-            hint=gettext("Set the key exactly as issued, without surrounding white space."),
-            id="studyqueue.E006",
-        )
-    ]
+    message = gettext(
+        "STUDYQUEUE LLM_API_KEY is invalid: it holds control, space or non-ASCII "
+        "characters (a pasted line end?); it cannot be sent in an HTTP header"
+    )
+    hint = gettext("Set the key exactly as issued, without surrounding white space.")
+    return [Error(message, hint=hint, id="studyqueue.E006")]
 
 
 def _nesting(values: dict[str, Any]) -> list[CheckMessage]:
     problems: list[CheckMessage] = []
     stale_seconds = values["STALE_MINUTES"] * 60
     if values["LLM_TIMEOUT_SECONDS"] >= stale_seconds:
-        problems.append(
-            Warning(
-                gettext(
-                    "LLM_TIMEOUT_SECONDS is not shorter than the stale threshold: a slow but "
-                    "live call may be reset and run twice."
-                ),
-                hint=gettext(
-                    "Lower STUDYQUEUE_LLM_TIMEOUT_SECONDS or raise STUDYQUEUE_STALE_MINUTES."
-                ),
-                id="studyqueue.W001",
-            )
+        message = gettext(
+            "LLM_TIMEOUT_SECONDS is not shorter than the stale threshold: a slow but "
+            "live call may be reset and run twice."
         )
+        hint = gettext("Lower STUDYQUEUE_LLM_TIMEOUT_SECONDS or raise STUDYQUEUE_STALE_MINUTES.")
+        problems.append(Warning(message, hint=hint, id="studyqueue.W001"))
     if values["HEARTBEAT_SECONDS"] * 2 > stale_seconds:
-        problems.append(
-            Warning(
-                gettext(
-                    "HEARTBEAT_SECONDS is more than half the stale threshold: one late "
-                    "heartbeat makes a live job look dead."
-                ),
-                hint=gettext(
-                    "Keep STUDYQUEUE_HEARTBEAT_SECONDS well under STUDYQUEUE_STALE_MINUTES."
-                ),
-                id="studyqueue.W002",
-            )
+        message = gettext(
+            "HEARTBEAT_SECONDS is more than half the stale threshold: one late "
+            "heartbeat makes a live job look dead."
         )
+        hint = gettext("Keep STUDYQUEUE_HEARTBEAT_SECONDS well under STUDYQUEUE_STALE_MINUTES.")
+        problems.append(Warning(message, hint=hint, id="studyqueue.W002"))
     return problems

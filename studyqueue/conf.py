@@ -118,9 +118,7 @@ SETTINGS: dict[str, Setting] = {
         str, "", "bearer token for the LLM server; never logged or shown", secret=True
     ),
     "LLM_TIMEOUT_SECONDS": _seconds(
-        300.0,
-        "whole-call timeout for one LLM request; keep it below the stale threshold",
-        DAY,
+        300.0, "whole-call timeout for one LLM request; keep it below the stale threshold", DAY
     ),
     "LLM_STALL_SECONDS": _seconds(
         60.0,
@@ -160,10 +158,7 @@ SETTINGS: dict[str, Setting] = {
     ),
     "BREAKER_MAX_SECONDS": _seconds(60.0, "longest pause while the LLM server stays down", DAY),
     "SHUTDOWN_GRACE_SECONDS": _seconds(
-        30.0,
-        "on a stop signal, running jobs get this long before being released",
-        HOUR,
-        zero=True,
+        30.0, "on a stop signal, running jobs get this long before being released", HOUR, zero=True
     ),
     "PRUNE_FINISHED_AFTER_DAYS": Setting(
         int, 0, "delete finished jobs older than this (0: keep)", low=0, high=3650

@@ -12,8 +12,6 @@ from datetime import UTC, datetime, timedelta
 from django.utils import formats, timezone
 from django.utils.translation import gettext
 
-FORMAT = "DATETIME_FORMAT"
-
 # A day's margin both ends: shown in any other zone, a moment within still is a date.
 _EARLIEST = datetime.min.replace(tzinfo=UTC) + timedelta(days=1)
 _LATEST = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
@@ -33,7 +31,7 @@ def shown(moment: datetime | None, empty: str = "-") -> str:
     if moment is None:
         return empty
     local = timezone.localtime(moment) if timezone.is_aware(moment) else moment
-    return formats.date_format(local, FORMAT)
+    return formats.date_format(local, "DATETIME_FORMAT")
 
 
 def short_duration(delta: timedelta) -> str:

@@ -15,10 +15,7 @@ from studyqueue.models.base import (
     unstorable,
     width,
 )
-from studyqueue.models.gate import (
-    GateLease,
-    GateLimit,
-)
+from studyqueue.models.gate import GateLease, GateLimit
 from studyqueue.models.jobs import (
     ACTIVE_STATUSES,
     ATTEMPT_OUTCOMES,
@@ -37,12 +34,9 @@ from studyqueue.models.jobs import (
     StudyQuestionJob,
     default_max_attempts,
     error_code_field,
-    kind_priority,
     waiting_for_key_audit,
 )
 from studyqueue.models.questions import (
-    CONTENT_FIELDS,
-    FINISH_REASON_WIDTH,
     PROTECTED_REVIEWS,
     QUESTION_CHANGED_FLAG,
     ExplanationReview,
@@ -59,6 +53,4 @@ from studyqueue.models.questions import (
     revision_to_verify,
     validate_choices,
 )
-from studyqueue.models.sets import (
-    StudyQuestionSet,
-)
+from studyqueue.models.sets import StudyQuestionSet

@@ -14,14 +14,11 @@ from django.utils.translation import gettext_lazy as _
 
 def database() -> str:
     """The database alias of every studyqueue query, reads included: the router's write
-    alias for jobs (``default`` without a router). Operators and consumers must see what
-    consumers wrote: a replica behind ``db_for_read`` would show a job pending that a
-    consumer already claimed, or a pause that is already lifted.
-
-    Queries get it from the models' managers (``StudyQueueManager``); code that needs the
-    alias itself (a transaction, a connection) takes it from the queryset or instance it
-    holds (``queryset.db``, ``instance._state.db``), and calls this only when it holds
-    neither."""
+    alias for jobs (``default`` without a router), as operators and consumers must see what
+    consumers wrote (a replica would show a claimed job pending, a lifted pause in force).
+    Queries get it from the models' managers; code that needs the alias itself takes it from
+    the queryset or instance it holds (``queryset.db``, ``instance._state.db``) and calls
+    this only when it holds neither."""
     # By name: the job model is defined on top of this module (``models.jobs``).
     return router.db_for_write(apps.get_model("studyqueue", "StudyQuestionJob"))
 
@@ -47,9 +44,8 @@ def endpoint_field(help_text: Any) -> models.CharField[str, str]:
 
 class StudyQueueManager(models.Manager[_M]):
     """The default manager of every studyqueue model: its querysets run on ``database()``,
-    unless ``db_manager()`` or ``using()`` names another database. (Deferred fields and
-    forward relations load through Django's base manager, not this one: the router decides
-    those, with the instance as hint.)"""
+    unless ``db_manager()`` or ``using()`` names another database. Every model's Meta makes it
+    the base manager too (``base_manager_name``): related and deferred loads go the same way."""
 
     def get_queryset(self) -> models.QuerySet[_M]:
         queryset = super().get_queryset()
@@ -69,10 +65,7 @@ def choice_width(choices: type[models.TextChoices]) -> int:
 
 MAX_ID = 2**63 - 1  # a bigint primary key (every studyqueue id)
 
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 # What no text column can hold: NUL (PostgreSQL refuses it) and lone surrogates (not UTF-8).
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 

@@ -39,7 +39,6 @@ class GateLimit(models.Model):
     objects = StudyQueueManager()
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         ordering = ["endpoint"]
         verbose_name = _("gate limit")
@@ -84,7 +83,6 @@ class GateLease(models.Model):
     objects = StudyQueueManager()
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         ordering = ["endpoint", "slot"]
         verbose_name = _("gate lease")

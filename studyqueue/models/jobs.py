@@ -33,11 +33,6 @@ class JobKind(models.TextChoices):
 KIND_PRIORITY: dict[str, int] = {JobKind.VERIFICATION: 1, JobKind.SET_NOTICE: 1}
 
 
-def kind_priority(kind: str) -> int:
-    """The claim priority a new job of ``kind`` gets (``KIND_PRIORITY``)."""
-    return KIND_PRIORITY.get(kind, 0)
-
-
 class JobStatus(models.TextChoices):
     """Where a job is in its life."""
 
@@ -49,8 +44,6 @@ class JobStatus(models.TextChoices):
 
 
 ACTIVE_STATUSES = (JobStatus.PENDING, JobStatus.PROCESSING)
-
-
 FINISHED_STATUSES = (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.SKIPPED)
 
 
@@ -257,7 +250,6 @@ class StudyQuestionJob(models.Model):
     objects = JobManager()
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         ordering = ["-id"]
         verbose_name = _("study question job")
@@ -379,7 +371,6 @@ class JobAttempt(models.Model):
     objects = StudyQueueManager()
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         ordering = ["job", "number"]
         verbose_name = _("job attempt")
@@ -410,7 +401,6 @@ class QueueDashboard(StudyQuestionJob):
     """The admin's queue dashboard (a proxy so that it appears in the app's admin index)."""
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         proxy = True
         verbose_name = _("queue dashboard")
@@ -440,7 +430,6 @@ class QueuePause(models.Model):
     objects = StudyQueueManager()
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         ordering = ["kind"]
         verbose_name = _("queue pause")
@@ -493,7 +482,7 @@ class QueueConsumer(models.Model):
         _("model"), max_length=200, blank=True, help_text=_("LLM_MODEL ('': the server's default).")
     )
     # What "outdated" is measured against: the version the running consumers write, not the
-    # settings of whichever shell or web server asks (they may differ: item 4).
+    # settings of whichever shell or web server asks (they may differ).
     prompt_version = models.CharField(_("prompt version"), max_length=12, blank=True)
     prompt_label = models.CharField(_("prompt label"), max_length=200, blank=True)
     paused_kinds = models.JSONField(
@@ -515,7 +504,6 @@ class QueueConsumer(models.Model):
     objects = StudyQueueManager()
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         ordering = ["-seen_at"]
         verbose_name = _("consumer")

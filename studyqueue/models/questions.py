@@ -38,15 +38,6 @@ def validate_choices(value: object) -> None:
             )
 
 
-def _versions(version: str | Collection[str]) -> list[str]:
-    return [version] if isinstance(version, str) else list(version)
-
-
-# What a question's prompt is built from: a change of any voids the review of its
-# explanation (``explanations.edits``).
-CONTENT_FIELDS = frozenset({"text", "choices", "answer"})
-
-
 # The quality flag (``quality.QualityFlag``) a question's explanation gets when that content
 # changes after it was written: such an explanation is outdated whatever its prompt version.
 QUESTION_CHANGED_FLAG = "question_changed"
@@ -69,9 +60,7 @@ class KeyCheck(models.TextChoices):
 
 
 class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
-    """Questions by the state of their explanation. A change of what a prompt is built
-    from goes through ``explanations.edits.editing``, which says what it means for the
-    question's explanations, reviews and key audit."""
+    """Questions by the state of their explanation."""
 
     def explained(self) -> QuestionQuerySet:
         return self.exclude(explanation="")
@@ -90,7 +79,8 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
     @staticmethod
     def _current_q(version: str | Collection[str]) -> Q:
         changed = Q(explanation_flags__icontains=f'"{QUESTION_CHANGED_FLAG}"')
-        return Q(explanation_prompt_version__in=_versions(version)) & ~changed
+        versions = [version] if isinstance(version, str) else list(version)
+        return Q(explanation_prompt_version__in=versions) & ~changed
 
     def flagged(self, flag: str | None = None) -> QuestionQuerySet:
         """The current explanation carries a quality flag (``flag``, or any). Matched in the
@@ -175,10 +165,9 @@ class StudyQuestion(models.Model):
         related_name="+",
         help_text=_("The revision shown as its explanation (its model, tokens, times)."),
     )
-    # The key audit (``explanations.key_audit``): its verdict, the other choice every sample
-    # named (1-based), what each sample answered, and the content it audited (a change of the
-    # text, choices or key clears it, or, for a dispute that waits for a reviewer, only the
-    # hash: the hold stands until a new audit or the reviewer settles it; ``edits``).
+    # The key audit (``explanations.key_audit``): a change of the text, choices or key clears
+    # it, or, for a dispute that waits for a reviewer, only the hash of the content it audited
+    # (the hold stands until a new audit or the reviewer settles it; ``edits``).
     key_audit = models.CharField(
         verbose_name=_("key audit"),
         max_length=choice_width(KeyAudit),
@@ -225,7 +214,6 @@ class StudyQuestion(models.Model):
     objects = QuestionManager()
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         ordering = ["id"]
         verbose_name = _("study question")
@@ -271,16 +259,13 @@ def key_audit_holds() -> bool:
 
 class FinishReason(models.TextChoices):
     """Why the LLM stopped writing, as the server says it (``finish_reason``). A server may
-    send another word; it is kept as it is (cleaned, at most ``FINISH_REASON_WIDTH``)."""
+    send another word; it is kept as it is (cleaned, cut to the column)."""
 
     STOP = "stop", _("Stop")  # the model finished its answer
     LENGTH = "length", _("Length")  # cut at max_tokens: the text may end mid-sentence
     CONTENT_FILTER = "content_filter", _("Content filter")
     TOOL_CALLS = "tool_calls", _("Tool calls")
     NONE = "", _("None given")  # the reply ended without saying why
-
-
-FINISH_REASON_WIDTH = 20
 
 
 class ReviewStatus(models.TextChoices):
@@ -351,7 +336,7 @@ class ExplanationRevision(models.Model):
     )
     finish_reason = models.CharField(
         verbose_name=_("finish reason"),
-        max_length=FINISH_REASON_WIDTH,
+        max_length=20,
         blank=True,
         help_text=_("As the server said it (stop, length…)."),
     )
@@ -368,7 +353,6 @@ class ExplanationRevision(models.Model):
         ),
     )
     created_at = models.DateTimeField(verbose_name=_("created"), default=timezone.now)
-
     author = models.CharField(
         verbose_name=_("author"),
         max_length=150,
@@ -428,7 +412,6 @@ class ExplanationRevision(models.Model):
     objects = StudyQueueManager()
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         ordering = ["-id"]
         verbose_name = _("explanation revision")
@@ -473,11 +456,8 @@ def revision_to_verify(question: StudyQuestion) -> ExplanationRevision | None:
     """The revision a verification job of ``question`` checks (``explanations.verifier``):
     its newest generated one not yet verified that is its current explanation (not outdated:
     written for content that is gone, nothing to check it against) or a waiting candidate."""
-    shown = Q(pk=question.current_revision_id)
-    if question.current_revision_id is None or QUESTION_CHANGED_FLAG in (
-        question.explanation_flags or []
-    ):
-        shown = Q(pk__in=[])
+    outdated = QUESTION_CHANGED_FLAG in (question.explanation_flags or [])
+    shown = Q(pk__in=[]) if outdated else Q(pk=question.current_revision_id)
     return (
         ExplanationRevision.objects.filter(question_id=question.pk, author="", verified_at=None)
         .filter(shown | Q(candidate=True))
@@ -490,7 +470,6 @@ class ExplanationReview(ExplanationRevision):
     """The admin's review page (a proxy so that it appears in the app's admin index)."""
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         proxy = True
         verbose_name = _("explanation review")

@@ -48,7 +48,6 @@ class StudyQuestionSet(models.Model):
     objects = StudyQueueManager()
 
     class Meta:
-        # Related and deferred loads on the same database alias as every query.
         base_manager_name = "objects"
         ordering = ["-created_at", "name"]
         verbose_name = _("question set")

@@ -11,10 +11,7 @@ from typing import Any, Protocol
 from django.db import connections, models
 from django.db.models import QuerySet
 
-from studyqueue.models import (
-    JobAttempt,
-    Outcome,
-)
+from studyqueue.models import JobAttempt, Outcome
 
 
 def db_value(model: type[models.Model], field_name: str, value: Any, db: str) -> Any:
@@ -194,12 +191,9 @@ def end_attempts(
     subquery) in one statement: an operator's skip, the stale scan. How many."""
     if isinstance(jobs, list) and not jobs:
         return 0
-    return (
-        open_attempts(db)
-        .filter(job_id__in=jobs)
-        .update(
-            ended_at=ended_at, outcome=outcome, error_code=error_code, error_message=error_message
-        )
+    attempts = open_attempts(db).filter(job_id__in=jobs)
+    return attempts.update(
+        ended_at=ended_at, outcome=outcome, error_code=error_code, error_message=error_message
     )
 
 

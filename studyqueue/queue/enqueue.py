@@ -16,21 +16,14 @@ from django.utils import timezone
 
 from studyqueue.conf import conf
 from studyqueue.exceptions import EnqueueError
-from studyqueue.models import (
-    JobKind,
-    StudyQuestion,
-    StudyQuestionJob,
-    StudyQuestionSet,
-    kind_priority,
-)
+from studyqueue.models import KIND_PRIORITY, JobKind, StudyQuestion, StudyQuestionSet
+from studyqueue.models import StudyQuestionJob as Job
 from studyqueue.queue import notify
 from studyqueue.queue.attempts import db_value
-from studyqueue.queue.operations import operator_batch
+from studyqueue.queue.operations import batches
 from studyqueue.queue.transitions import log_job, validate_kind
 
 logger = logging.getLogger("studyqueue.queue")
-
-Job = StudyQuestionJob
 
 
 @dataclass(frozen=True)
@@ -82,13 +75,10 @@ def set_deadlines(question_ids: Iterable[int]) -> int:
     """Give the active jobs of these questions the earliest deadline of their sets again (a
     set's deadline changed, or they joined a set): the claim order follows; how many jobs."""
     jobs = Job.objects.all()
-    ids = sorted({int(i) for i in question_ids})
     changed = 0
-    for start in range(0, len(ids), operator_batch(jobs.db)):
-        chunk = ids[start : start + operator_batch(jobs.db)]
-        changed += (
-            jobs.active().filter(study_question_id__in=chunk).update(deadline=_earliest_deadline())
-        )
+    for chunk in batches(sorted({int(i) for i in question_ids}), jobs.db):
+        active = jobs.active().filter(study_question_id__in=chunk)
+        changed += active.update(deadline=_earliest_deadline())
     return changed
 
 
@@ -107,7 +97,7 @@ def _insert_active(
                 job = jobs.create(
                     **owner,
                     kind=kind,
-                    priority=kind_priority(kind),
+                    priority=KIND_PRIORITY.get(kind, 0),
                     deadline=_deadline_of(owner.get("study_question_id")),
                     created_at=now,
                     run_after=run_after or now,
@@ -143,18 +133,15 @@ ON CONFLICT DO NOTHING
 
 
 def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -> int:
-    """Queue jobs for many questions in bulk; returns how many jobs were created.
-
-    Questions that already have an active job of this kind, and ids of questions
-    that do not exist, are left alone.
-    """
+    """Queue jobs for many questions in bulk; how many were created. Questions that already
+    have an active job of this kind, and ids of questions that do not exist, are left alone."""
     validate_kind(kind)
     db = Job.objects.all().db  # the raw SQL runs where the job queryset would
     connection = connections[db]
     ids = sorted({int(i) for i in question_ids})
     params: dict[str, Any] = {
         "kind": kind,
-        "priority": kind_priority(kind),
+        "priority": KIND_PRIORITY.get(kind, 0),
         "max_attempts": conf.MAX_ATTEMPTS,
         "now": db_value(Job, "created_at", timezone.now(), db),
     }

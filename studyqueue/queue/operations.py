@@ -12,29 +12,19 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
-from studyqueue.models import (
-    ErrorCode,
-    JobQuerySet,
-    JobStatus,
-    Outcome,
-    StudyQuestionJob,
-)
+from studyqueue.models import ErrorCode, JobQuerySet, JobStatus, Outcome
+from studyqueue.models import StudyQuestionJob as Job
 from studyqueue.queue import notify
 from studyqueue.queue.attempts import end_attempts
 from studyqueue.queue.transitions import skipped_values
 
 logger = logging.getLogger("studyqueue.queue")
 
-Job = StudyQuestionJob
-
 
 # Operator actions work on sets of rows, this many ids per statement (SQLite: its
 # bound-parameter limit): 35,000 jobs take a few dozen statements, not ~100,000.
 OPERATOR_BATCH = 500
-
-
 OPERATOR_BATCH_POSTGRES = 5000
-
 
 _RETRYABLE = (JobStatus.FAILED, JobStatus.SKIPPED)
 
@@ -109,14 +99,10 @@ def _retry_values() -> dict[str, Any]:
 
 
 def retry_ended(job_ids: Iterable[int]) -> RetryResult:
-    """Operator retry: failed or skipped jobs back to pending with attempts reset.
-
-    Refused for pending, processing and completed jobs, and for a job whose
-    (question, kind) already has an active job: retry never makes a second one (of two
-    selected jobs of one pair, the older is retried). Set-based, ``OPERATOR_BATCH`` ids
-    per statement (``operator_batch``); call it inside a transaction to make it
-    all-or-nothing.
-    """
+    """Operator retry: failed or skipped jobs back to pending with attempts reset. Refused for
+    pending, processing and completed jobs, and for a job whose (question, kind) already has an
+    active job (of two selected jobs of one pair, the older is retried). ``operator_batch`` ids
+    per statement; call it inside a transaction to make it all-or-nothing."""
     jobs = Job.objects.all()
     result = RetryResult()
     for chunk in batches(sorted({int(i) for i in job_ids}), jobs.db):

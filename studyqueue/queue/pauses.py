@@ -10,10 +10,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from django.db.models import QuerySet
 
-from studyqueue.models import (
-    QueuePause,
-    fit,
-)
+from studyqueue.models import QueuePause, fit
 from studyqueue.queue import notify
 from studyqueue.queue.transitions import validate_kind
 
@@ -21,14 +18,10 @@ logger = logging.getLogger("studyqueue.queue")
 
 
 def pause(kind: str = "", *, reason: str = "", by: str = "") -> tuple[QueuePause, bool]:
-    """Pause the queue for ``kind`` (blank: every kind); idempotent, keeps the first pause.
-    The pause, and whether this call made it.
-
-    Consumers claim nothing of it from their next claim on (the claim checks the pauses),
-    and hand back at once the jobs they claimed but have not started calling the LLM for
-    (told by ``NOTIFY`` on PostgreSQL, seen by the cycle on SQLite); running calls finish;
-    enqueueing goes on. The pause lasts until ``resume``.
-    """
+    """Pause the queue for ``kind`` (blank: every kind) until ``resume``; idempotent, keeps the
+    first pause. The pause, and whether this call made it. Consumers claim nothing of it and
+    hand back the jobs they claimed but have not started calling the LLM for (docs:
+    operators-guide.md, "Pause and resume")."""
     if kind:
         validate_kind(kind)
     pauses = QueuePause.objects.all()

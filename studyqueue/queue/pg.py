@@ -1,17 +1,12 @@
 """Plain psycopg connections beside Django's (LISTEN, helpers, tests and benchmarks), and how
 this process reaches PostgreSQL: straight, or through a pooler.
 
-They connect with the parameters Django's own connections use: NAME, USER, PASSWORD, HOST,
-PORT and every key of OPTIONS (``sslmode``, ``sslrootcert``, ``passfile``, ``service``,
-``options``, ``application_name``…), which Django's PostgreSQL backend passes to psycopg.
-So a TLS-only server or a service file works for them exactly as for the ORM.
-
-Behind a transaction pooler (PgBouncer's ``pool_mode = transaction``) a session lasts one
-transaction: LISTEN hears nothing. A database is taken to be behind one when its
-``DATABASES`` entry sets ``DISABLE_SERVER_SIDE_CURSORS`` (what Django's documentation asks of
-every project behind such a pooler). LISTEN's session then goes to ``DIRECT_DATABASE_URL``
-when it is set (``session_settings``); without it consumers poll (``mode``). The gate needs
-no session anywhere: its slots are row leases (``services.gate``).
+They connect with the parameters Django's own connections use (NAME, USER, PASSWORD, HOST,
+PORT and every key of OPTIONS psycopg takes), so a TLS-only server or a service file works for
+them exactly as for the ORM. A database whose ``DATABASES`` entry sets
+``DISABLE_SERVER_SIDE_CURSORS`` is taken to be behind a transaction pooler, where LISTEN hears
+nothing: LISTEN then goes to ``DIRECT_DATABASE_URL``, or consumers poll
+(docs/howto/postgresql.md, "Connection poolers").
 """
 
 from __future__ import annotations
@@ -35,9 +30,8 @@ CONNECT_TIMEOUT_SECONDS = 5  # unless OPTIONS names its own connect_timeout
 
 def psycopg_kwargs(settings_dict: Mapping[str, Any], *, dbname: str | None = None) -> dict:
     """``psycopg.connect()`` keyword arguments for a Django ``DATABASES`` entry (or
-    ``dj_database_url.parse()`` output), built as Django builds its own: OPTIONS first,
-    NAME before them, USER, PASSWORD, HOST and PORT over them; ``dbname`` overrides the
-    database."""
+    ``dj_database_url.parse()`` output), built as Django builds its own: OPTIONS first, NAME
+    before them, USER, PASSWORD, HOST and PORT over them; ``dbname`` overrides the database."""
     options = {
         key: value
         for key, value in (settings_dict.get("OPTIONS") or {}).items()
@@ -52,11 +46,9 @@ def psycopg_kwargs(settings_dict: Mapping[str, Any], *, dbname: str | None = Non
         params = {"dbname": "postgres", **options}  # as Django: the default database
     else:
         params = options  # the database comes from OPTIONS (a service)
-    for key, setting in (("user", "USER"), ("password", "PASSWORD"), ("host", "HOST")):
-        if settings_dict.get(setting):
-            params[key] = settings_dict[setting]
-    if settings_dict.get("PORT"):
-        params["port"] = settings_dict["PORT"]
+    for key in ("user", "password", "host", "port"):
+        if settings_dict.get(key.upper()):
+            params[key] = settings_dict[key.upper()]
     return params
 
 

@@ -1,13 +1,8 @@
-"""Where no LISTEN is possible, how an idle consumer learns that a job is ready: a cheap
-check each second.
-
-PostgreSQL tells its consumers through LISTEN/NOTIFY (``notify``). SQLite has nothing like
-it, and neither has PostgreSQL behind a transaction pooler without ``DIRECT_DATABASE_URL``
-(a LISTEN there hears nothing). Waiting for the consumer's interval (60 s by default) kept a
-new user waiting up to a minute for an LLM call of a few milliseconds. One indexed ``EXISTS``
-each second costs next to nothing, so ``start_poller`` runs that check on a thread while the
-consumer is idle and wakes it when a job is ready. Never where a LISTEN works: its NOTIFY is
-sooner and free.
+"""Where no LISTEN is possible (SQLite; PostgreSQL behind a transaction pooler without
+``DIRECT_DATABASE_URL``), how an idle consumer learns that a job is ready: one indexed
+``EXISTS`` each second, on a thread, instead of waiting for its interval (60 s by default, a
+minute's wait for an LLM call of a few milliseconds). Never where a LISTEN works (``notify``):
+its NOTIFY is sooner and free.
 """
 
 from __future__ import annotations
@@ -27,10 +22,7 @@ POLL_SECONDS = 1.0
 
 
 def poll(
-    on_ready: Callable[[], object],
-    *,
-    idle: Callable[[], bool],
-    wait: Callable[[float], bool],
+    on_ready: Callable[[], object], *, idle: Callable[[], bool], wait: Callable[[float], bool]
 ) -> None:
     """Every ``POLL_SECONDS`` while ``idle()``, call ``on_ready()`` if a job is ready to
     claim; until ``wait`` returns True (stopping). Blocks."""

@@ -2,10 +2,7 @@
 every cycle and at stop; read by the dashboard, which tells live, silent and stopped apart.
 A record also says what the consumer writes with (model, prompt version, gate): what
 "outdated" is measured against (``explanations.outdated``); the consumer hands in the prompt
-version, read at each write, as the queue imports nothing of the explanations. Records silent
-or stopped for longer than ``KEPT_FOR`` are deleted when a consumer starts or stops. A report
-writes the whole record again when it is gone (an operator removed it while the consumer was
-silent): a running consumer is never missing from the panel until its restart."""
+version, as the queue imports nothing of the explanations."""
 
 from __future__ import annotations
 
@@ -55,9 +52,7 @@ class PromptShown(Protocol):
 
 def _writes_with(version: PromptShown) -> dict[str, object]:
     """What this process's settings and templates write with. The caller reads ``version``
-    at each report, as the worker reads the prompt version at each job (the version of the
-    templates it renders: a template edited on disk counts once the process loads it anew,
-    at its restart)."""
+    at each report, as the worker reads the prompt version at each job."""
     return {
         "model": fit(QueueConsumer, "model", conf.LLM_MODEL),
         "prompt_version": version.hash,
@@ -72,16 +67,9 @@ def prune(now: datetime | None = None) -> int:
     return deleted
 
 
-@dataclass
-class _Started:
-    """What this process wrote at a consumer's start: enough to write the whole record
-    again should it be deleted while the consumer runs."""
-
-    fields: dict[str, object]
-
-
-# Per worker id started in this process (a process may run several consumers: the tests).
-_started: dict[str, _Started] = {}
+# What this process wrote at each consumer's start, by worker id (a process may run several:
+# the tests): enough to write the whole record again should it be deleted while it runs.
+_started: dict[str, dict[str, object]] = {}
 
 
 def record_start(
@@ -91,21 +79,19 @@ def record_start(
     now = timezone.now()
     prune(now)
     worker_id = fit(QueueConsumer, "worker_id", worker_id)
-    started = _Started(
-        {
-            "host": fit(QueueConsumer, "host", socket.gethostname()),
-            "pid": os.getpid(),
-            "started_at": now,
-            "interval_seconds": interval,
-            "llm_url": fit(QueueConsumer, "llm_url", llm_url),
-            "gate_permits": fit(QueueConsumer, "gate_permits", gate),
-        }
-    )
+    started: dict[str, object] = {
+        "host": fit(QueueConsumer, "host", socket.gethostname()),
+        "pid": os.getpid(),
+        "started_at": now,
+        "interval_seconds": interval,
+        "llm_url": fit(QueueConsumer, "llm_url", llm_url),
+        "gate_permits": fit(QueueConsumer, "gate_permits", gate),
+    }
     _started[worker_id] = started
     QueueConsumer.objects.update_or_create(
         worker_id=worker_id,
         defaults={
-            **started.fields,
+            **started,
             "seen_at": now,
             "stopped_at": None,
             "breaker_open": False,
@@ -119,9 +105,8 @@ def record_start(
 
 
 def record_report(worker_id: str, report: Report, *, prompt: PromptShown) -> None:
-    """A consumer is alive: its breaker, its gates, its servers, the pauses it knows. The
-    record is written whole again when it is gone (deleted by hand or by the admin's
-    action)."""
+    """A consumer is alive: its breaker, gates, servers and the pauses it knows; the record
+    is written whole again when it is gone (deleted by hand or by the admin's action)."""
     worker_id = fit(QueueConsumer, "worker_id", worker_id)
     started = _started.get(worker_id)
     now = timezone.now()
@@ -141,12 +126,7 @@ def record_report(worker_id: str, report: Report, *, prompt: PromptShown) -> Non
         return  # written; or not started by this process: nothing to write it again from
     # update_or_create: a concurrent report of the same worker id may write it first.
     records.update_or_create(
-        worker_id=worker_id,
-        defaults={
-            **started.fields,
-            **fields,
-            "stopped_at": None,
-        },
+        worker_id=worker_id, defaults={**started, **fields, "stopped_at": None}
     )
     logger.info("study_consumer_record_restored worker=%s", worker_id)
 

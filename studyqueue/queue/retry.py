@@ -1,35 +1,10 @@
-"""The failure policy: one function, ``decide``, says what a failure leads to, and every
-failure path asks it and only applies the answer.
-
-``decide(failure, tally)`` takes what happened (``Failure``: an error code and the facts the
-LLM client classified, ``reached_server`` and ``affects_all``, or that the job was not at
-fault: a wait at the gate that timed out, a question edited during the call, a stale job,
-a reply flagged by the quality checks) and the job's counters (``Tally``: attempts used and
-allowed, free hand-backs in a row, whether its quality retry is spent), and returns a
-``Decision``: ``retry`` (pending again after ``delay``, the attempt counted), ``fail`` (for
-good), ``release`` (handed back, the attempt kept), or ``complete`` (a flagged reply is kept
-as it is); and ``pause_server`` when every job would fail alike (the breaker opens).
-
-The rules, each a row of the table in tests/queue/test_retry.py:
-
-- a failure that affects every job (a code in ``SERVER_WIDE_ERRORS``, or a rejection no job
-  can pass) pauses the server, and so does nothing against the job: like the failures that
-  are not the job's fault (a gate timeout, a question changed during the call) it hands the
-  job back while that is free: always when the call never reached the server (it cost the
-  server nothing), else while the job's ``free_releases`` in a row stay below
-  ``MAX_FREE_RELEASES``; past that the failure counts, so a job makes at most
-  ``(MAX_FREE_RELEASES + 1) x max_attempts`` calls whatever a server does;
-- a counted failure with a transient code (``TRANSIENT_ERRORS``) retries after the backoff
-  (``BACKOFF_*``; the server's Retry-After, when usable, within the same bounds) while
-  attempts remain; a stale job retries at once; any other code, or the last attempt, fails;
-- a reply flagged with a flag in ``QUALITY_RETRY`` runs once more, at once, while attempts
-  remain; a second flagged reply is kept;
-- the breaker's pauses follow the same ``Backoff`` formula (``BREAKER_*``), at most
-  ``REFUSED_PAUSE_MAX_SECONDS`` after a refused connection (it costs the server nothing).
-
-What happened is classified where it is seen, not here: the LLM client maps a reply or a
-connection failure to an ``ErrorCode`` and the two facts (``services/llm.py``,
-``services/replies.classify_status``).
+"""The failure policy: one function, ``decide``, says what a failure leads to (retry after a
+backoff, fail, hand back with the attempt kept, or keep a flagged reply; and whether the breaker
+opens), and every failure path asks it and only applies the answer. The rules are described in
+docs/reference/queue.md ("One decision for every failure"), one row each in
+tests/queue/test_retry.py. What happened is classified where it is seen: the LLM client maps a
+reply or a connection failure to an ``ErrorCode`` and two facts, ``reached_server`` and
+``affects_all`` (``services.replies``).
 """
 
 from __future__ import annotations
@@ -71,8 +46,7 @@ LOSS_SIGNALS = frozenset(
 
 # The longest breaker pause after a refused connection (the server is not running): a
 # refused connect costs the server nothing, so the consumer looks again this often and resumes
-# within seconds of the server's return (the doubling pauses, up to BREAKER_MAX_SECONDS,
-# kept it waiting half a minute after a restart). A larger BREAKER_BASE_SECONDS wins.
+# within seconds of the server's return. A larger BREAKER_BASE_SECONDS wins.
 REFUSED_PAUSE_MAX_SECONDS = 5.0
 
 # Hand-backs in a row, after calls that reached the server, that keep the job's attempt.
@@ -80,13 +54,6 @@ MAX_FREE_RELEASES = 2
 
 # The exponent stops growing here: 2 ** 60 dwarfs any sane cap, and the float never overflows.
 _MAX_EXPONENT = 60
-
-
-def usable_retry_after(retry_after: float | None) -> float | None:
-    """The server's Retry-After in seconds if it is advice at all (finite, not negative)."""
-    if retry_after is None or not math.isfinite(retry_after) or retry_after < 0:
-        return None
-    return retry_after
 
 
 @dataclass(frozen=True)
@@ -108,10 +75,9 @@ class Backoff:
     def advised(self, step: int, retry_after: float | None, *, at_least: float = 0.0) -> float:
         """The server's usable Retry-After kept between ``at_least`` and ``cap`` (no jitter:
         the server named a time); without one, ``delay(step)``."""
-        advice = usable_retry_after(retry_after)
-        if advice is None:
-            return self.delay(step)
-        return min(max(advice, at_least), self.cap)
+        if retry_after is None or not math.isfinite(retry_after) or retry_after < 0:
+            return self.delay(step)  # no advice at all
+        return min(max(retry_after, at_least), self.cap)
 
 
 @dataclass(frozen=True)
@@ -121,15 +87,6 @@ class RetryStrategy:
     backoff: Backoff  # a job's counted retries
     breaker: Backoff  # the breaker's pauses while the server fails as a whole
     max_free_releases: int = MAX_FREE_RELEASES
-
-    @classmethod
-    def from_settings(cls) -> RetryStrategy:
-        return cls(
-            backoff=Backoff(
-                conf.BACKOFF_BASE_SECONDS, conf.BACKOFF_MAX_SECONDS, conf.BACKOFF_JITTER
-            ),
-            breaker=Backoff(conf.BREAKER_BASE_SECONDS, conf.BREAKER_MAX_SECONDS),
-        )
 
     def retry_delay(self, attempts: int, retry_after: float | None = None) -> float:
         """Delay before a transient failure's retry: the server's Retry-After up to
@@ -165,21 +122,17 @@ class Action(StrEnum):
 
 @dataclass(frozen=True)
 class Failure:
-    """What went wrong with a claimed job, as ``decide`` needs to know it.
+    """What went wrong with a claimed job, as ``decide`` needs to know it."""
 
-    ``code``: the ``ErrorCode`` (empty for a flagged reply). ``reached_server``: the request
-    got to the server. ``affects_all``: every job would fail alike (the server as a whole).
-    ``job_at_fault``: False for what the job did not cause (a gate timeout, a question
-    edited during its call): handed back while that is free. ``retry_after``: the server's
-    advice. ``flagged``: a reply flagged with a flag that earns one more run."""
-
-    code: str = ""
+    code: str = ""  # the ``ErrorCode`` (empty for a flagged reply)
     message: str = ""
-    reached_server: bool = True
-    affects_all: bool = False
+    reached_server: bool = True  # the request got to the server
+    affects_all: bool = False  # every job would fail alike (the server as a whole)
+    # False for what the job did not cause (a gate timeout, a question edited during its
+    # call): handed back while that is free.
     job_at_fault: bool = True
-    retry_after: float | None = None
-    flagged: str = ""
+    retry_after: float | None = None  # the server's advice
+    flagged: str = ""  # a reply's flag that earns one more run
 
 
 class Tally(Protocol):
@@ -225,7 +178,10 @@ def decide(failure: Failure, tally: Tally) -> Decision:
 def strategy() -> RetryStrategy:
     """The failure policy as the settings say now (read at each call: ``override_settings``
     and a changed ``STUDYQUEUE`` take effect at once)."""
-    return RetryStrategy.from_settings()
+    return RetryStrategy(
+        backoff=Backoff(conf.BACKOFF_BASE_SECONDS, conf.BACKOFF_MAX_SECONDS, conf.BACKOFF_JITTER),
+        breaker=Backoff(conf.BREAKER_BASE_SECONDS, conf.BREAKER_MAX_SECONDS),
+    )
 
 
 def is_loss_signal(code: str) -> bool:

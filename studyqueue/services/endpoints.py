@@ -1,16 +1,8 @@
-"""The LLM servers a consumer uses (its endpoint pool), as the settings name them.
-
-Two ways to name them:
-
-- ``LLM_URL`` with one URL, or several separated by commas: every server gets ``LLM_MODEL``,
-  ``LLM_API_KEY``, ``GATE_PERMITS`` and ``GATE_MAX_PERMITS``;
-- ``STUDYQUEUE['LLM_ENDPOINTS']`` (or the environment's ``STUDYQUEUE_LLM_ENDPOINTS``, as a
-  JSON list): one object per server with ``url`` and, each optional and defaulting to the
-  setting of the same name, ``model``, ``api_key``, ``gate_permits`` and
-  ``gate_max_permits``. When it is set, ``LLM_URL`` is not read.
-
-Two entries that name the same server (``endpoint_name``) are refused: they would
-share one gate under two configurations.
+"""The LLM servers a consumer uses (its endpoint pool), as the settings name them: the URLs of
+``LLM_URL`` (separated by commas; each server gets ``LLM_MODEL``, ``LLM_API_KEY`` and the
+gate settings), or ``LLM_ENDPOINTS``, one object per server, each key defaulting to the
+setting of the same name (docs/howto/several-servers.md). Two entries that name the same
+server (``endpoint_name``) are refused: they would share one gate under two configurations.
 """
 
 from __future__ import annotations
@@ -30,7 +22,7 @@ from studyqueue.exceptions import SettingsError
 from studyqueue.services.redact import redact, secrets_of
 
 SETTING = "LLM_ENDPOINTS"
-ENV = f"STUDYQUEUE_{SETTING}"
+ENV = "STUDYQUEUE_LLM_ENDPOINTS"  # literal, so that a grep for it finds where it is read
 # Hosts that name this machine: ``localhost`` and ``127.0.0.1`` reach the same server.
 _LOOPBACK_NAMES = {"localhost": "127.0.0.1"}
 _DEFAULT_PORTS = {"http": 80, "https": 443}

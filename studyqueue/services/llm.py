@@ -1,16 +1,12 @@
-"""An httpx client for an OpenAI-compatible ``/v1/chat/completions`` endpoint.
+"""An httpx client for an OpenAI-compatible ``/v1/chat/completions`` endpoint, built for
+mlx_lm.server (docs/howto/model-server.md).
 
-Built for mlx_lm.server (docs/howto/model-server.md): replies are streamed so that a timeout or a
-shutdown closes the connection, which stops generation on the server; connections per
-server are bounded; every failure maps to one ``ErrorCode``. What a server sends is
-bounded too: no byte for ``stall_seconds`` ends the call, and a reply (or error body)
-larger than ``max_reply_bytes`` ends it without being held in memory. Every message that
-leaves the client is redacted: neither the API key nor URL credentials escape, and a key an
-HTTP header cannot carry is never sent (``probe()`` and ``chat()`` say "LLM_API_KEY is
-invalid" instead).
-
-What a call returns (``LLMReply``), its errors (``LLMError``) and the parsing between them
-are ``services.replies``'s, imported here for the client's callers.
+Replies are streamed, so that a timeout or a shutdown closes the connection, which stops
+generation on the server. What a server sends is bounded: no byte for ``stall_seconds`` ends
+the call, and a reply (or error body) larger than ``max_reply_bytes`` ends it without being
+held in memory. Every failure maps to one ``ErrorCode``; every message that leaves the client
+is redacted, and a key an HTTP header cannot carry is never sent. ``LLMReply``, ``LLMError``
+and the parsing between them are ``services.replies``'s, imported here for the callers.
 """
 
 from __future__ import annotations
@@ -62,20 +58,18 @@ def invalid_key_message() -> str:
 def wrong_path_message(url: str) -> str:
     """What ``serve`` and ``manage.py check`` say of a server that answers 404 where the calls
     go (``url`` without credentials)."""
-    values = {"url": url, "chat": chat_url(url)}
     suggestion = suggested_url(url)
     if suggestion:
-        return gettext(
+        message = gettext(
             "LLM server: %(url)s answers, but not at %(chat)s, where the calls go (HTTP 404): "
             "did you mean %(suggestion)s? Set STUDYQUEUE_LLM_URL; jobs wait until then."
-        ) % {**values, "suggestion": suggestion}
-    return (
-        gettext(
+        )
+    else:
+        message = gettext(
             "LLM server: %(url)s answers, but not at %(chat)s, where the calls go (HTTP 404): "
             "check STUDYQUEUE_LLM_URL; jobs wait until then."
         )
-        % values
-    )
+    return message % {"url": url, "chat": chat_url(url), "suggestion": suggestion}
 
 
 @dataclass(frozen=True)
@@ -107,23 +101,10 @@ def suggested_url(base_url: str) -> str | None:
     return None if base.endswith("/v1") else f"{base}/v1"
 
 
-def not_found_hint(base_url: str) -> str:
-    """What to do about a 404 on the chat path, in a few words (untranslated: it is stored
-    with the job and the breaker)."""
-    suggestion = suggested_url(base_url)
-    if suggestion:
-        return f"did you mean {suggestion}?"
-    return "check LLM_URL and LLM_MODEL"
-
-
 class LLMClient:
     """An async chat-completions client; use ``async with LLMClient.from_settings() as c``.
-
-    A consumer keeps one for its life, on its own event loop (an ``httpx.AsyncClient``
-    must not outlive the loop it was made on). httpx's own transport: keep-alive where
-    the server allows it (mlx_lm.server closes after each reply), at most
-    ``max_connections`` at once, system proxy settings honoured.
-    """
+    A consumer keeps one for its life, on its own event loop (an ``httpx.AsyncClient`` must
+    not outlive the loop it was made on); httpx's own transport, ``max_connections`` at most."""
 
     def __init__(
         self,
@@ -182,8 +163,7 @@ class LLMClient:
     def from_settings(cls, endpoint: Endpoint | None = None) -> LLMClient:
         """A client of ``endpoint`` (default: the first the settings name), with the rest
         from the STUDYQUEUE settings."""
-        if endpoint is None:
-            endpoint = endpoints.first()
+        endpoint = endpoint or endpoints.first()
         return cls(
             base_url=endpoint.url,
             model=endpoint.model,
@@ -215,19 +195,16 @@ class LLMClient:
         return redact(text, self._secrets)
 
     async def probe(self) -> Probe:
-        """``GET /models`` within ``timeout`` (the whole request) and ``max_reply_bytes``; a
-        nesting too deep to parse is no list. Never raises; the error is redacted.
-
-        An empty 200 body counts as a list of no models: a plain mlx_lm.server sends one
-        when it finds no Hugging Face cache to list, and it serves its model all the same.
-        """
+        """``GET /models`` within ``timeout`` (the whole request) and ``max_reply_bytes``; an
+        empty body is a list of no models (mlx_lm.server without a model cache, serving its
+        model all the same). Never raises; the error is redacted."""
         if self._unsendable_key:
             return Probe(None, None, invalid_key_message())
         deadline = asyncio.get_running_loop().time() + self.timeout
         try:
             async with asyncio.timeout_at(deadline):
                 probe = await self._probe()
-        except TimeoutError:
+        except (TimeoutError, httpx.TimeoutException):
             probe = Probe(None, None, f"no complete answer within {self.timeout:g}s")
         except Exception as exc:  # a probe reports, it never raises
             probe = Probe(None, None, f"{type(exc).__name__}: {exc}")
@@ -250,10 +227,9 @@ class LLMClient:
             return None
 
     async def server_page(self, path: str, *, limit: int = 256 * 1024) -> tuple[int, bytes] | None:
-        """``GET path`` at the server's root (its URL without a final ``/v1``): the status
-        and body, read within ``PROBE_DEADLINE_SECONDS`` and ``limit`` bytes; None when
-        there is no answer, or a larger one. Never raises (what a server says of itself,
-        ``services.server_limits``)."""
+        """``GET path`` at the server's root (its URL without a final ``/v1``): the status and
+        body, within ``PROBE_DEADLINE_SECONDS`` and ``limit`` bytes; None when there is no
+        answer, or a larger one. Never raises (``services.server_limits`` reads it)."""
         if self._unsendable_key:
             return None
         root = self._request_base.removesuffix("/v1")
@@ -270,20 +246,16 @@ class LLMClient:
             return None
 
     async def _probe(self) -> Probe:
-        try:
-            async with self._http.stream("GET", f"{self._request_base}/models") as response:
-                status = response.status_code
-                if status != 200:
-                    return Probe(status, None, f"HTTP {status}")
-                body = bytearray()
-                async for chunk in response.aiter_raw():  # raw: a compressed body is no list
-                    body += chunk
-                    if len(body) > self.max_reply_bytes:  # not read further
-                        return Probe(status, None, f"a body over {self.max_reply_bytes} bytes")
-        except httpx.TimeoutException:
-            return Probe(None, None, f"no complete answer within {self.timeout:g}s")
-        except httpx.HTTPError as exc:
-            return Probe(None, None, f"{type(exc).__name__}: {exc}")
+        """``probe()``'s request; its errors are ``probe()``'s to report."""
+        async with self._http.stream("GET", f"{self._request_base}/models") as response:
+            status = response.status_code
+            if status != 200:
+                return Probe(status, None, f"HTTP {status}")
+            body = bytearray()
+            async for chunk in response.aiter_raw():  # raw: a compressed body is no list
+                body += chunk
+                if len(body) > self.max_reply_bytes:  # not read further
+                    return Probe(status, None, f"a body over {self.max_reply_bytes} bytes")
         if not body.strip():
             return Probe(status, 0, "an empty body, as mlx_lm.server sends without a model cache")
         try:
@@ -305,7 +277,6 @@ class LLMClient:
         temperature: float | None = None,
     ) -> LLMReply:
         """One chat completion; raises ``LLMError`` (redacted) with the failure's code.
-
         ``on_sent`` is called once the request is written (the gate's hand-over waits for
         it); ``on_first_token`` once the first text arrives (the gate's warm-first waits
         for it). ``temperature`` replaces the client's own for this call (the key audit's
@@ -420,10 +391,13 @@ class LLMClient:
     def _not_found(self, error: LLMError) -> LLMError:
         """A 404 of the chat path: a wrong URL (no /v1) or an unknown model, the server's
         fault and every job's alike. No model ran, so like a refused connection it cost the
-        server nothing: the job waits with its attempts kept while the breaker pauses."""
+        server nothing: the job waits with its attempts kept while the breaker pauses. The
+        hint is untranslated: it is stored with the job and the breaker."""
+        suggestion = suggested_url(self._request_base)
+        hint = f"did you mean {suggestion}?" if suggestion else "check LLM_URL and LLM_MODEL"
         return LLMError(
             ErrorCode.LLM_REJECTED,
-            f"{error.message} at {self.url}; {not_found_hint(self._request_base)}",
+            f"{error.message} at {self.url}; {hint}",
             affects_all=True,
             reached_server=False,
         )
@@ -465,12 +439,9 @@ class LLMClient:
         return bytes(body)
 
     async def _cut_off(self, detail: str) -> LLMError:
-        """The error for a reply that stopped midway.
-
-        A server that is still up dropped this call: count it against the job. A server
-        that went away (stopped, restarted, crashed) is an outage: the job is released,
-        and the worker bounds how often in a row that may happen to one job.
-        """
+        """The error for a reply that stopped midway: counted against the job while the server
+        is still up; an outage (the job released, a bounded number of times) once it is gone
+        (stopped, restarted, crashed)."""
         if await self._reachable():
             return LLMError(ErrorCode.LLM_SERVER_ERROR, f"reply cut off: {detail}")
         return LLMError(
@@ -525,10 +496,7 @@ def probe_servers(
     call it where no event loop runs, as a view, a command or a thread does)."""
 
     async def run() -> list[Probe]:
-        return list(
-            await asyncio.gather(
-                *(_probe_one(url, key, deadline, connect_timeout) for url, key in targets)
-            )
-        )
+        probes = (_probe_one(url, key, deadline, connect_timeout) for url, key in targets)
+        return list(await asyncio.gather(*probes))
 
     return asyncio.run(run())

@@ -17,27 +17,23 @@ _VISIBLE_RUNS = re.compile(r"[!-~]+")
 MIN_SECRET = 4  # shorter strings would redact ordinary words; a real key or password is longer
 
 
-def is_header_safe(value: str) -> bool:
-    """Whether ``value`` can travel in an HTTP header as a token: visible ASCII only."""
-    return all(33 <= ord(char) < 127 for char in value)
-
-
 def is_valid_api_key(key: str) -> bool:
-    """Whether ``key`` may be sent as a bearer token (empty: no key, which is valid).
+    """Whether ``key`` may be sent as a bearer token: visible ASCII only (empty: no key, which
+    is valid). The one predicate behind ``manage.py check`` (E006), the LLM client and the
+    health probe: a key that fails it is never put in a header by any process."""
+    return all(33 <= ord(char) < 127 for char in key)
 
-    The one predicate behind ``manage.py check`` (E006), the LLM client and the health
-    probe: a key that fails it is never put in a header by any process."""
-    return is_header_safe(key)
 
-
-def _forms(secret: str) -> set[str]:
-    """``secret`` as it may appear in a text: as is, and as Python, bytes, JSON and URL
-    escapes write it (an exception's repr of a header shows ``b'sk-a\\r\\n'``)."""
-    forms = {secret, quote(secret, safe=""), json.dumps(secret)[1:-1]}
-    forms.add(repr(secret)[1:-1])
-    forms.add(repr(secret.encode("utf-8", "backslashreplace"))[2:-1])
-    forms.add(secret.encode("unicode_escape").decode("ascii"))
-    return forms
+def _every_form(found: Iterable[str]) -> list[str]:
+    """Each of ``found`` as it may appear in a text: as is, and as Python, bytes, JSON and URL
+    escapes write it (an exception's repr of a header shows ``b'sk-a\\r\\n'``); longest first,
+    none shorter than ``MIN_SECRET``."""
+    forms: set[str] = set()
+    for secret in filter(None, found):
+        forms |= {secret, quote(secret, safe=""), json.dumps(secret)[1:-1], repr(secret)[1:-1]}
+        forms.add(repr(secret.encode("utf-8", "backslashreplace"))[2:-1])
+        forms.add(secret.encode("unicode_escape").decode("ascii"))
+    return sorted({s for s in forms if len(s) >= MIN_SECRET}, key=len, reverse=True)
 
 
 def secrets_of(url: str, api_key: str) -> list[str]:
@@ -55,8 +51,7 @@ def secrets_of(url: str, api_key: str) -> list[str]:
     if user or password:
         pair = f"{unquote(user)}:{unquote(password)}".encode()
         found.add(base64.b64encode(pair).decode("ascii"))  # an echoed Basic header
-    every = set().union(*(_forms(s) for s in found if s))
-    return sorted({s for s in every if len(s) >= MIN_SECRET}, key=len, reverse=True)
+    return _every_form(found)
 
 
 def path_secrets(url: str) -> list[str]:
@@ -69,9 +64,7 @@ def path_secrets(url: str) -> list[str]:
         # Not a URL: the whole of it after the scheme may be the token.
         return [url.partition("://")[2]] if len(url.partition("://")[2]) >= MIN_SECRET else []
     found = {parts.path.lstrip("/"), parts.query}
-    found |= {unquote(value) for value in found}
-    every = set().union(*(_forms(s) for s in found if s))
-    return sorted({s for s in every if len(s) >= MIN_SECRET}, key=len, reverse=True)
+    return _every_form(found | {unquote(value) for value in found})
 
 
 class RedactingFilter(logging.Filter):

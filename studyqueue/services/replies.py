@@ -25,8 +25,7 @@ ERROR_TEXT_MAX = 300
 RETRY_AFTER_MAX = 86400.0
 # The shortest first-to-last-token span a decode rate is computed over. Chunks arrive with
 # a millisecond or two of jitter (event loop wake-ups, TCP coalescing several tokens into
-# one read, ms rounding); over 50 ms that is a few percent, over 2 ms it is the whole
-# figure, which is how short replies used to record 6,500-18,000 tokens/s.
+# one read, ms rounding): over 50 ms that is a few percent, over 2 ms the whole figure.
 MIN_DECODE_SPAN_MS = 50
 
 
@@ -49,16 +48,14 @@ class LLMError(Exception):
         self.message = message
         self.retry_after = retry_after
         # time.monotonic() when the failed call started (None: not a call's failure): the
-        # breaker counts the failures of calls that were already running when it opened
-        # as that one opening.
+        # breaker counts the failures of calls already running when it opened as that opening.
         self.call_started = call_started
-        # True when every job would hit the same error (server down, unknown model,
-        # wrong URL, bad key): the consumer pauses instead of failing jobs one by one.
+        # Every job would hit the same error (server down, unknown model, wrong URL, bad key):
+        # the consumer pauses instead of failing jobs one by one.
         self.affects_all = affects_all or retry.is_server_wide(code)
-        # False only when the request never reached the server (no connection, or it
-        # could not be sent) or reached no endpoint (404: no model ran): such failures
-        # cost the server nothing and are never counted against a job. Releases of calls
-        # that reached it are bounded per job.
+        # False when the request never reached the server (no connection, or not sent) or
+        # reached no endpoint (404: no model ran): it cost the server nothing and never counts
+        # against a job. Releases of calls that reached it are bounded per job.
         self.reached_server = reached_server
 
     def with_message(self, message: str) -> LLMError:
@@ -165,11 +162,8 @@ def classify_status(status: int, body: bytes, headers: httpx.Headers) -> LLMErro
     """The LLMError for a non-2xx reply."""
     detail = f"HTTP {status}: {error_text(body)}"
     if status in (429, 503):
-        return LLMError(
-            ErrorCode.LLM_OVERLOADED,
-            detail,
-            retry_after=parse_retry_after(headers.get("retry-after")),
-        )
+        retry_after = parse_retry_after(headers.get("retry-after"))
+        return LLMError(ErrorCode.LLM_OVERLOADED, detail, retry_after=retry_after)
     if status >= 500:
         return LLMError(ErrorCode.LLM_SERVER_ERROR, detail)
     # 401/403: bad key; 404: unknown model or wrong URL path; 405/411: not a chat endpoint.
@@ -266,10 +260,9 @@ class ReplyParser:
     def feed_line(self, raw: bytes) -> None:
         """One line of a server-sent event stream (UTF-8, as the SSE format defines)."""
         line = raw.decode("utf-8", "replace").strip()
-        if self.done or not line or line.startswith(":"):  # separators, keep-alive comments
+        # Separators, keep-alive comments and event:/id:/retry: fields carry nothing we need.
+        if self.done or not line.startswith("data:"):
             return
-        if not line.startswith("data:"):
-            return  # event:/id:/retry: fields carry nothing we need
         payload = line[5:].strip()
         if payload == "[DONE]":
             self.done = True

@@ -1,17 +1,7 @@
-"""When the waiting explanations will be done: an estimate from what the model servers are
-doing now, with its basis.
-
-The rate is the explanation jobs that completed in the last ``WINDOW`` (and the completion
-tokens they took, when the servers reported them), over the time that work spanned, not the
-whole window: from the first of them to complete until now, for the jobs after it (with one
-job alone: from its start). Right after an import, when an operator reads it, a consumer that
-has run for 20 s has a 20 s rate, not a ten-minute average of mostly idle time; and a server
-that stopped answering lowers it as the time since grows. The work left is the jobs still to
-run, each taking what an explanation took over that window (the current prompt's, as the jobs
-that just ran used it); the basis names tokens per second when every job of the window
-reported its tokens, jobs per minute otherwise (a server that streams without a usage chunk).
-A set's estimate uses its own jobs' rate once a few of them completed in the window, else
-every job's (``Rate.of``).
+"""When the waiting explanations will be done: an estimate from the pace of the explanation
+jobs completed in the last ``WINDOW``, measured over the time that work spanned, with its basis
+(tokens per second when every job reported its tokens, else jobs per minute). How and why:
+docs/howto/exam-sets.md, "How the estimate is made".
 """
 
 from __future__ import annotations
@@ -20,17 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import (
-    Avg,
-    Count,
-    DurationField,
-    ExpressionWrapper,
-    F,
-    Min,
-    Q,
-    QuerySet,
-    Sum,
-)
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, Q, QuerySet, Sum
 from django.utils.translation import gettext
 
 from studyqueue.models import JobKind, JobStatus, StudyQuestionJob
@@ -93,17 +73,12 @@ class Rate:
 
     @classmethod
     def of(cls, now: datetime, question_ids: QuerySet[Any, Any] | None = None) -> Rate | None:
-        """The rate of the explanation jobs completed in the ``WINDOW`` before ``now``
-        (of the questions ``question_ids``, a queryset of ids, when given); None: none
-        completed. By tokens when every one of them reported its completion tokens, else by
-        jobs (a server that streams without a usage chunk still gets an estimate)."""
-        done = StudyQuestionJob.objects.filter(
-            completed_at__gte=now - WINDOW,
-            status=JobStatus.COMPLETED,
-            kind=JobKind.EXPLANATION,
-        )
+        """The rate of the explanation jobs completed in the ``WINDOW`` before ``now`` (of the
+        questions ``question_ids``, a queryset of ids, when given); None: none completed."""
+        explanations = StudyQuestionJob.objects.filter(kind=JobKind.EXPLANATION)
         if question_ids is not None:
-            done = done.filter(study_question_id__in=question_ids)
+            explanations = explanations.filter(study_question_id__in=question_ids)
+        done = explanations.filter(completed_at__gte=now - WINDOW, status=JobStatus.COMPLETED)
         duration = ExpressionWrapper(
             F("completed_at") - F("started_at"), output_field=DurationField()
         )
@@ -122,12 +97,7 @@ class Rate:
         # Tokens for part of the jobs would count the others as free: by jobs then.
         tokens_known = row["with_tokens"] == jobs and bool(row["tokens"])
         per_job = row["tokens"] / jobs if tokens_known else None
-        running = StudyQuestionJob.objects.filter(
-            status=JobStatus.PROCESSING, kind=JobKind.EXPLANATION
-        )
-        if question_ids is not None:
-            running = running.filter(study_question_id__in=question_ids)
-        in_flight = running.count()
+        in_flight = explanations.filter(status=JobStatus.PROCESSING).count()
         span = max(now - row["started"], timedelta(seconds=1))
         took = row["took"].total_seconds() if row["took"] else 0.0
         if jobs > 2 * in_flight and jobs >= 2:

@@ -3,13 +3,10 @@
 A set's progress is its questions' explanations: each question is **approved** (a reviewer
 approved or wrote its explanation), **flagged** (explained, with a quality flag, not
 approved), **explained** (the rest of the explained), **failed** (no explanation, its last
-explanation job failed or was skipped, and none is active) or **waiting**. Its checks are
-counted beside: keys audited and disputed (the key audit), explanations verified and flagged
-by the blind verifier, and questions **checking** (a key audit or verification job of theirs
-has not ended). A set is done when nothing waits and nothing is checking, so that its notice
-carries the checks' verdicts. When it will be done is ``sets.eta``'s estimate for its
-waiting questions. When it is done, exactly one notice per completion (a ``set_notice`` job:
-the ``set_completed`` signal, the signed webhook, the owner's e-mail: ``sets.notices``).
+explanation job failed or was skipped, and none is active) or **waiting**; its checks (key
+audit, blind verifier) are counted beside. A set is done when nothing waits and no check job of
+its questions runs, so that its one notice per completion (``sets.notices``) carries the
+checks' verdicts; ``sets.eta`` estimates when.
 """
 
 from __future__ import annotations
@@ -171,15 +168,7 @@ def counts_line(progress: Progress) -> str:
     return gettext(
         "%(name)s: %(explained)s of %(total)s explained (%(approved)s approved, "
         "%(flagged)s flagged), %(failed)s failed, %(waiting)s waiting"
-    ) % {
-        "name": progress.name,
-        "explained": progress.explained,
-        "total": progress.total,
-        "approved": progress.approved,
-        "flagged": progress.flagged,
-        "failed": progress.failed,
-        "waiting": progress.waiting,
-    }
+    ) % vars(progress)
 
 
 def checks_line(progress: Progress) -> str | None:
@@ -225,8 +214,7 @@ def status_lines(progress: Progress) -> list[str]:
             "basis": progress.rate.basis,
         }
     lines = [counts_line(progress), f"{started}; {timing}"]
-    checks = checks_line(progress)
-    if checks is not None:
+    if (checks := checks_line(progress)) is not None:
         lines.append(checks)
     if progress.deadline is not None:
         lines.append(
@@ -238,25 +226,22 @@ def status_lines(progress: Progress) -> list[str]:
 
 def _verdict(progress: Progress) -> str:
     """Whether the set makes its deadline (it has one)."""
-    late = progress.late_by
     if progress.empty:
         return gettext("nothing to do, the set is empty")
     if progress.done:
         finished, deadline = progress.finished_at, progress.deadline
         made = finished is not None and deadline is not None and finished <= deadline
         return gettext("made it") if made else gettext("finished after it")
-    if late is not None:
+    if (late := progress.late_by) is not None:
         return gettext("about %(late)s late at the current rate") % {
             "late": times.short_duration(late)
         }
-    overdue = progress.overdue
-    if overdue is not None:
+    if (overdue := progress.overdue) is not None:
         # Past is late whatever the estimate says (or whether there is one).
         return gettext("already %(late)s late, not done yet") % {
             "late": times.short_duration(overdue)
         }
-    due_in = progress.due_in
-    if progress.stalled_near_deadline and due_in is not None:
+    if progress.stalled_near_deadline and (due_in := progress.due_in) is not None:
         return gettext("at risk: due in %(left)s and no estimate") % {
             "left": times.short_duration(due_in)
         }
@@ -406,28 +391,19 @@ def progress(question_set: StudyQuestionSet, now: datetime | None = None) -> Pro
     )
     waiting = counts["total"] - counts["explained"] - counts["failed"]
     done = counts["total"] > 0 and not waiting and not counts["checking"]
-    times = StudyQuestionJob.objects.filter(study_question__in=members.values("pk")).aggregate(
+    span = StudyQuestionJob.objects.filter(study_question__in=members.values("pk")).aggregate(
         started=Min("started_at", filter=Q(kind=JobKind.EXPLANATION)),
         # Done means its checks ended too: the last of them may end after every explanation.
         ended=Max("completed_at", filter=Q(kind__in=(JobKind.EXPLANATION, *CHECK_KINDS))),
     )
     rate = eta.rate_for(now, members.values("pk")) if waiting else None
     return Progress(
+        **counts,  # the aggregate's names are the fields'
         name=question_set.name,
-        total=counts["total"],
-        explained=counts["explained"],
-        approved=counts["approved"],
-        flagged=counts["flagged"],
-        failed=counts["failed"],
         waiting=waiting,
-        checking=counts["checking"],
-        key_audited=counts["key_audited"],
-        key_disputed=counts["key_disputed"],
-        verified=counts["verified"],
-        verifier_flagged=counts["verifier_flagged"],
         deadline=question_set.deadline,
-        started_at=times["started"],
-        finished_at=times["ended"] if done else None,
+        started_at=span["started"],
+        finished_at=span["ended"] if done else None,
         rate=rate,
         eta_seconds=rate.seconds_for(waiting) if rate is not None else None,
         now=now,

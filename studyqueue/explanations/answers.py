@@ -1,18 +1,6 @@
-"""The answer an explanation states, read from its text and compared with the question's key.
-
-The default prompt asks the model to end with one line such as ``정답: ②`` or ``Answer: 2``;
-models also write ``정답은 ②번입니다``, ``The correct answer is (B) Seoul``, ``**Answer:** 2``,
-``서울이 정답입니다`` or correct themselves half-way. ``compare`` reads the statement that
-names the answer and says whether it names the key; no extra LLM call. The grammar:
-
-- a label that opens its sentence (``정답: ②``, ``So the answer is B``) outranks an answer
-  named inside a sentence (``Students often say the answer is A``); among equals, the last
-  counts (the model corrected itself);
-- a statement that is negated, hedged, asked, reported or names two answers states none;
-- a later statement naming another answer, or doubting this one, makes the reply unread.
-
-A reply it cannot read is ``Verdict.UNREAD``, never an agreement. Pure text: no Django, no
-database.
+"""The answer an explanation states, read from its text and compared with the question's key,
+with no extra LLM call (the grammar: docs/reference/quality.md, "The answer line"). A reply it
+cannot read is ``Verdict.UNREAD``, never an agreement. Pure text: no database.
 """
 
 from __future__ import annotations
@@ -42,8 +30,7 @@ class Agreement:
 
 
 # Only the reply's end is read: the answer line closes it, and a reply may be megabytes
-# (LLM_MAX_REPLY_BYTES) of which every "정답" would be a statement to resolve. A statement
-# is at most a line's first characters; an answer named before a label, its last words.
+# (LLM_MAX_REPLY_BYTES) of which every "정답" would be a statement to resolve.
 TAIL_CHARS = 8000
 LAST_STATEMENTS = 64  # the last ones weighed; more in 8,000 characters is no explanation
 STATEMENT_CHARS = 300
@@ -123,12 +110,8 @@ _COPULA = re.compile(r"\s*(?:번)?\s*(?:입니다|이에요|예요|이다|이야
 _EDGE = " \t\"'\u201c\u201d\u2018\u2019「」『』.,;:!?。·-\u2013\u2014*_`$"
 _SENTENCE_END = re.compile(r"(?<=[.!?。])\s+|;|\s+[-\u2013\u2014]\s+")
 
-# What makes a statement state no answer (besides a question mark): a word or mark that
-# negates it ("not", "아님", "틀렸다", "✗"), hedges or qualifies it ("probably", "but",
-# "것 같", "지만"), reports someone else's view ("students say", "라고 생각") or makes the
-# answer another than the writer's own ("a common wrong answer", "a trap", "either"). Read
-# with the choices' and the key's own words blanked out (a choice may be "해당 없음", a key
-# "No"). When in doubt, unread.
+# What makes a statement state no answer (besides a question mark): a word that negates,
+# hedges or reports it, or makes it another's answer ("a trap"). When in doubt, unread.
 _DOUBT = re.compile(
     r"n['\u2019]t\b|[\u2717\u2718\u274c\u274e\U0001f6ab]"
     r"|\b(?:not|no|never|none|isnt|neither|nor|incorrect|wrong|false|except|excluded|"
@@ -229,14 +212,10 @@ def _choice_by_text(text: str, choices: Sequence[str]) -> _Resolved:
 
 
 def _mentions(sentence: str, name: str) -> bool:
+    starts = (m.start() for m in re.finditer(re.escape(name), sentence))
     return any(
-        _starts_with(sentence[m.start() :], name)
-        and (
-            m.start() == 0
-            or not sentence[m.start() - 1].isascii()
-            or not sentence[m.start() - 1].isalnum()
-        )
-        for m in re.finditer(re.escape(name), sentence)
+        _starts_with(sentence[at:], name) and not _latin_word(sentence[at - 1 : at])
+        for at in starts
     )
 
 
@@ -330,8 +309,7 @@ _LINE_START = " \t#>-•"
 
 def _statements(reply: str) -> list[_Statement]:
     """The last ``LAST_STATEMENTS`` places the reply states an answer, in order: after a
-    label (to the line's end; the next line when the label ends its line) or before one
-    (the clause's last words)."""
+    label (to its line's end, or the next line) or before one (the clause's last words)."""
     found = [
         (m.start(), True, m) for label in (_EN_LABEL, _KO_LABEL) for m in label.finditer(reply)
     ]
@@ -394,9 +372,8 @@ def _shown(text: str) -> str:
 
 
 def read(reply: str, choices: Sequence[str], names: Sequence[str] = ()) -> tuple[str, _Resolved]:
-    """The statement of the answer (in the reply's last ``TAIL_CHARS``), as written, and
-    what it names; ``("", "junk")`` when it states none the parser reads. ``names`` (the
-    key) are, like the choices, words that never doubt a statement."""
+    """The statement of the answer, as written, and what it names (``("", "junk")``: none
+    read); ``names`` (the key) are, like the choices, words that never doubt it."""
     readings = [
         _reading(statement, choices, names)
         for statement in _statements(_markdown_off(reply[-TAIL_CHARS:]))
@@ -441,8 +418,8 @@ def _same_text(stated: str, key: str) -> bool:
 
 
 def compare(reply: str, choices: Sequence[str], key: str) -> Agreement:
-    """Read the answer a reply states and compare it with the key (its text, number or
-    letter among ``choices``; for a question without choices, the text itself)."""
+    """Compare the answer a reply states with the key (a choice's text, number or letter;
+    without choices, the text itself)."""
     stated, resolved = read(reply, choices, [key])
     if not key.strip():
         return Agreement(stated, Verdict.NO_KEY)
@@ -464,12 +441,9 @@ _ALONE = re.compile(
 
 
 def choice_named(reply: str, choices: Sequence[str]) -> int | None:
-    """The choice (1-based) a short reply names ("Answer: 2", "2", "(B)", "Seoul"), or None:
-    none could be read (no answer, a negated, hedged or asked one, two answers, an answer that
-    is no choice). Read as the model wrote it: no key is passed (the key audit's samples, the
-    blind verifier). Stricter than an explanation's answer line: a reply naming two choices
-    on two lines names none (an explanation's last statement would win), and so does a
-    reply far longer than the few tokens asked for (a server that ignored ``max_tokens``)."""
+    """The choice (1-based) a short reply names ("Answer: 2", "(B)", "Seoul"), read without
+    the key (the key audit, the verifier); None when none is read. Stricter than ``read``: two
+    choices on two lines, or a reply far longer than asked for, name none."""
     if len(reply) > SHORT_REPLY_CHARS:
         return None
     lines = [line for line in reply.splitlines() if line.strip()]

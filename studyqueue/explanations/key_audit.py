@@ -1,20 +1,6 @@
-"""The key audit: before a question's first explanation (and again when its text, choices or
-key change), the model is asked for the answer alone, ``KEY_AUDIT_SAMPLES`` times, and its
-answers are compared with the key.
-
-The prompt holds the question and its choices, never the key, and asks for a few tokens
-(``MAX_TOKENS``), at ``KEY_AUDIT_TEMPERATURE`` (above 0: the samples may differ), without a
-``seed``. It stops asking once the verdict is settled (``settled``: two samples of three that
-name the key already agree). Each reply is read by the answer reader (``answers``); a reply
-it cannot read counts as no answer, never as an agreement. The verdict (``judge``):
-
-- ``agrees``: a majority of the samples names the key;
-- ``disputed``: every sample names the same other choice (``key_audit_answer``);
-- ``unsure``: anything else.
-
-A small model is often wrong on hard items: a dispute is a question for a reviewer (the review
-queue's key check), not a verdict. ``Audited`` writes the result, fenced by the claim and by
-the question's content, in one transaction; ``decide_key`` records a reviewer's decision.
+"""The key audit: before a question's first explanation (and after its content changes), the
+model is asked for the answer alone, never shown the key, and its samples are judged against
+the key (``judge``); a dispute waits for a reviewer (docs/howto/checks.md, "The key audit").
 """
 
 from __future__ import annotations
@@ -76,12 +62,9 @@ def needing_audit(questions: QuerySet[StudyQuestion] | None = None) -> QuerySet[
 def content_changed(
     question_ids: Sequence[int], key_changed: Collection[int], *, using: str
 ) -> None:
-    """The questions' text, choices or key changed: the audit judged content that is gone.
-    It is cleared, except for a dispute that waits for a reviewer whose key did not change
-    (a typo fixed in its text): that one keeps holding the explanation, marked as of other
-    content (``needing_audit``), until a new audit or the reviewer settles it. A change of
-    the key is the reviewer's decision: its audit is cleared. A reviewer's key check stays on
-    record."""
+    """The questions' text, choices or key changed: their audits are cleared, except a
+    dispute awaiting a reviewer whose key did not change: it keeps holding, marked as of
+    other content (``needing_audit``). A reviewer's key check stays on record."""
     questions = StudyQuestion.objects.using(using).filter(pk__in=list(question_ids))
     held = set(
         questions.filter(awaiting_key_check())
@@ -117,8 +100,7 @@ class Verdict:
 
 def judge(samples: Sequence[int | None], key: int | None) -> Verdict:
     """``agrees`` when a majority of the samples names the key; ``disputed`` when every
-    sample names the same other choice; else ``unsure`` (an unread sample is no vote for
-    the key, and a key that names no choice cannot be agreed with)."""
+    sample names the same other choice; else ``unsure``."""
     if not samples:
         return Verdict(KeyAudit.UNSURE)
     if key is not None and sum(1 for answer in samples if answer == key) * 2 > len(samples):
@@ -132,11 +114,8 @@ def judge(samples: Sequence[int | None], key: int | None) -> Verdict:
 
 
 def settled(samples: Sequence[int | None], key: int | None, planned: int) -> bool:
-    """Whether the samples so far decide the verdict whatever the ``planned`` rest would say:
-    a majority of ``planned`` already names the key, or neither an agreement (too few
-    samples left to make one) nor a dispute (two different answers, or an unread one, or the
-    key) can come any more. The audit stops asking there; ``judge`` on the samples taken
-    gives the verdict all of them would have."""
+    """Whether the samples so far decide ``judge``'s verdict whatever the rest of the
+    ``planned`` ones say: the audit stops asking there."""
     named_key = sum(1 for answer in samples if answer == key) if key is not None else 0
     if named_key * 2 > planned:
         return True
@@ -178,9 +157,8 @@ class Audited:
         return judge([sample.answer for sample in self.samples], key)
 
     def write(self, job: StudyQuestionJob) -> Outcome:
-        """Job, attempt and the question's audit in one transaction, fenced by the claim and
-        by the question's content: nothing is kept when the claim was lost, the question
-        was deleted or its content changed during the calls."""
+        """Job, attempt and audit in one transaction, fenced by the claim and the question's
+        content (``revisions.complete_if_unchanged``)."""
         db = StudyQuestion.objects.all().db
         with transaction.atomic(using=db):
             now, outcome = revisions.complete_if_unchanged(
@@ -227,11 +205,8 @@ def decide_key(
     question: StudyQuestion, *, take_model_choice: bool, by: str, seen: str | None = None
 ) -> bool:
     """A reviewer's decision on a disputed key: keep it, or make the model's choice the key
-    (an approval of its explanation is void, as for any change of content). The samples
-    stay (the audit's prompt never held the key) and the verdict is judged again against
-    the key now. False when the key is no longer disputed
-    (another reviewer decided first, or the content changed; with ``seen``, the content
-    hash the reviewer's page showed: also when it is not the content now)."""
+    (a change of content). False when the key is no longer disputed, or (``seen``: the
+    content hash the reviewer's page showed) the content changed."""
     questions = StudyQuestion.objects.all()
     db = questions.db
     with transaction.atomic(using=db):
@@ -246,8 +221,7 @@ def decide_key(
                 return False
             now.answer = now.choices[answer - 1]
             now.save(using=db, update_fields=["answer", "updated_at"])
-            # A change of content: approvals of its explanations are void. The audit is
-            # judged again below, from the same samples (their prompt never held the key).
+            # Approvals are void; the same samples are judged again (they never saw the key).
             revisions.content_changed([now.pk], using=db)
             samples = now.key_audit_samples
             verdict = rejudge(now)
@@ -289,8 +263,8 @@ class Rates:
 
 
 def rates(questions: QuerySet[StudyQuestion] | None = None) -> Rates:
-    """The dispute rate and how many disputes reviewers upheld. A dispute whose key was
-    changed counts as a dispute (its verdict now agrees)."""
+    """The dispute rate and the reviewers' decisions; a dispute whose key was changed still
+    counts as one (its verdict now agrees)."""
     base = StudyQuestion.objects.all() if questions is None else questions
     audited = base.exclude(key_audit="")
     upheld = audited.filter(key_check=KeyCheck.CHANGED).count()

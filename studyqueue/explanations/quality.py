@@ -1,23 +1,5 @@
-"""Quality flags on a finished explanation: checked, not silently accepted.
-
-- ``truncated``: the model stopped at ``max_tokens`` (``finish_reason: length``);
-- ``unfinished``: the reply ended for another reason than ``stop`` or ``length``
-  (``content_filter``, ``tool_calls``…, or no reason at all before the stream ended);
-- ``too_short``: fewer characters than ``QUALITY_MIN_CHARS``;
-- ``wrong_script``: written in another script than the question (a Korean question answered
-  in English), compared by the dominant Unicode script of their letters;
-- ``answer_mismatch``: the answer the reply states is not the question's key;
-- ``no_answer_stated``: the question has a key, and the reply states no answer the parser
-  (``studyqueue.explanations.answers``) can read;
-- ``verifier_disagrees`` / ``verifier_unsure``: the blind verifier (``verifier``), shown the
-  explanation's reasoning with every statement of its answer hidden and never the key, named
-  another choice than the key, or none (or several, or it was not asked: the statements could
-  not be hidden reliably). Set after the explanation was kept; never retried.
-- ``question_changed``: the question's text, choices or key changed after the explanation
-  was written (set on the question, never on the reply's revision: it is no fault of the
-  prompt, so prompt statistics do not count it). Such an explanation is outdated.
-
-Each flag has a label and a one-line meaning (``MEANINGS``), shown on the admin's badges.
+"""Quality flags on a finished explanation, each with a label and a one-line meaning
+(``MEANINGS``, the admin's badges; docs/reference/quality.md).
 """
 
 from __future__ import annotations
@@ -88,26 +70,17 @@ _SAME = {"HIRAGANA": "CJK", "KATAKANA": "CJK"}
 _SAMPLE = 2000  # characters looked at: enough to know the script, cheap for any length
 
 
-def script_of(char: str) -> str | None:
-    """The script of a letter (``LATIN``, ``HANGUL``, ``CYRILLIC``, ``CJK``…); None else."""
-    if not unicodedata.category(char).startswith("L"):
-        return None
-    name = unicodedata.name(char, "")
-    if not name:
-        return None
-    script = name.split(" ", 1)[0]
-    return _SAME.get(script, script)
-
-
 def dominant_script(text: str) -> str | None:
-    """The script most of a text's letters are written in; None when it has no letters."""
+    """The script most of a text's letters are written in (``LATIN``, ``HANGUL``, ``CJK``…);
+    None when it has no letters."""
     counts: Counter[str] = Counter()
     # Each distinct character named once (a text repeats a few dozen letters): the Unicode
     # name lookup is the cost, some 1 ms a reply when made for every character.
     for char, times in Counter(text[:_SAMPLE]).items():
-        script = script_of(char)
-        if script is not None:
-            counts[script] += times
+        name = unicodedata.name(char, "") if unicodedata.category(char).startswith("L") else ""
+        if name:
+            script = name.split(" ", 1)[0]
+            counts[_SAME.get(script, script)] += times
     return counts.most_common(1)[0][0] if counts else None
 
 
@@ -150,8 +123,7 @@ class Checked:
 
 
 def check(question: _Question, explanation: str, finish_reason: str) -> Checked:
-    """The checks every explanation gets, a model's reply or a reviewer's correction alike:
-    the answer it states read against the question's key, then its quality flags."""
+    """The checks every explanation gets, a model's reply or a reviewer's correction alike."""
     agreement = answers.compare(explanation, question.choices, question.answer)
     flags = flags_for(question.text, explanation, finish_reason, agreement=agreement)
     return Checked(flags, agreement.stated)
@@ -159,13 +131,12 @@ def check(question: _Question, explanation: str, finish_reason: str) -> Checked:
 
 def parse_flags(text: str) -> tuple[set[QualityFlag], list[str]]:
     """A comma-separated list of flag names (``QUALITY_RETRY``): the flags it names, and
-    the names that are no flag (sorted). Blanks around names and empty items are ignored."""
+    the names that are no flag (sorted)."""
     names = {name.strip() for name in text.split(",")} - {""}
     known = {QualityFlag(name) for name in names if name in QualityFlag.values}
     return known, sorted(names - known)
 
 
 def flags_to_retry() -> set[QualityFlag]:
-    """The flags that retry the job once instead of only flagging (``QUALITY_RETRY``); an
-    unknown name is left out here and reported by the system check E008."""
+    """The flags that retry the job once (``QUALITY_RETRY``; an unknown name is left out)."""
     return parse_flags(conf.QUALITY_RETRY)[0]

@@ -1,19 +1,7 @@
-"""The review queue: which explanations wait for a reviewer, in what order, and a reviewer's
-decision (approve, reject, edit), each in one transaction.
-
-Explanations wait riskiest first (``RISK_ORDER``: the blind verifier disagrees with the key,
-the answer line names another choice, the verifier is unsure), then in id order. An item
-is a question and the revision to judge: the newest *candidate* waiting to replace
-an approved or edited explanation, else the current explanation. Approve keeps it (a
-candidate becomes current); Reject marks it and, for a current explanation, queues a
-regeneration through ``next_step.queue_jobs``; Edit keeps the reviewer's text as a new current
-revision authored by them. Revisions are written by ``studyqueue.explanations.revisions`` only.
-
-A decision is the review status it leaves (``DECISIONS``), and applies only to what the
-reviewer saw (``Seen``, carried by the page's form): a compare-and-set on the revision's
-review, under the question's lock, so of two reviewers on one item the second is refused
-(``ReviewConflict``) and changes nothing. A correction's line ends are normalised; one that
-changes nothing is no edit (``UnchangedEdit``).
+"""The review queue: which explanations wait for a reviewer, riskiest first (``RISK_ORDER``),
+and a reviewer's decision (approve, reject, edit), each in one transaction. A decision applies
+only to what the reviewer saw (``Seen``): of two reviewers on one item, the second is refused
+(``ReviewConflict``). The workflow: docs/operators-guide.md, "Review".
 """
 
 from __future__ import annotations
@@ -99,19 +87,16 @@ class Seen:
         if len(parts) != 5:
             raise ValueError("not a review state")
         status, reviewed_at, candidate, current, content = parts
-        if status not in ReviewStatus.values or candidate not in ("0", "1"):
-            raise ValueError("not a review state")
-        if current and not (current.isascii() and current.isdigit() and len(current) <= 18):
-            raise ValueError("not a review state")
         when = datetime.fromisoformat(reviewed_at) if reviewed_at else None
-        if when is not None and when.tzinfo is None:
+        if (
+            status not in ReviewStatus.values
+            or candidate not in ("0", "1")
+            or (current and not (current.isascii() and current.isdigit() and len(current) <= 18))
+            or (when is not None and when.tzinfo is None)
+        ):
             raise ValueError("not a review state")
         review = revisions.ReviewState(status, when, candidate == "1")
         return cls(review, int(current) if current else None, content)
-
-
-def _questions() -> QuestionQuerySet:
-    return StudyQuestion.objects.all()
 
 
 # The order a reviewer meets explanations in, riskiest first (disputed keys come before all
@@ -121,8 +106,8 @@ RISK_ORDER = (quality.VERIFIER_DISAGREES, quality.ANSWER_MISMATCH, quality.VERIF
 
 
 def _risk() -> Case:
-    """A question's rank in ``RISK_ORDER`` by its current explanation's flags (matched in
-    the list's JSON text, as ``QuestionQuerySet.flagged``); the rest after them."""
+    """A question's rank in ``RISK_ORDER`` by its explanation's flags (matched in the list's
+    JSON text, as ``QuestionQuerySet.flagged``)."""
     ranks = [
         When(explanation_flags__icontains=f'"{flag}"', then=Value(rank))
         for rank, flag in enumerate(RISK_ORDER)
@@ -133,7 +118,7 @@ def _risk() -> Case:
 def waiting() -> QuestionQuerySet:
     """Questions a reviewer has to decide on (``needs_review``), riskiest first
     (``RISK_ORDER``), then in id order; each has its ``risk`` rank."""
-    return _questions().needs_review().annotate(risk=_risk()).order_by("risk", "pk")
+    return StudyQuestion.objects.needs_review().annotate(risk=_risk()).order_by("risk", "pk")
 
 
 def judged(question: StudyQuestion) -> ExplanationRevision | None:
@@ -149,7 +134,7 @@ def judged(question: StudyQuestion) -> ExplanationRevision | None:
 
 def item(question_id: int) -> Item | None:
     """The review item of a question (waiting or not); None without an explanation."""
-    question = _questions().filter(pk=question_id).first()
+    question = StudyQuestion.objects.filter(pk=question_id).first()
     if question is None:
         return None
     revision = judged(question)
@@ -170,7 +155,11 @@ def next_id(after: int | None = None, *, backwards: bool = False) -> int | None:
     if backwards:
         queryset = queryset.order_by(F("risk").desc(), F("pk").desc())
     if after is not None:
-        rank = _questions().filter(pk=after).annotate(risk=_risk()).values_list("risk", flat=True)
+        rank = (
+            StudyQuestion.objects.filter(pk=after)
+            .annotate(risk=_risk())
+            .values_list("risk", flat=True)
+        )
         where = rank.first()
         if where is not None:
             later = Q(risk__gt=where) | Q(risk=where, pk__gt=after)
@@ -202,9 +191,8 @@ class Result:
 
 
 def correction(text: str) -> str:
-    """A reviewer's text as it is stored: line ends as ``\\n`` (a browser sends CRLF), no
-    blank start or end; ``ValueError`` if it is empty or holds a character no column can
-    store (the question form's check)."""
+    """A reviewer's text as it is stored, line ends as ``\\n`` and stripped; ``ValueError``
+    if it is empty or holds a character no column can store."""
     text = normalised(text).strip()
     if not text:
         raise ValueError(_("the corrected text is empty"))
@@ -228,12 +216,10 @@ def decide(
     text: str = "",
     seen: Seen | None = None,
 ) -> Result:
-    """Apply a reviewer's decision on ``revision_id``, which must still be its question's
-    item as ``seen`` (default: as it is now, for a caller that showed nothing):
-    ``ReviewConflict`` if another reviewer, a newer reply or a change of the question came
-    first; ``UnchangedEdit`` for an edit that changes nothing; ``ValueError`` for a
-    correction that cannot be kept, or a decision that is none of ``DECISIONS``. Nothing is
-    written unless the decision is applied."""
+    """Apply a reviewer's decision on ``revision_id`` while it is still its question's item
+    as ``seen`` (default: as it is now); nothing is written otherwise. ``ReviewConflict``
+    if anything came first, ``UnchangedEdit`` for an edit that changes nothing,
+    ``ValueError`` for a bad correction or decision."""
     if decision not in DECISIONS:
         raise ValueError(f"{decision!r} is no review decision")
     if decision is ReviewStatus.EDITED:
@@ -246,7 +232,7 @@ def decide(
         # the revision is read after it.
         question = revision = None
         if question_id is not None:
-            question = _questions().select_for_update().filter(pk=question_id).first()
+            question = StudyQuestion.objects.select_for_update().filter(pk=question_id).first()
             revision = revisions_.filter(pk=revision_id).first()
         if revision is None or question is None or judged(question) != revision:
             raise ReviewConflict(
@@ -260,7 +246,6 @@ def decide(
             raise UnchangedEdit(
                 _("the text is the same as revision %(revision)s") % {"revision": revision.pk}
             )
-        status = decision
         if seen.current_revision_id != question.current_revision_id:
             # What a candidate would replace is not what the page showed: a candidate
             # accepted by another reviewer, or another revision made current.
@@ -271,7 +256,7 @@ def decide(
             )
         was_candidate = revision.candidate
         # The compare-and-set: the revision's review must still be what the page showed.
-        if not revisions.decide(revision, status, by=by, seen=seen.review):
+        if not revisions.decide(revision, decision, by=by, seen=seen.review):
             raise ReviewConflict(_("another reviewer decided first"))
         if decision is ReviewStatus.APPROVED:
             if was_candidate:

@@ -57,20 +57,6 @@ class Parsed:
     warnings: list[tuple[int, str]] = field(default_factory=list)  # (line, note): not fatal
 
 
-@dataclass(frozen=True)
-class _UnknownColumns:
-    """The CSV header names columns no question has: said once, for the header; the rows
-    are read without them."""
-
-    names: list[str]
-
-    def __str__(self) -> str:
-        return _("unknown column(s) %(names)s in the CSV header, not read (known: %(known)s)") % {
-            "names": ", ".join(map(_shown, self.names)),
-            "known": ", ".join(FIELDS),
-        }
-
-
 class FileError(ValueError):
     """The file as a whole cannot be read (its CSV header, a stray quote that merges rows):
     nothing in it can be trusted, so nothing is imported, even with --skip-invalid."""
@@ -202,15 +188,6 @@ class _Lines:
                 pass
 
 
-def _records(stream: IO[str], fmt: str) -> Iterator[tuple[int, Any]]:
-    """(first line, raw record) for each record; a record's error comes back as the record."""
-    lines = _Lines(stream)
-    if fmt == "jsonl":
-        yield from _jsonl_records(lines)
-    else:
-        yield from _csv_records(lines)
-
-
 class _FieldTwice(ValueError):
     pass
 
@@ -227,6 +204,7 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _JSON = json.JSONDecoder(object_pairs_hook=_object)
 
 
+# Each reader yields (first line, raw record); a record's error comes back as the record.
 def _jsonl_records(lines: _Lines) -> Iterator[tuple[int, Any]]:
     while True:
         try:
@@ -254,8 +232,10 @@ def _csv_records(lines: _Lines) -> Iterator[tuple[int, Any]]:
     header = _csv_header(reader, lines)
     lines.columns = len(header)  # from here on, _Lines keeps each record's lines
     unknown = [name for name in header if name and name not in FIELDS]
-    if unknown:
-        yield lines.number, _UnknownColumns(unknown)
+    if unknown:  # said once, for the header; the rows are read without them
+        names = {"names": ", ".join(map(_shown, unknown)), "known": ", ".join(FIELDS)}
+        unread = _("unknown column(s) %(names)s in the CSV header, not read (known: %(known)s)")
+        yield lines.number, UserWarning(unread % names)
     while True:
         start = lines.mark()
         try:
@@ -276,22 +256,15 @@ def _csv_records(lines: _Lines) -> Iterator[tuple[int, Any]]:
         if not any(value.strip() for value in fields):
             continue  # a blank line, or a spreadsheet's empty row (",,,")
         if len(fields) > len(header) and any(value.strip() for value in fields[len(header) :]):
-            yield (
-                start,
-                ValueError(
-                    _("%(found)s fields where the header has %(columns)s")
-                    % {"found": len(fields), "columns": len(header)}
-                ),
-            )
+            found = {"found": len(fields), "columns": len(header)}
+            yield start, ValueError(_("%(found)s fields where the header has %(columns)s") % found)
             continue
-        yield (
-            start,
-            {
-                name: value
-                for name, value in zip(header, fields, strict=False)
-                if (name or value.strip()) and name not in unknown
-            },
-        )
+        record = {
+            name: value
+            for name, value in zip(header, fields, strict=False)
+            if (name or value.strip()) and name not in unknown
+        }
+        yield start, record
 
 
 def _csv_header(reader: Iterator[list[str]], lines: _Lines) -> list[str]:
@@ -487,8 +460,9 @@ def parse(stream: IO[str], fmt: str) -> Parsed:
     when the file as a whole cannot be read."""
     parsed = Parsed()
     seen: dict[str, int] = {}
-    for number, record in _records(stream, fmt):
-        if isinstance(record, _UnknownColumns):
+    records = _jsonl_records if fmt == "jsonl" else _csv_records
+    for number, record in records(_Lines(stream)):
+        if isinstance(record, UserWarning):
             parsed.warnings.append((number, str(record)))
             continue
         try:
@@ -498,12 +472,9 @@ def parse(stream: IO[str], fmt: str) -> Parsed:
             continue
         if row.external_id is not None:
             if row.external_id in seen:
+                twice = {"id": row.external_id, "line": seen[row.external_id]}
                 parsed.errors.append(
-                    (
-                        number,
-                        _("external_id %(id)r also on line %(line)s")
-                        % {"id": row.external_id, "line": seen[row.external_id]},
-                    )
+                    (number, _("external_id %(id)r also on line %(line)s") % twice)
                 )
                 continue
             seen[row.external_id] = number
@@ -547,6 +518,7 @@ def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet
     now = timezone.now()
     for row in batch:
         question = existing.get(row.external_id) if row.external_id else None
+        content = (row.text, row.choices, row.answer)
         if question is None:
             new.append(
                 StudyQuestion(
@@ -554,12 +526,8 @@ def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet
                     external_id=row.external_id,
                 )
             )  # fmt: skip
-        elif (question.text, question.choices, question.answer) != (
-            row.text,
-            row.choices,
-            row.answer,
-        ):
-            question.text, question.choices, question.answer = row.text, row.choices, row.answer
+        elif (question.text, question.choices, question.answer) != content:
+            question.text, question.choices, question.answer = content
             question.updated_at = now
             changed.append(question)
         else:
@@ -573,8 +541,8 @@ def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet
 
 @dataclass(frozen=True)
 class Enqueued:
-    """Jobs for imported questions: new explanation jobs, the key audits queued to run
-    before them, and active explanation jobs that were there."""
+    """Jobs for imported questions: new explanation jobs, active ones that were there, and
+    the key audits queued to run first."""
 
     created: int
     active_before: int
@@ -582,12 +550,9 @@ class Enqueued:
 
 
 def enqueue_explanations(question_ids: list[int]) -> Enqueued:
-    """Queue what each imported question needs next (``next_step``): its key audit where
-    its key was not audited for its content, and its explanation where it has no active one.
-
-    An active job of a changed question explains its new text too: a pending one reads the
-    question when it runs, and a running one's reply is dropped by the worker (it fences on
-    the question's content) and the job runs again."""
+    """Queue what each imported question needs next (``next_step.queue_jobs``). An active
+    job of a changed question explains its new text too: a pending one reads the question
+    when it runs, and a running one's reply is dropped (the write fences on the content)."""
     queued = next_step.queue_jobs(question_ids)
     jobs = StudyQuestionJob.objects.active()
     active = 0

@@ -1,6 +1,5 @@
-"""The key audit handler: ask the model for the answer alone, ``KEY_AUDIT_SAMPLES`` times,
-through the gate, and return the samples to be judged against the key and kept
-(``key_audit.Audited``). The prompt never holds the key (``key_audit.build_messages``)."""
+"""The key audit handler: ask the model for the answer alone (never shown the key) up to
+``KEY_AUDIT_SAMPLES`` times, and return the samples (``key_audit.Audited``)."""
 
 from __future__ import annotations
 

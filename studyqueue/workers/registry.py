@@ -1,9 +1,5 @@
-"""Job kinds and their handlers, and what every handler shares.
-
-A handler is an async function ``(job, ctx) -> JobResult``: it reads what it needs through
-``ctx.store``, calls the LLM through ``ctx.pool`` (``ask``, ``on_endpoint``), and returns what
-happened; the consumer writes it (``JobStore.finish``). A kind is added by decorating its
-handler with ``@handler(kind)`` in a module that ``studyqueue/workers/__init__.py`` imports
+"""Job kinds and their handlers, and what every handler shares. A handler is an async
+``(job, ctx) -> JobResult`` registered with ``@handler(kind)``; the consumer writes its result
 (docs/howto/job-kind.md).
 """
 
@@ -75,9 +71,8 @@ async def dispatch(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
 
 
 async def hold_back(ctx: WorkContext, job: StudyQuestionJob, member: Member) -> Released | None:
-    """Call inside the gate, right before the LLM call: hand the job back (attempt kept)
-    when the consumer is stopping or the job's kind was paused since its claim, or when
-    ``member``'s server failed while it waited for the gate; None: the call may start."""
+    """Call inside the gate, right before the LLM call: the job handed back (attempt kept)
+    when the consumer stops, its kind was paused or ``member`` failed meanwhile; else None."""
     if ctx.stopping():
         # Claimed ahead, but the consumer is shutting down: give it back now rather than
         # start a call the grace period may cut short.
@@ -94,14 +89,12 @@ async def hold_back(ctx: WorkContext, job: StudyQuestionJob, member: Member) -> 
 
 
 def failed(job: StudyQuestionJob, code: str, message: str) -> Failed:
-    """A failure the handler found itself (a deleted or unusable question), with the
-    policy's decision for it."""
+    """A failure the handler found itself, with the policy's decision for it."""
     return Failed.decided(job, retry.Failure(code, message))
 
 
 async def question_to_check(job: StudyQuestionJob, ctx: WorkContext) -> StudyQuestion | Failed:
-    """A check's question (the key audit's, the verifier's), or the job's failure: the
-    question was deleted, or the checks cannot judge it (no text, choices or key)."""
+    """A check's question, or the job's failure: deleted, or no text, choices or key."""
     question = await ctx.store.question(job)
     if question is None:
         return failed(job, ErrorCode.QUESTION_MISSING, "the question was deleted")
@@ -117,10 +110,8 @@ def invalid_choices(job: StudyQuestionJob, error: ValidationError) -> Failed:
 
 
 def llm_failed(member: Member, job: StudyQuestionJob, error: LLMError) -> Failed:
-    """A failed LLM call to ``member`` and the policy's decision for it (``retry.decide``).
-    Called inside the gate: an overload tells the member's adaptive gate to back off, and a
-    failure of the server as a whole opens its breaker before the next job waiting for the
-    slot looks at it."""
+    """A failed LLM call to ``member`` and the policy's decision for it. Called inside the
+    gate: the member's gate and breaker learn of it before the next waiting job looks."""
     if retry.is_loss_signal(error.code):
         member.gate.record_loss(error.code)
     if error.code == ErrorCode.LLM_EMPTY:
@@ -159,16 +150,10 @@ async def on_endpoint(
     *,
     prefix: str,
 ) -> R | JobResult:
-    """Run ``work`` (the job's LLM calls, ``held.chat``) with a slot of one endpoint's gate
-    (``prefix``: the prompt's fixed part, for the pool's choice and the gate's warm-first):
-    what it returned, or what became of the job instead (handed back before the call, a
-    failed call, no slot in time).
-
-    An endpoint that fails as a server (refused, timed out, stalled, overloaded, rejected)
-    opens its breaker and ``work`` runs again on another endpoint that is up, within the
-    same attempt; so does one that answers empty (``Member.answered_empty``). When none is
-    left, the failure is the job's as with one server.
-    """
+    """Run ``work`` (the job's LLM calls) with a slot of one endpoint's gate (``prefix``: the
+    prompt's fixed part): what it returned, or what became of the job instead. An endpoint
+    that fails as a server, or answers empty, is left for another one that is up, within the
+    same attempt; when none is left, the failure is the job's."""
     tried: list[Member] = []
     while True:
         try:
@@ -196,7 +181,9 @@ async def on_endpoint(
                         continue
                     return outcome
         except GateTimeout as exc:
-            return gate_timed_out(job, exc)
+            # Not the job's fault: handed back while the policy allows, then counted.
+            failure = retry.Failure(ErrorCode.LLM_OVERLOADED, str(exc), job_at_fault=False)
+            return Failed.decided(job, failure)
         member.succeeded()
         return result
 
@@ -216,10 +203,3 @@ async def ask(
         return await held.chat(messages, **options)
 
     return await on_endpoint(ctx, job, call, prefix=prefix)
-
-
-def gate_timed_out(job: StudyQuestionJob, error: GateTimeout) -> Failed:
-    """No gate slot within ``GATE_TIMEOUT_SECONDS``: not the job's fault, so handed back
-    while the policy allows, then a counted ``llm_overloaded`` failure."""
-    failure = retry.Failure(ErrorCode.LLM_OVERLOADED, str(error), job_at_fault=False)
-    return Failed.decided(job, failure)

@@ -1,11 +1,8 @@
 """The set notice handler: a question set is done; POST its counts, signed, to ``WEBHOOK_URL``
-(when set), then let the job complete, which sends the Django signal and the owner's e-mail
-(``notices.Noticed``). No LLM call and no gate slot: a notice never holds up an
-explanation. A webhook that does not answer 2xx fails the attempt, retried with the backoff
-as any job's (``webhook_failed``); every delivery of one completion carries the same
-idempotency key, so a receiver can keep exactly one. A delivery has a total budget
-(``WEBHOOK_TIMEOUT_SECONDS``), so a receiver that never finishes its answer fails the
-attempt instead of holding it."""
+(when set) within ``WEBHOOK_TIMEOUT_SECONDS``, then complete the job (``notices.Noticed``: the
+signal and the owner's e-mail). No LLM call and no gate slot; a webhook that does not answer
+2xx fails the attempt, and every delivery of one completion carries the same idempotency key.
+"""
 
 from __future__ import annotations
 

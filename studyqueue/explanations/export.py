@@ -25,39 +25,13 @@ from studyqueue.models import (
     key_audit_holds,
 )
 
+# Each column's meaning: docs/howto/import-export.md ("Export").
 EXPORT_FIELDS = (
-    "id",
-    "external_id",
-    "text",
-    "choices",
-    "answer",
-    "explanation",
-    "model",
-    # The LLM server that wrote the current explanation (its normalised URL; "" when unknown).
-    "endpoint",
-    "prompt_version",
-    "flags",
-    # The answer the current explanation states; its agreement is in "flags".
-    "stated_answer",
-    "review_status",  # the reviewer's decision on the current explanation
-    # The key audit: agrees, disputed, unsure, "" (not audited); the choice (1-based) every
-    # sample named instead of the key (null when none).
-    "key_audit",
-    "key_audit_answer",
-    # The choice (1-based) the blind verifier said the explanation supports, shown its
-    # reasoning without any statement of the answer (null: none, or not checked).
-    "verifier_answer",
-    "explained_at",
-    # The current reply's measurements: null when the server did not say.
-    "prompt_tokens",
-    "cached_tokens",
-    "completion_tokens",
-    "ttft_ms",
-    "tokens_per_second",
-    # With --include-missing, for a question without an explanation: what it waits on
-    # (``WaitingOn``); null for an explained one.
-    "waiting_on",
-)
+    "id", "external_id", "text", "choices", "answer", "explanation", "model", "endpoint",
+    "prompt_version", "flags", "stated_answer", "review_status", "key_audit",
+    "key_audit_answer", "verifier_answer", "explained_at", "prompt_tokens", "cached_tokens",
+    "completion_tokens", "ttft_ms", "tokens_per_second", "waiting_on",
+)  # fmt: skip
 
 
 class WaitingOn(StrEnum):
@@ -151,9 +125,8 @@ class _Line:
 
 
 def spreadsheet_safe(value: Any) -> Any:
-    """``value`` with a ``'`` in front if a spreadsheet would run it as a formula (it
-    starts, or starts after blanks, with ``=``, ``+``, ``-``, ``@``, a tab or a line end:
-    OWASP's CSV-injection rule); anything else as it is."""
+    """``value`` with a ``'`` in front if a spreadsheet would run it as a formula (OWASP's
+    CSV-injection rule); anything else as it is."""
     if isinstance(value, str) and (
         value.startswith(_FORMULA_START) or value.lstrip().startswith(_FORMULA_START)
     ):
@@ -162,9 +135,8 @@ def spreadsheet_safe(value: Any) -> Any:
 
 
 def lines(rows: Iterable[dict[str, Any]], fmt: str, *, bom: bool = True) -> Iterator[str]:
-    """Rows as JSON Lines (exactly as stored), or as CSV lines after a header (choices and
-    flags as JSON, every cell made spreadsheet-safe), the header led by a byte-order mark
-    unless ``bom`` is False."""
+    """Rows as JSON Lines (exactly as stored), or as spreadsheet-safe CSV lines after a
+    header led by a byte-order mark unless ``bom`` is False."""
     if fmt == "jsonl":
         for row in rows:
             yield json.dumps(row, ensure_ascii=False) + "\n"

@@ -1,16 +1,6 @@
-"""Flags a reviewer can trust: every review decision is a label, and each flag is scored as
-a predictor of a rejection.
-
-A reviewed explanation the LLM wrote is *bad* when the reviewer rejected or edited it, *good*
-when they approved it. For each flag and prompt version:
-
-- precision: of the flagged explanations reviewed, the share that was bad;
-- recall: of the bad explanations, the share that was flagged;
-
-each with its counts and a 95 % Wilson score interval. Below ``MIN_DECISIONS`` decisions a
-number says little: ``Rate.enough`` is False and the pages say so instead. A disputed key is
-scored the same way (``key_disputes``): of the disputes a reviewer decided, the share where
-they changed the key to the model's choice.
+"""Flags a reviewer can trust: each flag scored, per prompt version, as a predictor of a
+rejection (precision and recall with a 95 % Wilson interval; docs/howto/checks.md, "Flags you
+can trust"). A reviewed explanation is *bad* when rejected or edited, *good* when approved.
 """
 
 from __future__ import annotations

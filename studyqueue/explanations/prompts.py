@@ -1,9 +1,5 @@
-"""The explanation prompt: its templates, how a question renders into messages, and the
-prompt version, derived from everything that shapes the output.
-
-The templates are Django template files a project may override (``SYSTEM_PROMPT_TEMPLATE``,
-``PROMPT_TEMPLATE``); they render with autoescape off (a prompt is not HTML) and the
-question's fields as context: ``question``, ``choices``, ``answer``.
+"""The explanation prompt: its templates (Django templates a project may override, rendered
+with autoescape off), the chat messages of a question, and the prompt version.
 """
 
 from __future__ import annotations
@@ -49,8 +45,7 @@ def _template(name: str) -> tuple[Template, str]:
 
 
 class TrialTemplateError(Exception):
-    """A trial user template (``trial_template``) does not compile (a syntax error, an unknown
-    tag or filter, a relative include): the message names the error, on one line."""
+    """A trial user template (``trial_template``) does not compile; the message says why."""
 
 
 # ``{% include "./part.txt" %}``, ``{% extends "../base.txt" %}``: a path relative to the
@@ -110,17 +105,14 @@ def render(name: str, context: dict[str, Any]) -> str:
 
 
 class TrialRenderError(Exception):
-    """A trial user template (``build_messages(prompt=...)``) failed while rendering (a
-    missing include, a tag that needs what a prompt's context lacks): the message names
-    the error."""
+    """A trial user template (``build_messages(prompt=...)``) failed while rendering."""
 
 
 def build_messages(
     question: StudyQuestion, *, prompt: Template | None = None
 ) -> list[dict[str, str]]:
-    """The chat messages for a question (its choices must be valid: ``ValidationError``);
-    ``prompt`` replaces the configured user template (a trial: ``TrialRenderError`` when it
-    fails while rendering)."""
+    """The chat messages for a question (invalid choices: ``ValidationError``); ``prompt``
+    replaces the configured user template (a trial: ``TrialRenderError``)."""
     validate_choices(question.choices)
     context = {"question": question, "choices": question.choices, "answer": question.answer}
     if prompt is None:
@@ -159,9 +151,8 @@ _MIN_RUN_CHARS = 16
 
 
 def shared_text(first: str, second: str) -> int:
-    """How many characters two rendered prompts have in common, counted over the runs of
-    whole words (and the white space between them) both contain in the same order, leaving
-    out runs shorter than a label. Prefix, suffix and every piece in between count."""
+    """How many characters two rendered prompts have in common: the runs of whole words both
+    contain in the same order, leaving out runs shorter than a label."""
     a, b = re.findall(r"\s+|\S+", first), re.findall(r"\s+|\S+", second)
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     total = 0
@@ -176,10 +167,8 @@ def shared_text(first: str, second: str) -> int:
 class CacheLayout:
     """How the rendered prompts of two different questions overlap (``manage.py check``)."""
 
-    #: Characters of fixed text the two user messages share (instructions in the user template).
-    shared_user_chars: int
-    #: Whether the system message differs between the two questions (a question field in it).
-    system_varies: bool
+    shared_user_chars: int  # fixed text the two user messages share (instructions)
+    system_varies: bool  # the system message differs (a question field in it)
 
 
 def cache_layout() -> CacheLayout:

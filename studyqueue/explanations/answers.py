@@ -64,8 +64,7 @@ _KO_LABEL = re.compile(
     rf"(?<![가-힣])(?:최종{_SP}*)?(?:정답|답)(?:{_SP}*(?:은|는|이|가)(?![가-힣])"
     rf"|{_SP}*[:\uff1a=→\-\u2013]|{_SP}+(?=[^\s가-힣])|{_SP}*(?=\n))"
 )
-# The answer named before the label, on its line: "②번이 정답입니다", "(B) Seoul is the
-# correct answer".
+# The answer named before the label: "②번이 정답입니다", "(B) Seoul is the correct answer".
 _KO_AFTER = re.compile(
     rf"(?:이|가|은|는)?{_SP}*(?:최종{_SP}*)?정답(?:이다|입니다|이에요|예요|이야|임)?(?![가-힣])"
 )
@@ -98,8 +97,7 @@ _MARKER = re.compile(
 _JOIN = r"[,;/&+|~·・、]|(?i:and|or)\b|및|또는|혹은|이나|이랑|랑|하고|와|과|나"
 # What may join two answers named by their text: "Seoul or Busan", "서울이나 부산", "서울 부산".
 _AND = re.compile(rf"^[\s(\[]*(?:(?P<word>{_JOIN})[\s(\[]*)?")
-# A second choice right after the first, alone or joined, or in brackets: "B and C", "B C",
-# "B (or C)", "② ③", "②③", "②번과 ③번" name two answers.
+# A second choice right after the first: "B and C", "B C", "B (or C)", "②③", "②번과 ③번".
 _SECOND = re.compile(
     rf"^(?:\s*번)?[\s(\[【]*(?:(?:{_JOIN})[\s(\[【]*)?"
     rf"(?=[{_CIRCLED_CLASS}]|\d{{1,2}}(?![\d,.]\d|\s*[%/])|[A-Z](?![A-Za-z0-9'\u2019])"
@@ -128,8 +126,7 @@ _DOUBT = re.compile(
     r"|생각|모르|애매|글쎄|라고|다고|라는|냐고|만약|만일|흔히|흔한|착각|오해",
     re.IGNORECASE,
 )
-# Words that may come before a label in its sentence and leave it the writer's own
-# statement: "So the answer is", "On second thought, the answer is", "잠깐, 다시 보니 정답은".
+# Words before a label that leave it the writer's own: "So the answer is", "잠깐, 다시 보니 정답은".
 _LEAD_IN = re.compile(
     r"(?:[\s,:;>#\-\u2013\u2014\u2022]+"
     r"|(?:so|thus|therefore|hence|finally|actually|wait|correction|then|overall"
@@ -139,8 +136,7 @@ _LEAD_IN = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE_START = re.compile(r".*[.!?。]\s")
-# The next line with words: blank lines and Markdown rules ("---", "***") between a label
-# and its answer are skipped ("**정답**", a rule, then "②").
+# The next line with words, past blank lines and Markdown rules ("**정답**", "---", "②").
 _NEXT_LINE = re.compile(r"\n(?:[ \t]*(?:[-*_=][ \t]*){3,}\n|\s)*([^\n]+)")
 _LATIN_AFTER = re.compile(r"\s+[A-Za-z]")
 _NOT_CIRCLED = re.compile(rf"[^{_CIRCLED_CLASS}]+")

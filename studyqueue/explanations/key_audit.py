@@ -223,13 +223,11 @@ def decide_key(
             now.save(using=db, update_fields=["answer", "updated_at"])
             # Approvals are void; the same samples are judged again (they never saw the key).
             revisions.content_changed([now.pk], using=db)
-            samples = now.key_audit_samples
             verdict = rejudge(now)
             decision = KeyCheck.CHANGED
             values: dict[str, object] = {
                 "key_audit": verdict.key_audit,
                 "key_audit_answer": verdict.answer if verdict.answer is not None else answer,
-                "key_audit_samples": samples,
                 "key_audit_hash": now.content_hash(),
             }
         else:
@@ -253,13 +251,9 @@ class Rates:
     kept: int  # disputes whose key a reviewer kept
 
     @property
-    def dispute_rate(self) -> float:
-        return self.disputed / self.audited if self.audited else 0.0
-
-    @property
     def dispute_percent(self) -> str:
         """The dispute rate as a page shows it: ``12.5``."""
-        return f"{self.dispute_rate * 100:.1f}"
+        return f"{self.disputed / self.audited * 100 if self.audited else 0:.1f}"
 
 
 def rates(questions: QuerySet[StudyQuestion] | None = None) -> Rates:

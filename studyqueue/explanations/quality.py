@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from django.db import models
 from django.utils.functional import Promise
@@ -17,7 +15,7 @@ from django.utils.translation import gettext_lazy as _
 from studyqueue.conf import conf
 from studyqueue.explanations import answers
 from studyqueue.explanations.answers import Agreement, Verdict
-from studyqueue.models import QUESTION_CHANGED_FLAG, FinishReason
+from studyqueue.models import QUESTION_CHANGED_FLAG, FinishReason, StudyQuestion
 
 
 class QualityFlag(models.TextChoices):
@@ -108,12 +106,6 @@ def flags_for(
     return flags
 
 
-class _Question(Protocol):
-    text: str
-    choices: Sequence[str]
-    answer: str
-
-
 @dataclass(frozen=True)
 class Checked:
     """An explanation checked: its flags and the answer it states (blank: none read)."""
@@ -122,7 +114,7 @@ class Checked:
     stated: str
 
 
-def check(question: _Question, explanation: str, finish_reason: str) -> Checked:
+def check(question: StudyQuestion, explanation: str, finish_reason: str) -> Checked:
     """The checks every explanation gets, a model's reply or a reviewer's correction alike."""
     agreement = answers.compare(explanation, question.choices, question.answer)
     flags = flags_for(question.text, explanation, finish_reason, agreement=agreement)

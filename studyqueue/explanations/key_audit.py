@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -51,20 +50,12 @@ def build_messages(question: StudyQuestion) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def needing_audit(questions: QuerySet[StudyQuestion] | None = None) -> QuerySet[StudyQuestion]:
-    """Questions with text, choices and a key whose current content has not been audited
-    (never, or it changed since: ``content_changed``)."""
-    base = StudyQuestion.objects.all() if questions is None else questions
-    checkable = base.exclude(text="").exclude(choices=[]).exclude(answer="")
-    return checkable.filter(Q(key_audit="") | Q(key_audit_hash=""))
-
-
 def content_changed(
     question_ids: Sequence[int], key_changed: Collection[int], *, using: str
 ) -> None:
     """The questions' text, choices or key changed: their audits are cleared, except a
     dispute awaiting a reviewer whose key did not change: it keeps holding, marked as of
-    other content (``needing_audit``). A reviewer's key check stays on record."""
+    other content (``needing_audit_ids``). A reviewer's key check stays on record."""
     questions = StudyQuestion.objects.using(using).filter(pk__in=list(question_ids))
     held = set(
         questions.filter(awaiting_key_check())
@@ -81,12 +72,15 @@ _IDS_BATCH = 500  # ids in one statement (SQLite's parameter limit)
 
 
 def needing_audit_ids(ids: Iterable[int]) -> list[int]:
-    """Which of the questions ``ids`` need an audit (``needing_audit``), in id order."""
+    """Which of the questions ``ids`` need an audit, in id order: those with text, choices
+    and a key whose content was never audited, or changed since (``content_changed``)."""
     wanted = sorted(set(ids))
+    checkable = StudyQuestion.objects.exclude(text="").exclude(choices=[]).exclude(answer="")
+    unaudited = checkable.filter(Q(key_audit="") | Q(key_audit_hash=""))
     found: list[int] = []
     for start in range(0, len(wanted), _IDS_BATCH):
-        chunk = StudyQuestion.objects.filter(pk__in=wanted[start : start + _IDS_BATCH])
-        found += needing_audit(chunk).values_list("pk", flat=True)
+        chunk = unaudited.filter(pk__in=wanted[start : start + _IDS_BATCH])
+        found += chunk.values_list("pk", flat=True)
     return sorted(found)
 
 
@@ -105,11 +99,8 @@ def judge(samples: Sequence[int | None], key: int | None) -> Verdict:
         return Verdict(KeyAudit.UNSURE)
     if key is not None and sum(1 for answer in samples if answer == key) * 2 > len(samples):
         return Verdict(KeyAudit.AGREES)
-    named = Counter(samples)
-    if len(named) == 1:
-        (only,) = named
-        if only is not None and only != key:
-            return Verdict(KeyAudit.DISPUTED, only)
+    if len(set(samples)) == 1 and samples[0] not in (None, key):
+        return Verdict(KeyAudit.DISPUTED, samples[0])
     return Verdict(KeyAudit.UNSURE)
 
 
@@ -256,11 +247,10 @@ class Rates:
         return f"{self.disputed / self.audited * 100 if self.audited else 0:.1f}"
 
 
-def rates(questions: QuerySet[StudyQuestion] | None = None) -> Rates:
+def rates() -> Rates:
     """The dispute rate and the reviewers' decisions; a dispute whose key was changed still
     counts as one (its verdict now agrees)."""
-    base = StudyQuestion.objects.all() if questions is None else questions
-    audited = base.exclude(key_audit="")
+    audited = StudyQuestion.objects.exclude(key_audit="")
     upheld = audited.filter(key_check=KeyCheck.CHANGED).count()
     kept = audited.filter(key_check=KeyCheck.KEPT).count()
     disputed = audited.filter(key_audit=KeyAudit.DISPUTED).exclude(key_check=KeyCheck.CHANGED)

@@ -155,12 +155,8 @@ def next_id(after: int | None = None, *, backwards: bool = False) -> int | None:
     if backwards:
         queryset = queryset.order_by(F("risk").desc(), F("pk").desc())
     if after is not None:
-        rank = (
-            StudyQuestion.objects.filter(pk=after)
-            .annotate(risk=_risk())
-            .values_list("risk", flat=True)
-        )
-        where = rank.first()
+        rank = StudyQuestion.objects.filter(pk=after).annotate(risk=_risk())
+        where = rank.values_list("risk", flat=True).first()
         if where is not None:
             later = Q(risk__gt=where) | Q(risk=where, pk__gt=after)
             earlier = Q(risk__lt=where) | Q(risk=where, pk__lt=after)
@@ -175,10 +171,7 @@ def counts() -> tuple[int, int]:
     """Questions waiting for a reviewer, and of them the flagged ones (each capped)."""
     queryset = waiting().order_by()
     flagged = queryset.exclude(explanation_flags=[])
-    return (
-        queryset.values("pk")[:COUNT_CAP].count(),
-        flagged.values("pk")[:COUNT_CAP].count(),
-    )
+    return queryset.values("pk")[:COUNT_CAP].count(), flagged.values("pk")[:COUNT_CAP].count()
 
 
 @dataclass(frozen=True)
@@ -238,8 +231,7 @@ def decide(
             raise ReviewConflict(
                 _("this explanation changed meanwhile (another reviewer, or a newer reply)")
             )
-        if seen is None:
-            seen = Seen.of(question, revision)
+        seen = seen or Seen.of(question, revision)
         if seen.content != question.content_hash():
             raise ReviewConflict(_("the question changed meanwhile (its text, choices or answer)"))
         if decision is ReviewStatus.EDITED and normalised(revision.text).strip() == text:

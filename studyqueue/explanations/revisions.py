@@ -101,12 +101,7 @@ class Written:
             if now.content_hash() != self.question.content_hash():
                 return self._question_changed(job)
             revision = add(
-                job,
-                self.question.pk,
-                self.reply,
-                self.version,
-                self.flags,
-                stated_answer=self.stated,
+                job, now.pk, self.reply, self.version, self.flags, stated_answer=self.stated
             )
             if self.retry_flag:
                 reason = f"retried once: the reply was flagged {self.retry_flag}"
@@ -121,8 +116,8 @@ class Written:
             if outcome is Outcome.LOST:
                 transaction.set_rollback(True, using=db)  # the claim was lost: keep nothing
                 return outcome
-            if outcome is Outcome.COMPLETED and verification_wanted(self.question):
-                enqueue(self.question.pk, JobKind.VERIFICATION)  # checked blind, later
+            if outcome is Outcome.COMPLETED and conf.VERIFY and now.checkable():
+                enqueue(now.pk, JobKind.VERIFICATION)  # checked blind, later
             if outcome is Outcome.COMPLETED and self.flags:
                 logger.warning(
                     "study_explanation_flagged id=%s question=%s flags=%s",
@@ -177,11 +172,6 @@ def complete_if_unchanged(
         transaction.set_rollback(True, using=job._state.db)  # nothing of the check is kept
         return None, outcome
     return now, outcome
-
-
-def verification_wanted(question: StudyQuestion) -> bool:
-    """Whether a new explanation of ``question`` goes to the blind verifier."""
-    return bool(conf.VERIFY) and question.checkable()
 
 
 def _question_missing(job: StudyQuestionJob) -> Outcome:

@@ -46,9 +46,4 @@ def side_by_side(old: str, new: str) -> SideBySide:
         if added:
             right.append(f"<ins>{added}</ins>")
     # Every piece above is escaped text inside our own two tags.
-    return SideBySide(
-        old=mark_safe("".join(left)),
-        new=mark_safe("".join(right)),
-        changed=old != new,
-        cut=cut,
-    )
+    return SideBySide(mark_safe("".join(left)), mark_safe("".join(right)), old != new, cut)

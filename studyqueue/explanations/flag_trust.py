@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from django.db.models import Count
 
@@ -51,8 +51,7 @@ class Rate:
     def as_dict(self) -> dict[str, object]:
         low, high = self.interval or (None, None)
         return {
-            "hits": self.hits,
-            "total": self.total,
+            **asdict(self),
             "value": self.value,
             "low": low,
             "high": high,

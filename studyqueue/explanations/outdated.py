@@ -53,11 +53,6 @@ class Basis:
         return len(self.live) > 1
 
     @property
-    def local_differs(self) -> bool:
-        """Live consumers write with another version than these settings would."""
-        return self.from_live and self.local.hash not in self.versions
-
-    @property
     def short(self) -> str:
         """For a small space (the dashboard's tile)."""
         if not self.live:
@@ -106,7 +101,7 @@ class Basis:
                     "LLM_MAX_TOKENS, LLM_TEMPERATURE and prompt templates."
                 )
             )
-        if self.local_differs:
+        if self.live and self.local.hash not in self.versions:  # the consumers write another
             out.append(
                 gettext(
                     "The prompt version of these settings, %(version)s, differs from the live "

@@ -43,11 +43,7 @@ def _load(
     question_set = StudyQuestionSet.objects.filter(pk=job.question_set_id).first()
     if question_set is None:
         return None
-    return (
-        question_set,
-        question_sets.progress(question_set),
-        notices.completion_key(question_set),
-    )
+    return question_set, question_sets.progress(question_set), notices.completion_key(question_set)
 
 
 @handler(JobKind.SET_NOTICE)

@@ -28,29 +28,26 @@ class PromptVersion:
     label: str
 
 
-# The source text of each compiled prompt template, read once. The template loader hands
-# back the same compiled ``Template`` until it loads the file anew (a new object, read
-# anew), so the version always describes the template that renders, and a job reads no file.
+# The source text of each compiled prompt template, read once: the loader hands back the same
+# ``Template`` until it reloads the file, so the version describes the template that renders.
 _sources: weakref.WeakKeyDictionary[Template, str] = weakref.WeakKeyDictionary()
 
 
-def _template(name: str) -> tuple[Template, str]:
-    """A prompt template and its source text (the text is part of the version)."""
+def _source(name: str) -> str:
+    """A prompt template's source text (part of the version)."""
     template = Engine.get_default().get_template(name)
-    source = _sources.get(template)
-    if source is None:
+    if template not in _sources:
         # A file-based loader's origin name is the file's path (the app's or the project's).
-        source = _sources[template] = Path(template.origin.name).read_text(encoding="utf-8")
-    return template, source
+        _sources[template] = Path(template.origin.name).read_text(encoding="utf-8")
+    return _sources[template]
 
 
 class TrialTemplateError(Exception):
     """A trial user template (``trial_template``) does not compile; the message says why."""
 
 
-# ``{% include "./part.txt" %}``, ``{% extends "../base.txt" %}``: a path relative to the
-# including template's name. A trial is given as text and has no name, so Django cannot
-# resolve one (it fails with an AttributeError of its own, not a TemplateSyntaxError).
+# ``{% include "./part.txt" %}``: a trial has no name to resolve a relative path against, and
+# Django fails on one with an AttributeError of its own, not a TemplateSyntaxError.
 _RELATIVE = re.compile(r"""\{%-?\s*(?:include|extends)\s+(["'])(\.\.?/[^"']*)\1""")
 
 
@@ -82,11 +79,9 @@ def current_version(
 ) -> PromptVersion:
     """The prompt version of today's settings and templates (with ``prompt_source`` as the
     user template's text instead of the configured one's: a trial's version)."""
-    _, system = _template(conf.SYSTEM_PROMPT_TEMPLATE)
-    user = prompt_source if prompt_source is not None else _template(conf.PROMPT_TEMPLATE)[1]
     shape = {
-        "system": system,
-        "user": user,
+        "system": _source(conf.SYSTEM_PROMPT_TEMPLATE),
+        "user": prompt_source if prompt_source is not None else _source(conf.PROMPT_TEMPLATE),
         "model": conf.LLM_MODEL,
         "max_tokens": max_tokens or conf.LLM_MAX_TOKENS,
         "temperature": conf.LLM_TEMPERATURE,

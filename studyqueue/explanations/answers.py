@@ -437,9 +437,8 @@ _ALONE = re.compile(
 
 
 def choice_named(reply: str, choices: Sequence[str]) -> int | None:
-    """The choice (1-based) a short reply names ("Answer: 2", "(B)", "Seoul"), read without
-    the key (the key audit, the verifier); None when none is read. Stricter than ``read``: two
-    choices on two lines, or a reply far longer than asked for, name none."""
+    """The choice (1-based) a short reply names ("Answer: 2", "(B)", "Seoul"), or None; stricter
+    than ``read``: two choices on two lines, or a reply far longer than asked for, name none."""
     if len(reply) > SHORT_REPLY_CHARS:
         return None
     lines = [line for line in reply.splitlines() if line.strip()]

@@ -76,9 +76,8 @@ def export_rows(
     approved: bool = False,
     include_missing: bool = False,
 ) -> Generator[dict[str, Any]]:
-    """Explained questions with their current explanation, streamed from the database;
-    ``approved``: only those a reviewer approved or corrected; ``include_missing``: every
-    question without an explanation too (explanation null, and what it waits on)."""
+    """Explained questions with their current explanation, streamed; ``include_missing``:
+    every question without one too (explanation null, and what it waits on)."""
     questions = StudyQuestion.objects.explained()
     if approved:
         questions = questions.approved()

@@ -42,8 +42,7 @@ PREFIX = hashlib.sha256(SYSTEM.encode()).hexdigest()[:12]
 
 
 def build_messages(question: StudyQuestion) -> list[dict[str, str]]:
-    """The audit's chat messages: the question and its numbered choices, never the key
-    (its choices must be valid: ``ValidationError``)."""
+    """The audit's chat messages, never the key (invalid choices: ``ValidationError``)."""
     validate_choices(question.choices)
     numbered = "\n".join(f"{n}. {choice}" for n, choice in enumerate(question.choices, 1))
     user = f"Question:\n{question.text.strip()}\n\nChoices:\n{numbered}"
@@ -187,8 +186,7 @@ class Audited:
 
 
 def key_checks() -> QuerySet[StudyQuestion]:
-    """Disputed keys no reviewer has kept or changed yet, in id order: the review queue
-    shows them first."""
+    """Disputed keys no reviewer has kept or changed yet, in id order."""
     return StudyQuestion.objects.filter(awaiting_key_check()).order_by("pk")
 
 

@@ -90,8 +90,7 @@ class Basis:
 
     @property
     def warnings(self) -> list[str]:
-        """What an operator should look into: consumers that disagree, or settings here
-        that differ from theirs."""
+        """Consumers that disagree, or settings here that differ from theirs."""
         out = []
         if self.disagree:
             out.append(
@@ -114,8 +113,7 @@ class Basis:
 
 
 def basis(states: Sequence[ConsumerState] | None = None) -> Basis:
-    """The versions that count as current, from the live consumers among ``states``
-    (default: the live consumers now)."""
+    """The versions that count as current among ``states`` (default: the live consumers)."""
     live = [s.record for s in (live_consumers() if states is None else states) if s.live]
     counts = Counter(r.prompt_version for r in live if r.prompt_version)
     labels = {r.prompt_version: r.prompt_label for r in live}

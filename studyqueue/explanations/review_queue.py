@@ -99,15 +99,12 @@ class Seen:
         return cls(review, int(current) if current else None, content)
 
 
-# The order a reviewer meets explanations in, riskiest first (disputed keys come before all
-# of them, on the key check's own page): the reasoning argues for another choice than the
-# key; the answer line names another; the reasoning supports no choice; the rest.
+# The order a reviewer meets explanations in, riskiest first; the rest come after.
 RISK_ORDER = (quality.VERIFIER_DISAGREES, quality.ANSWER_MISMATCH, quality.VERIFIER_UNSURE)
 
 
 def _risk() -> Case:
-    """A question's rank in ``RISK_ORDER`` by its explanation's flags (matched in the list's
-    JSON text, as ``QuestionQuerySet.flagged``)."""
+    """A question's rank in ``RISK_ORDER`` (flags matched as ``QuestionQuerySet.flagged``)."""
     ranks = [
         When(explanation_flags__icontains=f'"{flag}"', then=Value(rank))
         for rank, flag in enumerate(RISK_ORDER)
@@ -116,8 +113,7 @@ def _risk() -> Case:
 
 
 def waiting() -> QuestionQuerySet:
-    """Questions a reviewer has to decide on (``needs_review``), riskiest first
-    (``RISK_ORDER``), then in id order; each has its ``risk`` rank."""
+    """Questions a reviewer has to decide on, riskiest first, each with its ``risk`` rank."""
     return StudyQuestion.objects.needs_review().annotate(risk=_risk()).order_by("risk", "pk")
 
 
@@ -149,8 +145,7 @@ def item(question_id: int) -> Item | None:
 
 
 def next_id(after: int | None = None, *, backwards: bool = False) -> int | None:
-    """The waiting question after (or before) ``after`` in the queue's order (``waiting``),
-    wrapping around; None when nothing waits."""
+    """The waiting question after (or before) ``after``, wrapping around; None if none."""
     queryset = waiting()
     if backwards:
         queryset = queryset.order_by(F("risk").desc(), F("pk").desc())
@@ -220,9 +215,8 @@ def decide(
     revisions_ = ExplanationRevision.objects.all()
     with transaction.atomic(using=revisions_.db):
         question_id = revisions_.filter(pk=revision_id).values_list("question", flat=True).first()
-        # The question's lock orders this decision with other reviewers, the consumer
-        # storing a reply and a change of the question's content (each locks it too);
-        # the revision is read after it.
+        # The question's lock orders this decision with other reviewers, a stored reply and
+        # an edit (each locks it too); the revision is read after it.
         question = revision = None
         if question_id is not None:
             question = StudyQuestion.objects.select_for_update().filter(pk=question_id).first()
@@ -262,8 +256,7 @@ def decide(
             jobs = StudyQuestionJob.objects.active().filter(study_question=question)
             job_id = jobs.filter(kind=JobKind.EXPLANATION).values_list("pk", flat=True).first()
             return Result(decided=revision, current=revision, job_id=job_id)
-        # Checked as a model's reply is: a correction that argues for another answer than
-        # the key is flagged, and says which answer it states.
+        # Checked as a model's reply is: a correction may argue for another answer too.
         checked = quality.check(question, text, FinishReason.STOP)
         corrected = revisions.add_correction(
             revision, text, by=by, flags=checked.flags, stated_answer=checked.stated

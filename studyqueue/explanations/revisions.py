@@ -82,8 +82,7 @@ class Written:
 
     def write(self, job: StudyQuestionJob) -> Outcome:
         """Job, attempt, revision and question in one transaction, fenced by the claim and
-        the question's content: nothing is kept when the claim was lost, the question was
-        deleted or its content changed during the call."""
+        the question's content (nothing is kept if either changed)."""
         db = job._state.db
         with transaction.atomic(using=db):
             # Locked until the commit: an edit waits, or came first and the content differs.
@@ -150,10 +149,9 @@ def complete_if_unchanged(
     dropped: str,
     **done: Any,
 ) -> tuple[StudyQuestion | None, Outcome]:
-    """A check's write, in the caller's transaction: lock the question (``fields`` read) and
-    complete the job (``done``: ``queue.complete``'s arguments) only while it holds the
-    content ``seen`` had. The locked question and ``COMPLETED``; or None and what became of
-    the job (failed, retried, or ``LOST`` with the transaction rolled back)."""
+    """A check's write, in the caller's transaction: complete the job (``done``: arguments of
+    ``queue.complete``) only while the question holds ``seen``'s content. The locked question
+    (``fields`` read) and the outcome, or None and what became of the job instead."""
     now = (
         StudyQuestion.objects.select_for_update(no_key=True)
         .only(*fields)
@@ -315,9 +313,8 @@ def decide(
 
 
 def content_changed(question_ids: Iterable[int], *, using: str) -> int:
-    """The questions' content changed, in the transaction that changes it: approvals and
-    corrections of their explanations are void, the explanation is flagged
-    ``question_changed`` and candidates wait no more. How many reviews were void."""
+    """The questions' content changed, in the transaction that changes it: their reviews are
+    void, explanations flagged ``question_changed``, candidates dropped. How many were void."""
     ids = sorted(set(question_ids))
     void = 0
     revisions_ = ExplanationRevision.objects.using(using)
@@ -353,8 +350,7 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> int:
 
 
 def _mark_outdated(questions: QuerySet[StudyQuestion], *, using: str) -> None:
-    """Flag each explanation ``question_changed``, on the question only: the revision's
-    flags are facts of the reply."""
+    """Flag each explanation ``question_changed``, on the question only (not the reply's)."""
     changed = []
     for question in questions.exclude(explanation="").only("pk", "explanation_flags"):
         flags = question.explanation_flags if isinstance(question.explanation_flags, list) else []

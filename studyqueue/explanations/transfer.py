@@ -455,9 +455,8 @@ def _row(number: int, record: Any, fmt: str) -> Row:
 
 
 def parse(stream: IO[str], fmt: str) -> Parsed:
-    """Every record cleaned, then checked; valid rows and (line, reason) for the others.
-    Duplicate external ids in one file are errors (which one would win?). ``FileError``
-    when the file as a whole cannot be read."""
+    """Every record cleaned, then checked (a repeated external id too): valid rows, and
+    (line, reason) for the others; ``FileError`` when the whole file cannot be read."""
     parsed = Parsed()
     seen: dict[str, int] = {}
     records = _jsonl_records if fmt == "jsonl" else _csv_records
@@ -550,9 +549,8 @@ class Enqueued:
 
 
 def enqueue_explanations(question_ids: list[int]) -> Enqueued:
-    """Queue what each imported question needs next (``next_step.queue_jobs``). An active
-    job of a changed question explains its new text too: a pending one reads the question
-    when it runs, and a running one's reply is dropped (the write fences on the content)."""
+    """Queue what each imported question needs next (``next_step.queue_jobs``); an active
+    job of a changed question explains its new text too (the write fences on the content)."""
     queued = next_step.queue_jobs(question_ids)
     jobs = StudyQuestionJob.objects.active()
     active = 0

@@ -48,8 +48,7 @@ def blind(question: StudyQuestion, explanation: str) -> hiding.Blind:
 
 
 def build_messages(question: StudyQuestion, reasoning: str) -> list[dict[str, str]]:
-    """The verifier's chat messages: the question, its numbered choices and the explanation's
-    ``reasoning`` (``blind``'s text); never the key."""
+    """The verifier's chat messages: the question, its choices and ``reasoning``; no key."""
     numbered = "\n".join(f"{n}. {choice}" for n, choice in enumerate(question.choices, 1))
     user = (
         f"Question:\n{question.text.strip()}\n\nChoices:\n{numbered}\n\nExplanation:\n{reasoning}"
@@ -73,8 +72,7 @@ def judge(answer: int | None, key: int | None) -> list[str]:
 
 @dataclass(frozen=True)
 class Verified:
-    """The verification handler's result: the question as its prompt saw it, the revision
-    checked, the reply and the choice it names (None: none read)."""
+    """The verification handler's result (``answer``: the choice the reply names, or None)."""
 
     question: StudyQuestion
     revision: ExplanationRevision

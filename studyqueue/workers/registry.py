@@ -132,9 +132,8 @@ def llm_failed(member: Member, job: StudyQuestionJob, error: LLMError) -> Failed
 
 
 def _endpoint_failed(error: LLMError) -> bool:
-    """The failure may be the server's, not the job's: another server may well answer. An
-    empty reply counts: a server that answers 200 with nothing (a wrong model, a reasoning
-    server's ``reasoning_content`` alone) fails every job, and another server costs one call."""
+    """The failure may be the server's, not the job's: another server may answer (a server
+    answering 200 with nothing, e.g. a wrong model, fails every job)."""
     return (
         error.affects_all or retry.is_loss_signal(error.code) or error.code == ErrorCode.LLM_EMPTY
     )
@@ -196,8 +195,7 @@ async def ask(
     prefix: str,
     **options: Any,
 ) -> LLMReply | JobResult:
-    """One LLM call for ``job`` (``on_endpoint``): the reply, or what became of the job
-    instead. ``options`` go to ``LLMClient.chat``."""
+    """One LLM call for ``job`` (``options``: ``LLMClient.chat``'s), as ``on_endpoint``."""
 
     async def call(held: Held) -> LLMReply:
         return await held.chat(messages, **options)

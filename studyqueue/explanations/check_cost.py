@@ -74,17 +74,10 @@ def collect(newest_jobs: int | None = None) -> dict[str, VersionCost]:
         replied = JobAttempt.objects.filter(
             job__kind=kind, job_id__gte=first_job, completion_tokens__isnull=False
         )
-        for row in (
-            replied.order_by()
-            .values(f"job__{version}")
-            .annotate(
-                attempts=Count("id"),
-                prompt=Sum("prompt_tokens"),
-                completion=Sum("completion_tokens"),
-            )
-        ):
+        sums = {"prompt": Sum("prompt_tokens"), "completion": Sum("completion_tokens")}
+        for row in replied.order_by().values(f"job__{version}").annotate(n=Count("id"), **sums):
             cost = found[row[f"job__{version}"] or ""].setdefault(kind, KindCost())
-            cost.attempts = row["attempts"]
+            cost.attempts = row["n"]
             cost.prompt_tokens = row["prompt"] or 0
             cost.completion_tokens = row["completion"] or 0
         jobs = StudyQuestionJob.objects.filter(

@@ -308,11 +308,8 @@ def _csv_error(exc: Exception, start: int, end: int) -> ValueError:
     else:
         reason = _("not valid CSV: %(error)s") % {"error": exc}
     if end > start:
-        reason = _("%(reason)s (lines %(start)s-%(end)s skipped)") % {
-            "reason": reason,
-            "start": start,
-            "end": end,
-        }
+        skipped = {"reason": reason, "start": start, "end": end}
+        reason = _("%(reason)s (lines %(start)s-%(end)s skipped)") % skipped
     return ValueError(reason)
 
 
@@ -327,13 +324,10 @@ def _stray_quote(end: int, exc: Exception | None) -> str:
             "a quoted field opened on this line is never closed (the file ends on line %(end)s)"
         ) % {"end": end}
     else:
-        what = _("a quoted field opened on this line breaks on line %(end)s (%(error)s)") % {
-            "end": end,
-            "error": exc,
-        }
-    return _('%(what)s: a stray quote? Quote whole fields, and write a quote inside one as ""') % {
-        "what": what
-    }
+        breaks = _("a quoted field opened on this line breaks on line %(end)s (%(error)s)")
+        what = breaks % {"end": end, "error": exc}
+    advice = _('%(what)s: a stray quote? Quote whole fields, and write a quote inside one as ""')
+    return advice % {"what": what}
 
 
 def _shown(name: object) -> str:

@@ -345,8 +345,7 @@ def _reading(statement: _Statement, choices: Sequence[str], names: Sequence[str]
     answer = _answer_part(text)
     if named == _JUNK and statement.line and answer:
         named = _OTHER  # "Answer: Tokyo": an answer that is none of the choices
-    # Doubts are read in the statement's sentence, or on an answer line in all of it: a line
-    # is the answer's own place ("Answer: 2 — no, 3"), a sentence in prose is not.
+    # Doubts are read in the statement's sentence, or on an answer line in all of it.
     region = statement.text if statement.line else first
     asked = "?" in _fold(f"{statement.context} {region}")  # "Paris is the correct answer?"
     words = f"{statement.context} {_answer_part(region)}"
@@ -375,8 +374,8 @@ def read(reply: str, choices: Sequence[str], names: Sequence[str] = ()) -> tuple
         for statement in _statements(_markdown_off(reply[-TAIL_CHARS:]))
     ]
     said = [reading for reading in readings if reading.names != _JUNK]
-    # A label opening its sentence outranks any answer named inside one; among either, the
-    # last counts (the model corrected itself). A doubted answer line states none.
+    # An opening label outranks an answer named inside a sentence; among either, the last
+    # counts (the model corrected itself).
     opening = [reading for reading in said if reading.statement.opens]
     plain = opening[-1:] or [reading for reading in said if not reading.doubted][-1:]
     if not plain or plain[0].doubted:
@@ -384,8 +383,7 @@ def read(reply: str, choices: Sequence[str], names: Sequence[str] = ()) -> tuple
     chosen = plain[0]
     stated = _shown(chosen.statement.text)
     for later in said[said.index(chosen) + 1 :]:
-        # After the answer, another one stated ("So C is the correct answer") or this one
-        # doubted ("It is not true that B is the correct answer"): it contradicts itself.
+        # Another answer stated after it, or this one doubted: the reply contradicts itself.
         contradicts = later.doubted if _same(later, chosen) else not later.doubted
         if contradicts:
             return stated, _AMBIGUOUS
@@ -429,8 +427,7 @@ def compare(reply: str, choices: Sequence[str], key: str) -> Agreement:
 
 
 SHORT_REPLY_CHARS = 1000  # the checks ask for at most 16 tokens
-# A reply that is the answer alone: "2", "(B)", "③", "2번", "B." (nothing that could ask,
-# doubt or deny it: "2?", "2 (maybe)", "2번이 아니다" are no answer).
+# A reply that is the answer alone: "2", "(B)", "③", "2번", "B." (not "2?", "2 (maybe)").
 _ALONE = re.compile(
     rf"^[(\[]?\s*(?:\d{{1,2}}|[A-Za-z]|[{_CIRCLED_CLASS}])\s*[)\]]?\s*(?:번)?\s*[.。]?$"
 )

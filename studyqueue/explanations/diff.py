@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-# A page never diffs a megabyte reply: each side is compared up to this many characters
-# (the admin's scroll boxes show as much), the rest is left out and said so.
+# A page never diffs a megabyte reply: each side is compared up to this many characters.
 DIFF_CHARS = 20_000
 # Words with the blanks after them: few repeated tokens, so the matcher stays fast on prose.
 _WORDS = re.compile(r"\S+\s*|\s+")

@@ -44,8 +44,7 @@ class WaitingOn(StrEnum):
     NOT_QUEUED = "not_queued"  # no job: ``enqueue --missing`` queues one
 
 
-# What a spreadsheet reads as the start of a formula (OWASP's list, the full-width forms
-# some spreadsheets accept too, and a leading line feed like the carriage return).
+# What a spreadsheet reads as the start of a formula (OWASP's list and full-width forms).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 
@@ -141,8 +140,7 @@ def lines(rows: Iterable[dict[str, Any]], fmt: str, *, bom: bool = True) -> Iter
             yield json.dumps(row, ensure_ascii=False) + "\n"
         return
     writer = csv.writer(_Line())
-    # Excel reads a CSV without the mark in the system's code page (CP949 on Korean
-    # Windows): every Korean cell would be garbled. Readers of UTF-8 skip it (utf-8-sig).
+    # Without the mark, Excel on Korean Windows reads the file as CP949 and garbles it.
     yield (BOM if bom else "") + writer.writerow(EXPORT_FIELDS)
     for row in rows:
         for key in ("choices", "flags"):

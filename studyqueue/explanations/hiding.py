@@ -42,9 +42,8 @@ _REF = re.compile(
     r"|\b(?:this|that|it)\b(?=\s+(?:is|was)\s)|이것|그것|이\s*보기|이\s*선택지",
     re.IGNORECASE,
 )
-# A verdict that a named choice is the right one: "맞다", "correct", "가장 적절하다", "the one
-# to choose". Not "옳다" (a true statement among the choices is reasoning: "②는 옳다" in a
-# "옳지 않은 것은?" question), unless a conclusion opens the sentence ("따라서 ②가 옳다").
+# A verdict that a named choice is the right one: "맞다", "correct", "가장 적절하다". Not
+# "옳다" ("②는 옳다" in a "옳지 않은 것은?" question is reasoning): see ``_TRUE``.
 _RIGHT = re.compile(
     r"맞(?:다|습니다|아요|아|는다|음|는\s*(?:것|보기|선택)|을\s*것)"
     r"|가장\s*(?:적절|알맞|타당|정확|옳|적합|올바르|올바른|맞)"

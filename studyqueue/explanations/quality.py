@@ -72,8 +72,7 @@ def dominant_script(text: str) -> str | None:
     """The script most of a text's letters are written in (``LATIN``, ``HANGUL``, ``CJK``…);
     None when it has no letters."""
     counts: Counter[str] = Counter()
-    # Each distinct character named once (a text repeats a few dozen letters): the Unicode
-    # name lookup is the cost, some 1 ms a reply when made for every character.
+    # Each distinct character named once: the Unicode name lookup is the cost.
     for char, times in Counter(text[:_SAMPLE]).items():
         name = unicodedata.name(char, "") if unicodedata.category(char).startswith("L") else ""
         if name:

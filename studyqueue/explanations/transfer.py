@@ -436,8 +436,7 @@ def _row(number: int, record: Any, fmt: str) -> Row:
         reason = " ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
         raise ValueError(_("'choices': %(reason)s") % {"reason": reason}) from None
     if choices and answer.strip() and answers.key_choice(answer, choices) is None:
-        # Stored, it would make every check of the question unanswerable: the key audit and
-        # the verifier compare choices, and no explanation could agree with it.
+        # Stored, no check of the question could agree with it.
         raise ValueError(
             _(
                 "'answer' %(answer)s names none of the choices: give a choice's text, "

@@ -36,8 +36,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     replies: list[LLMReply] = []
 
     async def sample(held: Held) -> None:
-        # One slot for the few short calls: they are one piece of work. Samples taken
-        # before a server failed stand; another server takes the rest.
+        # One slot for the few short calls; after a server fails, another takes the rest.
         planned = conf.KEY_AUDIT_SAMPLES
         while len(samples) < planned:
             if key_audit.settled([s.answer for s in samples], key, planned):

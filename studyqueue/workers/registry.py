@@ -35,8 +35,7 @@ class WorkContext:
     store: JobStore
     pool: EndpointPool  # the LLM servers, each with its client, gate and breaker
     stopping: Callable[[], bool]
-    # Right before a job's LLM call: a reason not to start it (its kind was paused since
-    # the claim), or None; from then on the job counts as started (``hold_back``).
+    # Right before a job's LLM call: a reason not to start it (its kind paused), or None.
     starting: Starting = _always_start
 
 
@@ -74,8 +73,7 @@ async def hold_back(ctx: WorkContext, job: StudyQuestionJob, member: Member) -> 
     """Call inside the gate, right before the LLM call: the job handed back (attempt kept)
     when the consumer stops, its kind was paused or ``member`` failed meanwhile; else None."""
     if ctx.stopping():
-        # Claimed ahead, but the consumer is shutting down: give it back now rather than
-        # start a call the grace period may cut short.
+        # Rather than start a call the shutdown's grace period may cut short.
         return Released("consumer stopping")
     reason = await ctx.starting(job)
     if reason is not None:

@@ -62,8 +62,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
             "questions were added or checks queued since the set was done",
         )
     if question_set.noticed_key == key:
-        # Another notice job of this completion got there first (a second consumer's sweep
-        # raced it): nothing to send; ``Noticed.write`` re-checks under the row lock.
+        # Another notice job of this completion got there first (``Noticed.write`` re-checks).
         return Skipped(ErrorCode.SET_NOTICED, notices.ALREADY_NOTICED)
     data = notices.payload(progress)
     url = conf.WEBHOOK_URL
@@ -86,9 +85,8 @@ async def _post(url: str, data: dict[str, object], key: str) -> str | None:
     secrets = _secrets()
     budget = conf.WEBHOOK_TIMEOUT_SECONDS
     try:
-        # httpx's timeouts are per read: a receiver that drips a byte now and then would
-        # hold the notice (and the consumer's batch slot) forever. The deadline bounds the
-        # whole delivery; running out of it is a transient failure like any other.
+        # httpx's timeouts are per read: a receiver dripping a byte now and then would hold
+        # the notice forever. The deadline bounds the whole delivery (a transient failure).
         async with asyncio.timeout(budget):
             async with httpx.AsyncClient(timeout=budget) as client:
                 response = await client.post(url, content=body, headers=headers)

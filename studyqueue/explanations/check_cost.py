@@ -53,8 +53,7 @@ class VersionCost:
 
     @property
     def token_share(self) -> float | None:
-        """Checking's generated tokens over the explanations' (None before any): what the
-        server spends its time on (prompt tokens are read many times faster)."""
+        """Checking's generated tokens over the explanations' (None before any)."""
         written = self.of(JobKind.EXPLANATION).completion_tokens
         return self.checking.completion_tokens / written if written else None
 
@@ -66,8 +65,7 @@ class VersionCost:
 
 
 def collect(newest_jobs: int | None = None) -> dict[str, VersionCost]:
-    """Every prompt version's spending by job kind (``""``: audits of questions not explained
-    yet), over all jobs or the ``newest_jobs``."""
+    """Every prompt version's spending by job kind, over all jobs or the ``newest_jobs``."""
     found: dict[str, dict[str, KindCost]] = defaultdict(dict)
     first_job = newest_edge(StudyQuestionJob.objects.all(), newest_jobs)
     for kind, version in _VERSION.items():

@@ -18,8 +18,7 @@ _WORDS = re.compile(r"\S+\s*|\s+")
 
 @dataclass(frozen=True)
 class SideBySide:
-    """The old and the new text as HTML (escaped): removed words in ``<del>``, added ones in
-    ``<ins>``; ``changed`` is False when the texts are the same."""
+    """The old and the new text as escaped HTML: removed words in ``<del>``, added in ``<ins>``."""
 
     old: SafeString
     new: SafeString

@@ -31,8 +31,7 @@ class Edited:
 
 @contextmanager
 def editing(question_ids: Iterable[int], *, using: str | None = None) -> Iterator[Edited]:
-    """Change the questions' content inside this block; on leaving it, what the change means
-    is done for each question whose content now differs."""
+    """Change the questions' content inside this block; leaving it acts on what changed."""
     ids = sorted({int(pk) for pk in question_ids})
     db = using or StudyQuestion.objects.all().db
     edited = Edited()

@@ -98,8 +98,7 @@ SCORED = (*(flag.value for flag in quality.FLAGS if flag != quality.QUESTION_CHA
 
 
 def collect(newest: int | None = None) -> dict[str, list[FlagTrust]]:
-    """Per prompt version, each scored flag against the reviewers' decisions (over the LLM's
-    revisions: all, or the ``newest``)."""
+    """Per prompt version, each scored flag against the reviewers' decisions."""
     reviewed = prompt_versions.written(newest).exclude(review_status=ReviewStatus.UNREVIEWED)
     # One row per (version, flags list, decision) that occurs: few, whatever the table's size.
     rows = reviewed.values("prompt_version", "flags", "review_status").annotate(n=Count("id"))
@@ -125,7 +124,6 @@ def of(trust: dict[str, list[FlagTrust]], version: str) -> list[FlagTrust]:
 
 
 def key_disputes() -> Rate:
-    """Of the disputed keys a reviewer decided, those where the model was right (the key
-    was changed to its choice): the key audit's precision."""
+    """The key audit's precision: of the disputes decided, those where the model was right."""
     rates = key_audit.rates()
     return Rate(rates.upheld, rates.upheld + rates.kept)

@@ -19,8 +19,7 @@ from studyqueue.queue.enqueue import enqueue_many
 
 @dataclass(frozen=True)
 class Queued:
-    """What a call queued: ``created`` jobs of the kind asked for, of ``requested``
-    questions (the others had an active one), and the key audits queued to run first."""
+    """What a call queued: ``created`` jobs for ``requested`` questions, and key audits."""
 
     requested: int
     created: int

@@ -52,8 +52,7 @@ _RELATIVE = re.compile(r"""\{%-?\s*(?:include|extends)\s+(["'])(\.\.?/[^"']*)\1"
 
 
 def trial_template(source: str) -> Template:
-    """A user prompt template given as text (``explain --prompt-template``), compiled by the
-    same engine as the configured ones; ``TrialTemplateError`` if it does not compile."""
+    """A user prompt template given as text, compiled; ``TrialTemplateError`` if it fails."""
     relative = _RELATIVE.search(source)
     if relative is not None:
         raise TrialTemplateError(
@@ -77,8 +76,7 @@ def _reason(exc: Exception) -> str:
 def current_version(
     *, max_tokens: int | None = None, prompt_source: str | None = None
 ) -> PromptVersion:
-    """The prompt version of today's settings and templates (with ``prompt_source`` as the
-    user template's text instead of the configured one's: a trial's version)."""
+    """The prompt version of today's settings and templates (``prompt_source``: a trial's)."""
     shape = {
         "system": _source(conf.SYSTEM_PROMPT_TEMPLATE),
         "user": prompt_source if prompt_source is not None else _source(conf.PROMPT_TEMPLATE),
@@ -129,8 +127,7 @@ def sample_question() -> StudyQuestion:
 
 
 def sample_questions() -> tuple[StudyQuestion, StudyQuestion]:
-    """Two unsaved questions with no word, choice count or answer in common: what their
-    rendered prompts share comes from the templates, not from the questions."""
+    """Two unsaved questions with nothing in common: what their prompts share is fixed text."""
     return (
         sample_question(),
         StudyQuestion(
@@ -167,8 +164,7 @@ class CacheLayout:
 
 
 def cache_layout() -> CacheLayout:
-    """Render both sample questions and measure what defeats the server's prompt cache:
-    fixed text in the user message, or a system message that changes per question."""
+    """Render both sample questions and measure what defeats the server's prompt cache."""
     first, second = (build_messages(question) for question in sample_questions())
     return CacheLayout(
         shared_user_chars=shared_text(first[1]["content"], second[1]["content"]),

@@ -69,8 +69,7 @@ _SAMPLE = 2000  # characters looked at: enough to know the script, cheap for any
 
 
 def dominant_script(text: str) -> str | None:
-    """The script most of a text's letters are written in (``LATIN``, ``HANGUL``, ``CJK``…);
-    None when it has no letters."""
+    """The script most of a text's letters are in (``LATIN``, ``HANGUL``, ``CJK``…), or None."""
     counts: Counter[str] = Counter()
     # Each distinct character named once: the Unicode name lookup is the cost.
     for char, times in Counter(text[:_SAMPLE]).items():
@@ -121,8 +120,7 @@ def check(question: StudyQuestion, explanation: str, finish_reason: str) -> Chec
 
 
 def parse_flags(text: str) -> tuple[set[QualityFlag], list[str]]:
-    """A comma-separated list of flag names (``QUALITY_RETRY``): the flags it names, and
-    the names that are no flag (sorted)."""
+    """``QUALITY_RETRY``'s list of names: the flags it names, and the others (sorted)."""
     names = {name.strip() for name in text.split(",")} - {""}
     known = {QualityFlag(name) for name in names if name in QualityFlag.values}
     return known, sorted(names - known)

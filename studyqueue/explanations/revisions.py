@@ -283,12 +283,9 @@ def decide(
     ``seen``, a compare-and-set: False (nothing written) when another decision came first."""
     now = timezone.now()
     rows = ExplanationRevision.objects.filter(pk=revision.pk)
-    if seen is not None:
-        rows = rows.filter(review_status=seen.review_status, candidate=seen.candidate)
-        rows = (
-            rows.filter(reviewed_at__isnull=True)
-            if seen.reviewed_at is None
-            else rows.filter(reviewed_at=seen.reviewed_at)
+    if seen is not None:  # reviewed_at=None matches IS NULL
+        rows = rows.filter(
+            review_status=seen.review_status, candidate=seen.candidate, reviewed_at=seen.reviewed_at
         )
     if not rows.update(review_status=status, reviewed_by=by, reviewed_at=now, candidate=False):
         logger.info(
@@ -323,9 +320,8 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> int:
         # Every approval of the question, not only the current one: "make current" on an
         # older revision must not bring back an approval of content that is gone.
         voided = revisions_.filter(question_id__in=chunk, review_status__in=PROTECTED_REVIEWS)
-        for pk, question_id, review, by in voided.values_list(
-            "pk", "question_id", "review_status", "reviewed_by"
-        ):
+        reviews = voided.values_list("pk", "question_id", "review_status", "reviewed_by")
+        for pk, question_id, review, by in reviews:
             logger.info(
                 "study_review_voided question=%s revision=%s review=%s by=%s "
                 "reason=content_changed",

@@ -154,8 +154,7 @@ def _markdown_off(text: str) -> str:
 
 
 def _fold(text: str) -> str:
-    """Compatibility forms folded (full-width ``B``, ``⑵``, ``Ⓑ``) but not the circled
-    numbers: NFKC makes ``②`` a plain ``2``, which may be another choice's text."""
+    """Compatibility forms folded (full-width, ``⑵``) but not circled numbers (``②`` no ``2``)."""
     return _NOT_CIRCLED.sub(lambda part: unicodedata.normalize("NFKC", part[0]), text)
 
 
@@ -166,8 +165,7 @@ def _norm(text: str) -> str:
 
 
 def _starts_with(text: str, prefix: str) -> bool:
-    """``text`` starts with ``prefix`` as a word: a Latin word or a number may not go on
-    after it; Korean particles may ("서울입니다")."""
+    """``text`` starts with ``prefix`` as a word; Korean particles may follow ("서울입니다")."""
     if not prefix or not text.startswith(prefix):
         return False
     return not _latin_word(text[len(prefix) : len(prefix) + 1])
@@ -237,8 +235,7 @@ def _marker(match: re.Match[str], choices: Sequence[str]) -> _Resolved:
 
 
 def _answer_part(statement: str) -> str:
-    """The part of a statement that names the answer: after "not … but", "…이 아니라";
-    "" when it only says what the answer is not ("not 1")."""
+    """The part of a statement naming the answer (after "not … but", "…이 아니라"), or ""."""
     said = _FILLER.sub("", statement.strip(_EDGE))
     turned = _EN_TURN.sub("", said)
     if turned == said and _EN_NOT.match(said):
@@ -274,8 +271,7 @@ def resolve(statement: str, choices: Sequence[str]) -> _Resolved:
 
 
 def _doubted(words: str, names: Sequence[str]) -> bool:
-    """The words around an answer negate, hedge or report it (``_DOUBT``), with the
-    ``names`` (the choices, the key) blanked out: their own words are the answer."""
+    """The words around an answer doubt it (``_DOUBT``), the ``names``' own words left out."""
     said = _norm(words)
     for name in names:
         if (name := _norm(name)) and name in said:
@@ -401,8 +397,7 @@ def key_choice(key: str, choices: Sequence[str]) -> int | None:
 
 
 def _same_text(stated: str, key: str) -> bool:
-    """An open answer agrees when it is the key, or the key with a Korean ending attached
-    ("서울입니다", "서울특별시"; not "서울 또는 부산")."""
+    """An open answer is the key, or the key with a Korean ending ("서울입니다", "서울특별시")."""
     said = _norm(_COPULA.sub("", _SENTENCE_END.split(stated, maxsplit=1)[0]))
     wanted = _norm(key)
     ending = said[len(wanted) :].strip(_EDGE)
@@ -412,8 +407,7 @@ def _same_text(stated: str, key: str) -> bool:
 
 
 def compare(reply: str, choices: Sequence[str], key: str) -> Agreement:
-    """Compare the answer a reply states with the key (a choice's text, number or letter;
-    without choices, the text itself)."""
+    """Compare the answer a reply states with the key (a choice's text, number or letter)."""
     stated, resolved = read(reply, choices, [key])
     if not key.strip():
         return Agreement(stated, Verdict.NO_KEY)

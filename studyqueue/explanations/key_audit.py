@@ -92,8 +92,8 @@ class Verdict:
 
 
 def judge(samples: Sequence[int | None], key: int | None) -> Verdict:
-    """``agrees`` when a majority of the samples names the key; ``disputed`` when every
-    sample names the same other choice; else ``unsure``."""
+    """``agrees`` for a majority naming the key, ``disputed`` for one other choice, else
+    ``unsure``."""
     if not samples:
         return Verdict(KeyAudit.UNSURE)
     if key is not None and sum(1 for answer in samples if answer == key) * 2 > len(samples):
@@ -147,8 +147,7 @@ class Audited:
         return judge([sample.answer for sample in self.samples], key)
 
     def write(self, job: StudyQuestionJob) -> Outcome:
-        """Job, attempt and audit in one transaction, fenced by the claim and the question's
-        content (``revisions.complete_if_unchanged``)."""
+        """Job, attempt and audit in one transaction (``revisions.complete_if_unchanged``)."""
         db = StudyQuestion.objects.all().db
         with transaction.atomic(using=db):
             now, outcome = revisions.complete_if_unchanged(
@@ -246,8 +245,7 @@ class Rates:
 
 
 def rates() -> Rates:
-    """The dispute rate and the reviewers' decisions; a dispute whose key was changed still
-    counts as one (its verdict now agrees)."""
+    """The dispute rate and the reviewers' decisions (a changed key still counts disputed)."""
     audited = StudyQuestion.objects.exclude(key_audit="")
     upheld = audited.filter(key_check=KeyCheck.CHANGED).count()
     kept = audited.filter(key_check=KeyCheck.KEPT).count()

@@ -127,8 +127,7 @@ class Written:
             return outcome
 
     def _question_changed(self, job: StudyQuestionJob) -> Outcome:
-        """The question was edited during the call: nothing is stored, and the job runs
-        again on the new content while the policy allows."""
+        """The question was edited during the call: nothing is stored, the job runs again."""
         logger.warning(
             "study_reply_dropped id=%s question=%s reason=question_changed free_releases=%s",
             job.pk,
@@ -231,8 +230,7 @@ def restore(revision: ExplanationRevision) -> bool:
 
 
 def previous(revision: ExplanationRevision) -> ExplanationRevision | None:
-    """The revision ``revision`` follows: the one a reviewer corrected into it, else the
-    question's newest older revision."""
+    """The revision ``revision`` corrects, else the question's newest older one."""
     if revision.based_on_id is not None:
         return ExplanationRevision.objects.filter(pk=revision.based_on_id).first()
     older = ExplanationRevision.objects.filter(question_id=revision.question_id, pk__lt=revision.pk)
@@ -260,8 +258,7 @@ def settle(revision: ExplanationRevision, current: ExplanationRevision | None) -
 
 @dataclass(frozen=True)
 class ReviewState:
-    """A revision's review as a reviewer saw it: a decision is written only while the
-    revision still holds exactly this (``decide``)."""
+    """A revision's review as a reviewer saw it (``decide``'s compare-and-set)."""
 
     review_status: str
     reviewed_at: datetime | None
@@ -367,8 +364,7 @@ def add_correction(
     flags: Sequence[str] = (),
     stated_answer: str = "",
 ) -> ExplanationRevision:
-    """A reviewer's corrected text as a new revision by ``by``, in the prompt version of the
-    one it corrects; not current yet."""
+    """A reviewer's corrected text as a new revision by ``by`` (not current yet)."""
     return ExplanationRevision.objects.create(
         question_id=based_on.question_id,
         text=text,

@@ -149,8 +149,8 @@ class _Lines:
         self.quoted = quoted
 
     def looks_like_rows(self) -> bool:
-        """Whether each line of the record read so far looks like a row of the file on its
-        own (never with one column, where every line would)."""
+        """Whether each line of the record so far looks like a row of its own (never with one
+        column, where every line would)."""
         return self.whole and self.columns > 1 and all(map(self._looks_like_row, self.record))
 
     def _looks_like_row(self, line: str) -> bool:
@@ -340,8 +340,7 @@ def _shown(name: object) -> str:
 
 
 def _string(value: Any, name: str | None, *, one_line: bool = False) -> str:
-    """A text field cleaned (see ``clean``), absent as empty; ``ValueError`` if it is not
-    text or not valid Unicode (``name`` as the reason's subject, e.g. ``'text'``)."""
+    """A text field cleaned, absent as empty; ``ValueError`` (about ``name``) if invalid."""
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -491,8 +490,7 @@ class Imported:
 
 
 def store(rows: list[Row], progress: Callable[[int], None] = lambda n: None) -> Imported:
-    """Create or update the questions (matched on ``external_id``), in batches, all in one
-    transaction: an import lands whole or not at all."""
+    """Create or update the questions (matched on ``external_id``), in one transaction."""
     result = Imported()
     questions = StudyQuestion.objects.all()
     with transaction.atomic(using=questions.db):
@@ -533,8 +531,7 @@ def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet
 
 @dataclass(frozen=True)
 class Enqueued:
-    """Jobs for imported questions: new explanation jobs, active ones that were there, and
-    the key audits queued to run first."""
+    """Jobs for imported questions: new and already active explanation jobs, key audits."""
 
     created: int
     active_before: int

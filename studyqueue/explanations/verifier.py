@@ -89,8 +89,7 @@ class Verified:
         return cls(question, revision, f"{NOT_ASKED}{problem}", None, usage=Usage())
 
     def write(self, job: StudyQuestionJob) -> Outcome:
-        """Job, attempt and verdict in one transaction, fenced by the claim and the question's
-        content (``revisions.complete_if_unchanged``)."""
+        """Job, attempt and verdict in one transaction (``revisions.complete_if_unchanged``)."""
         db = StudyQuestion.objects.all().db
         with transaction.atomic(using=db):
             now, outcome = revisions.complete_if_unchanged(

@@ -123,8 +123,7 @@ class _Line:
 
 
 def spreadsheet_safe(value: Any) -> Any:
-    """``value`` with a ``'`` in front if a spreadsheet would run it as a formula (OWASP's
-    CSV-injection rule); anything else as it is."""
+    """``value`` with a ``'`` in front if a spreadsheet would run it as a formula (OWASP)."""
     if isinstance(value, str) and (
         value.startswith(_FORMULA_START) or value.lstrip().startswith(_FORMULA_START)
     ):
@@ -133,8 +132,7 @@ def spreadsheet_safe(value: Any) -> Any:
 
 
 def lines(rows: Iterable[dict[str, Any]], fmt: str, *, bom: bool = True) -> Iterator[str]:
-    """Rows as JSON Lines (exactly as stored), or as spreadsheet-safe CSV lines after a
-    header led by a byte-order mark unless ``bom`` is False."""
+    """Rows as JSON Lines, or spreadsheet-safe CSV lines after a header (``bom``: marked)."""
     if fmt == "jsonl":
         for row in rows:
             yield json.dumps(row, ensure_ascii=False) + "\n"

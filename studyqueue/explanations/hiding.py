@@ -266,8 +266,7 @@ class Blind:
 
 
 def blind(reply: str, choices: Sequence[str]) -> Blind:
-    """The reply's reasoning (``hide_statements``) and what makes a blind check impossible:
-    nothing of the reasoning left, or an answer still stated in it."""
+    """The reply's reasoning and what makes a blind check of it impossible ("" if nothing)."""
     text = hide_statements(reply, choices)
     names = _choice_names(choices)
     if _content(text, names) < MIN_REASONING_WORDS:

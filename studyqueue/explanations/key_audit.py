@@ -71,8 +71,7 @@ _IDS_BATCH = 500  # ids in one statement (SQLite's parameter limit)
 
 
 def needing_audit_ids(ids: Iterable[int]) -> list[int]:
-    """Which of the questions ``ids`` need an audit, in id order: those with text, choices
-    and a key whose content was never audited, or changed since (``content_changed``)."""
+    """The ``ids`` of checkable questions whose content was never audited, in id order."""
     wanted = sorted(set(ids))
     checkable = StudyQuestion.objects.exclude(text="").exclude(choices=[]).exclude(answer="")
     unaudited = checkable.filter(Q(key_audit="") | Q(key_audit_hash=""))
@@ -92,8 +91,7 @@ class Verdict:
 
 
 def judge(samples: Sequence[int | None], key: int | None) -> Verdict:
-    """``agrees`` for a majority naming the key, ``disputed`` for one other choice, else
-    ``unsure``."""
+    """``agrees`` for a majority naming the key, ``disputed`` for one other choice, else unsure."""
     if not samples:
         return Verdict(KeyAudit.UNSURE)
     if key is not None and sum(1 for answer in samples if answer == key) * 2 > len(samples):

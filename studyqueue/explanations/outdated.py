@@ -33,8 +33,7 @@ class LiveVersion:
 
 @dataclass(frozen=True)
 class Basis:
-    """The versions that count as current: every live consumer's (most used first), else
-    this process's own."""
+    """The versions that count as current: the live consumers' (most used first), or ours."""
 
     live: tuple[LiveVersion, ...]
     local: PromptVersion
@@ -142,8 +141,8 @@ def _version_shown(version: str, label: str) -> str:
 
 
 def differences(states: list[ConsumerState] | None = None) -> list[Difference]:
-    """Where this process's LLM URL, model and prompt version differ from those of the
-    live consumers among ``states`` (default: the live consumers now); none without one."""
+    """Where our LLM URL, model and prompt version differ from the live consumers' (of
+    ``states``, default: now)."""
     live = [s.record for s in (live_consumers() if states is None else states) if s.live]
     if not live:
         return []

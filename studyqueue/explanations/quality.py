@@ -87,8 +87,7 @@ def flags_for(
     *,
     agreement: Agreement | None = None,
 ) -> list[QualityFlag]:
-    """The quality flags a reply earns, in ``FLAGS`` order; ``agreement`` is what
-    ``answers.compare`` found in it (None: answers not checked)."""
+    """The quality flags a reply earns, in ``FLAGS`` order (``agreement``: from ``compare``)."""
     flags = []
     if finish_reason == FinishReason.LENGTH:
         flags.append(TRUNCATED)

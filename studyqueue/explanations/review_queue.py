@@ -52,8 +52,7 @@ class Item:
 
 @dataclass(frozen=True)
 class Seen:
-    """An item as a reviewer's page showed it: the revision's review, the question's
-    current revision and content. A decision is applied only while all of it still holds."""
+    """An item as a reviewer's page showed it: a decision applies only while it holds."""
 
     review: revisions.ReviewState
     current_revision_id: int | None

@@ -69,8 +69,7 @@ def add(
 
 @dataclass(frozen=True)
 class Written:
-    """A reply to keep (the explanation handler's result); ``retry_flag``: the flag for which
-    the job runs once more, with ``max_tokens``."""
+    """A reply to keep; ``retry_flag``: why the job runs once more, with ``max_tokens``."""
 
     question: StudyQuestion
     reply: LLMReply
@@ -82,7 +81,7 @@ class Written:
 
     def write(self, job: StudyQuestionJob) -> Outcome:
         """Job, attempt, revision and question in one transaction, fenced by the claim and
-        the question's content (nothing is kept if either changed)."""
+        the question's content."""
         db = job._state.db
         with transaction.atomic(using=db):
             # Locked until the commit: an edit waits, or came first and the content differs.
@@ -179,8 +178,7 @@ def _question_missing(job: StudyQuestionJob) -> Outcome:
 def record_verdict(
     revision_id: int, question: StudyQuestion, *, answer: int | None, reply: str, flags: list[str]
 ) -> ExplanationRevision:
-    """The blind verifier's verdict on a revision, in the caller's transaction; its flags
-    replace earlier ones, on the question too when the revision is current."""
+    """The blind verifier's verdict on a revision (and its current question), in place."""
     revision = ExplanationRevision.objects.select_for_update().get(pk=revision_id)
     revision.flags = _with_verdict(revision.flags or [], flags)
     revision.verifier_answer = answer

@@ -41,8 +41,7 @@ PREFIX = hashlib.sha256(SYSTEM.encode()).hexdigest()[:12]
 
 
 def blind(question: StudyQuestion, explanation: str) -> hiding.Blind:
-    """What the verifier may read of ``explanation`` and why it must not be asked ("" when
-    it may); the question's choices must be valid (``ValidationError``)."""
+    """``hiding.blind`` for the question (invalid choices: ``ValidationError``)."""
     validate_choices(question.choices)
     return hiding.blind(explanation, question.choices)
 

@@ -108,8 +108,7 @@ def invalid_choices(job: StudyQuestionJob, error: ValidationError) -> Failed:
 
 
 def llm_failed(member: Member, job: StudyQuestionJob, error: LLMError) -> Failed:
-    """A failed LLM call to ``member`` and the policy's decision for it. Called inside the
-    gate: the member's gate and breaker learn of it before the next waiting job looks."""
+    """A failed LLM call to ``member`` and the policy's decision; call it inside the gate."""
     if retry.is_loss_signal(error.code):
         member.gate.record_loss(error.code)
     if error.code == ErrorCode.LLM_EMPTY:
@@ -147,10 +146,8 @@ async def on_endpoint(
     *,
     prefix: str,
 ) -> R | JobResult:
-    """Run ``work`` (the job's LLM calls) with a slot of one endpoint's gate (``prefix``: the
-    prompt's fixed part): what it returned, or what became of the job instead. An endpoint
-    that fails as a server, or answers empty, is left for another one that is up, within the
-    same attempt; when none is left, the failure is the job's."""
+    """Run ``work`` (the job's LLM calls) with a gate slot: what it returned, or what became
+    of the job instead. A server that fails, or answers empty, is left for another one."""
     tried: list[Member] = []
     while True:
         try:

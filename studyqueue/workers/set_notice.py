@@ -22,8 +22,7 @@ logger = logging.getLogger("studyqueue.sets")
 
 
 def _secrets() -> list[str]:
-    """What a notice's error or log must not show: the webhook URL's credentials, its path
-    and query (a token in a Slack-style URL) and the signing secret."""
+    """What a notice must not show: the webhook URL's credentials, path, query and secret."""
     url = conf.WEBHOOK_URL
     if not url:
         return []

@@ -1,7 +1,6 @@
 """The answer an explanation states, read from its text and compared with the question's key,
 with no extra LLM call (the grammar: docs/reference/quality.md, "The answer line"). A reply it
-cannot read is ``Verdict.UNREAD``, never an agreement. Pure text: no database.
-"""
+cannot read is ``Verdict.UNREAD``, never an agreement. Pure text: no database."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """What checking costs: the tokens (from the attempts) and LLM time (from the completed jobs)
 of key audits and blind verification beside the explanations', per prompt version. A key
-audit counts under its question's current explanation's version, or none.
-"""
+audit counts under its question's current explanation's version, or none."""
 
 from __future__ import annotations
 

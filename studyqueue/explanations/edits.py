@@ -1,7 +1,6 @@
 """A change of what a question's prompt is built from (text, choices, key): every path that
 changes it does so inside ``editing``, which says what the change means in the same
-transaction (reviews void, the key audit cleared, a waiting explanation audited again).
-"""
+transaction (reviews void, the key audit cleared, a waiting explanation audited again)."""
 
 from __future__ import annotations
 

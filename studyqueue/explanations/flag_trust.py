@@ -1,7 +1,6 @@
 """Flags a reviewer can trust: each flag scored, per prompt version, as a predictor of a
 rejection (precision and recall with a 95 % Wilson interval; docs/howto/checks.md, "Flags you
-can trust"). A reviewed explanation is *bad* when rejected or edited, *good* when approved.
-"""
+can trust"). A reviewed explanation is *bad* when rejected or edited, *good* when approved."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """What the blind verifier may read of an explanation: its reasoning, every statement of the
 answer hidden by sentence, then by clause (the grammar: docs/howto/checks.md, "What the
-verifier sees"). ``blind`` adds why the verifier must not be asked. Pure text: no database.
-"""
+verifier sees"). ``blind`` adds why the verifier must not be asked. Pure text: no database."""
 
 from __future__ import annotations
 

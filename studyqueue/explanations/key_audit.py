@@ -1,7 +1,6 @@
 """The key audit: before a question's first explanation (and after its content changes), the
 model is asked for the answer alone, never shown the key, and its samples are judged against
-the key (``judge``); a dispute waits for a reviewer (docs/howto/checks.md, "The key audit").
-"""
+the key (``judge``); a dispute waits for a reviewer (docs/howto/checks.md, "The key audit")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """What a question needs next, queued: the one rule every entry point calls before a question's
 explanation is written, or after its content changed. The key audit comes first while the key
-has not been audited for the question's content, so no consumer explains an unchecked key.
-"""
+has not been audited for the question's content, so no consumer explains an unchecked key."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """What an explanation is outdated against: the prompt versions the live consumers write with
 (``queue.presence``), not this process's settings, which only count when no consumer is live.
-``basis()`` says what it is; ``differences()`` where the settings here differ from theirs.
-"""
+``basis()`` says what it is; ``differences()`` where the settings here differ from theirs."""
 
 from __future__ import annotations
 

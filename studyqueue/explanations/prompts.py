@@ -1,6 +1,5 @@
 """The explanation prompt: its templates (Django templates a project may override, rendered
-with autoescape off), the chat messages of a question, and the prompt version.
-"""
+with autoescape off), the chat messages of a question, and the prompt version."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Quality flags on a finished explanation, each with a label and a one-line meaning
-(``MEANINGS``, the admin's badges; docs/reference/quality.md).
-"""
+(``MEANINGS``, the admin's badges; docs/reference/quality.md)."""
 
 from __future__ import annotations
 

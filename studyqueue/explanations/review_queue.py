@@ -1,8 +1,7 @@
 """The review queue: which explanations wait for a reviewer, riskiest first (``RISK_ORDER``),
 and a reviewer's decision (approve, reject, edit), each in one transaction. A decision applies
 only to what the reviewer saw (``Seen``): of two reviewers on one item, the second is refused
-(``ReviewConflict``). The workflow: docs/operators-guide.md, "Review".
-"""
+(``ReviewConflict``). The workflow: docs/operators-guide.md, "Review"."""
 
 from __future__ import annotations
 

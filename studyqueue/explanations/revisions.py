@@ -1,7 +1,6 @@
 """Explanation revisions, the only writer of revisions and of a question's explanation fields:
 every reply is kept, one is current, and a regeneration of an approved or reviewer-edited
-explanation waits as a *candidate* for a reviewer (``settle``; docs/reference/quality.md).
-"""
+explanation waits as a *candidate* for a reviewer (``settle``; docs/reference/quality.md)."""
 
 from __future__ import annotations
 

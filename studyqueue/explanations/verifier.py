@@ -1,7 +1,6 @@
 """The blind verifier: after an explanation is kept, the model reads its reasoning with every
 statement of the answer hidden (``hiding``), never the key, and names the choice it supports;
-``judge`` flags the revision against the key (docs/howto/checks.md, "The blind verifier").
-"""
+``judge`` flags the revision against the key (docs/howto/checks.md, "The blind verifier")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Job kinds and their handlers, and what every handler shares. A handler is an async
 ``(job, ctx) -> JobResult`` registered with ``@handler(kind)``; the consumer writes its result
-(docs/howto/job-kind.md).
-"""
+(docs/howto/job-kind.md)."""
 
 from __future__ import annotations
 

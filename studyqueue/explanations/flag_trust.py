@@ -49,13 +49,8 @@ class Rate:
 
     def as_dict(self) -> dict[str, object]:
         low, high = self.interval or (None, None)
-        return {
-            **asdict(self),
-            "value": self.value,
-            "low": low,
-            "high": high,
-            "enough": self.enough,
-        }
+        extra = {"value": self.value, "low": low, "high": high, "enough": self.enough}
+        return asdict(self) | extra
 
 
 @dataclass(frozen=True)

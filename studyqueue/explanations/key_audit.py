@@ -55,11 +55,8 @@ def content_changed(
     dispute awaiting a reviewer whose key did not change: it keeps holding, marked as of
     other content (``needing_audit_ids``). A reviewer's key check stays on record."""
     questions = StudyQuestion.objects.using(using).filter(pk__in=list(question_ids))
-    held = set(
-        questions.filter(awaiting_key_check())
-        .exclude(pk__in=list(key_changed))
-        .values_list("pk", flat=True)
-    )
+    disputed = questions.filter(awaiting_key_check()).exclude(pk__in=list(key_changed))
+    held = set(disputed.values_list("pk", flat=True))
     questions.filter(pk__in=held).update(key_audit_hash="")
     questions.exclude(pk__in=held).exclude(key_audit="").update(
         key_audit="", key_audit_answer=None, key_audit_samples=[], key_audit_hash=""

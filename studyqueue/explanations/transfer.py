@@ -547,8 +547,4 @@ def enqueue_explanations(question_ids: list[int]) -> Enqueued:
     for start in range(0, len(question_ids), BATCH):
         chunk = question_ids[start : start + BATCH]
         active += jobs.filter(kind=JobKind.EXPLANATION, study_question_id__in=chunk).count()
-    return Enqueued(
-        created=queued.created,
-        active_before=max(active - queued.created, 0),
-        audits=queued.audits,
-    )
+    return Enqueued(queued.created, max(active - queued.created, 0), queued.audits)

@@ -42,9 +42,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
             if key_audit.settled([s.answer for s in samples], key, planned):
                 return  # the rest could not change the verdict
             reply = await held.chat(
-                messages,
-                max_tokens=key_audit.MAX_TOKENS,
-                temperature=conf.KEY_AUDIT_TEMPERATURE,
+                messages, max_tokens=key_audit.MAX_TOKENS, temperature=conf.KEY_AUDIT_TEMPERATURE
             )
             replies.append(reply)
             answer = answers.choice_named(reply.content, question.choices)

@@ -145,8 +145,7 @@ _HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]{0,80}>")
 
 
 def _markdown_off(text: str) -> str:
-    """Emphasis, code marks, HTML tags and LaTeX off: ``**Answer:** 2``, ``$\\boxed{B}$``,
-    ``<b>②</b>``, ``\\(\\boxed{\\text{B}}\\)``."""
+    """Emphasis, code marks, HTML tags and LaTeX off: ``**Answer:** 2``, ``$\\boxed{B}$``."""
     text = _TEX_WRAP.sub(r"\1", _TEX_WRAP.sub(r"\1", text))  # twice: \boxed{\text{B}}
     text = _HTML_TAG.sub("", _TEX_DELIMITER.sub(" ", text))
     return re.sub(r"\*+|__|`+|\$", "", text)

@@ -121,8 +121,7 @@ def _names_choice(text: str, names: Sequence[re.Pattern[str]]) -> bool:
 
 
 def _right_about_choice(text: str, names: Sequence[re.Pattern[str]]) -> bool:
-    """A choice named, then a verdict that it is the one ("②가 맞다", "4 is correct"), not
-    negated; with a conclusion first, "옳다" counts too ("따라서 ②가 옳다")."""
+    """A choice named, then an unnegated verdict that it is the one ("②가 맞다", "4 is correct")."""
     verdicts = list(_RIGHT.finditer(text))
     if _CONCLUSION.search(text):
         verdicts += _TRUE.finditer(text)

@@ -51,9 +51,8 @@ def build_messages(question: StudyQuestion) -> list[dict[str, str]]:
 def content_changed(
     question_ids: Sequence[int], key_changed: Collection[int], *, using: str
 ) -> None:
-    """The questions' text, choices or key changed: their audits are cleared, except a
-    dispute awaiting a reviewer whose key did not change: it keeps holding, marked as of
-    other content (``needing_audit_ids``). A reviewer's key check stays on record."""
+    """The questions' content changed: their audits are cleared, but a dispute awaiting a
+    reviewer whose key did not change keeps holding, marked as of other content."""
     questions = StudyQuestion.objects.using(using).filter(pk__in=list(question_ids))
     disputed = questions.filter(awaiting_key_check()).exclude(pk__in=list(key_changed))
     held = set(disputed.values_list("pk", flat=True))
@@ -98,8 +97,7 @@ def judge(samples: Sequence[int | None], key: int | None) -> Verdict:
 
 
 def settled(samples: Sequence[int | None], key: int | None, planned: int) -> bool:
-    """Whether the samples so far decide ``judge``'s verdict whatever the rest of the
-    ``planned`` ones say: the audit stops asking there."""
+    """Whether ``judge``'s verdict is decided whatever the rest of the ``planned`` samples say."""
     named_key = sum(1 for answer in samples if answer == key) if key is not None else 0
     if named_key * 2 > planned:
         return True
@@ -186,9 +184,8 @@ def key_checks() -> QuerySet[StudyQuestion]:
 def decide_key(
     question: StudyQuestion, *, take_model_choice: bool, by: str, seen: str | None = None
 ) -> bool:
-    """A reviewer's decision on a disputed key: keep it, or make the model's choice the key
-    (a change of content). False when the key is no longer disputed, or (``seen``: the
-    content hash the reviewer's page showed) the content changed."""
+    """A reviewer's decision on a disputed key: keep it, or take the model's choice. False when
+    it is no longer disputed, or its content is not ``seen`` (the hash the page showed)."""
     questions = StudyQuestion.objects.all()
     db = questions.db
     with transaction.atomic(using=db):

@@ -41,8 +41,7 @@ def queue_jobs(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -> 
 
 
 def audit_waiting(question_ids: Iterable[int]) -> int:
-    """Queue the key audit of these questions whose explanation waits (an active job, or a
-    held dispute) and whose key was not audited for their content; how many were queued."""
+    """Queue the key audits a waiting explanation of these questions needs; how many."""
     explanation = StudyQuestionJob.objects.active().filter(
         kind=JobKind.EXPLANATION, study_question_id=OuterRef("pk")
     )

@@ -142,8 +142,7 @@ _MIN_RUN_CHARS = 16
 
 
 def shared_text(first: str, second: str) -> int:
-    """How many characters two rendered prompts have in common: the runs of whole words both
-    contain in the same order, leaving out runs shorter than a label."""
+    """Characters two rendered prompts share: runs of whole words in order, longer than a label."""
     a, b = re.findall(r"\s+|\S+", first), re.findall(r"\s+|\S+", second)
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     total = 0

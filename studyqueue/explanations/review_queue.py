@@ -1,7 +1,6 @@
-"""The review queue: which explanations wait for a reviewer, riskiest first (``RISK_ORDER``),
-and a reviewer's decision (approve, reject, edit), each in one transaction. A decision applies
-only to what the reviewer saw (``Seen``): of two reviewers on one item, the second is refused
-(``ReviewConflict``). The workflow: docs/operators-guide.md, "Review"."""
+"""The review queue: which explanations wait for a reviewer, riskiest first, and a reviewer's
+decision, applied in one transaction only to what the reviewer saw (``Seen``): of two reviewers
+on one item, the second is refused (docs/operators-guide.md, "Review")."""
 
 from __future__ import annotations
 
@@ -177,8 +176,8 @@ class Result:
 
 
 def correction(text: str) -> str:
-    """A reviewer's text as it is stored, line ends as ``\\n`` and stripped; ``ValueError``
-    if it is empty or holds a character no column can store."""
+    """A reviewer's text as stored (line ends ``\\n``, stripped); ``ValueError`` if empty or
+    unstorable."""
     text = normalised(text).strip()
     if not text:
         raise ValueError(_("the corrected text is empty"))
@@ -202,10 +201,9 @@ def decide(
     text: str = "",
     seen: Seen | None = None,
 ) -> Result:
-    """Apply a reviewer's decision on ``revision_id`` while it is still its question's item
-    as ``seen`` (default: as it is now); nothing is written otherwise. ``ReviewConflict``
-    if anything came first, ``UnchangedEdit`` for an edit that changes nothing,
-    ``ValueError`` for a bad correction or decision."""
+    """Apply a reviewer's decision on ``revision_id`` while it is its question's item as
+    ``seen`` (default: now): else ``ReviewConflict``, and nothing is written. ``UnchangedEdit``
+    for an edit that changes nothing, ``ValueError`` for a bad correction or decision."""
     if decision not in DECISIONS:
         raise ValueError(f"{decision!r} is no review decision")
     if decision is ReviewStatus.EDITED:

@@ -146,9 +146,8 @@ def complete_if_unchanged(
     dropped: str,
     **done: Any,
 ) -> tuple[StudyQuestion | None, Outcome]:
-    """A check's write, in the caller's transaction: complete the job (``done``: arguments of
-    ``queue.complete``) only while the question holds ``seen``'s content. The locked question
-    (``fields`` read) and the outcome, or None and what became of the job instead."""
+    """A check's write: complete the job (``done``: ``queue.complete``'s arguments) only while
+    the question holds ``seen``'s content; the locked question, or None, and the outcome."""
     now = (
         StudyQuestion.objects.select_for_update(no_key=True)
         .only(*fields)

@@ -87,9 +87,8 @@ _QUOTE = re.compile('"')
 
 
 def _still_quoted(text: str, quoted: bool, before: str) -> bool:
-    """Whether a quoted CSV field is open after ``text``, by csv's rules: a quote opens a
-    field only at its start (``before`` is the character in front of ``text``), inside one
-    ``""`` is a quote and a lone ``"`` closes it."""
+    """Whether a quoted CSV field is open after ``text`` (``before``: the character in front
+    of it), by csv's rules: a quote opens a field only at its start, ``""`` inside is a quote."""
     escaped = -1
     for match in _QUOTE.finditer(text):
         at = match.start()
@@ -106,9 +105,8 @@ def _still_quoted(text: str, quoted: bool, before: str) -> bool:
 
 
 class _Lines:
-    """The stream's lines, numbered from 1, none longer than LINE_MAX (a longer one is read
-    past and raises ``_LineTooLong``). For CSV it keeps the current record's lines, to tell
-    where a broken record ends and whether each of them looks like a row on its own."""
+    """The stream's lines, numbered from 1 (one over LINE_MAX raises ``_LineTooLong``); for
+    CSV, the current record's, to tell where a broken record ends and whether it merged rows."""
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream

@@ -1,7 +1,6 @@
 """The set notice handler: a question set is done; POST its counts, signed, to ``WEBHOOK_URL``
-(when set) within ``WEBHOOK_TIMEOUT_SECONDS``, then complete the job (``notices.Noticed``: the
-signal and the owner's e-mail). No LLM call and no gate slot; a webhook that does not answer
-2xx fails the attempt, and every delivery of one completion carries the same idempotency key."""
+(a non-2xx answer fails the attempt; one idempotency key per completion), then complete the
+job (``notices.Noticed``: the signal and the owner's e-mail). No LLM call, no gate slot."""
 
 from __future__ import annotations
 

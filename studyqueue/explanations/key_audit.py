@@ -107,13 +107,6 @@ def settled(samples: Sequence[int | None], key: int | None, planned: int) -> boo
     return not could_agree and not could_dispute
 
 
-def rejudge(question: StudyQuestion) -> Verdict:
-    """The stored samples against the question's key as it is now."""
-    key = answers.key_choice(question.answer, question.choices)
-    samples = [s.get("answer") for s in question.key_audit_samples if isinstance(s, dict)]
-    return judge(samples, key)
-
-
 @dataclass(frozen=True)
 class Sample:
     """One reply: its text (cut) and the choice it names (None: unread)."""
@@ -202,7 +195,8 @@ def decide_key(
             now.save(using=db, update_fields=["answer", "updated_at"])
             # Approvals are void; the same samples are judged again (they never saw the key).
             revisions.content_changed([now.pk], using=db)
-            verdict = rejudge(now)
+            samples = [s.get("answer") for s in now.key_audit_samples if isinstance(s, dict)]
+            verdict = judge(samples, answers.key_choice(now.answer, now.choices))
             decision = KeyCheck.CHANGED
             values: dict[str, object] = {
                 "key_audit": verdict.key_audit,

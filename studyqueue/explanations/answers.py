@@ -1,19 +1,6 @@
-"""The answer an explanation states, read from its text and compared with the question's key.
-
-The default prompt asks the model to end with one line such as ``정답: ②`` or ``Answer: 2``;
-models also write ``정답은 ②번입니다``, ``The correct answer is (B) Seoul``, ``**Answer:** 2``,
-``서울이 정답입니다`` or correct themselves half-way. ``compare`` reads the statement that
-names the answer and says whether it names the key; no extra LLM call. The grammar:
-
-- a label that opens its sentence (``정답: ②``, ``So the answer is B``) outranks an answer
-  named inside a sentence (``Students often say the answer is A``); among equals, the last
-  counts (the model corrected itself);
-- a statement that is negated, hedged, asked, reported or names two answers states none;
-- a later statement naming another answer, or doubting this one, makes the reply unread.
-
-A reply it cannot read is ``Verdict.UNREAD``, never an agreement. Pure text: no Django, no
-database.
-"""
+"""The answer an explanation states, read from its text and compared with the question's key,
+with no extra LLM call (the grammar: docs/reference/quality.md, "The answer line"). A reply it
+cannot read is ``Verdict.UNREAD``, never an agreement. Pure text: no database."""
 
 from __future__ import annotations
 
@@ -42,8 +29,7 @@ class Agreement:
 
 
 # Only the reply's end is read: the answer line closes it, and a reply may be megabytes
-# (LLM_MAX_REPLY_BYTES) of which every "정답" would be a statement to resolve. A statement
-# is at most a line's first characters; an answer named before a label, its last words.
+# (LLM_MAX_REPLY_BYTES) of which every "정답" would be a statement to resolve.
 TAIL_CHARS = 8000
 LAST_STATEMENTS = 64  # the last ones weighed; more in 8,000 characters is no explanation
 STATEMENT_CHARS = 300
@@ -77,8 +63,7 @@ _KO_LABEL = re.compile(
     rf"(?<![가-힣])(?:최종{_SP}*)?(?:정답|답)(?:{_SP}*(?:은|는|이|가)(?![가-힣])"
     rf"|{_SP}*[:\uff1a=→\-\u2013]|{_SP}+(?=[^\s가-힣])|{_SP}*(?=\n))"
 )
-# The answer named before the label, on its line: "②번이 정답입니다", "(B) Seoul is the
-# correct answer".
+# The answer named before the label: "②번이 정답입니다", "(B) Seoul is the correct answer".
 _KO_AFTER = re.compile(
     rf"(?:이|가|은|는)?{_SP}*(?:최종{_SP}*)?정답(?:이다|입니다|이에요|예요|이야|임)?(?![가-힣])"
 )
@@ -111,8 +96,7 @@ _MARKER = re.compile(
 _JOIN = r"[,;/&+|~·・、]|(?i:and|or)\b|및|또는|혹은|이나|이랑|랑|하고|와|과|나"
 # What may join two answers named by their text: "Seoul or Busan", "서울이나 부산", "서울 부산".
 _AND = re.compile(rf"^[\s(\[]*(?:(?P<word>{_JOIN})[\s(\[]*)?")
-# A second choice right after the first, alone or joined, or in brackets: "B and C", "B C",
-# "B (or C)", "② ③", "②③", "②번과 ③번" name two answers.
+# A second choice right after the first: "B and C", "B C", "B (or C)", "②③", "②번과 ③번".
 _SECOND = re.compile(
     rf"^(?:\s*번)?[\s(\[【]*(?:(?:{_JOIN})[\s(\[【]*)?"
     rf"(?=[{_CIRCLED_CLASS}]|\d{{1,2}}(?![\d,.]\d|\s*[%/])|[A-Z](?![A-Za-z0-9'\u2019])"
@@ -123,12 +107,8 @@ _COPULA = re.compile(r"\s*(?:번)?\s*(?:입니다|이에요|예요|이다|이야
 _EDGE = " \t\"'\u201c\u201d\u2018\u2019「」『』.,;:!?。·-\u2013\u2014*_`$"
 _SENTENCE_END = re.compile(r"(?<=[.!?。])\s+|;|\s+[-\u2013\u2014]\s+")
 
-# What makes a statement state no answer (besides a question mark): a word or mark that
-# negates it ("not", "아님", "틀렸다", "✗"), hedges or qualifies it ("probably", "but",
-# "것 같", "지만"), reports someone else's view ("students say", "라고 생각") or makes the
-# answer another than the writer's own ("a common wrong answer", "a trap", "either"). Read
-# with the choices' and the key's own words blanked out (a choice may be "해당 없음", a key
-# "No"). When in doubt, unread.
+# What makes a statement state no answer (besides a question mark): a word that negates,
+# hedges or reports it, or makes it another's answer ("a trap"). When in doubt, unread.
 _DOUBT = re.compile(
     r"n['\u2019]t\b|[\u2717\u2718\u274c\u274e\U0001f6ab]"
     r"|\b(?:not|no|never|none|isnt|neither|nor|incorrect|wrong|false|except|excluded|"
@@ -145,8 +125,7 @@ _DOUBT = re.compile(
     r"|생각|모르|애매|글쎄|라고|다고|라는|냐고|만약|만일|흔히|흔한|착각|오해",
     re.IGNORECASE,
 )
-# Words that may come before a label in its sentence and leave it the writer's own
-# statement: "So the answer is", "On second thought, the answer is", "잠깐, 다시 보니 정답은".
+# Words before a label that leave it the writer's own: "So the answer is", "잠깐, 다시 보니 정답은".
 _LEAD_IN = re.compile(
     r"(?:[\s,:;>#\-\u2013\u2014\u2022]+"
     r"|(?:so|thus|therefore|hence|finally|actually|wait|correction|then|overall"
@@ -156,8 +135,7 @@ _LEAD_IN = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE_START = re.compile(r".*[.!?。]\s")
-# The next line with words: blank lines and Markdown rules ("---", "***") between a label
-# and its answer are skipped ("**정답**", a rule, then "②").
+# The next line with words, past blank lines and Markdown rules ("**정답**", "---", "②").
 _NEXT_LINE = re.compile(r"\n(?:[ \t]*(?:[-*_=][ \t]*){3,}\n|\s)*([^\n]+)")
 _LATIN_AFTER = re.compile(r"\s+[A-Za-z]")
 _NOT_CIRCLED = re.compile(rf"[^{_CIRCLED_CLASS}]+")
@@ -167,16 +145,14 @@ _HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]{0,80}>")
 
 
 def _markdown_off(text: str) -> str:
-    """Emphasis, code marks, HTML tags and LaTeX off: ``**Answer:** 2``, ``$\\boxed{B}$``,
-    ``<b>②</b>``, ``\\(\\boxed{\\text{B}}\\)``."""
+    """Emphasis, code marks, HTML tags and LaTeX off: ``**Answer:** 2``, ``$\\boxed{B}$``."""
     text = _TEX_WRAP.sub(r"\1", _TEX_WRAP.sub(r"\1", text))  # twice: \boxed{\text{B}}
     text = _HTML_TAG.sub("", _TEX_DELIMITER.sub(" ", text))
     return re.sub(r"\*+|__|`+|\$", "", text)
 
 
 def _fold(text: str) -> str:
-    """Compatibility forms folded (full-width ``B``, ``⑵``, ``Ⓑ``) but not the circled
-    numbers: NFKC makes ``②`` a plain ``2``, which may be another choice's text."""
+    """Compatibility forms folded (full-width, ``⑵``) but not circled numbers (``②`` no ``2``)."""
     return _NOT_CIRCLED.sub(lambda part: unicodedata.normalize("NFKC", part[0]), text)
 
 
@@ -187,8 +163,7 @@ def _norm(text: str) -> str:
 
 
 def _starts_with(text: str, prefix: str) -> bool:
-    """``text`` starts with ``prefix`` as a word: a Latin word or a number may not go on
-    after it; Korean particles may ("서울입니다")."""
+    """``text`` starts with ``prefix`` as a word; Korean particles may follow ("서울입니다")."""
     if not prefix or not text.startswith(prefix):
         return False
     return not _latin_word(text[len(prefix) : len(prefix) + 1])
@@ -229,14 +204,10 @@ def _choice_by_text(text: str, choices: Sequence[str]) -> _Resolved:
 
 
 def _mentions(sentence: str, name: str) -> bool:
+    starts = (m.start() for m in re.finditer(re.escape(name), sentence))
     return any(
-        _starts_with(sentence[m.start() :], name)
-        and (
-            m.start() == 0
-            or not sentence[m.start() - 1].isascii()
-            or not sentence[m.start() - 1].isalnum()
-        )
-        for m in re.finditer(re.escape(name), sentence)
+        _starts_with(sentence[at:], name) and not _latin_word(sentence[at - 1 : at])
+        for at in starts
     )
 
 
@@ -262,8 +233,7 @@ def _marker(match: re.Match[str], choices: Sequence[str]) -> _Resolved:
 
 
 def _answer_part(statement: str) -> str:
-    """The part of a statement that names the answer: after "not … but", "…이 아니라";
-    "" when it only says what the answer is not ("not 1")."""
+    """The part of a statement naming the answer (after "not … but", "…이 아니라"), or ""."""
     said = _FILLER.sub("", statement.strip(_EDGE))
     turned = _EN_TURN.sub("", said)
     if turned == said and _EN_NOT.match(said):
@@ -299,8 +269,7 @@ def resolve(statement: str, choices: Sequence[str]) -> _Resolved:
 
 
 def _doubted(words: str, names: Sequence[str]) -> bool:
-    """The words around an answer negate, hedge or report it (``_DOUBT``), with the
-    ``names`` (the choices, the key) blanked out: their own words are the answer."""
+    """The words around an answer doubt it (``_DOUBT``), the ``names``' own words left out."""
     said = _norm(words)
     for name in names:
         if (name := _norm(name)) and name in said:
@@ -330,8 +299,7 @@ _LINE_START = " \t#>-•"
 
 def _statements(reply: str) -> list[_Statement]:
     """The last ``LAST_STATEMENTS`` places the reply states an answer, in order: after a
-    label (to the line's end; the next line when the label ends its line) or before one
-    (the clause's last words)."""
+    label (to its line's end, or the next line) or before one (the clause's last words)."""
     found = [
         (m.start(), True, m) for label in (_EN_LABEL, _KO_LABEL) for m in label.finditer(reply)
     ]
@@ -371,8 +339,7 @@ def _reading(statement: _Statement, choices: Sequence[str], names: Sequence[str]
     answer = _answer_part(text)
     if named == _JUNK and statement.line and answer:
         named = _OTHER  # "Answer: Tokyo": an answer that is none of the choices
-    # Doubts are read in the statement's sentence, or on an answer line in all of it: a line
-    # is the answer's own place ("Answer: 2 — no, 3"), a sentence in prose is not.
+    # Doubts are read in the statement's sentence, or on an answer line in all of it.
     region = statement.text if statement.line else first
     asked = "?" in _fold(f"{statement.context} {region}")  # "Paris is the correct answer?"
     words = f"{statement.context} {_answer_part(region)}"
@@ -394,16 +361,15 @@ def _shown(text: str) -> str:
 
 
 def read(reply: str, choices: Sequence[str], names: Sequence[str] = ()) -> tuple[str, _Resolved]:
-    """The statement of the answer (in the reply's last ``TAIL_CHARS``), as written, and
-    what it names; ``("", "junk")`` when it states none the parser reads. ``names`` (the
-    key) are, like the choices, words that never doubt a statement."""
+    """The statement of the answer, as written, and what it names (``("", "junk")``: none
+    read); ``names`` (the key) are, like the choices, words that never doubt it."""
     readings = [
         _reading(statement, choices, names)
         for statement in _statements(_markdown_off(reply[-TAIL_CHARS:]))
     ]
     said = [reading for reading in readings if reading.names != _JUNK]
-    # A label opening its sentence outranks any answer named inside one; among either, the
-    # last counts (the model corrected itself). A doubted answer line states none.
+    # An opening label outranks an answer named inside a sentence; among either, the last
+    # counts (the model corrected itself).
     opening = [reading for reading in said if reading.statement.opens]
     plain = opening[-1:] or [reading for reading in said if not reading.doubted][-1:]
     if not plain or plain[0].doubted:
@@ -411,8 +377,7 @@ def read(reply: str, choices: Sequence[str], names: Sequence[str] = ()) -> tuple
     chosen = plain[0]
     stated = _shown(chosen.statement.text)
     for later in said[said.index(chosen) + 1 :]:
-        # After the answer, another one stated ("So C is the correct answer") or this one
-        # doubted ("It is not true that B is the correct answer"): it contradicts itself.
+        # Another answer stated after it, or this one doubted: the reply contradicts itself.
         contradicts = later.doubted if _same(later, chosen) else not later.doubted
         if contradicts:
             return stated, _AMBIGUOUS
@@ -430,8 +395,7 @@ def key_choice(key: str, choices: Sequence[str]) -> int | None:
 
 
 def _same_text(stated: str, key: str) -> bool:
-    """An open answer agrees when it is the key, or the key with a Korean ending attached
-    ("서울입니다", "서울특별시"; not "서울 또는 부산")."""
+    """An open answer is the key, or the key with a Korean ending ("서울입니다", "서울특별시")."""
     said = _norm(_COPULA.sub("", _SENTENCE_END.split(stated, maxsplit=1)[0]))
     wanted = _norm(key)
     ending = said[len(wanted) :].strip(_EDGE)
@@ -441,8 +405,7 @@ def _same_text(stated: str, key: str) -> bool:
 
 
 def compare(reply: str, choices: Sequence[str], key: str) -> Agreement:
-    """Read the answer a reply states and compare it with the key (its text, number or
-    letter among ``choices``; for a question without choices, the text itself)."""
+    """Compare the answer a reply states with the key (a choice's text, number or letter)."""
     stated, resolved = read(reply, choices, [key])
     if not key.strip():
         return Agreement(stated, Verdict.NO_KEY)
@@ -456,20 +419,15 @@ def compare(reply: str, choices: Sequence[str], key: str) -> Agreement:
 
 
 SHORT_REPLY_CHARS = 1000  # the checks ask for at most 16 tokens
-# A reply that is the answer alone: "2", "(B)", "③", "2번", "B." (nothing that could ask,
-# doubt or deny it: "2?", "2 (maybe)", "2번이 아니다" are no answer).
+# A reply that is the answer alone: "2", "(B)", "③", "2번", "B." (not "2?", "2 (maybe)").
 _ALONE = re.compile(
     rf"^[(\[]?\s*(?:\d{{1,2}}|[A-Za-z]|[{_CIRCLED_CLASS}])\s*[)\]]?\s*(?:번)?\s*[.。]?$"
 )
 
 
 def choice_named(reply: str, choices: Sequence[str]) -> int | None:
-    """The choice (1-based) a short reply names ("Answer: 2", "2", "(B)", "Seoul"), or None:
-    none could be read (no answer, a negated, hedged or asked one, two answers, an answer that
-    is no choice). Read as the model wrote it: no key is passed (the key audit's samples, the
-    blind verifier). Stricter than an explanation's answer line: a reply naming two choices
-    on two lines names none (an explanation's last statement would win), and so does a
-    reply far longer than the few tokens asked for (a server that ignored ``max_tokens``)."""
+    """The choice (1-based) a short reply names ("Answer: 2", "(B)", "Seoul"), or None; stricter
+    than ``read``: two choices on two lines, or a reply far longer than asked for, name none."""
     if len(reply) > SHORT_REPLY_CHARS:
         return None
     lines = [line for line in reply.splitlines() if line.strip()]

@@ -1,20 +1,16 @@
-"""What checking costs: the tokens and LLM time spent on key audits and blind verification
-beside those spent writing explanations, per prompt version.
-
-Tokens are read from the attempts (each records what its calls reported); LLM time from the
-completed jobs. An explanation and its verification count under the prompt version of the
-revision; a key audit under the prompt version of its question's current explanation (the
-audit runs before it), or under none while the question has none.
-"""
+"""What checking costs: the tokens (from the attempts) and LLM time (from the completed jobs)
+of key audits and blind verification beside the explanations', per prompt version. A key
+audit counts under its question's current explanation's version, or none."""
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import astuple, dataclass
 
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, Sum
 
+from studyqueue.explanations.prompt_versions import newest_edge
 from studyqueue.models import JobAttempt, JobKind, JobStatus, StudyQuestionJob
 
 # Where each kind's prompt version is read from, on a job.
@@ -35,6 +31,9 @@ class KindCost:
     completion_tokens: int = 0
     llm_ms: int = 0
 
+    def __add__(self, other: KindCost) -> KindCost:
+        return KindCost(*map(operator.add, astuple(self), astuple(other)))
+
 
 @dataclass
 class VersionCost:
@@ -49,21 +48,11 @@ class VersionCost:
     @property
     def checking(self) -> KindCost:
         """The key audits and verifications together."""
-        total = KindCost()
-        for kind in CHECKS:
-            cost = self.of(kind)
-            total.attempts += cost.attempts
-            total.prompt_tokens += cost.prompt_tokens
-            total.completion_tokens += cost.completion_tokens
-            total.llm_ms += cost.llm_ms
-        return total
+        return sum((self.of(kind) for kind in CHECKS), KindCost())
 
     @property
     def token_share(self) -> float | None:
-        """Checking's generated tokens over the explanations' (None before any): what the
-        server spends its time on. A verifier's prompt holds the explanation, so its prompt
-        tokens are about the explanation's own; the server reads them many times faster
-        than it writes (``time_share`` has both)."""
+        """Checking's generated tokens over the explanations' (None before any)."""
         written = self.of(JobKind.EXPLANATION).completion_tokens
         return self.checking.completion_tokens / written if written else None
 
@@ -74,34 +63,18 @@ class VersionCost:
         return self.checking.llm_ms / written if written else None
 
 
-def _newest_edge(queryset: QuerySet[Any], newest: int | None) -> int:
-    """The smallest id among the ``newest`` rows (0: all): an id range, no count."""
-    if newest is None:
-        return 0
-    edge = queryset.order_by("-pk").values_list("pk", flat=True)[newest - 1 : newest]
-    return edge.first() or 0
-
-
 def collect(newest_jobs: int | None = None) -> dict[str, VersionCost]:
-    """Every prompt version's spending by job kind (a version ``""``: audits of questions
-    not explained yet), over all jobs or the ``newest_jobs`` (the dashboard's window)."""
+    """Every prompt version's spending by job kind, over all jobs or the ``newest_jobs``."""
     found: dict[str, dict[str, KindCost]] = defaultdict(dict)
-    first_job = _newest_edge(StudyQuestionJob.objects.all(), newest_jobs)
+    first_job = newest_edge(StudyQuestionJob.objects.all(), newest_jobs)
     for kind, version in _VERSION.items():
         replied = JobAttempt.objects.filter(
             job__kind=kind, job_id__gte=first_job, completion_tokens__isnull=False
         )
-        for row in (
-            replied.order_by()
-            .values(f"job__{version}")
-            .annotate(
-                attempts=Count("id"),
-                prompt=Sum("prompt_tokens"),
-                completion=Sum("completion_tokens"),
-            )
-        ):
+        sums = {"prompt": Sum("prompt_tokens"), "completion": Sum("completion_tokens")}
+        for row in replied.order_by().values(f"job__{version}").annotate(n=Count("id"), **sums):
             cost = found[row[f"job__{version}"] or ""].setdefault(kind, KindCost())
-            cost.attempts = row["attempts"]
+            cost.attempts = row["n"]
             cost.prompt_tokens = row["prompt"] or 0
             cost.completion_tokens = row["completion"] or 0
         jobs = StudyQuestionJob.objects.filter(

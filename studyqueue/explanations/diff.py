@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-# A page never diffs a megabyte reply: each side is compared up to this many characters
-# (the admin's scroll boxes show as much), the rest is left out and said so.
+# A page never diffs a megabyte reply: each side is compared up to this many characters.
 DIFF_CHARS = 20_000
 # Words with the blanks after them: few repeated tokens, so the matcher stays fast on prose.
 _WORDS = re.compile(r"\S+\s*|\s+")
@@ -19,8 +18,7 @@ _WORDS = re.compile(r"\S+\s*|\s+")
 
 @dataclass(frozen=True)
 class SideBySide:
-    """The old and the new text as HTML (escaped): removed words in ``<del>``, added ones in
-    ``<ins>``; ``changed`` is False when the texts are the same."""
+    """The old and the new text as escaped HTML: removed words in ``<del>``, added in ``<ins>``."""
 
     old: SafeString
     new: SafeString
@@ -46,9 +44,4 @@ def side_by_side(old: str, new: str) -> SideBySide:
         if added:
             right.append(f"<ins>{added}</ins>")
     # Every piece above is escaped text inside our own two tags.
-    return SideBySide(
-        old=mark_safe("".join(left)),
-        new=mark_safe("".join(right)),
-        changed=old != new,
-        cut=cut,
-    )
+    return SideBySide(mark_safe("".join(left)), mark_safe("".join(right)), old != new, cut)

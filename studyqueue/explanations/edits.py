@@ -1,12 +1,6 @@
-"""A change of what a question's prompt is built from (its text, choices or key), and what
-it means for the rest: every path that changes that content (the admin's form, an import)
-makes the change inside ``editing``, which says so explicitly in the same transaction.
-
-- approvals and corrections of its explanations are void, the explanation is outdated and a
-  waiting candidate is no more (``revisions.content_changed``);
-- the key audit judged content that is gone (``key_audit.content_changed``): cleared, or, for
-  a disputed key that waits for a reviewer and did not change, kept holding;
-- an explanation that waits gets its key audited again first (``next_step.audit_waiting``)."""
+"""A change of what a question's prompt is built from (text, choices, key): every path that
+changes it does so inside ``editing``, which says what the change means in the same
+transaction (reviews void, the key audit cleared, a waiting explanation audited again)."""
 
 from __future__ import annotations
 
@@ -27,8 +21,7 @@ Content = tuple[str, Any, str]
 
 @dataclass
 class Edited:
-    """What an edit meant, filled in when ``editing``'s block ends: the questions whose
-    content changed, the approvals that became void, the key audits queued."""
+    """What an edit meant, filled in when ``editing``'s block ends."""
 
     changed: list[int] = field(default_factory=list)
     voided: int = 0
@@ -37,9 +30,7 @@ class Edited:
 
 @contextmanager
 def editing(question_ids: Iterable[int], *, using: str | None = None) -> Iterator[Edited]:
-    """Change the questions' content inside this block; on leaving it, in the same
-    transaction, what the change means is done for each question whose text, choices or key
-    now differ (``Edited`` says what it was)."""
+    """Change the questions' content inside this block; leaving it acts on what changed."""
     ids = sorted({int(pk) for pk in question_ids})
     db = using or StudyQuestion.objects.all().db
     edited = Edited()

@@ -25,39 +25,13 @@ from studyqueue.models import (
     key_audit_holds,
 )
 
+# Each column's meaning: docs/howto/import-export.md ("Export").
 EXPORT_FIELDS = (
-    "id",
-    "external_id",
-    "text",
-    "choices",
-    "answer",
-    "explanation",
-    "model",
-    # The LLM server that wrote the current explanation (its normalised URL; "" when unknown).
-    "endpoint",
-    "prompt_version",
-    "flags",
-    # The answer the current explanation states; its agreement is in "flags".
-    "stated_answer",
-    "review_status",  # the reviewer's decision on the current explanation
-    # The key audit: agrees, disputed, unsure, "" (not audited); the choice (1-based) every
-    # sample named instead of the key (null when none).
-    "key_audit",
-    "key_audit_answer",
-    # The choice (1-based) the blind verifier said the explanation supports, shown its
-    # reasoning without any statement of the answer (null: none, or not checked).
-    "verifier_answer",
-    "explained_at",
-    # The current reply's measurements: null when the server did not say.
-    "prompt_tokens",
-    "cached_tokens",
-    "completion_tokens",
-    "ttft_ms",
-    "tokens_per_second",
-    # With --include-missing, for a question without an explanation: what it waits on
-    # (``WaitingOn``); null for an explained one.
-    "waiting_on",
-)
+    "id", "external_id", "text", "choices", "answer", "explanation", "model", "endpoint",
+    "prompt_version", "flags", "stated_answer", "review_status", "key_audit",
+    "key_audit_answer", "verifier_answer", "explained_at", "prompt_tokens", "cached_tokens",
+    "completion_tokens", "ttft_ms", "tokens_per_second", "waiting_on",
+)  # fmt: skip
 
 
 class WaitingOn(StrEnum):
@@ -70,8 +44,7 @@ class WaitingOn(StrEnum):
     NOT_QUEUED = "not_queued"  # no job: ``enqueue --missing`` queues one
 
 
-# What a spreadsheet reads as the start of a formula (OWASP's list, the full-width forms
-# some spreadsheets accept too, and a leading line feed like the carriage return).
+# What a spreadsheet reads as the start of a formula (OWASP's list and full-width forms).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 
@@ -102,9 +75,8 @@ def export_rows(
     approved: bool = False,
     include_missing: bool = False,
 ) -> Generator[dict[str, Any]]:
-    """Explained questions with their current explanation, streamed from the database;
-    ``approved``: only those a reviewer approved or corrected; ``include_missing``: every
-    question without an explanation too (explanation null, and what it waits on)."""
+    """Explained questions with their current explanation, streamed; ``include_missing``:
+    every question without one too (explanation null, and what it waits on)."""
     questions = StudyQuestion.objects.explained()
     if approved:
         questions = questions.approved()
@@ -151,9 +123,7 @@ class _Line:
 
 
 def spreadsheet_safe(value: Any) -> Any:
-    """``value`` with a ``'`` in front if a spreadsheet would run it as a formula (it
-    starts, or starts after blanks, with ``=``, ``+``, ``-``, ``@``, a tab or a line end:
-    OWASP's CSV-injection rule); anything else as it is."""
+    """``value`` with a ``'`` in front if a spreadsheet would run it as a formula (OWASP)."""
     if isinstance(value, str) and (
         value.startswith(_FORMULA_START) or value.lstrip().startswith(_FORMULA_START)
     ):
@@ -162,16 +132,13 @@ def spreadsheet_safe(value: Any) -> Any:
 
 
 def lines(rows: Iterable[dict[str, Any]], fmt: str, *, bom: bool = True) -> Iterator[str]:
-    """Rows as JSON Lines (exactly as stored), or as CSV lines after a header (choices and
-    flags as JSON, every cell made spreadsheet-safe), the header led by a byte-order mark
-    unless ``bom`` is False."""
+    """Rows as JSON Lines, or spreadsheet-safe CSV lines after a header (``bom``: marked)."""
     if fmt == "jsonl":
         for row in rows:
             yield json.dumps(row, ensure_ascii=False) + "\n"
         return
     writer = csv.writer(_Line())
-    # Excel reads a CSV without the mark in the system's code page (CP949 on Korean
-    # Windows): every Korean cell would be garbled. Readers of UTF-8 skip it (utf-8-sig).
+    # Without the mark, Excel on Korean Windows reads the file as CP949 and garbles it.
     yield (BOM if bom else "") + writer.writerow(EXPORT_FIELDS)
     for row in rows:
         for key in ("choices", "flags"):

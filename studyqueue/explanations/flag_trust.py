@@ -1,23 +1,12 @@
-"""Flags a reviewer can trust: every review decision is a label, and each flag is scored as
-a predictor of a rejection.
-
-A reviewed explanation the LLM wrote is *bad* when the reviewer rejected or edited it, *good*
-when they approved it. For each flag and prompt version:
-
-- precision: of the flagged explanations reviewed, the share that was bad;
-- recall: of the bad explanations, the share that was flagged;
-
-each with its counts and a 95 % Wilson score interval. Below ``MIN_DECISIONS`` decisions a
-number says little: ``Rate.enough`` is False and the pages say so instead. A disputed key is
-scored the same way (``key_disputes``): of the disputes a reviewer decided, the share where
-they changed the key to the model's choice.
-"""
+"""Flags a reviewer can trust: each flag scored, per prompt version, as a predictor of a
+rejection (precision and recall with a 95 % Wilson interval; docs/howto/checks.md, "Flags you
+can trust"). A reviewed explanation is *bad* when rejected or edited, *good* when approved."""
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from django.db.models import Count
 
@@ -60,14 +49,8 @@ class Rate:
 
     def as_dict(self) -> dict[str, object]:
         low, high = self.interval or (None, None)
-        return {
-            "hits": self.hits,
-            "total": self.total,
-            "value": self.value,
-            "low": low,
-            "high": high,
-            "enough": self.enough,
-        }
+        extra = {"value": self.value, "low": low, "high": high, "enough": self.enough}
+        return asdict(self) | extra
 
 
 @dataclass(frozen=True)
@@ -109,8 +92,7 @@ SCORED = (*(flag.value for flag in quality.FLAGS if flag != quality.QUESTION_CHA
 
 
 def collect(newest: int | None = None) -> dict[str, list[FlagTrust]]:
-    """Per prompt version, each scored flag against the reviewers' decisions (over the LLM's
-    revisions: all, or the ``newest``)."""
+    """Per prompt version, each scored flag against the reviewers' decisions."""
     reviewed = prompt_versions.written(newest).exclude(review_status=ReviewStatus.UNREVIEWED)
     # One row per (version, flags list, decision) that occurs: few, whatever the table's size.
     rows = reviewed.values("prompt_version", "flags", "review_status").annotate(n=Count("id"))
@@ -136,7 +118,6 @@ def of(trust: dict[str, list[FlagTrust]], version: str) -> list[FlagTrust]:
 
 
 def key_disputes() -> Rate:
-    """Of the disputed keys a reviewer decided, those where the model was right (the key
-    was changed to its choice): the key audit's precision."""
+    """The key audit's precision: of the disputes decided, those where the model was right."""
     rates = key_audit.rates()
     return Rate(rates.upheld, rates.upheld + rates.kept)

@@ -1,24 +1,6 @@
 """What the blind verifier may read of an explanation: its reasoning, every statement of the
-answer hidden.
-
-A *statement* is a sentence, or a clause or parenthesis of one, that states the final answer
-(``정답은 ②번이다``, ``The correct answer is (B) Calcium``), names a choice as the answer
-(``칼슘이 정답이다``, ``따라서 ②가 맞다``, ``D is right``, ``가장 적절하다``) or tells the
-reader which choice to pick (``…를 고르면 된다``, ``choose B``). The choice may be named by
-its mark, number or letter, an ordinal (``두 번째 보기``, ``the second option``) or its own
-text. A label that ends its line (``**정답**``, ``## Answer``, ``정답:``) hides the next
-sentence too, across blank lines and Markdown rules. Everything else is *reasoning* and stays
-as written, including why each distractor is wrong (``①은 철이므로 틀리다``, ``A is not
-correct because…``).
-
-Hiding works by sentence, then by clause: in ``Option B is correct because calcium builds
-bone`` only ``Option B is correct`` goes. A clause is cut off only when the statement it
-leaves behind names its answer (``정답은 ②번으로, 칼슘은…``), so that no kept clause can be the
-answer a label points at (``정답은, 두 번째 보기인 칼슘이다`` goes whole).
-
-``blind`` adds what the verifier must not be asked on: nothing of the reasoning left, or an
-answer still stated in what is left. Pure text: no Django, no database.
-"""
+answer hidden by sentence, then by clause (the grammar: docs/howto/checks.md, "What the
+verifier sees"). ``blind`` adds why the verifier must not be asked. Pure text: no database."""
 
 from __future__ import annotations
 
@@ -31,9 +13,8 @@ from studyqueue.explanations import answers
 
 _C = answers._CIRCLED_CLASS
 
-# Words that make a sentence about *the answer*: "정답" anywhere, "답"/"해답" as a noun (not
-# "대답", "답변", "오답": a distractor called a wrong answer is reasoning about it), "answer"
-# (not the verb of "to answer this"), "the correct option", "the right one"…
+# Words that make a sentence about *the answer*; not "대답", "답변", "오답" (a distractor called
+# a wrong answer is reasoning about it) nor the verb "to answer".
 _ANSWER_WORD = re.compile(
     r"정답|해답|(?<![가-힣])답(?:[은는이가을를으로의도만과와]|(?![가-힣]))"
     r"|(?<!\bto )\banswer(?:s|ed)?\b"
@@ -47,8 +28,8 @@ _PICK = re.compile(
     r"|\b(?:pick(?:s|ed)?|choos(?:e|es|ing)|chose|select|go(?:es)?\s+with|opt\s+for)\b",
     re.IGNORECASE,
 )
-# A mark that names a choice: "②", "2번", "(B)", "option B", "choice 2", "보기 ③", an ordinal,
-# a capital letter as a sentence's subject ("D is right", "B가 맞다"), a demonstrative.
+# A mark that names a choice: "②", "2번", "(B)", "option B", "보기 ③", an ordinal, a capital
+# letter as a sentence's subject ("D is right"), a demonstrative.
 _REF = re.compile(
     rf"[{_C}]|(?<![\d.])\d{{1,2}}\s*번(?!째)|[(\uff08]\s*(?:\d{{1,2}}|[A-Za-z])\s*[)\uff09]"
     rf"|\b(?:option|choice|number|no\.)\s*[(\uff08]?\s*(?:\d{{1,2}}|[A-Za-z])\b"
@@ -60,9 +41,8 @@ _REF = re.compile(
     r"|\b(?:this|that|it)\b(?=\s+(?:is|was)\s)|이것|그것|이\s*보기|이\s*선택지",
     re.IGNORECASE,
 )
-# A verdict that a named choice is the right one: "맞다", "correct", "가장 적절하다", "the one
-# to choose". Not "옳다" (a true statement among the choices is reasoning: "②는 옳다" in a
-# "옳지 않은 것은?" question), unless a conclusion opens the sentence ("따라서 ②가 옳다").
+# A verdict that a named choice is the right one: "맞다", "correct", "가장 적절하다". Not
+# "옳다" ("②는 옳다" in a "옳지 않은 것은?" question is reasoning): see ``_TRUE``.
 _RIGHT = re.compile(
     r"맞(?:다|습니다|아요|아|는다|음|는\s*(?:것|보기|선택)|을\s*것)"
     r"|가장\s*(?:적절|알맞|타당|정확|옳|적합|올바르|올바른|맞)"
@@ -74,8 +54,7 @@ _CONCLUSION = re.compile(
     r"^\W*(?:따라서|그러므로|그래서|결국|즉|결론적으로|그러니|so|thus|therefore|hence)\b",
     re.IGNORECASE,
 )
-# A negation in or right after a verdict: "맞지 않다" never matches it, "맞는 것은 아니다" and
-# "is not correct", "isn't right", "incorrect" must not count.
+# A negation in or right after a verdict ("맞는 것은 아니다", "isn't right") voids it.
 _NEGATION = re.compile(r"않|아니|아닌|못|틀|\bnot\b|n['\u2019]t\b|\bnever\b|\bno\b", re.IGNORECASE)
 # The question's own wording before the answer: "옳지 않은 것은 ③", "알맞은 설명은 ②번".
 _WHICH_IS = re.compile(
@@ -91,9 +70,8 @@ _ASIDE = re.compile(
 
 # Where a sentence ends: after . ! ? 。 and a blank; not after a list mark ("2. 칼슘", "B. Seoul").
 _SENTENCE = re.compile(r"(?<=[.!?。])(?<!^\d\.)(?<!^\d\d\.)(?<!^[A-Za-z]\.)\s+")
-# Where a clause ends inside a sentence: a comma, a semicolon, a colon or a dash; a Korean
-# ending of cause ("…이므로", "…때문에") or reason ("…인 이유는"); before "because", "since",
-# "so", "therefore"…
+# Where a clause ends inside a sentence: punctuation, a dash, a Korean ending of cause or
+# reason ("…이므로", "…인 이유는"), or before "because", "so", "therefore"…
 _CLAUSE = re.compile(
     r"(?<=[,;:\uff0c\uff1b\uff1a])\s+|\s+(?=[-\u2013\u2014]\s)"
     r"|(?:(?<=므로)|(?<=때문에)|(?<=니까)|(?<=으니)|(?<=이니)|(?<=이유는)|(?<=까닭은)"
@@ -143,8 +121,7 @@ def _names_choice(text: str, names: Sequence[re.Pattern[str]]) -> bool:
 
 
 def _right_about_choice(text: str, names: Sequence[re.Pattern[str]]) -> bool:
-    """A choice named, then a verdict that it is the one ("②가 맞다", "4 is correct"), not
-    negated; with a conclusion first, "옳다" counts too ("따라서 ②가 옳다")."""
+    """A choice named, then an unnegated verdict that it is the one ("②가 맞다", "4 is correct")."""
     verdicts = list(_RIGHT.finditer(text))
     if _CONCLUSION.search(text):
         verdicts += _TRUE.finditer(text)
@@ -196,8 +173,8 @@ class _Reader:
 
     def __post_init__(self) -> None:
         self.names = _choice_names(self.choices)
-        # After a label that ends its line, the next sentence is its answer: "always" hides
-        # it; "bare" only when it is no more than a choice (a heading like "정답 및 해설").
+        # After a label ending its line, the next sentence: "always" hidden; "bare" only
+        # when it is no more than a choice (after a heading like "정답 및 해설").
         self.pending = ""
 
     def line(self, line: str) -> str | None:
@@ -239,7 +216,7 @@ class _Reader:
         return isinstance(named, int) or _names_choice(_plain(text), self.names)
 
     def clauses(self, sentence: str) -> str | None:
-        """The reasoning clauses of a sentence that states the answer, or None. Each clause
+        """The reasoning clauses of a sentence that states the answer, or None: each clause
         that states it must name its answer, or the whole sentence goes."""
         cuts = [0, *(m.end() for m in _CLAUSE.finditer(sentence)), len(sentence)]
         pieces = [sentence[a:b] for a, b in itertools.pairwise(cuts) if b > a]
@@ -267,9 +244,7 @@ class _Reader:
 
 
 def hide_statements(reply: str, choices: Sequence[str]) -> str:
-    """The reply with every statement of the answer hidden (see the module's docstring):
-    what is left is the reasoning, for a reader who must judge which choice it supports
-    without being told (the blind verifier)."""
+    """The reply with every statement of the answer hidden: the reasoning alone."""
     reader = _Reader(choices)
     kept = [line for raw in reply.splitlines() if (line := reader.line(raw)) is not None]
     # A rule left with nothing on one side ("**정답**", a rule, "②") separates nothing.
@@ -282,17 +257,14 @@ def hide_statements(reply: str, choices: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class Blind:
-    """What the verifier may read of an explanation, and why it must not be asked ("" when
-    it may)."""
+    """What the verifier may read, and why it must not be asked ("" when it may)."""
 
     text: str
     problem: str
 
 
 def blind(reply: str, choices: Sequence[str]) -> Blind:
-    """The reply's reasoning (``hide_statements``) and, never to be read as an agreement,
-    what makes a blind check impossible: nothing of the reasoning is left, or a statement of
-    the answer is still there (``answers.read`` reads one, or an answer word survived)."""
+    """The reply's reasoning and what makes a blind check of it impossible ("" if nothing)."""
     text = hide_statements(reply, choices)
     names = _choice_names(choices)
     if _content(text, names) < MIN_REASONING_WORDS:

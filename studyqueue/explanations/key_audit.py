@@ -1,27 +1,11 @@
-"""The key audit: before a question's first explanation (and again when its text, choices or
-key change), the model is asked for the answer alone, ``KEY_AUDIT_SAMPLES`` times, and its
-answers are compared with the key.
-
-The prompt holds the question and its choices, never the key, and asks for a few tokens
-(``MAX_TOKENS``), at ``KEY_AUDIT_TEMPERATURE`` (above 0: the samples may differ), without a
-``seed``. It stops asking once the verdict is settled (``settled``: two samples of three that
-name the key already agree). Each reply is read by the answer reader (``answers``); a reply
-it cannot read counts as no answer, never as an agreement. The verdict (``judge``):
-
-- ``agrees``: a majority of the samples names the key;
-- ``disputed``: every sample names the same other choice (``key_audit_answer``);
-- ``unsure``: anything else.
-
-A small model is often wrong on hard items: a dispute is a question for a reviewer (the review
-queue's key check), not a verdict. ``Audited`` writes the result, fenced by the claim and by
-the question's content, in one transaction; ``decide_key`` records a reviewer's decision.
-"""
+"""The key audit: before a question's first explanation (and after its content changes), the
+model is asked for the answer alone, never shown the key, and its samples are judged against
+the key (``judge``); a dispute waits for a reviewer (docs/howto/checks.md, "The key audit")."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -57,37 +41,21 @@ PREFIX = hashlib.sha256(SYSTEM.encode()).hexdigest()[:12]
 
 
 def build_messages(question: StudyQuestion) -> list[dict[str, str]]:
-    """The audit's chat messages: the question and its numbered choices, never the key
-    (its choices must be valid: ``ValidationError``)."""
+    """The audit's chat messages, never the key (invalid choices: ``ValidationError``)."""
     validate_choices(question.choices)
     numbered = "\n".join(f"{n}. {choice}" for n, choice in enumerate(question.choices, 1))
     user = f"Question:\n{question.text.strip()}\n\nChoices:\n{numbered}"
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def needing_audit(questions: QuerySet[StudyQuestion] | None = None) -> QuerySet[StudyQuestion]:
-    """Questions with text, choices and a key whose current content has not been audited
-    (never, or it changed since: ``content_changed``)."""
-    base = StudyQuestion.objects.all() if questions is None else questions
-    checkable = base.exclude(text="").exclude(choices=[]).exclude(answer="")
-    return checkable.filter(Q(key_audit="") | Q(key_audit_hash=""))
-
-
 def content_changed(
     question_ids: Sequence[int], key_changed: Collection[int], *, using: str
 ) -> None:
-    """The questions' text, choices or key changed: the audit judged content that is gone.
-    It is cleared, except for a dispute that waits for a reviewer whose key did not change
-    (a typo fixed in its text): that one keeps holding the explanation, marked as of other
-    content (``needing_audit``), until a new audit or the reviewer settles it. A change of
-    the key is the reviewer's decision: its audit is cleared. A reviewer's key check stays on
-    record."""
+    """The questions' content changed: their audits are cleared, but a dispute awaiting a
+    reviewer whose key did not change keeps holding, marked as of other content."""
     questions = StudyQuestion.objects.using(using).filter(pk__in=list(question_ids))
-    held = set(
-        questions.filter(awaiting_key_check())
-        .exclude(pk__in=list(key_changed))
-        .values_list("pk", flat=True)
-    )
+    disputed = questions.filter(awaiting_key_check()).exclude(pk__in=list(key_changed))
+    held = set(disputed.values_list("pk", flat=True))
     questions.filter(pk__in=held).update(key_audit_hash="")
     questions.exclude(pk__in=held).exclude(key_audit="").update(
         key_audit="", key_audit_answer=None, key_audit_samples=[], key_audit_hash=""
@@ -98,12 +66,14 @@ _IDS_BATCH = 500  # ids in one statement (SQLite's parameter limit)
 
 
 def needing_audit_ids(ids: Iterable[int]) -> list[int]:
-    """Which of the questions ``ids`` need an audit (``needing_audit``), in id order."""
+    """The ``ids`` of checkable questions whose content was never audited, in id order."""
     wanted = sorted(set(ids))
+    checkable = StudyQuestion.objects.exclude(text="").exclude(choices=[]).exclude(answer="")
+    unaudited = checkable.filter(Q(key_audit="") | Q(key_audit_hash=""))
     found: list[int] = []
     for start in range(0, len(wanted), _IDS_BATCH):
-        chunk = StudyQuestion.objects.filter(pk__in=wanted[start : start + _IDS_BATCH])
-        found += needing_audit(chunk).values_list("pk", flat=True)
+        chunk = unaudited.filter(pk__in=wanted[start : start + _IDS_BATCH])
+        found += chunk.values_list("pk", flat=True)
     return sorted(found)
 
 
@@ -116,27 +86,18 @@ class Verdict:
 
 
 def judge(samples: Sequence[int | None], key: int | None) -> Verdict:
-    """``agrees`` when a majority of the samples names the key; ``disputed`` when every
-    sample names the same other choice; else ``unsure`` (an unread sample is no vote for
-    the key, and a key that names no choice cannot be agreed with)."""
+    """``agrees`` for a majority naming the key, ``disputed`` for one other choice, else unsure."""
     if not samples:
         return Verdict(KeyAudit.UNSURE)
     if key is not None and sum(1 for answer in samples if answer == key) * 2 > len(samples):
         return Verdict(KeyAudit.AGREES)
-    named = Counter(samples)
-    if len(named) == 1:
-        (only,) = named
-        if only is not None and only != key:
-            return Verdict(KeyAudit.DISPUTED, only)
+    if len(set(samples)) == 1 and samples[0] not in (None, key):
+        return Verdict(KeyAudit.DISPUTED, samples[0])
     return Verdict(KeyAudit.UNSURE)
 
 
 def settled(samples: Sequence[int | None], key: int | None, planned: int) -> bool:
-    """Whether the samples so far decide the verdict whatever the ``planned`` rest would say:
-    a majority of ``planned`` already names the key, or neither an agreement (too few
-    samples left to make one) nor a dispute (two different answers, or an unread one, or the
-    key) can come any more. The audit stops asking there; ``judge`` on the samples taken
-    gives the verdict all of them would have."""
+    """Whether ``judge``'s verdict is decided whatever the rest of the ``planned`` samples say."""
     named_key = sum(1 for answer in samples if answer == key) if key is not None else 0
     if named_key * 2 > planned:
         return True
@@ -144,13 +105,6 @@ def settled(samples: Sequence[int | None], key: int | None, planned: int) -> boo
     could_agree = key is not None and (named_key + left) * 2 > planned
     could_dispute = len(set(samples)) <= 1 and not (set(samples) & {None, key})
     return not could_agree and not could_dispute
-
-
-def rejudge(question: StudyQuestion) -> Verdict:
-    """The stored samples against the question's key as it is now."""
-    key = answers.key_choice(question.answer, question.choices)
-    samples = [s.get("answer") for s in question.key_audit_samples if isinstance(s, dict)]
-    return judge(samples, key)
 
 
 @dataclass(frozen=True)
@@ -178,9 +132,7 @@ class Audited:
         return judge([sample.answer for sample in self.samples], key)
 
     def write(self, job: StudyQuestionJob) -> Outcome:
-        """Job, attempt and the question's audit in one transaction, fenced by the claim and
-        by the question's content: nothing is kept when the claim was lost, the question
-        was deleted or its content changed during the calls."""
+        """Job, attempt and audit in one transaction (``revisions.complete_if_unchanged``)."""
         db = StudyQuestion.objects.all().db
         with transaction.atomic(using=db):
             now, outcome = revisions.complete_if_unchanged(
@@ -218,20 +170,15 @@ class Audited:
 
 
 def key_checks() -> QuerySet[StudyQuestion]:
-    """Disputed keys no reviewer has kept or changed yet, in id order: the review queue
-    shows them first."""
+    """Disputed keys no reviewer has kept or changed yet, in id order."""
     return StudyQuestion.objects.filter(awaiting_key_check()).order_by("pk")
 
 
 def decide_key(
     question: StudyQuestion, *, take_model_choice: bool, by: str, seen: str | None = None
 ) -> bool:
-    """A reviewer's decision on a disputed key: keep it, or make the model's choice the key
-    (an approval of its explanation is void, as for any change of content). The samples
-    stay (the audit's prompt never held the key) and the verdict is judged again against
-    the key now. False when the key is no longer disputed
-    (another reviewer decided first, or the content changed; with ``seen``, the content
-    hash the reviewer's page showed: also when it is not the content now)."""
+    """A reviewer's decision on a disputed key: keep it, or take the model's choice. False when
+    it is no longer disputed, or its content is not ``seen`` (the hash the page showed)."""
     questions = StudyQuestion.objects.all()
     db = questions.db
     with transaction.atomic(using=db):
@@ -246,16 +193,14 @@ def decide_key(
                 return False
             now.answer = now.choices[answer - 1]
             now.save(using=db, update_fields=["answer", "updated_at"])
-            # A change of content: approvals of its explanations are void. The audit is
-            # judged again below, from the same samples (their prompt never held the key).
+            # Approvals are void; the same samples are judged again (they never saw the key).
             revisions.content_changed([now.pk], using=db)
-            samples = now.key_audit_samples
-            verdict = rejudge(now)
+            samples = [s.get("answer") for s in now.key_audit_samples if isinstance(s, dict)]
+            verdict = judge(samples, answers.key_choice(now.answer, now.choices))
             decision = KeyCheck.CHANGED
             values: dict[str, object] = {
                 "key_audit": verdict.key_audit,
                 "key_audit_answer": verdict.answer if verdict.answer is not None else answer,
-                "key_audit_samples": samples,
                 "key_audit_hash": now.content_hash(),
             }
         else:
@@ -279,20 +224,14 @@ class Rates:
     kept: int  # disputes whose key a reviewer kept
 
     @property
-    def dispute_rate(self) -> float:
-        return self.disputed / self.audited if self.audited else 0.0
-
-    @property
     def dispute_percent(self) -> str:
         """The dispute rate as a page shows it: ``12.5``."""
-        return f"{self.dispute_rate * 100:.1f}"
+        return f"{self.disputed / self.audited * 100 if self.audited else 0:.1f}"
 
 
-def rates(questions: QuerySet[StudyQuestion] | None = None) -> Rates:
-    """The dispute rate and how many disputes reviewers upheld. A dispute whose key was
-    changed counts as a dispute (its verdict now agrees)."""
-    base = StudyQuestion.objects.all() if questions is None else questions
-    audited = base.exclude(key_audit="")
+def rates() -> Rates:
+    """The dispute rate and the reviewers' decisions (a changed key still counts disputed)."""
+    audited = StudyQuestion.objects.exclude(key_audit="")
     upheld = audited.filter(key_check=KeyCheck.CHANGED).count()
     kept = audited.filter(key_check=KeyCheck.KEPT).count()
     disputed = audited.filter(key_audit=KeyAudit.DISPUTED).exclude(key_check=KeyCheck.CHANGED)

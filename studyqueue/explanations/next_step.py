@@ -1,11 +1,6 @@
-"""What a question needs next, queued: the one rule every entry point calls before a
-question's explanation is written (``enqueue``, ``importquestions --enqueue``, the admin's
-actions, the review queue's regeneration) or after its content changed (``edits``).
-
-An explanation is preceded by the key audit (``KEY_AUDIT``) while its key has not been
-audited for the question's content: both are queued in one transaction, and the claim holds
-the explanation while the audit is active, or while a disputed key waits for a reviewer
-(``KEY_AUDIT_HOLDS``). So no consumer explains a key that was never checked."""
+"""What a question needs next, queued: the one rule every entry point calls before a question's
+explanation is written, or after its content changed. The key audit comes first while the key
+has not been audited for the question's content, so no consumer explains an unchecked key."""
 
 from __future__ import annotations
 
@@ -23,8 +18,7 @@ from studyqueue.queue.enqueue import enqueue_many
 
 @dataclass(frozen=True)
 class Queued:
-    """What a call queued: ``created`` jobs of the kind asked for, of ``requested``
-    questions (the others had an active one), and the key audits queued to run first."""
+    """What a call queued: ``created`` jobs for ``requested`` questions, and key audits."""
 
     requested: int
     created: int
@@ -37,9 +31,8 @@ class Queued:
 
 
 def queue_jobs(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -> Queued:
-    """Queue a job of ``kind`` for each question (idempotent: an active one is kept); for an
-    explanation, the key audit first where the question's key has not been audited for its
-    content. Ids of questions that do not exist are left alone."""
+    """Queue a job of ``kind`` for each existing question (idempotent); for an explanation,
+    the key audit first where the key was not audited for the question's content."""
     ids = sorted({int(pk) for pk in question_ids})
     with transaction.atomic(using=StudyQuestionJob.objects.all().db):
         audits = _queue_audits(ids) if kind == JobKind.EXPLANATION else 0
@@ -48,10 +41,7 @@ def queue_jobs(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -> 
 
 
 def audit_waiting(question_ids: Iterable[int]) -> int:
-    """Of these questions, those whose explanation waits (an active explanation job, or a
-    disputed key held for a reviewer) get their key audited first where it was not audited
-    for their content (after an edit: ``edits``; ``enqueue --missing``). How many audit jobs
-    were queued."""
+    """Queue the key audits a waiting explanation of these questions needs; how many."""
     explanation = StudyQuestionJob.objects.active().filter(
         kind=JobKind.EXPLANATION, study_question_id=OuterRef("pk")
     )

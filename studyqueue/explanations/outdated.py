@@ -1,12 +1,6 @@
-"""What an explanation is outdated against: the prompt versions the live consumers write
-with (they report them, ``studyqueue.queue.presence``), not the settings of whichever shell or web
-server asks. A model set in one shell and not in the consumers' would otherwise regenerate
-the same questions again and again. With no live consumer, this process's own version.
-
-``enqueue --outdated``, the question list's filter and the dashboard read ``basis()`` and
-say what it is: its ``summary`` always, its ``warnings`` when the versions disagree.
-``explain`` reads ``differences()``: where the settings here differ from the live consumers'.
-"""
+"""What an explanation is outdated against: the prompt versions the live consumers write with
+(``queue.presence``), not this process's settings, which only count when no consumer is live.
+``basis()`` says what it is; ``differences()`` where the settings here differ from theirs."""
 
 from __future__ import annotations
 
@@ -38,8 +32,7 @@ class LiveVersion:
 
 @dataclass(frozen=True)
 class Basis:
-    """The versions that count as current: every live consumer's (most used first), or
-    this process's own when no live consumer reports one."""
+    """The versions that count as current: the live consumers' (most used first), or ours."""
 
     live: tuple[LiveVersion, ...]
     local: PromptVersion
@@ -56,11 +49,6 @@ class Basis:
     @property
     def disagree(self) -> bool:
         return len(self.live) > 1
-
-    @property
-    def local_differs(self) -> bool:
-        """Live consumers write with another version than these settings would."""
-        return self.from_live and self.local.hash not in self.versions
 
     @property
     def short(self) -> str:
@@ -100,8 +88,7 @@ class Basis:
 
     @property
     def warnings(self) -> list[str]:
-        """What an operator should look into: consumers that disagree, or settings here
-        that differ from theirs."""
+        """Consumers that disagree, or settings here that differ from theirs."""
         out = []
         if self.disagree:
             out.append(
@@ -111,7 +98,7 @@ class Basis:
                     "LLM_MAX_TOKENS, LLM_TEMPERATURE and prompt templates."
                 )
             )
-        if self.local_differs:
+        if self.live and self.local.hash not in self.versions:  # the consumers write another
             out.append(
                 gettext(
                     "The prompt version of these settings, %(version)s, differs from the live "
@@ -124,8 +111,7 @@ class Basis:
 
 
 def basis(states: Sequence[ConsumerState] | None = None) -> Basis:
-    """The versions that count as current, from the live consumers among ``states``
-    (default: the live consumers now)."""
+    """The versions that count as current among ``states`` (default: the live consumers)."""
     live = [s.record for s in (live_consumers() if states is None else states) if s.live]
     counts = Counter(r.prompt_version for r in live if r.prompt_version)
     labels = {r.prompt_version: r.prompt_label for r in live}
@@ -145,8 +131,7 @@ class Difference:
 
 
 def shown_urls() -> str:
-    """This process's LLM URLs as a consumer records them (``endpoints.shown_urls``: without
-    their credentials), fitted to the column."""
+    """This process's LLM URLs as a consumer records them (no credentials)."""
     return fit(QueueConsumer, "llm_url", endpoints.shown_urls())
 
 
@@ -155,29 +140,27 @@ def _version_shown(version: str, label: str) -> str:
 
 
 def differences(states: list[ConsumerState] | None = None) -> list[Difference]:
-    """Where this process's LLM URL, model and prompt version differ from those of the
-    live consumers among ``states`` (default: the live consumers now); none without one.
-    A command that runs a job itself (``explain``) writes with its own, not theirs."""
+    """Where our LLM URL, model and prompt version differ from the live consumers' (of
+    ``states``, default: now)."""
     live = [s.record for s in (live_consumers() if states is None else states) if s.live]
     if not live:
         return []
     here = current_version()
-    version, label = here.hash, fit(QueueConsumer, "prompt_label", here.label)
-    model = fit(QueueConsumer, "model", conf.LLM_MODEL)
-    # Per setting: this process's value, shown; each live consumer's, shown.
-    compared = {
-        "LLM_URL": (shown_urls(), {(r.llm_url, r.llm_url) for r in live}),
-        "LLM_MODEL": (model, {(r.model, r.model) for r in live}),
-        "PROMPT_VERSION": (
-            _version_shown(version, label),
+    urls, model = shown_urls(), fit(QueueConsumer, "model", conf.LLM_MODEL)
+    label = _version_shown(here.hash, fit(QueueConsumer, "prompt_label", here.label))
+    # Per setting: this process's value and how it is shown; each live consumer's, both.
+    compared = [
+        ("LLM_URL", urls, urls, {(r.llm_url, r.llm_url) for r in live}),
+        ("LLM_MODEL", model, model, {(r.model, r.model) for r in live}),
+        (
+            "PROMPT_VERSION",
+            here.hash,  # compared by hash, shown with its label
+            label,
             {(r.prompt_version, _version_shown(r.prompt_version, r.prompt_label)) for r in live},
         ),
-    }
-    mine = {"LLM_URL": compared["LLM_URL"][0], "LLM_MODEL": model}
-    mine["PROMPT_VERSION"] = version  # compared by hash, shown with its label
-    out = []
-    for setting, (shown, theirs) in compared.items():
-        if {value for value, _shown in theirs} != {mine[setting]}:
-            theirs_shown = tuple(sorted({label for _value, label in theirs}))
-            out.append(Difference(setting, shown, theirs_shown))
-    return out
+    ]
+    return [
+        Difference(setting, shown, tuple(sorted({seen for _value, seen in theirs})))
+        for setting, mine, shown, theirs in compared
+        if {value for value, _seen in theirs} != {mine}
+    ]

@@ -1,19 +1,13 @@
-"""Prompt versions compared: per version, the explanations the LLM wrote with it, the share
-with each quality flag, mean length and completion tokens, tokens per second, and how
-reviewers judged them. Behind the dashboard's table and ``manage.py promptstats``.
-
-Flags are counted from each revision's stored list, so a flag added later shows up by
-itself; ``answer_mismatch`` comes first (the worst thing an explanation can do), then the
-flags in ``quality.FLAGS`` order, then any other name. Only the LLM's revisions count (a
-reviewer's correction is not the prompt's work); every reply is counted, the ones retried
-for quality and the waiting candidates included.
-"""
+"""Prompt versions compared, over the LLM's revisions (never a reviewer's correction): per
+version, what it wrote, the share with each flag, length, tokens, speed and the reviews.
+Behind the dashboard's table and ``manage.py promptstats``."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Avg, Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Length
@@ -73,14 +67,19 @@ class VersionStats:
         return self._rate(self.rejected)
 
 
+def newest_edge(queryset: QuerySet[Any], newest: int | None) -> int:
+    """The smallest id among the ``newest`` rows (0: all): an id range, no count."""
+    if newest is None:
+        return 0
+    edge = queryset.order_by("-pk").values_list("pk", flat=True)[newest - 1 : newest]
+    return edge.first() or 0
+
+
 def written(newest: int | None = None) -> QuerySet[ExplanationRevision]:
-    """The LLM's revisions, all or the ``newest`` (an id range: no count over the table)."""
+    """The LLM's revisions, all or the ``newest``."""
     revisions = ExplanationRevision.objects.filter(author="").order_by()
     if newest is not None:
-        edge = revisions.order_by("-pk").values_list("pk", flat=True)[newest - 1 : newest]
-        first = edge.first()
-        if first is not None:
-            revisions = revisions.filter(pk__gte=first)
+        revisions = revisions.filter(pk__gte=newest_edge(revisions, newest))
     return revisions
 
 

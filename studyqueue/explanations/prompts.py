@@ -1,10 +1,5 @@
-"""The explanation prompt: its templates, how a question renders into messages, and the
-prompt version, derived from everything that shapes the output.
-
-The templates are Django template files a project may override (``SYSTEM_PROMPT_TEMPLATE``,
-``PROMPT_TEMPLATE``); they render with autoescape off (a prompt is not HTML) and the
-question's fields as context: ``question``, ``choices``, ``answer``.
-"""
+"""The explanation prompt: its templates (Django templates a project may override, rendered
+with autoescape off), the chat messages of a question, and the prompt version."""
 
 from __future__ import annotations
 
@@ -32,36 +27,31 @@ class PromptVersion:
     label: str
 
 
-# The source text of each compiled prompt template, read once. The template loader hands
-# back the same compiled ``Template`` until it loads the file anew (a new object, read
-# anew), so the version always describes the template that renders, and a job reads no file.
+# The source text of each compiled prompt template, read once: the loader hands back the same
+# ``Template`` until it reloads the file, so the version describes the template that renders.
 _sources: weakref.WeakKeyDictionary[Template, str] = weakref.WeakKeyDictionary()
 
 
-def _template(name: str) -> tuple[Template, str]:
-    """A prompt template and its source text (the text is part of the version)."""
+def _source(name: str) -> str:
+    """A prompt template's source text (part of the version)."""
     template = Engine.get_default().get_template(name)
-    source = _sources.get(template)
-    if source is None:
+    if template not in _sources:
         # A file-based loader's origin name is the file's path (the app's or the project's).
-        source = _sources[template] = Path(template.origin.name).read_text(encoding="utf-8")
-    return template, source
+        _sources[template] = Path(template.origin.name).read_text(encoding="utf-8")
+    return _sources[template]
 
 
 class TrialTemplateError(Exception):
-    """A trial user template (``trial_template``) does not compile (a syntax error, an unknown
-    tag or filter, a relative include): the message names the error, on one line."""
+    """A trial user template (``trial_template``) does not compile; the message says why."""
 
 
-# ``{% include "./part.txt" %}``, ``{% extends "../base.txt" %}``: a path relative to the
-# including template's name. A trial is given as text and has no name, so Django cannot
-# resolve one (it fails with an AttributeError of its own, not a TemplateSyntaxError).
+# ``{% include "./part.txt" %}``: a trial has no name to resolve a relative path against, and
+# Django fails on one with an AttributeError of its own, not a TemplateSyntaxError.
 _RELATIVE = re.compile(r"""\{%-?\s*(?:include|extends)\s+(["'])(\.\.?/[^"']*)\1""")
 
 
 def trial_template(source: str) -> Template:
-    """A user prompt template given as text (``explain --prompt-template``), compiled by the
-    same engine as the configured ones; ``TrialTemplateError`` if it does not compile."""
+    """A user prompt template given as text, compiled; ``TrialTemplateError`` if it fails."""
     relative = _RELATIVE.search(source)
     if relative is not None:
         raise TrialTemplateError(
@@ -85,13 +75,10 @@ def _reason(exc: Exception) -> str:
 def current_version(
     *, max_tokens: int | None = None, prompt_source: str | None = None
 ) -> PromptVersion:
-    """The prompt version of today's settings and templates (with ``prompt_source`` as the
-    user template's text instead of the configured one's: a trial's version)."""
-    _, system = _template(conf.SYSTEM_PROMPT_TEMPLATE)
-    user = prompt_source if prompt_source is not None else _template(conf.PROMPT_TEMPLATE)[1]
+    """The prompt version of today's settings and templates (``prompt_source``: a trial's)."""
     shape = {
-        "system": system,
-        "user": user,
+        "system": _source(conf.SYSTEM_PROMPT_TEMPLATE),
+        "user": prompt_source if prompt_source is not None else _source(conf.PROMPT_TEMPLATE),
         "model": conf.LLM_MODEL,
         "max_tokens": max_tokens or conf.LLM_MAX_TOKENS,
         "temperature": conf.LLM_TEMPERATURE,
@@ -110,17 +97,14 @@ def render(name: str, context: dict[str, Any]) -> str:
 
 
 class TrialRenderError(Exception):
-    """A trial user template (``build_messages(prompt=...)``) failed while rendering (a
-    missing include, a tag that needs what a prompt's context lacks): the message names
-    the error."""
+    """A trial user template (``build_messages(prompt=...)``) failed while rendering."""
 
 
 def build_messages(
     question: StudyQuestion, *, prompt: Template | None = None
 ) -> list[dict[str, str]]:
-    """The chat messages for a question (its choices must be valid: ``ValidationError``);
-    ``prompt`` replaces the configured user template (a trial: ``TrialRenderError`` when it
-    fails while rendering)."""
+    """The chat messages for a question (invalid choices: ``ValidationError``); ``prompt``
+    replaces the configured user template (a trial: ``TrialRenderError``)."""
     validate_choices(question.choices)
     context = {"question": question, "choices": question.choices, "answer": question.answer}
     if prompt is None:
@@ -142,8 +126,7 @@ def sample_question() -> StudyQuestion:
 
 
 def sample_questions() -> tuple[StudyQuestion, StudyQuestion]:
-    """Two unsaved questions with no word, choice count or answer in common: what their
-    rendered prompts share comes from the templates, not from the questions."""
+    """Two unsaved questions with nothing in common: what their prompts share is fixed text."""
     return (
         sample_question(),
         StudyQuestion(
@@ -159,9 +142,7 @@ _MIN_RUN_CHARS = 16
 
 
 def shared_text(first: str, second: str) -> int:
-    """How many characters two rendered prompts have in common, counted over the runs of
-    whole words (and the white space between them) both contain in the same order, leaving
-    out runs shorter than a label. Prefix, suffix and every piece in between count."""
+    """Characters two rendered prompts share: runs of whole words in order, longer than a label."""
     a, b = re.findall(r"\s+|\S+", first), re.findall(r"\s+|\S+", second)
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     total = 0
@@ -176,15 +157,12 @@ def shared_text(first: str, second: str) -> int:
 class CacheLayout:
     """How the rendered prompts of two different questions overlap (``manage.py check``)."""
 
-    #: Characters of fixed text the two user messages share (instructions in the user template).
-    shared_user_chars: int
-    #: Whether the system message differs between the two questions (a question field in it).
-    system_varies: bool
+    shared_user_chars: int  # fixed text the two user messages share (instructions)
+    system_varies: bool  # the system message differs (a question field in it)
 
 
 def cache_layout() -> CacheLayout:
-    """Render both sample questions and measure what defeats the server's prompt cache:
-    fixed text in the user message, or a system message that changes per question."""
+    """Render both sample questions and measure what defeats the server's prompt cache."""
     first, second = (build_messages(question) for question in sample_questions())
     return CacheLayout(
         shared_user_chars=shared_text(first[1]["content"], second[1]["content"]),

@@ -1,32 +1,11 @@
-"""Quality flags on a finished explanation: checked, not silently accepted.
-
-- ``truncated``: the model stopped at ``max_tokens`` (``finish_reason: length``);
-- ``unfinished``: the reply ended for another reason than ``stop`` or ``length``
-  (``content_filter``, ``tool_calls``…, or no reason at all before the stream ended);
-- ``too_short``: fewer characters than ``QUALITY_MIN_CHARS``;
-- ``wrong_script``: written in another script than the question (a Korean question answered
-  in English), compared by the dominant Unicode script of their letters;
-- ``answer_mismatch``: the answer the reply states is not the question's key;
-- ``no_answer_stated``: the question has a key, and the reply states no answer the parser
-  (``studyqueue.explanations.answers``) can read;
-- ``verifier_disagrees`` / ``verifier_unsure``: the blind verifier (``verifier``), shown the
-  explanation's reasoning with every statement of its answer hidden and never the key, named
-  another choice than the key, or none (or several, or it was not asked: the statements could
-  not be hidden reliably). Set after the explanation was kept; never retried.
-- ``question_changed``: the question's text, choices or key changed after the explanation
-  was written (set on the question, never on the reply's revision: it is no fault of the
-  prompt, so prompt statistics do not count it). Such an explanation is outdated.
-
-Each flag has a label and a one-line meaning (``MEANINGS``), shown on the admin's badges.
-"""
+"""Quality flags on a finished explanation, each with a label and a one-line meaning
+(``MEANINGS``, the admin's badges; docs/reference/quality.md)."""
 
 from __future__ import annotations
 
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from django.db import models
 from django.utils.functional import Promise
@@ -35,7 +14,7 @@ from django.utils.translation import gettext_lazy as _
 from studyqueue.conf import conf
 from studyqueue.explanations import answers
 from studyqueue.explanations.answers import Agreement, Verdict
-from studyqueue.models import QUESTION_CHANGED_FLAG, FinishReason
+from studyqueue.models import QUESTION_CHANGED_FLAG, FinishReason, StudyQuestion
 
 
 class QualityFlag(models.TextChoices):
@@ -88,26 +67,15 @@ _SAME = {"HIRAGANA": "CJK", "KATAKANA": "CJK"}
 _SAMPLE = 2000  # characters looked at: enough to know the script, cheap for any length
 
 
-def script_of(char: str) -> str | None:
-    """The script of a letter (``LATIN``, ``HANGUL``, ``CYRILLIC``, ``CJK``…); None else."""
-    if not unicodedata.category(char).startswith("L"):
-        return None
-    name = unicodedata.name(char, "")
-    if not name:
-        return None
-    script = name.split(" ", 1)[0]
-    return _SAME.get(script, script)
-
-
 def dominant_script(text: str) -> str | None:
-    """The script most of a text's letters are written in; None when it has no letters."""
+    """The script most of a text's letters are in (``LATIN``, ``HANGUL``, ``CJK``…), or None."""
     counts: Counter[str] = Counter()
-    # Each distinct character named once (a text repeats a few dozen letters): the Unicode
-    # name lookup is the cost, some 1 ms a reply when made for every character.
+    # Each distinct character named once: the Unicode name lookup is the cost.
     for char, times in Counter(text[:_SAMPLE]).items():
-        script = script_of(char)
-        if script is not None:
-            counts[script] += times
+        name = unicodedata.name(char, "") if unicodedata.category(char).startswith("L") else ""
+        if name:
+            script = name.split(" ", 1)[0]
+            counts[_SAME.get(script, script)] += times
     return counts.most_common(1)[0][0] if counts else None
 
 
@@ -118,8 +86,7 @@ def flags_for(
     *,
     agreement: Agreement | None = None,
 ) -> list[QualityFlag]:
-    """The quality flags a reply earns, in ``FLAGS`` order; ``agreement`` is what
-    ``answers.compare`` found in it (None: answers not checked)."""
+    """The quality flags a reply earns, in ``FLAGS`` order (``agreement``: from ``compare``)."""
     flags = []
     if finish_reason == FinishReason.LENGTH:
         flags.append(TRUNCATED)
@@ -135,12 +102,6 @@ def flags_for(
     return flags
 
 
-class _Question(Protocol):
-    text: str
-    choices: Sequence[str]
-    answer: str
-
-
 @dataclass(frozen=True)
 class Checked:
     """An explanation checked: its flags and the answer it states (blank: none read)."""
@@ -149,23 +110,20 @@ class Checked:
     stated: str
 
 
-def check(question: _Question, explanation: str, finish_reason: str) -> Checked:
-    """The checks every explanation gets, a model's reply or a reviewer's correction alike:
-    the answer it states read against the question's key, then its quality flags."""
+def check(question: StudyQuestion, explanation: str, finish_reason: str) -> Checked:
+    """The checks every explanation gets, a model's reply or a reviewer's correction alike."""
     agreement = answers.compare(explanation, question.choices, question.answer)
     flags = flags_for(question.text, explanation, finish_reason, agreement=agreement)
     return Checked(flags, agreement.stated)
 
 
 def parse_flags(text: str) -> tuple[set[QualityFlag], list[str]]:
-    """A comma-separated list of flag names (``QUALITY_RETRY``): the flags it names, and
-    the names that are no flag (sorted). Blanks around names and empty items are ignored."""
+    """``QUALITY_RETRY``'s list of names: the flags it names, and the others (sorted)."""
     names = {name.strip() for name in text.split(",")} - {""}
     known = {QualityFlag(name) for name in names if name in QualityFlag.values}
     return known, sorted(names - known)
 
 
 def flags_to_retry() -> set[QualityFlag]:
-    """The flags that retry the job once instead of only flagging (``QUALITY_RETRY``); an
-    unknown name is left out here and reported by the system check E008."""
+    """The flags that retry the job once (``QUALITY_RETRY``; an unknown name is left out)."""
     return parse_flags(conf.QUALITY_RETRY)[0]

@@ -1,20 +1,6 @@
-"""The review queue: which explanations wait for a reviewer, in what order, and a reviewer's
-decision (approve, reject, edit), each in one transaction.
-
-Explanations wait riskiest first (``RISK_ORDER``: the blind verifier disagrees with the key,
-the answer line names another choice, the verifier is unsure), then in id order. An item
-is a question and the revision to judge: the newest *candidate* waiting to replace
-an approved or edited explanation, else the current explanation. Approve keeps it (a
-candidate becomes current); Reject marks it and, for a current explanation, queues a
-regeneration through ``next_step.queue_jobs``; Edit keeps the reviewer's text as a new current
-revision authored by them. Revisions are written by ``studyqueue.explanations.revisions`` only.
-
-A decision is the review status it leaves (``DECISIONS``), and applies only to what the
-reviewer saw (``Seen``, carried by the page's form): a compare-and-set on the revision's
-review, under the question's lock, so of two reviewers on one item the second is refused
-(``ReviewConflict``) and changes nothing. A correction's line ends are normalised; one that
-changes nothing is no edit (``UnchangedEdit``).
-"""
+"""The review queue: which explanations wait for a reviewer, riskiest first, and a reviewer's
+decision, applied in one transaction only to what the reviewer saw (``Seen``): of two reviewers
+on one item, the second is refused (docs/operators-guide.md, "Review")."""
 
 from __future__ import annotations
 
@@ -64,8 +50,7 @@ class Item:
 
 @dataclass(frozen=True)
 class Seen:
-    """An item as a reviewer's page showed it: the revision's review, the question's
-    current revision and content. A decision is applied only while all of it still holds."""
+    """An item as a reviewer's page showed it: a decision applies only while it holds."""
 
     review: revisions.ReviewState
     current_revision_id: int | None
@@ -99,30 +84,24 @@ class Seen:
         if len(parts) != 5:
             raise ValueError("not a review state")
         status, reviewed_at, candidate, current, content = parts
-        if status not in ReviewStatus.values or candidate not in ("0", "1"):
-            raise ValueError("not a review state")
-        if current and not (current.isascii() and current.isdigit() and len(current) <= 18):
-            raise ValueError("not a review state")
         when = datetime.fromisoformat(reviewed_at) if reviewed_at else None
-        if when is not None and when.tzinfo is None:
+        if (
+            status not in ReviewStatus.values
+            or candidate not in ("0", "1")
+            or (current and not (current.isascii() and current.isdigit() and len(current) <= 18))
+            or (when is not None and when.tzinfo is None)
+        ):
             raise ValueError("not a review state")
         review = revisions.ReviewState(status, when, candidate == "1")
         return cls(review, int(current) if current else None, content)
 
 
-def _questions() -> QuestionQuerySet:
-    return StudyQuestion.objects.all()
-
-
-# The order a reviewer meets explanations in, riskiest first (disputed keys come before all
-# of them, on the key check's own page): the reasoning argues for another choice than the
-# key; the answer line names another; the reasoning supports no choice; the rest.
+# The order a reviewer meets explanations in, riskiest first; the rest come after.
 RISK_ORDER = (quality.VERIFIER_DISAGREES, quality.ANSWER_MISMATCH, quality.VERIFIER_UNSURE)
 
 
 def _risk() -> Case:
-    """A question's rank in ``RISK_ORDER`` by its current explanation's flags (matched in
-    the list's JSON text, as ``QuestionQuerySet.flagged``); the rest after them."""
+    """A question's rank in ``RISK_ORDER`` (flags matched as ``QuestionQuerySet.flagged``)."""
     ranks = [
         When(explanation_flags__icontains=f'"{flag}"', then=Value(rank))
         for rank, flag in enumerate(RISK_ORDER)
@@ -131,9 +110,8 @@ def _risk() -> Case:
 
 
 def waiting() -> QuestionQuerySet:
-    """Questions a reviewer has to decide on (``needs_review``), riskiest first
-    (``RISK_ORDER``), then in id order; each has its ``risk`` rank."""
-    return _questions().needs_review().annotate(risk=_risk()).order_by("risk", "pk")
+    """Questions a reviewer has to decide on, riskiest first, each with its ``risk`` rank."""
+    return StudyQuestion.objects.needs_review().annotate(risk=_risk()).order_by("risk", "pk")
 
 
 def judged(question: StudyQuestion) -> ExplanationRevision | None:
@@ -149,7 +127,7 @@ def judged(question: StudyQuestion) -> ExplanationRevision | None:
 
 def item(question_id: int) -> Item | None:
     """The review item of a question (waiting or not); None without an explanation."""
-    question = _questions().filter(pk=question_id).first()
+    question = StudyQuestion.objects.filter(pk=question_id).first()
     if question is None:
         return None
     revision = judged(question)
@@ -164,14 +142,13 @@ def item(question_id: int) -> Item | None:
 
 
 def next_id(after: int | None = None, *, backwards: bool = False) -> int | None:
-    """The waiting question after (or before) ``after`` in the queue's order (``waiting``),
-    wrapping around; None when nothing waits."""
+    """The waiting question after (or before) ``after``, wrapping around; None if none."""
     queryset = waiting()
     if backwards:
         queryset = queryset.order_by(F("risk").desc(), F("pk").desc())
     if after is not None:
-        rank = _questions().filter(pk=after).annotate(risk=_risk()).values_list("risk", flat=True)
-        where = rank.first()
+        rank = StudyQuestion.objects.filter(pk=after).annotate(risk=_risk())
+        where = rank.values_list("risk", flat=True).first()
         if where is not None:
             later = Q(risk__gt=where) | Q(risk=where, pk__gt=after)
             earlier = Q(risk__lt=where) | Q(risk=where, pk__lt=after)
@@ -186,10 +163,7 @@ def counts() -> tuple[int, int]:
     """Questions waiting for a reviewer, and of them the flagged ones (each capped)."""
     queryset = waiting().order_by()
     flagged = queryset.exclude(explanation_flags=[])
-    return (
-        queryset.values("pk")[:COUNT_CAP].count(),
-        flagged.values("pk")[:COUNT_CAP].count(),
-    )
+    return queryset.values("pk")[:COUNT_CAP].count(), flagged.values("pk")[:COUNT_CAP].count()
 
 
 @dataclass(frozen=True)
@@ -202,9 +176,8 @@ class Result:
 
 
 def correction(text: str) -> str:
-    """A reviewer's text as it is stored: line ends as ``\\n`` (a browser sends CRLF), no
-    blank start or end; ``ValueError`` if it is empty or holds a character no column can
-    store (the question form's check)."""
+    """A reviewer's text as stored (line ends ``\\n``, stripped); ``ValueError`` if empty or
+    unstorable."""
     text = normalised(text).strip()
     if not text:
         raise ValueError(_("the corrected text is empty"))
@@ -228,12 +201,9 @@ def decide(
     text: str = "",
     seen: Seen | None = None,
 ) -> Result:
-    """Apply a reviewer's decision on ``revision_id``, which must still be its question's
-    item as ``seen`` (default: as it is now, for a caller that showed nothing):
-    ``ReviewConflict`` if another reviewer, a newer reply or a change of the question came
-    first; ``UnchangedEdit`` for an edit that changes nothing; ``ValueError`` for a
-    correction that cannot be kept, or a decision that is none of ``DECISIONS``. Nothing is
-    written unless the decision is applied."""
+    """Apply a reviewer's decision on ``revision_id`` while it is its question's item as
+    ``seen`` (default: now): else ``ReviewConflict``, and nothing is written. ``UnchangedEdit``
+    for an edit that changes nothing, ``ValueError`` for a bad correction or decision."""
     if decision not in DECISIONS:
         raise ValueError(f"{decision!r} is no review decision")
     if decision is ReviewStatus.EDITED:
@@ -241,26 +211,23 @@ def decide(
     revisions_ = ExplanationRevision.objects.all()
     with transaction.atomic(using=revisions_.db):
         question_id = revisions_.filter(pk=revision_id).values_list("question", flat=True).first()
-        # The question's lock orders this decision with other reviewers, the consumer
-        # storing a reply and a change of the question's content (each locks it too);
-        # the revision is read after it.
+        # The question's lock orders this decision with other reviewers, a stored reply and
+        # an edit (each locks it too); the revision is read after it.
         question = revision = None
         if question_id is not None:
-            question = _questions().select_for_update().filter(pk=question_id).first()
+            question = StudyQuestion.objects.select_for_update().filter(pk=question_id).first()
             revision = revisions_.filter(pk=revision_id).first()
         if revision is None or question is None or judged(question) != revision:
             raise ReviewConflict(
                 _("this explanation changed meanwhile (another reviewer, or a newer reply)")
             )
-        if seen is None:
-            seen = Seen.of(question, revision)
+        seen = seen or Seen.of(question, revision)
         if seen.content != question.content_hash():
             raise ReviewConflict(_("the question changed meanwhile (its text, choices or answer)"))
         if decision is ReviewStatus.EDITED and normalised(revision.text).strip() == text:
             raise UnchangedEdit(
                 _("the text is the same as revision %(revision)s") % {"revision": revision.pk}
             )
-        status = decision
         if seen.current_revision_id != question.current_revision_id:
             # What a candidate would replace is not what the page showed: a candidate
             # accepted by another reviewer, or another revision made current.
@@ -271,7 +238,7 @@ def decide(
             )
         was_candidate = revision.candidate
         # The compare-and-set: the revision's review must still be what the page showed.
-        if not revisions.decide(revision, status, by=by, seen=seen.review):
+        if not revisions.decide(revision, decision, by=by, seen=seen.review):
             raise ReviewConflict(_("another reviewer decided first"))
         if decision is ReviewStatus.APPROVED:
             if was_candidate:
@@ -285,8 +252,7 @@ def decide(
             jobs = StudyQuestionJob.objects.active().filter(study_question=question)
             job_id = jobs.filter(kind=JobKind.EXPLANATION).values_list("pk", flat=True).first()
             return Result(decided=revision, current=revision, job_id=job_id)
-        # Checked as a model's reply is: a correction that argues for another answer than
-        # the key is flagged, and says which answer it states.
+        # Checked as a model's reply is: a correction may argue for another answer too.
         checked = quality.check(question, text, FinishReason.STOP)
         corrected = revisions.add_correction(
             revision, text, by=by, flags=checked.flags, stated_answer=checked.stated

@@ -1,15 +1,6 @@
-"""Explanation revisions: every generated explanation is kept; a question shows its current
-one. A new revision becomes current only when its job completes; an older one can be made
-current again. The only module that writes revisions and a question's explanation fields.
-
-An approved or reviewer-edited explanation is never replaced silently: a regeneration of it
-is kept as a *candidate* that becomes current only when a reviewer accepts it (``settle``).
-A reviewer's decision is written on the revision with who and when (``decide``); a
-correction is a new revision authored by the reviewer (``add_correction``).
-
-A revision is the one home of a reply's metadata (model, prompt version, tokens, timings,
-finish reason, flags, the answer it states); the question keeps its current text and the two
-facts its admin filters need, the job a pointer to the revision that completed it."""
+"""Explanation revisions, the only writer of revisions and of a question's explanation fields:
+every reply is kept, one is current, and a regeneration of an approved or reviewer-edited
+explanation waits as a *candidate* for a reviewer (``settle``; docs/reference/quality.md)."""
 
 from __future__ import annotations
 
@@ -55,8 +46,7 @@ def add(
     *,
     stated_answer: str = "",
 ) -> ExplanationRevision:
-    """Keep a reply as a revision of the question (not current yet), with the answer it
-    states (``answers.compare``; cut to the column)."""
+    """Keep a reply as a revision of the question (not current yet)."""
     return ExplanationRevision.objects.create(
         question_id=question_id,
         job_id=job.pk,
@@ -78,10 +68,7 @@ def add(
 
 @dataclass(frozen=True)
 class Written:
-    """A reply to keep (the explanation handler's result): the question as its prompt saw
-    it, the reply, its prompt version, the flags and the answer it states; ``retry_flag``:
-    the flag for which the policy (``retry.decide``) runs the job once more, with the token
-    room that run gets (``max_tokens``)."""
+    """A reply to keep; ``retry_flag``: why the job runs once more, with ``max_tokens``."""
 
     question: StudyQuestion
     reply: LLMReply
@@ -93,17 +80,12 @@ class Written:
 
     def write(self, job: StudyQuestionJob) -> Outcome:
         """Job, attempt, revision and question in one transaction, fenced by the claim and
-        by the question's content: the revision is kept and the job completed (the revision
-        current, or a candidate when a reviewer approved or wrote the current one), or the
-        job runs once more (a flag set to retry). Nothing is kept when the claim was lost,
-        the question was deleted or its content changed during the call."""
+        the question's content."""
         db = job._state.db
         with transaction.atomic(using=db):
-            # Locked until the commit: an edit waits, then finds the explanation stored (and
-            # an import queues a new job); or it came first, and the content no longer
-            # matches. NO KEY: inserting a job that refers to the question is not blocked.
-            # Its current explanation's review comes in the same read (only the question
-            # is locked): a reviewed one is not replaced (``settle``).
+            # Locked until the commit: an edit waits, or came first and the content differs.
+            # NO KEY: inserting a job that refers to the question is not blocked. The current
+            # revision's review comes in the same read (``of``: only the question is locked).
             now = (
                 StudyQuestion.objects.select_for_update(no_key=True, of=("self",))
                 .select_related("current_revision")
@@ -116,12 +98,7 @@ class Written:
             if now.content_hash() != self.question.content_hash():
                 return self._question_changed(job)
             revision = add(
-                job,
-                self.question.pk,
-                self.reply,
-                self.version,
-                self.flags,
-                stated_answer=self.stated,
+                job, now.pk, self.reply, self.version, self.flags, stated_answer=self.stated
             )
             if self.retry_flag:
                 reason = f"retried once: the reply was flagged {self.retry_flag}"
@@ -136,8 +113,8 @@ class Written:
             if outcome is Outcome.LOST:
                 transaction.set_rollback(True, using=db)  # the claim was lost: keep nothing
                 return outcome
-            if outcome is Outcome.COMPLETED and verification_wanted(self.question):
-                enqueue(self.question.pk, JobKind.VERIFICATION)  # checked blind, later
+            if outcome is Outcome.COMPLETED and conf.VERIFY and now.checkable():
+                enqueue(now.pk, JobKind.VERIFICATION)  # checked blind, later
             if outcome is Outcome.COMPLETED and self.flags:
                 logger.warning(
                     "study_explanation_flagged id=%s question=%s flags=%s",
@@ -148,10 +125,7 @@ class Written:
             return outcome
 
     def _question_changed(self, job: StudyQuestionJob) -> Outcome:
-        """The question was edited (re-import, admin) during the call: the reply explains
-        text it no longer has. Nothing is stored; the job runs again on the new content,
-        handed back while the policy allows (a question rewritten on every call still
-        ends)."""
+        """The question was edited during the call: nothing is stored, the job runs again."""
         logger.warning(
             "study_reply_dropped id=%s question=%s reason=question_changed free_releases=%s",
             job.pk,
@@ -172,12 +146,8 @@ def complete_if_unchanged(
     dropped: str,
     **done: Any,
 ) -> tuple[StudyQuestion | None, Outcome]:
-    """A check's write, in the caller's transaction: lock the question (``fields`` read) and
-    complete the job (``done``: ``queue.complete``'s arguments) only while the question still
-    holds the content ``seen`` had. The locked question and ``COMPLETED``; or None and what
-    became of the job: failed (the question was deleted ``during`` the calls), handed to the
-    retry policy (its content changed: what the reply said is ``dropped``), or ``LOST`` (the
-    claim was lost: the caller's transaction is rolled back)."""
+    """A check's write: complete the job (``done``: ``queue.complete``'s arguments) only while
+    the question holds ``seen``'s content; the locked question, or None, and the outcome."""
     now = (
         StudyQuestion.objects.select_for_update(no_key=True)
         .only(*fields)
@@ -198,13 +168,6 @@ def complete_if_unchanged(
     return now, outcome
 
 
-def verification_wanted(question: StudyQuestion) -> bool:
-    """Whether a new explanation of ``question`` is checked by the blind verifier
-    (``explanations.verifier``): ``VERIFY`` is on and the question has text, choices and a
-    key (the verifier names a choice; its flags need the key)."""
-    return bool(conf.VERIFY) and question.checkable()
-
-
 def _question_missing(job: StudyQuestionJob) -> Outcome:
     message = "the question was deleted while its explanation was being written"
     return queue.fail(job, ErrorCode.QUESTION_MISSING, message)
@@ -213,10 +176,7 @@ def _question_missing(job: StudyQuestionJob) -> Outcome:
 def record_verdict(
     revision_id: int, question: StudyQuestion, *, answer: int | None, reply: str, flags: list[str]
 ) -> ExplanationRevision:
-    """The blind verifier's verdict on a revision (in the caller's transaction): the choice
-    it named, its reply (cut), when, and its flags in place of any earlier ones; on the
-    question too when the revision is its current explanation (the admin's filters read
-    the question's flags)."""
+    """The blind verifier's verdict on a revision (and its current question), in place."""
     revision = ExplanationRevision.objects.select_for_update().get(pk=revision_id)
     revision.flags = _with_verdict(revision.flags or [], flags)
     revision.verifier_answer = answer
@@ -265,29 +225,22 @@ def restore(revision: ExplanationRevision) -> bool:
         return make_current(revision)
 
 
-def _revisions() -> QuerySet[ExplanationRevision]:
-    return ExplanationRevision.objects.all()
-
-
 def previous(revision: ExplanationRevision) -> ExplanationRevision | None:
-    """The revision ``revision`` follows: the one a reviewer corrected into it, else the
-    question's newest older revision."""
+    """The revision ``revision`` corrects, else the question's newest older one."""
     if revision.based_on_id is not None:
-        return _revisions().filter(pk=revision.based_on_id).first()
-    older = _revisions().filter(question_id=revision.question_id, pk__lt=revision.pk)
+        return ExplanationRevision.objects.filter(pk=revision.based_on_id).first()
+    older = ExplanationRevision.objects.filter(question_id=revision.question_id, pk__lt=revision.pk)
     return older.order_by("-pk").first()
 
 
 def settle(revision: ExplanationRevision, current: ExplanationRevision | None) -> bool:
-    """A completed job's revision: current, unless the question's current explanation
-    (``current``, read with its review under the question's lock) is approved or edited;
-    then it waits as a candidate (the newest candidate replaces older ones). False if the
-    question is gone."""
+    """A completed job's revision: current, unless ``current`` (read under the question's
+    lock) is approved or edited; then the newest candidate. False if the question is gone."""
     if current is None or not current.protected:
         return make_current(revision)
-    waiting = _revisions().filter(question_id=revision.question_id, candidate=True)
+    waiting = ExplanationRevision.objects.filter(question_id=revision.question_id, candidate=True)
     waiting.exclude(pk=revision.pk).update(candidate=False)  # superseded, still kept
-    _revisions().filter(pk=revision.pk).update(candidate=True)
+    ExplanationRevision.objects.filter(pk=revision.pk).update(candidate=True)
     revision.candidate = True
     logger.info(
         "study_revision_candidate question=%s revision=%s current=%s current_review=%s",
@@ -301,8 +254,7 @@ def settle(revision: ExplanationRevision, current: ExplanationRevision | None) -
 
 @dataclass(frozen=True)
 class ReviewState:
-    """A revision's review as a reviewer saw it: a decision is written only while the
-    revision still holds exactly this (``decide``)."""
+    """A revision's review as a reviewer saw it (``decide``'s compare-and-set)."""
 
     review_status: str
     reviewed_at: datetime | None
@@ -320,18 +272,13 @@ def decide(
     by: str,
     seen: ReviewState | None = None,
 ) -> bool:
-    """Record a reviewer's decision on ``revision`` (who, when); a candidate stops waiting.
-
-    With ``seen``, a compare-and-set: one UPDATE that matches only while the revision's
-    review is still ``seen``; False (nothing written) when another decision came first."""
+    """Record a reviewer's decision on ``revision``; a candidate stops waiting. With
+    ``seen``, a compare-and-set: False (nothing written) when another decision came first."""
     now = timezone.now()
-    rows = _revisions().filter(pk=revision.pk)
-    if seen is not None:
-        rows = rows.filter(review_status=seen.review_status, candidate=seen.candidate)
-        rows = (
-            rows.filter(reviewed_at__isnull=True)
-            if seen.reviewed_at is None
-            else rows.filter(reviewed_at=seen.reviewed_at)
+    rows = ExplanationRevision.objects.filter(pk=revision.pk)
+    if seen is not None:  # reviewed_at=None matches IS NULL
+        rows = rows.filter(
+            review_status=seen.review_status, candidate=seen.candidate, reviewed_at=seen.reviewed_at
         )
     if not rows.update(review_status=status, reviewed_by=by, reviewed_at=now, candidate=False):
         logger.info(
@@ -356,15 +303,8 @@ def decide(
 
 
 def content_changed(question_ids: Iterable[int], *, using: str) -> int:
-    """The questions' text, choices or answer changed (what the prompt is built from): an
-    approval or correction of any of their explanations judged content that is gone, so it
-    is void (the explanation is unreviewed again, and a regeneration becomes current); the
-    explanation is outdated (flagged ``question_changed``); and a candidate written for the
-    old content waits no more (kept in the history).
-
-    Called in the transaction that changes the content: by ``edits.editing`` (which also
-    sees to the key audit) and by a reviewer's change of a disputed key. Returns how many
-    approvals or corrections were void."""
+    """The questions' content changed, in the transaction that changes it: their reviews are
+    void, explanations flagged ``question_changed``, candidates dropped. How many were void."""
     ids = sorted(set(question_ids))
     void = 0
     revisions_ = ExplanationRevision.objects.using(using)
@@ -373,9 +313,8 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> int:
         # Every approval of the question, not only the current one: "make current" on an
         # older revision must not bring back an approval of content that is gone.
         voided = revisions_.filter(question_id__in=chunk, review_status__in=PROTECTED_REVIEWS)
-        for pk, question_id, review, by in voided.values_list(
-            "pk", "question_id", "review_status", "reviewed_by"
-        ):
+        reviews = voided.values_list("pk", "question_id", "review_status", "reviewed_by")
+        for pk, question_id, review, by in reviews:
             logger.info(
                 "study_review_voided question=%s revision=%s review=%s by=%s "
                 "reason=content_changed",
@@ -400,9 +339,7 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> int:
 
 
 def _mark_outdated(questions: QuerySet[StudyQuestion], *, using: str) -> None:
-    """Flag each explanation as written for content its question no longer holds: it is
-    outdated (``enqueue --outdated`` regenerates it) until a new revision becomes current.
-    On the question only: the revision's flags are facts of the reply."""
+    """Flag each explanation ``question_changed``, on the question only (not the reply's)."""
     changed = []
     for question in questions.exclude(explanation="").only("pk", "explanation_flags"):
         flags = question.explanation_flags if isinstance(question.explanation_flags, list) else []
@@ -423,10 +360,8 @@ def add_correction(
     flags: Sequence[str] = (),
     stated_answer: str = "",
 ) -> ExplanationRevision:
-    """A reviewer's corrected text as a new revision (authored and reviewed by ``by``), in
-    the prompt version of the one it corrects, with the flags and stated answer its check
-    found (``quality.check``); not current yet."""
-    return _revisions().create(
+    """A reviewer's corrected text as a new revision by ``by`` (not current yet)."""
+    return ExplanationRevision.objects.create(
         question_id=based_on.question_id,
         text=text,
         flags=list(flags),

@@ -57,20 +57,6 @@ class Parsed:
     warnings: list[tuple[int, str]] = field(default_factory=list)  # (line, note): not fatal
 
 
-@dataclass(frozen=True)
-class _UnknownColumns:
-    """The CSV header names columns no question has: said once, for the header; the rows
-    are read without them."""
-
-    names: list[str]
-
-    def __str__(self) -> str:
-        return _("unknown column(s) %(names)s in the CSV header, not read (known: %(known)s)") % {
-            "names": ", ".join(map(_shown, self.names)),
-            "known": ", ".join(FIELDS),
-        }
-
-
 class FileError(ValueError):
     """The file as a whole cannot be read (its CSV header, a stray quote that merges rows):
     nothing in it can be trusted, so nothing is imported, even with --skip-invalid."""
@@ -101,9 +87,8 @@ _QUOTE = re.compile('"')
 
 
 def _still_quoted(text: str, quoted: bool, before: str) -> bool:
-    """Whether a quoted CSV field is open after ``text``, by csv's rules: a quote opens a
-    field only at its start (``before`` is the character in front of ``text``), inside one
-    ``""`` is a quote and a lone ``"`` closes it."""
+    """Whether a quoted CSV field is open after ``text`` (``before``: the character in front
+    of it), by csv's rules: a quote opens a field only at its start, ``""`` inside is a quote."""
     escaped = -1
     for match in _QUOTE.finditer(text):
         at = match.start()
@@ -120,9 +105,8 @@ def _still_quoted(text: str, quoted: bool, before: str) -> bool:
 
 
 class _Lines:
-    """The stream's lines, numbered from 1, none longer than LINE_MAX (a longer one is read
-    past and raises ``_LineTooLong``). For CSV it keeps the current record's lines, to tell
-    where a broken record ends and whether each of them looks like a row on its own."""
+    """The stream's lines, numbered from 1 (one over LINE_MAX raises ``_LineTooLong``); for
+    CSV, the current record's, to tell where a broken record ends and whether it merged rows."""
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
@@ -163,8 +147,8 @@ class _Lines:
         self.quoted = quoted
 
     def looks_like_rows(self) -> bool:
-        """Whether each line of the record read so far looks like a row of the file on its
-        own (never with one column, where every line would)."""
+        """Whether each line of the record so far looks like a row of its own (never with one
+        column, where every line would)."""
         return self.whole and self.columns > 1 and all(map(self._looks_like_row, self.record))
 
     def _looks_like_row(self, line: str) -> bool:
@@ -202,15 +186,6 @@ class _Lines:
                 pass
 
 
-def _records(stream: IO[str], fmt: str) -> Iterator[tuple[int, Any]]:
-    """(first line, raw record) for each record; a record's error comes back as the record."""
-    lines = _Lines(stream)
-    if fmt == "jsonl":
-        yield from _jsonl_records(lines)
-    else:
-        yield from _csv_records(lines)
-
-
 class _FieldTwice(ValueError):
     pass
 
@@ -227,6 +202,7 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _JSON = json.JSONDecoder(object_pairs_hook=_object)
 
 
+# Each reader yields (first line, raw record); a record's error comes back as the record.
 def _jsonl_records(lines: _Lines) -> Iterator[tuple[int, Any]]:
     while True:
         try:
@@ -254,8 +230,10 @@ def _csv_records(lines: _Lines) -> Iterator[tuple[int, Any]]:
     header = _csv_header(reader, lines)
     lines.columns = len(header)  # from here on, _Lines keeps each record's lines
     unknown = [name for name in header if name and name not in FIELDS]
-    if unknown:
-        yield lines.number, _UnknownColumns(unknown)
+    if unknown:  # said once, for the header; the rows are read without them
+        names = {"names": ", ".join(map(_shown, unknown)), "known": ", ".join(FIELDS)}
+        unread = _("unknown column(s) %(names)s in the CSV header, not read (known: %(known)s)")
+        yield lines.number, UserWarning(unread % names)
     while True:
         start = lines.mark()
         try:
@@ -276,22 +254,15 @@ def _csv_records(lines: _Lines) -> Iterator[tuple[int, Any]]:
         if not any(value.strip() for value in fields):
             continue  # a blank line, or a spreadsheet's empty row (",,,")
         if len(fields) > len(header) and any(value.strip() for value in fields[len(header) :]):
-            yield (
-                start,
-                ValueError(
-                    _("%(found)s fields where the header has %(columns)s")
-                    % {"found": len(fields), "columns": len(header)}
-                ),
-            )
+            found = {"found": len(fields), "columns": len(header)}
+            yield start, ValueError(_("%(found)s fields where the header has %(columns)s") % found)
             continue
-        yield (
-            start,
-            {
-                name: value
-                for name, value in zip(header, fields, strict=False)
-                if (name or value.strip()) and name not in unknown
-            },
-        )
+        record = {
+            name: value
+            for name, value in zip(header, fields, strict=False)
+            if (name or value.strip()) and name not in unknown
+        }
+        yield start, record
 
 
 def _csv_header(reader: Iterator[list[str]], lines: _Lines) -> list[str]:
@@ -335,11 +306,8 @@ def _csv_error(exc: Exception, start: int, end: int) -> ValueError:
     else:
         reason = _("not valid CSV: %(error)s") % {"error": exc}
     if end > start:
-        reason = _("%(reason)s (lines %(start)s-%(end)s skipped)") % {
-            "reason": reason,
-            "start": start,
-            "end": end,
-        }
+        skipped = {"reason": reason, "start": start, "end": end}
+        reason = _("%(reason)s (lines %(start)s-%(end)s skipped)") % skipped
     return ValueError(reason)
 
 
@@ -354,13 +322,10 @@ def _stray_quote(end: int, exc: Exception | None) -> str:
             "a quoted field opened on this line is never closed (the file ends on line %(end)s)"
         ) % {"end": end}
     else:
-        what = _("a quoted field opened on this line breaks on line %(end)s (%(error)s)") % {
-            "end": end,
-            "error": exc,
-        }
-    return _('%(what)s: a stray quote? Quote whole fields, and write a quote inside one as ""') % {
-        "what": what
-    }
+        breaks = _("a quoted field opened on this line breaks on line %(end)s (%(error)s)")
+        what = breaks % {"end": end, "error": exc}
+    advice = _('%(what)s: a stray quote? Quote whole fields, and write a quote inside one as ""')
+    return advice % {"what": what}
 
 
 def _shown(name: object) -> str:
@@ -373,8 +338,7 @@ def _shown(name: object) -> str:
 
 
 def _string(value: Any, name: str | None, *, one_line: bool = False) -> str:
-    """A text field cleaned (see ``clean``), absent as empty; ``ValueError`` if it is not
-    text or not valid Unicode (``name`` as the reason's subject, e.g. ``'text'``)."""
+    """A text field cleaned, absent as empty; ``ValueError`` (about ``name``) if invalid."""
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -469,8 +433,7 @@ def _row(number: int, record: Any, fmt: str) -> Row:
         reason = " ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
         raise ValueError(_("'choices': %(reason)s") % {"reason": reason}) from None
     if choices and answer.strip() and answers.key_choice(answer, choices) is None:
-        # Stored, it would make every check of the question unanswerable: the key audit and
-        # the verifier compare choices, and no explanation could agree with it.
+        # Stored, no check of the question could agree with it.
         raise ValueError(
             _(
                 "'answer' %(answer)s names none of the choices: give a choice's text, "
@@ -482,13 +445,13 @@ def _row(number: int, record: Any, fmt: str) -> Row:
 
 
 def parse(stream: IO[str], fmt: str) -> Parsed:
-    """Every record cleaned, then checked; valid rows and (line, reason) for the others.
-    Duplicate external ids in one file are errors (which one would win?). ``FileError``
-    when the file as a whole cannot be read."""
+    """Every record cleaned, then checked (a repeated external id too): valid rows, and
+    (line, reason) for the others; ``FileError`` when the whole file cannot be read."""
     parsed = Parsed()
     seen: dict[str, int] = {}
-    for number, record in _records(stream, fmt):
-        if isinstance(record, _UnknownColumns):
+    records = _jsonl_records if fmt == "jsonl" else _csv_records
+    for number, record in records(_Lines(stream)):
+        if isinstance(record, UserWarning):
             parsed.warnings.append((number, str(record)))
             continue
         try:
@@ -498,12 +461,9 @@ def parse(stream: IO[str], fmt: str) -> Parsed:
             continue
         if row.external_id is not None:
             if row.external_id in seen:
+                twice = {"id": row.external_id, "line": seen[row.external_id]}
                 parsed.errors.append(
-                    (
-                        number,
-                        _("external_id %(id)r also on line %(line)s")
-                        % {"id": row.external_id, "line": seen[row.external_id]},
-                    )
+                    (number, _("external_id %(id)r also on line %(line)s") % twice)
                 )
                 continue
             seen[row.external_id] = number
@@ -528,8 +488,7 @@ class Imported:
 
 
 def store(rows: list[Row], progress: Callable[[int], None] = lambda n: None) -> Imported:
-    """Create or update the questions (matched on ``external_id``), in batches, all in one
-    transaction: an import lands whole or not at all."""
+    """Create or update the questions (matched on ``external_id``), in one transaction."""
     result = Imported()
     questions = StudyQuestion.objects.all()
     with transaction.atomic(using=questions.db):
@@ -547,6 +506,7 @@ def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet
     now = timezone.now()
     for row in batch:
         question = existing.get(row.external_id) if row.external_id else None
+        content = (row.text, row.choices, row.answer)
         if question is None:
             new.append(
                 StudyQuestion(
@@ -554,12 +514,8 @@ def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet
                     external_id=row.external_id,
                 )
             )  # fmt: skip
-        elif (question.text, question.choices, question.answer) != (
-            row.text,
-            row.choices,
-            row.answer,
-        ):
-            question.text, question.choices, question.answer = row.text, row.choices, row.answer
+        elif (question.text, question.choices, question.answer) != content:
+            question.text, question.choices, question.answer = content
             question.updated_at = now
             changed.append(question)
         else:
@@ -573,8 +529,7 @@ def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet
 
 @dataclass(frozen=True)
 class Enqueued:
-    """Jobs for imported questions: new explanation jobs, the key audits queued to run
-    before them, and active explanation jobs that were there."""
+    """Jobs for imported questions: new and already active explanation jobs, key audits."""
 
     created: int
     active_before: int
@@ -582,20 +537,12 @@ class Enqueued:
 
 
 def enqueue_explanations(question_ids: list[int]) -> Enqueued:
-    """Queue what each imported question needs next (``next_step``): its key audit where
-    its key was not audited for its content, and its explanation where it has no active one.
-
-    An active job of a changed question explains its new text too: a pending one reads the
-    question when it runs, and a running one's reply is dropped by the worker (it fences on
-    the question's content) and the job runs again."""
+    """Queue what each imported question needs next (``next_step.queue_jobs``); an active
+    job of a changed question explains its new text too (the write fences on the content)."""
     queued = next_step.queue_jobs(question_ids)
     jobs = StudyQuestionJob.objects.active()
     active = 0
     for start in range(0, len(question_ids), BATCH):
         chunk = question_ids[start : start + BATCH]
         active += jobs.filter(kind=JobKind.EXPLANATION, study_question_id__in=chunk).count()
-    return Enqueued(
-        created=queued.created,
-        active_before=max(active - queued.created, 0),
-        audits=queued.audits,
-    )
+    return Enqueued(queued.created, max(active - queued.created, 0), queued.audits)

@@ -1,30 +1,6 @@
-"""The blind verifier: after an explanation is kept, the model reads it without its answer
-line and says which choice it supports.
-
-Our prompt hands the explanation's writer the key, so the answer line almost always names it;
-what the last line cannot tell is whether the reasoning above argues for it. The verifier's
-prompt holds the question, its numbered choices and the explanation's reasoning: every
-sentence or clause that states the answer, names a choice as it or says which to pick is
-hidden (``hiding.hide_statements``): never the key, never the stated answer. It asks for a few
-tokens (``MAX_TOKENS``) at temperature 0. The reply is read by the answer reader
-(``answers.choice_named``); a reply it cannot read names no choice, never the key.
-
-When the statements cannot be hidden reliably (nothing of the reasoning is left without them,
-or an answer is still stated in what is: ``hiding.blind``), the model is not asked: the
-revision gets ``verifier_unsure`` at once, and ``verifier_reply`` says why (``NOT_ASKED``).
-
-The revision gets ``verifier_answer`` and, against the question's key, a flag (``judge``):
-
-- ``verifier_disagrees``: it names another choice than the key;
-- ``verifier_unsure``: it names none (or several, or something that is no choice);
-- no flag when it names the key.
-
-Which revision a verification job checks (``models.revision_to_verify``): the question's
-newest generated revision not yet verified that is its current explanation (and not
-outdated) or a candidate waiting for a reviewer. ``Verified`` writes the result fenced by the
-claim and the question's content, in one transaction, and queues the next check if another
-revision waits.
-"""
+"""The blind verifier: after an explanation is kept, the model reads its reasoning with every
+statement of the answer hidden (``hiding``), never the key, and names the choice it supports;
+``judge`` flags the revision against the key (docs/howto/checks.md, "The blind verifier")."""
 
 from __future__ import annotations
 
@@ -64,15 +40,13 @@ PREFIX = hashlib.sha256(SYSTEM.encode()).hexdigest()[:12]
 
 
 def blind(question: StudyQuestion, explanation: str) -> hiding.Blind:
-    """What the verifier may read of ``explanation`` and why it must not be asked ("" when
-    it may); the question's choices must be valid (``ValidationError``)."""
+    """``hiding.blind`` for the question (invalid choices: ``ValidationError``)."""
     validate_choices(question.choices)
     return hiding.blind(explanation, question.choices)
 
 
 def build_messages(question: StudyQuestion, reasoning: str) -> list[dict[str, str]]:
-    """The verifier's chat messages: the question, its numbered choices and the explanation's
-    ``reasoning`` (``blind``'s text); never the key."""
+    """The verifier's chat messages: the question, its choices and ``reasoning``; no key."""
     numbered = "\n".join(f"{n}. {choice}" for n, choice in enumerate(question.choices, 1))
     user = (
         f"Question:\n{question.text.strip()}\n\nChoices:\n{numbered}\n\nExplanation:\n{reasoning}"
@@ -85,9 +59,8 @@ NOT_ASKED = "not asked: "
 
 
 def judge(answer: int | None, key: int | None) -> list[str]:
-    """The verifier's flags: none when it names the key; ``verifier_disagrees`` when it names
-    another choice; ``verifier_unsure`` when it names none. A key that names no choice cannot
-    be disagreed with: no flag."""
+    """The verifier's flags: ``verifier_disagrees`` for another choice than the key,
+    ``verifier_unsure`` for none; no flag for the key, or a key that names no choice."""
     if key is None:
         return []
     if answer is None:
@@ -97,8 +70,7 @@ def judge(answer: int | None, key: int | None) -> list[str]:
 
 @dataclass(frozen=True)
 class Verified:
-    """The verification handler's result: the question as its prompt saw it, the revision
-    it checked, the reply and the choice it names (None: none read)."""
+    """The verification handler's result (``answer``: the choice the reply names, or None)."""
 
     question: StudyQuestion
     revision: ExplanationRevision
@@ -115,9 +87,7 @@ class Verified:
         return cls(question, revision, f"{NOT_ASKED}{problem}", None, usage=Usage())
 
     def write(self, job: StudyQuestionJob) -> Outcome:
-        """Job, attempt and the revision's verdict in one transaction, fenced by the claim
-        and the question's content (a check of an explanation whose question changed during
-        the call is dropped, and the job runs again on what is there then)."""
+        """Job, attempt and verdict in one transaction (``revisions.complete_if_unchanged``)."""
         db = StudyQuestion.objects.all().db
         with transaction.atomic(using=db):
             now, outcome = revisions.complete_if_unchanged(

@@ -1,5 +1,4 @@
-"""Job handlers: the kind registry (``registry``) and one module per job kind, imported
-here so that each registers its handler."""
+"""Job handlers: the kind registry and one module per kind, imported so each registers."""
 
 from studyqueue.workers import explanation, key_audit, set_notice, verification
 

@@ -1,7 +1,5 @@
-"""The explanation handler: build the prompt, ask the LLM through the gate, check the
-reply's quality (and the answer it states against the key), and return it to be kept as a
-revision (``revisions.Written``: current, or a candidate for a reviewer when the current
-explanation was approved or edited)."""
+"""The explanation handler: build the prompt, ask the LLM through the gate, check the reply
+and return it to be kept as a revision (``revisions.Written``)."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
 from studyqueue.queue import retry
 from studyqueue.queue.store import JobResult
 from studyqueue.services.llm import LLMReply
-from studyqueue.workers.registry import WorkContext, ask, failed, handler
+from studyqueue.workers.registry import WorkContext, ask, failed, handler, invalid_choices
 
 logger = logging.getLogger("studyqueue.worker")
 
@@ -34,8 +32,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
         messages = build_messages(question)
     except ValidationError as exc:
         # Stored data no form let through (raw SQL, an old import): no retry can fix it.
-        message = f"the question's choices are invalid: {' '.join(exc.messages)}"
-        return failed(job, ErrorCode.QUESTION_INVALID, message)
+        return invalid_choices(job, exc)
     version = current_version(max_tokens=job.max_tokens)
     reply = await ask(ctx, job, messages, prefix=version.hash, max_tokens=job.max_tokens)
     if not isinstance(reply, LLMReply):

@@ -1,6 +1,5 @@
-"""The key audit handler: ask the model for the answer alone, ``KEY_AUDIT_SAMPLES`` times,
-through the gate, and return the samples to be judged against the key and kept
-(``key_audit.Audited``). The prompt never holds the key (``key_audit.build_messages``)."""
+"""The key audit handler: ask the model for the answer alone (never shown the key) up to
+``KEY_AUDIT_SAMPLES`` times, and return the samples (``key_audit.Audited``)."""
 
 from __future__ import annotations
 
@@ -37,16 +36,13 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     replies: list[LLMReply] = []
 
     async def sample(held: Held) -> None:
-        # One slot for the few short calls: they are one piece of work. Samples taken
-        # before a server failed stand; another server takes the rest.
+        # One slot for the few short calls; after a server fails, another takes the rest.
         planned = conf.KEY_AUDIT_SAMPLES
         while len(samples) < planned:
             if key_audit.settled([s.answer for s in samples], key, planned):
                 return  # the rest could not change the verdict
             reply = await held.chat(
-                messages,
-                max_tokens=key_audit.MAX_TOKENS,
-                temperature=conf.KEY_AUDIT_TEMPERATURE,
+                messages, max_tokens=key_audit.MAX_TOKENS, temperature=conf.KEY_AUDIT_TEMPERATURE
             )
             replies.append(reply)
             answer = answers.choice_named(reply.content, question.choices)

@@ -1,11 +1,6 @@
-"""Job kinds and their handlers, and what every handler shares.
-
-A handler is an async function ``(job, ctx) -> JobResult``: it reads what it needs through
-``ctx.store``, calls the LLM through ``ctx.pool`` (``ask``, ``on_endpoint``), and returns what
-happened; the consumer writes it (``JobStore.finish``). A kind is added by decorating its
-handler with ``@handler(kind)`` in a module that ``studyqueue/workers/__init__.py`` imports
-(docs/howto/job-kind.md).
-"""
+"""Job kinds and their handlers, and what every handler shares. A handler is an async
+``(job, ctx) -> JobResult`` registered with ``@handler(kind)``; the consumer writes its result
+(docs/howto/job-kind.md)."""
 
 from __future__ import annotations
 
@@ -39,8 +34,7 @@ class WorkContext:
     store: JobStore
     pool: EndpointPool  # the LLM servers, each with its client, gate and breaker
     stopping: Callable[[], bool]
-    # Right before a job's LLM call: a reason not to start it (its kind was paused since
-    # the claim), or None; from then on the job counts as started (``hold_back``).
+    # Right before a job's LLM call: a reason not to start it (its kind paused), or None.
     starting: Starting = _always_start
 
 
@@ -75,12 +69,10 @@ async def dispatch(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
 
 
 async def hold_back(ctx: WorkContext, job: StudyQuestionJob, member: Member) -> Released | None:
-    """Call inside the gate, right before the LLM call: hand the job back (attempt kept)
-    when the consumer is stopping or the job's kind was paused since its claim, or when
-    ``member``'s server failed while it waited for the gate; None: the call may start."""
+    """Call inside the gate, right before the LLM call: the job handed back (attempt kept)
+    when the consumer stops, its kind was paused or ``member`` failed meanwhile; else None."""
     if ctx.stopping():
-        # Claimed ahead, but the consumer is shutting down: give it back now rather than
-        # start a call the grace period may cut short.
+        # Rather than start a call the shutdown's grace period may cut short.
         return Released("consumer stopping")
     reason = await ctx.starting(job)
     if reason is not None:
@@ -94,14 +86,12 @@ async def hold_back(ctx: WorkContext, job: StudyQuestionJob, member: Member) -> 
 
 
 def failed(job: StudyQuestionJob, code: str, message: str) -> Failed:
-    """A failure the handler found itself (a deleted or unusable question), with the
-    policy's decision for it."""
+    """A failure the handler found itself, with the policy's decision for it."""
     return Failed.decided(job, retry.Failure(code, message))
 
 
 async def question_to_check(job: StudyQuestionJob, ctx: WorkContext) -> StudyQuestion | Failed:
-    """A check's question (the key audit's, the verifier's), or the job's failure: the
-    question was deleted, or the checks cannot judge it (no text, choices or key)."""
+    """A check's question, or the job's failure: deleted, or no text, choices or key."""
     question = await ctx.store.question(job)
     if question is None:
         return failed(job, ErrorCode.QUESTION_MISSING, "the question was deleted")
@@ -117,10 +107,7 @@ def invalid_choices(job: StudyQuestionJob, error: ValidationError) -> Failed:
 
 
 def llm_failed(member: Member, job: StudyQuestionJob, error: LLMError) -> Failed:
-    """A failed LLM call to ``member`` and the policy's decision for it (``retry.decide``).
-    Called inside the gate: an overload tells the member's adaptive gate to back off, and a
-    failure of the server as a whole opens its breaker before the next job waiting for the
-    slot looks at it."""
+    """A failed LLM call to ``member`` and the policy's decision; call it inside the gate."""
     if retry.is_loss_signal(error.code):
         member.gate.record_loss(error.code)
     if error.code == ErrorCode.LLM_EMPTY:
@@ -141,9 +128,8 @@ def llm_failed(member: Member, job: StudyQuestionJob, error: LLMError) -> Failed
 
 
 def _endpoint_failed(error: LLMError) -> bool:
-    """The failure may be the server's, not the job's: another server may well answer. An
-    empty reply counts: a server that answers 200 with nothing (a wrong model, a reasoning
-    server's ``reasoning_content`` alone) fails every job, and another server costs one call."""
+    """The failure may be the server's, not the job's: another server may answer (a server
+    answering 200 with nothing, e.g. a wrong model, fails every job)."""
     return (
         error.affects_all or retry.is_loss_signal(error.code) or error.code == ErrorCode.LLM_EMPTY
     )
@@ -159,16 +145,8 @@ async def on_endpoint(
     *,
     prefix: str,
 ) -> R | JobResult:
-    """Run ``work`` (the job's LLM calls, ``held.chat``) with a slot of one endpoint's gate
-    (``prefix``: the prompt's fixed part, for the pool's choice and the gate's warm-first):
-    what it returned, or what became of the job instead (handed back before the call, a
-    failed call, no slot in time).
-
-    An endpoint that fails as a server (refused, timed out, stalled, overloaded, rejected)
-    opens its breaker and ``work`` runs again on another endpoint that is up, within the
-    same attempt; so does one that answers empty (``Member.answered_empty``). When none is
-    left, the failure is the job's as with one server.
-    """
+    """Run ``work`` (the job's LLM calls) with a gate slot: what it returned, or what became
+    of the job instead. A server that fails, or answers empty, is left for another one."""
     tried: list[Member] = []
     while True:
         try:
@@ -196,7 +174,9 @@ async def on_endpoint(
                         continue
                     return outcome
         except GateTimeout as exc:
-            return gate_timed_out(job, exc)
+            # Not the job's fault: handed back while the policy allows, then counted.
+            failure = retry.Failure(ErrorCode.LLM_OVERLOADED, str(exc), job_at_fault=False)
+            return Failed.decided(job, failure)
         member.succeeded()
         return result
 
@@ -209,17 +189,9 @@ async def ask(
     prefix: str,
     **options: Any,
 ) -> LLMReply | JobResult:
-    """One LLM call for ``job`` (``on_endpoint``): the reply, or what became of the job
-    instead. ``options`` go to ``LLMClient.chat``."""
+    """One LLM call for ``job`` (``options``: ``LLMClient.chat``'s), as ``on_endpoint``."""
 
     async def call(held: Held) -> LLMReply:
         return await held.chat(messages, **options)
 
     return await on_endpoint(ctx, job, call, prefix=prefix)
-
-
-def gate_timed_out(job: StudyQuestionJob, error: GateTimeout) -> Failed:
-    """No gate slot within ``GATE_TIMEOUT_SECONDS``: not the job's fault, so handed back
-    while the policy allows, then a counted ``llm_overloaded`` failure."""
-    failure = retry.Failure(ErrorCode.LLM_OVERLOADED, str(error), job_at_fault=False)
-    return Failed.decided(job, failure)

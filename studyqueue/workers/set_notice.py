@@ -1,11 +1,6 @@
 """The set notice handler: a question set is done; POST its counts, signed, to ``WEBHOOK_URL``
-(when set), then let the job complete, which sends the Django signal and the owner's e-mail
-(``notices.Noticed``). No LLM call and no gate slot: a notice never holds up an
-explanation. A webhook that does not answer 2xx fails the attempt, retried with the backoff
-as any job's (``webhook_failed``); every delivery of one completion carries the same
-idempotency key, so a receiver can keep exactly one. A delivery has a total budget
-(``WEBHOOK_TIMEOUT_SECONDS``), so a receiver that never finishes its answer fails the
-attempt instead of holding it."""
+(a non-2xx answer fails the attempt; one idempotency key per completion), then complete the
+job (``notices.Noticed``: the signal and the owner's e-mail). No LLM call, no gate slot."""
 
 from __future__ import annotations
 
@@ -25,8 +20,7 @@ logger = logging.getLogger("studyqueue.sets")
 
 
 def _secrets() -> list[str]:
-    """What a notice's error or log must not show: the webhook URL's credentials, its path
-    and query (a token in a Slack-style URL) and the signing secret."""
+    """What a notice must not show: the webhook URL's credentials, path, query and secret."""
     url = conf.WEBHOOK_URL
     if not url:
         return []
@@ -46,11 +40,7 @@ def _load(
     question_set = StudyQuestionSet.objects.filter(pk=job.question_set_id).first()
     if question_set is None:
         return None
-    return (
-        question_set,
-        question_sets.progress(question_set),
-        notices.completion_key(question_set),
-    )
+    return question_set, question_sets.progress(question_set), notices.completion_key(question_set)
 
 
 @handler(JobKind.SET_NOTICE)
@@ -69,8 +59,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
             "questions were added or checks queued since the set was done",
         )
     if question_set.noticed_key == key:
-        # Another notice job of this completion got there first (a second consumer's sweep
-        # raced it): nothing to send; ``Noticed.write`` re-checks under the row lock.
+        # Another notice job of this completion got there first (``Noticed.write`` re-checks).
         return Skipped(ErrorCode.SET_NOTICED, notices.ALREADY_NOTICED)
     data = notices.payload(progress)
     url = conf.WEBHOOK_URL
@@ -93,9 +82,8 @@ async def _post(url: str, data: dict[str, object], key: str) -> str | None:
     secrets = _secrets()
     budget = conf.WEBHOOK_TIMEOUT_SECONDS
     try:
-        # httpx's timeouts are per read: a receiver that drips a byte now and then would
-        # hold the notice (and the consumer's batch slot) forever. The deadline bounds the
-        # whole delivery; running out of it is a transient failure like any other.
+        # httpx's timeouts are per read: a receiver dripping a byte now and then would hold
+        # the notice forever. The deadline bounds the whole delivery (a transient failure).
         async with asyncio.timeout(budget):
             async with httpx.AsyncClient(timeout=budget) as client:
                 response = await client.post(url, content=body, headers=headers)

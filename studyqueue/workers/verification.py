@@ -1,7 +1,5 @@
 """The verification handler: show the model a new explanation's reasoning, its statements of
-the answer hidden (and never the key), ask which choice it supports, through the gate, and
-return the reply to be judged against the key and kept on the revision (``verifier.Verified``;
-without a call when the statements cannot be hidden reliably)."""
+the answer hidden, and return the choice it names (``verifier.Verified``)."""
 
 from __future__ import annotations
 

@@ -417,6 +417,7 @@ class EndpointRow:
     server: str = ""  # the server's word that set the ceiling (llama.cpp, vllm; "": settings)
     calls_hour: int = 0  # attempts it ended in the last hour, every consumer's
     tokens_hour: int = 0  # their completion tokens
+    metrics_fault: str = ""  # why its ``/metrics`` page is unusable, as a consumer read it
 
 
 _STATE_ORDER = {"up": 0, "probing": 1, "down": 2}
@@ -466,6 +467,9 @@ def _endpoint_row(
         server=next((str(e["server"]) for e in entries if e.get("server")), ""),
         calls_hour=served[0],
         tokens_hour=served[1],
+        metrics_fault=next(
+            (str(e["metrics_fault"]) for e in entries if e.get("metrics_fault")), ""
+        ),
     )
 
 

@@ -99,6 +99,7 @@ class LLMServer:
         # vLLM mode: a ``/metrics`` page of the test's own, served as is in place of the gauges
         # (``+Inf``, ``NaN``, garbage, a page larger than any reader should hold); None: gauges.
         self.metrics_page: str | None = None
+        self.metrics_status = 200  # vLLM mode: the status ``/metrics`` answers with
         self.fault = ""
         self.retry_after = "1"
         self.slow_seconds = 30.0
@@ -331,7 +332,7 @@ class LLMServer:
                 elif server.flavour == "llamacpp" and self.path == "/slots":
                     self._json(200, [{"id": i} for i in range(server.capacity or 1)])
                 elif server.flavour == "vllm" and self.path == "/metrics":
-                    self._text(200, server.vllm_metrics())
+                    self._text(server.metrics_status, server.vllm_metrics())
                 else:
                     self._text(404, "Not Found")
 

@@ -205,9 +205,7 @@ class QueueDashboardAdmin(PageAdmin):
         stats: DashboardStats = context["stats"]
         return JsonResponse(
             {
-                "updated_at": timezone.localtime(
-                    stats.now
-                ).isoformat(),  # the page shows local time
+                "updated_at": timezone.localtime(stats.now).isoformat(),  # shown in local time
                 "pending": context["pending_total"],
                 "processing": context["processing_total"],
                 "stale": stats.stale,

@@ -16,14 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+import psycopg
 from django.core.management import call_command
 from django.db import DatabaseError, connections
 from django.utils.translation import gettext, ngettext
 
 from studyqueue import times
 from studyqueue.conf import conf
+from studyqueue.exceptions import SettingsError
 from studyqueue.models import QueueConsumer, StudyQuestionJob, width
-from studyqueue.queue import presence
+from studyqueue.queue import pg, presence
 from studyqueue.services import endpoints
 from studyqueue.services.endpoints import Endpoint, endpoint_name
 from studyqueue.services.llm import (
@@ -78,7 +80,24 @@ def _check_db(*, migrated: bool) -> Check:
         call_command("migrate", check_unapplied=True, verbosity=0, database=db)
     except SystemExit:  # migrate --check's documented way to say "unapplied migrations"
         return Check("db", False, gettext("migrations are not applied (run manage.py migrate)"))
-    return Check("db", True, gettext("the database answers and is migrated"))
+    answers = gettext("the database answers and is migrated")
+    return Check("db", True, "; ".join([answers, *_listen_session(db)]))
+
+
+def _listen_session(db: str) -> list[str]:
+    """Behind a transaction pooler with ``DIRECT_DATABASE_URL``: what it means that its session
+    does not answer (no failure: the consumers run, looking for work each second)."""
+    if pg.mode(db) is not pg.Mode.DIRECT:
+        return []
+    try:
+        with pg.connect(pg.direct_settings(), connect_timeout=2):
+            return []
+    except (psycopg.Error, SettingsError) as exc:
+        detail = gettext(
+            "DIRECT_DATABASE_URL does not answer (%(error)s): no NOTIFY wakes the consumers, "
+            "they look for work each second"
+        )
+        return [detail % {"error": type(exc).__name__}]
 
 
 def check_consumer() -> Check:

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections
-from django.db.models import Avg, Count, FilteredRelation, Min, Q, Sum
+from django.db.models import Avg, Count, F, FilteredRelation, Max, Min, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 from django.utils.translation import gettext
@@ -32,6 +32,7 @@ from studyqueue.models import (
     JobKind,
     JobQuerySet,
     JobStatus,
+    Outcome,
     QuestionQuerySet,
     QueuePause,
     StudyQuestion,
@@ -50,6 +51,7 @@ RATE_WINDOW = timedelta(hours=1)
 LATE_SETS_SHOWN = 20  # sets with a deadline looked at by the dashboard, earliest first
 OUTDATED_CAP = 10_000
 TOP_ERRORS = 5
+NOTICE_STORM = 3  # webhook deliveries refused in a row (none through): the dashboard warns
 
 
 @dataclass
@@ -124,6 +126,7 @@ class DashboardStats:
     # Per worker id, from the jobs table now (a consumer's own counts are a cycle old).
     running_by_worker: dict[str, int] = field(default_factory=dict)  # processing jobs
     completed_by_worker: dict[str, int] = field(default_factory=dict)  # completed in WINDOW
+    notices: NoticeFailures | None = None  # the set notices' deliveries failing now
 
     @property
     def live_consumers(self) -> list[ConsumerState]:
@@ -417,6 +420,7 @@ class EndpointRow:
     server: str = ""  # the server's word that set the ceiling (llama.cpp, vllm; "": settings)
     calls_hour: int = 0  # attempts it ended in the last hour, every consumer's
     tokens_hour: int = 0  # their completion tokens
+    metrics_fault: str = ""  # why its ``/metrics`` page is unusable, as a consumer read it
 
 
 _STATE_ORDER = {"up": 0, "probing": 1, "down": 2}
@@ -466,6 +470,9 @@ def _endpoint_row(
         server=next((str(e["server"]) for e in entries if e.get("server")), ""),
         calls_hour=served[0],
         tokens_hour=served[1],
+        metrics_fault=next(
+            (str(e["metrics_fault"]) for e in entries if e.get("metrics_fault")), ""
+        ),
     )
 
 
@@ -481,6 +488,44 @@ def _served_last_hour(now: datetime) -> dict[str, tuple[int, int]]:
         .annotate(calls=Count("pk"), tokens=Sum("completion_tokens"))
     )
     return {row["endpoint"]: (row["calls"], row["tokens"] or 0) for row in rows}
+
+
+@dataclass(frozen=True)
+class NoticeFailures:
+    """The set notices' webhook deliveries that failed since the last that went through
+    (within ``WINDOW``): refused (a storm from ``NOTICE_STORM``), or stuck: held by the
+    receiver until the notice's deadline (``WEBHOOK_TIMEOUT_SECONDS``)."""
+
+    refused: int
+    stuck: int
+    since: datetime  # when the first of them started
+    budget: float  # WEBHOOK_TIMEOUT_SECONDS
+
+    @property
+    def storm(self) -> bool:
+        return self.refused >= NOTICE_STORM
+
+
+def notice_failures(now: datetime) -> NoticeFailures | None:
+    """The deliveries failing now (None: none). Only the attempts of the notices active or
+    ended in the window are read (the partial indexes, the ``completed_at`` one)."""
+    notices = jobs().filter(
+        Q(status__in=ACTIVE_STATUSES) | Q(completed_at__gte=now - WINDOW),
+        kind=JobKind.SET_NOTICE,
+    )
+    attempts = JobAttempt.objects.filter(job__in=notices.values("pk"), ended_at__gte=now - WINDOW)
+    through = attempts.filter(outcome=Outcome.COMPLETED).aggregate(t=Max("ended_at"))["t"]
+    failed = attempts.filter(error_code=ErrorCode.WEBHOOK_FAILED)
+    if through is not None:
+        failed = failed.filter(ended_at__gt=through)
+    budget = conf.WEBHOOK_TIMEOUT_SECONDS
+    held = Q(ended_at__gte=F("started_at") + timedelta(seconds=budget))
+    found = failed.order_by().aggregate(
+        n=Count("pk"), stuck=Count("pk", filter=held), since=Min("started_at")
+    )
+    if not found["n"]:
+        return None
+    return NoticeFailures(found["n"] - found["stuck"], found["stuck"], found["since"], budget)
 
 
 def late_sets(now: datetime) -> list[question_sets.Progress]:
@@ -573,4 +618,5 @@ def collect(now: datetime | None = None) -> DashboardStats:
         late_sets=late_sets(now),
         running_by_worker=running,
         completed_by_worker=completed,
+        notices=notice_failures(now),
     )

@@ -7,7 +7,8 @@ not started). A ``Message`` is one of these, typed; ``parse`` turns a notice bac
 and refuses anything else. ``send`` notifies inside the caller's transaction (delivered when
 it commits); ``start_listener`` runs the consumer's LISTEN thread on a psycopg connection
 built from Django's own connection parameters (``studyqueue.queue.pg``: OPTIONS included, so TLS
-and service files work as for the ORM). SQLite has none of this: its consumers poll.
+and service files work as for the ORM); while that session cannot be had, the thread looks
+for ready jobs as ``poll`` does. SQLite has none of this: its consumers poll.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,13 +25,13 @@ import psycopg
 from django.db import connections
 
 from studyqueue.models import MAX_ID, JobKind
-from studyqueue.queue import pg
+from studyqueue.queue import pg, poll
 
 logger = logging.getLogger("studyqueue.notify")
 
 JOBS_CHANNEL = "studyqueue_jobs"
 CONTROL_CHANNEL = "studyqueue_control"
-RECONNECT_SECONDS = 1.0
+RETRY_SECONDS = 5.0  # while no LISTEN session can be had: how often it is tried again
 POLL_SECONDS = 0.5  # how soon the listener sees a stop request
 
 
@@ -119,20 +121,44 @@ def listen(
     stopping: Callable[[], bool],
     wait: Callable[[float], object],
 ) -> None:
-    """LISTEN on both channels and hand every message to ``on_message`` until ``stopping()``;
-    reconnect after ``wait(RECONNECT_SECONDS)`` when the connection fails. Blocks."""
+    """LISTEN on both channels and hand every message to ``on_message`` until ``stopping()``.
+    While the session fails (a lost connection, an unreachable ``DIRECT_DATABASE_URL``), a
+    ready job wakes the consumer each second (``poll``) and LISTEN is tried again every
+    ``RETRY_SECONDS``; the failure is logged once, not per try. Blocks."""
+    failing = False
     while not stopping():
         try:
             with pg.connect(settings_dict, autocommit=True) as conn:
                 conn.execute(f"LISTEN {JOBS_CHANNEL}")
                 conn.execute(f"LISTEN {CONTROL_CHANNEL}")
                 logger.info("study_listen_ready channel=%s", JOBS_CHANNEL)
+                failing = False
                 while not stopping():
                     for notice in conn.notifies(timeout=POLL_SECONDS, stop_after=1):
                         _deliver(notice.channel, notice.payload, on_message)
         except psycopg.Error as exc:
-            logger.warning("study_listen_failed error=%s; retrying", type(exc).__name__)
-            wait(RECONNECT_SECONDS)
+            if not failing:
+                logger.warning(
+                    "study_listen_failed error=%s; looking for work each %gs meanwhile, "
+                    "trying LISTEN again every %gs",
+                    type(exc).__name__,
+                    poll.POLL_SECONDS,
+                    RETRY_SECONDS,
+                )
+            failing = True
+            _poll_until_retry(on_message, wait)
+
+
+def _poll_until_retry(
+    on_message: Callable[[Message], object], wait: Callable[[float], object]
+) -> None:
+    """For ``RETRY_SECONDS`` (less if stopping): a ready job wakes the consumer (``poll``)."""
+    retry_at = time.monotonic() + RETRY_SECONDS
+    poll.poll(
+        lambda: on_message(wake()),
+        idle=lambda: True,
+        wait=lambda seconds: bool(wait(seconds)) or time.monotonic() >= retry_at,
+    )
 
 
 def _deliver(channel: str, payload: str, on_message: Callable[[Message], object]) -> None:

@@ -22,8 +22,7 @@ def _name(endpoint: str) -> str:
 
 def load(endpoint: str) -> GateLimit | None:
     """The stored limit of ``endpoint`` (None: no consumer found one yet)."""
-    endpoint = _name(endpoint)
-    return GateLimit.objects.filter(endpoint=endpoint).first()
+    return GateLimit.objects.filter(endpoint=_name(endpoint)).first()
 
 
 def sync(

@@ -74,6 +74,8 @@ class Member:
     # (monotonic end, completion tokens, seconds) of its recent calls: its tokens/s.
     recent: list[tuple[float, int, float]] = field(default_factory=list)
     empty_in_row: int = 0  # empty replies since its last success
+    # Why its ``/metrics`` page is unusable ("": it reads; None: not watched, no such page).
+    metrics_fault: str | None = None
 
     @property
     def name(self) -> str:
@@ -158,6 +160,7 @@ class Member:
             # The most calls its gate tries, and which server's word set it ("": settings).
             "ceiling": self.gate.permits,
             "server": self.server,
+            "metrics_fault": self.metrics_fault or "",
         }
 
 
@@ -315,7 +318,7 @@ class EndpointPool:
             if member.gate.controller is None:
                 continue
             said = await server_limits.ask(member.client)
-            member.server = said.server
+            member.server, member.metrics_fault = said.server, said.fault or None
             ceiling = said.ceiling(member.endpoint.max_permits)
             logger.info(
                 "study_gate_ceiling endpoint=%s server=%s ceiling=%s gate_max_permits=%s",
@@ -334,10 +337,13 @@ class EndpointPool:
 
     async def watch_servers(self) -> None:
         """``GATE_PERMITS=auto`` on a server that says when requests wait (vLLM): once they
-        do, its gate stops climbing (``LLMGate.server_full``)."""
+        do, its gate stops climbing (``LLMGate.server_full``). A page once found unusable is
+        watched too."""
         for member in self.members:
-            if member.server == server_limits.VLLM and member.gate.controller is not None:
+            watched = member.server == server_limits.VLLM or member.metrics_fault is not None
+            if watched and member.gate.controller is not None:
                 said = await server_limits.load(member.client)
+                member.metrics_fault = said.fault
                 if said.waiting:
                     member.gate.server_full()
 

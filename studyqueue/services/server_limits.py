@@ -54,6 +54,7 @@ class Said:
     slots: int | None = None
     running: int | None = None
     waiting: int | None = None
+    fault: str = ""  # why ``/metrics`` was unusable ("": it read, or there is none)
 
     def ceiling(self, max_permits: int) -> int:
         """The most calls the adaptive gate should try on this server: its slots
@@ -76,20 +77,24 @@ async def ask(client: LLMClient) -> Said:
 
 
 async def load(client: LLMClient) -> Said:
-    """vLLM's requests running and waiting now; ``Said()`` from any other server."""
+    """vLLM's requests running and waiting now; ``Said()`` from any other server, with a
+    ``fault`` when its page is there but unusable (the dashboard shows it)."""
     page = await client.server_page("/metrics")  # bounded: a larger page is no answer
-    if page is None or page[0] != 200:
-        return Said()
+    if page is None:
+        return Said(fault="no answer, or over 256 KB")
+    if page[0] != 200:  # 404, 501: no such page (mlx_lm.server, Ollama, llama.cpp's default)
+        return Said(fault="" if page[0] in (404, 501) else f"HTTP {page[0]}")
     try:
-        gauges = _gauges(page[1].decode("utf-8", "replace"))
-    except Exception:
+        gauges, bad = _gauges(page[1].decode("utf-8", "replace"))
+    except Exception as exc:
         # The page is the server's text: whatever the parser raises on it (a malformed line,
         # an odd escape) means "no usable gauges", never a failed cycle (this runs in every
         # cycle of an auto gate).
-        return Said()
+        return Said(fault=f"not Prometheus text ({type(exc).__name__})")
+    fault = f"{bad[0]}: not a count" if bad else ""
     if _RUNNING not in gauges:
-        return Said()
-    return Said(VLLM, running=gauges[_RUNNING], waiting=gauges.get(_WAITING, 0))
+        return Said(fault=fault)
+    return Said(VLLM, running=gauges[_RUNNING], waiting=gauges.get(_WAITING, 0), fault=fault)
 
 
 def _slots(page: tuple[int, bytes] | None) -> int | None:
@@ -110,20 +115,24 @@ def _slots(page: tuple[int, bytes] | None) -> int | None:
     return None
 
 
-def _gauges(text: str) -> dict[str, int]:
-    """The running and waiting gauges, summed over their labels (one per model). A sample
-    that is no count (``NaN``, ``+Inf``, ``1e400``, negative) is skipped; a huge one is read
-    as ``GAUGE_MAX``."""
+def _gauges(text: str) -> tuple[dict[str, int], list[str]]:
+    """The running and waiting gauges, summed over their labels (one per model), and the
+    samples that are no count (``NaN``, ``+Inf``, ``1e400``, negative: skipped); a huge one
+    is read as ``GAUGE_MAX``."""
     found: dict[str, int] = {}
+    bad: list[str] = []
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             value = sample.value
-            if sample.name not in (_RUNNING, _WAITING) or not _count(value):
+            if sample.name not in (_RUNNING, _WAITING):
+                continue
+            if not _count(value):
+                bad.append(f"{sample.name} = {value}")
                 continue
             found[sample.name] = min(
                 found.get(sample.name, 0) + int(min(value, GAUGE_MAX)), GAUGE_MAX
             )
-    return found
+    return found, bad
 
 
 def _count(value: object) -> bool:

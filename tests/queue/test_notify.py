@@ -3,18 +3,25 @@ connection receiving what the queue sends."""
 
 from __future__ import annotations
 
+import contextlib
 import queue as stdlib_queue
+import socket
 import threading
 
 import pytest
 from django.db import connection, transaction
+from django.test import override_settings
+from django.urls import reverse
 
-from studyqueue.models import JobKind, JobStatus
+from studyqueue.models import JobKind, JobStatus, StudyQuestionJob
+from studyqueue.monitoring import health
 from studyqueue.queue import notify, operations, pauses
 from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.operations import retry_ended
 from studyqueue.queue.pauses import resume
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
+from tests.helpers import database_url, wait_for
+from tests.helpers.processes import bulk_jobs, log_text
 
 WAKE = notify.wake()
 
@@ -178,3 +185,65 @@ def test_the_queue_tells_the_consumers(listening):
     assert listening.drain() == [notify.pause(JobKind.EXPLANATION), notify.pause("")]
     resume(JobKind.EXPLANATION)
     assert listening.drain() == [WAKE]
+
+
+class Hangup:
+    """A "PostgreSQL server" on 127.0.0.1 that accepts each connection and closes it at once
+    (a direct URL whose server is not there): it counts the tries."""
+
+    def __init__(self) -> None:
+        self.tries = 0
+        self.server = socket.create_server(("127.0.0.1", 0))
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):  # closed by the test
+            while True:
+                conn, _ = self.server.accept()
+                self.tries += 1
+                conn.close()
+
+    @property
+    def url(self) -> str:
+        port = self.server.getsockname()[1]
+        return f"postgres://u:pw@127.0.0.1:{port}/sq?sslmode=disable"  # one connection a try
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_an_unreachable_direct_url_is_logged_once_and_jobs_still_run(consumers, child_env, client):
+    """Behind a transaction pooler (``DATABASE_POOLING=transaction``) with a
+    ``DIRECT_DATABASE_URL`` that never answers: one log line however often LISTEN is tried
+    again, new jobs run long before the 300 s interval (the listener looks for them each
+    second) with one attempt each, and readyz's database check says so."""
+    direct = Hangup()
+    child_env["DATABASE_POOLING"] = "transaction"
+    proc = consumers(INTERVAL_SECONDS=300, DIRECT_DATABASE_URL=direct.url)
+    for line in ("study_listen_failed", "study_consumer_cycle"):  # its first cycle ran
+        wait_for(lambda line=line: line in log_text(proc), timeout=30, what=line)
+    ids = bulk_jobs(2)
+    jobs = StudyQuestionJob.objects.filter(study_question_id__in=ids)
+    wait_for(
+        lambda: set(jobs.values_list("status", "attempts")) == {("completed", 1)},
+        timeout=20,
+        what="the jobs to run, each once",
+    )
+    wait_for(lambda: direct.tries >= 3, timeout=30, what="LISTEN tried again twice")
+    assert log_text(proc).count("study_listen_failed") == 1
+    assert "study_listen_ready" not in log_text(proc)
+
+    entry = connection.settings_dict
+    saved = entry.get("DISABLE_SERVER_SIDE_CURSORS")
+    entry["DISABLE_SERVER_SIDE_CURSORS"] = True  # what DATABASE_POOLING=transaction sets
+    try:
+        with override_settings(STUDYQUEUE={"DIRECT_DATABASE_URL": direct.url}):
+            db = client.get(reverse("studyqueue:readyz")).json()["checks"]["db"]
+        assert (
+            db["ok"] and "DIRECT_DATABASE_URL does not answer (OperationalError)" in (db["detail"])
+        )
+        reachable = database_url("postgresql", entry)
+        with override_settings(STUDYQUEUE={"DIRECT_DATABASE_URL": reachable}):
+            assert health.check_db().detail == "the database answers and is migrated"
+    finally:
+        entry["DISABLE_SERVER_SIDE_CURSORS"] = saved
+        direct.server.close()

@@ -131,4 +131,5 @@ def test_each_member_reports_its_state_without_credentials(settings):
         "auto": False,
         "ceiling": 2,
         "server": "",
+        "metrics_fault": "",
     }

@@ -102,27 +102,28 @@ _GAUGE = (
 
 
 @pytest.mark.parametrize(
-    "page,running,waiting",
+    "page,running,waiting,fault",
     [
-        (_GAUGE.format(running="+Inf", waiting="1"), None, None),  # no usable running gauge
-        (_GAUGE.format(running="2", waiting="+Inf"), 2, 0),
-        (_GAUGE.format(running="2", waiting="1e400"), 2, 0),  # parsed as +Inf
-        (_GAUGE.format(running="NaN", waiting="NaN"), None, None),
-        (_GAUGE.format(running="-3", waiting="-Inf"), None, None),
-        (_GAUGE.format(running="1", waiting="1e300"), 1, server_limits.GAUGE_MAX),
-        ("vllm:num_requests_running{model_name= 3 garbage {{\n\x00\xff", None, None),
-        ("# TYPE vllm:num_requests_running gauge\n" * 100_000, None, None),  # > the read bound
+        (_GAUGE.format(running="+Inf", waiting="1"), None, None, "running = inf: not a count"),
+        (_GAUGE.format(running="2", waiting="+Inf"), 2, 0, "waiting = inf: not a count"),
+        (_GAUGE.format(running="2", waiting="1e400"), 2, 0, "waiting = inf"),  # parsed as +Inf
+        (_GAUGE.format(running="NaN", waiting="NaN"), None, None, "running = nan"),
+        (_GAUGE.format(running="-3", waiting="-Inf"), None, None, "running = -3"),
+        (_GAUGE.format(running="1", waiting="1e300"), 1, server_limits.GAUGE_MAX, ""),
+        ("vllm:num_requests_running{model_name= 3 garbage {{\n\x00\xff", None, None, "not Prom"),
+        ("# TYPE vllm:num_requests_running gauge\n" * 100_000, None, None, "over 256 KB"),
     ],
 )
-def test_a_broken_vllm_metrics_page_never_raises(llm_server, page, running, waiting):
+def test_a_broken_vllm_metrics_page_never_raises(llm_server, page, running, waiting, fault):
     """Whatever ``/metrics`` holds (inf, nan, garbage, a page larger than the read bound), the
-    reader answers: the gauges it could use, or nothing."""
+    reader answers: the gauges it could use, or nothing; and what was wrong with the page."""
     llm_server.configure(flavour="vllm", metrics_page=page)
     said = _said(llm_server.url)
     if running is None:
-        assert said == Said()
+        assert (said.server, said.running, said.waiting) == ("", None, None)
     else:
         assert (said.server, said.running, said.waiting) == (VLLM, running, waiting)
+    assert fault in said.fault and bool(said.fault) is bool(fault)
 
 
 def test_an_auto_consumer_runs_its_jobs_against_a_metrics_page_with_inf(

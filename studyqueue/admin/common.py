@@ -24,7 +24,7 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from studyqueue.conf import conf
-from studyqueue.models import MAX_ID, JobQuerySet, JobStatus, Outcome, unstorable
+from studyqueue.models import MAX_ID, JobQuerySet, JobStatus, Outcome, StudyQuestion, unstorable
 from studyqueue.queue.operations import id_ranges
 
 # Badge colours per status; a test checks that every status has one.
@@ -84,6 +84,14 @@ def long_text(text: str, full_text_url: str | None = None) -> str:
             gettext("the full text"),
         )
     return box
+
+
+def explanation_box(question: StudyQuestion | None) -> str:
+    """A question's explanation in a scroll box, the whole text behind a link; "-" for none."""
+    if question is None or question.pk is None:
+        return "-"
+    url = reverse("admin:studyqueue_studyquestion_explanation", args=[question.pk])
+    return long_text(question.explanation, url)
 
 
 def change_link(model_name: str, pk: int | None) -> str:

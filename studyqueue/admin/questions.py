@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import BooleanField, ExpressionWrapper, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Left
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
-from django.urls import path, reverse
+from django.urls import path
 from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_lazy
@@ -30,8 +30,8 @@ from studyqueue.admin.common import (
     ReadOnly,
     change_link,
     excerpt,
+    explanation_box,
     log_change_set,
-    long_text,
     status_badge,
 )
 from studyqueue.admin.flags import flag_badges, stated_beside_key
@@ -47,7 +47,7 @@ from studyqueue.models import (
     StudyQuestionJob,
     awaiting_key_check,
 )
-from studyqueue.queue.operations import operator_batch
+from studyqueue.queue.operations import batches
 from studyqueue.sets import question_sets
 
 # Django's delete confirmation lists each question with its revisions and jobs: a page of
@@ -390,10 +390,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
 
     @admin.display(description=gettext_lazy("explanation"))
     def explanation_box(self, question: StudyQuestion) -> str:
-        if question.pk is None:
-            return "-"
-        url = reverse("admin:studyqueue_studyquestion_explanation", args=[question.pk])
-        return long_text(question.explanation, url)
+        return explanation_box(question)
 
     @admin.display(description=gettext_lazy("question"), ordering="text")
     def text_excerpt(self, question: StudyQuestion) -> str:
@@ -420,10 +417,8 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         if ids is None:
             return None
         # Read in id batches: one query with 50,000 ids is past SQLite's parameter limit.
-        batch = operator_batch(queryset.db)
         rows = chain.from_iterable(
-            export.export_rows(ids=ids[start : start + batch])
-            for start in range(0, len(ids), batch)
+            export.export_rows(ids=chunk) for chunk in batches(ids, queryset.db)
         )
         response = StreamingHttpResponse(
             export.lines(rows, "csv"), content_type="text/csv; charset=utf-8"

@@ -172,8 +172,7 @@ class ReadOnly:
 
 
 class PageAdmin(ReadOnly, admin.ModelAdmin):
-    """A page of its own behind a proxy model (the dashboard, the review page): active staff
-    with ``permission`` see it; the admin's add, change and delete views are closed."""
+    """A page of its own behind a proxy model, for active staff with ``permission``."""
 
     permission = ""
 
@@ -186,9 +185,8 @@ class PageAdmin(ReadOnly, admin.ModelAdmin):
 
 
 class GuardedInputAdmin(admin.ModelAdmin):
-    """Crafted list parameters end as the admin's own "invalid parameters" page or a message,
-    never as a database error: a NUL in a filter or the search (PostgreSQL refuses it in
-    any query) and a selected id that is not an id."""
+    """A NUL in a filter or the search, or a selected id that is not an id, ends as the admin's
+    "invalid parameters" page or a message, never as a database error."""
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         if any(unstorable(value) for _, values in request.GET.lists() for value in values):
@@ -236,8 +234,7 @@ class GuardedInputAdmin(admin.ModelAdmin):
 
 
 def log_change_set(request: HttpRequest, model: type[Model], ids: list[int], message: str) -> None:
-    """Write what an action changed to the admin log: an entry per row up to ``LOG_EACH``
-    rows, else one entry naming them all (ids as ranges)."""
+    """Log what an action changed: an entry per row up to ``LOG_EACH`` rows, else one."""
     if not ids:
         return
     user_id = cast(int, request.user.pk)  # a logged-in staff user

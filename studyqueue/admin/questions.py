@@ -67,8 +67,7 @@ class SetActionForm(helpers.ActionForm):
 
 
 class ExplanationStateFilter(admin.SimpleListFilter):
-    """Current: written by a live consumer's prompt version (``studyqueue.explanations.outdated``);
-    outdated: by another; missing: none. Current and outdated say against what."""
+    """Current (written by a live consumer's prompt version), outdated, or missing."""
 
     title = gettext_lazy("explanation")
     parameter_name = "explanation"
@@ -97,8 +96,7 @@ class ExplanationStateFilter(admin.SimpleListFilter):
 
 
 class ReviewFilter(admin.SimpleListFilter):
-    """Explanations waiting for a reviewer (all, or the flagged ones), or with a quality flag
-    (any, or one), whatever their review."""
+    """Explanations waiting for a reviewer (all, or flagged), or with a quality flag."""
 
     title = gettext_lazy("needs review")
     parameter_name = "review"
@@ -141,8 +139,7 @@ class ReviewStatusFilter(admin.SimpleListFilter):
 
 
 class KeyAuditFilter(admin.SimpleListFilter):
-    """What the key audit found (``explanations.key_audit``), not audited yet, or a disputed
-    key waiting for a reviewer's key check."""
+    """What the key audit found, not audited, or a disputed key waiting for a key check."""
 
     title = gettext_lazy("key audit")
     parameter_name = "key_audit"
@@ -491,8 +488,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
             )
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        """Saved as usual; a change of its text, choices or key says what it means for its
-        explanations and key audit (``edits.editing``) in the same transaction."""
+        """Saved as usual; a changed question says what it means for its explanations."""
         if not change:
             super().save_model(request, obj, form, change)
             return
@@ -517,8 +513,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
 
     @admin.action(permissions=["delete"], description=gettext_lazy("Delete selected questions"))
     def delete_selected(self, request: HttpRequest, queryset: QuerySet) -> Any:
-        """Django's own delete (confirmation page, admin log), for at most ``DELETE_LIMIT``
-        questions: its page lists every question with its revisions and jobs."""
+        """Django's own delete, for at most ``DELETE_LIMIT`` questions."""
         if queryset.order_by().values("pk")[: DELETE_LIMIT + 1].count() > DELETE_LIMIT:
             self.message_user(
                 request,

@@ -408,10 +408,7 @@ class QueueDashboard(StudyQuestionJob):
 
 class QueuePause(models.Model):
     """The queue paused for one kind, or for all (``kind`` blank); deleting it resumes.
-
-    Consumers claim nothing of a paused kind (the claim itself checks this table); running
-    jobs finish and enqueueing goes on. Written only through ``queue.pauses``.
-    """
+    Running jobs finish; written only through ``queue.pauses``."""
 
     kind = models.CharField(
         verbose_name=_("kind"),

@@ -1,9 +1,6 @@
-"""The admin site as operators see it: branded studyqueue (학습 큐 in Korean), and
-django-apscheduler's tables listed for superusers only, last, under a name that says what they
-are. ``project/settings.py`` installs ``AdminConfig`` in place of ``django.contrib.admin``; a
-project of its own can do the same (or keep Django's site: nothing else depends on it). The
-project's ``templates/admin/base_site.html`` still overrides the branding.
-"""
+"""The admin site as operators see it: branded studyqueue, and django-apscheduler's tables
+listed for superusers only, last. A project installs ``AdminConfig`` in place of
+``django.contrib.admin`` (or keeps Django's site: nothing else depends on it)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
-"""System checks for STUDYQUEUE misconfiguration (ids studyqueue.E00x / W00x).
-
-E001 a value does not parse; E002 a number is out of range; E003 LLM_URL is not http(s);
-E004 LLM_URL does not parse; E005 a number is NaN or infinite; E006 LLM_API_KEY holds
-control or non-ASCII characters; E007 a prompt template is missing or fails to render;
-E008 QUALITY_RETRY names an unknown flag; E009 LLM_ENDPOINTS (or LLM_URL's list) is malformed
-or names one server twice; E010 DIRECT_DATABASE_URL is not a PostgreSQL URL; E011 WEBHOOK_URL
-is not an http(s) URL with a host; W004 PostgreSQL behind a transaction pooler without
-DIRECT_DATABASE_URL (polling); W001/W002 timeouts that nest badly; W003 a prompt layout the
-LLM server cannot cache (fixed text in the user message, or a system message that changes per
-question); W005 an LLM_URL without /v1 whose server answers 404 where the calls go; W006 a
-variable likely meant for studyqueue that nothing reads (LLM_URL, PORT, BIND).
-"""
+"""System checks for STUDYQUEUE misconfiguration: each id (studyqueue.E00x / W00x) is
+described in docs/reference/settings.md."""
 
 from __future__ import annotations
 
@@ -31,8 +20,7 @@ from studyqueue.services.redact import is_valid_api_key, without_credentials
 
 @register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Every setting parses, numbers are finite and in range, URL and key are usable, and
-    timeouts nest sensibly."""
+    """Every setting parses and is in range, the servers are usable, timeouts nest sensibly."""
     problems: list[CheckMessage] = []
     values: dict[str, Any] = {}
     for name, spec in SETTINGS.items():
@@ -68,8 +56,8 @@ LIKELY_MEANT = {
 
 @register()
 def check_environment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """A likely-meant variable (``LLM_URL``, ``PORT``, ``BIND``) is set but read by nobody:
-    say which one is read (silently ignored, it cost a new user an afternoon)."""
+    """A likely-meant variable is set but read by nobody (silently ignored, it cost a new
+    user an afternoon): say which one is read."""
     problems: list[CheckMessage] = []
     for name, meant in LIKELY_MEANT.items():
         value = os.environ.get(name, "").strip()
@@ -85,8 +73,8 @@ def check_environment(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
 
 
 def _honoured(name: str, value: str) -> bool:
-    """Whether the variable's value is in force anyway (a project that maps it to the
-    setting, or the same value given the right name): no reason to warn."""
+    """Whether the variable's value is in force anyway (mapped by the project, or also given
+    the right name)."""
     if name == "LLM_URL":
         try:
             return value == conf.LLM_URL
@@ -97,8 +85,7 @@ def _honoured(name: str, value: str) -> bool:
 
 
 def _prompt_problems() -> list[CheckMessage]:
-    """The prompt templates render for a sample question: an override that does not is
-    an error at startup, not a failure per job."""
+    """The prompt templates render for a sample question (an error at startup, not per job)."""
     from studyqueue.explanations import prompts  # the models must be ready first
 
     try:
@@ -120,8 +107,8 @@ SHARED_USER_TEXT_LIMIT = 200
 
 
 def _cache_problems() -> list[CheckMessage]:
-    """The server caches the prompt's prefix (the system message): fixed text belongs there,
-    the user message should hold only the question. Warnings, since the prompt still works."""
+    """Fixed text belongs in the system message (the server caches it), the question alone in
+    the user message; warnings, since the prompt still works."""
     from studyqueue.explanations import prompts
 
     layout = prompts.cache_layout()
@@ -190,8 +177,7 @@ def _pooler_problems() -> list[CheckMessage]:
 
 
 def _endpoint_problems() -> list[CheckMessage]:
-    """The endpoint pool parses (``LLM_URL``'s commas, ``LLM_ENDPOINTS``), and every
-    server's URL and key are usable."""
+    """The endpoint pool parses, and every server's URL and key are usable."""
     try:
         pool = endpoints.configured()
     except SettingsError as exc:
@@ -206,9 +192,8 @@ def _endpoint_problems() -> list[CheckMessage]:
 
 
 def _path_problems(url: str, key: str) -> list[CheckMessage]:
-    """A URL without ``/v1`` whose server answers 404 where the calls go. Only such a URL
-    is asked (every command runs the checks: the usual URL costs no request), and a server
-    that does not answer is no problem here (``serve`` says so; jobs wait)."""
+    """A URL without ``/v1`` whose server answers 404 where the calls go; only such a URL is
+    asked (every command runs the checks), and no answer is no problem here."""
     if suggested_url(url) is None:
         return []
     (probe,) = probe_servers([(url, key)])
@@ -218,9 +203,8 @@ def _path_problems(url: str, key: str) -> list[CheckMessage]:
 
 
 def _url_fault(url: str) -> tuple[str, str] | None:
-    """What is wrong with an http(s) URL setting, or None: ``("scheme", "")``,
-    ``("parse", why)`` or ``("host", "")``. The reason never holds the URL (it may hold a
-    password, or a token in its path)."""
+    """What is wrong with an http(s) URL: ``scheme``, ``parse`` (with why) or ``host``; None.
+    The reason never holds the URL (it may hold a password, or a token in its path)."""
     if not url.startswith(("http://", "https://")):
         return "scheme", ""
     try:
@@ -247,8 +231,7 @@ def _url_problems(url: str) -> list[CheckMessage]:
 
 
 def _webhook_problems() -> list[CheckMessage]:
-    """WEBHOOK_URL, when set, is an http(s) URL with a host: a bad one would otherwise fail
-    every set's notice, found only when a set is done."""
+    """WEBHOOK_URL, when set, is an http(s) URL with a host (else every notice fails)."""
     fault = _url_fault(conf.WEBHOOK_URL) if conf.WEBHOOK_URL else None
     if fault is None:
         return []

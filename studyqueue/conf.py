@@ -1,12 +1,6 @@
-"""The app's settings: one STUDYQUEUE dict, each key overridable by STUDYQUEUE_<NAME>.
-
-Precedence: ``settings.STUDYQUEUE[name]`` > environment ``STUDYQUEUE_<NAME>`` > default.
-Values are read lazily on every access so ``override_settings`` works in tests.
-
-Every number has a range: a value that is not finite or lies outside it is refused on
-access (``SettingNotFinite``, ``SettingOutOfRange``; the system checks report them as
-E005/E002), so no code ever computes a delay, a date or a timeout from an absurd value.
-"""
+"""The app's settings: ``settings.STUDYQUEUE[name]``, else environment ``STUDYQUEUE_<NAME>``,
+else the default; read on every access (``override_settings`` works). A number that is not
+finite or out of its range is refused on access, so no code computes from an absurd value."""
 
 from __future__ import annotations
 
@@ -34,8 +28,7 @@ AUTO = "auto"
 
 @dataclass(frozen=True)
 class Setting:
-    """One setting: its type, default, whether its value must never be shown, and for a
-    number its range (``low`` excluded when ``above_low``)."""
+    """One setting; a number's range excludes ``low`` when ``above_low``."""
 
     type: type
     default: Any

@@ -13,8 +13,7 @@ from studyqueue.models import StudyQuestion, unstorable, validate_choices
 
 
 def validate_storable(value: str) -> None:
-    """Refuse text no database column can store (a NUL: PostgreSQL refuses it; a lone
-    surrogate: not UTF-8), with a form error instead of a database error."""
+    """Refuse text no database column can store, with a form error, not a database error."""
     if unstorable(value):
         raise ValidationError(
             gettext_lazy(
@@ -25,8 +24,7 @@ def validate_storable(value: str) -> None:
 
 
 class StorableTextField(forms.CharField):
-    """Text a person writes into a form, checked as every text column needs it
-    (``validate_storable``: one clear error instead of Django's NUL-only one)."""
+    """Text a person writes, checked by ``validate_storable`` (not Django's NUL-only check)."""
 
     widget = forms.Textarea
 

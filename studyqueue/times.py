@@ -1,9 +1,6 @@
-"""The one way a datetime is shown to a person: local time (``TIME_ZONE``) with seconds, in
-the active language's ``DATETIME_FORMAT`` (``studyqueue/formats/<language>``), so that a
-page or a command's output never shows ``2026-12-01 14:17:29`` beside
-``2026년 12월 1일 14:17:28``. Django's own admin cells use the same format (its list and
-read-only fields localise with ``DATETIME_FORMAT``; ``SHORT_DATETIME_FORMAT`` is the same in
-our format modules). Machine output (JSON, CSV, logs) keeps ISO 8601."""
+"""The one way a datetime is shown to a person: local time (``TIME_ZONE``) with seconds, in the
+active language's ``DATETIME_FORMAT`` (``studyqueue/formats/<language>``), as Django's own admin
+cells show it. Machine output (JSON, CSV, logs) keeps ISO 8601."""
 
 from __future__ import annotations
 
@@ -18,8 +15,7 @@ _LATEST = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
 
 
 def in_range(moment: datetime) -> bool:
-    """Whether the aware ``moment`` can be stored and shown in any time zone (year 1 east
-    of UTC and year 9999 west of it are no date in UTC)."""
+    """Whether the aware ``moment`` can be stored and shown in any time zone."""
     try:
         return _EARLIEST <= moment.astimezone(UTC) <= _LATEST
     except OverflowError:
@@ -35,8 +31,7 @@ def shown(moment: datetime | None, empty: str = "-") -> str:
 
 
 def short_duration(delta: timedelta) -> str:
-    """A compact age or duration for a table cell: 189 ms, 45s, 12m, 3h 5m, 4d (in the
-    page's language). Under a second in milliseconds: a quick LLM call is not "0s"."""
+    """A compact age or duration for a table cell: 189 ms, 45s, 12m, 3h 5m, 4d."""
     exact = max(delta.total_seconds(), 0)
     if exact < 1:
         return gettext("%(ms)d ms") % {"ms": int(exact * 1000)}

@@ -22,16 +22,14 @@ def _health(checks: list[Check]) -> HttpResponse:
 @never_cache
 @require_GET
 def healthz(request: HttpRequest) -> HttpResponse:
-    """Liveness: the web process answers and so does its database (``SELECT 1``): no
-    migration, consumer or LLM work, so it answers at once whatever they do. No login."""
+    """Liveness: the web process and its database (``SELECT 1``) answer. No login."""
     return _health(liveness())
 
 
 @never_cache
 @require_GET
 def readyz(request: HttpRequest) -> HttpResponse:
-    """Readiness: the database, a live consumer and its LLM server. No login. The LLM probe
-    is bounded (``health.check_llm``) and waited for at most ``READY_WAIT_SECONDS``."""
+    """Readiness: the database, a live consumer and its LLM server (a bounded probe). No login."""
     return _health(run_checks(("db", "consumer", "llm"), llm_wait=READY_WAIT_SECONDS))
 
 

@@ -24,7 +24,7 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from studyqueue.conf import conf
-from studyqueue.models import MAX_ID, JobQuerySet, JobStatus, Outcome, unstorable
+from studyqueue.models import MAX_ID, JobQuerySet, JobStatus, Outcome, StudyQuestion, unstorable
 from studyqueue.queue.operations import id_ranges
 
 # Badge colours per status; a test checks that every status has one.
@@ -84,6 +84,14 @@ def long_text(text: str, full_text_url: str | None = None) -> str:
             gettext("the full text"),
         )
     return box
+
+
+def explanation_box(question: StudyQuestion | None) -> str:
+    """A question's explanation in a scroll box, the whole text behind a link; "-" for none."""
+    if question is None or question.pk is None:
+        return "-"
+    url = reverse("admin:studyqueue_studyquestion_explanation", args=[question.pk])
+    return long_text(question.explanation, url)
 
 
 def change_link(model_name: str, pk: int | None) -> str:
@@ -164,8 +172,7 @@ class ReadOnly:
 
 
 class PageAdmin(ReadOnly, admin.ModelAdmin):
-    """A page of its own behind a proxy model (the dashboard, the review page): active staff
-    with ``permission`` see it; the admin's add, change and delete views are closed."""
+    """A page of its own behind a proxy model, for active staff with ``permission``."""
 
     permission = ""
 
@@ -178,9 +185,8 @@ class PageAdmin(ReadOnly, admin.ModelAdmin):
 
 
 class GuardedInputAdmin(admin.ModelAdmin):
-    """Crafted list parameters end as the admin's own "invalid parameters" page or a message,
-    never as a database error: a NUL in a filter or the search (PostgreSQL refuses it in
-    any query) and a selected id that is not an id."""
+    """A NUL in a filter or the search, or a selected id that is not an id, ends as the admin's
+    "invalid parameters" page or a message, never as a database error."""
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         if any(unstorable(value) for _, values in request.GET.lists() for value in values):
@@ -228,8 +234,7 @@ class GuardedInputAdmin(admin.ModelAdmin):
 
 
 def log_change_set(request: HttpRequest, model: type[Model], ids: list[int], message: str) -> None:
-    """Write what an action changed to the admin log: an entry per row up to ``LOG_EACH``
-    rows, else one entry naming them all (ids as ranges)."""
+    """Log what an action changed: an entry per row up to ``LOG_EACH`` rows, else one."""
     if not ids:
         return
     user_id = cast(int, request.user.pk)  # a logged-in staff user

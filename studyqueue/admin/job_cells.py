@@ -34,8 +34,7 @@ def is_stale(job: StudyQuestionJob, cutoff: datetime) -> bool:
 
 
 def state_cell(job: StudyQuestionJob, cutoff: datetime) -> SafeString:
-    """The status badge, a *stale* badge on a stale job, and the error code (its meaning on
-    hover) on a line of its own."""
+    """The status badge, a *stale* badge, and the error code (its meaning on hover)."""
     cell = status_badge(job.status)
     if is_stale(job, cutoff) and job.heartbeat_at is not None:
         since = gettext("No heartbeat since %(time)s") % {"time": times.shown(job.heartbeat_at)}
@@ -50,8 +49,7 @@ def state_cell(job: StudyQuestionJob, cutoff: datetime) -> SafeString:
 
 
 def _times(message: str, **moments: str) -> SafeString:
-    """A translated line (``message``, with ``%(name)s`` placeholders) that may wrap before
-    a time when the list is narrow, never in the middle of one."""
+    """A translated ``message`` whose times (``%(name)s``) never break inside."""
     return mark_safe(conditional_escape(message) % {name: _time(t) for name, t in moments.items()})
 
 
@@ -67,8 +65,7 @@ def _lines(title: str, *lines: str) -> SafeString:
 
 
 def when_cell(job: StudyQuestionJob, now: datetime, cutoff: datetime) -> SafeString:
-    """When the job was queued, started and ended, in local time with seconds, and what it
-    waits for: the next try of a waiting job, the heartbeat age of a running one."""
+    """When the job was queued, started and ended, and what it waits for."""
     queued = _times(gettext("queued %(time)s"), time=local_time(job.created_at, now))
     if job.status == JobStatus.PENDING:
         if job.run_after > now:

@@ -26,6 +26,7 @@ from studyqueue.admin.common import (
     StaleFilter,
     change_link,
     excerpt,
+    explanation_box,
     log_change_set,
     long_text,
     stale_cutoff,
@@ -36,7 +37,7 @@ from studyqueue.conf import conf
 from studyqueue.models import MAX_ID, ExplanationRevision, QueuePause, StudyQuestionJob
 from studyqueue.queue import operations
 from studyqueue.queue import transitions as queue
-from studyqueue.queue.operations import operator_batch, refusals, retry_ended
+from studyqueue.queue.operations import batches, refusals, retry_ended
 
 if TYPE_CHECKING:
     from django_stubs_ext import StrOrPromise
@@ -202,11 +203,7 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
 
     @admin.display(description=_("explanation"))
     def explanation(self, job: StudyQuestionJob) -> str:
-        question = job.study_question
-        if question is None:
-            return "-"
-        url = reverse("admin:studyqueue_studyquestion_explanation", args=[question.pk])
-        return long_text(question.explanation, url)
+        return explanation_box(job.study_question)
 
     @admin.display(description=_("timeline"))
     def attempt_timeline(self, job: StudyQuestionJob) -> str:
@@ -309,10 +306,9 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
             return
         reset: list[int] = []
         failed: list[int] = []
-        batch = operator_batch(queryset.db)
         with transaction.atomic(using=queryset.db):
-            for start in range(0, len(ids), batch):
-                part = queue.reset_stale(job_ids=ids[start : start + batch])
+            for chunk in batches(ids, queryset.db):
+                part = queue.reset_stale(job_ids=chunk)
                 reset += part.reset_ids
                 failed += part.failed_ids
             result = queue.StaleResult(

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import BooleanField, ExpressionWrapper, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Left
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
-from django.urls import path, reverse
+from django.urls import path
 from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_lazy
@@ -30,8 +30,8 @@ from studyqueue.admin.common import (
     ReadOnly,
     change_link,
     excerpt,
+    explanation_box,
     log_change_set,
-    long_text,
     status_badge,
 )
 from studyqueue.admin.flags import flag_badges, stated_beside_key
@@ -47,7 +47,7 @@ from studyqueue.models import (
     StudyQuestionJob,
     awaiting_key_check,
 )
-from studyqueue.queue.operations import operator_batch
+from studyqueue.queue.operations import batches
 from studyqueue.sets import question_sets
 
 # Django's delete confirmation lists each question with its revisions and jobs: a page of
@@ -67,8 +67,7 @@ class SetActionForm(helpers.ActionForm):
 
 
 class ExplanationStateFilter(admin.SimpleListFilter):
-    """Current: written by a live consumer's prompt version (``studyqueue.explanations.outdated``);
-    outdated: by another; missing: none. Current and outdated say against what."""
+    """Current (written by a live consumer's prompt version), outdated, or missing."""
 
     title = gettext_lazy("explanation")
     parameter_name = "explanation"
@@ -97,8 +96,7 @@ class ExplanationStateFilter(admin.SimpleListFilter):
 
 
 class ReviewFilter(admin.SimpleListFilter):
-    """Explanations waiting for a reviewer (all, or the flagged ones), or with a quality flag
-    (any, or one), whatever their review."""
+    """Explanations waiting for a reviewer (all, or flagged), or with a quality flag."""
 
     title = gettext_lazy("needs review")
     parameter_name = "review"
@@ -141,8 +139,7 @@ class ReviewStatusFilter(admin.SimpleListFilter):
 
 
 class KeyAuditFilter(admin.SimpleListFilter):
-    """What the key audit found (``explanations.key_audit``), not audited yet, or a disputed
-    key waiting for a reviewer's key check."""
+    """What the key audit found, not audited, or a disputed key waiting for a key check."""
 
     title = gettext_lazy("key audit")
     parameter_name = "key_audit"
@@ -390,10 +387,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
 
     @admin.display(description=gettext_lazy("explanation"))
     def explanation_box(self, question: StudyQuestion) -> str:
-        if question.pk is None:
-            return "-"
-        url = reverse("admin:studyqueue_studyquestion_explanation", args=[question.pk])
-        return long_text(question.explanation, url)
+        return explanation_box(question)
 
     @admin.display(description=gettext_lazy("question"), ordering="text")
     def text_excerpt(self, question: StudyQuestion) -> str:
@@ -420,10 +414,8 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         if ids is None:
             return None
         # Read in id batches: one query with 50,000 ids is past SQLite's parameter limit.
-        batch = operator_batch(queryset.db)
         rows = chain.from_iterable(
-            export.export_rows(ids=ids[start : start + batch])
-            for start in range(0, len(ids), batch)
+            export.export_rows(ids=chunk) for chunk in batches(ids, queryset.db)
         )
         response = StreamingHttpResponse(
             export.lines(rows, "csv"), content_type="text/csv; charset=utf-8"
@@ -496,8 +488,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
             )
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        """Saved as usual; a change of its text, choices or key says what it means for its
-        explanations and key audit (``edits.editing``) in the same transaction."""
+        """Saved as usual; a changed question says what it means for its explanations."""
         if not change:
             super().save_model(request, obj, form, change)
             return
@@ -522,8 +513,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
 
     @admin.action(permissions=["delete"], description=gettext_lazy("Delete selected questions"))
     def delete_selected(self, request: HttpRequest, queryset: QuerySet) -> Any:
-        """Django's own delete (confirmation page, admin log), for at most ``DELETE_LIMIT``
-        questions: its page lists every question with its revisions and jobs."""
+        """Django's own delete, for at most ``DELETE_LIMIT`` questions."""
         if queryset.order_by().values("pk")[: DELETE_LIMIT + 1].count() > DELETE_LIMIT:
             self.message_user(
                 request,

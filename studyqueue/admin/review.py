@@ -1,8 +1,6 @@
 """The review page: one question at a time, a decision per key press, the next one at once.
-
 Each form carries the state the page showed (``review_queue.Seen``): a decision on a page
-another reviewer has overtaken is refused. A correction that cannot be kept shows the page
-again with the reviewer's text in the box. Every decision is logged in its transaction."""
+another reviewer has overtaken is refused. Every decision is logged in its transaction."""
 
 from __future__ import annotations
 
@@ -37,8 +35,8 @@ def _question_id(value: str | None) -> int | None:
 
 
 def with_choice(answer: str, choices: list[str]) -> str:
-    """An answer as the page shows it: a number or letter naming a choice with the
-    choice's text after it (``1 (드시다)``); a choice's own text, or any other, as it is."""
+    """An answer as the page shows it: a number or letter with its choice's text after it
+    (``1 (드시다)``); any other as it is."""
     number = answers.key_choice(answer, choices) if answer.strip() and choices else None
     if number is None or choices[number - 1].strip() == answer.strip():
         return answer
@@ -46,8 +44,7 @@ def with_choice(answer: str, choices: list[str]) -> str:
 
 
 def verifier_shown(revision: ExplanationRevision, choices: list[str]) -> str:
-    """The blind verifier's choice as the page shows it: ``2 (서울)``; "none" when it named
-    no single choice; "not checked yet" before it ran."""
+    """The blind verifier's choice as the page shows it: ``2 (서울)``, "none", "not checked yet"."""
     if revision.verified_at is None:
         return gettext("not checked yet")
     number = revision.verifier_answer
@@ -57,8 +54,7 @@ def verifier_shown(revision: ExplanationRevision, choices: list[str]) -> str:
 
 
 def _status(current: review_queue.Item) -> str:
-    """The review status of the revision judged; for a candidate, what it would replace
-    (the current explanation's status is not the candidate's)."""
+    """The review status of the revision judged; for a candidate, what it would replace."""
     revision, previous = current.revision, current.previous
     if not revision.candidate:
         return revision.get_review_status_display()
@@ -70,9 +66,8 @@ def _status(current: review_queue.Item) -> str:
 
 
 def _diff(current: review_queue.Item) -> dict[str, Any]:
-    """The side-by-side with the previous revision, its heading and column labels: a
-    candidate is compared with the current explanation (approved or edited), not with an
-    earlier one of its own."""
+    """The side-by-side with the previous revision (for a candidate: the current explanation),
+    its heading and column labels."""
     revision, previous = current.revision, current.previous
     if previous is None:
         return {}
@@ -101,22 +96,16 @@ class ExplanationReviewAdmin(PageAdmin):
     permission = PERMISSION
 
     def get_urls(self) -> list:
+        views = {
+            "": ("changelist", self.review_view),
+            "decide/": ("decide", self.decide_view),
+            "key-check/": ("keycheck", self.key_check_view),
+        }
         return [
             path(
-                "",
-                self.admin_site.admin_view(self.review_view),
-                name="studyqueue_explanationreview_changelist",
-            ),
-            path(
-                "decide/",
-                self.admin_site.admin_view(self.decide_view),
-                name="studyqueue_explanationreview_decide",
-            ),
-            path(
-                "key-check/",
-                self.admin_site.admin_view(self.key_check_view),
-                name="studyqueue_explanationreview_keycheck",
-            ),
+                route, self.admin_site.admin_view(view), name=f"studyqueue_explanationreview_{name}"
+            )
+            for route, (name, view) in views.items()
         ]
 
     def _url(self, question_id: int | None = None) -> str:
@@ -139,8 +128,7 @@ class ExplanationReviewAdmin(PageAdmin):
         return self._page(request, question_id, asked, extra_context)
 
     def _key_check_page(self, request: HttpRequest, question_id: int) -> TemplateResponse:
-        """A disputed key: the question, the key, what each sample answered; keep the key,
-        take the model's choice, or open the question."""
+        """A disputed key: the question, the key, what each sample answered."""
         question = StudyQuestion.objects.filter(pk=question_id).first()
         waiting = key_audit.key_checks()
         context: dict[str, Any] = {
@@ -328,8 +316,8 @@ class ExplanationReviewAdmin(PageAdmin):
     def _edit_again(
         self, request: HttpRequest, revision_id: int, errors: list[str]
     ) -> TemplateResponse:
-        """The page of the revision's question as it is now, the correction box open with
-        the reviewer's own text and why it was not saved."""
+        """The revision's question again, the correction box open with the reviewer's text and
+        why it was not saved."""
         question_id = (
             ExplanationReview.objects.filter(pk=revision_id)
             .values_list("question_id", flat=True)

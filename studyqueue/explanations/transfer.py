@@ -147,8 +147,7 @@ class _Lines:
         self.quoted = quoted
 
     def looks_like_rows(self) -> bool:
-        """Whether each line of the record so far looks like a row of its own (never with one
-        column, where every line would)."""
+        """Whether each line of the record so far looks like a row of its own."""
         return self.whole and self.columns > 1 and all(map(self._looks_like_row, self.record))
 
     def _looks_like_row(self, line: str) -> bool:
@@ -356,8 +355,7 @@ def _not_unicode(name: str | None) -> ValueError:
 
 
 def clean(text: str, *, one_line: bool = False) -> str:
-    """``text`` without control characters (NUL fits no column; the others show as
-    nothing or garble a terminal), line ends as ``\\n``; ``one_line`` drops those too."""
+    """``text`` without control characters, line ends as ``\\n`` (``one_line``: none)."""
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return (_ANY_CONTROL if one_line else _CONTROL).sub("", text)

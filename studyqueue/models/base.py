@@ -1,6 +1,5 @@
-"""What every studyqueue model shares: the one rule for the database they are on
-(``database()``, applied by every model's default manager, ``StudyQueueManager``), and what a
-column can hold (widths, ids, storable text)."""
+"""What every studyqueue model shares: the database they are on (``database()``, applied by
+``StudyQueueManager``), and what a column can hold (widths, ids, storable text)."""
 
 from __future__ import annotations
 
@@ -13,12 +12,9 @@ from django.utils.translation import gettext_lazy as _
 
 
 def database() -> str:
-    """The database alias of every studyqueue query, reads included: the router's write
-    alias for jobs (``default`` without a router), as operators and consumers must see what
-    consumers wrote (a replica would show a claimed job pending, a lifted pause in force).
-    Queries get it from the models' managers; code that needs the alias itself takes it from
-    the queryset or instance it holds (``queryset.db``, ``instance._state.db``) and calls
-    this only when it holds neither."""
+    """The database alias of every studyqueue query, reads included: the router's write alias
+    for jobs, as everyone must see what consumers wrote (a replica would show a claimed job
+    pending). Code that holds a queryset or instance takes the alias from it instead."""
     # By name: the job model is defined on top of this module (``models.jobs``).
     return router.db_for_write(apps.get_model("studyqueue", "StudyQuestionJob"))
 
@@ -43,9 +39,8 @@ def endpoint_field(help_text: Any) -> models.CharField[str, str]:
 
 
 class StudyQueueManager(models.Manager[_M]):
-    """The default manager of every studyqueue model: its querysets run on ``database()``,
-    unless ``db_manager()`` or ``using()`` names another database. Every model's Meta makes it
-    the base manager too (``base_manager_name``): related and deferred loads go the same way."""
+    """Every studyqueue model's default and base manager: its querysets run on ``database()``
+    unless ``db_manager()`` or ``using()`` names another database."""
 
     def get_queryset(self) -> models.QuerySet[_M]:
         queryset = super().get_queryset()
@@ -85,15 +80,13 @@ def fit(model: type[models.Model], field_name: str, text: str) -> str:
 
 
 def unstorable(text: str) -> bool:
-    """Whether ``text`` holds a character no database column can store (a form refuses
-    it; ``storable`` cleans a reply)."""
+    """Whether ``text`` holds a character no database column can store."""
     return _UNSTORABLE.search(text) is not None
 
 
 def storable(text: str) -> str:
-    """``text`` as every text column can store it: without NUL (PostgreSQL refuses it), and
-    valid Unicode: surrogate halves that arrived apart (JSON ``\\ud83d`` then ``\\ude00``)
-    joined, a lone one replaced by U+FFFD (no database encodes it)."""
+    """``text`` as every text column can store it: without NUL, surrogate halves that arrived
+    apart joined, a lone one replaced by U+FFFD."""
     text = text.replace("\x00", "")
     if _SURROGATE.search(text):
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")

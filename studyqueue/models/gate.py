@@ -48,15 +48,15 @@ class GateLimit(models.Model):
         return f"{self.endpoint}: {self.limit}"
 
     def measured(self) -> list[tuple[int, float]]:
-        """``(limit, tokens/s)`` pairs in the order of the limit."""
+        """``(limit, tokens/s)`` pairs by limit; hand-edited garbage is left out."""
         if not isinstance(self.rates, dict):
-            return []  # a hand edit or a bad restore (a list, a number): nothing measured
+            return []
         pairs = []
         for key, value in self.rates.items():
             try:
                 pair = (int(key), float(value))
             except (TypeError, ValueError, OverflowError):
-                continue  # hand-edited garbage: not shown
+                continue
             if math.isfinite(pair[1]):
                 pairs.append(pair)
         return sorted(pairs)

@@ -91,10 +91,9 @@ def default_max_attempts() -> int:
 
 
 def waiting_for_key_audit() -> Q:
-    """An explanation job waits (is not claimable) while its question's key audit runs
-    first: an audit job of the question is processing, or pending with attempts left and
-    its kind not paused; and, with KEY_AUDIT_HOLDS, while the question's key is disputed
-    and no reviewer has kept or changed it. ``transitions.CLAIM_SQL`` is the same in SQL."""
+    """An explanation job waits while its question's key audit runs first (an audit job that
+    will still run), and, with KEY_AUDIT_HOLDS, while its key is disputed and unchecked.
+    ``transitions.CLAIM_SQL`` is the same in SQL."""
     audit_pause = QueuePause.objects.filter(kind=JobKind.KEY_AUDIT)
     audit = StudyQuestionJob.objects.filter(
         study_question_id=OuterRef("study_question_id"), kind=JobKind.KEY_AUDIT
@@ -119,8 +118,7 @@ class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
         return self.filter(status=JobStatus.PENDING)
 
     def claimable(self) -> JobQuerySet:
-        """Pending jobs with attempts left, of a kind that is not paused: claimable now or
-        once their ``run_after`` is due."""
+        """Pending jobs with attempts left, of a kind not paused (due now or later)."""
         paused = QueuePause.objects.filter(Q(kind="") | Q(kind=OuterRef("kind")))
         claimable = self.pending().filter(attempts__lt=F("max_attempts")).exclude(Exists(paused))
         return claimable.exclude(waiting_for_key_audit())
@@ -410,10 +408,7 @@ class QueueDashboard(StudyQuestionJob):
 
 class QueuePause(models.Model):
     """The queue paused for one kind, or for all (``kind`` blank); deleting it resumes.
-
-    Consumers claim nothing of a paused kind (the claim itself checks this table); running
-    jobs finish and enqueueing goes on. Written only through ``queue.pauses``.
-    """
+    Running jobs finish; written only through ``queue.pauses``."""
 
     kind = models.CharField(
         verbose_name=_("kind"),

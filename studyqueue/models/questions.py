@@ -69,8 +69,7 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
         return self.filter(explanation="")
 
     def outdated(self, version: str | Collection[str]) -> QuestionQuerySet:
-        """Explained by another prompt version than ``version`` (or than any of them), or
-        for content the question no longer holds."""
+        """Explained by none of the prompt versions given, or for content since changed."""
         return self.explained().filter(~self._current_q(version))
 
     def current(self, version: str | Collection[str]) -> QuestionQuerySet:
@@ -83,17 +82,15 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
         return Q(explanation_prompt_version__in=versions) & ~changed
 
     def flagged(self, flag: str | None = None) -> QuestionQuerySet:
-        """The current explanation carries a quality flag (``flag``, or any). Matched in the
-        list's JSON text, quotes included (no flag's name is inside another's): JSON
-        ``contains`` is PostgreSQL-only."""
+        """The current explanation carries ``flag`` (or any); matched in the JSON text, quotes
+        included, as JSON ``contains`` is PostgreSQL-only."""
         flagged = self.explained().exclude(explanation_flags=[])
         if flag is None:
             return flagged
         return flagged.filter(explanation_flags__icontains=f'"{flag}"')
 
     def needs_review(self) -> QuestionQuerySet:
-        """A reviewer has a decision to make: the current explanation is unreviewed (every
-        flagged one is, until someone decides), or a candidate waits to replace it."""
+        """The current explanation is unreviewed, or a candidate waits to replace it."""
         waiting = ExplanationRevision.objects.filter(question=OuterRef("pk"), candidate=True)
         return self.explained().filter(
             Q(current_revision__isnull=True)
@@ -226,13 +223,11 @@ class StudyQuestion(models.Model):
         return f"#{self.pk} {excerpt}"
 
     def checkable(self) -> bool:
-        """It has text, choices and a key: what the key audit and the blind verifier need
-        (each names a choice, and judges it against the key)."""
+        """It has text, choices and a key: what the key audit and the blind verifier need."""
         return bool(self.text.strip() and self.choices and self.answer.strip())
 
     def content_hash(self) -> str:
-        """A digest of what its prompt is built from (text, choices, answer): an explanation
-        is stored only while the question still holds the content it was written for."""
+        """A digest of what its prompt is built from (text, choices, answer)."""
         content = json.dumps([self.text, self.choices, self.answer], ensure_ascii=False)
         return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -245,8 +240,7 @@ class StudyQuestion(models.Model):
 
 
 def awaiting_key_check() -> Q:
-    """A question whose key the audit disputed and no reviewer has kept or changed yet (the
-    review queue's key check; with KEY_AUDIT_HOLDS, what holds its explanation)."""
+    """A question whose key the audit disputed and no reviewer has kept or changed yet."""
     return Q(key_audit=KeyAudit.DISPUTED, key_check="")
 
 
@@ -453,9 +447,8 @@ class ExplanationRevision(models.Model):
 
 
 def revision_to_verify(question: StudyQuestion) -> ExplanationRevision | None:
-    """The revision a verification job of ``question`` checks (``explanations.verifier``):
-    its newest generated one not yet verified that is its current explanation (not outdated:
-    written for content that is gone, nothing to check it against) or a waiting candidate."""
+    """The revision a verification job of ``question`` checks: its newest unverified generated
+    one that is its current explanation (unless outdated) or a waiting candidate."""
     outdated = QUESTION_CHANGED_FLAG in (question.explanation_flags or [])
     shown = Q(pk__in=[]) if outdated else Q(pk=question.current_revision_id)
     return (

@@ -15,8 +15,7 @@ from studyqueue.models import JobAttempt, Outcome
 
 
 def db_value(model: type[models.Model], field_name: str, value: Any, db: str) -> Any:
-    """A Python value as the database ``db`` wants it for ``model.field_name`` (a field's
-    name, or a foreign key's ``…_id``), for a raw statement's parameters."""
+    """A Python value as database ``db`` wants it for ``model.field_name`` (raw SQL)."""
     field = model._meta.get_field(field_name)
     assert isinstance(field, models.Field)  # a concrete column, not a reverse relation
     return field.get_db_prep_save(value, connections[db])
@@ -25,8 +24,7 @@ def db_value(model: type[models.Model], field_name: str, value: Any, db: str) ->
 def assignments(
     model: type[models.Model], values: dict[str, Any], db: str, *, prefix: str
 ) -> tuple[str, dict[str, Any]]:
-    """``"column" = %(<prefix><name>)s, …`` for ``values`` (field name -> Python value) and
-    its parameters (named with ``prefix``, so that two lists can share a statement)."""
+    """``"column" = %(<prefix><name>)s, …`` for ``values`` (by field name), and its parameters."""
     quote = connections[db].ops.quote_name
     parts, params = [], {}
     for name, value in values.items():
@@ -96,8 +94,8 @@ class Usage:
 
     @classmethod
     def of(cls, replies: Sequence[_Reported]) -> Usage | None:
-        """What several calls of one attempt reported (the key audit's samples): their
-        tokens summed (None when no call said), the first call's time to first token."""
+        """What several calls of one attempt reported: tokens summed, the first call's time to
+        first token."""
         if not replies:
             return None
 
@@ -165,9 +163,8 @@ SELECT count(*) FROM job"""
 def finish_with_attempt(
     db: str, job_update: tuple[str, dict[str, Any]], ending: AttemptEnding
 ) -> bool:
-    """PostgreSQL: run a job's fenced ``UPDATE … RETURNING id`` (SQL and parameters) and, if
-    it applied, close the job's open attempt in the same statement (as ``end_attempt``
-    does). Whether the job's update applied."""
+    """PostgreSQL: a job's fenced ``UPDATE … RETURNING id`` and, if it applied, its open
+    attempt's close, in one statement; whether the job's update applied."""
     closing, params = assignments(JobAttempt, ending.values(), db, prefix="attempt_")
     sql, job_params = job_update
     with connections[db].cursor() as cursor:
@@ -187,8 +184,8 @@ def end_attempts(
     error_code: str,
     error_message: str,
 ) -> int:
-    """End the open attempts of many jobs (ids, or a QuerySet of their ids run as a
-    subquery) in one statement: an operator's skip, the stale scan. How many."""
+    """End the open attempts of many jobs (ids, or a QuerySet of ids) in one statement; how
+    many."""
     if isinstance(jobs, list) and not jobs:
         return 0
     attempts = open_attempts(db).filter(job_id__in=jobs)

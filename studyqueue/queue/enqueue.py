@@ -72,8 +72,8 @@ def _deadline_of(question_id: int | None) -> datetime | None:
 
 
 def set_deadlines(question_ids: Iterable[int]) -> int:
-    """Give the active jobs of these questions the earliest deadline of their sets again (a
-    set's deadline changed, or they joined a set): the claim order follows; how many jobs."""
+    """Give the active jobs of these questions the earliest deadline of their sets again; how
+    many jobs."""
     jobs = Job.objects.all()
     changed = 0
     for chunk in batches(sorted({int(i) for i in question_ids}), jobs.db):
@@ -133,8 +133,8 @@ ON CONFLICT DO NOTHING
 
 
 def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -> int:
-    """Queue jobs for many questions in bulk; how many were created. Questions that already
-    have an active job of this kind, and ids of questions that do not exist, are left alone."""
+    """Queue jobs for many questions in bulk (those with an active job, and missing ids, left
+    alone); how many were created."""
     validate_kind(kind)
     db = Job.objects.all().db  # the raw SQL runs where the job queryset would
     connection = connections[db]

@@ -76,8 +76,7 @@ class RetryResult:
 
 
 def refusals(active_for: dict[int, int | None], limit: int = 10) -> str:
-    """Refused jobs and the active job each would have doubled, ``12 → 40, 13 → 41``; at
-    most ``limit`` pairs, then ``…``."""
+    """Refused jobs and the active job each would have doubled, ``12 → 40, 13 → 41, …``."""
     pairs = [f"{pk} → {active or '-'}" for pk, active in sorted(active_for.items())]
     return ", ".join(pairs[:limit]) + (", …" if len(pairs) > limit else "")
 
@@ -99,10 +98,9 @@ def _retry_values() -> dict[str, Any]:
 
 
 def retry_ended(job_ids: Iterable[int]) -> RetryResult:
-    """Operator retry: failed or skipped jobs back to pending with attempts reset. Refused for
-    pending, processing and completed jobs, and for a job whose (question, kind) already has an
-    active job (of two selected jobs of one pair, the older is retried). ``operator_batch`` ids
-    per statement; call it inside a transaction to make it all-or-nothing."""
+    """Operator retry: failed or skipped jobs back to pending with attempts reset; refused where
+    the (question, kind) has an active job (of two selected, the older is retried). Call it
+    inside a transaction to make it all-or-nothing."""
     jobs = Job.objects.all()
     result = RetryResult()
     for chunk in batches(sorted({int(i) for i in job_ids}), jobs.db):
@@ -183,11 +181,8 @@ def skip(
     code: str = ErrorCode.OPERATOR_SKIPPED,
     message: str = "Skipped by an operator",
 ) -> SkipResult:
-    """Operator skip: pending or processing jobs become skipped.
-
-    A processing job's worker is fenced out: its later writes find the job no
-    longer processing and change nothing. Set-based, ``operator_batch`` ids per statement.
-    """
+    """Operator skip: pending or processing jobs become skipped (a processing job's worker is
+    fenced out: its later writes change nothing)."""
     jobs = Job.objects.all()
     db = jobs.db
     result = SkipResult()

@@ -1,6 +1,5 @@
-"""Pauses: the queue paused for every kind or one, by an operator (``QueuePause`` rows), the
-reads a consumer makes of them, and what it knows of them between reads (``KnownPauses``):
-one place decides whether a job is held back by a pause."""
+"""Pauses: the queue paused for every kind or one (``QueuePause`` rows), and what a consumer
+knows of them between reads (``KnownPauses``)."""
 
 from __future__ import annotations
 
@@ -18,10 +17,8 @@ logger = logging.getLogger("studyqueue.queue")
 
 
 def pause(kind: str = "", *, reason: str = "", by: str = "") -> tuple[QueuePause, bool]:
-    """Pause the queue for ``kind`` (blank: every kind) until ``resume``; idempotent, keeps the
-    first pause. The pause, and whether this call made it. Consumers claim nothing of it and
-    hand back the jobs they claimed but have not started calling the LLM for (docs:
-    operators-guide.md, "Pause and resume")."""
+    """Pause the queue for ``kind`` (blank: every kind) until ``resume``; the pause, and whether
+    this call made it (the first pause is kept)."""
     if kind:
         validate_kind(kind)
     pauses = QueuePause.objects.all()
@@ -103,9 +100,8 @@ class KnownPauses:
         return self._notices
 
     async def last_look(self, kind: str, read: Callable[[], Awaitable[list[str]]]) -> str | None:
-        """The last look before a job of ``kind`` calls the LLM: why it is held back (its
-        kind is paused), or None. Read from the database (``read``) only when the pauses
-        known here name the kind: on the hot path, every millisecond is the server's."""
+        """Why a job of ``kind`` is held back right before its LLM call, or None; ``read`` from
+        the database only when the pauses known here name the kind (the hot path)."""
         if not self.may_be_paused(kind):
             return None
         started = self.reading()
@@ -114,8 +110,7 @@ class KnownPauses:
         return paused_message(kind, paused) if is_paused(kind, paused) else None
 
     def read(self, kinds: Iterable[str], *, started: int) -> None:
-        """The pauses as a read begun at ``started`` (``reading()``) found them. A notice
-        that came during the read is kept: the read may have run before its commit."""
+        """The pauses a read begun at ``started`` found; a notice during the read is kept."""
         found = frozenset(kinds)
         with self._lock:
             self._kinds = found if started == self._notices else self._kinds | found

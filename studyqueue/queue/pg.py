@@ -1,13 +1,7 @@
-"""Plain psycopg connections beside Django's (LISTEN, helpers, tests and benchmarks), and how
-this process reaches PostgreSQL: straight, or through a pooler.
-
-They connect with the parameters Django's own connections use (NAME, USER, PASSWORD, HOST,
-PORT and every key of OPTIONS psycopg takes), so a TLS-only server or a service file works for
-them exactly as for the ORM. A database whose ``DATABASES`` entry sets
-``DISABLE_SERVER_SIDE_CURSORS`` is taken to be behind a transaction pooler, where LISTEN hears
-nothing: LISTEN then goes to ``DIRECT_DATABASE_URL``, or consumers poll
-(docs/howto/postgresql.md, "Connection poolers").
-"""
+"""Plain psycopg connections beside Django's (LISTEN, helpers, tests), made with Django's own
+parameters (so TLS or a service file works for them as for the ORM), and how this process
+reaches PostgreSQL: straight, or through a transaction pooler (docs/howto/postgresql.md,
+"Connection poolers")."""
 
 from __future__ import annotations
 
@@ -29,9 +23,8 @@ CONNECT_TIMEOUT_SECONDS = 5  # unless OPTIONS names its own connect_timeout
 
 
 def psycopg_kwargs(settings_dict: Mapping[str, Any], *, dbname: str | None = None) -> dict:
-    """``psycopg.connect()`` keyword arguments for a Django ``DATABASES`` entry (or
-    ``dj_database_url.parse()`` output), built as Django builds its own: OPTIONS first, NAME
-    before them, USER, PASSWORD, HOST and PORT over them; ``dbname`` overrides the database."""
+    """``psycopg.connect()`` keyword arguments for a ``DATABASES`` entry, built as Django
+    builds its own; ``dbname`` overrides the database."""
     options = {
         key: value
         for key, value in (settings_dict.get("OPTIONS") or {}).items()
@@ -55,8 +48,7 @@ def psycopg_kwargs(settings_dict: Mapping[str, Any], *, dbname: str | None = Non
 def connect(
     settings_dict: Mapping[str, Any], *, dbname: str | None = None, **overrides: Any
 ) -> psycopg.Connection[Any]:
-    """A new psycopg connection on Django's parameters for ``settings_dict`` (see
-    ``psycopg_kwargs``); ``overrides`` (e.g. ``autocommit=True``) win over them."""
+    """A new psycopg connection for ``settings_dict``; ``overrides`` win over its parameters."""
     params = {
         "connect_timeout": CONNECT_TIMEOUT_SECONDS,
         **psycopg_kwargs(settings_dict, dbname=dbname),
@@ -75,8 +67,8 @@ class Mode(enum.StrEnum):
 
 
 def mode(alias: str) -> Mode:
-    """How the queue keeps its sessions on database ``alias``: behind a transaction pooler
-    when its entry sets ``DISABLE_SERVER_SIDE_CURSORS``."""
+    """How the queue keeps its sessions on database ``alias`` (``DISABLE_SERVER_SIDE_CURSORS``:
+    behind a transaction pooler, where LISTEN hears nothing)."""
     connection = connections[alias]
     if connection.vendor != "postgresql":
         return Mode.NONE
@@ -86,8 +78,7 @@ def mode(alias: str) -> Mode:
 
 
 def direct_settings() -> dict[str, Any]:
-    """``DIRECT_DATABASE_URL`` as a ``DATABASES``-like entry; raises ``SettingsError`` (never
-    showing the URL: it may hold a password)."""
+    """``DIRECT_DATABASE_URL`` as a ``DATABASES`` entry; ``SettingsError`` never shows it."""
     url = conf.DIRECT_DATABASE_URL
     try:
         parsed = dict(dj_database_url.parse(url))
@@ -102,10 +93,8 @@ def direct_settings() -> dict[str, Any]:
 
 
 def session_settings(alias: str) -> Mapping[str, Any] | None:
-    """The connection parameters of a real session on database ``alias``'s server: its own
-    (reached straight), ``DIRECT_DATABASE_URL``'s (behind a pooler: the same database, which
-    the pooler may know by another name), or None (no session: not PostgreSQL, or a pooler
-    and no direct URL)."""
+    """The connection parameters of a real session on database ``alias``'s server: its own,
+    ``DIRECT_DATABASE_URL``'s behind a pooler, or None (not PostgreSQL, or no direct URL)."""
     found = mode(alias)
     if found is Mode.SESSION:
         return connections[alias].settings_dict

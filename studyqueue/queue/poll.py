@@ -1,9 +1,6 @@
-"""Where no LISTEN is possible (SQLite; PostgreSQL behind a transaction pooler without
-``DIRECT_DATABASE_URL``), how an idle consumer learns that a job is ready: one indexed
-``EXISTS`` each second, on a thread, instead of waiting for its interval (60 s by default, a
-minute's wait for an LLM call of a few milliseconds). Never where a LISTEN works (``notify``):
-its NOTIFY is sooner and free.
-"""
+"""Where no LISTEN is possible (SQLite, a pooler without ``DIRECT_DATABASE_URL``), how an idle
+consumer learns that a job is ready: one indexed ``EXISTS`` each second, on a thread, instead of
+waiting for its interval."""
 
 from __future__ import annotations
 
@@ -54,9 +51,8 @@ def start_poller(
     idle: Callable[[], bool],
     wait: Callable[[float], bool],
 ) -> threading.Thread | None:
-    """A daemon thread running ``poll`` where database ``using`` has no session to LISTEN on
-    (``pg.session_settings``: SQLite, a transaction pooler without a direct URL); None where
-    it has one (``notify.start_listener`` wakes its consumers)."""
+    """A daemon thread running ``poll`` where database ``using`` has no session to LISTEN on;
+    None where it has one."""
     if pg.session_settings(using) is not None:
         return None
     thread = threading.Thread(

@@ -1,8 +1,5 @@
-"""Each running consumer's record of itself (``QueueConsumer``): written at start, during
-every cycle and at stop; read by the dashboard, which tells live, silent and stopped apart.
-A record also says what the consumer writes with (model, prompt version, gate): what
-"outdated" is measured against (``explanations.outdated``); the consumer hands in the prompt
-version, as the queue imports nothing of the explanations."""
+"""Each running consumer's record of itself (``QueueConsumer``), written at start, every cycle
+and stop: whether it lives, and what it writes with (what "outdated" is measured against)."""
 
 from __future__ import annotations
 
@@ -51,8 +48,7 @@ class PromptShown(Protocol):
 
 
 def _writes_with(version: PromptShown) -> dict[str, object]:
-    """What this process's settings and templates write with. The caller reads ``version``
-    at each report, as the worker reads the prompt version at each job."""
+    """What this process's settings and templates write with."""
     return {
         "model": fit(QueueConsumer, "model", conf.LLM_MODEL),
         "prompt_version": version.hash,
@@ -105,8 +101,7 @@ def record_start(
 
 
 def record_report(worker_id: str, report: Report, *, prompt: PromptShown) -> None:
-    """A consumer is alive: its breaker, gates, servers and the pauses it knows; the record
-    is written whole again when it is gone (deleted by hand or by the admin's action)."""
+    """A consumer is alive; its record is written whole again when it was deleted."""
     worker_id = fit(QueueConsumer, "worker_id", worker_id)
     started = _started.get(worker_id)
     now = timezone.now()

@@ -1,11 +1,7 @@
-"""The failure policy: one function, ``decide``, says what a failure leads to (retry after a
-backoff, fail, hand back with the attempt kept, or keep a flagged reply; and whether the breaker
-opens), and every failure path asks it and only applies the answer. The rules are described in
-docs/reference/queue.md ("One decision for every failure"), one row each in
-tests/queue/test_retry.py. What happened is classified where it is seen: the LLM client maps a
-reply or a connection failure to an ``ErrorCode`` and two facts, ``reached_server`` and
-``affects_all`` (``services.replies``).
-"""
+"""The failure policy: ``decide`` says what a failure leads to (retry after a backoff, fail,
+hand back with the attempt kept, or keep a flagged reply; whether the breaker opens), and every
+failure path only applies its answer (docs/reference/queue.md, "One decision for every
+failure")."""
 
 from __future__ import annotations
 
@@ -58,8 +54,7 @@ _MAX_EXPONENT = 60
 
 @dataclass(frozen=True)
 class Backoff:
-    """Exponential backoff: ``base`` for step 1, doubling per step up to ``cap``; each delay
-    moved by a random fraction of up to +/- ``jitter``."""
+    """``base`` for step 1, doubling per step up to ``cap``, moved by up to +/- ``jitter``."""
 
     base: float
     cap: float
@@ -73,8 +68,8 @@ class Backoff:
         return max(0.0, delay)
 
     def advised(self, step: int, retry_after: float | None, *, at_least: float = 0.0) -> float:
-        """The server's usable Retry-After kept between ``at_least`` and ``cap`` (no jitter:
-        the server named a time); without one, ``delay(step)``."""
+        """The server's Retry-After kept between ``at_least`` and ``cap`` (no jitter: it named
+        a time); without a usable one, ``delay(step)``."""
         if retry_after is None or not math.isfinite(retry_after) or retry_after < 0:
             return self.delay(step)  # no advice at all
         return min(max(retry_after, at_least), self.cap)
@@ -89,22 +84,19 @@ class RetryStrategy:
     max_free_releases: int = MAX_FREE_RELEASES
 
     def retry_delay(self, attempts: int, retry_after: float | None = None) -> float:
-        """Delay before a transient failure's retry: the server's Retry-After up to
-        ``BACKOFF_MAX_SECONDS``; without usable advice, the backoff for retry ``attempts``."""
+        """Delay before a transient failure's retry (``Backoff.advised``)."""
         return self.backoff.advised(attempts, retry_after)
 
     def release_is_free(self, *, free_releases: int, reached_server: bool) -> bool:
-        """Whether handing the job back keeps its attempt: always when the call never reached
-        the server; else while ``free_releases`` in a row stay below the limit."""
+        """Whether handing the job back keeps its attempt."""
         return not reached_server or free_releases < self.max_free_releases
 
     def breaker_pause(
         self, failures: int, retry_after: float | None = None, *, refused: bool = False
     ) -> float:
-        """The breaker's pause after ``failures`` server-wide failures in a row: the server's
-        Retry-After kept between ``BREAKER_BASE_SECONDS`` (so that a "retry at once" cannot
-        make us spin) and ``BREAKER_MAX_SECONDS``; without one, the doubling backoff. After
-        a ``refused`` connection, at most ``REFUSED_PAUSE_MAX_SECONDS`` (or the base)."""
+        """The breaker's pause after ``failures`` server-wide failures in a row, at least its
+        base (a "retry at once" must not make us spin); after a ``refused`` connection, at
+        most ``REFUSED_PAUSE_MAX_SECONDS`` (or the base)."""
         pause = self.breaker.advised(failures, retry_after, at_least=self.breaker.base)
         if refused:
             return min(pause, max(REFUSED_PAUSE_MAX_SECONDS, self.breaker.base))
@@ -146,9 +138,7 @@ class Tally(Protocol):
 
 @dataclass(frozen=True)
 class Decision:
-    """``decide``'s answer: the action, its delay in seconds (``RELEASE`` with
-    ``pause_server``: the breaker's pause, known once it is tripped), and whether the server
-    is paused for every job (the breaker opens)."""
+    """``decide``'s answer: the action, its delay in seconds, and whether the breaker opens."""
 
     action: Action
     delay: float = 0.0
@@ -176,8 +166,7 @@ def decide(failure: Failure, tally: Tally) -> Decision:
 
 
 def strategy() -> RetryStrategy:
-    """The failure policy as the settings say now (read at each call: ``override_settings``
-    and a changed ``STUDYQUEUE`` take effect at once)."""
+    """The failure policy as the settings say now (read at each call)."""
     return RetryStrategy(
         backoff=Backoff(conf.BACKOFF_BASE_SECONDS, conf.BACKOFF_MAX_SECONDS, conf.BACKOFF_JITTER),
         breaker=Backoff(conf.BREAKER_BASE_SECONDS, conf.BREAKER_MAX_SECONDS),

@@ -1,9 +1,6 @@
 """The LLM servers a consumer uses (its endpoint pool), as the settings name them: the URLs of
-``LLM_URL`` (separated by commas; each server gets ``LLM_MODEL``, ``LLM_API_KEY`` and the
-gate settings), or ``LLM_ENDPOINTS``, one object per server, each key defaulting to the
-setting of the same name (docs/howto/several-servers.md). Two entries that name the same
-server (``endpoint_name``) are refused: they would share one gate under two configurations.
-"""
+``LLM_URL`` (separated by commas), or ``LLM_ENDPOINTS``, one object per server, each key
+defaulting to the setting of the same name (docs/howto/several-servers.md)."""
 
 from __future__ import annotations
 
@@ -33,11 +30,8 @@ _USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/?#]*@", re.IGNORECASE)
 
 
 def endpoint_name(url: str) -> str:
-    """The name of the gate (its leases, its ``GateLimit``) for a server at ``url``:
-    one name per server however its URL is written. Scheme and host lower case,
-    ``localhost`` as ``127.0.0.1``, the scheme's default port dropped, no trailing slash, no
-    credentials (they would show in logs and on the dashboard), query or fragment. A URL that
-    does not parse is returned without credentials and trailing slash."""
+    """The name of the gate (its leases, its ``GateLimit``) for a server at ``url``: one name
+    per server however its URL is written, never with credentials, query or fragment."""
     url = _USERINFO.sub(r"\1", url.strip())
     try:
         parts = urlsplit(url)
@@ -82,8 +76,7 @@ class Endpoint:
 
     @cached_property
     def name(self) -> str:
-        """The server's name everywhere it is shown or shared (its gate, its ``GateLimit``,
-        a revision's ``endpoint``): the normalised URL, without credentials."""
+        """The server's name everywhere it is shown or shared (``endpoint_name``)."""
         return endpoint_name(self.shown_url)
 
     @property
@@ -121,13 +114,12 @@ def _entry(raw: Any, source: str) -> Endpoint:
         )
     if not isinstance(raw.get("url"), str) or not raw["url"].strip():
         raise SettingsError(f"{source} needs a url")
-    values = {}
-    for key, setting in KEYS.items():
-        values[key] = (
-            parse(SETTINGS[setting], raw[key], f"{source}[{key!r}]")
-            if key in raw
-            else getattr(conf, setting)
-        )
+    values = {
+        key: parse(SETTINGS[setting], raw[key], f"{source}[{key!r}]")
+        if key in raw
+        else getattr(conf, setting)
+        for key, setting in KEYS.items()
+    }
     return Endpoint(
         url=values["url"].strip(),
         model=values["model"],
@@ -138,8 +130,8 @@ def _entry(raw: Any, source: str) -> Endpoint:
 
 
 def configured() -> list[Endpoint]:
-    """The endpoints the settings name, in order (at least one); raises ``SettingsError``
-    for a malformed list or two entries naming one server."""
+    """The endpoints the settings name, in order (at least one); ``SettingsError`` for a
+    malformed list or two entries naming one server (they would share one gate)."""
     found = _raw_entries()
     if found is None:
         urls = [url.strip() for url in str(conf.LLM_URL).split(",")]
@@ -160,12 +152,10 @@ def configured() -> list[Endpoint]:
 
 
 def first() -> Endpoint:
-    """The first endpoint: the one a single call outside the queue uses (``explain``'s
-    trial, the start-up probe)."""
+    """The endpoint a single call outside the queue uses."""
     return configured()[0]
 
 
 def shown_urls() -> str:
-    """Every endpoint's URL with its credentials redacted, comma-separated: what a consumer
-    records and logs as its ``llm_url``."""
+    """Every endpoint's URL, credentials redacted, comma-separated (a consumer's ``llm_url``)."""
     return ",".join(endpoint.shown_url for endpoint in configured())

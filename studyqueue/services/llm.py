@@ -1,13 +1,8 @@
 """An httpx client for an OpenAI-compatible ``/v1/chat/completions`` endpoint, built for
-mlx_lm.server (docs/howto/model-server.md).
-
-Replies are streamed, so that a timeout or a shutdown closes the connection, which stops
-generation on the server. What a server sends is bounded: no byte for ``stall_seconds`` ends
-the call, and a reply (or error body) larger than ``max_reply_bytes`` ends it without being
-held in memory. Every failure maps to one ``ErrorCode``; every message that leaves the client
-is redacted, and a key an HTTP header cannot carry is never sent. ``LLMReply``, ``LLMError``
-and the parsing between them are ``services.replies``'s, imported here for the callers.
-"""
+mlx_lm.server (docs/howto/model-server.md). Replies are streamed, so that a timeout or a
+shutdown closes the connection, which stops generation on the server; what a server sends is
+bounded in time (``stall_seconds``) and size (``max_reply_bytes``). Every failure maps to one
+``ErrorCode``; every message that leaves the client is redacted."""
 
 from __future__ import annotations
 
@@ -56,8 +51,7 @@ def invalid_key_message() -> str:
 
 
 def wrong_path_message(url: str) -> str:
-    """What ``serve`` and ``manage.py check`` say of a server that answers 404 where the calls
-    go (``url`` without credentials)."""
+    """What is said of a server that answers 404 where the calls go (``url``: no credentials)."""
     suggestion = suggested_url(url)
     if suggestion:
         message = gettext(
@@ -95,16 +89,15 @@ def chat_url(base_url: str) -> str:
 
 
 def suggested_url(base_url: str) -> str | None:
-    """The URL a user probably meant when its chat path answers 404: the same with ``/v1``
-    (what mlx_lm.server, vLLM, Ollama and llama.cpp serve under); None when it has one."""
+    """The URL with ``/v1`` (where mlx_lm.server, vLLM, Ollama and llama.cpp serve); None when
+    it has one."""
     base = base_url.rstrip("/")
     return None if base.endswith("/v1") else f"{base}/v1"
 
 
 class LLMClient:
-    """An async chat-completions client; use ``async with LLMClient.from_settings() as c``.
-    A consumer keeps one for its life, on its own event loop (an ``httpx.AsyncClient`` must
-    not outlive the loop it was made on); httpx's own transport, ``max_connections`` at most."""
+    """An async chat-completions client (``async with LLMClient.from_settings() as c``); it must
+    not outlive the event loop it was made on, as its ``httpx.AsyncClient`` must not."""
 
     def __init__(
         self,
@@ -161,8 +154,7 @@ class LLMClient:
 
     @classmethod
     def from_settings(cls, endpoint: Endpoint | None = None) -> LLMClient:
-        """A client of ``endpoint`` (default: the first the settings name), with the rest
-        from the STUDYQUEUE settings."""
+        """A client of ``endpoint`` (default: the first), the rest from the settings."""
         endpoint = endpoint or endpoints.first()
         return cls(
             base_url=endpoint.url,
@@ -195,9 +187,8 @@ class LLMClient:
         return redact(text, self._secrets)
 
     async def probe(self) -> Probe:
-        """``GET /models`` within ``timeout`` (the whole request) and ``max_reply_bytes``; an
-        empty body is a list of no models (mlx_lm.server without a model cache, serving its
-        model all the same). Never raises; the error is redacted."""
+        """``GET /models`` within ``timeout`` and ``max_reply_bytes``. Never raises; the error
+        is redacted."""
         if self._unsendable_key:
             return Probe(None, None, invalid_key_message())
         deadline = asyncio.get_running_loop().time() + self.timeout
@@ -216,9 +207,8 @@ class LLMClient:
         return Probe(probe.status, probe.models, self.redact(probe.detail)[:300], chat_status)
 
     async def _chat_status(self, deadline: float) -> int | None:
-        """The status of an empty ``POST`` to the chat path: a server refuses the request
-        without running a model (400, 422, or a dropped connection), or says 404 when the
-        path is not there. None: no answer by ``deadline``."""
+        """The status of an empty ``POST`` to the chat path (refused without running a model,
+        or 404 when the path is not there); None: no answer by ``deadline``."""
         try:
             async with asyncio.timeout_at(deadline):
                 async with self._http.stream("POST", self.url, json={}) as response:
@@ -227,21 +217,16 @@ class LLMClient:
             return None
 
     async def server_page(self, path: str, *, limit: int = 256 * 1024) -> tuple[int, bytes] | None:
-        """``GET path`` at the server's root (its URL without a final ``/v1``): the status and
-        body, within ``PROBE_DEADLINE_SECONDS`` and ``limit`` bytes; None when there is no
-        answer, or a larger one. Never raises (``services.server_limits`` reads it)."""
+        """``GET path`` at the server's root (its URL without ``/v1``): the status and body
+        within ``PROBE_DEADLINE_SECONDS`` and ``limit`` bytes; None otherwise. Never raises."""
         if self._unsendable_key:
             return None
         root = self._request_base.removesuffix("/v1")
         try:
             async with asyncio.timeout(PROBE_DEADLINE_SECONDS):
                 async with self._http.stream("GET", f"{root}{path}") as response:
-                    body = bytearray()
-                    async for chunk in response.aiter_raw():
-                        body += chunk
-                        if len(body) > limit:
-                            return None
-                    return response.status_code, bytes(body)
+                    body = await _body(response, limit)
+                    return None if body is None else (response.status_code, body)
         except (TimeoutError, httpx.HTTPError):
             return None
 
@@ -251,12 +236,10 @@ class LLMClient:
             status = response.status_code
             if status != 200:
                 return Probe(status, None, f"HTTP {status}")
-            body = bytearray()
-            async for chunk in response.aiter_raw():  # raw: a compressed body is no list
-                body += chunk
-                if len(body) > self.max_reply_bytes:  # not read further
-                    return Probe(status, None, f"a body over {self.max_reply_bytes} bytes")
-        if not body.strip():
+            body = await _body(response, self.max_reply_bytes)  # raw: compressed is no list
+            if body is None:
+                return Probe(status, None, f"a body over {self.max_reply_bytes} bytes")
+        if not body.strip():  # mlx_lm.server without a model cache serves its model all the same
             return Probe(status, 0, "an empty body, as mlx_lm.server sends without a model cache")
         try:
             data = json.loads(body)
@@ -277,10 +260,8 @@ class LLMClient:
         temperature: float | None = None,
     ) -> LLMReply:
         """One chat completion; raises ``LLMError`` (redacted) with the failure's code.
-        ``on_sent`` is called once the request is written (the gate's hand-over waits for
-        it); ``on_first_token`` once the first text arrives (the gate's warm-first waits
-        for it). ``temperature`` replaces the client's own for this call (the key audit's
-        samples)."""
+        ``on_sent`` is called once the request is written, ``on_first_token`` once the first
+        text arrives (the gate waits for each)."""
         body: dict[str, Any] = {
             "messages": messages,
             "max_tokens": max_tokens or self.max_tokens,
@@ -389,10 +370,9 @@ class LLMClient:
         return parser
 
     def _not_found(self, error: LLMError) -> LLMError:
-        """A 404 of the chat path: a wrong URL (no /v1) or an unknown model, the server's
-        fault and every job's alike. No model ran, so like a refused connection it cost the
-        server nothing: the job waits with its attempts kept while the breaker pauses. The
-        hint is untranslated: it is stored with the job and the breaker."""
+        """A 404 of the chat path (a wrong URL or an unknown model): every job's alike, and no
+        model ran, so the job waits with its attempts kept while the breaker pauses. The hint
+        is untranslated: it is stored with the job."""
         suggestion = suggested_url(self._request_base)
         hint = f"did you mean {suggestion}?" if suggestion else "check LLM_URL and LLM_MODEL"
         return LLMError(
@@ -439,9 +419,8 @@ class LLMClient:
         return bytes(body)
 
     async def _cut_off(self, detail: str) -> LLMError:
-        """The error for a reply that stopped midway: counted against the job while the server
-        is still up; an outage (the job released, a bounded number of times) once it is gone
-        (stopped, restarted, crashed)."""
+        """The error for a reply that stopped midway: the job's while the server is still up,
+        an outage once it is gone."""
         if await self._reachable():
             return LLMError(ErrorCode.LLM_SERVER_ERROR, f"reply cut off: {detail}")
         return LLMError(
@@ -461,9 +440,18 @@ class LLMClient:
         return True
 
 
+async def _body(response: httpx.Response, limit: int) -> bytes | None:
+    """The raw body, or None once it is larger than ``limit`` bytes (not read further)."""
+    body = bytearray()
+    async for chunk in response.aiter_raw():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
 def _when_sent(on_sent: Callable[[], None]) -> Callable[[str, Any], Awaitable[None]]:
-    """An httpx ``trace`` extension (documented: "Request Extensions") that calls
-    ``on_sent`` once the request body is written, on HTTP/1.1 or HTTP/2."""
+    """An httpx ``trace`` extension that calls ``on_sent`` once the request body is written."""
 
     async def trace(event: str, info: Any) -> None:
         if event.endswith(".send_request_body.complete"):
@@ -492,8 +480,8 @@ def probe_servers(
     deadline: float = PROBE_DEADLINE_SECONDS,
     connect_timeout: float = PROBE_DEADLINE_SECONDS,
 ) -> list[Probe]:
-    """``Probe`` each ``(url, api_key)`` at once, all within ``deadline`` seconds (blocking;
-    call it where no event loop runs, as a view, a command or a thread does)."""
+    """``Probe`` each ``(url, api_key)`` at once, within ``deadline`` seconds; blocking (call
+    it where no event loop runs)."""
 
     async def run() -> list[Probe]:
         probes = (_probe_one(url, key, deadline, connect_timeout) for url, key in targets)

@@ -18,16 +18,14 @@ MIN_SECRET = 4  # shorter strings would redact ordinary words; a real key or pas
 
 
 def is_valid_api_key(key: str) -> bool:
-    """Whether ``key`` may be sent as a bearer token: visible ASCII only (empty: no key, which
-    is valid). The one predicate behind ``manage.py check`` (E006), the LLM client and the
-    health probe: a key that fails it is never put in a header by any process."""
+    """Whether ``key`` may be sent as a bearer token: visible ASCII only (empty is no key). A
+    key that fails it is never put in a header by any process."""
     return all(33 <= ord(char) < 127 for char in key)
 
 
 def _every_form(found: Iterable[str]) -> list[str]:
-    """Each of ``found`` as it may appear in a text: as is, and as Python, bytes, JSON and URL
-    escapes write it (an exception's repr of a header shows ``b'sk-a\\r\\n'``); longest first,
-    none shorter than ``MIN_SECRET``."""
+    """Each of ``found`` as is and as Python, bytes, JSON and URL escapes write it; longest
+    first, none shorter than ``MIN_SECRET``."""
     forms: set[str] = set()
     for secret in filter(None, found):
         forms |= {secret, quote(secret, safe=""), json.dumps(secret)[1:-1], repr(secret)[1:-1]}
@@ -37,9 +35,8 @@ def _every_form(found: Iterable[str]) -> list[str]:
 
 
 def secrets_of(url: str, api_key: str) -> list[str]:
-    """The strings to hide for a client of ``url`` with ``api_key``: the key as given, stripped,
-    escaped, and each run of visible characters in it; the URL's user info, password, and the
-    Basic credentials they make."""
+    """The strings to hide for a client of ``url`` with ``api_key``: the key and its pieces, the
+    URL's user info and password, and the Basic credentials they make."""
     found = {api_key, api_key.strip(), *_VISIBLE_RUNS.findall(api_key)}
     try:
         parts = urlsplit(url)
@@ -55,9 +52,8 @@ def secrets_of(url: str, api_key: str) -> list[str]:
 
 
 def path_secrets(url: str) -> list[str]:
-    """The strings to hide of ``url``'s path and query, for a URL whose path is its
-    credential (a Slack-style webhook, ``/services/T…/B…/<token>``): shown, the URL keeps
-    its scheme and host, ``https://hooks.example.org/[redacted]``."""
+    """The strings to hide of ``url``'s path and query, for a URL whose path is its credential
+    (a Slack-style webhook): shown, it keeps its scheme and host."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -68,8 +64,7 @@ def path_secrets(url: str) -> list[str]:
 
 
 class RedactingFilter(logging.Filter):
-    """A logger's filter that redacts ``secrets()`` (read at each record) from what it logs:
-    for a library's logger that names the URL it requests (httpx's ``HTTP Request: …``)."""
+    """A logger's filter that redacts ``secrets()`` (read at each record) from what it logs."""
 
     def __init__(self, secrets: Callable[[], Iterable[str]]) -> None:
         super().__init__()

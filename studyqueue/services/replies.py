@@ -1,8 +1,6 @@
-"""What a call to an OpenAI-compatible server returns (``LLMReply``), its errors
-(``LLMError``, classified by ``ErrorCode``) and the parsing between them (``ReplyParser``):
-strict about shape and lenient about size and content only within bounds, so whatever is
-accepted fits the database columns on every backend (text without NUL bytes, a model name
-cut to its column, token counts within 32 bits)."""
+"""What a call to an OpenAI-compatible server returns (``LLMReply``), its errors (``LLMError``)
+and the parsing between them (``ReplyParser``): strict about shape, and whatever is accepted
+fits the database columns on every backend."""
 
 from __future__ import annotations
 
@@ -30,8 +28,7 @@ MIN_DECODE_SPAN_MS = 50
 
 
 class LLMError(Exception):
-    """A failed LLM call, classified by ``code`` and two facts, ``affects_all`` and
-    ``reached_server``; what follows from them is ``studyqueue.queue.retry``'s to decide."""
+    """A failed LLM call, classified by ``code``, ``affects_all`` and ``reached_server``."""
 
     def __init__(
         self,
@@ -98,29 +95,26 @@ class LLMReply:
 
     @property
     def tokens_per_second(self) -> float | None:
-        """The decode rate: ``decode_rate(completion_tokens, last - first token)``."""
+        """The decode rate (``decode_rate``)."""
         if self.first_token_ms is None or self.last_token_ms is None:
             return None
         return decode_rate(self.completion_tokens, self.last_token_ms - self.first_token_ms)
 
 
 def decode_rate(completion_tokens: int | None, span_ms: float | None) -> float | None:
-    """Tokens per second generated after the first one: ``(completion_tokens - 1)`` over
-    the time from the first token to the last. None (not measurable) for fewer than two
-    tokens or a span under ``MIN_DECODE_SPAN_MS`` (a whole-JSON reply has no span at all).
-    The first token is excluded: it ends the prefill, whose time is ``first_token_ms``."""
-    if completion_tokens is None or completion_tokens < 2 or span_ms is None:
+    """Tokens per second after the first one (which ends the prefill), over the time from the
+    first token to the last; None for fewer than two tokens or a span under
+    ``MIN_DECODE_SPAN_MS``."""
+    if completion_tokens is None or completion_tokens < 2:
         return None
-    if span_ms < MIN_DECODE_SPAN_MS:
+    if span_ms is None or span_ms < MIN_DECODE_SPAN_MS:
         return None
     return round((completion_tokens - 1) * 1000 / span_ms, 2)
 
 
 def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None when it
-    gives no usable advice (absent, garbage, negative, not finite, a date not in the
-    future), so that the caller falls back to its own backoff. At most a day: each
-    caller caps it further by its own setting."""
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), at most a day; None
+    when it gives no usable advice (the caller falls back to its own backoff)."""
     if not value:
         return None
     value = value.strip()
@@ -179,9 +173,8 @@ def _tokens(value: Any) -> int | None:
 
 
 def _cached_tokens(usage: dict[str, Any], prompt_tokens: int | None) -> int | None:
-    """``usage.prompt_tokens_details.cached_tokens`` (OpenAI's and mlx_lm.server's place),
-    clamped like the other counts and to ``prompt_tokens`` (a share above 1 is nonsense);
-    None when the server does not say."""
+    """``usage.prompt_tokens_details.cached_tokens``, at most ``prompt_tokens``; None when the
+    server does not say."""
     details = usage.get("prompt_tokens_details")
     if not isinstance(details, dict):
         return None

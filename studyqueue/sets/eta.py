@@ -1,8 +1,5 @@
 """When the waiting explanations will be done: an estimate from the pace of the explanation
-jobs completed in the last ``WINDOW``, measured over the time that work spanned, with its basis
-(tokens per second when every job reported its tokens, else jobs per minute). How and why:
-docs/howto/exam-sets.md, "How the estimate is made".
-"""
+jobs completed in the last ``WINDOW`` (docs/howto/exam-sets.md, "How the estimate is made")."""
 
 from __future__ import annotations
 
@@ -38,22 +35,19 @@ class Rate:
 
     @property
     def usable(self) -> bool:
-        """Whether it is a rate to estimate with: at least what its basis can show (1 tok/s,
-        or 0.1 jobs/min by jobs). Below that (a server that stopped long ago) an estimate
+        """At least what its basis can show (1 tok/s, or 0.1 jobs/min): below that an estimate
         would read "at 0 tok/s"."""
         if self.tokens_per_second is None:
             return self.jobs_per_second * 60 >= 0.05
         return self.tokens_per_second >= 0.5
 
     def seconds_for(self, jobs: int) -> float:
-        """Seconds ``jobs`` more explanations take at this rate (the work left in tokens over
-        the tokens a second comes to the same: both are per job)."""
+        """Seconds ``jobs`` more explanations take at this rate."""
         return jobs / self.jobs_per_second
 
     @property
     def basis(self) -> str:
-        """How the rate was measured, in words: "at 38 tok/s over the last 4 min (12 jobs)",
-        or by jobs when the servers reported no token counts."""
+        """How the rate was measured: "at 38 tok/s over the last 4 min (12 jobs)"."""
         minutes = self.span.total_seconds() / 60
         over = (
             gettext("%(n)d min") % {"n": round(minutes)}
@@ -73,8 +67,8 @@ class Rate:
 
     @classmethod
     def of(cls, now: datetime, question_ids: QuerySet[Any, Any] | None = None) -> Rate | None:
-        """The rate of the explanation jobs completed in the ``WINDOW`` before ``now`` (of the
-        questions ``question_ids``, a queryset of ids, when given); None: none completed."""
+        """The rate of the explanation jobs (of ``question_ids``, when given) completed in the
+        ``WINDOW`` before ``now``; None: none completed."""
         explanations = StudyQuestionJob.objects.filter(kind=JobKind.EXPLANATION)
         if question_ids is not None:
             explanations = explanations.filter(study_question_id__in=question_ids)

@@ -56,8 +56,7 @@ DEADLINE_NEAR = timedelta(hours=1)
 
 def _not_ended() -> Q:
     """A job that will still run: processing, or pending with attempts left (paused or not:
-    a pause ends). A pending job whose attempts are used up is never claimed again; waiting
-    for it would hold the set forever."""
+    a pause ends; a job out of attempts would hold the set forever)."""
     pending = Q(status=JobStatus.PENDING, attempts__lt=F("max_attempts"))
     return Q(status=JobStatus.PROCESSING) | pending
 
@@ -80,10 +79,9 @@ _NOT_IN_NAMES = frozenset({"Cc", "Cs", "Zl", "Zp"})
 
 
 def clean_name(name: str) -> str:
-    """``name`` as a set is stored and looked up: NFC (a Korean name typed as NFD on macOS is
-    the same set as the NFC one typed elsewhere) and stripped; every entry point goes through
-    here. Raises ``BadSetName`` for an empty name, one with a control character or line break,
-    or one longer than the column (cutting it would merge two exams)."""
+    """``name`` as every entry point stores and looks it up: NFC (a Korean name typed as NFD on
+    macOS is the same set) and stripped. ``BadSetName`` for an empty name, a control character
+    or line break, or one longer than the column (cutting it would merge two exams)."""
     name = unicodedata.normalize("NFC", name).strip()
     if not name:
         raise BadSetName(gettext("a question set needs a name"))
@@ -108,8 +106,7 @@ def clean_name(name: str) -> str:
 
 
 def get(name: str) -> StudyQuestionSet:
-    """The set named ``name`` (``clean_name``'s spelling of it); raises ``BadSetName`` or
-    ``SetNotFound`` (with the names there are)."""
+    """The set named ``name``; ``BadSetName``, or ``SetNotFound`` with the names there are."""
     found = StudyQuestionSet.objects.filter(name=clean_name(name)).first()
     if found is None:
         names = list(StudyQuestionSet.objects.order_by("name").values_list("name", flat=True)[:10])
@@ -124,9 +121,8 @@ def get(name: str) -> StudyQuestionSet:
 def add(
     name: str, question_ids: Iterable[int], *, deadline: datetime | None = None
 ) -> tuple[StudyQuestionSet, int]:
-    """Put the questions in the set named ``name`` (created if new; its deadline set when
-    one is given); the set, and how many questions were not in it yet. Raises ``BadSetName``
-    (``clean_name``)."""
+    """Put the questions in the set named ``name`` (created if new, its deadline set when one
+    is given); the set, and how many questions were not in it yet."""
     name = clean_name(name)
     ids = sorted(set(question_ids))
     sets = StudyQuestionSet.objects.all()
@@ -172,8 +168,7 @@ def counts_line(progress: Progress) -> str:
 
 
 def checks_line(progress: Progress) -> str | None:
-    """The set's checks in one line ("checks: 180 keys audited (2 disputed), …"); None when
-    no check of its questions has run or runs (the checks are off)."""
+    """The set's checks in one line; None when no check of its questions has run or runs."""
     if not (progress.key_audited or progress.verified or progress.checking):
         return None
     return gettext(
@@ -188,9 +183,7 @@ def checks_line(progress: Progress) -> str | None:
 
 
 def status_lines(progress: Progress) -> list[str]:
-    """The set's status as people read it (``setstatus``, its admin page): its counts; when
-    it started and will be done, with the estimate's basis; its checks; its deadline and
-    whether it makes it at the current rate."""
+    """The set's status as people read it (``setstatus``, its admin page)."""
     started = (
         gettext("started %(at)s") % {"at": times.shown(progress.started_at)}
         if progress.started_at
@@ -280,8 +273,7 @@ class Progress:
 
     @property
     def empty(self) -> bool:
-        """It has no questions (all deleted): never done, as there is nothing to notice, and
-        nothing waits; ``setstatus --watch`` ends on it."""
+        """It has no questions: never done (nothing to notice), and nothing waits."""
         return self.total == 0
 
     @property
@@ -298,8 +290,7 @@ class Progress:
 
     @property
     def late_by(self) -> timedelta | None:
-        """How late it will be against its deadline at the current rate (None: no deadline,
-        no estimate, or in time)."""
+        """How late it will be at the current rate (None: no deadline, no estimate, in time)."""
         finishes = self.finishes_at
         if self.deadline is None or finishes is None or finishes <= self.deadline:
             return None
@@ -307,8 +298,7 @@ class Progress:
 
     @property
     def overdue(self) -> timedelta | None:
-        """How long ago its deadline passed, while it is not done (None: no deadline, not
-        passed yet, done or empty)."""
+        """How long ago its deadline passed, while it is not done and not empty."""
         if self.deadline is None or self.done or self.empty or self.deadline > self.now:
             return None
         return self.now - self.deadline
@@ -320,8 +310,7 @@ class Progress:
 
     @property
     def stalled_near_deadline(self) -> bool:
-        """Explanations wait, there is no estimate, and the deadline is ``DEADLINE_NEAR`` or
-        less away."""
+        """Explanations wait with no estimate, ``DEADLINE_NEAR`` or less before the deadline."""
         due_in = self.due_in
         return (
             due_in is not None
@@ -332,8 +321,7 @@ class Progress:
 
     @property
     def at_risk(self) -> bool:
-        """Worth a warning: late at the current rate, past its deadline and not done, or near
-        it with no estimate."""
+        """Worth a warning: late, overdue, or near its deadline with no estimate."""
         return self.late_by is not None or self.overdue is not None or self.stalled_near_deadline
 
     def as_json(self) -> dict[str, object]:

@@ -69,8 +69,8 @@ async def dispatch(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
 
 
 async def hold_back(ctx: WorkContext, job: StudyQuestionJob, member: Member) -> Released | None:
-    """Call inside the gate, right before the LLM call: the job handed back (attempt kept)
-    when the consumer stops, its kind was paused or ``member`` failed meanwhile; else None."""
+    """Right before the LLM call: the job handed back if the consumer stops, its kind was
+    paused or ``member`` failed meanwhile; else None."""
     if ctx.stopping():
         # Rather than start a call the shutdown's grace period may cut short.
         return Released("consumer stopping")
@@ -128,8 +128,7 @@ def llm_failed(member: Member, job: StudyQuestionJob, error: LLMError) -> Failed
 
 
 def _endpoint_failed(error: LLMError) -> bool:
-    """The failure may be the server's, not the job's: another server may answer (a server
-    answering 200 with nothing, e.g. a wrong model, fails every job)."""
+    """The failure may be the server's, not the job's: another server may answer."""
     return (
         error.affects_all or retry.is_loss_signal(error.code) or error.code == ErrorCode.LLM_EMPTY
     )

@@ -1,9 +1,5 @@
-"""What ``serve`` needs from a project's settings, checked before anything starts.
-
-A fresh ``startproject`` lacks all of it, and each gap showed up late and obscurely (a
-collectstatic traceback, an unstyled admin, "database is locked"); docs/howto/install.md
-lists the settings that fill them.
-"""
+"""What ``serve`` needs from a project's settings, checked before anything starts (each gap
+showed up late and obscurely; docs/howto/install.md lists the settings)."""
 
 from __future__ import annotations
 

@@ -40,12 +40,8 @@ STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
 
 @contextlib.contextmanager
 def stop_on_signals(on_stop: Callable[[], None]) -> Iterator[None]:
-    """Call ``on_stop`` on any of ``STOP_SIGNALS`` inside the block; the old handlers after.
-
-    Installed before anything else starts, so that a signal at any moment is a clean stop
-    request, never the default abrupt exit that would orphan a child process or leave a
-    job ``processing`` until the stale threshold.
-    """
+    """Call ``on_stop`` on any of ``STOP_SIGNALS`` inside the block (never the abrupt exit that
+    would orphan a child or leave a job processing); the old handlers after."""
 
     def handler(signum: int, frame: Any) -> None:
         logger.warning("study_consumer_stopping signal=%s", signal.Signals(signum).name)

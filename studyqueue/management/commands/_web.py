@@ -1,10 +1,6 @@
-"""gunicorn configuration for ``serve`` (``-c python:<this module>``): the web server ends
-when ``serve`` does, however ``serve`` ends.
-
-``serve`` stops gunicorn with SIGTERM when it can. Should ``serve`` die first (SIGKILL, a
-crash), gunicorn's master reads the end of file of a pipe only ``serve`` held open, and
-stops itself gracefully.
-"""
+"""gunicorn configuration for ``serve``: should ``serve`` die before it can stop gunicorn
+(SIGKILL, a crash), gunicorn's master reads the end of a pipe only ``serve`` held open, and
+stops itself gracefully."""
 
 from __future__ import annotations
 

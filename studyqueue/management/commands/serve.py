@@ -65,8 +65,8 @@ def normalized_bind(bind: str) -> str:
 
 
 def bind_host(bind: str) -> str | None:
-    """The host a gunicorn bind address listens on (``""``: every interface); None for a
-    Unix socket or an inherited descriptor. A malformed address is a ``CommandError``."""
+    """The host a bind address listens on (``""``: every interface; None: a Unix socket or a
+    descriptor); ``CommandError`` for a malformed one."""
     address = bind.strip()
     if address.startswith(("unix:", "fd://")):
         return None
@@ -91,9 +91,7 @@ def bind_host(bind: str) -> str | None:
 
 
 def is_local(bind: str) -> bool:
-    """Whether only this machine can reach the bind address: localhost or a loopback IP.
-    Every interface, a LAN address, another host name, a Unix socket (typically behind a
-    proxy) and an inherited descriptor are not."""
+    """Whether only this machine can reach the bind address: localhost or a loopback IP."""
     host = bind_host(bind) or ""  # "" (every interface) is no address: a ValueError
     try:
         return host == "localhost" or ipaddress.ip_address(host).is_loopback
@@ -102,8 +100,7 @@ def is_local(bind: str) -> bool:
 
 
 def port_taken(bind: str) -> bool:
-    """Whether another process already listens on the bind address's TCP port (a second
-    ``make run``): asked before anything starts, so that serve can say so at once."""
+    """Whether another process already listens on the bind address's TCP port."""
     host = bind_host(bind)
     _host, _sep, port = bind.rpartition(":")
     if host is None or not port.isdecimal() or int(port) == 0:
@@ -139,8 +136,7 @@ def browsable(bind: str) -> str:
 
 
 def _adopt_orphans() -> None:
-    """Linux: reap this process's orphaned descendants (gunicorn's workers, when its master
-    exits first), so that ``_end_group`` can wait for them. Elsewhere their init reaps them."""
+    """Linux: reap this process's orphaned descendants, so that ``_end_group`` can wait for them."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -153,9 +149,8 @@ def _adopt_orphans() -> None:
 
 
 def _end_group(group: int) -> None:
-    """Kill and wait for what is left of gunicorn's process group once its master exited: a
-    worker the master SIGKILLed may still hold the port, and a restart would meet "address in
-    use"."""
+    """Kill and wait for what is left of gunicorn's process group once its master exited (a
+    worker may still hold the port)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, signal.SIGKILL)  # nothing of it should outlive the master
     deadline = time.monotonic() + WEB_LEFTOVER_SECONDS
@@ -280,8 +275,7 @@ class Command(TranslatedCommand):
 
     @contextlib.contextmanager
     def _parent_pipe(self) -> Iterator[int]:
-        """A pipe whose write end only this process holds: gunicorn watches the read end
-        and stops when it reaches the end of file, i.e. when serve is gone (``_web``)."""
+        """A pipe whose write end only this process holds (``_web``)."""
         read_fd, write_fd = os.pipe()
         try:
             yield read_fd
@@ -342,8 +336,8 @@ class Command(TranslatedCommand):
         )
 
     def _create_superuser(self, name: str, password: str) -> None:
-        """The account from Django's DJANGO_SUPERUSER_* variables; a required field with no
-        variable (the default user's email) stays blank when the field allows it."""
+        """The account from Django's DJANGO_SUPERUSER_* variables (a field with none stays
+        blank where it may)."""
         users = get_user_model()
         fields: dict[str, Any] = {}
         for field_name in (users.USERNAME_FIELD, *users.REQUIRED_FIELDS):
@@ -367,8 +361,7 @@ class Command(TranslatedCommand):
 
 
 class _LLMProbe:
-    """One look at each LLM server at start-up, in a thread (at most ``LLM_PROBE_SECONDS``),
-    so that an operator whose jobs then wait knows why. The consumer starts either way."""
+    """One look at each LLM server at start-up, in a thread (at most ``LLM_PROBE_SECONDS``)."""
 
     def __init__(self) -> None:
         self.endpoints = endpoints.configured()

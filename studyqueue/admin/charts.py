@@ -86,7 +86,8 @@ def _mean_chart(
 
 def hourly_charts(stats: DashboardStats) -> list[Chart]:
     """Finished jobs, LLM time, time to first token and tokens/s over the last 24 hours."""
-    top_jobs, top_ms = stats.max_hour_jobs, stats.max_hour_llm_ms
+    top_jobs = max((h.completed + h.failed for h in stats.hours), default=0)
+    top_ms = max((h.llm_ms for h in stats.hours), default=0)
     finished = [
         Bar(
             _hour(h),

@@ -50,7 +50,7 @@ def shown_kinds(stats: DashboardStats) -> list[JobKind]:
 
 def _chart_rows(stats: DashboardStats) -> dict[str, Any]:
     """The hourly charts, the error bars and the tables, ready for the template."""
-    top_err = stats.max_error_count
+    top_err = max((n for _, n in stats.top_errors), default=0)
     errors = [{"code": code, "count": n, "pct": _pct(n, top_err)} for code, n in stats.top_errors]
     kinds = shown_kinds(stats)
     table = [

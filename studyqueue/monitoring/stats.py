@@ -1,12 +1,7 @@
 """The queue's numbers: the one collector behind the admin dashboard, its JSON view and the
-Prometheus metrics, computed with index-friendly queries on studyqueue's database (where
-the consumers write: ``models.database()``).
-
-Nothing here counts the whole job table: active jobs are counted through their partial
-indexes, finished jobs over the last 24 hours through the ``completed_at`` index, and the
-table's total is PostgreSQL's planner estimate (an exact count on SQLite). A reply's
-metadata (tokens, timings) is read through the revision that completed the job.
-"""
+Prometheus metrics. Nothing here counts the whole job table: active jobs go through their
+partial indexes, the last 24 hours through the ``completed_at`` index, and the table's total
+is PostgreSQL's planner estimate (an exact count on SQLite)."""
 
 from __future__ import annotations
 
@@ -17,7 +12,7 @@ from typing import Any
 
 from django.db import connections
 from django.db.models import Avg, Count, F, FilteredRelation, Max, Min, Q, Sum
-from django.db.models.functions import TruncHour
+from django.db.models.functions import Coalesce, TruncHour
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -33,14 +28,12 @@ from studyqueue.models import (
     JobQuerySet,
     JobStatus,
     Outcome,
-    QuestionQuerySet,
     QueuePause,
     StudyQuestion,
     StudyQuestionJob,
     StudyQuestionSet,
 )
 from studyqueue.queue.presence import ConsumerState, consumer_states
-from studyqueue.services import gate_limits
 from studyqueue.services.endpoints import endpoint_name
 from studyqueue.sets import eta, question_sets
 
@@ -86,8 +79,8 @@ class TokenTotals:
 
     @property
     def cached_share(self) -> float | None:
-        """Cached over prompt tokens, over the replies whose server reported its cache;
-        None when none did (a server that never says is not a cold cache)."""
+        """Cached over prompt tokens of the replies that reported it (None: none did, which is
+        not a cold cache)."""
         return self.cached / self.prompt_reported if self.prompt_reported else None
 
     @property
@@ -150,18 +143,16 @@ class DashboardStats:
 
     @property
     def backlog_done_in(self) -> timedelta | None:
-        """How long the explanations waiting take at what the servers do now (``eta``: the
-        last ten minutes' work over the time it spanned); None when nothing waits or no
-        explanation completed lately. The checks beside them take a few tokens each."""
+        """How long the explanations waiting take at the servers' recent rate (``eta``); None
+        without an estimate. The checks beside them take a few tokens each."""
         if not self.explanations_waiting or self.rate is None or self.no_estimate:
             return None
         return timedelta(seconds=self.rate.seconds_for(self.explanations_waiting))
 
     @property
     def no_estimate(self) -> str:
-        """Why explanations wait with a recent rate but no estimate ("": there is one): the
-        servers are down, or wrote next to nothing lately. A rate measured before they went
-        down is no rate of what they do now."""
+        """Why explanations wait with a recent rate but no estimate ("": there is one). A rate
+        measured before the servers went down is no rate of what they do now."""
         if self.rate is None or not self.explanations_waiting:
             return ""
         if self.llm_unreachable_since is not None or (
@@ -182,23 +173,20 @@ class DashboardStats:
         return next((g for g in self.gate_limits if g.endpoint == endpoint), None)
 
     def gate_limit_of(self, consumer: ConsumerState) -> int | None:
-        """The concurrent calls a consumer's gate allows now: the stored limit its endpoint's
-        gates share (the adaptive gate writes it as it moves), else what the consumer last
-        reported (fixed permits do not move)."""
+        """The concurrent calls a consumer's gate allows now: its endpoint's shared stored
+        limit, else what the consumer last reported (fixed permits do not move)."""
         shared = self.shared_limit(consumer)
         return shared.limit if shared is not None else consumer.record.gate_limit
 
     @property
     def live_gate_limits(self) -> list[int]:
-        """The concurrent calls the live consumers' gates allow now (each distinct once):
-        the same numbers as the limits panel and the consumer rows."""
+        """The distinct concurrent calls the live consumers' gates allow now."""
         limits = (self.gate_limit_of(c) for c in self.live_consumers)
         return sorted({n for n in limits if n})
 
     @property
     def llm_unreachable_since(self) -> datetime | None:
-        """When every live consumer finds the LLM server down (breaker open on
-        ``llm_unavailable``): since the earliest of them; None otherwise."""
+        """Since when every live consumer finds the LLM server down (``llm_unavailable``)."""
         live = self.live_consumers
         if not live or not all(
             c.record.breaker_open and c.record.breaker_error == ErrorCode.LLM_UNAVAILABLE
@@ -209,23 +197,10 @@ class DashboardStats:
 
     @property
     def llm_rejecting(self) -> list[EndpointRow]:
-        """The servers a live consumer has paused because they reject every call (a wrong
-        URL, an unknown model, a bad key): jobs wait until an operator fixes the settings."""
+        """The servers paused for rejecting every call (a wrong URL or model, a bad key)."""
         return [
             e for e in self.endpoints if e.state == "down" and e.error == ErrorCode.LLM_REJECTED
         ]
-
-    @property
-    def max_hour_jobs(self) -> int:
-        return max((h.completed + h.failed for h in self.hours), default=0)
-
-    @property
-    def max_hour_llm_ms(self) -> int:
-        return max((h.llm_ms for h in self.hours), default=0)
-
-    @property
-    def max_error_count(self) -> int:
-        return max((n for _, n in self.top_errors), default=0)
 
 
 # --------------------------------------------------------------------------- the parts
@@ -244,9 +219,8 @@ def recent(now: datetime) -> JobQuerySet:
 def replies(now: datetime) -> JobQuerySet:
     """``recent(now)``, each job with ``reply``: the revision that completed it.
 
-    The join reads only revisions at least as new as the oldest of those replies (a range
-    of their primary key), so PostgreSQL reads the last day's revisions instead of scanning
-    the whole history; the FILTER keeps MIN from walking the ``revision_id`` index."""
+    The join reads only revisions from the oldest of those replies on (a primary key range),
+    not the whole history; the FILTER keeps MIN from walking the ``revision_id`` index."""
     jobs = recent(now)
     has_reply = Q(revision__isnull=False)
     oldest = jobs.aggregate(first=Min("revision_id", filter=has_reply))["first"] or 0
@@ -268,10 +242,13 @@ def finished_counts(now: datetime) -> dict[tuple[str, str, str], int]:
     return {(row["status"], row["kind"], row["error_code"]): row["n"] for row in rows}
 
 
+def _count_by(rows: JobQuerySet, field: str) -> dict[str, int]:
+    return {row[field]: row["n"] for row in rows.values(field).annotate(n=Count("id"))}
+
+
 def waiting_again() -> dict[str, int]:
     """Pending jobs that were released or are to be retried: last error code -> count."""
-    rows = jobs().pending().exclude(error_code="").values("error_code").annotate(n=Count("id"))
-    return {row["error_code"]: row["n"] for row in rows}
+    return _count_by(jobs().pending().exclude(error_code=""), "error_code")
 
 
 def oldest_pending() -> datetime | None:
@@ -280,37 +257,14 @@ def oldest_pending() -> datetime | None:
     return oldest
 
 
-def completed_since(since: datetime) -> int:
-    """Jobs completed since ``since`` (the ``completed_at`` index)."""
-    return jobs().filter(completed_at__gte=since, status=JobStatus.COMPLETED).count()
-
-
 def by_worker(now: datetime, workers: list[str]) -> tuple[dict[str, int], dict[str, int]]:
     """Per worker id: its processing jobs (the partial index of processing jobs), and the
     jobs it completed in the last 24 hours (the ``completed_at`` index)."""
     if not workers:
         return {}, {}
-    running = (
-        jobs()
-        .filter(status=JobStatus.PROCESSING, worker_id__in=workers)
-        .values("worker_id")
-        .annotate(n=Count("id"))
-    )
-    completed = (
-        recent(now)
-        .filter(status=JobStatus.COMPLETED, worker_id__in=workers)
-        .values("worker_id")
-        .annotate(n=Count("id"))
-    )
-    return (
-        {row["worker_id"]: row["n"] for row in running},
-        {row["worker_id"]: row["n"] for row in completed},
-    )
-
-
-def stale_count(now: datetime) -> int:
-    """Processing jobs with no heartbeat for ``STALE_MINUTES``."""
-    return jobs().stale(now - timedelta(minutes=conf.STALE_MINUTES)).count()
+    running = jobs().filter(status=JobStatus.PROCESSING, worker_id__in=workers)
+    completed = recent(now).filter(status=JobStatus.COMPLETED, worker_id__in=workers)
+    return _count_by(running, "worker_id"), _count_by(completed, "worker_id")
 
 
 def hourly(now: datetime) -> list[HourBucket]:
@@ -325,24 +279,19 @@ def hourly(now: datetime) -> list[HourBucket]:
     written = done & Q(kind=JobKind.EXPLANATION)  # a check's revision is the one it checked
     rows = (
         replies(now)
-        .annotate(hour=TruncHour("completed_at"))
-        .values("hour")
+        .annotate(start=TruncHour("completed_at"))
+        .values("start")
         .annotate(
             completed=Count("id", filter=done),
             failed=Count("id", filter=Q(status=JobStatus.FAILED)),
-            llm_ms=Sum("llm_ms"),
+            llm_ms=Coalesce(Sum("llm_ms"), 0),
             first_token_ms=Avg("reply__first_token_ms", filter=written),
             tokens_per_second=Avg("reply__tokens_per_second", filter=written),
         )
     )
     for row in rows:
-        bucket = buckets.get(row["hour"])
-        if bucket is not None:
-            bucket.completed = row["completed"]
-            bucket.failed = row["failed"]
-            bucket.llm_ms = row["llm_ms"] or 0
-            bucket.first_token_ms = row["first_token_ms"]
-            bucket.tokens_per_second = row["tokens_per_second"]
+        if row["start"] in buckets:  # not the part of the hour 24 hours ago
+            buckets[row["start"]] = HourBucket(**row)
     return list(buckets.values())
 
 
@@ -378,8 +327,7 @@ def llm_calls(now: datetime, bounds_seconds: tuple[float, ...]) -> LLMCalls:
 
 def tokens(now: datetime) -> TokenTotals:
     """Prompt, completion and cached tokens of the replies that completed explanation jobs
-    in the last 24 hours (a verification job points at the revision it checked: not its
-    own reply; ``tokens_by_kind`` counts every kind's calls)."""
+    in the last 24 hours (a check's revision is the one it checked: ``tokens_by_kind``)."""
     reported = Q(reply__cached_tokens__isnull=False, reply__prompt_tokens__isnull=False)
     sums = (
         replies(now)
@@ -395,8 +343,8 @@ def tokens(now: datetime) -> TokenTotals:
 
 
 def tokens_by_kind(now: datetime) -> dict[str, tuple[int, int]]:
-    """Prompt and completion tokens of the last 24 hours' finished jobs, by job kind: what
-    writing took beside what checking took (from their attempts, every call counted)."""
+    """Prompt and completion tokens of the last 24 hours' finished jobs, by job kind (from
+    their attempts, every call counted)."""
     attempts = JobAttempt.objects.filter(job__in=recent(now).values("pk")).order_by()
     rows = attempts.values("job__kind").annotate(
         prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens")
@@ -539,10 +487,6 @@ def late_sets(now: datetime) -> list[question_sets.Progress]:
     return [p for p in progress if p.at_risk]
 
 
-def pauses() -> list[QueuePause]:
-    return list(QueuePause.objects.all())
-
-
 def table_total() -> tuple[int, bool]:
     """The job table's size: PostgreSQL's estimate (True), or an exact count elsewhere."""
     every = jobs()
@@ -557,18 +501,6 @@ def table_total() -> tuple[int, bool]:
         if row and row[0] >= 0:
             return int(row[0]), True
     return every.count(), False
-
-
-def capped(questions: QuestionQuerySet) -> int:
-    """How many, counted up to ``OUTDATED_CAP`` (never a full count of a huge table)."""
-    return questions.order_by().values("pk")[:OUTDATED_CAP].count()
-
-
-def explanations(versions: list[str]) -> tuple[int, int, int]:
-    """Explanations outdated (by none of ``versions``), waiting for review, and of those the
-    flagged ones, each capped."""
-    questions = StudyQuestion.objects.all()
-    return capped(questions.outdated(versions)), *review_queue.counts()
 
 
 def by_status_kind(finished: dict[tuple[str, str, str], int]) -> dict[str, dict[str, int]]:
@@ -591,29 +523,31 @@ def collect(now: datetime | None = None) -> DashboardStats:
     total, is_estimate = table_total()
     consumers = consumer_states(now)
     against = basis(consumers)
-    outdated, needs_review, needs_review_flagged = explanations(against.versions)
+    outdated = StudyQuestion.objects.outdated(against.versions).order_by().values("pk")
+    needs_review, needs_review_flagged = review_queue.counts()
     running, completed = by_worker(now, [c.record.worker_id for c in consumers])
-    limits = gate_limits.all_limits()
+    limits = list(GateLimit.objects.all())
+    lately = jobs().filter(completed_at__gte=now - RATE_WINDOW, status=JobStatus.COMPLETED)
     return DashboardStats(
         now=now,
         active=active_counts(),
         finished_24h=by_status_kind(finished),
         oldest_pending_age=(now - oldest) if oldest else None,
-        stale=stale_count(now),
+        stale=jobs().stale(now - timedelta(minutes=conf.STALE_MINUTES)).count(),
         hours=hourly(now),
         top_errors=top_errors(finished, waiting_again()),
         total_estimate=total,
         total_is_estimate=is_estimate,
         consumers=consumers,
-        pauses=pauses(),
-        outdated=outdated,
+        pauses=list(QueuePause.objects.all()),
+        outdated=outdated[:OUTDATED_CAP].count(),  # never a full count of a huge table
         outdated_basis=against,
         needs_review=needs_review,
         needs_review_flagged=needs_review_flagged,
         tokens=tokens(now),
         gate_limits=limits,
         endpoints=endpoint_rows(consumers, limits, now),
-        completed_recently=completed_since(now - RATE_WINDOW),
+        completed_recently=lately.count(),
         rate=eta.Rate.of(now),
         late_sets=late_sets(now),
         running_by_worker=running,

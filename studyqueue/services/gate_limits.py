@@ -61,8 +61,3 @@ def sync(
         row.rates = {**kept, **measured}
         row.save(update_fields=fields)
         return row.limit
-
-
-def all_limits() -> list[GateLimit]:
-    """Every endpoint's limit, for the dashboard."""
-    return list(GateLimit.objects.all())

@@ -1,11 +1,10 @@
 """Health checks for orchestrators and operators.
 
-Liveness (``/studyqueue/healthz``) is the web process and a ``SELECT 1``: no migration, consumer
-or LLM work, so it answers at once whatever the LLM server does. Readiness (``/studyqueue/readyz``
-and ``manage.py studyqueue_health``) is the database (reachable, migrated), the consumers (one has
-run a cycle lately) and the LLM servers those consumers use (reachable, serving). Details never
-carry a secret: URLs are shown redacted, and every probe goes through the LLM client, which never
-sends an invalid key and redacts what it reports."""
+Liveness (``/studyqueue/healthz``) is a ``SELECT 1``, so it answers at once whatever the LLM
+server does. Readiness (``/studyqueue/readyz``, ``manage.py studyqueue_health``) is the database
+(reachable, migrated), a consumer that ran a cycle lately, and the LLM servers the consumers use.
+Details never carry a secret: URLs are shown redacted, and every probe goes through the LLM
+client, which never sends an invalid key and redacts what it reports."""
 
 from __future__ import annotations
 
@@ -56,17 +55,8 @@ class Check:
     detail: str
 
 
-def check_db_answers() -> Check:
-    """The database answers ``SELECT 1`` (liveness: nothing else)."""
-    return _check_db(migrated=False)
-
-
-def check_db() -> Check:
-    """The database answers and every migration is applied."""
-    return _check_db(migrated=True)
-
-
-def _check_db(*, migrated: bool) -> Check:
+def check_db(*, migrated: bool = True) -> Check:
+    """The database answers ``SELECT 1`` and (``migrated``) every migration is applied."""
     db = StudyQuestionJob.objects.all().db  # studyqueue's database, as every query's
     try:
         with connections[db].cursor() as cursor:
@@ -133,10 +123,6 @@ class LLMTarget:
     key_invalid: bool = False  # this process's own URL, with a key it never sends
 
 
-def _same(a: str, b: str) -> bool:
-    return a.rstrip("/") == b.rstrip("/")
-
-
 def _who(worker_ids: list[str]) -> str:
     shown = ", ".join(worker_ids[:3])
     if len(worker_ids) > 3:
@@ -169,10 +155,9 @@ def _parsed(value: object) -> datetime | None:
 
 def _urls_of(record: QueueConsumer, own: list[Endpoint]) -> list[str]:
     """The URLs (credentials redacted) of the servers a live consumer uses: from its report
-    of each server (``QueueConsumer.endpoints``), whole; else (a record not reported yet, or
-    written before servers named their URL) from ``llm_url``. That column joins every URL,
-    cut to its width: a cut last piece is never probed (a cut URL answers 404, or reaches
-    another server), only named as this process's URL it begins, or left out."""
+    of each (``QueueConsumer.endpoints``), else from ``llm_url``, which joins them cut to its
+    width: a cut last piece is never probed (it answers 404, or reaches another server), only
+    named as this process's URL it begins, or left out."""
     reported = [e.get("url") for e in record.endpoints if isinstance(e, dict)]
     urls = [url.strip() for url in reported if isinstance(url, str) and url.strip()]
     if urls:
@@ -185,14 +170,10 @@ def _urls_of(record: QueueConsumer, own: list[Endpoint]) -> list[str]:
 
 
 def llm_targets() -> list[LLMTarget]:
-    """The LLM servers the live consumers report (each of a pool), each with how it can be
-    probed from here.
-
-    A consumer records its URLs redacted, so this process connects with its own endpoint's
-    URL and key where the two match; a different URL without credentials is probed without
-    a key (a key is only ever sent to the URL it is configured for); a different URL whose
-    credentials were redacted cannot be probed here, and its consumers' reports speak for
-    it. With no live consumer, this process's own endpoints are probed."""
+    """The LLM servers the live consumers report (else this process's own), each with how it
+    can be probed from here: with this process's URL and key where the redacted URLs match,
+    without a key on another URL (a key only goes to its own URL), not at all on another URL
+    whose credentials were redacted (its consumers' reports speak for it)."""
     own = endpoints.configured()
 
     def own_target(endpoint: Endpoint, shown: str, who: str) -> LLMTarget:
@@ -215,7 +196,7 @@ def llm_targets() -> list[LLMTarget]:
     targets = []
     for shown, records in sorted(by_url.items()):
         who = _who([r.worker_id for r in records])
-        mine = next((e for e in own if _same(shown, e.shown_url)), None)
+        mine = next((e for e in own if e.shown_url.rstrip("/") == shown), None)
         if mine is not None:
             targets.append(own_target(mine, shown, who))
         elif REDACTED not in shown:
@@ -339,17 +320,14 @@ class _ProbeCache:
             del self._running[key]
         done.set()
 
-    def clear(self) -> None:
-        with self._lock:
-            self._results.clear()
-
 
 _cache = _ProbeCache()
 
 
 def forget_probes() -> None:
     """Drop readyz's remembered probes (tests; a changed configuration is a new key anyway)."""
-    _cache.clear()
+    global _cache
+    _cache = _ProbeCache()
 
 
 def check_llm(*, wait: float | None = None) -> Check:
@@ -398,7 +376,7 @@ def run_checks(names: tuple[str, ...] = CHECKS, *, llm_wait: float | None = None
 
 def liveness() -> list[Check]:
     """healthz: the database answers; nothing that could wait on a migration or the LLM."""
-    return [_guarded("db", check_db_answers)]
+    return [_guarded("db", lambda: check_db(migrated=False))]
 
 
 def as_json(checks: list[Check]) -> str:

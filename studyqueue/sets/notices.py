@@ -1,9 +1,7 @@
-"""A set's completion notice: exactly one per completion (the set's membership), as a
-``set_notice`` job (``workers.set_notice``) found by the consumers' sweep
-(``queue_due_notices``): the ``set_completed`` signal, a webhook POST signed with
-``WEBHOOK_SECRET`` and carrying the completion's ``Idempotency-Key``, and an e-mail to the
-set's owner. ``Noticed.write`` records the completion in the transaction that completes the
-job, so two consumers never notice it twice."""
+"""A set's completion notice: exactly one per completion, as a ``set_notice`` job
+(``workers.set_notice``) queued by the consumers' sweep (``queue_due_notices``): the
+``set_completed`` signal, a webhook POST signed with ``WEBHOOK_SECRET`` carrying the
+completion's ``Idempotency-Key``, and an e-mail to the set's owner."""
 
 from __future__ import annotations
 
@@ -20,12 +18,7 @@ from django.dispatch import Signal
 from django.utils.translation import gettext
 
 from studyqueue import times
-from studyqueue.models import (
-    ErrorCode,
-    JobKind,
-    StudyQuestionJob,
-    StudyQuestionSet,
-)
+from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob, StudyQuestionSet
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.enqueue import enqueue_set_notice
 from studyqueue.sets.question_sets import Progress, checks_line, counts_line, progress, questions
@@ -79,12 +72,10 @@ def signature(body: bytes, secret: str) -> str:
 
 
 def completion_key(question_set: StudyQuestionSet) -> str:
-    """What identifies a completion of ``question_set``: its membership. A set done with
-    the same questions is the same completion, however often their explanations are
-    regenerated (a reviewer's reject, ``enqueue --outdated``); a set whose questions changed
-    (it grew) and is done again is a new one. Sent as the notice's idempotency key: every
-    delivery of one completion (a retry, a second consumer) carries the same, so a receiver
-    keeps the first and ignores the rest."""
+    """What identifies a completion of ``question_set``: its membership, however often its
+    explanations are regenerated (a set that grew and is done again is a new completion).
+    Sent as the notice's idempotency key: every delivery of one completion (a retry, a second
+    consumer) carries the same, so a receiver keeps the first."""
     ids = ",".join(
         str(pk) for pk in questions(question_set).order_by("pk").values_list("pk", flat=True)
     )
@@ -93,11 +84,9 @@ def completion_key(question_set: StudyQuestionSet) -> str:
 
 
 def queue_due_notices() -> int:
-    """Queue the notice of every set that is done and whose completion has no notice job
-    yet; how many were queued. One completion gets one notice job, whatever becomes of it:
-    retried like any job, it may fail for good (a receiver that refuses every notice), and
-    the completion is not queued again. Cheap when nothing happened: only sets with an
-    explanation job that ended since ``noticed_through`` are looked at."""
+    """Queue the notice of every done set whose completion has none yet; how many were queued.
+    One completion gets one notice job, even one that fails for good. Cheap when nothing
+    happened: only sets with an explanation job ended since ``noticed_through`` are read."""
     last_end = (
         StudyQuestionJob.objects.filter(
             study_question__sets=OuterRef("pk"),
@@ -140,10 +129,9 @@ def _queue_notice(question_set: StudyQuestionSet, done: Progress) -> int:
 
 @dataclass(frozen=True)
 class NotDone:
-    """The notice's set is no longer done (questions or checks were queued since): the job
-    is skipped and the completion it was queued for is released, so that the sweep queues
-    a notice when the set is done again. Only work ending can make it done again, so this
-    cannot loop by itself."""
+    """The notice's set is no longer done: the job is skipped and its completion released, for
+    the sweep to queue a notice when the set is done again (only work ending can do that, so
+    this cannot loop by itself)."""
 
     question_set: StudyQuestionSet
     key: str
@@ -163,13 +151,10 @@ class NotDone:
 
 @dataclass(frozen=True)
 class Noticed:
-    """A set's notice went out (or there was nothing to send it to): the job completes and
-    the set records the completion it noticed, in one transaction; then the signal and the
-    owner's e-mail go, once the commit made it so (a notice whose claim was lost records
-    nothing and sends neither). The record is a compare-and-set on ``noticed_key``: when
-    another notice job recorded this completion first, this one is skipped and sends
-    nothing, so a completion's signal and e-mail go exactly once whatever the consumers
-    race."""
+    """A set's notice went out (or had nowhere to go): the job completes and the set records
+    the completion, in one transaction; the signal and the owner's e-mail go after the commit.
+    The record is a compare-and-set on ``noticed_key``: a notice job that finds the completion
+    recorded is skipped, so they go exactly once whatever the consumers race."""
 
     question_set: StudyQuestionSet
     progress: Progress

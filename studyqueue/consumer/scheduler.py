@@ -1,16 +1,11 @@
 """django-apscheduler wiring for ``runconsumer``: the consume cycle as a scheduled job.
 
-Each consumer process runs its own scheduler (a ``BackgroundScheduler``: the main thread
-waits for the stop request, so a signal needs no helper thread). APScheduler 3 does not support
-several schedulers sharing one job store (they run each other's jobs), so every process
-keeps its own rows in django-apscheduler's tables, with ids prefixed ``studyqueue@<worker
-id>/``: the admin lists each consumer's jobs and executions, and no process runs another's.
+Each consumer process runs its own ``BackgroundScheduler``. APScheduler 3 does not support
+several schedulers sharing one job store (they run each other's jobs), so each keeps its own
+rows in django-apscheduler's tables, with ids prefixed ``studyqueue@<worker id>/``.
 
-A cycle that stops with work left (budget spent, jobs due soon, a wake-up from
-PostgreSQL's LISTEN/NOTIFY during the cycle) reschedules the next cycle early, so a
-backlog drains at the LLM's speed and an idle consumer wakes within moments of an enqueue
-(on SQLite within a second: ``poll``); but never before the circuit breaker's pause ends
-(nothing could be claimed).
+A cycle that stops with work left, or a wake-up (LISTEN/NOTIFY, or ``poll`` on SQLite),
+brings the next cycle forward, but never before the circuit breaker's pause ends.
 """
 
 from __future__ import annotations
@@ -103,8 +98,8 @@ def prune_job(worker_id: str = "") -> None:
 
 
 class ScheduledConsumer:
-    """A ``Consumer`` whose cycles a django-apscheduler scheduler runs every ``interval``
-    seconds, or sooner when work is due; ``run()`` blocks until the consumer is asked to stop."""
+    """A ``Consumer`` whose cycles a scheduler runs every ``interval`` seconds, or sooner when
+    work is due; ``run()`` blocks until the consumer is asked to stop."""
 
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
@@ -177,10 +172,8 @@ class ScheduledConsumer:
             )
             self.consumer.wait_for_stop()
             # The running cycle ends first: shutdown(wait=True) waits for it while holding
-            # the scheduler's job store lock, and a cycle that was just starting needs that
-            # lock to park its trigger (modify_job), so both waited forever (a stop signal
-            # right after start-up hung serve). A cycle starting now sees the stop and parks
-            # nothing.
+            # the job store lock, which a starting cycle needs to park its trigger
+            # (modify_job): a deadlock. A cycle starting now sees the stop and parks nothing.
             with self._cycle_ended:
                 self._cycle_ended.wait_for(lambda: not self._cycle_running)
             self.scheduler.shutdown(wait=True)
@@ -242,7 +235,7 @@ class ScheduledConsumer:
         self._run_at(delay)
 
     def on_message(self, message: notify.Message) -> None:
-        """A notice from the LISTEN thread (``notify``): act on it (thread-safe)."""
+        """Act on a notice from the LISTEN thread (thread-safe)."""
         if message.kind is notify.Kind.WAKE:
             self.wake()
         elif message.kind is notify.Kind.CANCEL and message.job_id is not None:
@@ -256,13 +249,9 @@ class ScheduledConsumer:
             return not self._cycle_running
 
     def listen_for_jobs(self) -> threading.Thread | None:
-        """On PostgreSQL, the LISTEN thread (``notify.start_listener``): enqueues wake the
-        consumer, skips cancel its calls, pauses hand back its waiting jobs. Elsewhere
-        (SQLite), the poll thread (``poll.start_poller``): a ready job wakes an idle
-        consumer within a second.
-
-        The interval poll stays as the fallback: a lost notification only costs latency.
-        """
+        """The LISTEN thread on PostgreSQL (``on_message``), else the poll thread: a ready job
+        wakes an idle consumer within a second. The interval stays the fallback: a lost
+        notification only costs latency."""
         consumer = self.consumer
         return notify.start_listener(
             consumer.store.alias, self.on_message, stopping=consumer.stopping, wait=consumer.wait

@@ -37,7 +37,6 @@ from studyqueue.queue.presence import ConsumerState, consumer_states
 from studyqueue.services.endpoints import endpoint_name
 from studyqueue.sets import eta, question_sets
 
-Job = StudyQuestionJob
 WINDOW = timedelta(hours=24)
 # The backlog's estimate divides by the jobs completed over this last stretch.
 RATE_WINDOW = timedelta(hours=1)
@@ -208,7 +207,7 @@ class DashboardStats:
 
 def jobs() -> JobQuerySet:
     """Every job, unordered, on the queue's database."""
-    return Job.objects.order_by()
+    return StudyQuestionJob.objects.order_by()
 
 
 def recent(now: datetime) -> JobQuerySet:
@@ -258,8 +257,7 @@ def oldest_pending() -> datetime | None:
 
 
 def by_worker(now: datetime, workers: list[str]) -> tuple[dict[str, int], dict[str, int]]:
-    """Per worker id: its processing jobs (the partial index of processing jobs), and the
-    jobs it completed in the last 24 hours (the ``completed_at`` index)."""
+    """Per worker id: its processing jobs, and the jobs it completed in the last 24 hours."""
     if not workers:
         return {}, {}
     running = jobs().filter(status=JobStatus.PROCESSING, worker_id__in=workers)
@@ -298,7 +296,7 @@ def hourly(now: datetime) -> list[HourBucket]:
 def top_errors(
     finished: dict[tuple[str, str, str], int], waiting: dict[str, int]
 ) -> list[tuple[str, int]]:
-    """The commonest error codes of the last 24 hours: finished jobs, plus pending ones
+    """The commonest error codes of the last 24 hours' finished jobs and of the pending ones
     waiting to retry (a claim clears ``completed_at``: no job is in both)."""
     counts: Counter[str] = Counter(waiting)
     for (_, _, code), n in finished.items():
@@ -426,7 +424,7 @@ def _endpoint_row(
 
 def _served_last_hour(now: datetime) -> dict[str, tuple[int, int]]:
     """Per server: the attempts it ended in the hour before ``now`` and their completion
-    tokens (attempts of the jobs that ended in that hour: the ``completed_at`` index)."""
+    tokens (of the jobs that ended in that hour: the ``completed_at`` index)."""
     ended = jobs().filter(completed_at__gte=now - timedelta(hours=1)).values("pk")
     rows = (
         JobAttempt.objects.filter(job__in=ended, ended_at__gte=now - timedelta(hours=1))
@@ -441,8 +439,7 @@ def _served_last_hour(now: datetime) -> dict[str, tuple[int, int]]:
 @dataclass(frozen=True)
 class NoticeFailures:
     """The set notices' webhook deliveries that failed since the last that went through
-    (within ``WINDOW``): refused (a storm from ``NOTICE_STORM``), or stuck: held by the
-    receiver until the notice's deadline (``WEBHOOK_TIMEOUT_SECONDS``)."""
+    (within ``WINDOW``): refused, or stuck: held until ``WEBHOOK_TIMEOUT_SECONDS``."""
 
     refused: int
     stuck: int
@@ -455,8 +452,8 @@ class NoticeFailures:
 
 
 def notice_failures(now: datetime) -> NoticeFailures | None:
-    """The deliveries failing now (None: none). Only the attempts of the notices active or
-    ended in the window are read (the partial indexes, the ``completed_at`` one)."""
+    """The deliveries failing now (None: none), read through the notices active or ended in
+    the window (the partial indexes, the ``completed_at`` one)."""
     notices = jobs().filter(
         Q(status__in=ACTIVE_STATUSES) | Q(completed_at__gte=now - WINDOW),
         kind=JobKind.SET_NOTICE,
@@ -477,12 +474,9 @@ def notice_failures(now: datetime) -> NoticeFailures | None:
 
 
 def late_sets(now: datetime) -> list[question_sets.Progress]:
-    """The sets with a deadline (within the last day or to come), not done, that will finish
-    after it at the current rate, are past it, or near it with no estimate (one estimate per
-    such set; sets without one cost nothing)."""
-    due = StudyQuestionSet.objects.filter(
-        deadline__isnull=False, deadline__gt=now - timedelta(days=1)
-    )
+    """The sets with a deadline from a day ago on that are at risk of missing it, earliest
+    first (one estimate per such set; sets without one cost nothing)."""
+    due = StudyQuestionSet.objects.filter(deadline__gt=now - timedelta(days=1))
     progress = (question_sets.progress(s, now) for s in due.order_by("deadline")[:LATE_SETS_SHOWN])
     return [p for p in progress if p.at_risk]
 
@@ -495,7 +489,7 @@ def table_total() -> tuple[int, bool]:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
-                [Job._meta.db_table],
+                [StudyQuestionJob._meta.db_table],
             )
             row = cursor.fetchone()
         if row and row[0] >= 0:

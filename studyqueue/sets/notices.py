@@ -184,13 +184,15 @@ class Noticed:
         set_completed.send_robust(
             sender=StudyQuestionSet, question_set=self.question_set, payload=self.data
         )
-        owner = self.question_set.owner_email
+        owner, done = self.question_set.owner_email, self.progress
         if not owner:
             return
         try:
+            finished = gettext("Finished %(at)s.") % {"at": times.shown(done.finished_at)}
+            lines = [counts_line(done), checks_line(done), finished]
             send_mail(
-                gettext("%(name)s is done") % {"name": self.progress.name},
-                "\n".join(_mail_lines(self.progress)),
+                gettext("%(name)s is done") % {"name": done.name},
+                "\n".join(line for line in lines if line is not None),
                 None,
                 [owner],
             )
@@ -198,12 +200,3 @@ class Noticed:
             logger.warning(
                 "study_set_mail_failed set=%s error=%s", self.question_set.pk, type(exc).__name__
             )
-
-
-def _mail_lines(progress: Progress) -> list[str]:
-    checks = checks_line(progress)
-    return [
-        counts_line(progress),
-        *([checks] if checks is not None else []),
-        gettext("Finished %(at)s.") % {"at": times.shown(progress.finished_at)},
-    ]

@@ -76,8 +76,7 @@ def _gate_row(limit: GateLimit) -> dict[str, Any]:
 
 
 def _consumer_rows(stats: DashboardStats) -> list[dict[str, Any]]:
-    """Each consumer with its gate (its fixed permits, or ``auto`` and the limit it follows
-    now) and its jobs as the jobs table has them now: one source for each number."""
+    """Each consumer with its gate, and its jobs as the jobs table has them now."""
     rows = []
     for state in stats.consumers:
         shared = stats.shared_limit(state)

@@ -75,8 +75,7 @@ def check_db(*, migrated: bool = True) -> Check:
 
 
 def _listen_session(db: str) -> list[str]:
-    """Behind a transaction pooler with ``DIRECT_DATABASE_URL``: what it means that its session
-    does not answer (no failure: the consumers run, looking for work each second)."""
+    """With ``DIRECT_DATABASE_URL``: a note when its session does not answer (no failure)."""
     if pg.mode(db) is not pg.Mode.DIRECT:
         return []
     try:
@@ -131,8 +130,7 @@ def _who(worker_ids: list[str]) -> str:
 
 
 def _down_since(records: list[QueueConsumer], shown: str) -> str:
-    """What the consumers of the server at ``shown`` report of it: since when one of them
-    has found it down (``QueueConsumer.endpoints``; a record without them: its breaker)."""
+    """Since when a consumer of the server at ``shown`` reports it down ("": none does)."""
     name = endpoint_name(shown)
     since: list[datetime | None] = []
     for record in records:
@@ -331,10 +329,9 @@ def forget_probes() -> None:
 
 
 def check_llm(*, wait: float | None = None) -> Check:
-    """The LLM servers of the live consumers (or this process's, when none is live) answer
-    ``GET /models``. ``wait``: readyz's way, reusing a fresh probe and waiting at most that
-    long for a new one; None: probe now and wait for the answer (at most the probe deadline).
-    """
+    """The LLM servers of the live consumers (else this process's) answer ``GET /models``.
+    ``wait``: reuse a fresh probe, wait at most that long for a new one (readyz); None: probe
+    now."""
     targets = llm_targets()
     if wait is None:
         probes, age = _probe(targets), 0.0

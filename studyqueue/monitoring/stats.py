@@ -163,8 +163,7 @@ class DashboardStats:
         return ""
 
     def shared_limit(self, consumer: ConsumerState) -> GateLimit | None:
-        """The stored limit a ``GATE_PERMITS=auto`` consumer's gate follows (None: fixed
-        permits, or no consumer of its endpoint has stored one yet)."""
+        """The stored limit a ``GATE_PERMITS=auto`` consumer's gate follows (None: none)."""
         if consumer.record.gate_permits != AUTO:
             return None
         # Its URL as the gate names it: the row of every spelling of its server.
@@ -266,8 +265,7 @@ def by_worker(now: datetime, workers: list[str]) -> tuple[dict[str, int], dict[s
 
 
 def hourly(now: datetime) -> list[HourBucket]:
-    """The last 24 hours, oldest first: finished jobs, LLM time, and the completed jobs'
-    mean time to first token and tokens per second (from their revisions)."""
+    """The last 24 hours, oldest first (the completed jobs' means from their revisions)."""
     this_hour = now.replace(minute=0, second=0, microsecond=0)
     buckets = {
         this_hour - timedelta(hours=h): HourBucket(this_hour - timedelta(hours=h))
@@ -341,8 +339,7 @@ def tokens(now: datetime) -> TokenTotals:
 
 
 def tokens_by_kind(now: datetime) -> dict[str, tuple[int, int]]:
-    """Prompt and completion tokens of the last 24 hours' finished jobs, by job kind (from
-    their attempts, every call counted)."""
+    """Prompt and completion tokens of every attempt of the jobs ended in the last 24 h, by kind."""
     attempts = JobAttempt.objects.filter(job__in=recent(now).values("pk")).order_by()
     rows = attempts.values("job__kind").annotate(
         prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens")

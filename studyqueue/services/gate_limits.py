@@ -15,8 +15,7 @@ from studyqueue.services.endpoints import endpoint_name
 
 
 def _name(endpoint: str) -> str:
-    """The stored name of ``endpoint``: its normalised URL (``endpoints.endpoint_name``), so that
-    every spelling of one server shares one row."""
+    """``endpoint``'s normalised URL: every spelling of one server shares one row."""
     return fit(GateLimit, "endpoint", endpoint_name(endpoint))
 
 
@@ -35,11 +34,9 @@ def sync(
 ) -> int:
     """Store this consumer's view and return the limit every consumer is to use.
 
-    ``changed_from``: this consumer moved the limit from that value; the move is stored
-    only if nobody moved the stored one meanwhile (compare and set), else the stored limit
-    wins: a decision taken from measurements at a limit that no longer holds is void.
-    The tokens/s it measured are merged in either way.
-    """
+    ``changed_from``: this consumer moved the limit from that value; the move is stored only
+    if nobody moved the stored one meanwhile (compare and set): a decision taken at a limit
+    that no longer holds is void. The measured tokens/s are merged in either way."""
     endpoint = _name(endpoint)
     measured = {str(k): round(v, 2) for k, v in rates.items()}
     limits = GateLimit.objects.all()

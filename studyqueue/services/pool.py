@@ -104,8 +104,7 @@ class Member:
         return [r for r in self.recent if now - r[0] <= RATE_WINDOW_SECONDS]
 
     def call_seconds(self) -> float | None:
-        """The mean wall time of its recent calls, queueing at the server included (None: no
-        call)."""
+        """The mean wall time of its recent calls, server queueing included (None: no call)."""
         recent = [r[2] for r in self._recent()]
         return sum(recent) / len(recent) if recent else None
 
@@ -117,8 +116,7 @@ class Member:
         return (self.committed + 1) * seconds / self.gate.limit
 
     def tokens_per_second(self) -> float | None:
-        """Completion tokens per second of its recent calls: one call's speed, not the
-        server's total (None: no call)."""
+        """Completion tokens/s of its recent calls: one call's speed (None: no call)."""
         recent = self._recent()
         seconds = sum(r[2] for r in recent)
         return round(sum(r[1] for r in recent) / seconds, 1) if seconds > 0 else None
@@ -195,8 +193,7 @@ class EndpointPool:
     def build(
         cls, endpoints: Iterable[Endpoint], gate_for: Callable[[Endpoint, LLMClient], LLMGate]
     ) -> EndpointPool:
-        """A pool of ``endpoints``, each with a client from the settings and a gate from
-        ``gate_for``."""
+        """A pool of ``endpoints``, each with a client from the settings and ``gate_for``'s gate."""
         members = []
         for endpoint in endpoints:
             client = LLMClient.from_settings(endpoint)
@@ -228,8 +225,7 @@ class EndpointPool:
     async def slot(
         self, prefix: str | None = None, avoid: Collection[Member] = ()
     ) -> AsyncIterator[Held]:
-        """Hold a slot of the chosen member's gate for the ``async with`` body (may raise
-        ``GateTimeout``)."""
+        """Hold the chosen member's gate slot for the ``async with`` (may raise ``GateTimeout``)."""
         member = self.choose(prefix, avoid)
         member.committed += 1
         try:
@@ -320,9 +316,8 @@ class EndpointPool:
             await old.aclose()
 
     async def watch_servers(self) -> None:
-        """``GATE_PERMITS=auto`` on a server that says when requests wait (vLLM): once they
-        do, its gate stops climbing (``LLMGate.server_full``). A page once found unusable is
-        watched too."""
+        """``GATE_PERMITS=auto`` on vLLM (or a page once found unusable): once requests wait
+        on the server, its gate stops climbing (``LLMGate.server_full``)."""
         for member in self.members:
             watched = member.server == server_limits.VLLM or member.metrics_fault is not None
             if watched and member.gate.controller is not None:

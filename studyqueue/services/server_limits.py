@@ -35,8 +35,7 @@ GAUGE_MAX = 1_000_000
 
 @dataclass(frozen=True)
 class Said:
-    """What a server said of itself: which kind (``LLAMA_CPP``, ``VLLM`` or "": nothing),
-    its slots (llama.cpp), and its requests running and waiting now (vLLM)."""
+    """What a server said of itself: its kind (``LLAMA_CPP``, ``VLLM`` or "": nothing)."""
 
     server: str = ""
     slots: int | None = None

@@ -104,17 +104,18 @@ class VersionRow:
     trust: list[flag_trust.FlagTrust]
 
 
-def _with_checks(versions: list[prompt_versions.VersionStats]) -> list[VersionRow]:
-    trust = flag_trust.collect(prompt_versions.DASHBOARD_NEWEST)
+def _version_rows() -> list[VersionRow]:
+    newest = prompt_versions.DASHBOARD_NEWEST
+    trust = flag_trust.collect(newest)
     # About the jobs behind the newest explanations compared: each has an audit and a check.
-    costs = check_cost.collect(newest_jobs=3 * prompt_versions.DASHBOARD_NEWEST)
+    costs = check_cost.collect(newest_jobs=3 * newest)
     return [
         VersionRow(
             v,
             costs.get(v.prompt_version, check_cost.VersionCost(v.prompt_version, {})),
             [t for t in flag_trust.of(trust, v.prompt_version) if t.flagged_bad + t.flagged_good],
         )
-        for v in versions
+        for v in prompt_versions.collect(newest)
     ]
 
 
@@ -167,9 +168,7 @@ class QueueDashboardAdmin(PageAdmin):
             "opts": self.model._meta,
             "refresh_seconds": REFRESH_SECONDS,
             # Once per page load, not in the 5-second refresh: a GROUP BY over many rows.
-            "prompt_versions": _with_checks(
-                prompt_versions.collect(prompt_versions.DASHBOARD_NEWEST)
-            ),
+            "prompt_versions": _version_rows(),
             "key_disputes": flag_trust.key_disputes(),
             "prompt_newest": number_format(prompt_versions.DASHBOARD_NEWEST, force_grouping=True),
             **(extra_context or {}),
@@ -195,8 +194,7 @@ class QueueDashboardAdmin(PageAdmin):
                 "completed_per_hour": stats.completed_per_hour,
                 "gate_limits": stats.live_gate_limits,
                 "outdated": stats.outdated,
-                # What "outdated" is counted against: the live consumers' versions, or
-                # (when none is live) the web server's own.
+                # The versions "outdated" is counted against: the live consumers', else ours.
                 "outdated_against": stats.outdated_basis.versions,
                 "outdated_against_live": stats.outdated_basis.from_live,
                 # The page's body as the server renders it (escaped by the template).

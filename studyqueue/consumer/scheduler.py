@@ -62,8 +62,8 @@ class ConsumerJobStore(DjangoJobStore):
         return self._own(super().get_all_jobs())
 
     def get_next_run_time(self) -> datetime | None:
-        times = [job.next_run_time for job in self.get_all_jobs() if job.next_run_time]
-        return min(times, default=None)
+        jobs = self.get_all_jobs()
+        return min((job.next_run_time for job in jobs if job.next_run_time), default=None)
 
     def remove_all_jobs(self) -> None:
         DjangoJob.objects.filter(id__startswith=self.prefix).delete()
@@ -185,9 +185,8 @@ class ScheduledConsumer:
         """Run one consume cycle (the scheduled job's body)."""
         with self._lock:
             self._cycle_running = True
-        # Park the interval trigger while the cycle runs: a cycle may outlast the
-        # interval (a long LLM call), and a tick then would only record "max instances".
-        # after_cycle() sets the real next run when this one ends.
+        # Park the interval trigger while the cycle runs: a cycle may outlast the interval, and
+        # a tick then would only record "max instances". after_cycle() sets the next run.
         self._run_at(PARKED_SECONDS)
         return self.consumer.run_cycle()
 
@@ -227,9 +226,8 @@ class ScheduledConsumer:
             delay = min(delay, ERROR_RETRY_SECONDS)
         if isinstance(event.retval, CycleResult) and event.retval.next_due_in is not None:
             delay = min(delay, event.retval.next_due_in)
-        # While the breaker pauses claiming, ready jobs wait for its end: an earlier cycle
-        # would claim nothing and start again at once. A pause longer than the interval
-        # still lets a cycle report every interval.
+        # While the breaker pauses claiming, an earlier cycle would claim nothing; a pause
+        # longer than the interval still lets a cycle report every interval.
         pause = self.consumer.pause_before_next_cycle()
         delay = max(delay, min(pause, self.interval))
         self._run_at(delay)

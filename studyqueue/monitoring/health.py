@@ -37,10 +37,9 @@ from studyqueue.services.redact import REDACTED, is_valid_api_key
 
 CHECKS = ("db", "consumer", "llm")
 MAX_PROBED_URLS = 5  # distinct consumer URLs probed at once; more are named, not probed
-# readyz answers from a probe this young; an older one (up to STALE_SECONDS) is answered at
-# once while a new probe runs in the background; with none, it waits READY_WAIT_SECONDS for
-# one. So a slow LLM server never holds a web worker (which healthz may be waiting for) for
-# the probe's deadline.
+# readyz answers from a probe this young; an older one (up to STALE_SECONDS) at once while a
+# new probe runs in the background; with none, it waits READY_WAIT_SECONDS for one: a slow LLM
+# server never holds a web worker (which healthz may wait for) for the probe's deadline.
 FRESH_SECONDS = 5.0
 STALE_SECONDS = 60.0
 READY_WAIT_SECONDS = 1.0

@@ -126,8 +126,7 @@ class Member:
         error = self.breaker.last_error
         return {
             "name": self.name,
-            # Its URL as configured, credentials redacted: whole (``llm_url`` joins every
-            # URL into one column, cut to its width), what health probes.
+            # Whole, unlike ``llm_url``'s column cut to its width: what health probes.
             "url": self.endpoint.shown_url,
             "model": self.endpoint.model,
             "state": self.state,
@@ -205,8 +204,7 @@ class EndpointPool:
         open_ = [m for m in self.members if m not in avoid] or self.members
         candidates = [m for m in open_ if m.available()]
         if not candidates:
-            # Every one is down (or probed right now): the one back soonest, where the
-            # caller hands its job back until then.
+            # Every one is down or probed: the one back soonest (the caller hands back its job).
             return min(open_, key=lambda m: m.breaker.remaining())
         last = self.affinity.get(prefix) if prefix is not None else None
         if last in candidates and last.committed < last.gate.limit:

@@ -28,8 +28,8 @@ WAITING_CEILING = 64
 HIGHEST = 256
 
 _RUNNING, _WAITING = "vllm:num_requests_running", "vllm:num_requests_waiting"
-# A gauge above this is not a count of requests: it is read as this (no server holds a million
-# requests), so that ``1e300`` cannot become a 300-digit int.
+# A gauge above this is read as this (no server holds a million requests): ``1e300`` must not
+# become a 300-digit int.
 GAUGE_MAX = 1_000_000
 
 
@@ -72,9 +72,8 @@ async def load(client: LLMClient) -> Said:
     try:
         gauges, bad = _gauges(page[1].decode("utf-8", "replace"))
     except Exception as exc:
-        # The page is the server's text: whatever the parser raises on it (a malformed line,
-        # an odd escape) means "no usable gauges", never a failed cycle (this runs in every
-        # cycle of an auto gate).
+        # Whatever the parser raises on the server's text means "no usable gauges", never a
+        # failed cycle (this runs in every cycle of an auto gate).
         return Said(fault=f"not Prometheus text ({type(exc).__name__})")
     fault = f"{bad[0]}: not a count" if bad else ""
     if _RUNNING not in gauges:

@@ -116,7 +116,7 @@ class ScheduledConsumer:
         worker_id = self.consumer.worker_id
         scheduler = BackgroundScheduler(
             timezone=settings.TIME_ZONE,
-            # One worker thread: cycles never overlap.
+            # One worker thread, one instance per job (APScheduler's default): no overlap.
             executors={"default": ThreadPoolExecutor(max_workers=1)},
         )
         scheduler.add_jobstore(ConsumerJobStore(self.prefix), "default")
@@ -128,8 +128,6 @@ class ScheduledConsumer:
             id=self.consume_job_id,
             name=f"studyqueue consume ({worker_id})",
             next_run_time=timezone.now(),
-            max_instances=1,
-            coalesce=True,
             misfire_grace_time=max(1, int(self.interval)),
             replace_existing=True,
         )
@@ -141,8 +139,6 @@ class ScheduledConsumer:
             kwargs={"worker_id": worker_id},
             id=f"{self.prefix}prune",
             name=f"studyqueue prune ({worker_id})",
-            max_instances=1,
-            coalesce=True,
             replace_existing=True,
         )
         scheduler.add_listener(self.after_cycle, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)

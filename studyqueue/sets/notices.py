@@ -100,12 +100,8 @@ def queue_due_notices() -> int:
         Q(noticed_through__isnull=True) | Q(last_end__gt=F("noticed_through")),
         last_end__isnull=False,
     )
-    queued = 0
-    for question_set in candidates:
-        now = progress(question_set)
-        if now.done:
-            queued += _queue_notice(question_set, now)
-    return queued
+    now = ((question_set, progress(question_set)) for question_set in candidates)
+    return sum(_queue_notice(question_set, done) for question_set, done in now if done.done)
 
 
 def _queue_notice(question_set: StudyQuestionSet, done: Progress) -> int:

@@ -6,6 +6,7 @@ is PostgreSQL's planner estimate (an exact count on SQLite)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -225,13 +226,19 @@ def replies(now: datetime) -> JobQuerySet:
     return jobs.annotate(reply=FilteredRelation("revision", condition=Q(revision__pk__gte=oldest)))
 
 
+def by_status_kind(counts: Iterable[tuple[str, str, int]]) -> dict[str, dict[str, int]]:
+    """(status, kind, count) rows summed as status -> kind -> count."""
+    out: dict[str, dict[str, int]] = {}
+    for status, kind, n in counts:
+        per_kind = out.setdefault(status, {})
+        per_kind[kind] = per_kind.get(kind, 0) + n
+    return out
+
+
 def active_counts() -> dict[str, dict[str, int]]:
     """Pending and processing jobs now: status -> kind -> count (partial indexes)."""
-    rows = jobs().filter(status__in=ACTIVE_STATUSES).values("status", "kind")
-    out: dict[str, dict[str, int]] = {}
-    for row in rows.annotate(n=Count("id")):
-        out.setdefault(row["status"], {})[row["kind"]] = row["n"]
-    return out
+    rows = jobs().filter(status__in=ACTIVE_STATUSES).values_list("status", "kind")
+    return by_status_kind(rows.annotate(n=Count("id")))
 
 
 def finished_counts(now: datetime) -> dict[tuple[str, str, str], int]:
@@ -494,15 +501,6 @@ def table_total() -> tuple[int, bool]:
     return every.count(), False
 
 
-def by_status_kind(finished: dict[tuple[str, str, str], int]) -> dict[str, dict[str, int]]:
-    """``finished_counts`` summed over error codes: status -> kind -> count."""
-    out: dict[str, dict[str, int]] = {}
-    for (status, kind, _), n in finished.items():
-        per_kind = out.setdefault(status, {})
-        per_kind[kind] = per_kind.get(kind, 0) + n
-    return out
-
-
 # --------------------------------------------------------------------------- the dashboard
 
 
@@ -522,7 +520,7 @@ def collect(now: datetime | None = None) -> DashboardStats:
     return DashboardStats(
         now=now,
         active=active_counts(),
-        finished_24h=by_status_kind(finished),
+        finished_24h=by_status_kind((s, kind, n) for (s, kind, _), n in finished.items()),
         oldest_pending_age=(now - oldest) if oldest else None,
         stale=jobs().stale(now - timedelta(minutes=conf.STALE_MINUTES)).count(),
         hours=hourly(now),

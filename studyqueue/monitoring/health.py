@@ -1,10 +1,7 @@
-"""Health checks for orchestrators and operators.
-
-Liveness (``/studyqueue/healthz``) is a ``SELECT 1``, so it answers at once whatever the LLM
-server does. Readiness (``/studyqueue/readyz``, ``manage.py studyqueue_health``) is the database
-(reachable, migrated), a consumer that ran a cycle lately, and the LLM servers the consumers use.
-Details never carry a secret: URLs are shown redacted, and every probe goes through the LLM
-client, which never sends an invalid key and redacts what it reports."""
+"""Health checks: liveness (``/studyqueue/healthz``) is a ``SELECT 1``; readiness
+(``/studyqueue/readyz``, ``manage.py studyqueue_health``) is the database (migrated), a
+consumer that ran a cycle lately, and the LLM servers the consumers use. Details never carry a
+secret: URLs are shown redacted, and every probe goes through the LLM client."""
 
 from __future__ import annotations
 
@@ -216,13 +213,13 @@ def _judge(target: LLMTarget, probe: Probe | None) -> tuple[bool, str]:
     if probe is None and target.url:
         text = gettext("the LLM server at %(url)s (%(who)s) is not probed: too many URLs")
         return True, text % at
+    if probe is None and target.breaker_open_since:
+        text = gettext(
+            "the LLM server at %(url)s (%(who)s) is not probed from here (its credentials "
+            "are not this process's); its consumer reports the LLM unreachable since %(since)s"
+        )
+        return False, text % {**at, "since": target.breaker_open_since}
     if probe is None:
-        if target.breaker_open_since:
-            text = gettext(
-                "the LLM server at %(url)s (%(who)s) is not probed from here (its credentials "
-                "are not this process's); its consumer reports the LLM unreachable since %(since)s"
-            )
-            return False, text % {**at, "since": target.breaker_open_since}
         text = gettext(
             "the LLM server at %(url)s (%(who)s) is not probed from here (its credentials are "
             "not this process's); its consumer reports no failure"
@@ -287,13 +284,10 @@ class _ProbeCache:
             done = self._running.get(key)
             if done is None:
                 done = self._running[key] = threading.Event()
-                runner = threading.Thread(
-                    target=self._run,
-                    args=(key, targets, done),
-                    name="studyqueue-probe",
-                    daemon=True,
-                )
-                runner.start()
+                args = (key, targets, done)
+                threading.Thread(
+                    target=self._run, args=args, name="studyqueue-probe", daemon=True
+                ).start()
             if result:
                 return result
         done.wait(wait)

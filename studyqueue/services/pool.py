@@ -1,14 +1,10 @@
 """The endpoint pool: the LLM servers one consumer calls, each with its own client, gate
 (``services.gate``: shared by every consumer of the endpoint) and breaker.
 
-A call goes to an endpoint that is up, preferring the one that served its prompt prefix last
-(its prompt cache holds it) while it has a free slot, else the one where it would end soonest
-(``Member.expected_wait``), so each endpoint's queue stays in proportion to what it does.
-
-An endpoint that fails a call opens its own breaker, and the call goes to another endpoint
-within the same attempt (``workers.registry.on_endpoint``). So does an empty reply (a 200
-with no text), and ``EMPTY_REPLIES_TO_PAUSE`` in a row open the breaker: a server that answers
-fast with nothing would otherwise keep winning the choice. After its pause, one call at a time
+A call goes to an endpoint that is up: the one that served its prompt prefix last (its prompt
+cache holds it) while it has a free slot, else the one where it would end soonest. A failed
+call or an empty reply goes to another endpoint within the same attempt
+(``workers.registry.on_endpoint``); the failing endpoint pauses, then one call at a time
 probes it until one succeeds. Claiming pauses only while every endpoint's breaker is open.
 """
 
@@ -33,8 +29,9 @@ from studyqueue.services.llm import LLMClient, LLMError, LLMReply
 
 # How much of an endpoint's recent work its tokens/s is measured over.
 RATE_WINDOW_SECONDS = 600.0
-# Empty replies in a row (no success between) that open an endpoint's breaker. One empty reply
-# may be the question's doing; several in a row from different jobs are the server's.
+# Empty replies in a row (no success between) that open an endpoint's breaker, for a server
+# that answers fast with nothing would keep winning the choice. One empty reply may be the
+# question's doing; several in a row from different jobs are the server's.
 EMPTY_REPLIES_TO_PAUSE = 3
 
 

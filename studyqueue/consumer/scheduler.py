@@ -1,8 +1,7 @@
 """django-apscheduler wiring for ``runconsumer``: the consume cycle as a scheduled job.
 
-Each consumer process runs its own ``BackgroundScheduler``. APScheduler 3 does not support
-several schedulers sharing one job store (they run each other's jobs), so each keeps its own
-rows in django-apscheduler's tables, with ids prefixed ``studyqueue@<worker id>/``.
+Each consumer process runs its own scheduler with its own rows (ids ``studyqueue@<worker id>/``):
+APScheduler 3 schedulers sharing one job store run each other's jobs.
 
 A cycle that stops with work left, or a wake-up (LISTEN/NOTIFY, or ``poll`` on SQLite),
 brings the next cycle forward, but never before the circuit breaker's pause ends.

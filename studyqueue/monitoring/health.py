@@ -93,8 +93,7 @@ def check_consumer() -> Check:
         detail = gettext("cannot read the consumers (%(error)s)")
         return Check("consumer", False, detail % {"error": type(exc).__name__})
     if not live:
-        detail = gettext("no consumer has run a cycle within two intervals")
-        return Check("consumer", False, detail)
+        return Check("consumer", False, gettext("no consumer has run a cycle within two intervals"))
     names = ", ".join(c.record.worker_id for c in live[:5])
     detail = ngettext(
         "%(count)d consumer live: %(names)s", "%(count)d consumers live: %(names)s", len(live)

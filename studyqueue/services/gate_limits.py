@@ -1,7 +1,6 @@
-"""The adaptive gate's limit per endpoint in the database (``GateLimit``): one number every
-consumer of the endpoint shares, the tokens/s measured at each limit, and the last good
-value a restarted consumer starts from. An endpoint is named by its normalised URL
-(``services.endpoints.endpoint_name``; migration 0018 renamed rows stored under other spellings)."""
+"""The adaptive gate's limit per endpoint (``GateLimit``, named by its normalised URL): one
+number every consumer of the endpoint shares, the tokens/s measured at each limit, and the
+last good value a restarted consumer starts from."""
 
 from __future__ import annotations
 

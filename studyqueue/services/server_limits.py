@@ -1,6 +1,5 @@
-"""What an LLM server says it can take: the ceiling of an adaptive gate (``GATE_PERMITS=auto``).
-Above a batching server's knee, calls only queue on it; where it says nothing, the ceiling is
-``GATE_MAX_PERMITS``. The gate's own measure stays in charge below the ceiling (``gate_control``).
+"""What an LLM server says it can take: the ceiling of an adaptive gate (``GATE_PERMITS=auto``),
+above which calls only queue on it (else ``GATE_MAX_PERMITS``). Below it, ``gate_control`` rules.
 
 - llama.cpp: ``GET /props`` gives ``total_slots`` (older builds list ``GET /slots``); calls
   beyond its slots wait for one, so they are the ceiling, above or below ``GATE_MAX_PERMITS``.

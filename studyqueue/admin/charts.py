@@ -40,12 +40,11 @@ class Chart:
     def label(self) -> str:
         """The row as text: its title and every hour with a value."""
         shown = "; ".join(bar.text for bar in self.bars if bar.parts)
-        if not shown:
-            shown = gettext("nothing in the last 24 hours")
+        shown = shown or gettext("nothing in the last 24 hours")
         return f"{self.title}: {shown}"
 
 
-def _pct(value: float, top: float) -> float:
+def pct(value: float, top: float) -> float:
     return round(100.0 * value / top, 1) if top else 0.0
 
 
@@ -61,37 +60,40 @@ def _llm_seconds(ms: float) -> str:
     return gettext("%(seconds)s s") % {"seconds": round(ms / 1000, 1)}
 
 
-def _mean_chart(
+def _chart(
     stats: DashboardStats,
     id: str,
     title: str,
     value: Callable[[HourBucket], float | None],
     shown: Callable[[float], str],
+    total: str | None = None,
 ) -> Chart:
-    """A row of hourly means, styled as ``id``; its figure is the newest hour with one."""
+    """A row of one value per hour, styled as ``id``; its figure is ``total``, else the
+    newest hour's value (for a row of hourly means)."""
     values = [value(h) for h in stats.hours]
     top = max((v or 0 for v in values), default=0)
     bars = [
         Bar(
             _hour(h),
-            [Part(_pct(v, top), id)] if v else [],
+            [Part(pct(v, top), id)] if v else [],
             f"{_hour(h)}: {shown(v) if v is not None else NONE}",
         )
         for h, v in zip(stats.hours, values, strict=True)
     ]
-    latest = next((v for v in reversed(values) if v is not None), None)
-    total = NONE if latest is None else gettext("last: %(value)s") % {"value": shown(latest)}
+    if total is None:
+        latest = next((v for v in reversed(values) if v is not None), None)
+        total = NONE if latest is None else gettext("last: %(value)s") % {"value": shown(latest)}
     return Chart(id, title, total, bars)
 
 
 def hourly_charts(stats: DashboardStats) -> list[Chart]:
     """Finished jobs, LLM time, time to first token and tokens/s over the last 24 hours."""
-    top_jobs, top_ms = stats.max_hour_jobs, stats.max_hour_llm_ms
+    top_jobs = max((h.completed + h.failed for h in stats.hours), default=0)
     finished = [
         Bar(
             _hour(h),
             [
-                Part(_pct(n, top_jobs), css)
+                Part(pct(n, top_jobs), css)
                 for n, css in ((h.completed, "sq-ok"), (h.failed, "sq-bad"))
                 if n
             ],
@@ -100,17 +102,9 @@ def hourly_charts(stats: DashboardStats) -> list[Chart]:
         )
         for h in stats.hours
     ]
-    llm = [
-        Bar(
-            _hour(h),
-            [Part(_pct(h.llm_ms, top_ms), "sq-llm")] if h.llm_ms else [],
-            f"{_hour(h)}: {_llm_seconds(h.llm_ms)}",
-        )
-        for h in stats.hours
-    ]
     completed = sum(h.completed for h in stats.hours)
     failed = sum(h.failed for h in stats.hours)
-    llm_total = sum(h.llm_ms for h in stats.hours)
+    llm_total = _llm_seconds(sum(h.llm_ms for h in stats.hours))
     return [
         Chart(
             "sq-throughput",
@@ -118,15 +112,22 @@ def hourly_charts(stats: DashboardStats) -> list[Chart]:
             f"{completed} / {failed}",
             finished,
         ),
-        Chart("sq-llm", gettext("LLM time per hour"), _llm_seconds(llm_total), llm),
-        _mean_chart(
+        _chart(
+            stats,
+            "sq-llm",
+            gettext("LLM time per hour"),
+            lambda h: h.llm_ms,
+            _llm_seconds,
+            llm_total,
+        ),
+        _chart(
             stats,
             "sq-ttft",
             gettext("Time to first token (hourly mean)"),
             lambda h: None if h.first_token_ms is None else h.first_token_ms / 1000,
             _seconds,
         ),
-        _mean_chart(
+        _chart(
             stats,
             "sq-tps",
             gettext("Tokens per second (hourly mean)"),

@@ -15,24 +15,15 @@ from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.translation import gettext
 
-from studyqueue.admin.charts import hourly_charts
+from studyqueue.admin.charts import hourly_charts, pct
 from studyqueue.admin.common import PageAdmin, status_badge
 from studyqueue.conf import AUTO, conf
 from studyqueue.explanations import check_cost, flag_trust, prompt_versions
-from studyqueue.models import (
-    GateLimit,
-    JobKind,
-    JobStatus,
-    QueueDashboard,
-)
+from studyqueue.models import ACTIVE_STATUSES, GateLimit, JobKind, JobStatus, QueueDashboard
 from studyqueue.monitoring.stats import DashboardStats, collect
 from studyqueue.times import short_duration
 
 REFRESH_SECONDS = 5
-
-
-def _pct(value: float, top: float) -> float:
-    return round(100.0 * value / top, 1) if top else 0.0
 
 
 def shown_kinds(stats: DashboardStats) -> list[JobKind]:
@@ -50,22 +41,16 @@ def shown_kinds(stats: DashboardStats) -> list[JobKind]:
 
 def _chart_rows(stats: DashboardStats) -> dict[str, Any]:
     """The hourly charts, the error bars and the tables, ready for the template."""
-    top_err = stats.max_error_count
-    errors = [{"code": code, "count": n, "pct": _pct(n, top_err)} for code, n in stats.top_errors]
+    top_err = max((n for _, n in stats.top_errors), default=0)
+    errors = [{"code": code, "count": n, "pct": pct(n, top_err)} for code, n in stats.top_errors]
     kinds = shown_kinds(stats)
+    by_status = {**stats.finished_24h, **stats.active}
     table = [
         {
             "status": status,
             "badge": status_badge(status),
-            "window": gettext("now")
-            if status in (JobStatus.PENDING, JobStatus.PROCESSING)
-            else gettext("24 h"),
-            "counts": [
-                (stats.active if status in stats.active else stats.finished_24h)
-                .get(status, {})
-                .get(kind, 0)
-                for kind in kinds
-            ],
+            "window": gettext("now") if status in ACTIVE_STATUSES else gettext("24 h"),
+            "counts": [by_status.get(status, {}).get(kind, 0) for kind in kinds],
         }
         for status in JobStatus.values
     ]
@@ -91,8 +76,7 @@ def _gate_row(limit: GateLimit) -> dict[str, Any]:
 
 
 def _consumer_rows(stats: DashboardStats) -> list[dict[str, Any]]:
-    """Each consumer with its gate (its fixed permits, or ``auto`` and the limit it follows
-    now) and its jobs as the jobs table has them now: one source for each number."""
+    """Each consumer with its gate, and its jobs as the jobs table has them now."""
     rows = []
     for state in stats.consumers:
         shared = stats.shared_limit(state)
@@ -110,36 +94,28 @@ def _consumer_rows(stats: DashboardStats) -> list[dict[str, Any]]:
     return rows
 
 
-def _backlog(stats: DashboardStats) -> dict[str, Any]:
-    """When the backlog will be done at the last hour's rate (none without a rate)."""
-    done_in = stats.backlog_done_in
-    return {
-        "backlog_done_in": short_duration(done_in) if done_in is not None else None,
-        "backlog_done_at": timezone.localtime(stats.now + done_in) if done_in else None,
-    }
-
-
 @dataclass(frozen=True)
 class VersionRow:
-    """A prompt version's row on the dashboard: its numbers, what checking cost, and its
-    flags' scores as predictors of a rejection (only flags with decisions behind them)."""
+    """A prompt version's numbers, what checking cost, and its flags' scores as predictors of a
+    rejection (only flags with decisions behind them)."""
 
     stats: prompt_versions.VersionStats
     cost: check_cost.VersionCost
     trust: list[flag_trust.FlagTrust]
 
 
-def _with_checks(versions: list[prompt_versions.VersionStats]) -> list[VersionRow]:
-    trust = flag_trust.collect(prompt_versions.DASHBOARD_NEWEST)
+def _version_rows() -> list[VersionRow]:
+    newest = prompt_versions.DASHBOARD_NEWEST
+    trust = flag_trust.collect(newest)
     # About the jobs behind the newest explanations compared: each has an audit and a check.
-    costs = check_cost.collect(newest_jobs=3 * prompt_versions.DASHBOARD_NEWEST)
+    costs = check_cost.collect(newest_jobs=3 * newest)
     return [
         VersionRow(
             v,
             costs.get(v.prompt_version, check_cost.VersionCost(v.prompt_version, {})),
             [t for t in flag_trust.of(trust, v.prompt_version) if t.flagged_bad + t.flagged_good],
         )
-        for v in versions
+        for v in prompt_versions.collect(newest)
     ]
 
 
@@ -167,6 +143,7 @@ class QueueDashboardAdmin(PageAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         stats = collect()
+        done_in = stats.backlog_done_in
         return {
             **_chart_rows(stats),
             "stats": stats,
@@ -178,7 +155,8 @@ class QueueDashboardAdmin(PageAdmin):
             if stats.oldest_pending_age is not None
             else None,
             "can_pause": request.user.has_perm("studyqueue.pause_queue"),
-            **_backlog(stats),
+            "backlog_done_in": short_duration(done_in) if done_in is not None else None,
+            "backlog_done_at": timezone.localtime(stats.now + done_in) if done_in else None,
         }
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
@@ -190,9 +168,7 @@ class QueueDashboardAdmin(PageAdmin):
             "opts": self.model._meta,
             "refresh_seconds": REFRESH_SECONDS,
             # Once per page load, not in the 5-second refresh: a GROUP BY over many rows.
-            "prompt_versions": _with_checks(
-                prompt_versions.collect(prompt_versions.DASHBOARD_NEWEST)
-            ),
+            "prompt_versions": _version_rows(),
             "key_disputes": flag_trust.key_disputes(),
             "prompt_newest": number_format(prompt_versions.DASHBOARD_NEWEST, force_grouping=True),
             **(extra_context or {}),
@@ -218,8 +194,7 @@ class QueueDashboardAdmin(PageAdmin):
                 "completed_per_hour": stats.completed_per_hour,
                 "gate_limits": stats.live_gate_limits,
                 "outdated": stats.outdated,
-                # What "outdated" is counted against: the live consumers' versions, or
-                # (when none is live) the web server's own.
+                # The versions "outdated" is counted against: the live consumers', else ours.
                 "outdated_against": stats.outdated_basis.versions,
                 "outdated_against_live": stats.outdated_basis.from_live,
                 # The page's body as the server renders it (escaped by the template).

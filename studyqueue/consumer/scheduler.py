@@ -1,16 +1,10 @@
 """django-apscheduler wiring for ``runconsumer``: the consume cycle as a scheduled job.
 
-Each consumer process runs its own scheduler (a ``BackgroundScheduler``: the main thread
-waits for the stop request, so a signal needs no helper thread). APScheduler 3 does not support
-several schedulers sharing one job store (they run each other's jobs), so every process
-keeps its own rows in django-apscheduler's tables, with ids prefixed ``studyqueue@<worker
-id>/``: the admin lists each consumer's jobs and executions, and no process runs another's.
+Each consumer process runs its own scheduler with its own rows (ids ``studyqueue@<worker id>/``):
+APScheduler 3 schedulers sharing one job store run each other's jobs.
 
-A cycle that stops with work left (budget spent, jobs due soon, a wake-up from
-PostgreSQL's LISTEN/NOTIFY during the cycle) reschedules the next cycle early, so a
-backlog drains at the LLM's speed and an idle consumer wakes within moments of an enqueue
-(on SQLite within a second: ``poll``); but never before the circuit breaker's pause ends
-(nothing could be claimed).
+A cycle that stops with work left, or a wake-up (LISTEN/NOTIFY, or ``poll`` on SQLite),
+brings the next cycle forward, but never before the circuit breaker's pause ends.
 """
 
 from __future__ import annotations
@@ -67,8 +61,8 @@ class ConsumerJobStore(DjangoJobStore):
         return self._own(super().get_all_jobs())
 
     def get_next_run_time(self) -> datetime | None:
-        times = [job.next_run_time for job in self.get_all_jobs() if job.next_run_time]
-        return min(times, default=None)
+        jobs = self.get_all_jobs()
+        return min((job.next_run_time for job in jobs if job.next_run_time), default=None)
 
     def remove_all_jobs(self) -> None:
         DjangoJob.objects.filter(id__startswith=self.prefix).delete()
@@ -103,8 +97,8 @@ def prune_job(worker_id: str = "") -> None:
 
 
 class ScheduledConsumer:
-    """A ``Consumer`` whose cycles a django-apscheduler scheduler runs every ``interval``
-    seconds, or sooner when work is due; ``run()`` blocks until the consumer is asked to stop."""
+    """A ``Consumer`` whose cycles a scheduler runs every ``interval`` seconds, or sooner when
+    work is due; ``run()`` blocks until the consumer is asked to stop."""
 
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
@@ -121,7 +115,7 @@ class ScheduledConsumer:
         worker_id = self.consumer.worker_id
         scheduler = BackgroundScheduler(
             timezone=settings.TIME_ZONE,
-            # One worker thread: cycles never overlap.
+            # One worker thread, one instance per job (APScheduler's default): no overlap.
             executors={"default": ThreadPoolExecutor(max_workers=1)},
         )
         scheduler.add_jobstore(ConsumerJobStore(self.prefix), "default")
@@ -133,8 +127,6 @@ class ScheduledConsumer:
             id=self.consume_job_id,
             name=f"studyqueue consume ({worker_id})",
             next_run_time=timezone.now(),
-            max_instances=1,
-            coalesce=True,
             misfire_grace_time=max(1, int(self.interval)),
             replace_existing=True,
         )
@@ -146,8 +138,6 @@ class ScheduledConsumer:
             kwargs={"worker_id": worker_id},
             id=f"{self.prefix}prune",
             name=f"studyqueue prune ({worker_id})",
-            max_instances=1,
-            coalesce=True,
             replace_existing=True,
         )
         scheduler.add_listener(self.after_cycle, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
@@ -177,10 +167,8 @@ class ScheduledConsumer:
             )
             self.consumer.wait_for_stop()
             # The running cycle ends first: shutdown(wait=True) waits for it while holding
-            # the scheduler's job store lock, and a cycle that was just starting needs that
-            # lock to park its trigger (modify_job), so both waited forever (a stop signal
-            # right after start-up hung serve). A cycle starting now sees the stop and parks
-            # nothing.
+            # the job store lock, which a starting cycle needs to park its trigger
+            # (modify_job): a deadlock. A cycle starting now sees the stop and parks nothing.
             with self._cycle_ended:
                 self._cycle_ended.wait_for(lambda: not self._cycle_running)
             self.scheduler.shutdown(wait=True)
@@ -192,9 +180,8 @@ class ScheduledConsumer:
         """Run one consume cycle (the scheduled job's body)."""
         with self._lock:
             self._cycle_running = True
-        # Park the interval trigger while the cycle runs: a cycle may outlast the
-        # interval (a long LLM call), and a tick then would only record "max instances".
-        # after_cycle() sets the real next run when this one ends.
+        # Park the interval trigger while the cycle runs: a cycle may outlast the interval, and
+        # a tick then would only record "max instances". after_cycle() sets the next run.
         self._run_at(PARKED_SECONDS)
         return self.consumer.run_cycle()
 
@@ -234,15 +221,14 @@ class ScheduledConsumer:
             delay = min(delay, ERROR_RETRY_SECONDS)
         if isinstance(event.retval, CycleResult) and event.retval.next_due_in is not None:
             delay = min(delay, event.retval.next_due_in)
-        # While the breaker pauses claiming, ready jobs wait for its end: an earlier cycle
-        # would claim nothing and start again at once. A pause longer than the interval
-        # still lets a cycle report every interval.
+        # While the breaker pauses claiming, an earlier cycle would claim nothing; a pause
+        # longer than the interval still lets a cycle report every interval.
         pause = self.consumer.pause_before_next_cycle()
         delay = max(delay, min(pause, self.interval))
         self._run_at(delay)
 
     def on_message(self, message: notify.Message) -> None:
-        """A notice from the LISTEN thread (``notify``): act on it (thread-safe)."""
+        """Act on a notice from the LISTEN thread (thread-safe)."""
         if message.kind is notify.Kind.WAKE:
             self.wake()
         elif message.kind is notify.Kind.CANCEL and message.job_id is not None:
@@ -256,13 +242,9 @@ class ScheduledConsumer:
             return not self._cycle_running
 
     def listen_for_jobs(self) -> threading.Thread | None:
-        """On PostgreSQL, the LISTEN thread (``notify.start_listener``): enqueues wake the
-        consumer, skips cancel its calls, pauses hand back its waiting jobs. Elsewhere
-        (SQLite), the poll thread (``poll.start_poller``): a ready job wakes an idle
-        consumer within a second.
-
-        The interval poll stays as the fallback: a lost notification only costs latency.
-        """
+        """The LISTEN thread on PostgreSQL (``on_message``), else the poll thread: a ready job
+        wakes an idle consumer within a second. The interval stays the fallback: a lost
+        notification only costs latency."""
         consumer = self.consumer
         return notify.start_listener(
             consumer.store.alias, self.on_message, stopping=consumer.stopping, wait=consumer.wait

@@ -1,11 +1,7 @@
-"""Health checks for orchestrators and operators.
-
-Liveness (``/studyqueue/healthz``) is the web process and a ``SELECT 1``: no migration, consumer
-or LLM work, so it answers at once whatever the LLM server does. Readiness (``/studyqueue/readyz``
-and ``manage.py studyqueue_health``) is the database (reachable, migrated), the consumers (one has
-run a cycle lately) and the LLM servers those consumers use (reachable, serving). Details never
-carry a secret: URLs are shown redacted, and every probe goes through the LLM client, which never
-sends an invalid key and redacts what it reports."""
+"""Health checks: liveness (``/studyqueue/healthz``) is a ``SELECT 1``; readiness
+(``/studyqueue/readyz``, ``manage.py studyqueue_health``) is the database (migrated), a
+consumer that ran a cycle lately, and the LLM servers the consumers use. Details never carry a
+secret: URLs are shown redacted, and every probe goes through the LLM client."""
 
 from __future__ import annotations
 
@@ -38,10 +34,9 @@ from studyqueue.services.redact import REDACTED, is_valid_api_key
 
 CHECKS = ("db", "consumer", "llm")
 MAX_PROBED_URLS = 5  # distinct consumer URLs probed at once; more are named, not probed
-# readyz answers from a probe this young; an older one (up to STALE_SECONDS) is answered at
-# once while a new probe runs in the background; with none, it waits READY_WAIT_SECONDS for
-# one. So a slow LLM server never holds a web worker (which healthz may be waiting for) for
-# the probe's deadline.
+# readyz answers from a probe this young; an older one (up to STALE_SECONDS) at once while a
+# new probe runs in the background; with none, it waits READY_WAIT_SECONDS for one: a slow LLM
+# server never holds a web worker (which healthz may wait for) for the probe's deadline.
 FRESH_SECONDS = 5.0
 STALE_SECONDS = 60.0
 READY_WAIT_SECONDS = 1.0
@@ -56,17 +51,8 @@ class Check:
     detail: str
 
 
-def check_db_answers() -> Check:
-    """The database answers ``SELECT 1`` (liveness: nothing else)."""
-    return _check_db(migrated=False)
-
-
-def check_db() -> Check:
-    """The database answers and every migration is applied."""
-    return _check_db(migrated=True)
-
-
-def _check_db(*, migrated: bool) -> Check:
+def check_db(*, migrated: bool = True) -> Check:
+    """The database answers ``SELECT 1`` and (``migrated``) every migration is applied."""
     db = StudyQuestionJob.objects.all().db  # studyqueue's database, as every query's
     try:
         with connections[db].cursor() as cursor:
@@ -85,8 +71,7 @@ def _check_db(*, migrated: bool) -> Check:
 
 
 def _listen_session(db: str) -> list[str]:
-    """Behind a transaction pooler with ``DIRECT_DATABASE_URL``: what it means that its session
-    does not answer (no failure: the consumers run, looking for work each second)."""
+    """With ``DIRECT_DATABASE_URL``: a note when its session does not answer (no failure)."""
     if pg.mode(db) is not pg.Mode.DIRECT:
         return []
     try:
@@ -108,8 +93,7 @@ def check_consumer() -> Check:
         detail = gettext("cannot read the consumers (%(error)s)")
         return Check("consumer", False, detail % {"error": type(exc).__name__})
     if not live:
-        detail = gettext("no consumer has run a cycle within two intervals")
-        return Check("consumer", False, detail)
+        return Check("consumer", False, gettext("no consumer has run a cycle within two intervals"))
     names = ", ".join(c.record.worker_id for c in live[:5])
     detail = ngettext(
         "%(count)d consumer live: %(names)s", "%(count)d consumers live: %(names)s", len(live)
@@ -133,10 +117,6 @@ class LLMTarget:
     key_invalid: bool = False  # this process's own URL, with a key it never sends
 
 
-def _same(a: str, b: str) -> bool:
-    return a.rstrip("/") == b.rstrip("/")
-
-
 def _who(worker_ids: list[str]) -> str:
     shown = ", ".join(worker_ids[:3])
     if len(worker_ids) > 3:
@@ -145,8 +125,7 @@ def _who(worker_ids: list[str]) -> str:
 
 
 def _down_since(records: list[QueueConsumer], shown: str) -> str:
-    """What the consumers of the server at ``shown`` report of it: since when one of them
-    has found it down (``QueueConsumer.endpoints``; a record without them: its breaker)."""
+    """Since when a consumer of the server at ``shown`` reports it down ("": none does)."""
     name = endpoint_name(shown)
     since: list[datetime | None] = []
     for record in records:
@@ -169,10 +148,9 @@ def _parsed(value: object) -> datetime | None:
 
 def _urls_of(record: QueueConsumer, own: list[Endpoint]) -> list[str]:
     """The URLs (credentials redacted) of the servers a live consumer uses: from its report
-    of each server (``QueueConsumer.endpoints``), whole; else (a record not reported yet, or
-    written before servers named their URL) from ``llm_url``. That column joins every URL,
-    cut to its width: a cut last piece is never probed (a cut URL answers 404, or reaches
-    another server), only named as this process's URL it begins, or left out."""
+    of each (``QueueConsumer.endpoints``), else from ``llm_url``, which joins them cut to its
+    width: a cut last piece is never probed (it answers 404, or reaches another server), only
+    named as this process's URL it begins, or left out."""
     reported = [e.get("url") for e in record.endpoints if isinstance(e, dict)]
     urls = [url.strip() for url in reported if isinstance(url, str) and url.strip()]
     if urls:
@@ -185,14 +163,10 @@ def _urls_of(record: QueueConsumer, own: list[Endpoint]) -> list[str]:
 
 
 def llm_targets() -> list[LLMTarget]:
-    """The LLM servers the live consumers report (each of a pool), each with how it can be
-    probed from here.
-
-    A consumer records its URLs redacted, so this process connects with its own endpoint's
-    URL and key where the two match; a different URL without credentials is probed without
-    a key (a key is only ever sent to the URL it is configured for); a different URL whose
-    credentials were redacted cannot be probed here, and its consumers' reports speak for
-    it. With no live consumer, this process's own endpoints are probed."""
+    """The LLM servers the live consumers report (else this process's own), each with how it
+    can be probed from here: with this process's URL and key where the redacted URLs match,
+    without a key on another URL (a key only goes to its own URL), not at all on another URL
+    whose credentials were redacted (its consumers' reports speak for it)."""
     own = endpoints.configured()
 
     def own_target(endpoint: Endpoint, shown: str, who: str) -> LLMTarget:
@@ -215,7 +189,7 @@ def llm_targets() -> list[LLMTarget]:
     targets = []
     for shown, records in sorted(by_url.items()):
         who = _who([r.worker_id for r in records])
-        mine = next((e for e in own if _same(shown, e.shown_url)), None)
+        mine = next((e for e in own if e.shown_url.rstrip("/") == shown), None)
         if mine is not None:
             targets.append(own_target(mine, shown, who))
         elif REDACTED not in shown:
@@ -238,13 +212,13 @@ def _judge(target: LLMTarget, probe: Probe | None) -> tuple[bool, str]:
     if probe is None and target.url:
         text = gettext("the LLM server at %(url)s (%(who)s) is not probed: too many URLs")
         return True, text % at
+    if probe is None and target.breaker_open_since:
+        text = gettext(
+            "the LLM server at %(url)s (%(who)s) is not probed from here (its credentials "
+            "are not this process's); its consumer reports the LLM unreachable since %(since)s"
+        )
+        return False, text % {**at, "since": target.breaker_open_since}
     if probe is None:
-        if target.breaker_open_since:
-            text = gettext(
-                "the LLM server at %(url)s (%(who)s) is not probed from here (its credentials "
-                "are not this process's); its consumer reports the LLM unreachable since %(since)s"
-            )
-            return False, text % {**at, "since": target.breaker_open_since}
         text = gettext(
             "the LLM server at %(url)s (%(who)s) is not probed from here (its credentials are "
             "not this process's); its consumer reports no failure"
@@ -309,13 +283,10 @@ class _ProbeCache:
             done = self._running.get(key)
             if done is None:
                 done = self._running[key] = threading.Event()
-                runner = threading.Thread(
-                    target=self._run,
-                    args=(key, targets, done),
-                    name="studyqueue-probe",
-                    daemon=True,
-                )
-                runner.start()
+                args = (key, targets, done)
+                threading.Thread(
+                    target=self._run, args=args, name="studyqueue-probe", daemon=True
+                ).start()
             if result:
                 return result
         done.wait(wait)
@@ -339,24 +310,20 @@ class _ProbeCache:
             del self._running[key]
         done.set()
 
-    def clear(self) -> None:
-        with self._lock:
-            self._results.clear()
-
 
 _cache = _ProbeCache()
 
 
 def forget_probes() -> None:
     """Drop readyz's remembered probes (tests; a changed configuration is a new key anyway)."""
-    _cache.clear()
+    global _cache
+    _cache = _ProbeCache()
 
 
 def check_llm(*, wait: float | None = None) -> Check:
-    """The LLM servers of the live consumers (or this process's, when none is live) answer
-    ``GET /models``. ``wait``: readyz's way, reusing a fresh probe and waiting at most that
-    long for a new one; None: probe now and wait for the answer (at most the probe deadline).
-    """
+    """The LLM servers of the live consumers (else this process's) answer ``GET /models``.
+    ``wait``: reuse a fresh probe, wait at most that long for a new one (readyz); None: probe
+    now."""
     targets = llm_targets()
     if wait is None:
         probes, age = _probe(targets), 0.0
@@ -398,7 +365,7 @@ def run_checks(names: tuple[str, ...] = CHECKS, *, llm_wait: float | None = None
 
 def liveness() -> list[Check]:
     """healthz: the database answers; nothing that could wait on a migration or the LLM."""
-    return [_guarded("db", check_db_answers)]
+    return [_guarded("db", lambda: check_db(migrated=False))]
 
 
 def as_json(checks: list[Check]) -> str:

@@ -7,14 +7,10 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from django.utils import timezone
-from prometheus_client.core import (
-    GaugeHistogramMetricFamily,
-    GaugeMetricFamily,
-    Metric,
-)
+from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from studyqueue.models import ACTIVE_STATUSES, JobKind
+from studyqueue.models import ACTIVE_STATUSES, JobKind, QueuePause
 from studyqueue.monitoring import stats
 from studyqueue.queue import presence
 
@@ -139,7 +135,7 @@ class QueueCollector(Collector):
         family = GaugeMetricFamily(
             "studyqueue_queue_paused", "1 for each paused kind (all: every kind).", labels=["kind"]
         )
-        for pause in stats.pauses():
+        for pause in QueuePause.objects.all():
             family.add_metric([pause.kind or "all"], 1)
         return family
 

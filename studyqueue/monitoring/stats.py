@@ -1,23 +1,19 @@
 """The queue's numbers: the one collector behind the admin dashboard, its JSON view and the
-Prometheus metrics, computed with index-friendly queries on studyqueue's database (where
-the consumers write: ``models.database()``).
-
-Nothing here counts the whole job table: active jobs are counted through their partial
-indexes, finished jobs over the last 24 hours through the ``completed_at`` index, and the
-table's total is PostgreSQL's planner estimate (an exact count on SQLite). A reply's
-metadata (tokens, timings) is read through the revision that completed the job.
-"""
+Prometheus metrics. Nothing here counts the whole job table: active jobs go through their
+partial indexes, the last 24 hours through the ``completed_at`` index, and the table's total
+is PostgreSQL's planner estimate (an exact count on SQLite)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections
 from django.db.models import Avg, Count, F, FilteredRelation, Max, Min, Q, Sum
-from django.db.models.functions import TruncHour
+from django.db.models.functions import Coalesce, TruncHour
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -33,18 +29,15 @@ from studyqueue.models import (
     JobQuerySet,
     JobStatus,
     Outcome,
-    QuestionQuerySet,
     QueuePause,
     StudyQuestion,
     StudyQuestionJob,
     StudyQuestionSet,
 )
 from studyqueue.queue.presence import ConsumerState, consumer_states
-from studyqueue.services import gate_limits
 from studyqueue.services.endpoints import endpoint_name
 from studyqueue.sets import eta, question_sets
 
-Job = StudyQuestionJob
 WINDOW = timedelta(hours=24)
 # The backlog's estimate divides by the jobs completed over this last stretch.
 RATE_WINDOW = timedelta(hours=1)
@@ -86,8 +79,8 @@ class TokenTotals:
 
     @property
     def cached_share(self) -> float | None:
-        """Cached over prompt tokens, over the replies whose server reported its cache;
-        None when none did (a server that never says is not a cold cache)."""
+        """Cached over prompt tokens of the replies that reported it (None: none did, which is
+        not a cold cache)."""
         return self.cached / self.prompt_reported if self.prompt_reported else None
 
     @property
@@ -150,18 +143,16 @@ class DashboardStats:
 
     @property
     def backlog_done_in(self) -> timedelta | None:
-        """How long the explanations waiting take at what the servers do now (``eta``: the
-        last ten minutes' work over the time it spanned); None when nothing waits or no
-        explanation completed lately. The checks beside them take a few tokens each."""
+        """How long the explanations waiting take at the servers' recent rate (``eta``); None
+        without an estimate. The checks beside them take a few tokens each."""
         if not self.explanations_waiting or self.rate is None or self.no_estimate:
             return None
         return timedelta(seconds=self.rate.seconds_for(self.explanations_waiting))
 
     @property
     def no_estimate(self) -> str:
-        """Why explanations wait with a recent rate but no estimate ("": there is one): the
-        servers are down, or wrote next to nothing lately. A rate measured before they went
-        down is no rate of what they do now."""
+        """Why explanations wait with a recent rate but no estimate ("": there is one). A rate
+        measured before the servers went down is no rate of what they do now."""
         if self.rate is None or not self.explanations_waiting:
             return ""
         if self.llm_unreachable_since is not None or (
@@ -173,8 +164,7 @@ class DashboardStats:
         return ""
 
     def shared_limit(self, consumer: ConsumerState) -> GateLimit | None:
-        """The stored limit a ``GATE_PERMITS=auto`` consumer's gate follows (None: fixed
-        permits, or no consumer of its endpoint has stored one yet)."""
+        """The stored limit a ``GATE_PERMITS=auto`` consumer's gate follows (None: none)."""
         if consumer.record.gate_permits != AUTO:
             return None
         # Its URL as the gate names it: the row of every spelling of its server.
@@ -182,23 +172,20 @@ class DashboardStats:
         return next((g for g in self.gate_limits if g.endpoint == endpoint), None)
 
     def gate_limit_of(self, consumer: ConsumerState) -> int | None:
-        """The concurrent calls a consumer's gate allows now: the stored limit its endpoint's
-        gates share (the adaptive gate writes it as it moves), else what the consumer last
-        reported (fixed permits do not move)."""
+        """The concurrent calls a consumer's gate allows now: its endpoint's shared stored
+        limit, else what the consumer last reported (fixed permits do not move)."""
         shared = self.shared_limit(consumer)
         return shared.limit if shared is not None else consumer.record.gate_limit
 
     @property
     def live_gate_limits(self) -> list[int]:
-        """The concurrent calls the live consumers' gates allow now (each distinct once):
-        the same numbers as the limits panel and the consumer rows."""
+        """The distinct concurrent calls the live consumers' gates allow now."""
         limits = (self.gate_limit_of(c) for c in self.live_consumers)
         return sorted({n for n in limits if n})
 
     @property
     def llm_unreachable_since(self) -> datetime | None:
-        """When every live consumer finds the LLM server down (breaker open on
-        ``llm_unavailable``): since the earliest of them; None otherwise."""
+        """Since when every live consumer finds the LLM server down (``llm_unavailable``)."""
         live = self.live_consumers
         if not live or not all(
             c.record.breaker_open and c.record.breaker_error == ErrorCode.LLM_UNAVAILABLE
@@ -209,23 +196,10 @@ class DashboardStats:
 
     @property
     def llm_rejecting(self) -> list[EndpointRow]:
-        """The servers a live consumer has paused because they reject every call (a wrong
-        URL, an unknown model, a bad key): jobs wait until an operator fixes the settings."""
+        """The servers paused for rejecting every call (a wrong URL or model, a bad key)."""
         return [
             e for e in self.endpoints if e.state == "down" and e.error == ErrorCode.LLM_REJECTED
         ]
-
-    @property
-    def max_hour_jobs(self) -> int:
-        return max((h.completed + h.failed for h in self.hours), default=0)
-
-    @property
-    def max_hour_llm_ms(self) -> int:
-        return max((h.llm_ms for h in self.hours), default=0)
-
-    @property
-    def max_error_count(self) -> int:
-        return max((n for _, n in self.top_errors), default=0)
 
 
 # --------------------------------------------------------------------------- the parts
@@ -233,7 +207,7 @@ class DashboardStats:
 
 def jobs() -> JobQuerySet:
     """Every job, unordered, on the queue's database."""
-    return Job.objects.order_by()
+    return StudyQuestionJob.objects.order_by()
 
 
 def recent(now: datetime) -> JobQuerySet:
@@ -244,22 +218,27 @@ def recent(now: datetime) -> JobQuerySet:
 def replies(now: datetime) -> JobQuerySet:
     """``recent(now)``, each job with ``reply``: the revision that completed it.
 
-    The join reads only revisions at least as new as the oldest of those replies (a range
-    of their primary key), so PostgreSQL reads the last day's revisions instead of scanning
-    the whole history; the FILTER keeps MIN from walking the ``revision_id`` index."""
+    The join reads only revisions from the oldest of those replies on (a primary key range),
+    not the whole history; the FILTER keeps MIN from walking the ``revision_id`` index."""
     jobs = recent(now)
     has_reply = Q(revision__isnull=False)
     oldest = jobs.aggregate(first=Min("revision_id", filter=has_reply))["first"] or 0
     return jobs.annotate(reply=FilteredRelation("revision", condition=Q(revision__pk__gte=oldest)))
 
 
+def by_status_kind(counts: Iterable[tuple[str, str, int]]) -> dict[str, dict[str, int]]:
+    """(status, kind, count) rows summed as status -> kind -> count."""
+    out: dict[str, dict[str, int]] = {}
+    for status, kind, n in counts:
+        per_kind = out.setdefault(status, {})
+        per_kind[kind] = per_kind.get(kind, 0) + n
+    return out
+
+
 def active_counts() -> dict[str, dict[str, int]]:
     """Pending and processing jobs now: status -> kind -> count (partial indexes)."""
-    rows = jobs().filter(status__in=ACTIVE_STATUSES).values("status", "kind")
-    out: dict[str, dict[str, int]] = {}
-    for row in rows.annotate(n=Count("id")):
-        out.setdefault(row["status"], {})[row["kind"]] = row["n"]
-    return out
+    rows = jobs().filter(status__in=ACTIVE_STATUSES).values_list("status", "kind")
+    return by_status_kind(rows.annotate(n=Count("id")))
 
 
 def finished_counts(now: datetime) -> dict[tuple[str, str, str], int]:
@@ -268,10 +247,13 @@ def finished_counts(now: datetime) -> dict[tuple[str, str, str], int]:
     return {(row["status"], row["kind"], row["error_code"]): row["n"] for row in rows}
 
 
+def _count_by(rows: JobQuerySet, field: str) -> dict[str, int]:
+    return {row[field]: row["n"] for row in rows.values(field).annotate(n=Count("id"))}
+
+
 def waiting_again() -> dict[str, int]:
     """Pending jobs that were released or are to be retried: last error code -> count."""
-    rows = jobs().pending().exclude(error_code="").values("error_code").annotate(n=Count("id"))
-    return {row["error_code"]: row["n"] for row in rows}
+    return _count_by(jobs().pending().exclude(error_code=""), "error_code")
 
 
 def oldest_pending() -> datetime | None:
@@ -280,42 +262,17 @@ def oldest_pending() -> datetime | None:
     return oldest
 
 
-def completed_since(since: datetime) -> int:
-    """Jobs completed since ``since`` (the ``completed_at`` index)."""
-    return jobs().filter(completed_at__gte=since, status=JobStatus.COMPLETED).count()
-
-
 def by_worker(now: datetime, workers: list[str]) -> tuple[dict[str, int], dict[str, int]]:
-    """Per worker id: its processing jobs (the partial index of processing jobs), and the
-    jobs it completed in the last 24 hours (the ``completed_at`` index)."""
+    """Per worker id: its processing jobs, and the jobs it completed in the last 24 hours."""
     if not workers:
         return {}, {}
-    running = (
-        jobs()
-        .filter(status=JobStatus.PROCESSING, worker_id__in=workers)
-        .values("worker_id")
-        .annotate(n=Count("id"))
-    )
-    completed = (
-        recent(now)
-        .filter(status=JobStatus.COMPLETED, worker_id__in=workers)
-        .values("worker_id")
-        .annotate(n=Count("id"))
-    )
-    return (
-        {row["worker_id"]: row["n"] for row in running},
-        {row["worker_id"]: row["n"] for row in completed},
-    )
-
-
-def stale_count(now: datetime) -> int:
-    """Processing jobs with no heartbeat for ``STALE_MINUTES``."""
-    return jobs().stale(now - timedelta(minutes=conf.STALE_MINUTES)).count()
+    running = jobs().filter(status=JobStatus.PROCESSING, worker_id__in=workers)
+    completed = recent(now).filter(status=JobStatus.COMPLETED, worker_id__in=workers)
+    return _count_by(running, "worker_id"), _count_by(completed, "worker_id")
 
 
 def hourly(now: datetime) -> list[HourBucket]:
-    """The last 24 hours, oldest first: finished jobs, LLM time, and the completed jobs'
-    mean time to first token and tokens per second (from their revisions)."""
+    """The last 24 hours, oldest first (the completed jobs' means from their revisions)."""
     this_hour = now.replace(minute=0, second=0, microsecond=0)
     buckets = {
         this_hour - timedelta(hours=h): HourBucket(this_hour - timedelta(hours=h))
@@ -325,31 +282,26 @@ def hourly(now: datetime) -> list[HourBucket]:
     written = done & Q(kind=JobKind.EXPLANATION)  # a check's revision is the one it checked
     rows = (
         replies(now)
-        .annotate(hour=TruncHour("completed_at"))
-        .values("hour")
+        .annotate(start=TruncHour("completed_at"))
+        .values("start")
         .annotate(
             completed=Count("id", filter=done),
             failed=Count("id", filter=Q(status=JobStatus.FAILED)),
-            llm_ms=Sum("llm_ms"),
+            llm_ms=Coalesce(Sum("llm_ms"), 0),
             first_token_ms=Avg("reply__first_token_ms", filter=written),
             tokens_per_second=Avg("reply__tokens_per_second", filter=written),
         )
     )
     for row in rows:
-        bucket = buckets.get(row["hour"])
-        if bucket is not None:
-            bucket.completed = row["completed"]
-            bucket.failed = row["failed"]
-            bucket.llm_ms = row["llm_ms"] or 0
-            bucket.first_token_ms = row["first_token_ms"]
-            bucket.tokens_per_second = row["tokens_per_second"]
+        if row["start"] in buckets:  # not the part of the hour 24 hours ago
+            buckets[row["start"]] = HourBucket(**row)
     return list(buckets.values())
 
 
 def top_errors(
     finished: dict[tuple[str, str, str], int], waiting: dict[str, int]
 ) -> list[tuple[str, int]]:
-    """The commonest error codes of the last 24 hours: finished jobs, plus pending ones
+    """The commonest error codes of the last 24 hours' finished jobs and of the pending ones
     waiting to retry (a claim clears ``completed_at``: no job is in both)."""
     counts: Counter[str] = Counter(waiting)
     for (_, _, code), n in finished.items():
@@ -378,8 +330,7 @@ def llm_calls(now: datetime, bounds_seconds: tuple[float, ...]) -> LLMCalls:
 
 def tokens(now: datetime) -> TokenTotals:
     """Prompt, completion and cached tokens of the replies that completed explanation jobs
-    in the last 24 hours (a verification job points at the revision it checked: not its
-    own reply; ``tokens_by_kind`` counts every kind's calls)."""
+    in the last 24 hours (a check's revision is the one it checked: ``tokens_by_kind``)."""
     reported = Q(reply__cached_tokens__isnull=False, reply__prompt_tokens__isnull=False)
     sums = (
         replies(now)
@@ -395,8 +346,7 @@ def tokens(now: datetime) -> TokenTotals:
 
 
 def tokens_by_kind(now: datetime) -> dict[str, tuple[int, int]]:
-    """Prompt and completion tokens of the last 24 hours' finished jobs, by job kind: what
-    writing took beside what checking took (from their attempts, every call counted)."""
+    """Prompt and completion tokens of every attempt of the jobs ended in the last 24 h, by kind."""
     attempts = JobAttempt.objects.filter(job__in=recent(now).values("pk")).order_by()
     rows = attempts.values("job__kind").annotate(
         prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens")
@@ -478,7 +428,7 @@ def _endpoint_row(
 
 def _served_last_hour(now: datetime) -> dict[str, tuple[int, int]]:
     """Per server: the attempts it ended in the hour before ``now`` and their completion
-    tokens (attempts of the jobs that ended in that hour: the ``completed_at`` index)."""
+    tokens (of the jobs that ended in that hour: the ``completed_at`` index)."""
     ended = jobs().filter(completed_at__gte=now - timedelta(hours=1)).values("pk")
     rows = (
         JobAttempt.objects.filter(job__in=ended, ended_at__gte=now - timedelta(hours=1))
@@ -493,8 +443,7 @@ def _served_last_hour(now: datetime) -> dict[str, tuple[int, int]]:
 @dataclass(frozen=True)
 class NoticeFailures:
     """The set notices' webhook deliveries that failed since the last that went through
-    (within ``WINDOW``): refused (a storm from ``NOTICE_STORM``), or stuck: held by the
-    receiver until the notice's deadline (``WEBHOOK_TIMEOUT_SECONDS``)."""
+    (within ``WINDOW``): refused, or stuck: held until ``WEBHOOK_TIMEOUT_SECONDS``."""
 
     refused: int
     stuck: int
@@ -507,8 +456,8 @@ class NoticeFailures:
 
 
 def notice_failures(now: datetime) -> NoticeFailures | None:
-    """The deliveries failing now (None: none). Only the attempts of the notices active or
-    ended in the window are read (the partial indexes, the ``completed_at`` one)."""
+    """The deliveries failing now (None: none), read through the notices active or ended in
+    the window (the partial indexes, the ``completed_at`` one)."""
     notices = jobs().filter(
         Q(status__in=ACTIVE_STATUSES) | Q(completed_at__gte=now - WINDOW),
         kind=JobKind.SET_NOTICE,
@@ -529,18 +478,11 @@ def notice_failures(now: datetime) -> NoticeFailures | None:
 
 
 def late_sets(now: datetime) -> list[question_sets.Progress]:
-    """The sets with a deadline (within the last day or to come), not done, that will finish
-    after it at the current rate, are past it, or near it with no estimate (one estimate per
-    such set; sets without one cost nothing)."""
-    due = StudyQuestionSet.objects.filter(
-        deadline__isnull=False, deadline__gt=now - timedelta(days=1)
-    )
+    """The sets with a deadline from a day ago on that are at risk of missing it, earliest
+    first (one estimate per such set; sets without one cost nothing)."""
+    due = StudyQuestionSet.objects.filter(deadline__gt=now - timedelta(days=1))
     progress = (question_sets.progress(s, now) for s in due.order_by("deadline")[:LATE_SETS_SHOWN])
     return [p for p in progress if p.at_risk]
-
-
-def pauses() -> list[QueuePause]:
-    return list(QueuePause.objects.all())
 
 
 def table_total() -> tuple[int, bool]:
@@ -551,33 +493,12 @@ def table_total() -> tuple[int, bool]:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
-                [Job._meta.db_table],
+                [StudyQuestionJob._meta.db_table],
             )
             row = cursor.fetchone()
         if row and row[0] >= 0:
             return int(row[0]), True
     return every.count(), False
-
-
-def capped(questions: QuestionQuerySet) -> int:
-    """How many, counted up to ``OUTDATED_CAP`` (never a full count of a huge table)."""
-    return questions.order_by().values("pk")[:OUTDATED_CAP].count()
-
-
-def explanations(versions: list[str]) -> tuple[int, int, int]:
-    """Explanations outdated (by none of ``versions``), waiting for review, and of those the
-    flagged ones, each capped."""
-    questions = StudyQuestion.objects.all()
-    return capped(questions.outdated(versions)), *review_queue.counts()
-
-
-def by_status_kind(finished: dict[tuple[str, str, str], int]) -> dict[str, dict[str, int]]:
-    """``finished_counts`` summed over error codes: status -> kind -> count."""
-    out: dict[str, dict[str, int]] = {}
-    for (status, kind, _), n in finished.items():
-        per_kind = out.setdefault(status, {})
-        per_kind[kind] = per_kind.get(kind, 0) + n
-    return out
 
 
 # --------------------------------------------------------------------------- the dashboard
@@ -591,29 +512,31 @@ def collect(now: datetime | None = None) -> DashboardStats:
     total, is_estimate = table_total()
     consumers = consumer_states(now)
     against = basis(consumers)
-    outdated, needs_review, needs_review_flagged = explanations(against.versions)
+    outdated = StudyQuestion.objects.outdated(against.versions).order_by().values("pk")
+    needs_review, needs_review_flagged = review_queue.counts()
     running, completed = by_worker(now, [c.record.worker_id for c in consumers])
-    limits = gate_limits.all_limits()
+    limits = list(GateLimit.objects.all())
+    lately = jobs().filter(completed_at__gte=now - RATE_WINDOW, status=JobStatus.COMPLETED)
     return DashboardStats(
         now=now,
         active=active_counts(),
-        finished_24h=by_status_kind(finished),
+        finished_24h=by_status_kind((s, kind, n) for (s, kind, _), n in finished.items()),
         oldest_pending_age=(now - oldest) if oldest else None,
-        stale=stale_count(now),
+        stale=jobs().stale(now - timedelta(minutes=conf.STALE_MINUTES)).count(),
         hours=hourly(now),
         top_errors=top_errors(finished, waiting_again()),
         total_estimate=total,
         total_is_estimate=is_estimate,
         consumers=consumers,
-        pauses=pauses(),
-        outdated=outdated,
+        pauses=list(QueuePause.objects.all()),
+        outdated=outdated[:OUTDATED_CAP].count(),  # never a full count of a huge table
         outdated_basis=against,
         needs_review=needs_review,
         needs_review_flagged=needs_review_flagged,
         tokens=tokens(now),
         gate_limits=limits,
         endpoints=endpoint_rows(consumers, limits, now),
-        completed_recently=completed_since(now - RATE_WINDOW),
+        completed_recently=lately.count(),
         rate=eta.Rate.of(now),
         late_sets=late_sets(now),
         running_by_worker=running,

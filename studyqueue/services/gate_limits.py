@@ -1,7 +1,6 @@
-"""The adaptive gate's limit per endpoint in the database (``GateLimit``): one number every
-consumer of the endpoint shares, the tokens/s measured at each limit, and the last good
-value a restarted consumer starts from. An endpoint is named by its normalised URL
-(``services.endpoints.endpoint_name``; migration 0018 renamed rows stored under other spellings)."""
+"""The adaptive gate's limit per endpoint (``GateLimit``, named by its normalised URL): one
+number every consumer of the endpoint shares, the tokens/s measured at each limit, and the
+last good value a restarted consumer starts from."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ from studyqueue.services.endpoints import endpoint_name
 
 
 def _name(endpoint: str) -> str:
-    """The stored name of ``endpoint``: its normalised URL (``endpoints.endpoint_name``), so that
-    every spelling of one server shares one row."""
+    """``endpoint``'s normalised URL: every spelling of one server shares one row."""
     return fit(GateLimit, "endpoint", endpoint_name(endpoint))
 
 
@@ -35,11 +33,9 @@ def sync(
 ) -> int:
     """Store this consumer's view and return the limit every consumer is to use.
 
-    ``changed_from``: this consumer moved the limit from that value; the move is stored
-    only if nobody moved the stored one meanwhile (compare and set), else the stored limit
-    wins: a decision taken from measurements at a limit that no longer holds is void.
-    The tokens/s it measured are merged in either way.
-    """
+    ``changed_from``: this consumer moved the limit from that value; the move is stored only
+    if nobody moved the stored one meanwhile (compare and set): a decision taken at a limit
+    that no longer holds is void. The measured tokens/s are merged in either way."""
     endpoint = _name(endpoint)
     measured = {str(k): round(v, 2) for k, v in rates.items()}
     limits = GateLimit.objects.all()
@@ -61,8 +57,3 @@ def sync(
         row.rates = {**kept, **measured}
         row.save(update_fields=fields)
         return row.limit
-
-
-def all_limits() -> list[GateLimit]:
-    """Every endpoint's limit, for the dashboard."""
-    return list(GateLimit.objects.all())

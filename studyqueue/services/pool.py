@@ -1,23 +1,11 @@
-"""The endpoint pool: the LLM servers one consumer calls, each with its own client, gate and
-breaker (``services.endpoints`` names them).
+"""The endpoint pool: the LLM servers one consumer calls, each with its own client, gate
+(``services.gate``: shared by every consumer of the endpoint) and breaker.
 
-A call goes to an endpoint that is up, preferring the one that served its prompt prefix last
-(that server holds the prefix in its prompt cache) while it has a free slot, else the one
-where it would end soonest: the calls bound for it over its limit, times its calls' recent
-wall time (``Member.expected_wait``). Each endpoint's queue at its gate so stays in
-proportion to what it does, not only to its limit, and one consumer keeps every endpoint
-busy. Each gate is the shared one of
-``services.gate`` (its slots are row leases named after the endpoint), so
-consumers on several hosts share every endpoint's limit.
-
-An endpoint that refuses, times out, stalls or rejects the request opens its own breaker;
-the call goes to another endpoint at once, within the same attempt (``Consumer`` and
-``workers.registry.on_endpoint``). So does an empty reply (a 200 with no text: a wrong model,
-a reasoning server that writes only ``reasoning_content``, a proxy): another endpoint gets
-the call, and ``EMPTY_REPLIES_TO_PAUSE`` of them in a row open the breaker, for a server
-that answers fast with nothing would otherwise keep winning the choice. Once its pause is
-over, one call at a time probes it (half-open) until one succeeds and closes its breaker:
-it has rejoined. Claiming pauses only while every endpoint's breaker is open.
+A call goes to an endpoint that is up: the one that served its prompt prefix last (its prompt
+cache holds it) while it has a free slot, else the one where it would end soonest. A failed
+call or an empty reply goes to another endpoint within the same attempt
+(``workers.registry.on_endpoint``); the failing endpoint pauses, then one call at a time
+probes it until one succeeds. Claiming pauses only while every endpoint's breaker is open.
 """
 
 from __future__ import annotations
@@ -41,8 +29,9 @@ from studyqueue.services.llm import LLMClient, LLMError, LLMReply
 
 # How much of an endpoint's recent work its tokens/s is measured over.
 RATE_WINDOW_SECONDS = 600.0
-# Empty replies in a row (no success between) that open an endpoint's breaker. One empty reply
-# may be the question's doing; several in a row from different jobs are the server's.
+# Empty replies in a row (no success between) that open an endpoint's breaker, for a server
+# that answers fast with nothing would keep winning the choice. One empty reply may be the
+# question's doing; several in a row from different jobs are the server's.
 EMPTY_REPLIES_TO_PAUSE = 3
 
 
@@ -84,55 +73,47 @@ class Member:
 
     @property
     def state(self) -> str:
-        """Up, probing (one call at a time after a pause) or down (breaker open)."""
         if not self.breaker.allows():
             return State.DOWN
         return State.PROBING if self.breaker.failures else State.UP
 
     def available(self) -> bool:
-        """Whether a new call may be sent here now: up, or probing with no call under way."""
+        """Up, or probing with no call under way."""
         state = self.state
         return state == State.UP or (state == State.PROBING and self.committed == 0)
 
     def answered_empty(self, error: LLMError) -> None:
         """A call here got a 200 with no text (``llm_empty``): its ``EMPTY_REPLIES_TO_PAUSE``-th
-        in a row, or one while it is probed after a pause, opens its breaker."""
+        in a row, or one while it is probed, opens its breaker."""
         self.empty_in_row += 1
         if self.empty_in_row >= EMPTY_REPLIES_TO_PAUSE or self.breaker.failures:
             self.breaker.trip(error)
 
     def succeeded(self) -> None:
-        """A call here gave a reply: its breaker closes, its empty replies are forgiven."""
         self.empty_in_row = 0
         self.breaker.success()
 
     def served(self, tokens: int | None, seconds: float) -> None:
-        """A call here ended with ``tokens`` completion tokens after ``seconds``."""
         self.recent = [*self._recent(), (time.monotonic(), tokens or 0, seconds)]
 
     def _recent(self) -> list[tuple[float, int, float]]:
-        """Its calls that ended in the last ``RATE_WINDOW_SECONDS``."""
         now = time.monotonic()
         return [r for r in self.recent if now - r[0] <= RATE_WINDOW_SECONDS]
 
     def call_seconds(self) -> float | None:
-        """The mean wall time of its calls in the last ``RATE_WINDOW_SECONDS`` (None: no
-        call): what one more call costs it, queueing at the server included."""
+        """The mean wall time of its recent calls, server queueing included (None: no call)."""
         recent = [r[2] for r in self._recent()]
         return sum(recent) / len(recent) if recent else None
 
     def expected_wait(self, default_seconds: float) -> float:
         """When one more call here would end, about: the calls bound for it, this one
-        included, times a call's time, over its limit (a call's time when it has not
-        served yet: ``default_seconds``). A server whose limit outruns what it can do
-        shows it in its calls' time, so it gets fewer."""
+        included, times a call's time (``default_seconds`` before it served), over its limit.
+        A server whose limit outruns what it can do shows it in its calls' time."""
         seconds = self.call_seconds() or default_seconds
         return (self.committed + 1) * seconds / self.gate.limit
 
     def tokens_per_second(self) -> float | None:
-        """Completion tokens per second of its calls in the last ``RATE_WINDOW_SECONDS``
-        (their tokens over their summed time: one call's speed, not the server's total);
-        None: no call."""
+        """Completion tokens/s of its recent calls: one call's speed (None: no call)."""
         recent = self._recent()
         seconds = sum(r[2] for r in recent)
         return round(sum(r[1] for r in recent) / seconds, 1) if seconds > 0 else None
@@ -142,8 +123,7 @@ class Member:
         error = self.breaker.last_error
         return {
             "name": self.name,
-            # Its URL as configured, credentials redacted: whole (``llm_url`` joins every
-            # URL into one column, cut to its width), what health probes.
+            # Whole, unlike ``llm_url``'s column cut to its width: what health probes.
             "url": self.endpoint.shown_url,
             "model": self.endpoint.model,
             "state": self.state,
@@ -174,8 +154,7 @@ class Held:
     prefix: str | None
 
     async def chat(self, messages: list[dict[str, str]], **options: Any) -> LLMReply:
-        """One call to this member through the held slot; the reply names the endpoint.
-        Raises ``LLMError``."""
+        """One call through the held slot; the reply names the endpoint. Raises ``LLMError``."""
         member, prefix = self.member, self.prefix
         reply = await member.client.chat(
             messages,
@@ -210,8 +189,7 @@ class EndpointPool:
     def build(
         cls, endpoints: Iterable[Endpoint], gate_for: Callable[[Endpoint, LLMClient], LLMGate]
     ) -> EndpointPool:
-        """A pool of ``endpoints``, each with a client from the settings and the gate
-        ``gate_for`` makes for it."""
+        """A pool of ``endpoints``, each with a client from the settings and ``gate_for``'s gate."""
         members = []
         for endpoint in endpoints:
             client = LLMClient.from_settings(endpoint)
@@ -223,8 +201,7 @@ class EndpointPool:
         open_ = [m for m in self.members if m not in avoid] or self.members
         candidates = [m for m in open_ if m.available()]
         if not candidates:
-            # Every one is down (or probed right now): the one back soonest, where the
-            # caller hands its job back until then.
+            # Every one is down or probed: the one back soonest (the caller hands back its job).
             return min(open_, key=lambda m: m.breaker.remaining())
         last = self.affinity.get(prefix) if prefix is not None else None
         if last in candidates and last.committed < last.gate.limit:
@@ -243,8 +220,7 @@ class EndpointPool:
     async def slot(
         self, prefix: str | None = None, avoid: Collection[Member] = ()
     ) -> AsyncIterator[Held]:
-        """Hold a slot of the chosen member's gate (``LLMGate.slot``: may raise
-        ``GateTimeout``) for the body of the ``async with``."""
+        """Hold the chosen member's gate slot for the ``async with`` (may raise ``GateTimeout``)."""
         member = self.choose(prefix, avoid)
         member.committed += 1
         try:
@@ -308,7 +284,6 @@ class EndpointPool:
         )
 
     def report(self) -> list[dict[str, Any]]:
-        """Every member's ``Member.report``."""
         return [m.report() for m in self.members]
 
     async def ask_servers(self) -> None:
@@ -336,9 +311,8 @@ class EndpointPool:
             await old.aclose()
 
     async def watch_servers(self) -> None:
-        """``GATE_PERMITS=auto`` on a server that says when requests wait (vLLM): once they
-        do, its gate stops climbing (``LLMGate.server_full``). A page once found unusable is
-        watched too."""
+        """``GATE_PERMITS=auto`` on vLLM (or a page once found unusable): once requests wait
+        on the server, its gate stops climbing (``LLMGate.server_full``)."""
         for member in self.members:
             watched = member.server == server_limits.VLLM or member.metrics_fault is not None
             if watched and member.gate.controller is not None:
@@ -348,10 +322,9 @@ class EndpointPool:
                     member.gate.server_full()
 
     async def sync_gates(self, run_db: RunDB) -> None:
-        """``GATE_PERMITS=auto``: share each adaptive gate's limit through the database
-        (``GateLimit``, one row per server). First the stored last good value is restored;
-        then a move of this gate is stored (unless another consumer moved the limit first)
-        and another's move adopted, at once after a move, else every ``GATE_SYNC_SECONDS``."""
+        """``GATE_PERMITS=auto``: share each adaptive gate's limit through ``GateLimit``: restore
+        the stored one first, then store this gate's moves and adopt others', at once after a
+        move, else every ``GATE_SYNC_SECONDS``."""
         gates = [m.gate for m in self.members if m.gate.controller is not None]
         moved = [
             g for g in gates if g.synced_limit is not None and g.shared_limit != g.synced_limit
@@ -387,6 +360,5 @@ class EndpointPool:
         gate.adopt(limit)
 
     async def aclose(self) -> None:
-        """Close every member's client."""
         for member in self.members:
             await member.client.aclose()

@@ -1,35 +1,22 @@
-"""What an LLM server says it can take: the ceiling of an adaptive gate (``GATE_PERMITS=auto``).
+"""What an LLM server says it can take: the ceiling of an adaptive gate (``GATE_PERMITS=auto``),
+above which calls only queue on it (else ``GATE_MAX_PERMITS``). Below it, ``gate_control`` rules.
 
-A batching server gains tokens/s with more calls in flight up to its knee; above that, calls
-only queue on the server (queueing is not batching). Where a server says where its knee is,
-the adaptive gate climbs up to it; where it says nothing, ``GATE_MAX_PERMITS`` bounds it:
-
-- llama.cpp's ``llama-server``: ``GET /props`` gives ``total_slots`` (its ``--parallel``);
-  builds without it list their slots at ``GET /slots``. Calls beyond its slots wait for one,
-  so its slots are the ceiling, above or below ``GATE_MAX_PERMITS``.
-- vLLM (and SGLang's vLLM-compatible metrics): ``GET /metrics`` gives
-  ``vllm:num_requests_running`` and ``vllm:num_requests_waiting``. It publishes no maximum
-  (``max_num_seqs`` is not a metric), so the gate may climb up to ``WAITING_CEILING`` while
-  nothing waits; once requests wait, the server is full, and the climb stops where it is
-  (``GateController.server_full``).
-- mlx_lm.server, Ollama and others answer none of these (404): ``GATE_MAX_PERMITS``.
-
-The gate's own measure stays in charge below the ceiling: a step that does not pay in
-tokens/s ends the climb, a 503 or a timeout halves the limit (``gate_control``).
+- llama.cpp: ``GET /props`` gives ``total_slots`` (older builds list ``GET /slots``); calls
+  beyond its slots wait for one, so they are the ceiling, above or below ``GATE_MAX_PERMITS``.
+- vLLM (and SGLang): ``GET /metrics`` gives the requests running and waiting, no maximum, so
+  the gate may climb up to ``WAITING_CEILING`` until requests wait (``server_full``).
+- mlx_lm.server, Ollama and others answer none of these (404).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import math
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from studyqueue.services.llm import LLMClient
-
-logger = logging.getLogger("studyqueue.gate")
 
 LLAMA_CPP = "llama.cpp"
 VLLM = "vllm"
@@ -40,15 +27,14 @@ WAITING_CEILING = 64
 HIGHEST = 256
 
 _RUNNING, _WAITING = "vllm:num_requests_running", "vllm:num_requests_waiting"
-# A gauge above this is not a count of requests: it is read as this (no server holds a million
-# requests), so that ``1e300`` cannot become a 300-digit int.
+# A gauge above this is read as this (no server holds a million requests): ``1e300`` must not
+# become a 300-digit int.
 GAUGE_MAX = 1_000_000
 
 
 @dataclass(frozen=True)
 class Said:
-    """What a server said of itself: which kind (``LLAMA_CPP``, ``VLLM`` or "": nothing),
-    its slots (llama.cpp), and its requests running and waiting now (vLLM)."""
+    """What a server said of itself: its kind (``LLAMA_CPP``, ``VLLM`` or "": nothing)."""
 
     server: str = ""
     slots: int | None = None
@@ -57,9 +43,7 @@ class Said:
     fault: str = ""  # why ``/metrics`` was unusable ("": it read, or there is none)
 
     def ceiling(self, max_permits: int) -> int:
-        """The most calls the adaptive gate should try on this server: its slots
-        (llama.cpp), ``WAITING_CEILING`` or ``max_permits`` if higher (vLLM), else
-        ``max_permits``."""
+        """The most calls the adaptive gate should try on this server."""
         if self.slots is not None:
             return max(1, min(self.slots, HIGHEST))
         if self.server == VLLM:
@@ -87,9 +71,8 @@ async def load(client: LLMClient) -> Said:
     try:
         gauges, bad = _gauges(page[1].decode("utf-8", "replace"))
     except Exception as exc:
-        # The page is the server's text: whatever the parser raises on it (a malformed line,
-        # an odd escape) means "no usable gauges", never a failed cycle (this runs in every
-        # cycle of an auto gate).
+        # Whatever the parser raises on the server's text means "no usable gauges", never a
+        # failed cycle (this runs in every cycle of an auto gate).
         return Said(fault=f"not Prometheus text ({type(exc).__name__})")
     fault = f"{bad[0]}: not a count" if bad else ""
     if _RUNNING not in gauges:
@@ -107,9 +90,7 @@ def _slots(page: tuple[int, bytes] | None) -> int | None:
         return None
     if isinstance(data, dict):
         total = data.get("total_slots")
-        return (
-            total if isinstance(total, int) and not isinstance(total, bool) and total > 0 else None
-        )
+        return total if type(total) is int and total > 0 else None
     if isinstance(data, list) and data and all(isinstance(slot, dict) for slot in data):
         return len(data)
     return None
@@ -123,21 +104,12 @@ def _gauges(text: str) -> tuple[dict[str, int], list[str]]:
     bad: list[str] = []
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            value = sample.value
-            if sample.name not in (_RUNNING, _WAITING):
+            name, value = sample.name, sample.value
+            if name not in (_RUNNING, _WAITING):
                 continue
-            if not _count(value):
-                bad.append(f"{sample.name} = {value}")
+            # int() of an infinite float raises OverflowError, of a NaN ValueError.
+            if not (math.isfinite(value) and value >= 0):
+                bad.append(f"{name} = {value}")
                 continue
-            found[sample.name] = min(
-                found.get(sample.name, 0) + int(min(value, GAUGE_MAX)), GAUGE_MAX
-            )
+            found[name] = min(found.get(name, 0) + int(min(value, GAUGE_MAX)), GAUGE_MAX)
     return found, bad
-
-
-def _count(value: object) -> bool:
-    """Whether a sample's value can be a count of requests (a finite number, not negative);
-    ``int()`` of an infinite float raises ``OverflowError``, of a NaN ``ValueError``."""
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return False
-    return math.isfinite(value) and value >= 0

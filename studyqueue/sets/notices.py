@@ -1,9 +1,7 @@
-"""A set's completion notice: exactly one per completion (the set's membership), as a
-``set_notice`` job (``workers.set_notice``) found by the consumers' sweep
-(``queue_due_notices``): the ``set_completed`` signal, a webhook POST signed with
-``WEBHOOK_SECRET`` and carrying the completion's ``Idempotency-Key``, and an e-mail to the
-set's owner. ``Noticed.write`` records the completion in the transaction that completes the
-job, so two consumers never notice it twice."""
+"""A set's completion notice: exactly one per completion, as a ``set_notice`` job
+(``workers.set_notice``) queued by the consumers' sweep (``queue_due_notices``): the
+``set_completed`` signal, a webhook POST signed with ``WEBHOOK_SECRET`` carrying the
+completion's ``Idempotency-Key``, and an e-mail to the set's owner."""
 
 from __future__ import annotations
 
@@ -20,12 +18,7 @@ from django.dispatch import Signal
 from django.utils.translation import gettext
 
 from studyqueue import times
-from studyqueue.models import (
-    ErrorCode,
-    JobKind,
-    StudyQuestionJob,
-    StudyQuestionSet,
-)
+from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob, StudyQuestionSet
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.enqueue import enqueue_set_notice
 from studyqueue.sets.question_sets import Progress, checks_line, counts_line, progress, questions
@@ -79,12 +72,10 @@ def signature(body: bytes, secret: str) -> str:
 
 
 def completion_key(question_set: StudyQuestionSet) -> str:
-    """What identifies a completion of ``question_set``: its membership. A set done with
-    the same questions is the same completion, however often their explanations are
-    regenerated (a reviewer's reject, ``enqueue --outdated``); a set whose questions changed
-    (it grew) and is done again is a new one. Sent as the notice's idempotency key: every
-    delivery of one completion (a retry, a second consumer) carries the same, so a receiver
-    keeps the first and ignores the rest."""
+    """What identifies a completion of ``question_set``: its membership, however often its
+    explanations are regenerated (a set that grew and is done again is a new completion).
+    Sent as the notice's idempotency key: every delivery of one completion (a retry, a second
+    consumer) carries the same, so a receiver keeps the first."""
     ids = ",".join(
         str(pk) for pk in questions(question_set).order_by("pk").values_list("pk", flat=True)
     )
@@ -93,11 +84,9 @@ def completion_key(question_set: StudyQuestionSet) -> str:
 
 
 def queue_due_notices() -> int:
-    """Queue the notice of every set that is done and whose completion has no notice job
-    yet; how many were queued. One completion gets one notice job, whatever becomes of it:
-    retried like any job, it may fail for good (a receiver that refuses every notice), and
-    the completion is not queued again. Cheap when nothing happened: only sets with an
-    explanation job that ended since ``noticed_through`` are looked at."""
+    """Queue the notice of every done set whose completion has none yet; how many were queued.
+    One completion gets one notice job, even one that fails for good. Cheap when nothing
+    happened: only sets with an explanation job ended since ``noticed_through`` are read."""
     last_end = (
         StudyQuestionJob.objects.filter(
             study_question__sets=OuterRef("pk"),
@@ -111,12 +100,8 @@ def queue_due_notices() -> int:
         Q(noticed_through__isnull=True) | Q(last_end__gt=F("noticed_through")),
         last_end__isnull=False,
     )
-    queued = 0
-    for question_set in candidates:
-        now = progress(question_set)
-        if now.done:
-            queued += _queue_notice(question_set, now)
-    return queued
+    now = ((question_set, progress(question_set)) for question_set in candidates)
+    return sum(_queue_notice(question_set, done) for question_set, done in now if done.done)
 
 
 def _queue_notice(question_set: StudyQuestionSet, done: Progress) -> int:
@@ -140,10 +125,9 @@ def _queue_notice(question_set: StudyQuestionSet, done: Progress) -> int:
 
 @dataclass(frozen=True)
 class NotDone:
-    """The notice's set is no longer done (questions or checks were queued since): the job
-    is skipped and the completion it was queued for is released, so that the sweep queues
-    a notice when the set is done again. Only work ending can make it done again, so this
-    cannot loop by itself."""
+    """The notice's set is no longer done: the job is skipped and its completion released, for
+    the sweep to queue a notice when the set is done again (only work ending can do that, so
+    this cannot loop by itself)."""
 
     question_set: StudyQuestionSet
     key: str
@@ -163,13 +147,10 @@ class NotDone:
 
 @dataclass(frozen=True)
 class Noticed:
-    """A set's notice went out (or there was nothing to send it to): the job completes and
-    the set records the completion it noticed, in one transaction; then the signal and the
-    owner's e-mail go, once the commit made it so (a notice whose claim was lost records
-    nothing and sends neither). The record is a compare-and-set on ``noticed_key``: when
-    another notice job recorded this completion first, this one is skipped and sends
-    nothing, so a completion's signal and e-mail go exactly once whatever the consumers
-    race."""
+    """A set's notice went out (or had nowhere to go): the job completes and the set records
+    the completion, in one transaction; the signal and the owner's e-mail go after the commit.
+    The record is a compare-and-set on ``noticed_key``: a notice job that finds the completion
+    recorded is skipped, so they go exactly once whatever the consumers race."""
 
     question_set: StudyQuestionSet
     progress: Progress
@@ -199,13 +180,15 @@ class Noticed:
         set_completed.send_robust(
             sender=StudyQuestionSet, question_set=self.question_set, payload=self.data
         )
-        owner = self.question_set.owner_email
+        owner, done = self.question_set.owner_email, self.progress
         if not owner:
             return
         try:
+            finished = gettext("Finished %(at)s.") % {"at": times.shown(done.finished_at)}
+            lines = [counts_line(done), checks_line(done), finished]
             send_mail(
-                gettext("%(name)s is done") % {"name": self.progress.name},
-                "\n".join(_mail_lines(self.progress)),
+                gettext("%(name)s is done") % {"name": done.name},
+                "\n".join(line for line in lines if line is not None),
                 None,
                 [owner],
             )
@@ -213,12 +196,3 @@ class Noticed:
             logger.warning(
                 "study_set_mail_failed set=%s error=%s", self.question_set.pk, type(exc).__name__
             )
-
-
-def _mail_lines(progress: Progress) -> list[str]:
-    checks = checks_line(progress)
-    return [
-        counts_line(progress),
-        *([checks] if checks is not None else []),
-        gettext("Finished %(at)s.") % {"at": times.shown(progress.finished_at)},
-    ]

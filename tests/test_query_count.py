@@ -141,3 +141,18 @@ def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_c
             per_gate = expected((FIRST_GATE if n == 0 else []) + PER_GATE)
             assert named(gate_queries, per_gate) == [w for w, _ in per_gate]
     assert StudyQuestion.objects.exclude(explanation="").count() == 2
+
+
+def test_a_backlog_drained_in_one_cycle_takes_the_gates_lease_once(quiet_settings, make_consumer):
+    """Jobs back to back keep the slot's lease between their calls (handed over, or kept for
+    the job coming): one take and one give-back for the whole cycle, not one of each per job."""
+    for n in range(4):
+        enqueue(StudyQuestionFactory(text=f"What is {n} + {n}?", choices=["3", "4"], answer="4"))
+    with QueryLog() as log:
+        consumer = make_consumer()
+        assert consumer.run_cycle().outcomes == {"completed": 4}
+        gate_sqls = [
+            " ".join(q.sql.split()) for q in log.queries if q.thread.startswith(GATE_THREAD)
+        ]
+    per_gate = expected(FIRST_GATE + PER_GATE)
+    assert named(queries(gate_sqls), per_gate) == [w for w, _ in per_gate]

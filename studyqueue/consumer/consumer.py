@@ -165,10 +165,10 @@ class Consumer:
         self._runner = asyncio.Runner()
         # The LLM servers, each with its client, its gate (shared with every consumer of
         # that server) and its breaker (``services.pool``).
-        self.pool = EndpointPool.build(
-            endpoints.configured(), functools.partial(_gate_for, self.store, self.worker_id)
-        )
+        gate_for = functools.partial(_gate_for, self.store, self.worker_id, self._calls_coming)
+        self.pool = EndpointPool.build(endpoints.configured(), gate_for)
         self.notices_swept_at = -NOTICE_SWEEP_SECONDS  # the last sweep (``Cycle``)
+        self.backlog = False  # the cycle's last claim came back full
         # Jobs a cycle claimed whose LLM call has not started: a pause hands them back.
         self.unstarted = Unstarted(KnownPauses(), self.store.paused_kinds)
         self.ctx = WorkContext(
@@ -179,6 +179,11 @@ class Consumer:
         self._closed = False
         self._reported_at = 0.0
         self._wait_logged_for = 0.0  # the breaker pause whose wait was last logged
+
+    def _calls_coming(self) -> bool:
+        """Whether a job is coming to a gate: one claimed has yet to start its call, or
+        the last claim came back full (a gate keeps its lease for it)."""
+        return self.backlog or bool(self.unstarted.jobs)
 
     def request_stop(self) -> None:
         """Stop claiming; running jobs finish within the grace period (thread-safe)."""
@@ -220,6 +225,9 @@ class Consumer:
             result = await Cycle(self).run()
             await self.report()
         finally:
+            self.backlog = False
+            for member in self.pool.members:  # idle now: no lease kept for a call
+                await member.gate.idle()
             await self.store.close_old_connections()
         # Enough to tell a stuck consumer from an idle one: the breaker and the gate.
         logger.info(
@@ -407,7 +415,13 @@ class Consumer:
         self.close()
 
 
-def _gate_for(store: JobStore, worker_id: str, endpoint: Endpoint, client: LLMClient) -> LLMGate:
+def _gate_for(
+    store: JobStore,
+    worker_id: str,
+    calls_coming: Callable[[], bool],
+    endpoint: Endpoint,
+    client: LLMClient,
+) -> LLMGate:
     """The gate of one endpoint: fixed or adaptive as its settings say."""
     auto = endpoint.auto
     return LLMGate(
@@ -418,6 +432,7 @@ def _gate_for(store: JobStore, worker_id: str, endpoint: Endpoint, client: LLMCl
         db=store.alias,
         controller=GateController(max_limit=endpoint.max_permits) if auto else None,
         holder=worker_id,  # restarted under this id, it takes its leases back at once
+        calls_coming=calls_coming,
     )
 
 
@@ -521,6 +536,7 @@ class Cycle:
             return
         self.result.claimed += len(jobs)
         self.nothing_ready = len(jobs) < limit
+        consumer.backlog = not self.nothing_ready
         for job in jobs:
             if consumer.stopping():
                 # Claimed as the stop came: start nothing new.

@@ -169,6 +169,8 @@ class Consumer:
         self.pool = EndpointPool.build(endpoints.configured(), gate_for)
         self.notices_swept_at = -NOTICE_SWEEP_SECONDS  # the last sweep (``Cycle``)
         self.backlog = False  # the cycle's last claim came back full
+        self.storing = 0  # jobs whose call is over, storing what it returned
+        self.called = asyncio.Event()  # set as a job begins to store: a place is free
         # Jobs a cycle claimed whose LLM call has not started: a pause hands them back.
         self.unstarted = Unstarted(KnownPauses(), self.store.paused_kinds)
         self.ctx = WorkContext(
@@ -342,7 +344,12 @@ class Consumer:
         beats = asyncio.create_task(self._heartbeat(job, runner))
         try:
             result = await registry.dispatch(job, self.ctx)
-            return await self.store.finish(job, result)
+            self.storing += 1
+            self.called.set()
+            try:
+                return await self.store.finish(job, result)
+            finally:
+                self.storing -= 1
         except asyncio.CancelledError:
             # A pause came before the call started, the claim was lost (a refused
             # heartbeat) or the grace period ran out: hand the job back. Refused, and
@@ -468,8 +475,14 @@ class Cycle:
         """Jobs kept in flight: one ready behind each gate slot the limit allows now (while
         a call runs, the next job is claimed, loaded and waiting, and the gate hands it the
         slot when the call ends). A larger BATCH_SIZE claims more at once; the extra jobs
-        wait their turn."""
+        wait their turn. A job storing its reply holds no place: the next claim need not
+        wait for that write."""
         return max(2 * self.consumer.pool.limit, self.consumer.batch_size)
+
+    @property
+    def places(self) -> int:
+        """Places in flight free now."""
+        return self.in_flight - len(self.running) + self.consumer.storing
 
     async def run(self) -> CycleResult:
         """Reset stale jobs, then claim and run jobs until nothing is ready or the budget
@@ -480,15 +493,20 @@ class Cycle:
         while True:
             if self.stop_seen_at is None and consumer.stopping():
                 self.stop_seen_at = time.monotonic()
-            if self.may_claim() and len(self.running) < self.in_flight:
+            if self.may_claim() and self.places > 0:
                 await self.claim_more()
                 continue
             if not self.running:
                 break
+            called = asyncio.ensure_future(consumer.called.wait())  # a job begins to store
             done, _ = await asyncio.wait(
-                self.running, timeout=self.wait_timeout(), return_when=asyncio.FIRST_COMPLETED
+                {*self.running, called},
+                timeout=self.wait_timeout(),
+                return_when=asyncio.FIRST_COMPLETED,
             )
-            for task in done:
+            called.cancel()
+            consumer.called.clear()
+            for task in self.running & done:
                 self.job_finished(task)
             await consumer.pool.sync_gates(consumer.store.on_claims)
             await self.check_pauses()
@@ -527,7 +545,7 @@ class Cycle:
     async def claim_more(self) -> None:
         """Claim up to the free places in flight and start what came back."""
         consumer = self.consumer
-        limit = min(consumer.batch_size, self.in_flight - len(self.running))
+        limit = min(consumer.batch_size, self.places)
         self.claims += 1
         try:
             jobs = await consumer.store.claim(consumer.worker_id, limit)

@@ -165,8 +165,7 @@ class Consumer:
         self._runner = asyncio.Runner()
         # The LLM servers, each with its client, its gate (shared with every consumer of
         # that server) and its breaker (``services.pool``).
-        gate_for = functools.partial(_gate_for, self.store, self.worker_id, self._calls_coming)
-        self.pool = EndpointPool.build(endpoints.configured(), gate_for)
+        self.pool = EndpointPool.build(endpoints.configured(), functools.partial(_gate_for, self))
         self.notices_swept_at = -NOTICE_SWEEP_SECONDS  # the last sweep (``Cycle``)
         self.backlog = False  # the cycle's last claim came back full
         self.storing = 0  # jobs whose call is over, storing what it returned
@@ -182,7 +181,7 @@ class Consumer:
         self._reported_at = 0.0
         self._wait_logged_for = 0.0  # the breaker pause whose wait was last logged
 
-    def _calls_coming(self) -> bool:
+    def calls_coming(self) -> bool:
         """Whether a job is coming to a gate: one claimed has yet to start its call, or
         the last claim came back full (a gate keeps its lease for it)."""
         return self.backlog or bool(self.unstarted.jobs)
@@ -422,24 +421,18 @@ class Consumer:
         self.close()
 
 
-def _gate_for(
-    store: JobStore,
-    worker_id: str,
-    calls_coming: Callable[[], bool],
-    endpoint: Endpoint,
-    client: LLMClient,
-) -> LLMGate:
+def _gate_for(consumer: Consumer, endpoint: Endpoint, client: LLMClient) -> LLMGate:
     """The gate of one endpoint: fixed or adaptive as its settings say."""
     auto = endpoint.auto
     return LLMGate(
         client.redact(endpoint.url),  # names the gate in messages: no secrets
         permits=1 if auto else int(endpoint.permits),
         timeout=conf.GATE_TIMEOUT_SECONDS,
-        run_db=store.on_gate,
-        db=store.alias,
+        run_db=consumer.store.on_gate,
+        db=consumer.store.alias,
         controller=GateController(max_limit=endpoint.max_permits) if auto else None,
-        holder=worker_id,  # restarted under this id, it takes its leases back at once
-        calls_coming=calls_coming,
+        holder=consumer.worker_id,  # restarted under this id, it takes its leases back at once
+        calls_coming=consumer.calls_coming,
     )
 
 

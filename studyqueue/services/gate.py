@@ -1,46 +1,32 @@
 """The gate that bounds concurrent calls to one LLM endpoint.
 
-A gate has ``permits`` numbered slots. Inside a consumer, callers share the gate object,
-so its slots bound them. Each slot taken is also a row lease (``GateLease``) on the
-database's clock, so the bound holds across processes and hosts, on SQLite, PostgreSQL and
-PostgreSQL behind a transaction pooler alike: a lease is taken by one update that finds
-the slot free or its lease ended, renewed every ``RENEW_SECONDS`` while held, and given
-back after the call. A consumer that dies frees its slots within ``LEASE_SECONDS``; one
-restarted under the same worker id frees them at once.
+A gate has ``permits`` numbered slots, shared by one consumer's callers. Each slot taken is
+also a row lease (``GateLease``) on the database's clock, so the bound holds across processes
+and hosts, on every database and behind a transaction pooler: one update takes a slot that is
+free or whose lease ended, its holder renews it every ``RENEW_SECONDS`` and gives it back. A
+consumer that dies frees its slots within ``LEASE_SECONDS``; one restarted under the same
+worker id frees them at once.
 
-A caller that gives a slot back while another caller of the same gate waits hands it
-over directly: the lease stays this consumer's, and the next call starts without a
-database round trip. The giver's ``async with`` then ends only once the taker
-has sent its request (``sent(slot)``) or given the slot back, within
-``HANDOVER_WAIT_SECONDS``: what the giver does next (storing its reply) would otherwise
-compete with the taker's call start for the interpreter, while the server idles.
+Between two calls of one consumer the lease stays held, with no database round trip: a slot
+given back while another caller waits is handed over (the giver goes on once the taker has
+sent its request, ``sent(slot)``, or within ``HANDOVER_WAIT_SECONDS``: storing its reply
+would compete with the taker's call start for the interpreter), and one given back while a
+call is coming (``calls_coming``) is kept for it until the renewal or ``idle()``. A consumer
+refused a slot says that it waits (``SlotLeases.want``); a holder that sees it at a renewal
+gives its next slot back and keeps off for ``YIELD_SECONDS``, so none waits for long.
 
-Warm-first: a caller that names the prompt it sends (``prefix``, e.g. the prompt
-version's hash) is admitted alone while that prefix is cold for this gate (first use,
-after a restart, after ``idle_seconds`` without a call); the others with the same prefix
-wait before taking a slot until the first call's first token (``warmed``) or its end, so
-they find the prefix in the server's prompt cache instead of all prefilling it at once.
-With one permit calls run one at a time anyway, and nothing waits.
+Warm-first: a caller that names its prompt's prefix (the prompt version's hash) is admitted
+alone while that prefix is cold for this gate (first use, after ``idle_seconds`` without a
+call); the others wait until its first token (``warmed``) or its end, and find the prefix in
+the server's prompt cache instead of all prefilling it at once.
 
-Adaptive (``GATE_PERMITS=auto``): given a ``GateController``, the gate numbers
-``max_limit`` slots but lets callers take only those below the controller's current
-``limit`` (so a slot at or above the limit is taken by no process) and below
-its own ``max_limit`` (a consumer's maximum bounds its own calls, not the shared limit), tells it
-how many calls it holds, and hands it each call's outcome (``record``, ``record_loss``).
+Adaptive (``GATE_PERMITS=auto``): given a ``GateController``, the gate numbers ``max_limit``
+slots, lets callers take only those below the controller's ``limit`` (a slot above it is
+taken by no process) and its own ``max_limit``, and tells the controller its calls in flight
+and each call's outcome (``record``, ``record_loss``). ``services.pool`` shows its use.
 
-Usage::
-
-    gate = LLMGate(url, permits=1, timeout=600, run_db=store.on_gate, holder=worker_id)
-    async with gate.slot(prefix=version.hash) as slot:
-        reply = await client.chat(
-            messages,
-            on_sent=lambda: gate.sent(slot),
-            on_first_token=lambda: gate.warmed(version.hash),
-        )
-
-The circuit breaker (``CircuitBreaker``) lives beside it: while the LLM server fails as a
-whole, it stops claiming for a while. The gate bounds how many calls go at once; the
-breaker, whether any go.
+The circuit breaker (``CircuitBreaker``) beside it stops claiming while the LLM server fails
+as a whole: the gate bounds how many calls go at once; the breaker, whether any go.
 """
 
 from __future__ import annotations

@@ -307,7 +307,7 @@ class LLMGate:
         self._renewing: asyncio.Task[None] | None = None
         self._yielding = False  # another consumer waits: give the next slot back to it
         self._yield_until = 0.0  # until then, take no slot from the database
-        self._wanted_at = float("-inf")  # when this gate last said it waits
+        self._wanted_at: float | None = None  # when this gate last said it waits
         self._refused = False  # the database refused the last slot asked for
 
     @property
@@ -467,7 +467,8 @@ class LLMGate:
             slot = await self._try_take()
             if slot is not None:
                 return slot
-            if self._refused and time.monotonic() - self._wanted_at >= RENEW_SECONDS:
+            said = self._wanted_at
+            if self._refused and (said is None or time.monotonic() - said >= RENEW_SECONDS):
                 self._wanted_at = time.monotonic()  # another consumer holds it: say we wait
                 await self._run_db(self.leases.want, self.endpoint, self.holder)
             remaining = deadline - time.monotonic()
@@ -616,8 +617,12 @@ class LLMGate:
         return None
 
     async def idle(self) -> None:
-        """Give back the leases kept for calls that did not come (the consumer's cycle
-        ended, or the renewal is due)."""
+        """Give back the leases kept for calls that did not come, and say no more that
+        this gate waits (the consumer's cycle ended, or the renewal is due)."""
+        if self._wanted_at is not None:
+            self._wanted_at = None
+            with contextlib.suppress(DatabaseError):  # it ends by itself
+                await self._run_db(self.leases.give_back, self.endpoint, WAITING_SLOT, self.holder)
         for slot in sorted(self._kept):
             if slot in self._kept:
                 self._kept.discard(slot)

@@ -237,7 +237,8 @@ def test_a_consumer_waiting_for_a_kept_slot_gets_it_within_a_renewal(monkeypatch
     assert first.most == second.most == 1
     print(f"second_consumer_waited_s={waited:.2f}")
     assert waited < 3 * gate_module.RENEW_SECONDS, waited  # a renewal, a call, a poll
-    assert GateLease.objects.get(endpoint=ENDPOINT, slot=0).holder == ""  # idle: given back
+    # Idle: the slot given back, and neither says it waits any more.
+    assert set(GateLease.objects.filter(endpoint=ENDPOINT).values_list("holder", flat=True)) == {""}
 
 
 def test_a_consumer_restarted_under_its_worker_id_takes_its_slot_back_at_once(caplog):

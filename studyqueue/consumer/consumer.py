@@ -9,19 +9,16 @@ architecture page says which work goes where, and why). django-apscheduler calls
 
 One cycle (``Cycle``): reset stale jobs, then claim jobs in id order and keep up to
 twice the gates' limits of them in flight (at most the limits calling the LLM servers, the
-others loaded and waiting at a gate) until nothing is ready or the budget is spent.
+others loaded and waiting at a gate; a job storing its reply holds no place) until nothing
+is ready or the budget is spent.
 Each job runs in isolation: its exception never touches another job, an unexpected
 error fails it as ``internal``, and a crash leaves it to stale recovery.
 
-The pauses a consumer knows of are kept in memory (``KnownPauses``): the last look before an
-LLM call reads them instead of the database, because that look sits in the gap between two
-calls, where every millisecond is the server's idle time (a read there cost 2.7-4.8 ms of a
-10 ms gap on a loaded machine). What feeds it: a pause's ``NOTIFY`` (PostgreSQL,
-milliseconds after the pause commits) and the cycle's own read of the pauses while claimed
-jobs wait (twice a second, on any database). A kind it names is confirmed in the database
-before a job is held back (a resume sends no notice of its own, so an entry can outlive its
-pause); a kind it does not name lets the call start at once. The operator's guide ("Pause
-and resume") states what that guarantees.
+The last look before an LLM call, in the gap where the server idles, reads the pauses this
+consumer knows of (``KnownPauses``), not the database (a read there cost 2.7-4.8 ms of a 10 ms
+gap): fed by a pause's ``NOTIFY`` (PostgreSQL) and the cycle's read while claimed jobs wait
+(twice a second). A kind it names is confirmed in the database before a job is held back (a
+resume sends no notice); the operator's guide ("Pause and resume") says what that guarantees.
 """
 
 from __future__ import annotations
@@ -156,11 +153,8 @@ class Consumer:
         self.budget = conf.CYCLE_BUDGET_SECONDS if budget is None else budget
         self._stop = threading.Event()
         self.stopping: Callable[[], bool] = should_stop or self._stop.is_set
-        # Three dedicated connections, health-checked between cycles: the jobs' (their
-        # writes and heartbeats, in order), the cycle's claims, and the gate's (its slots'
-        # leases). Claims and gate operations
-        # so never queue behind a job's write: the gate's sit between two LLM calls, where
-        # the server idles.
+        # Three connections (``queue.store``): neither a claim nor a gate's lease, in the gap
+        # between two calls, queues behind a job's write.
         self.store = JobStore()
         self._runner = asyncio.Runner()
         # The LLM servers, each with its client, its gate (shared with every consumer of

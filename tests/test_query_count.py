@@ -23,6 +23,7 @@ OPEN_ATTEMPT = "INSERT INTO studyqueue_jobattempt"
 REVISION = 'INSERT INTO "studyqueue_explanationrevision"'
 FINISH = 'WITH job AS (UPDATE "studyqueue_studyquestionjob"'
 QUESTION = 'SELECT "studyqueue_studyquestion"'
+CLAIMED_QUESTIONS = 'SELECT * FROM "studyqueue_studyquestion"'  # read with the claim
 GATE_THREAD = "studyqueue-gate"  # the consumer's gate executor (its thread names)
 
 BOTH, PG, SQLITE = ("postgresql", "sqlite"), ("postgresql",), ("sqlite",)
@@ -123,8 +124,8 @@ def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_c
             claim_sqls = [s for s in per_connection[claims[0]] if CLAIM in s]
             assert len(claim_sqls) == 3
             # The job's read of its question, on the claims' connection too (on the jobs'
-            # it waited behind the previous job's store).
-            loads = [s for s in per_connection[claims[0]] if s.startswith(QUESTION)]
+            # it waited behind the previous job's store), with the claim that took it.
+            loads = [s for s in per_connection[claims[0]] if s.startswith(CLAIMED_QUESTIONS)]
             assert len(loads) == 1
             # The claim opens the job's attempt: on PostgreSQL inside the claim statement
             # (WITH … INSERT), on SQLite one INSERT after a claim that took a job (in its
@@ -141,3 +142,18 @@ def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_c
             per_gate = expected((FIRST_GATE if n == 0 else []) + PER_GATE)
             assert named(gate_queries, per_gate) == [w for w, _ in per_gate]
     assert StudyQuestion.objects.exclude(explanation="").count() == 2
+
+
+def test_a_backlog_drained_in_one_cycle_takes_the_gates_lease_once(quiet_settings, make_consumer):
+    """Jobs back to back keep the slot's lease between their calls (handed over, or kept for
+    the job coming): one take and one give-back for the whole cycle, not one of each per job."""
+    for n in range(4):
+        enqueue(StudyQuestionFactory(text=f"What is {n} + {n}?", choices=["3", "4"], answer="4"))
+    with QueryLog() as log:
+        consumer = make_consumer()
+        assert consumer.run_cycle().outcomes == {"completed": 4}
+        gate_sqls = [
+            " ".join(q.sql.split()) for q in log.queries if q.thread.startswith(GATE_THREAD)
+        ]
+    per_gate = expected(FIRST_GATE + PER_GATE)
+    assert named(queries(gate_sqls), per_gate) == [w for w, _ in per_gate]

@@ -9,19 +9,16 @@ architecture page says which work goes where, and why). django-apscheduler calls
 
 One cycle (``Cycle``): reset stale jobs, then claim jobs in id order and keep up to
 twice the gates' limits of them in flight (at most the limits calling the LLM servers, the
-others loaded and waiting at a gate) until nothing is ready or the budget is spent.
+others loaded and waiting at a gate; a job storing its reply holds no place) until nothing
+is ready or the budget is spent.
 Each job runs in isolation: its exception never touches another job, an unexpected
 error fails it as ``internal``, and a crash leaves it to stale recovery.
 
-The pauses a consumer knows of are kept in memory (``KnownPauses``): the last look before an
-LLM call reads them instead of the database, because that look sits in the gap between two
-calls, where every millisecond is the server's idle time (a read there cost 2.7-4.8 ms of a
-10 ms gap on a loaded machine). What feeds it: a pause's ``NOTIFY`` (PostgreSQL,
-milliseconds after the pause commits) and the cycle's own read of the pauses while claimed
-jobs wait (twice a second, on any database). A kind it names is confirmed in the database
-before a job is held back (a resume sends no notice of its own, so an entry can outlive its
-pause); a kind it does not name lets the call start at once. The operator's guide ("Pause
-and resume") states what that guarantees.
+The last look before an LLM call, in the gap where the server idles, reads the pauses this
+consumer knows of (``KnownPauses``), not the database (a read there cost 2.7-4.8 ms of a 10 ms
+gap): fed by a pause's ``NOTIFY`` (PostgreSQL) and the cycle's read while claimed jobs wait
+(twice a second). A kind it names is confirmed in the database before a job is held back (a
+resume sends no notice); the operator's guide ("Pause and resume") says what that guarantees.
 """
 
 from __future__ import annotations
@@ -156,19 +153,17 @@ class Consumer:
         self.budget = conf.CYCLE_BUDGET_SECONDS if budget is None else budget
         self._stop = threading.Event()
         self.stopping: Callable[[], bool] = should_stop or self._stop.is_set
-        # Three dedicated connections, health-checked between cycles: the jobs' (their
-        # writes and heartbeats, in order), the cycle's claims, and the gate's (its slots'
-        # leases). Claims and gate operations
-        # so never queue behind a job's write: the gate's sit between two LLM calls, where
-        # the server idles.
+        # Three connections (``queue.store``): neither a claim nor a gate's lease, in the gap
+        # between two calls, queues behind a job's write.
         self.store = JobStore()
         self._runner = asyncio.Runner()
         # The LLM servers, each with its client, its gate (shared with every consumer of
         # that server) and its breaker (``services.pool``).
-        self.pool = EndpointPool.build(
-            endpoints.configured(), functools.partial(_gate_for, self.store, self.worker_id)
-        )
+        self.pool = EndpointPool.build(endpoints.configured(), functools.partial(_gate_for, self))
         self.notices_swept_at = -NOTICE_SWEEP_SECONDS  # the last sweep (``Cycle``)
+        self.backlog = False  # the cycle's last claim came back full
+        self.storing = 0  # jobs whose call is over, storing what it returned
+        self.called = asyncio.Event()  # set as a job begins to store: a place is free
         # Jobs a cycle claimed whose LLM call has not started: a pause hands them back.
         self.unstarted = Unstarted(KnownPauses(), self.store.paused_kinds)
         self.ctx = WorkContext(
@@ -179,6 +174,11 @@ class Consumer:
         self._closed = False
         self._reported_at = 0.0
         self._wait_logged_for = 0.0  # the breaker pause whose wait was last logged
+
+    def calls_coming(self) -> bool:
+        """Whether a job is coming to a gate: one claimed has yet to start its call, or
+        the last claim came back full (a gate keeps its lease for it)."""
+        return self.backlog or bool(self.unstarted.jobs)
 
     def request_stop(self) -> None:
         """Stop claiming; running jobs finish within the grace period (thread-safe)."""
@@ -220,6 +220,9 @@ class Consumer:
             result = await Cycle(self).run()
             await self.report()
         finally:
+            self.backlog = False
+            for member in self.pool.members:  # idle now: no lease kept for a call
+                await member.gate.idle()
             await self.store.close_old_connections()
         # Enough to tell a stuck consumer from an idle one: the breaker and the gate.
         logger.info(
@@ -334,7 +337,12 @@ class Consumer:
         beats = asyncio.create_task(self._heartbeat(job, runner))
         try:
             result = await registry.dispatch(job, self.ctx)
-            return await self.store.finish(job, result)
+            self.storing += 1
+            self.called.set()
+            try:
+                return await self.store.finish(job, result)
+            finally:
+                self.storing -= 1
         except asyncio.CancelledError:
             # A pause came before the call started, the claim was lost (a refused
             # heartbeat) or the grace period ran out: hand the job back. Refused, and
@@ -407,17 +415,18 @@ class Consumer:
         self.close()
 
 
-def _gate_for(store: JobStore, worker_id: str, endpoint: Endpoint, client: LLMClient) -> LLMGate:
+def _gate_for(consumer: Consumer, endpoint: Endpoint, client: LLMClient) -> LLMGate:
     """The gate of one endpoint: fixed or adaptive as its settings say."""
     auto = endpoint.auto
     return LLMGate(
         client.redact(endpoint.url),  # names the gate in messages: no secrets
         permits=1 if auto else int(endpoint.permits),
         timeout=conf.GATE_TIMEOUT_SECONDS,
-        run_db=store.on_gate,
-        db=store.alias,
+        run_db=consumer.store.on_gate,
+        db=consumer.store.alias,
         controller=GateController(max_limit=endpoint.max_permits) if auto else None,
-        holder=worker_id,  # restarted under this id, it takes its leases back at once
+        holder=consumer.worker_id,  # restarted under this id, it takes its leases back at once
+        calls_coming=consumer.calls_coming,
     )
 
 
@@ -453,8 +462,14 @@ class Cycle:
         """Jobs kept in flight: one ready behind each gate slot the limit allows now (while
         a call runs, the next job is claimed, loaded and waiting, and the gate hands it the
         slot when the call ends). A larger BATCH_SIZE claims more at once; the extra jobs
-        wait their turn."""
+        wait their turn. A job storing its reply holds no place: the next claim need not
+        wait for that write."""
         return max(2 * self.consumer.pool.limit, self.consumer.batch_size)
+
+    @property
+    def places(self) -> int:
+        """Places in flight free now."""
+        return self.in_flight - len(self.running) + self.consumer.storing
 
     async def run(self) -> CycleResult:
         """Reset stale jobs, then claim and run jobs until nothing is ready or the budget
@@ -465,15 +480,20 @@ class Cycle:
         while True:
             if self.stop_seen_at is None and consumer.stopping():
                 self.stop_seen_at = time.monotonic()
-            if self.may_claim() and len(self.running) < self.in_flight:
+            if self.may_claim() and self.places > 0:
                 await self.claim_more()
                 continue
             if not self.running:
                 break
+            called = asyncio.ensure_future(consumer.called.wait())  # a job begins to store
             done, _ = await asyncio.wait(
-                self.running, timeout=self.wait_timeout(), return_when=asyncio.FIRST_COMPLETED
+                {*self.running, called},
+                timeout=self.wait_timeout(),
+                return_when=asyncio.FIRST_COMPLETED,
             )
-            for task in done:
+            called.cancel()
+            consumer.called.clear()
+            for task in self.running & done:
                 self.job_finished(task)
             await consumer.pool.sync_gates(consumer.store.on_claims)
             await self.check_pauses()
@@ -512,7 +532,7 @@ class Cycle:
     async def claim_more(self) -> None:
         """Claim up to the free places in flight and start what came back."""
         consumer = self.consumer
-        limit = min(consumer.batch_size, self.in_flight - len(self.running))
+        limit = min(consumer.batch_size, self.places)
         self.claims += 1
         try:
             jobs = await consumer.store.claim(consumer.worker_id, limit)
@@ -521,6 +541,7 @@ class Cycle:
             return
         self.result.claimed += len(jobs)
         self.nothing_ready = len(jobs) < limit
+        consumer.backlog = not self.nothing_ready
         for job in jobs:
             if consumer.stopping():
                 # Claimed as the stop came: start nothing new.

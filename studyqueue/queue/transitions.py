@@ -190,11 +190,13 @@ def job_value(field_name: str, value: Any, db: str) -> Any:
 
 
 def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
-    """Apply ``values`` only while the job is still processing under the caller's claim."""
-    changed = Job.objects.filter(
-        pk=job.pk, status=JobStatus.PROCESSING, claim_token=job.claim_token
-    )
-    return changed.update(**values) == 1
+    """Apply ``values`` only while the job is still processing under the caller's claim.
+    Raw SQL (``_fenced_update_sql``): every job ends here, and the ORM's filter and update
+    took three times as long to build as the statement took to run."""
+    db = Job.objects.all().db
+    with connections[db].cursor() as cursor:
+        cursor.execute(*_fenced_update_sql(job, values, db))
+        return cursor.fetchone() is not None
 
 
 def _fenced_update_sql(job: Job, values: dict[str, Any], db: str) -> tuple[str, dict[str, Any]]:

@@ -1,46 +1,32 @@
 """The gate that bounds concurrent calls to one LLM endpoint.
 
-A gate has ``permits`` numbered slots. Inside a consumer, callers share the gate object,
-so its slots bound them. Each slot taken is also a row lease (``GateLease``) on the
-database's clock, so the bound holds across processes and hosts, on SQLite, PostgreSQL and
-PostgreSQL behind a transaction pooler alike: a lease is taken by one update that finds
-the slot free or its lease ended, renewed every ``RENEW_SECONDS`` while held, and given
-back after the call. A consumer that dies frees its slots within ``LEASE_SECONDS``; one
-restarted under the same worker id frees them at once.
+A gate has ``permits`` numbered slots, shared by one consumer's callers. Each slot taken is
+also a row lease (``GateLease``) on the database's clock, so the bound holds across processes
+and hosts, on every database and behind a transaction pooler: one update takes a slot that is
+free or whose lease ended, its holder renews it every ``RENEW_SECONDS`` and gives it back. A
+consumer that dies frees its slots within ``LEASE_SECONDS``; one restarted under the same
+worker id frees them at once.
 
-A caller that gives a slot back while another caller of the same gate waits hands it
-over directly: the lease stays this consumer's, and the next call starts without a
-database round trip. The giver's ``async with`` then ends only once the taker
-has sent its request (``sent(slot)``) or given the slot back, within
-``HANDOVER_WAIT_SECONDS``: what the giver does next (storing its reply) would otherwise
-compete with the taker's call start for the interpreter, while the server idles.
+Between two calls of one consumer the lease stays held, with no database round trip: a slot
+given back while another caller waits is handed over (the giver goes on once the taker has
+sent its request, ``sent(slot)``, or within ``HANDOVER_WAIT_SECONDS``: storing its reply
+would compete with the taker's call start for the interpreter), and one given back while a
+call is coming (``calls_coming``) is kept for it until the renewal or ``idle()``. A consumer
+refused a slot says that it waits (``SlotLeases.want``); a holder that sees it at a renewal
+gives its next slot back and keeps off for ``YIELD_SECONDS``, so none waits for long.
 
-Warm-first: a caller that names the prompt it sends (``prefix``, e.g. the prompt
-version's hash) is admitted alone while that prefix is cold for this gate (first use,
-after a restart, after ``idle_seconds`` without a call); the others with the same prefix
-wait before taking a slot until the first call's first token (``warmed``) or its end, so
-they find the prefix in the server's prompt cache instead of all prefilling it at once.
-With one permit calls run one at a time anyway, and nothing waits.
+Warm-first: a caller that names its prompt's prefix (the prompt version's hash) is admitted
+alone while that prefix is cold for this gate (first use, after ``idle_seconds`` without a
+call); the others wait until its first token (``warmed``) or its end, and find the prefix in
+the server's prompt cache instead of all prefilling it at once.
 
-Adaptive (``GATE_PERMITS=auto``): given a ``GateController``, the gate numbers
-``max_limit`` slots but lets callers take only those below the controller's current
-``limit`` (so a slot at or above the limit is taken by no process) and below
-its own ``max_limit`` (a consumer's maximum bounds its own calls, not the shared limit), tells it
-how many calls it holds, and hands it each call's outcome (``record``, ``record_loss``).
+Adaptive (``GATE_PERMITS=auto``): given a ``GateController``, the gate numbers ``max_limit``
+slots, lets callers take only those below the controller's ``limit`` (a slot above it is
+taken by no process) and its own ``max_limit``, and tells the controller its calls in flight
+and each call's outcome (``record``, ``record_loss``). ``services.pool`` shows its use.
 
-Usage::
-
-    gate = LLMGate(url, permits=1, timeout=600, run_db=store.on_gate, holder=worker_id)
-    async with gate.slot(prefix=version.hash) as slot:
-        reply = await client.chat(
-            messages,
-            on_sent=lambda: gate.sent(slot),
-            on_first_token=lambda: gate.warmed(version.hash),
-        )
-
-The circuit breaker (``CircuitBreaker``) lives beside it: while the LLM server fails as a
-whole, it stops claiming for a while. The gate bounds how many calls go at once; the
-breaker, whether any go.
+The circuit breaker (``CircuitBreaker``) beside it stops claiming while the LLM server fails
+as a whole: the gate bounds how many calls go at once; the breaker, whether any go.
 """
 
 from __future__ import annotations
@@ -183,6 +169,11 @@ class _Warmth:
 # ``LEASE_SECONDS``; one that is alive misses two renewals before it could lose one.
 LEASE_SECONDS = 15.0
 RENEW_SECONDS = 5.0
+# A consumer refused a slot says it waits in the endpoint's row of this number (no gate has so
+# many slots); a holder that sees it at its renewal gives a slot back and takes none from the
+# database for ``YIELD_SECONDS``, twice the waiter's longest pause between two looks.
+WAITING_SLOT = 32767
+YIELD_SECONDS = 0.5
 
 
 def _lease_end(seconds: float) -> ExpressionWrapper:
@@ -206,6 +197,11 @@ class SlotLeases:
         self._takes: dict[tuple[str, int], QuerySet[GateLease]] = {}
         self._gives: dict[tuple[str, int, str], QuerySet[GateLease]] = {}
 
+    def _row(self, endpoint: str, slot: int) -> None:
+        GateLease.objects.using(self.db).bulk_create(
+            [GateLease(endpoint=endpoint, slot=slot)], ignore_conflicts=True
+        )
+
     def _leases(self, endpoint: str) -> QuerySet[GateLease]:
         return GateLease.objects.using(self.db).filter(endpoint=endpoint)
 
@@ -215,9 +211,7 @@ class SlotLeases:
         SQLite runs one writer at a time)."""
         lease = self._takes.get((endpoint, slot))
         if lease is None:
-            GateLease.objects.using(self.db).bulk_create(
-                [GateLease(endpoint=endpoint, slot=slot)], ignore_conflicts=True
-            )
+            self._row(endpoint, slot)
             free = Q(holder="") | Q(expires_at__lt=Now())  # the database's now, each time
             lease = self._takes[endpoint, slot] = self._leases(endpoint).filter(free, slot=slot)
         return lease.update(holder=holder, expires_at=self._end) == 1
@@ -229,6 +223,17 @@ class SlotLeases:
             lease = self._leases(endpoint).filter(slot=slot, holder=holder)
             self._gives[endpoint, slot, holder] = lease
         lease.update(holder="", expires_at=None)
+
+    def want(self, endpoint: str, holder: str) -> None:
+        """Say that ``holder`` waits for a slot (for two renewals, unless said again)."""
+        self._row(endpoint, WAITING_SLOT)
+        row = self._leases(endpoint).filter(slot=WAITING_SLOT)
+        row.update(holder=holder, expires_at=_lease_end(2 * RENEW_SECONDS))
+
+    def wanted(self, endpoint: str, holder: str) -> bool:
+        """Whether a consumer other than ``holder`` waits for a slot."""
+        waiting = self._leases(endpoint).filter(slot=WAITING_SLOT, expires_at__gt=Now())
+        return waiting.exclude(holder__in=["", holder]).exists()
 
     def renew(self, endpoint: str, slots: list[int], holder: str) -> int:
         """Extend ``holder``'s leases on ``slots``; how many were still its own."""
@@ -268,6 +273,7 @@ class LLMGate:
         controller: GateController | None = None,
         holder: str = "",
         leases: SlotLeases | None = None,
+        calls_coming: Callable[[], bool] = lambda: False,
     ) -> None:
         if controller is not None:
             permits = controller.max_limit
@@ -294,7 +300,15 @@ class LLMGate:
         # Slots whose lease this gate holds: taken, not yet given back (a slot only being
         # taken or given back is not renewed, nor missed).
         self._leased: set[int] = set()
+        # Free slots whose lease it keeps for a call of this consumer that is coming
+        # (``calls_coming``): taken again with no database round trip.
+        self._kept: set[int] = set()
+        self.calls_coming = calls_coming
         self._renewing: asyncio.Task[None] | None = None
+        self._yielding = False  # another consumer waits: give the next slot back to it
+        self._yield_until = 0.0  # until then, take no slot from the database
+        self._wanted_at: float | None = None  # when this gate last said it waits
+        self._refused = False  # the database refused the last slot asked for
 
     @property
     def free_slots(self) -> int:
@@ -453,6 +467,10 @@ class LLMGate:
             slot = await self._try_take()
             if slot is not None:
                 return slot
+            said = self._wanted_at
+            if self._refused and (said is None or time.monotonic() - said >= RENEW_SECONDS):
+                self._wanted_at = time.monotonic()  # another consumer holds it: say we wait
+                await self._run_db(self.leases.want, self.endpoint, self.holder)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise GateTimeout(
@@ -465,12 +483,20 @@ class LLMGate:
             pause = min(pause * 2, 0.25)
 
     async def _try_take(self) -> int | None:
-        for slot in sorted(self._free):
+        self._refused = False
+        for slot in sorted(self._free, key=lambda s: (s not in self._kept, s)):
             if self.held >= self.limit:
                 return None
             if slot not in self._free or slot >= self.limit:
                 continue  # taken meanwhile, or beyond the limit for every process
             self._free.remove(slot)  # ours while we ask the database
+            if slot in self._kept:  # its lease is still ours
+                self._kept.discard(slot)
+                self._in_flight()
+                return slot
+            if time.monotonic() < self._yield_until:
+                self._free.append(slot)
+                return None
             try:
                 locked = await self._lock(slot)
             except BaseException:
@@ -480,6 +506,7 @@ class LLMGate:
                 self._in_flight()
                 return slot
             self._free.append(slot)  # another process holds it
+            self._refused = True
         return None
 
     async def _lock(self, slot: int) -> bool:
@@ -519,10 +546,13 @@ class LLMGate:
         try:
             while self._leased:
                 await asyncio.sleep(RENEW_SECONDS)
-                held = sorted(self._leased)
-                if not held:
-                    continue
                 try:
+                    wanted = await self._run_db(self.leases.wanted, self.endpoint, self.holder)
+                    self._yielding = self._yielding or wanted
+                    await self.idle()  # a kept lease lasts one renewal at most
+                    held = sorted(self._leased)
+                    if not held:
+                        continue
                     kept = await self._run_db(self.leases.renew, self.endpoint, held, self.holder)
                 except DatabaseError as exc:
                     logger.warning(
@@ -571,14 +601,39 @@ class LLMGate:
         caller has sent its request or given the slot back), else to everyone (None; so
         also a slot the limit no longer allows, or one too many since it fell)."""
         self.sent(slot)  # given back unsent (held back, failed): nobody waits on it any more
-        within = slot < self.limit and self.held <= self.limit
+        within = slot < self.limit and self.held <= self.limit and not self._yielding
         while within and self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(slot)
                 handed = self._handed[slot] = asyncio.Event()
                 return handed
+        if within and self.calls_coming():
+            self._kept.add(slot)  # the next call takes it with no round trip
+            self._free.append(slot)
+            self._in_flight()
+            return None
+        await self._unlease(slot)
+        return None
+
+    async def idle(self) -> None:
+        """Give back the leases kept for calls that did not come, and say no more that
+        this gate waits (the consumer's cycle ended, or the renewal is due)."""
+        if self._wanted_at is not None:
+            self._wanted_at = None
+            with contextlib.suppress(DatabaseError):  # it ends by itself
+                await self._run_db(self.leases.give_back, self.endpoint, WAITING_SLOT, self.holder)
+        for slot in sorted(self._kept):
+            if slot in self._kept:
+                self._kept.discard(slot)
+                self._free.remove(slot)
+                await self._unlease(slot)
+
+    async def _unlease(self, slot: int) -> None:
+        """Give ``slot``'s lease back to every consumer."""
         self._leased.discard(slot)
+        if self._yielding:  # to the consumer that waits: ours keep off for a while
+            self._yielding, self._yield_until = False, time.monotonic() + YIELD_SECONDS
         try:
             await self._run_db(self.leases.give_back, self.endpoint, slot, self.holder)
         except DatabaseError:
@@ -587,4 +642,3 @@ class LLMGate:
         finally:
             self._free.append(slot)
             self._in_flight()
-        return None

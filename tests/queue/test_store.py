@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +20,7 @@ from studyqueue.queue.operations import skip
 from studyqueue.queue.store import Failed, JobStore, Released, Skipped
 from studyqueue.queue.transitions import Outcome
 from tests.factories import StudyQuestionFactory
+from tests.helpers.queries import QueryLog
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -132,3 +134,47 @@ def test_claim_reset_stale_and_question_run_on_the_claims_connection(store):
     assert read == question and read.text == "What is 2 + 2?"
     assert (stale.reset, stale.failed) == (0, 0)
     assert asyncio.run(store.heartbeat(jobs[0])) is True
+
+
+def test_a_claimed_jobs_question_is_read_with_the_claim(store):
+    """The handler's read of its question costs no trip of its own: it came with the claim
+    (one statement for the claimed jobs' questions); a job not claimed here is read anew."""
+    questions = [StudyQuestionFactory(text=f"What is {n} + {n}?") for n in range(2)]
+    for question in questions:
+        enqueue(question)
+    with QueryLog() as log:
+        jobs = asyncio.run(store.claim("test", 5))
+        claimed_sqls = len(log.queries)
+        read = [asyncio.run(store.question(job)) for job in jobs]
+        assert len(log.queries) == claimed_sqls
+        assert asyncio.run(store.question(jobs[0])) == questions[0]  # not kept: read again
+        assert len(log.queries) == claimed_sqls + 1
+    assert read == questions
+    reads = [q for q in log.queries if 'FROM "studyqueue_studyquestion"' in q.sql]
+    assert len(reads) == 2  # one for both claimed, one for the read anew
+
+
+def test_on_sqlite_the_three_connections_take_turns(store):
+    """SQLite has one writer at a time: the store's threads wait for each other's turn rather
+    than poll the locked file (sleeping 1, 2, 5 ms...); on PostgreSQL they run at once."""
+    inside: list[str] = []
+    most = 0
+    lock = threading.Lock()
+
+    def hold(name: str) -> None:
+        nonlocal most
+        with lock:
+            inside.append(name)
+            most = max(most, len(inside))
+        deadline = time.monotonic() + 0.2
+        while len(inside) < 3 and time.monotonic() < deadline:
+            time.sleep(0.005)  # long enough for the others to come in, if they may
+        with lock:
+            inside.remove(name)
+
+    async def all_three() -> None:
+        runs = (store.on_jobs, store.on_claims, store.on_gate)
+        await asyncio.gather(*(run(hold, name) for run, name in zip(runs, "jcg", strict=True)))
+
+    asyncio.run(all_three())
+    assert most == (1 if connections[database()].vendor == "sqlite" else 3)

@@ -24,6 +24,7 @@ from django.db.models.functions import Now
 from studyqueue.models import ErrorCode, GateLease, JobAttempt, StudyQuestionJob
 from studyqueue.queue import retry
 from studyqueue.queue.enqueue import enqueue
+from studyqueue.services import gate as gate_module
 from studyqueue.services.endpoints import endpoint_name
 from studyqueue.services.gate import LEASE_SECONDS, GateTimeout, LLMGate, SlotLeases
 from tests.factories import StudyQuestionFactory
@@ -165,6 +166,79 @@ def test_gates_in_four_threads_never_hold_one_permit_twice():
             future.result(timeout=120)
     assert (peak, done) == (1, 32)
     assert GateLease.objects.get(endpoint=ENDPOINT, slot=0).holder == ""
+
+
+class BusyConsumer(threading.Thread):
+    """A consumer with back-to-back calls on its own thread, event loop and connection: two
+    callers at one permit, so one always waits for the slot (a hand-over every time) and one
+    more is always coming (``calls_coming``: the lease is kept). Its calls' (start, end)."""
+
+    def __init__(self, name: str, lock: threading.Lock, holding: list[str]) -> None:
+        super().__init__()
+        self.name, self.lock, self.holding = name, lock, holding
+        self.calls: list[tuple[float, float]] = []
+        self.most = 0  # the most holders seen at once
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        db = GateThread()
+        gate = LLMGate(
+            ENDPOINT, run_db=db.run_db, permits=1, timeout=60, holder=self.name,
+            calls_coming=lambda: not self.stop.is_set(),
+        )  # fmt: skip
+
+        async def caller() -> None:
+            while not self.stop.is_set():
+                async with gate.slot():
+                    with self.lock:
+                        self.holding.append(self.name)
+                        self.most = max(self.most, len(self.holding))
+                    started = time.monotonic()
+                    await asyncio.sleep(0.02)  # the call
+                    self.calls.append((started, time.monotonic()))
+                    with self.lock:
+                        self.holding.remove(self.name)
+
+        async def main() -> None:
+            await asyncio.gather(caller(), caller())
+            await gate.idle()
+
+        try:
+            asyncio.run(main())
+        finally:
+            db.close()
+
+
+def test_a_consumer_waiting_for_a_kept_slot_gets_it_within_a_renewal(monkeypatch):
+    """A consumer whose calls come back to back keeps its slot's lease (hand-overs, and a
+    lease kept for the call coming); another consumer that waits says so, and gets the slot
+    within about one renewal; then the first gets it back the same way. Never two holders."""
+    monkeypatch.setattr(gate_module, "RENEW_SECONDS", 0.5)
+    lock, holding = threading.Lock(), []
+    first, second = BusyConsumer("first", lock, holding), BusyConsumer("second", lock, holding)
+    first.start()
+    try:
+        wait_for(lambda: len(first.calls) >= 5, timeout=10, what="the first consumer's calls")
+        waiting_since = time.monotonic()
+        second.start()
+        wait_for(lambda: second.calls, timeout=10, what="the second consumer's first call")
+        waited = second.calls[0][0] - waiting_since
+        wait_for(
+            lambda: any(start > second.calls[0][1] for start, _ in first.calls[5:]),
+            timeout=10,
+            what="the first consumer's slot back",
+        )
+    finally:
+        first.stop.set()
+        second.stop.set()
+        first.join(timeout=30)
+        second.join(timeout=30)
+    assert not first.is_alive() and not second.is_alive()
+    assert first.most == second.most == 1
+    print(f"second_consumer_waited_s={waited:.2f}")
+    assert waited < 3 * gate_module.RENEW_SECONDS, waited  # a renewal, a call, a poll
+    # Idle: the slot given back, and neither says it waits any more.
+    assert set(GateLease.objects.filter(endpoint=ENDPOINT).values_list("holder", flat=True)) == {""}
 
 
 def test_a_consumer_restarted_under_its_worker_id_takes_its_slot_back_at_once(caplog):

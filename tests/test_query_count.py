@@ -23,7 +23,6 @@ OPEN_ATTEMPT = "INSERT INTO studyqueue_jobattempt"
 REVISION = 'INSERT INTO "studyqueue_explanationrevision"'
 FINISH = 'WITH job AS (UPDATE "studyqueue_studyquestionjob"'
 QUESTION = 'SELECT "studyqueue_studyquestion"'
-CLAIMED_QUESTIONS = 'SELECT * FROM "studyqueue_studyquestion"'  # read with the claim
 GATE_THREAD = "studyqueue-gate"  # the consumer's gate executor (its thread names)
 
 BOTH, PG, SQLITE = ("postgresql", "sqlite"), ("postgresql",), ("sqlite",)
@@ -125,7 +124,7 @@ def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_c
             assert len(claim_sqls) == 3
             # The job's read of its question, on the claims' connection too (on the jobs'
             # it waited behind the previous job's store), with the claim that took it.
-            loads = [s for s in per_connection[claims[0]] if s.startswith(CLAIMED_QUESTIONS)]
+            loads = [s for s in per_connection[claims[0]] if s.startswith(QUESTION)]
             assert len(loads) == 1
             # The claim opens the job's attempt: on PostgreSQL inside the claim statement
             # (WITH … INSERT), on SQLite one INSERT after a claim that took a job (in its

@@ -6,8 +6,6 @@ clears and the warning goes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from studyqueue import times
@@ -17,26 +15,14 @@ from studyqueue.sets import question_sets
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 from tests.helpers import wait_for
 from tests.helpers.admin import DASHBOARD_URL, staff
-from tests.workers.test_set_notice import Receiver
+from tests.workers import test_set_notice
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+# The set notice tests' receiver, with their settings (a webhook, no checks, no backoff).
+receiver = test_set_notice.receiver
+
 FAILED_NOTICES = "?kind__exact=set_notice&amp;error_code__exact=webhook_failed"
-
-
-@pytest.fixture
-def receiver(settings, llm_server) -> Iterator[Receiver]:
-    hook = Receiver()
-    settings.STUDYQUEUE = {
-        **settings.STUDYQUEUE,
-        "WEBHOOK_URL": hook.url,
-        "KEY_AUDIT": False,
-        "VERIFY": False,
-        "BACKOFF_BASE_SECONDS": 0,
-        "BACKOFF_JITTER": 0,
-    }
-    yield hook
-    hook.stop()
 
 
 def _done_set() -> None:

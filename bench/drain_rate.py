@@ -89,7 +89,7 @@ def main() -> None:
                 f" p90={idle[int(len(idle) * 0.9)]:.2f} (as seen by the server)"
             )
     if 1 in medians:
-        target = 0.99 if args.delay >= 1 else 0.92
+        target = 0.99 if args.delay >= 1 else 0.95
         print(f"target: gate=1 busy_share >= {target} and max_calls_at_once == 1")
     if 1 in medians and len(medians) > 1:
         for permits, value in medians.items():

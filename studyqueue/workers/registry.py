@@ -20,13 +20,6 @@ from studyqueue.services.pool import EndpointPool, Held, Member
 
 logger = logging.getLogger("studyqueue.worker")
 
-Starting = Callable[[StudyQuestionJob], Awaitable[str | None]]
-
-
-async def _always_start(job: StudyQuestionJob) -> str | None:
-    return None
-
-
 @dataclass
 class WorkContext:
     """What a handler needs from its consumer; all of it lives as long as the consumer."""
@@ -35,7 +28,7 @@ class WorkContext:
     pool: EndpointPool  # the LLM servers, each with its client, gate and breaker
     stopping: Callable[[], bool]
     # Right before a job's LLM call: a reason not to start it (its kind paused), or None.
-    starting: Starting = _always_start
+    starting: Callable[[StudyQuestionJob], Awaitable[str | None]]
 
 
 Handler = Callable[[StudyQuestionJob, WorkContext], Awaitable[JobResult]]

@@ -24,6 +24,7 @@ from studyqueue.models import (
 )
 from studyqueue.queue import notify
 from studyqueue.queue.attempts import Usage
+from studyqueue.queue.operations import batches
 from studyqueue.queue.transitions import Outcome
 
 logger = logging.getLogger("studyqueue.key_audit")
@@ -62,18 +63,14 @@ def content_changed(
     )
 
 
-_IDS_BATCH = 500  # ids in one statement (SQLite's parameter limit)
-
-
 def needing_audit_ids(ids: Iterable[int]) -> list[int]:
     """The ``ids`` of checkable questions whose content was never audited, in id order."""
     wanted = sorted(set(ids))
     checkable = StudyQuestion.objects.exclude(text="").exclude(choices=[]).exclude(answer="")
     unaudited = checkable.filter(Q(key_audit="") | Q(key_audit_hash=""))
     found: list[int] = []
-    for start in range(0, len(wanted), _IDS_BATCH):
-        chunk = unaudited.filter(pk__in=wanted[start : start + _IDS_BATCH])
-        found += chunk.values_list("pk", flat=True)
+    for chunk in batches(wanted, unaudited.db):
+        found += unaudited.filter(pk__in=chunk).values_list("pk", flat=True)
     return sorted(found)
 
 

@@ -111,9 +111,6 @@ class Sample:
     reply: str
     answer: int | None
 
-    def stored(self) -> dict[str, object]:
-        return {"answer": self.answer, "reply": self.reply[:200]}
-
 
 @dataclass(frozen=True)
 class Audited:
@@ -123,10 +120,6 @@ class Audited:
     samples: list[Sample]
     llm_ms: int | None = None
     usage: Usage | None = None  # the samples' tokens, summed
-
-    def verdict(self) -> Verdict:
-        key = answers.key_choice(self.question.answer, self.question.choices)
-        return judge([sample.answer for sample in self.samples], key)
 
     def write(self, job: StudyQuestionJob) -> Outcome:
         """Job, attempt and audit in one transaction (``revisions.complete_if_unchanged``)."""
@@ -143,11 +136,15 @@ class Audited:
             )
             if now is None:
                 return outcome
-            verdict = self.verdict()
+            key = answers.key_choice(now.answer, now.choices)
+            verdict = judge([sample.answer for sample in self.samples], key)
             values: dict[str, object] = {
                 "key_audit": verdict.key_audit,
                 "key_audit_answer": verdict.answer,
-                "key_audit_samples": [sample.stored() for sample in self.samples],
+                "key_audit_samples": [
+                    {"answer": sample.answer, "reply": sample.reply[:200]}
+                    for sample in self.samples
+                ],
                 "key_audit_hash": now.content_hash(),
             }
             if verdict.key_audit == KeyAudit.DISPUTED:

@@ -20,6 +20,7 @@ from studyqueue.services.pool import EndpointPool, Held, Member
 
 logger = logging.getLogger("studyqueue.worker")
 
+
 @dataclass
 class WorkContext:
     """What a handler needs from its consumer; all of it lives as long as the consumer."""

@@ -183,8 +183,4 @@ async def ask(
     **options: Any,
 ) -> LLMReply | JobResult:
     """One LLM call for ``job`` (``options``: ``LLMClient.chat``'s), as ``on_endpoint``."""
-
-    async def call(held: Held) -> LLMReply:
-        return await held.chat(messages, **options)
-
-    return await on_endpoint(ctx, job, call, prefix=prefix)
+    return await on_endpoint(ctx, job, lambda held: held.chat(messages, **options), prefix=prefix)

@@ -356,10 +356,6 @@ def _same(one: _Reading, other: _Reading) -> bool:
     return _same_text(one.answer, other.answer) or _same_text(other.answer, one.answer)
 
 
-def _shown(text: str) -> str:
-    return " ".join(text.split()).strip(_EDGE)
-
-
 def read(reply: str, choices: Sequence[str], names: Sequence[str] = ()) -> tuple[str, _Resolved]:
     """The statement of the answer, as written, and what it names (``("", "junk")``: none
     read); ``names`` (the key) are, like the choices, words that never doubt it."""
@@ -375,7 +371,7 @@ def read(reply: str, choices: Sequence[str], names: Sequence[str] = ()) -> tuple
     if not plain or plain[0].doubted:
         return "", _JUNK
     chosen = plain[0]
-    stated = _shown(chosen.statement.text)
+    stated = " ".join(chosen.statement.text.split()).strip(_EDGE)
     for later in said[said.index(chosen) + 1 :]:
         # Another answer stated after it, or this one doubted: the reply contradicts itself.
         contradicts = later.doubted if _same(later, chosen) else not later.doubted

@@ -13,8 +13,7 @@ from django.db import transaction
 
 from studyqueue.explanations import key_audit, next_step, revisions
 from studyqueue.models import StudyQuestion
-
-_BATCH = 1000  # ids read in one statement (SQLite's parameter limit)
+from studyqueue.queue.operations import batches
 
 Content = tuple[str, Any, str]
 
@@ -53,8 +52,8 @@ def _contents(ids: list[int], db: str, *, lock: bool = False) -> dict[int, Conte
     if lock:
         base = base.select_for_update()
     found: dict[int, Content] = {}
-    for start in range(0, len(ids), _BATCH):
-        rows = base.filter(pk__in=ids[start : start + _BATCH])
-        for pk, text, choices, answer in rows.values_list("pk", "text", "choices", "answer"):
+    for chunk in batches(ids, db):
+        rows = base.filter(pk__in=chunk).values_list("pk", "text", "choices", "answer")
+        for pk, text, choices, answer in rows:
             found[pk] = (text, choices, answer)
     return found

@@ -24,6 +24,7 @@ from studyqueue.models import (
 )
 from studyqueue.queue import notify
 from studyqueue.queue.attempts import Usage
+from studyqueue.queue.operations import batches
 from studyqueue.queue.transitions import Outcome
 
 logger = logging.getLogger("studyqueue.key_audit")
@@ -62,18 +63,14 @@ def content_changed(
     )
 
 
-_IDS_BATCH = 500  # ids in one statement (SQLite's parameter limit)
-
-
 def needing_audit_ids(ids: Iterable[int]) -> list[int]:
     """The ``ids`` of checkable questions whose content was never audited, in id order."""
     wanted = sorted(set(ids))
     checkable = StudyQuestion.objects.exclude(text="").exclude(choices=[]).exclude(answer="")
     unaudited = checkable.filter(Q(key_audit="") | Q(key_audit_hash=""))
     found: list[int] = []
-    for start in range(0, len(wanted), _IDS_BATCH):
-        chunk = unaudited.filter(pk__in=wanted[start : start + _IDS_BATCH])
-        found += chunk.values_list("pk", flat=True)
+    for chunk in batches(wanted, unaudited.db):
+        found += unaudited.filter(pk__in=chunk).values_list("pk", flat=True)
     return sorted(found)
 
 
@@ -114,9 +111,6 @@ class Sample:
     reply: str
     answer: int | None
 
-    def stored(self) -> dict[str, object]:
-        return {"answer": self.answer, "reply": self.reply[:200]}
-
 
 @dataclass(frozen=True)
 class Audited:
@@ -126,10 +120,6 @@ class Audited:
     samples: list[Sample]
     llm_ms: int | None = None
     usage: Usage | None = None  # the samples' tokens, summed
-
-    def verdict(self) -> Verdict:
-        key = answers.key_choice(self.question.answer, self.question.choices)
-        return judge([sample.answer for sample in self.samples], key)
 
     def write(self, job: StudyQuestionJob) -> Outcome:
         """Job, attempt and audit in one transaction (``revisions.complete_if_unchanged``)."""
@@ -146,11 +136,15 @@ class Audited:
             )
             if now is None:
                 return outcome
-            verdict = self.verdict()
+            key = answers.key_choice(now.answer, now.choices)
+            verdict = judge([sample.answer for sample in self.samples], key)
             values: dict[str, object] = {
                 "key_audit": verdict.key_audit,
                 "key_audit_answer": verdict.answer,
-                "key_audit_samples": [sample.stored() for sample in self.samples],
+                "key_audit_samples": [
+                    {"answer": sample.answer, "reply": sample.reply[:200]}
+                    for sample in self.samples
+                ],
                 "key_audit_hash": now.content_hash(),
             }
             if verdict.key_audit == KeyAudit.DISPUTED:

@@ -72,19 +72,16 @@ class Basis:
                 "Outdated against prompt version %(version)s, used by %(count)s live consumers.",
                 only.consumers,
             ) % {"version": only.shown, "count": only.consumers}
-        return gettext(
-            "Outdated against the prompt versions of the live consumers: %(versions)s."
-        ) % {"versions": self.listed()}
-
-    def listed(self) -> str:
-        """Each live version with its number of consumers."""
-        return "; ".join(
+        listed = "; ".join(
             ngettext(
                 "%(version)s (%(count)s consumer)", "%(version)s (%(count)s consumers)", v.consumers
             )
             % {"version": v.shown, "count": v.consumers}
             for v in self.live
         )
+        return gettext(
+            "Outdated against the prompt versions of the live consumers: %(versions)s."
+        ) % {"versions": listed}
 
     @property
     def warnings(self) -> list[str]:

@@ -15,16 +15,13 @@ from django.db.models.functions import Length
 from studyqueue.explanations import quality
 from studyqueue.models import ExplanationRevision, ReviewStatus
 
-FIRST_FLAG = "answer_mismatch"
 DASHBOARD_NEWEST = 50_000  # the dashboard compares over this many newest explanations
 
 
-def flag_order(name: str) -> tuple[int, int, str]:
+def flag_order(name: str) -> tuple[int, str]:
     """Sort key: ``answer_mismatch``, then the known flags in order, then the others."""
-    known: list[str] = [flag.value for flag in quality.FLAGS]
-    if name == FIRST_FLAG:
-        return (0, 0, name)
-    return (1, known.index(name), name) if name in known else (2, 0, name)
+    known: list[str] = [quality.ANSWER_MISMATCH, *quality.FLAGS]
+    return (known.index(name), name) if name in known else (len(known), name)
 
 
 @dataclass

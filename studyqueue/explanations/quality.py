@@ -122,8 +122,3 @@ def parse_flags(text: str) -> tuple[set[QualityFlag], list[str]]:
     names = {name.strip() for name in text.split(",")} - {""}
     known = {QualityFlag(name) for name in names if name in QualityFlag.values}
     return known, sorted(names - known)
-
-
-def flags_to_retry() -> set[QualityFlag]:
-    """The flags that retry the job once (``QUALITY_RETRY``; an unknown name is left out)."""
-    return parse_flags(conf.QUALITY_RETRY)[0]

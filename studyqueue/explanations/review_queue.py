@@ -175,19 +175,6 @@ class Result:
     job_id: int | None = None
 
 
-def correction(text: str) -> str:
-    """A reviewer's text as stored (line ends ``\\n``, stripped); ``ValueError`` if empty or
-    unstorable."""
-    text = normalised(text).strip()
-    if not text:
-        raise ValueError(_("the corrected text is empty"))
-    if unstorable(text):
-        raise ValueError(
-            _("the text holds a character that cannot be stored (a NUL or a lone surrogate)")
-        )
-    return text
-
-
 def normalised(text: str) -> str:
     """``text`` with every line end as ``\\n``."""
     return text.replace("\r\n", "\n").replace("\r", "\n")
@@ -207,7 +194,14 @@ def decide(
     if decision not in DECISIONS:
         raise ValueError(f"{decision!r} is no review decision")
     if decision is ReviewStatus.EDITED:
-        text = correction(text)  # before anything is read: bad input changes nothing
+        # The text as stored, checked before anything is read: bad input changes nothing.
+        text = normalised(text).strip()
+        if not text:
+            raise ValueError(_("the corrected text is empty"))
+        if unstorable(text):
+            raise ValueError(
+                _("the text holds a character that cannot be stored (a NUL or a lone surrogate)")
+            )
     revisions_ = ExplanationRevision.objects.all()
     with transaction.atomic(using=revisions_.db):
         question_id = revisions_.filter(pk=revision_id).values_list("question", flat=True).first()

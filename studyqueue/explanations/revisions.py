@@ -31,6 +31,7 @@ from studyqueue.models import (
 from studyqueue.queue import retry
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.enqueue import enqueue
+from studyqueue.queue.operations import batches
 from studyqueue.queue.transitions import Outcome
 from studyqueue.services.llm import LLMReply
 
@@ -308,8 +309,7 @@ def content_changed(question_ids: Iterable[int], *, using: str) -> int:
     ids = sorted(set(question_ids))
     void = 0
     revisions_ = ExplanationRevision.objects.using(using)
-    for start in range(0, len(ids), _VOID_BATCH):
-        chunk = ids[start : start + _VOID_BATCH]
+    for chunk in batches(ids, using):
         # Every approval of the question, not only the current one: "make current" on an
         # older revision must not bring back an approval of content that is gone.
         voided = revisions_.filter(question_id__in=chunk, review_status__in=PROTECTED_REVIEWS)
@@ -347,9 +347,6 @@ def _mark_outdated(questions: QuerySet[StudyQuestion], *, using: str) -> None:
             question.explanation_flags = [*flags, QUESTION_CHANGED_FLAG]
             changed.append(question)
     StudyQuestion.objects.using(using).bulk_update(changed, ["explanation_flags"])
-
-
-_VOID_BATCH = 1000  # ids in one statement (SQLite's parameter limit, a readable log)
 
 
 def add_correction(

@@ -24,6 +24,7 @@ from studyqueue.models import (
     validate_choices,
     width,
 )
+from studyqueue.queue.operations import batches
 
 FORMATS = ("jsonl", "csv")
 BOM = "\ufeff"  # UTF-8's byte-order mark, EF BB BF once encoded: CSV exports start with it
@@ -540,7 +541,6 @@ def enqueue_explanations(question_ids: list[int]) -> Enqueued:
     queued = next_step.queue_jobs(question_ids)
     jobs = StudyQuestionJob.objects.active()
     active = 0
-    for start in range(0, len(question_ids), BATCH):
-        chunk = question_ids[start : start + BATCH]
+    for chunk in batches(question_ids, jobs.db):
         active += jobs.filter(kind=JobKind.EXPLANATION, study_question_id__in=chunk).count()
     return Enqueued(queued.created, max(active - queued.created, 0), queued.audits)

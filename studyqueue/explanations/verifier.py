@@ -54,10 +54,6 @@ def build_messages(question: StudyQuestion, reasoning: str) -> list[dict[str, st
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-#: How ``verifier_reply`` starts when the model was not asked (``blind`` found a problem).
-NOT_ASKED = "not asked: "
-
-
 def judge(answer: int | None, key: int | None) -> list[str]:
     """The verifier's flags: ``verifier_disagrees`` for another choice than the key,
     ``verifier_unsure`` for none; no flag for the key, or a key that names no choice."""
@@ -84,7 +80,7 @@ class Verified:
         cls, question: StudyQuestion, revision: ExplanationRevision, problem: str
     ) -> Verified:
         """The verdict without a call: no choice named (``verifier_unsure``), and why."""
-        return cls(question, revision, f"{NOT_ASKED}{problem}", None, usage=Usage())
+        return cls(question, revision, f"not asked: {problem}", None, usage=Usage())
 
     def write(self, job: StudyQuestionJob) -> Outcome:
         """Job, attempt and verdict in one transaction (``revisions.complete_if_unchanged``)."""

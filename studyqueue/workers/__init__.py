@@ -1,5 +1,3 @@
 """Job handlers: the kind registry and one module per kind, imported so each registers."""
 
-from studyqueue.workers import explanation, key_audit, set_notice, verification
-
-__all__ = ["explanation", "key_audit", "set_notice", "verification"]
+from studyqueue.workers import explanation, key_audit, set_notice, verification  # noqa: F401

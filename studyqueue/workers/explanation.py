@@ -46,7 +46,8 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
         )
     # What the reply says the answer is, against the key the prompt gave (no other call).
     checked = quality.check(question, reply.content, reply.finish_reason)
-    retryable = [flag for flag in checked.flags if flag in quality.flags_to_retry()]
+    retried, _unknown = quality.parse_flags(conf.QUALITY_RETRY)  # the check warns of those
+    retryable = [flag for flag in checked.flags if flag in retried]
     retry_flag, max_tokens = "", job.max_tokens
     if retryable:
         decision = retry.decide(retry.Failure(flagged=retryable[0]), job)

@@ -20,12 +20,6 @@ from studyqueue.services.pool import EndpointPool, Held, Member
 
 logger = logging.getLogger("studyqueue.worker")
 
-Starting = Callable[[StudyQuestionJob], Awaitable[str | None]]
-
-
-async def _always_start(job: StudyQuestionJob) -> str | None:
-    return None
-
 
 @dataclass
 class WorkContext:
@@ -35,7 +29,7 @@ class WorkContext:
     pool: EndpointPool  # the LLM servers, each with its client, gate and breaker
     stopping: Callable[[], bool]
     # Right before a job's LLM call: a reason not to start it (its kind paused), or None.
-    starting: Starting = _always_start
+    starting: Callable[[StudyQuestionJob], Awaitable[str | None]]
 
 
 Handler = Callable[[StudyQuestionJob, WorkContext], Awaitable[JobResult]]
@@ -189,8 +183,4 @@ async def ask(
     **options: Any,
 ) -> LLMReply | JobResult:
     """One LLM call for ``job`` (``options``: ``LLMClient.chat``'s), as ``on_endpoint``."""
-
-    async def call(held: Held) -> LLMReply:
-        return await held.chat(messages, **options)
-
-    return await on_endpoint(ctx, job, call, prefix=prefix)
+    return await on_endpoint(ctx, job, lambda held: held.chat(messages, **options), prefix=prefix)

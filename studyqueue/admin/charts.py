@@ -52,10 +52,6 @@ def _hour(bucket: HourBucket) -> str:
     return timezone.localtime(bucket.start).strftime("%H:00")  # the hour, local
 
 
-def _seconds(value: float) -> str:
-    return gettext("%(seconds).2f s") % {"seconds": value}
-
-
 def _llm_seconds(ms: float) -> str:
     return gettext("%(seconds)s s") % {"seconds": round(ms / 1000, 1)}
 
@@ -125,7 +121,7 @@ def hourly_charts(stats: DashboardStats) -> list[Chart]:
             "sq-ttft",
             gettext("Time to first token (hourly mean)"),
             lambda h: None if h.first_token_ms is None else h.first_token_ms / 1000,
-            _seconds,
+            lambda v: gettext("%(seconds).2f s") % {"seconds": v},
         ),
         _chart(
             stats,

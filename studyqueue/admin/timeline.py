@@ -23,13 +23,6 @@ from studyqueue.times import short_duration
 # and again has no bound of its own).
 SHOWN = 100
 MESSAGE_EXCERPT = 80
-RUNNING = _("Running")
-
-
-def _outcome(attempt: JobAttempt) -> SafeString:
-    outcome = attempt.outcome
-    label = Outcome(outcome).label if outcome in Outcome.values else RUNNING
-    return badge(str(label), ATTEMPT_COLOURS.get(outcome, ATTEMPT_COLOURS[""]))
 
 
 def _tokens(attempt: JobAttempt) -> str:
@@ -41,7 +34,8 @@ def _tokens(attempt: JobAttempt) -> str:
 
 def _row(attempt: JobAttempt, now: datetime) -> dict[str, Any]:
     started, ended = attempt.started_at, attempt.ended_at
-    code = attempt.error_code
+    code, outcome = attempt.error_code, attempt.outcome
+    label = Outcome(outcome).label if outcome in Outcome.values else _("Running")
     return {
         "number": attempt.number,
         "started": local_time(started, now),
@@ -49,7 +43,7 @@ def _row(attempt: JobAttempt, now: datetime) -> dict[str, Any]:
         "ended": local_time(ended, started) if ended is not None else "-",
         "took": short_duration((ended or now) - started),
         "worker": attempt.worker_id or "-",
-        "outcome": _outcome(attempt),
+        "outcome": badge(str(label), ATTEMPT_COLOURS.get(outcome, ATTEMPT_COLOURS[""])),
         "error_code": code,
         "error_meaning": ErrorCode(code).label if code in ErrorCode.values else "",
         "message": excerpt(attempt.error_message, MESSAGE_EXCERPT),

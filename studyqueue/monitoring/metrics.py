@@ -139,5 +139,3 @@ class QueueCollector(Collector):
             family.add_metric([pause.kind or "all"], 1)
         return family
 
-
-__all__ = ["QueueCollector"]

@@ -258,8 +258,7 @@ def waiting_again() -> dict[str, int]:
 
 def oldest_pending() -> datetime | None:
     """When the oldest pending job was created; None when none waits."""
-    oldest: datetime | None = jobs().pending().aggregate(t=Min("created_at"))["t"]
-    return oldest
+    return jobs().pending().aggregate(t=Min("created_at"))["t"]
 
 
 def by_worker(now: datetime, workers: list[str]) -> tuple[dict[str, int], dict[str, int]]:

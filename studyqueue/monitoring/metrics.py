@@ -138,4 +138,3 @@ class QueueCollector(Collector):
         for pause in QueuePause.objects.all():
             family.add_metric([pause.kind or "all"], 1)
         return family
-

@@ -202,9 +202,6 @@ class DashboardStats:
         ]
 
 
-# --------------------------------------------------------------------------- the parts
-
-
 def jobs() -> JobQuerySet:
     """Every job, unordered, on the queue's database."""
     return StudyQuestionJob.objects.order_by()
@@ -498,9 +495,6 @@ def table_total() -> tuple[int, bool]:
         if row and row[0] >= 0:
             return int(row[0]), True
     return every.count(), False
-
-
-# --------------------------------------------------------------------------- the dashboard
 
 
 def collect(now: datetime | None = None) -> DashboardStats:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.utils import timezone
 from django.utils.translation import gettext
@@ -15,17 +16,9 @@ NONE = "\u2013"  # an en dash: no value that hour
 
 
 @dataclass(frozen=True)
-class Part:
-    """One coloured piece of a bar: its height in percent of the row's largest bar."""
-
-    pct: float
-    css: str
-
-
-@dataclass(frozen=True)
 class Bar:
-    hour: str
-    parts: list[Part]
+    # Its coloured pieces: {"pct": height in percent of the row's largest bar, "css": class}.
+    parts: list[dict[str, Any]]
     text: str  # the hour and its value, for people and screen readers
 
 
@@ -70,8 +63,7 @@ def _chart(
     top = max((v or 0 for v in values), default=0)
     bars = [
         Bar(
-            _hour(h),
-            [Part(pct(v, top), id)] if v else [],
+            [{"pct": pct(v, top), "css": id}] if v else [],
             f"{_hour(h)}: {shown(v) if v is not None else NONE}",
         )
         for h, v in zip(stats.hours, values, strict=True)
@@ -87,9 +79,8 @@ def hourly_charts(stats: DashboardStats) -> list[Chart]:
     top_jobs = max((h.completed + h.failed for h in stats.hours), default=0)
     finished = [
         Bar(
-            _hour(h),
             [
-                Part(pct(n, top_jobs), css)
+                {"pct": pct(n, top_jobs), "css": css}
                 for n, css in ((h.completed, "sq-ok"), (h.failed, "sq-bad"))
                 if n
             ],

@@ -25,16 +25,10 @@ SHOWN = 100
 MESSAGE_EXCERPT = 80
 
 
-def _tokens(attempt: JobAttempt) -> str:
-    prompt, completion = attempt.prompt_tokens, attempt.completion_tokens
-    if prompt is None and completion is None:
-        return "-"
-    return " → ".join("?" if n is None else str(n) for n in (prompt, completion))
-
-
 def _row(attempt: JobAttempt, now: datetime) -> dict[str, Any]:
     started, ended = attempt.started_at, attempt.ended_at
     code, outcome = attempt.error_code, attempt.outcome
+    prompt, completion = attempt.prompt_tokens, attempt.completion_tokens
     label = Outcome(outcome).label if outcome in Outcome.values else _("Running")
     return {
         "number": attempt.number,
@@ -48,7 +42,11 @@ def _row(attempt: JobAttempt, now: datetime) -> dict[str, Any]:
         "error_meaning": ErrorCode(code).label if code in ErrorCode.values else "",
         "message": excerpt(attempt.error_message, MESSAGE_EXCERPT),
         "message_full": attempt.error_message,
-        "tokens": _tokens(attempt),
+        "tokens": (
+            " → ".join("?" if n is None else str(n) for n in (prompt, completion))
+            if prompt is not None or completion is not None
+            else "-"
+        ),
         "first_token": (
             gettext("%(ms)d ms") % {"ms": attempt.first_token_ms}
             if attempt.first_token_ms is not None

@@ -3,8 +3,10 @@ in the data and the logs; pages and commands show these labels. An unknown code 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.utils.functional import Promise
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue.explanations.quality import QualityFlag
 
@@ -23,6 +25,11 @@ def flag_label(name: object) -> str:
     """A quality flag's label (``too_short`` -> "too short", translated)."""
     text = str(name)
     return str(QualityFlag(text).label) if text in QualityFlag.values else text
+
+
+def flag_labels(flags: Iterable[object] | None) -> str:
+    """Flags as a comma-separated line of labels; "none" for none."""
+    return ", ".join(flag_label(flag) for flag in flags or ()) or gettext("none")
 
 
 def gate_reason(code: object) -> str:

@@ -17,7 +17,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext
 
 from studyqueue.admin.common import PageAdmin
-from studyqueue.admin.labels import flag_label
+from studyqueue.admin.labels import flag_labels
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
 from studyqueue.explanations import answers, key_audit, review_queue
 from studyqueue.explanations.diff import side_by_side
@@ -307,7 +307,7 @@ class ExplanationReviewAdmin(PageAdmin):
                 self.message_user(
                     request,
                     gettext("Your correction is flagged: %(flags)s.")
-                    % {"flags": ", ".join(flag_label(flag) for flag in flagged)},
+                    % {"flags": flag_labels(flagged)},
                     messages.WARNING,
                 )
         following = review_queue.next_id(question.pk)

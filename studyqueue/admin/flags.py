@@ -1,6 +1,5 @@
 """Quality flags as people read them: a labelled badge per flag, its meaning on hover
-(``flag_badges``, also ``{% flag_badges %}`` in templates), and the stated answer beside the key.
-"""
+(``flag_badges``, also ``{% flag_badges %}``), and the stated answer beside the key."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ _UNKNOWN_COLOUR = "#6b7280"  # a flag this version does not know (stored by a ne
 
 
 def flag_badges(flags: Iterable[object] | None) -> SafeString:
-    """Flags as labelled badges with their meaning on hover; a dash for none (anything not a
-    list shows as no flag)."""
+    """Flags as labelled badges with their meaning on hover; a dash for none (or a non-list)."""
     shown = map(str, flags) if isinstance(flags, list | tuple) else ()
     badges = [
         {

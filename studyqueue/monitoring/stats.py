@@ -270,10 +270,8 @@ def by_worker(now: datetime, workers: list[str]) -> tuple[dict[str, int], dict[s
 def hourly(now: datetime) -> list[HourBucket]:
     """The last 24 hours, oldest first (the completed jobs' means from their revisions)."""
     this_hour = now.replace(minute=0, second=0, microsecond=0)
-    buckets = {
-        this_hour - timedelta(hours=h): HourBucket(this_hour - timedelta(hours=h))
-        for h in range(23, -1, -1)
-    }
+    starts = [this_hour - timedelta(hours=h) for h in range(23, -1, -1)]
+    buckets = {start: HourBucket(start) for start in starts}
     done = Q(status=JobStatus.COMPLETED)
     written = done & Q(kind=JobKind.EXPLANATION)  # a check's revision is the one it checked
     rows = (

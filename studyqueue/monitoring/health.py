@@ -310,12 +310,6 @@ class _ProbeCache:
 _cache = _ProbeCache()
 
 
-def forget_probes() -> None:
-    """Drop readyz's remembered probes (tests; a changed configuration is a new key anyway)."""
-    global _cache
-    _cache = _ProbeCache()
-
-
 def check_llm(*, wait: float | None = None) -> Check:
     """The LLM servers of the live consumers (else this process's) answer ``GET /models``.
     ``wait``: reuse a fresh probe, wait at most that long for a new one (readyz); None: probe

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import hmac
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from studyqueue.conf import conf
-from studyqueue.monitoring.health import READY_WAIT_SECONDS, Check, as_json, liveness, run_checks
+from studyqueue.monitoring.health import READY_WAIT_SECONDS, Check, liveness, run_checks
 from studyqueue.monitoring.metrics import QueueCollector
 
 
-def _health(checks: list[Check]) -> HttpResponse:
-    status = 200 if all(c.ok for c in checks) else 503
-    return HttpResponse(as_json(checks), status=status, content_type="application/json")
+def _health(checks: list[Check]) -> JsonResponse:
+    ok = all(c.ok for c in checks)
+    details = {c.name: {"ok": c.ok, "detail": c.detail} for c in checks}
+    return JsonResponse(
+        {"status": "ok" if ok else "fail", "checks": details}, status=200 if ok else 503
+    )
 
 
 @never_cache

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.utils import timezone
 from django.utils.translation import gettext
@@ -15,17 +16,9 @@ NONE = "\u2013"  # an en dash: no value that hour
 
 
 @dataclass(frozen=True)
-class Part:
-    """One coloured piece of a bar: its height in percent of the row's largest bar."""
-
-    pct: float
-    css: str
-
-
-@dataclass(frozen=True)
 class Bar:
-    hour: str
-    parts: list[Part]
+    # Its coloured pieces: {"pct": height in percent of the row's largest bar, "css": class}.
+    parts: list[dict[str, Any]]
     text: str  # the hour and its value, for people and screen readers
 
 
@@ -52,10 +45,6 @@ def _hour(bucket: HourBucket) -> str:
     return timezone.localtime(bucket.start).strftime("%H:00")  # the hour, local
 
 
-def _seconds(value: float) -> str:
-    return gettext("%(seconds).2f s") % {"seconds": value}
-
-
 def _llm_seconds(ms: float) -> str:
     return gettext("%(seconds)s s") % {"seconds": round(ms / 1000, 1)}
 
@@ -74,8 +63,7 @@ def _chart(
     top = max((v or 0 for v in values), default=0)
     bars = [
         Bar(
-            _hour(h),
-            [Part(pct(v, top), id)] if v else [],
+            [{"pct": pct(v, top), "css": id}] if v else [],
             f"{_hour(h)}: {shown(v) if v is not None else NONE}",
         )
         for h, v in zip(stats.hours, values, strict=True)
@@ -91,9 +79,8 @@ def hourly_charts(stats: DashboardStats) -> list[Chart]:
     top_jobs = max((h.completed + h.failed for h in stats.hours), default=0)
     finished = [
         Bar(
-            _hour(h),
             [
-                Part(pct(n, top_jobs), css)
+                {"pct": pct(n, top_jobs), "css": css}
                 for n, css in ((h.completed, "sq-ok"), (h.failed, "sq-bad"))
                 if n
             ],
@@ -125,7 +112,7 @@ def hourly_charts(stats: DashboardStats) -> list[Chart]:
             "sq-ttft",
             gettext("Time to first token (hourly mean)"),
             lambda h: None if h.first_token_ms is None else h.first_token_ms / 1000,
-            _seconds,
+            lambda v: gettext("%(seconds).2f s") % {"seconds": v},
         ),
         _chart(
             stats,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import admin
@@ -94,27 +93,21 @@ def _consumer_rows(stats: DashboardStats) -> list[dict[str, Any]]:
     return rows
 
 
-@dataclass(frozen=True)
-class VersionRow:
-    """A prompt version's numbers, what checking cost, and its flags' scores as predictors of a
-    rejection (only flags with decisions behind them)."""
-
-    stats: prompt_versions.VersionStats
-    cost: check_cost.VersionCost
-    trust: list[flag_trust.FlagTrust]
-
-
-def _version_rows() -> list[VersionRow]:
+def _version_rows() -> list[dict[str, Any]]:
+    """Each prompt version's numbers, what checking cost, and its flags' scores as predictors
+    of a rejection (only flags with decisions behind them)."""
     newest = prompt_versions.DASHBOARD_NEWEST
     trust = flag_trust.collect(newest)
     # About the jobs behind the newest explanations compared: each has an audit and a check.
     costs = check_cost.collect(newest_jobs=3 * newest)
     return [
-        VersionRow(
-            v,
-            costs.get(v.prompt_version, check_cost.VersionCost(v.prompt_version, {})),
-            [t for t in flag_trust.of(trust, v.prompt_version) if t.flagged_bad + t.flagged_good],
-        )
+        {
+            "stats": v,
+            "cost": costs.get(v.prompt_version, check_cost.VersionCost(v.prompt_version, {})),
+            "trust": [
+                t for t in flag_trust.of(trust, v.prompt_version) if t.flagged_bad + t.flagged_good
+            ],
+        }
         for v in prompt_versions.collect(newest)
     ]
 

@@ -1,11 +1,9 @@
 """Quality flags as people read them: a labelled badge per flag, its meaning on hover
-(``flag_badges``, also ``{% flag_badges %}`` in templates), and the stated answer beside the key.
-"""
+(``flag_badges``, also ``{% flag_badges %}``), and the stated answer beside the key."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from django.template.loader import render_to_string
 from django.utils.html import format_html
@@ -30,34 +28,19 @@ FLAG_COLOURS: dict[str, str] = {
 _UNKNOWN_COLOUR = "#6b7280"  # a flag this version does not know (stored by a newer one)
 
 
-@dataclass(frozen=True)
-class Badge:
-    value: str
-    label: str
-    meaning: str
-    colour: str
-
-
-def badges(flags: Iterable[object] | None) -> list[Badge]:
-    """The badges of a stored flags list (anything not a list shows as no flag)."""
-    if not isinstance(flags, list | tuple):
-        return []
-    return [
-        Badge(
-            value=flag,
-            label=flag_label(flag),
-            meaning=str(MEANINGS.get(flag, "")),
-            colour=FLAG_COLOURS.get(flag, _UNKNOWN_COLOUR),
-        )
-        for flag in map(str, flags)
-    ]
-
-
 def flag_badges(flags: Iterable[object] | None) -> SafeString:
-    """Flags as labelled badges with their meaning on hover; a dash for none."""
-    return SafeString(
-        render_to_string("admin/studyqueue/flag_badges.html", {"badges": badges(flags)})
-    )
+    """Flags as labelled badges with their meaning on hover; a dash for none (or a non-list)."""
+    shown = map(str, flags) if isinstance(flags, list | tuple) else ()
+    badges = [
+        {
+            "value": flag,
+            "label": flag_label(flag),
+            "meaning": str(MEANINGS.get(flag, "")),
+            "colour": FLAG_COLOURS.get(flag, _UNKNOWN_COLOUR),
+        }
+        for flag in shown
+    ]
+    return SafeString(render_to_string("admin/studyqueue/flag_badges.html", {"badges": badges}))
 
 
 def stated_beside_key(stated: str, key: str, flags: Iterable[object] | None) -> SafeString:

@@ -120,8 +120,7 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
         ),
     )
 
-    # -- read-only everywhere (ReadOnly: Django shows every field so); state changes only
-    # through actions
+    # -- read-only everywhere (ReadOnly); state changes only through these actions
 
     def has_retry_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("studyqueue.retry_studyquestionjob")
@@ -131,8 +130,6 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
 
     def has_reset_stale_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("studyqueue.reset_stale_studyquestionjob")
-
-    # -- columns
 
     @admin.display(description=_("question"), ordering="study_question")
     def question_link(self, job: StudyQuestionJob) -> str:
@@ -238,8 +235,6 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
         if term.isascii() and term.isdigit() and int(term) <= MAX_ID:
             return queryset.filter(pk=int(term)), False
         return super().get_search_results(request, queryset, search_term)
-
-    # -- actions
 
     @admin.action(permissions=["retry"], description=_("Retry selected failed or skipped jobs"))
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet) -> None:

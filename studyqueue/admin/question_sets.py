@@ -30,13 +30,10 @@ STATES = (
 )
 
 # The counts under the bar, as ``setstatus`` counts them: "explained" is every explained
-# question, approved and flagged ones included (``Progress.explained``).
+# question, approved and flagged ones included (``Progress.explained``): no "plain" count.
 COUNTS = (
     ("explained", pgettext_lazy("question set", "explained")),
-    ("approved", _("approved")),
-    ("flagged", _("flagged")),
-    ("failed", _("failed")),
-    ("waiting", _("waiting")),
+    *((key, label) for key, _colour, label in STATES if key != "plain"),
 )
 
 

@@ -112,7 +112,7 @@ class ExplanationReviewAdmin(PageAdmin):
         url = reverse("admin:studyqueue_explanationreview_changelist")
         return url if question_id is None else f"{url}?question={question_id}"
 
-    def review_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
+    def review_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_view_permission(request):
             raise PermissionDenied
         key_check = _question_id(request.GET.get("key_check"))
@@ -125,7 +125,7 @@ class ExplanationReviewAdmin(PageAdmin):
             if first is not None:
                 return self._key_check_page(request, first)
         question_id = asked if asked is not None else review_queue.next_id()
-        return self._page(request, question_id, asked, extra_context)
+        return self._page(request, question_id, asked)
 
     def _key_check_page(self, request: HttpRequest, question_id: int) -> TemplateResponse:
         """A disputed key: the question, the key, what each sample answered."""

@@ -23,25 +23,13 @@ from studyqueue.times import short_duration
 # and again has no bound of its own).
 SHOWN = 100
 MESSAGE_EXCERPT = 80
-RUNNING = _("Running")
-
-
-def _outcome(attempt: JobAttempt) -> SafeString:
-    outcome = attempt.outcome
-    label = Outcome(outcome).label if outcome in Outcome.values else RUNNING
-    return badge(str(label), ATTEMPT_COLOURS.get(outcome, ATTEMPT_COLOURS[""]))
-
-
-def _tokens(attempt: JobAttempt) -> str:
-    prompt, completion = attempt.prompt_tokens, attempt.completion_tokens
-    if prompt is None and completion is None:
-        return "-"
-    return " → ".join("?" if n is None else str(n) for n in (prompt, completion))
 
 
 def _row(attempt: JobAttempt, now: datetime) -> dict[str, Any]:
     started, ended = attempt.started_at, attempt.ended_at
-    code = attempt.error_code
+    code, outcome = attempt.error_code, attempt.outcome
+    prompt, completion = attempt.prompt_tokens, attempt.completion_tokens
+    label = Outcome(outcome).label if outcome in Outcome.values else _("Running")
     return {
         "number": attempt.number,
         "started": local_time(started, now),
@@ -49,12 +37,16 @@ def _row(attempt: JobAttempt, now: datetime) -> dict[str, Any]:
         "ended": local_time(ended, started) if ended is not None else "-",
         "took": short_duration((ended or now) - started),
         "worker": attempt.worker_id or "-",
-        "outcome": _outcome(attempt),
+        "outcome": badge(str(label), ATTEMPT_COLOURS.get(outcome, ATTEMPT_COLOURS[""])),
         "error_code": code,
         "error_meaning": ErrorCode(code).label if code in ErrorCode.values else "",
         "message": excerpt(attempt.error_message, MESSAGE_EXCERPT),
         "message_full": attempt.error_message,
-        "tokens": _tokens(attempt),
+        "tokens": (
+            " → ".join("?" if n is None else str(n) for n in (prompt, completion))
+            if prompt is not None or completion is not None
+            else "-"
+        ),
         "first_token": (
             gettext("%(ms)d ms") % {"ms": attempt.first_token_ms}
             if attempt.first_token_ms is not None

@@ -5,7 +5,6 @@ secret: URLs are shown redacted, and every probe goes through the LLM client."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -99,9 +98,6 @@ def check_consumer() -> Check:
         "%(count)d consumer live: %(names)s", "%(count)d consumers live: %(names)s", len(live)
     )
     return Check("consumer", True, detail % {"count": len(live), "names": names})
-
-
-# --------------------------------------------------------------------------- the LLM servers
 
 
 @dataclass(frozen=True)
@@ -314,12 +310,6 @@ class _ProbeCache:
 _cache = _ProbeCache()
 
 
-def forget_probes() -> None:
-    """Drop readyz's remembered probes (tests; a changed configuration is a new key anyway)."""
-    global _cache
-    _cache = _ProbeCache()
-
-
 def check_llm(*, wait: float | None = None) -> Check:
     """The LLM servers of the live consumers (else this process's) answer ``GET /models``.
     ``wait``: reuse a fresh probe, wait at most that long for a new one (readyz); None: probe
@@ -366,12 +356,3 @@ def run_checks(names: tuple[str, ...] = CHECKS, *, llm_wait: float | None = None
 def liveness() -> list[Check]:
     """healthz: the database answers; nothing that could wait on a migration or the LLM."""
     return [_guarded("db", lambda: check_db(migrated=False))]
-
-
-def as_json(checks: list[Check]) -> str:
-    return json.dumps(
-        {
-            "status": "ok" if all(c.ok for c in checks) else "fail",
-            "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in checks},
-        }
-    )

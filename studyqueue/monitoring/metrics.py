@@ -95,13 +95,12 @@ class QueueCollector(Collector):
         family.add_metric(["cached"], totals.cached)
         yield family
         share = totals.cached_share
-        family = GaugeMetricFamily(
+        yield GaugeMetricFamily(
             "studyqueue_llm_cached_share_24h",
             "Share of prompt tokens served from the server's prompt cache in the last 24 hours, "
             "over the replies that said (NaN: none did).",
+            value=float("nan") if share is None else share,
         )
-        family.add_metric([], float("nan") if share is None else share)
-        yield family
         family = GaugeMetricFamily(
             "studyqueue_llm_tokens_by_kind_24h",
             "Tokens of the jobs finished in the last 24 hours, by job kind: what explanations "
@@ -138,6 +137,3 @@ class QueueCollector(Collector):
         for pause in QueuePause.objects.all():
             family.add_metric([pause.kind or "all"], 1)
         return family
-
-
-__all__ = ["QueueCollector"]

@@ -202,9 +202,6 @@ class DashboardStats:
         ]
 
 
-# --------------------------------------------------------------------------- the parts
-
-
 def jobs() -> JobQuerySet:
     """Every job, unordered, on the queue's database."""
     return StudyQuestionJob.objects.order_by()
@@ -258,8 +255,7 @@ def waiting_again() -> dict[str, int]:
 
 def oldest_pending() -> datetime | None:
     """When the oldest pending job was created; None when none waits."""
-    oldest: datetime | None = jobs().pending().aggregate(t=Min("created_at"))["t"]
-    return oldest
+    return jobs().pending().aggregate(t=Min("created_at"))["t"]
 
 
 def by_worker(now: datetime, workers: list[str]) -> tuple[dict[str, int], dict[str, int]]:
@@ -274,10 +270,8 @@ def by_worker(now: datetime, workers: list[str]) -> tuple[dict[str, int], dict[s
 def hourly(now: datetime) -> list[HourBucket]:
     """The last 24 hours, oldest first (the completed jobs' means from their revisions)."""
     this_hour = now.replace(minute=0, second=0, microsecond=0)
-    buckets = {
-        this_hour - timedelta(hours=h): HourBucket(this_hour - timedelta(hours=h))
-        for h in range(23, -1, -1)
-    }
+    starts = [this_hour - timedelta(hours=h) for h in range(23, -1, -1)]
+    buckets = {start: HourBucket(start) for start in starts}
     done = Q(status=JobStatus.COMPLETED)
     written = done & Q(kind=JobKind.EXPLANATION)  # a check's revision is the one it checked
     rows = (
@@ -499,9 +493,6 @@ def table_total() -> tuple[int, bool]:
         if row and row[0] >= 0:
             return int(row[0]), True
     return every.count(), False
-
-
-# --------------------------------------------------------------------------- the dashboard
 
 
 def collect(now: datetime | None = None) -> DashboardStats:

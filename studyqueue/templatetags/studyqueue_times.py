@@ -13,9 +13,9 @@ register = template.Library()
 
 
 @register.filter(expects_localtime=False)
-def when(value: datetime | None, empty: str = "-") -> str:
-    """Local time with seconds, the active language's one format; ``empty`` for none."""
-    return times.shown(value if isinstance(value, datetime) else None, empty)
+def when(value: datetime | None) -> str:
+    """Local time with seconds, the active language's one format; "-" for none."""
+    return times.shown(value if isinstance(value, datetime) else None)
 
 
 @register.filter

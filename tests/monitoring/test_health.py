@@ -30,10 +30,9 @@ MB = 1024 * 1024
 
 
 @pytest.fixture(autouse=True)
-def _no_remembered_probes():
-    health.forget_probes()
-    yield
-    health.forget_probes()
+def _no_remembered_probes(monkeypatch):
+    # readyz remembers its probes per set of URLs: each test starts with none.
+    monkeypatch.setattr(health, "_cache", health._ProbeCache())
 
 
 @pytest.fixture

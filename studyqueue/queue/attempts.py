@@ -188,10 +188,8 @@ def end_attempts(
     many."""
     if isinstance(jobs, list) and not jobs:
         return 0
-    attempts = open_attempts(db).filter(job_id__in=jobs)
-    return attempts.update(
-        ended_at=ended_at, outcome=outcome, error_code=error_code, error_message=error_message
-    )
+    ending = AttemptEnding(outcome, ended_at, error_code, error_message)
+    return open_attempts(db).filter(job_id__in=jobs).update(**ending.values())
 
 
 def attempts_of(job_id: int, last: int | None = None) -> list[JobAttempt]:

@@ -29,14 +29,10 @@ OPERATOR_BATCH_POSTGRES = 5000
 _RETRYABLE = (JobStatus.FAILED, JobStatus.SKIPPED)
 
 
-def operator_batch(db: str) -> int:
-    """Ids per statement of an operator action on database ``db``."""
-    postgres = connections[db].vendor == "postgresql"
-    return OPERATOR_BATCH_POSTGRES if postgres else OPERATOR_BATCH
-
-
 def batches(ids: list[int], db: str) -> Iterable[list[int]]:
-    size = operator_batch(db)
+    """``ids`` in the chunks an operator action on database ``db`` takes per statement."""
+    postgres = connections[db].vendor == "postgresql"
+    size = OPERATOR_BATCH_POSTGRES if postgres else OPERATOR_BATCH
     for start in range(0, len(ids), size):
         yield ids[start : start + size]
 

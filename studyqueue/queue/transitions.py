@@ -14,10 +14,6 @@ policy's to say (``studyqueue.queue.retry``).
 functions are synchronous (the consumer runs its writes through ``sync_to_async`` on its own
 connections); the reads a consume cycle makes in one query have an async twin on Django's
 async ORM (``anext_due_in``, ``pauses.apaused_kinds``), built from the same QuerySet.
-
-Queries run on studyqueue's database through the models' managers (``models.database()``:
-the rule); a transaction or a notice takes the alias from the queryset or job it works on
-(``jobs.db``, ``job._state.db``).
 """
 
 from __future__ import annotations
@@ -184,11 +180,6 @@ def clip(message: str) -> str:
     return message[: MAX_ERROR_MESSAGE - 3] + "..."
 
 
-def job_value(field_name: str, value: Any, db: str) -> Any:
-    """A Python value as the database wants it for the job's ``field_name``."""
-    return db_value(Job, field_name, value, db)
-
-
 def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
     """Apply ``values`` only while the job is still processing under the caller's claim.
     Raw SQL (``_fenced_update_sql``): every job ends here, and the ORM's filter and update
@@ -203,7 +194,7 @@ def _fenced_update_sql(job: Job, values: dict[str, Any], db: str) -> tuple[str, 
     """``_fenced_update`` as one raw ``UPDATE … RETURNING id`` (SQL, parameters), for a
     statement that does more with the job it updated (``finish_with_attempt``)."""
     sets, params = assignments(Job, values, db, prefix="job_")
-    params.update(fence_id=job.pk, fence_token=job_value("claim_token", job.claim_token, db))
+    params.update(fence_id=job.pk, fence_token=db_value(Job, "claim_token", job.claim_token, db))
     sql = (
         f"UPDATE {connections[db].ops.quote_name(Job._meta.db_table)} SET {sets}"
         f" WHERE id = %(fence_id)s AND status = '{JobStatus.PROCESSING}'"
@@ -217,9 +208,9 @@ def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]
     attempts; the claimed jobs in the order they were taken (priority, then id)."""
     db = Job.objects.all().db  # where ``Job.objects.raw`` runs it: parameters adapted for it
     params.update(
-        token=job_value("claim_token", uuid.uuid4(), db),
+        token=db_value(Job, "claim_token", uuid.uuid4(), db),
         worker_id=fit(Job, "worker_id", worker_id),
-        now=job_value("started_at", timezone.now(), db),
+        now=db_value(Job, "started_at", timezone.now(), db),
     )
     vendor = connections[db].vendor
     claimed = Job.objects.raw(sqls[vendor], params)  # runs when read
@@ -236,10 +227,8 @@ def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]
 
 
 def claim(*, worker_id: str, limit: int | None = None) -> list[Job]:
-    """Atomically claim up to ``limit`` ready jobs in id order for ``worker_id``.
-
-    Counts the attempt, stamps a fresh claim token and heartbeat (``CLAIM_SQL``).
-    """
+    """Atomically claim up to ``limit`` ready jobs for ``worker_id``: counts the attempt,
+    stamps a fresh claim token and heartbeat (``CLAIM_SQL``)."""
     limit = conf.BATCH_SIZE if limit is None else limit
     if limit < 1:
         return []
@@ -461,15 +450,9 @@ def release(
     message: str = "",
     reached_server: bool = False,
 ) -> Outcome:
-    """Put a claimed job back to pending without counting the attempt: ``RELEASED``, or
-    ``LOST``.
-
-    For failures that are not the job's fault (the LLM server is down or overloaded,
-    the consumer is stopping): the job waits ``delay`` seconds and keeps all its
-    attempts. ``reached_server``: the call got to the server (which then failed as a
-    whole); such releases are counted in ``free_releases``, which the policy bounds
-    (``retry.RetryStrategy.release_is_free``).
-    """
+    """Put a claimed job back to pending for after ``delay`` seconds, its attempt not counted
+    (not its fault: the server is down, the consumer stopping): ``RELEASED``, or ``LOST``. A
+    call that ``reached_server`` counts in ``free_releases``, which the policy bounds."""
     values: dict[str, Any] = {
         "status": JobStatus.PENDING,
         # Under the fence nobody else can change these: undo the claim's count.
@@ -522,13 +505,10 @@ def reset_stale(
     job_ids: Iterable[int] | None = None,
     message: str = "",
 ) -> StaleResult:
-    """Processing jobs with no heartbeat for ``older_than`` go back to pending.
-
-    A job that has used all its attempts ends ``failed`` with ``stale`` instead, so
-    a job that keeps killing its worker cannot loop forever. Clearing the claim
-    token fences out the old worker should it wake up. ``job_ids`` limits the scan
-    to those jobs (the admin's action on a selection).
-    """
+    """Processing jobs with no heartbeat for ``older_than`` go back to pending, or end
+    ``failed`` (``stale``) once out of attempts: a job that keeps killing its worker cannot
+    loop. Clearing the claim token fences the old worker out. ``job_ids`` limits the scan to
+    those jobs (the admin's action on a selection)."""
     if older_than is None:
         older_than = timedelta(minutes=conf.STALE_MINUTES)
     now = timezone.now()
@@ -611,22 +591,20 @@ def _run_afters() -> QuerySet[Job, datetime]:
     return Job.objects.claimable().order_by("run_after").values_list("run_after", flat=True)
 
 
-def _due_in(first: datetime | None, now: datetime | None) -> float | None:
-    if first is None:
-        return None
-    return max(0.0, (first - (now or timezone.now())).total_seconds())
+def _due_in(first: datetime | None) -> float | None:
+    return None if first is None else max(0.0, (first - timezone.now()).total_seconds())
 
 
-def next_due_in(now: datetime | None = None) -> float | None:
+def next_due_in() -> float | None:
     """Seconds until the earliest claimable job is due (0: one is ready); None if none."""
-    return _due_in(_run_afters().first(), now)
+    return _due_in(_run_afters().first())
 
 
-async def anext_due_in(now: datetime | None = None) -> float | None:
+async def anext_due_in() -> float | None:
     """``next_due_in()`` through the async ORM."""
-    return _due_in(await _run_afters().afirst(), now)
+    return _due_in(await _run_afters().afirst())
 
 
-def has_ready(now: datetime | None = None) -> bool:
+def has_ready() -> bool:
     """Whether a job is ready to claim now (what ``claim`` would take)."""
-    return Job.objects.ready(now or timezone.now()).exists()
+    return Job.objects.ready(timezone.now()).exists()

@@ -277,11 +277,6 @@ class Progress:
         return self.total == 0
 
     @property
-    def plain(self) -> int:
-        """Explained, neither approved nor flagged."""
-        return self.explained - self.approved - self.flagged
-
-    @property
     def finishes_at(self) -> datetime | None:
         """When it will be done at the current rate (None: done, or no rate)."""
         if self.eta_seconds is None:

@@ -54,8 +54,7 @@ def wsgi_target() -> str:
     app = getattr(settings, "WSGI_APPLICATION", None)
     if not app or "." not in app:
         raise CommandError(_("settings.WSGI_APPLICATION must name the WSGI application"))
-    module, attribute = app.rsplit(".", 1)
-    return f"{module}:{attribute}"
+    return ":".join(app.rsplit(".", 1))
 
 
 def normalized_bind(bind: str) -> str:

@@ -2,11 +2,9 @@
 
 Consumer-side functions (``heartbeat``, ``complete``, ``fail``, ``release``,
 ``skip_claimed``, ``retry_for_quality``) are *fenced*: they apply only while the job is
-still ``processing`` under the claim token the caller holds. The transitions return the
-``Outcome`` they made (``Outcome.LOST`` when the claim was no longer ours and nothing was
-written); ``heartbeat`` returns whether it applied. A worker whose job was reset as stale
-and claimed again writes nothing. When a failure retries and after how long is the failure
-policy's to say (``studyqueue.queue.retry``).
+still ``processing`` under the claim token the caller holds, else return ``Outcome.LOST``
+and write nothing (a worker whose job was reset as stale and claimed again). When a failure
+retries and after how long is the failure policy's to say (``studyqueue.queue.retry``).
 
 ``reset_stale`` puts jobs whose worker went silent back (or ends them). Beside this module:
 ``queue.attempts`` (the attempt log these writes keep), ``queue.enqueue`` (new jobs),
@@ -25,7 +23,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 from django.db.models import F, QuerySet
@@ -35,6 +33,7 @@ from studyqueue.conf import conf
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import (
     ErrorCode,
+    ExplanationRevision,
     JobKind,
     JobStatus,
     Outcome,
@@ -61,25 +60,18 @@ logger = logging.getLogger("studyqueue.queue")
 Job = StudyQuestionJob
 
 
-if TYPE_CHECKING:
-    from studyqueue.models import ExplanationRevision
-
-
 MAX_ERROR_MESSAGE = 2000
 
 
-# The claim: ``JobQuerySet.ready()`` in SQL, taken and marked in one statement. A single
-# statement is atomic on both databases without a transaction (there is no async
-# ``atomic()``). On PostgreSQL, SKIP LOCKED lets consumers pass each other's rows instead
-# of queueing behind them, and ``= ANY(ARRAY(…))`` runs the SELECT once as an init plan
-# (``IN (…)`` plans a slower semi-join); SQLite serialises writers and has neither.
-# Status literals are inlined so that the planner matches the partial index
-# ``studyqueue_job_claim`` (priority, deadline, id): a later priority is taken only when no
-# earlier one is ready (``models.KIND_PRIORITY``); within one, a job whose question's set has a
-# deadline goes first, the earliest first, then by age (``set_deadlines``).
-# tests/queue/test_transitions.py checks that it takes exactly ready().
-# An explanation job waits while its question's key audit runs first, or (KEY_AUDIT_HOLDS) while
-# its disputed key waits for a reviewer: ``models.waiting_for_key_audit``.
+# The claim: ``JobQuerySet.ready()`` in SQL (tests/queue/test_transitions.py checks they agree),
+# taken and marked in one statement: atomic on both databases without a transaction (there is no
+# async ``atomic()``). On PostgreSQL, SKIP LOCKED lets consumers pass each other's rows, and
+# ``= ANY(ARRAY(…))`` runs the SELECT once as an init plan (``IN (…)`` plans a slower
+# semi-join); SQLite serialises writers and has neither. Status literals are inlined so that the
+# planner matches the partial index ``studyqueue_job_claim``: by priority
+# (``models.KIND_PRIORITY``), then the earliest deadline of the question's sets
+# (``set_deadlines``), then age. An explanation job waits for its question's key audit, or
+# (KEY_AUDIT_HOLDS) for a reviewer of its disputed key: ``models.waiting_for_key_audit``.
 _READY_IDS = """
     SELECT id FROM studyqueue_studyquestionjob AS job
     WHERE status = 'pending' AND run_after <= %(now)s AND attempts < max_attempts
@@ -248,10 +240,8 @@ _OWN_RUN = "_studyqueue_own_run"
 
 def claim_new(question_id: int, kind: str = JobKind.EXPLANATION, *, worker_id: str) -> Job | None:
     """Create a job already claimed by ``worker_id``, for a caller that runs it at once
-    (``manage.py explain``): no consumer ever sees it pending. Should it not complete, the
-    transition that would make it pending again (a release, a retry) ends it ``skipped``
-    instead, in the same fenced write (``_finish``). None when the question has an active
-    job of this kind (the caller takes that one as it is)."""
+    (``manage.py explain``): no consumer ever sees it pending, and a release or a retry ends it
+    ``skipped`` instead (``_finish``). None when the question has an active job of this kind."""
     validate_kind(kind)
     jobs = Job.objects.all()
     now = timezone.now()
@@ -266,20 +256,6 @@ def claim_new(question_id: int, kind: str = JobKind.EXPLANATION, *, worker_id: s
     assert claimed is not None, "a job created pending in this transaction is claimable"
     setattr(claimed, _OWN_RUN, True)
     return claimed
-
-
-def _withheld(job: Job, values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` that would make a caller's own job (``claim_new``) pending again, made to
-    end it skipped, with the error or reason that would have sent it back (a stop, a
-    quality retry: no error code)."""
-    if values.get("status") != JobStatus.PENDING or not getattr(job, _OWN_RUN, False):
-        return values
-    return {
-        **values,
-        "status": JobStatus.SKIPPED,
-        "completed_at": timezone.now(),
-        "error_message": values.get("error_message") or "stopped before it completed",
-    }
 
 
 def heartbeat(job: Job) -> bool:
@@ -306,9 +282,16 @@ def _finish(
     own job (``claim_new``) never goes back to pending: it ends skipped."""
     db = job._state.db
     assert db is not None, "a claimed job was read from the database"
-    withheld = _withheld(job, values)
-    if withheld is not values:
-        event, values = "withheld", withheld
+    if values.get("status") == JobStatus.PENDING and getattr(job, _OWN_RUN, False):
+        # Skipped with the error or reason that would have sent it back (a stop, a quality
+        # retry: no error code).
+        event = "withheld"
+        values = {
+            **values,
+            "status": JobStatus.SKIPPED,
+            "completed_at": timezone.now(),
+            "error_message": values.get("error_message") or "stopped before it completed",
+        }
     ending = AttemptEnding(
         Outcome(outcome),
         ended_at=values.get("completed_at") or timezone.now(),
@@ -350,10 +333,9 @@ def complete(
     llm_ms: int | None = None,
     usage: Usage | None = None,
 ) -> Outcome:
-    """Mark a claimed job completed with its revision (the one its reply became, or the
-    one it checked), its LLM time and what its calls reported (``usage``; by default, what
-    the revision's reply reported: a check passes its own): ``COMPLETED``, or ``LOST`` if the
-    claim was lost."""
+    """Mark a claimed job completed with its revision (the one its reply became, or the one it
+    checked), its LLM time and what its calls reported (``usage``; by default, the revision's
+    reply's: a check passes its own): ``COMPLETED``, or ``LOST`` if the claim was lost."""
     values = {
         "status": JobStatus.COMPLETED,
         "completed_at": timezone.now(),
@@ -410,10 +392,9 @@ def fail(job: Job, code: str, message: str = "", *, retry_after: float | None = 
 
 
 def apply(job: Job, failure: policy.Failure, decision: policy.Decision) -> Outcome:
-    """Write what ``retry.decide`` answered for ``failure``: a hand-back (``RELEASED``), a
-    retry after the decision's delay (``RETRYING``) or the end (``FAILED``); ``LOST`` if the
-    claim was lost. A flagged reply's decision is the revision's to write
-    (``revisions.Written``)."""
+    """Write what ``retry.decide`` answered for ``failure``: ``RELEASED``, ``RETRYING`` (after
+    the decision's delay) or ``FAILED``; ``LOST`` if the claim was lost. A flagged reply's
+    decision is the revision's to write (``revisions.Written``)."""
     if decision.action is policy.Action.RELEASE:
         return release(
             job,
@@ -480,8 +461,7 @@ def skipped_values(code: str, message: str) -> dict[str, Any]:
 def skip_claimed(job: Job, code: str, message: str = "") -> Outcome:
     """Mark a claimed job skipped (e.g. a reserved or unknown kind); fenced: ``SKIPPED``, or
     ``LOST``."""
-    values = skipped_values(code, message)
-    return _finish(job, "skipped", values, Outcome.SKIPPED)
+    return _finish(job, "skipped", skipped_values(code, message), Outcome.SKIPPED)
 
 
 # What ``retry.decide`` reads of a job (``retry.Tally``).
@@ -542,9 +522,8 @@ def reset_stale(
         Job.objects.filter(pk__in=reset_ids).update(
             status=JobStatus.PENDING, run_after=now, started_at=None, heartbeat_at=None, **common
         )
-    if failed_ids or reset_ids:
-        for job in Job.objects.filter(pk__in=failed_ids + reset_ids):
-            log_job("stale_failed" if job.pk in failed_ids else "stale_reset", job, logging.WARNING)
+    for job in Job.objects.filter(pk__in=failed_ids + reset_ids):  # none: no query
+        log_job("stale_failed" if job.pk in failed_ids else "stale_reset", job, logging.WARNING)
     return StaleResult(
         reset=len(reset_ids), failed=len(failed_ids), reset_ids=reset_ids, failed_ids=failed_ids
     )

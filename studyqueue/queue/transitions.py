@@ -351,15 +351,8 @@ def complete(
 
 
 def _usage(revision: ExplanationRevision | None) -> Usage | None:
-    """What the attempt's reply reported, from the revision it became."""
-    if revision is None:
-        return None
-    return Usage(
-        prompt_tokens=revision.prompt_tokens,
-        completion_tokens=revision.completion_tokens,
-        first_token_ms=revision.first_token_ms,
-        endpoint=revision.endpoint,
-    )
+    """What the attempt's reply reported, from the revision it became (as a reply reports)."""
+    return Usage.of([revision] if revision is not None else [])
 
 
 def retry_for_quality(
@@ -512,10 +505,8 @@ def reset_stale(
         failed_ids = sorted(pk for pk, ends in fails.items() if ends)
         reset_ids = sorted(pk for pk, ends in fails.items() if not ends)
         # Their attempts end as stale: the locked set as a subquery, not a list of ids.
-        end_attempts(
-            db, stale.values("pk"), Outcome.STALE, ended_at=now,
-            error_code=ErrorCode.STALE, error_message=message,
-        )  # fmt: skip
+        ending = AttemptEnding(Outcome.STALE, now, ErrorCode.STALE, message)
+        end_attempts(db, stale.values("pk"), ending)
         Job.objects.filter(pk__in=failed_ids).update(
             status=JobStatus.FAILED, completed_at=now, **common
         )

@@ -8,6 +8,7 @@ from itertools import islice
 from typing import Any, ClassVar
 
 from django.core.management.base import CommandParser
+from django.utils.functional import Promise
 from django.utils.translation import gettext
 
 from studyqueue.management.commands._translated import TranslatedCommand
@@ -35,6 +36,7 @@ class JobSetCommand(TranslatedCommand):
     the ones it may act on (the first is the default); subclasses say what it does."""
 
     statuses: ClassVar[list[str]]
+    help: str | Promise = ""  # marked with gettext_lazy, as in TranslatedCommand
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(

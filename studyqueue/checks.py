@@ -41,9 +41,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         return problems
     problems += _endpoint_problems() + _pooler_problems()
     problems += _prompt_problems() + _quality_problems() + _webhook_problems()
-    if problems:
-        return problems
-    return _cache_problems() + _nesting(values)
+    return problems or _cache_problems() + _nesting(values)
 
 
 # Variables a new user sets expecting them to work, and the one studyqueue reads instead.

@@ -1,15 +1,12 @@
 """studyqueue's models by concept: ``base`` (the database rule, the shared manager, what a
 column holds), ``questions`` (questions, revisions, reviews, the key audit's state), ``jobs``
 (jobs, attempts, pauses, consumers), ``gate`` (limits, leases) and ``sets`` (question sets).
-Each imports only those before it; everything is importable from here."""
+Each imports only those before it; what the rest of the app uses is importable from here."""
 
 from studyqueue.models.base import (
-    ENDPOINT_WIDTH,
     MAX_ID,
     StudyQueueManager,
-    choice_width,
     database,
-    endpoint_field,
     fit,
     storable,
     unstorable,
@@ -19,12 +16,10 @@ from studyqueue.models.gate import GateLease, GateLimit
 from studyqueue.models.jobs import (
     ACTIVE_STATUSES,
     ATTEMPT_OUTCOMES,
-    FINISHED_STATUSES,
     KIND_PRIORITY,
     ErrorCode,
     JobAttempt,
     JobKind,
-    JobManager,
     JobQuerySet,
     JobStatus,
     Outcome,
@@ -33,7 +28,6 @@ from studyqueue.models.jobs import (
     QueuePause,
     StudyQuestionJob,
     default_max_attempts,
-    error_code_field,
     waiting_for_key_audit,
 )
 from studyqueue.models.questions import (
@@ -44,7 +38,6 @@ from studyqueue.models.questions import (
     FinishReason,
     KeyAudit,
     KeyCheck,
-    QuestionManager,
     QuestionQuerySet,
     ReviewStatus,
     StudyQuestion,

@@ -53,11 +53,6 @@ def choice_width(choices: type[models.TextChoices]) -> int:
     return max(len(value) for value in choices.values)
 
 
-# --------------------------------------------------------------------------- columns
-# What a column can hold, stated once from the fields: the widest primary key, a text
-# field's width (never written again as a number), text without the characters no column
-# can store.
-
 MAX_ID = 2**63 - 1  # a bigint primary key (every studyqueue id)
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -175,23 +175,12 @@ def finish_with_attempt(
     return bool(row and row[0] == 1)
 
 
-def end_attempts(
-    db: str,
-    jobs: list[int] | QuerySet[Any, Any],
-    outcome: Outcome,
-    *,
-    ended_at: datetime,
-    error_code: str,
-    error_message: str,
-) -> int:
+def end_attempts(db: str, jobs: list[int] | QuerySet[Any, Any], ending: AttemptEnding) -> int:
     """End the open attempts of many jobs (ids, or a QuerySet of ids) in one statement; how
     many."""
     if isinstance(jobs, list) and not jobs:
         return 0
-    attempts = open_attempts(db).filter(job_id__in=jobs)
-    return attempts.update(
-        ended_at=ended_at, outcome=outcome, error_code=error_code, error_message=error_message
-    )
+    return open_attempts(db).filter(job_id__in=jobs).update(**ending.values())
 
 
 def attempts_of(job_id: int, last: int | None = None) -> list[JobAttempt]:

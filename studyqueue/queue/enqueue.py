@@ -34,25 +34,19 @@ class EnqueueResult:
     created: bool
 
 
-def enqueue(
-    question: StudyQuestion | int,
-    kind: str = JobKind.EXPLANATION,
-    *,
-    run_after: datetime | None = None,
-) -> EnqueueResult:
+def enqueue(question: StudyQuestion | int, kind: str = JobKind.EXPLANATION) -> EnqueueResult:
     """Queue a job for ``question``; idempotent: returns the active job if there is one."""
     validate_kind(kind)
     question_id = question.pk if isinstance(question, StudyQuestion) else int(question)
     if not StudyQuestion.objects.filter(pk=question_id).exists():
         raise EnqueueError(f"study question {question_id} does not exist")
-    owner = {"study_question_id": question_id}
-    return _insert_active(owner, kind, run_after, f"question {question_id}")
+    return _insert_active({"study_question_id": question_id}, kind, f"question {question_id}")
 
 
 def enqueue_set_notice(set_id: int) -> EnqueueResult:
     """Queue the notice that question set ``set_id`` is done (``workers.set_notice``);
     idempotent: returns the active one if there is one."""
-    return _insert_active({"question_set_id": set_id}, JobKind.SET_NOTICE, None, f"set {set_id}")
+    return _insert_active({"question_set_id": set_id}, JobKind.SET_NOTICE, f"set {set_id}")
 
 
 def _earliest_deadline() -> Subquery:
@@ -82,9 +76,7 @@ def set_deadlines(question_ids: Iterable[int]) -> int:
     return changed
 
 
-def _insert_active(
-    owner: dict[str, int], kind: str, run_after: datetime | None, named: str
-) -> EnqueueResult:
+def _insert_active(owner: dict[str, int], kind: str, named: str) -> EnqueueResult:
     """Insert an active job of ``kind`` for ``owner`` (its question or its set), or return
     the active one there is."""
     jobs = Job.objects.all()
@@ -100,7 +92,7 @@ def _insert_active(
                     priority=KIND_PRIORITY.get(kind, 0),
                     deadline=_deadline_of(owner.get("study_question_id")),
                     created_at=now,
-                    run_after=run_after or now,
+                    run_after=now,
                 )
         except IntegrityError:
             existing = jobs.active().filter(**owner, kind=kind).first()

@@ -1,14 +1,10 @@
 """LISTEN/NOTIFY: how the queue tells its consumers, on PostgreSQL, that something changed.
 
-Two channels. ``JOBS_CHANNEL`` (empty payload): a job may be claimable, idle consumers wake.
-``CONTROL_CHANNEL``: ``cancel:<job id>`` (an operator took that job: stop its LLM call now)
-and ``pause:<kind>`` (``pause:`` alone: every kind; hand back the jobs of that kind that have
-not started). A ``Message`` is one of these, typed; ``parse`` turns a notice back into one
-and refuses anything else. ``send`` notifies inside the caller's transaction (delivered when
-it commits); ``start_listener`` runs the consumer's LISTEN thread on a psycopg connection
-built from Django's own connection parameters (``studyqueue.queue.pg``: OPTIONS included, so TLS
-and service files work as for the ORM); while that session cannot be had, the thread looks
-for ready jobs as ``poll`` does. SQLite has none of this: its consumers poll.
+Two channels: ``JOBS_CHANNEL`` (empty payload: wake) and ``CONTROL_CHANNEL``
+(``cancel:<job id>``, ``pause:<kind>``); a ``Message`` is one notice, typed (``Kind``).
+``start_listener`` runs the consumer's LISTEN thread on a psycopg connection made by
+``queue.pg``; while that session cannot be had, the thread looks for ready jobs as ``poll``
+does. SQLite has none of this: its consumers poll.
 """
 
 from __future__ import annotations
@@ -179,9 +175,7 @@ def start_listener(
     wait: Callable[[float], object],
 ) -> threading.Thread | None:
     """A daemon thread running ``listen`` on a real session of database ``using``'s server
-    (``pg.session_settings``: its own parameters, OPTIONS included, or ``DIRECT_DATABASE_URL``
-    behind a transaction pooler); None where there is none (SQLite, or a pooler without a
-    direct URL: its consumers poll)."""
+    (``pg.session_settings``); None where there is none (its consumers poll)."""
     settings_dict = pg.session_settings(using)
     if settings_dict is None:
         return None

@@ -15,7 +15,7 @@ from django.utils import timezone
 from studyqueue.models import ErrorCode, JobQuerySet, JobStatus, Outcome
 from studyqueue.models import StudyQuestionJob as Job
 from studyqueue.queue import notify
-from studyqueue.queue.attempts import end_attempts
+from studyqueue.queue.attempts import AttemptEnding, end_attempts
 from studyqueue.queue.transitions import skipped_values
 
 logger = logging.getLogger("studyqueue.queue")
@@ -29,14 +29,10 @@ OPERATOR_BATCH_POSTGRES = 5000
 _RETRYABLE = (JobStatus.FAILED, JobStatus.SKIPPED)
 
 
-def operator_batch(db: str) -> int:
-    """Ids per statement of an operator action on database ``db``."""
-    postgres = connections[db].vendor == "postgresql"
-    return OPERATOR_BATCH_POSTGRES if postgres else OPERATOR_BATCH
-
-
 def batches(ids: list[int], db: str) -> Iterable[list[int]]:
-    size = operator_batch(db)
+    """``ids`` in the chunks an operator action on database ``db`` takes per statement."""
+    postgres = connections[db].vendor == "postgresql"
+    size = OPERATOR_BATCH_POSTGRES if postgres else OPERATOR_BATCH
     for start in range(0, len(ids), size):
         yield ids[start : start + size]
 
@@ -187,6 +183,9 @@ def skip(
     db = jobs.db
     result = SkipResult()
     values = skipped_values(code, message)
+    ending = AttemptEnding(
+        Outcome.SKIPPED, values["completed_at"], values["error_code"], values["error_message"]
+    )
     for chunk in batches(sorted({int(i) for i in job_ids}), db):
         with transaction.atomic(using=db):
             active = jobs.active().filter(pk__in=chunk).select_for_update()
@@ -198,14 +197,7 @@ def skip(
                 # next heartbeat, which finds the claim gone).
                 notify.send(notify.cancel(job_id), using=db)
             jobs.filter(pk__in=done).update(**values)
-            end_attempts(
-                db,
-                processing,
-                Outcome.SKIPPED,
-                ended_at=values["completed_at"],
-                error_code=values["error_code"],
-                error_message=values["error_message"],
-            )
+            end_attempts(db, processing, ending)
         result.skipped += done
         result.wrong_state += [i for i in chunk if i not in running]
         log_set("skipped", done, error_code=code)

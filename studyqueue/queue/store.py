@@ -11,9 +11,8 @@ connections, each on a single-thread executor that ``sync_to_async`` runs on:
   where the server idles) and the last look at the pauses right before a call.
 
 A handler never writes: it returns a ``JobResult`` (what happened), and ``finish`` writes
-it, job, attempt and (for an explanation) revision and question in one transaction. Every
-write goes through ``studyqueue.queue.transitions``. The three connections are to
-studyqueue's database (``models.database()``: the rule), read once here.
+it, job, attempt and (for an explanation) revision and question in one transaction, through
+``studyqueue.queue.transitions``.
 """
 
 from __future__ import annotations

@@ -2,11 +2,9 @@
 
 Consumer-side functions (``heartbeat``, ``complete``, ``fail``, ``release``,
 ``skip_claimed``, ``retry_for_quality``) are *fenced*: they apply only while the job is
-still ``processing`` under the claim token the caller holds. The transitions return the
-``Outcome`` they made (``Outcome.LOST`` when the claim was no longer ours and nothing was
-written); ``heartbeat`` returns whether it applied. A worker whose job was reset as stale
-and claimed again writes nothing. When a failure retries and after how long is the failure
-policy's to say (``studyqueue.queue.retry``).
+still ``processing`` under the claim token the caller holds, else return ``Outcome.LOST``
+and write nothing (a worker whose job was reset as stale and claimed again). When a failure
+retries and after how long is the failure policy's to say (``studyqueue.queue.retry``).
 
 ``reset_stale`` puts jobs whose worker went silent back (or ends them). Beside this module:
 ``queue.attempts`` (the attempt log these writes keep), ``queue.enqueue`` (new jobs),
@@ -14,10 +12,6 @@ policy's to say (``studyqueue.queue.retry``).
 functions are synchronous (the consumer runs its writes through ``sync_to_async`` on its own
 connections); the reads a consume cycle makes in one query have an async twin on Django's
 async ORM (``anext_due_in``, ``pauses.apaused_kinds``), built from the same QuerySet.
-
-Queries run on studyqueue's database through the models' managers (``models.database()``:
-the rule); a transaction or a notice takes the alias from the queryset or job it works on
-(``jobs.db``, ``job._state.db``).
 """
 
 from __future__ import annotations
@@ -29,7 +23,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import IntegrityError, connections, transaction
 from django.db.models import F, QuerySet
@@ -39,6 +33,7 @@ from studyqueue.conf import conf
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import (
     ErrorCode,
+    ExplanationRevision,
     JobKind,
     JobStatus,
     Outcome,
@@ -65,25 +60,18 @@ logger = logging.getLogger("studyqueue.queue")
 Job = StudyQuestionJob
 
 
-if TYPE_CHECKING:
-    from studyqueue.models import ExplanationRevision
-
-
 MAX_ERROR_MESSAGE = 2000
 
 
-# The claim: ``JobQuerySet.ready()`` in SQL, taken and marked in one statement. A single
-# statement is atomic on both databases without a transaction (there is no async
-# ``atomic()``). On PostgreSQL, SKIP LOCKED lets consumers pass each other's rows instead
-# of queueing behind them, and ``= ANY(ARRAY(…))`` runs the SELECT once as an init plan
-# (``IN (…)`` plans a slower semi-join); SQLite serialises writers and has neither.
-# Status literals are inlined so that the planner matches the partial index
-# ``studyqueue_job_claim`` (priority, deadline, id): a later priority is taken only when no
-# earlier one is ready (``models.KIND_PRIORITY``); within one, a job whose question's set has a
-# deadline goes first, the earliest first, then by age (``set_deadlines``).
-# tests/queue/test_transitions.py checks that it takes exactly ready().
-# An explanation job waits while its question's key audit runs first, or (KEY_AUDIT_HOLDS) while
-# its disputed key waits for a reviewer: ``models.waiting_for_key_audit``.
+# The claim: ``JobQuerySet.ready()`` in SQL (tests/queue/test_transitions.py checks they agree),
+# taken and marked in one statement: atomic on both databases without a transaction (there is no
+# async ``atomic()``). On PostgreSQL, SKIP LOCKED lets consumers pass each other's rows, and
+# ``= ANY(ARRAY(…))`` runs the SELECT once as an init plan (``IN (…)`` plans a slower
+# semi-join); SQLite serialises writers and has neither. Status literals are inlined so that the
+# planner matches the partial index ``studyqueue_job_claim``: by priority
+# (``models.KIND_PRIORITY``), then the earliest deadline of the question's sets
+# (``set_deadlines``), then age. An explanation job waits for its question's key audit, or
+# (KEY_AUDIT_HOLDS) for a reviewer of its disputed key: ``models.waiting_for_key_audit``.
 _READY_IDS = """
     SELECT id FROM studyqueue_studyquestionjob AS job
     WHERE status = 'pending' AND run_after <= %(now)s AND attempts < max_attempts
@@ -184,11 +172,6 @@ def clip(message: str) -> str:
     return message[: MAX_ERROR_MESSAGE - 3] + "..."
 
 
-def job_value(field_name: str, value: Any, db: str) -> Any:
-    """A Python value as the database wants it for the job's ``field_name``."""
-    return db_value(Job, field_name, value, db)
-
-
 def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
     """Apply ``values`` only while the job is still processing under the caller's claim.
     Raw SQL (``_fenced_update_sql``): every job ends here, and the ORM's filter and update
@@ -203,7 +186,7 @@ def _fenced_update_sql(job: Job, values: dict[str, Any], db: str) -> tuple[str, 
     """``_fenced_update`` as one raw ``UPDATE … RETURNING id`` (SQL, parameters), for a
     statement that does more with the job it updated (``finish_with_attempt``)."""
     sets, params = assignments(Job, values, db, prefix="job_")
-    params.update(fence_id=job.pk, fence_token=job_value("claim_token", job.claim_token, db))
+    params.update(fence_id=job.pk, fence_token=db_value(Job, "claim_token", job.claim_token, db))
     sql = (
         f"UPDATE {connections[db].ops.quote_name(Job._meta.db_table)} SET {sets}"
         f" WHERE id = %(fence_id)s AND status = '{JobStatus.PROCESSING}'"
@@ -217,9 +200,9 @@ def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]
     attempts; the claimed jobs in the order they were taken (priority, then id)."""
     db = Job.objects.all().db  # where ``Job.objects.raw`` runs it: parameters adapted for it
     params.update(
-        token=job_value("claim_token", uuid.uuid4(), db),
+        token=db_value(Job, "claim_token", uuid.uuid4(), db),
         worker_id=fit(Job, "worker_id", worker_id),
-        now=job_value("started_at", timezone.now(), db),
+        now=db_value(Job, "started_at", timezone.now(), db),
     )
     vendor = connections[db].vendor
     claimed = Job.objects.raw(sqls[vendor], params)  # runs when read
@@ -236,10 +219,8 @@ def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]
 
 
 def claim(*, worker_id: str, limit: int | None = None) -> list[Job]:
-    """Atomically claim up to ``limit`` ready jobs in id order for ``worker_id``.
-
-    Counts the attempt, stamps a fresh claim token and heartbeat (``CLAIM_SQL``).
-    """
+    """Atomically claim up to ``limit`` ready jobs for ``worker_id``: counts the attempt,
+    stamps a fresh claim token and heartbeat (``CLAIM_SQL``)."""
     limit = conf.BATCH_SIZE if limit is None else limit
     if limit < 1:
         return []
@@ -259,10 +240,8 @@ _OWN_RUN = "_studyqueue_own_run"
 
 def claim_new(question_id: int, kind: str = JobKind.EXPLANATION, *, worker_id: str) -> Job | None:
     """Create a job already claimed by ``worker_id``, for a caller that runs it at once
-    (``manage.py explain``): no consumer ever sees it pending. Should it not complete, the
-    transition that would make it pending again (a release, a retry) ends it ``skipped``
-    instead, in the same fenced write (``_finish``). None when the question has an active
-    job of this kind (the caller takes that one as it is)."""
+    (``manage.py explain``): no consumer ever sees it pending, and a release or a retry ends it
+    ``skipped`` instead (``_finish``). None when the question has an active job of this kind."""
     validate_kind(kind)
     jobs = Job.objects.all()
     now = timezone.now()
@@ -277,20 +256,6 @@ def claim_new(question_id: int, kind: str = JobKind.EXPLANATION, *, worker_id: s
     assert claimed is not None, "a job created pending in this transaction is claimable"
     setattr(claimed, _OWN_RUN, True)
     return claimed
-
-
-def _withheld(job: Job, values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` that would make a caller's own job (``claim_new``) pending again, made to
-    end it skipped, with the error or reason that would have sent it back (a stop, a
-    quality retry: no error code)."""
-    if values.get("status") != JobStatus.PENDING or not getattr(job, _OWN_RUN, False):
-        return values
-    return {
-        **values,
-        "status": JobStatus.SKIPPED,
-        "completed_at": timezone.now(),
-        "error_message": values.get("error_message") or "stopped before it completed",
-    }
 
 
 def heartbeat(job: Job) -> bool:
@@ -317,9 +282,16 @@ def _finish(
     own job (``claim_new``) never goes back to pending: it ends skipped."""
     db = job._state.db
     assert db is not None, "a claimed job was read from the database"
-    withheld = _withheld(job, values)
-    if withheld is not values:
-        event, values = "withheld", withheld
+    if values.get("status") == JobStatus.PENDING and getattr(job, _OWN_RUN, False):
+        # Skipped with the error or reason that would have sent it back (a stop, a quality
+        # retry: no error code).
+        event = "withheld"
+        values = {
+            **values,
+            "status": JobStatus.SKIPPED,
+            "completed_at": timezone.now(),
+            "error_message": values.get("error_message") or "stopped before it completed",
+        }
     ending = AttemptEnding(
         Outcome(outcome),
         ended_at=values.get("completed_at") or timezone.now(),
@@ -361,10 +333,9 @@ def complete(
     llm_ms: int | None = None,
     usage: Usage | None = None,
 ) -> Outcome:
-    """Mark a claimed job completed with its revision (the one its reply became, or the
-    one it checked), its LLM time and what its calls reported (``usage``; by default, what
-    the revision's reply reported: a check passes its own): ``COMPLETED``, or ``LOST`` if the
-    claim was lost."""
+    """Mark a claimed job completed with its revision (the one its reply became, or the one it
+    checked), its LLM time and what its calls reported (``usage``; by default, the revision's
+    reply's: a check passes its own): ``COMPLETED``, or ``LOST`` if the claim was lost."""
     values = {
         "status": JobStatus.COMPLETED,
         "completed_at": timezone.now(),
@@ -380,15 +351,8 @@ def complete(
 
 
 def _usage(revision: ExplanationRevision | None) -> Usage | None:
-    """What the attempt's reply reported, from the revision it became."""
-    if revision is None:
-        return None
-    return Usage(
-        prompt_tokens=revision.prompt_tokens,
-        completion_tokens=revision.completion_tokens,
-        first_token_ms=revision.first_token_ms,
-        endpoint=revision.endpoint,
-    )
+    """What the attempt's reply reported, from the revision it became (as a reply reports)."""
+    return Usage.of([revision] if revision is not None else [])
 
 
 def retry_for_quality(
@@ -421,10 +385,9 @@ def fail(job: Job, code: str, message: str = "", *, retry_after: float | None = 
 
 
 def apply(job: Job, failure: policy.Failure, decision: policy.Decision) -> Outcome:
-    """Write what ``retry.decide`` answered for ``failure``: a hand-back (``RELEASED``), a
-    retry after the decision's delay (``RETRYING``) or the end (``FAILED``); ``LOST`` if the
-    claim was lost. A flagged reply's decision is the revision's to write
-    (``revisions.Written``)."""
+    """Write what ``retry.decide`` answered for ``failure``: ``RELEASED``, ``RETRYING`` (after
+    the decision's delay) or ``FAILED``; ``LOST`` if the claim was lost. A flagged reply's
+    decision is the revision's to write (``revisions.Written``)."""
     if decision.action is policy.Action.RELEASE:
         return release(
             job,
@@ -461,15 +424,9 @@ def release(
     message: str = "",
     reached_server: bool = False,
 ) -> Outcome:
-    """Put a claimed job back to pending without counting the attempt: ``RELEASED``, or
-    ``LOST``.
-
-    For failures that are not the job's fault (the LLM server is down or overloaded,
-    the consumer is stopping): the job waits ``delay`` seconds and keeps all its
-    attempts. ``reached_server``: the call got to the server (which then failed as a
-    whole); such releases are counted in ``free_releases``, which the policy bounds
-    (``retry.RetryStrategy.release_is_free``).
-    """
+    """Put a claimed job back to pending for after ``delay`` seconds, its attempt not counted
+    (not its fault: the server is down, the consumer stopping): ``RELEASED``, or ``LOST``. A
+    call that ``reached_server`` counts in ``free_releases``, which the policy bounds."""
     values: dict[str, Any] = {
         "status": JobStatus.PENDING,
         # Under the fence nobody else can change these: undo the claim's count.
@@ -497,8 +454,7 @@ def skipped_values(code: str, message: str) -> dict[str, Any]:
 def skip_claimed(job: Job, code: str, message: str = "") -> Outcome:
     """Mark a claimed job skipped (e.g. a reserved or unknown kind); fenced: ``SKIPPED``, or
     ``LOST``."""
-    values = skipped_values(code, message)
-    return _finish(job, "skipped", values, Outcome.SKIPPED)
+    return _finish(job, "skipped", skipped_values(code, message), Outcome.SKIPPED)
 
 
 # What ``retry.decide`` reads of a job (``retry.Tally``).
@@ -522,13 +478,10 @@ def reset_stale(
     job_ids: Iterable[int] | None = None,
     message: str = "",
 ) -> StaleResult:
-    """Processing jobs with no heartbeat for ``older_than`` go back to pending.
-
-    A job that has used all its attempts ends ``failed`` with ``stale`` instead, so
-    a job that keeps killing its worker cannot loop forever. Clearing the claim
-    token fences out the old worker should it wake up. ``job_ids`` limits the scan
-    to those jobs (the admin's action on a selection).
-    """
+    """Processing jobs with no heartbeat for ``older_than`` go back to pending, or end
+    ``failed`` (``stale``) once out of attempts: a job that keeps killing its worker cannot
+    loop. Clearing the claim token fences the old worker out. ``job_ids`` limits the scan to
+    those jobs (the admin's action on a selection)."""
     if older_than is None:
         older_than = timedelta(minutes=conf.STALE_MINUTES)
     now = timezone.now()
@@ -552,19 +505,16 @@ def reset_stale(
         failed_ids = sorted(pk for pk, ends in fails.items() if ends)
         reset_ids = sorted(pk for pk, ends in fails.items() if not ends)
         # Their attempts end as stale: the locked set as a subquery, not a list of ids.
-        end_attempts(
-            db, stale.values("pk"), Outcome.STALE, ended_at=now,
-            error_code=ErrorCode.STALE, error_message=message,
-        )  # fmt: skip
+        ending = AttemptEnding(Outcome.STALE, now, ErrorCode.STALE, message)
+        end_attempts(db, stale.values("pk"), ending)
         Job.objects.filter(pk__in=failed_ids).update(
             status=JobStatus.FAILED, completed_at=now, **common
         )
         Job.objects.filter(pk__in=reset_ids).update(
             status=JobStatus.PENDING, run_after=now, started_at=None, heartbeat_at=None, **common
         )
-    if failed_ids or reset_ids:
-        for job in Job.objects.filter(pk__in=failed_ids + reset_ids):
-            log_job("stale_failed" if job.pk in failed_ids else "stale_reset", job, logging.WARNING)
+    for job in Job.objects.filter(pk__in=failed_ids + reset_ids):  # none: no query
+        log_job("stale_failed" if job.pk in failed_ids else "stale_reset", job, logging.WARNING)
     return StaleResult(
         reset=len(reset_ids), failed=len(failed_ids), reset_ids=reset_ids, failed_ids=failed_ids
     )
@@ -611,22 +561,20 @@ def _run_afters() -> QuerySet[Job, datetime]:
     return Job.objects.claimable().order_by("run_after").values_list("run_after", flat=True)
 
 
-def _due_in(first: datetime | None, now: datetime | None) -> float | None:
-    if first is None:
-        return None
-    return max(0.0, (first - (now or timezone.now())).total_seconds())
+def _due_in(first: datetime | None) -> float | None:
+    return None if first is None else max(0.0, (first - timezone.now()).total_seconds())
 
 
-def next_due_in(now: datetime | None = None) -> float | None:
+def next_due_in() -> float | None:
     """Seconds until the earliest claimable job is due (0: one is ready); None if none."""
-    return _due_in(_run_afters().first(), now)
+    return _due_in(_run_afters().first())
 
 
-async def anext_due_in(now: datetime | None = None) -> float | None:
+async def anext_due_in() -> float | None:
     """``next_due_in()`` through the async ORM."""
-    return _due_in(await _run_afters().afirst(), now)
+    return _due_in(await _run_afters().afirst())
 
 
-def has_ready(now: datetime | None = None) -> bool:
+def has_ready() -> bool:
     """Whether a job is ready to claim now (what ``claim`` would take)."""
-    return Job.objects.ready(now or timezone.now()).exists()
+    return Job.objects.ready(timezone.now()).exists()

@@ -29,9 +29,7 @@ class Rate:
     @property
     def tokens_per_second(self) -> float | None:
         """Completion tokens per second of wall time (None: the servers reported none)."""
-        if self.tokens_per_job is None:
-            return None
-        return self.jobs_per_second * self.tokens_per_job
+        return None if self.tokens_per_job is None else self.jobs_per_second * self.tokens_per_job
 
     @property
     def usable(self) -> bool:
@@ -109,11 +107,10 @@ class Rate:
         return cls(jobs_per_second=rate, tokens_per_job=per_job, jobs=jobs, span=span)
 
 
-def rate_for(now: datetime, question_ids: QuerySet[Any, Any] | None = None) -> Rate | None:
+def rate_for(now: datetime, question_ids: QuerySet[Any, Any]) -> Rate | None:
     """The rate to estimate with: these questions' own once ``OWN_RATE_JOBS`` of their jobs
     completed in the window, else every explanation's."""
-    if question_ids is not None:
-        own = Rate.of(now, question_ids)
-        if own is not None and own.jobs >= OWN_RATE_JOBS:
-            return own
+    own = Rate.of(now, question_ids)
+    if own is not None and own.jobs >= OWN_RATE_JOBS:
+        return own
     return Rate.of(now)

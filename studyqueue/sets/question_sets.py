@@ -277,16 +277,9 @@ class Progress:
         return self.total == 0
 
     @property
-    def plain(self) -> int:
-        """Explained, neither approved nor flagged."""
-        return self.explained - self.approved - self.flagged
-
-    @property
     def finishes_at(self) -> datetime | None:
         """When it will be done at the current rate (None: done, or no rate)."""
-        if self.eta_seconds is None:
-            return None
-        return self.now + timedelta(seconds=self.eta_seconds)
+        return None if self.eta_seconds is None else self.now + timedelta(seconds=self.eta_seconds)
 
     @property
     def late_by(self) -> timedelta | None:

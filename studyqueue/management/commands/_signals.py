@@ -10,11 +10,10 @@ from typing import Any
 
 logger = logging.getLogger("studyqueue.consumer")
 
-# Every catchable signal whose default action ends the process: the ones a terminal or a
-# supervisor sends (SIGHUP when the terminal closes, SIGINT, SIGQUIT, SIGTERM) and the
-# rarer ones (user, timer and resource-limit signals). Left at their defaults: SIGKILL and
-# SIGSTOP (cannot be caught), the faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT,
-# SIGTRAP, SIGSYS: the process is broken, a clean stop is not possible), and SIGPIPE
+# Every catchable signal whose default action ends the process: a terminal's or a supervisor's
+# (SIGHUP when the terminal closes, SIGINT, SIGQUIT, SIGTERM) and the rarer user, timer and
+# resource-limit ones. Left at their defaults: SIGKILL and SIGSTOP (cannot be caught), the
+# faults (SIGSEGV, SIGBUS…: the process is broken, no clean stop is possible), and SIGPIPE
 # (Python ignores it; a broken pipe is an OSError where it happens).
 _STOP_SIGNAL_NAMES = [
     "SIGHUP",

@@ -16,10 +16,9 @@ def when_ready(server: Any) -> None:
     """gunicorn hook, in the master once it listens: watch for the end of ``serve``."""
     fd = os.environ.get(PARENT_PIPE_ENV, "")
     if fd.isdecimal():
-        watcher = threading.Thread(
+        threading.Thread(
             target=_stop_when_parent_ends, args=(int(fd),), name="serve-watch", daemon=True
-        )
-        watcher.start()
+        ).start()
 
 
 def _stop_when_parent_ends(fd: int) -> None:

@@ -80,13 +80,10 @@ class Command(TranslatedCommand):
         self._warn_if_settings_differ()
         if dry_run or trial is not None:
             messages = self._messages(question, trial, prompt_template)
-            values = {"hash": version.hash, "label": version.label}
-            if trial is None:
-                self.stdout.write(_("prompt version %(hash)s (%(label)s)") % values)
-            else:
-                self.stdout.write(
-                    _("prompt version %(hash)s (%(label)s) (trial, not stored)") % values
-                )
+            line = _("prompt version %(hash)s (%(label)s)")
+            if trial is not None:
+                line = _("prompt version %(hash)s (%(label)s) (trial, not stored)")
+            self.stdout.write(line % {"hash": version.hash, "label": version.label})
             if dry_run:
                 for message in messages:
                     self.stdout.write(f"\n--- {message['role']}\n{message['content']}")

@@ -101,8 +101,7 @@ class Command(TranslatedCommand):
     ) -> None:
         ids = None
         if set_name is not None:
-            in_set = question_sets.questions(question_set(set_name))
-            ids = in_set.values_list("pk", flat=True)
+            ids = question_sets.questions(question_set(set_name)).values_list("pk", flat=True)
         rows = export.export_rows(
             since=since,
             outdated_for=_outdated.versions(self) if outdated else None,

@@ -29,13 +29,11 @@ class Command(TranslatedCommand):
         row, created = pauses.pause(kind, reason=reason, by="manage.py pausequeue")
         scope = kind or _("every kind")
         if not created:
-            # Local time (TIME_ZONE), as the admin shows it.
-            since = times.shown(row.paused_at)
             self.stdout.write(
                 _("Already paused for %(scope)s since %(since)s by %(by)s: %(reason)s")
                 % {
                     "scope": scope,
-                    "since": since,
+                    "since": times.shown(row.paused_at),  # local time, as the admin shows it
                     "by": row.paused_by or "-",
                     "reason": row.reason or _("(no reason)"),
                 }

@@ -54,8 +54,7 @@ def wsgi_target() -> str:
     app = getattr(settings, "WSGI_APPLICATION", None)
     if not app or "." not in app:
         raise CommandError(_("settings.WSGI_APPLICATION must name the WSGI application"))
-    module, attribute = app.rsplit(".", 1)
-    return f"{module}:{attribute}"
+    return ":".join(app.rsplit(".", 1))
 
 
 def normalized_bind(bind: str) -> str:
@@ -253,10 +252,9 @@ class Command(TranslatedCommand):
                 start_new_session=True,
             )  # fmt: skip
             web_failed = threading.Event()
-            watcher = threading.Thread(
+            threading.Thread(
                 target=self._watch_web, args=(web, consumer, web_failed), daemon=True
-            )
-            watcher.start()
+            ).start()
             try:
                 self.stdout.write(
                     _("Admin: %(url)s (%(account)s)")
@@ -310,8 +308,7 @@ class Command(TranslatedCommand):
     def _operator_account(self) -> str:
         """Make sure someone can log in; how, in words for the start-up line."""
         users = get_user_model()
-        name = os.environ.get(SUPERUSER_ENV[0], "")
-        password = os.environ.get(SUPERUSER_ENV[1], "")
+        name, password = (os.environ.get(variable, "") for variable in SUPERUSER_ENV)
         if name and password:
             user = users._default_manager.filter(**{users.USERNAME_FIELD: name}).first()
             if user is None:

@@ -1,32 +1,22 @@
-"""The gate that bounds concurrent calls to one LLM endpoint.
+"""The gate that bounds concurrent calls to one LLM endpoint, and the circuit breaker beside it:
+the gate bounds how many calls go at once; the breaker, whether any go.
 
-A gate has ``permits`` numbered slots, shared by one consumer's callers. Each slot taken is
-also a row lease (``GateLease``) on the database's clock, so the bound holds across processes
-and hosts, on every database and behind a transaction pooler: one update takes a slot that is
-free or whose lease ended, its holder renews it every ``RENEW_SECONDS`` and gives it back. A
-consumer that dies frees its slots within ``LEASE_SECONDS``; one restarted under the same
-worker id frees them at once.
+A gate's ``permits`` numbered slots are row leases (``GateLease``) on the database's clock,
+shared by every consumer of the endpoint (docs/architecture.md says why and how they end).
+Between two calls of one consumer the lease stays held: a slot given back while another caller
+waits is handed over (the giver goes on once the taker has ``sent(slot)`` its request, or
+within ``HANDOVER_WAIT_SECONDS``: storing its reply would compete with the taker's call start
+for the interpreter), and one given back while a call is coming (``calls_coming``) is kept for
+it until the renewal or ``idle()``.
 
-Between two calls of one consumer the lease stays held, with no database round trip: a slot
-given back while another caller waits is handed over (the giver goes on once the taker has
-sent its request, ``sent(slot)``, or within ``HANDOVER_WAIT_SECONDS``: storing its reply
-would compete with the taker's call start for the interpreter), and one given back while a
-call is coming (``calls_coming``) is kept for it until the renewal or ``idle()``. A consumer
-refused a slot says that it waits (``SlotLeases.want``); a holder that sees it at a renewal
-gives its next slot back and keeps off for ``YIELD_SECONDS``, so none waits for long.
-
-Warm-first: a caller that names its prompt's prefix (the prompt version's hash) is admitted
-alone while that prefix is cold for this gate (first use, after ``idle_seconds`` without a
-call); the others wait until its first token (``warmed``) or its end, and find the prefix in
-the server's prompt cache instead of all prefilling it at once.
+Warm-first: a caller that names its prompt's prefix is admitted alone while that prefix is
+cold for this gate (first use, after ``idle_seconds`` without a call); the others wait until
+its first token (``warmed``) or its end, and find the prefix in the server's prompt cache
+instead of all prefilling it at once.
 
 Adaptive (``GATE_PERMITS=auto``): given a ``GateController``, the gate numbers ``max_limit``
-slots, lets callers take only those below the controller's ``limit`` (a slot above it is
-taken by no process) and its own ``max_limit``, and tells the controller its calls in flight
-and each call's outcome (``record``, ``record_loss``). ``services.pool`` shows its use.
-
-The circuit breaker (``CircuitBreaker``) beside it stops claiming while the LLM server fails
-as a whole: the gate bounds how many calls go at once; the breaker, whether any go.
+slots, lets callers take those below the controller's limit, and tells it its calls in flight
+and each call's outcome (``record``, ``record_loss``).
 """
 
 from __future__ import annotations
@@ -189,7 +179,6 @@ class SlotLeases:
 
     def __init__(self, db: str, seconds: float = LEASE_SECONDS) -> None:
         self.db = db
-        self.seconds = seconds
         self._end = _lease_end(seconds)
         # Each slot's filtered querysets, built once: building a filter costs more than the
         # statement itself, and both run between two calls, while the server idles. A slot
@@ -246,11 +235,6 @@ class SlotLeases:
         return self._leases(endpoint).filter(holder=holder).update(holder="", expires_at=None)
 
 
-def _anonymous_holder(gate: object) -> str:
-    """A holder name unique among processes, for a gate no consumer names."""
-    return f"{socket.gethostname()}:{os.getpid()}:gate-{id(gate)}"
-
-
 class LLMGate:
     """``permits`` slots for one endpoint, shared by every caller of this object and, as
     row leases in database ``db`` (``SlotLeases``), by every consumer of the endpoint.
@@ -293,9 +277,10 @@ class LLMGate:
         self._warmth: dict[str, _Warmth] = {}
         self._handed: dict[int, asyncio.Event] = {}  # slot -> set once its taker sent
         self.leases = leases if leases is not None else SlotLeases(db)
-        self.holder = fit(GateLease, "holder", holder) if holder else _anonymous_holder(self)
-        # A named holder may have a previous run's leases to free first; an anonymous one
-        # is new.
+        anonymous = f"{socket.gethostname()}:{os.getpid()}:gate-{id(self)}"
+        self.holder = fit(GateLease, "holder", holder) if holder else anonymous
+        # A named holder may have a previous run's leases to free first; an anonymous one,
+        # unique among processes, is new.
         self._adopted = not holder
         # Slots whose lease this gate holds: taken, not yet given back (a slot only being
         # taken or given back is not renewed, nor missed).
@@ -340,9 +325,7 @@ class LLMGate:
     def record_loss(self, code: str) -> None:
         """A call through the gate ended in a loss signal ``code`` (adaptive)."""
         if self.controller is not None:
-            change = self.controller.loss()
-            if change is not None:
-                self._changed(change, detail=f" error_code={code}")
+            self._changed(self.controller.loss(), detail=f" error_code={code}")
 
     def server_full(self) -> None:
         """The server says requests wait for it: the climb stops (adaptive)."""

@@ -194,15 +194,9 @@ def _json(payload: bytes | str) -> Any:
 class ReplyParser:
     """Collects a chat completion from stream lines or one whole JSON body."""
 
-    def __init__(
-        self,
-        clock: Callable[[], float] = time.monotonic,
-        *,
-        on_first_token: Callable[[], None] | None = None,
-    ) -> None:
-        self._clock = clock
+    def __init__(self, *, on_first_token: Callable[[], None] | None = None) -> None:
         self._on_first_token = on_first_token
-        self.started = clock()
+        self.started = time.monotonic()
         self.parts: list[str] = []
         self.finish_reason = ""
         self.model = ""
@@ -238,7 +232,7 @@ class ReplyParser:
         if content is not None and not isinstance(content, str):
             raise bad_response("content is not a string")
         if content:
-            at = self._clock()
+            at = time.monotonic()
             if self.first_token_at is None:
                 self.first_token_at = at
                 if self._on_first_token is not None:
@@ -273,7 +267,7 @@ class ReplyParser:
             raise LLMError(
                 ErrorCode.LLM_EMPTY, "the model returned no text (content null or blank)"
             )
-        now = self._clock()
+        now = time.monotonic()
         first, last = self.first_token_at, self.last_token_at
         prompt_tokens = _tokens(self.usage.get("prompt_tokens"))
         return LLMReply(

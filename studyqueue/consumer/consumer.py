@@ -1,24 +1,20 @@
 """The consumer: one long-lived object per process that turns pending jobs into results.
 
-A ``Consumer`` owns, for the life of the process, its event loop, its job store (three
-database connections and their threads: ``studyqueue.queue.store``) and the endpoint
-pool (each LLM server's client, gate and breaker: ``studyqueue.services.pool``). The
-cycle's own one-query reads, off the per-job path, use Django's async ORM (the manual's
-architecture page says which work goes where, and why). django-apscheduler calls
+A ``Consumer`` owns, for the life of the process, its event loop, its job store
+(``studyqueue.queue.store``) and the endpoint pool (``studyqueue.services.pool``);
+docs/architecture.md says which work goes where, and why. django-apscheduler calls
 ``Consumer.run_cycle()`` as its scheduled job (``studyqueue.consumer.scheduler``).
 
-One cycle (``Cycle``): reset stale jobs, then claim jobs in id order and keep up to
-twice the gates' limits of them in flight (at most the limits calling the LLM servers, the
-others loaded and waiting at a gate; a job storing its reply holds no place) until nothing
-is ready or the budget is spent.
-Each job runs in isolation: its exception never touches another job, an unexpected
-error fails it as ``internal``, and a crash leaves it to stale recovery.
+One cycle (``Cycle``): reset stale jobs, then claim jobs in id order and keep them in flight
+(``Cycle.in_flight``) until nothing is ready or the budget is spent. Each job runs in
+isolation: its exception never touches another job, an unexpected error fails it as
+``internal``, and a crash leaves it to stale recovery.
 
 The last look before an LLM call, in the gap where the server idles, reads the pauses this
 consumer knows of (``KnownPauses``), not the database (a read there cost 2.7-4.8 ms of a 10 ms
 gap): fed by a pause's ``NOTIFY`` (PostgreSQL) and the cycle's read while claimed jobs wait
-(twice a second). A kind it names is confirmed in the database before a job is held back (a
-resume sends no notice); the operator's guide ("Pause and resume") says what that guarantees.
+(``Cycle.check_pauses``). A kind it names is confirmed in the database before a job is held
+back (a resume sends no notice).
 """
 
 from __future__ import annotations
@@ -206,12 +202,11 @@ class Consumer:
         try:
             if not self._started:
                 await self.pool.ask_servers()
-                llm_url = endpoints.shown_urls()
                 await self.store.on_claims(
                     _record_start,
                     self.worker_id,
                     interval=self.interval,
-                    llm_url=llm_url,
+                    llm_url=endpoints.shown_urls(),
                     gate=str(conf.GATE_PERMITS),
                 )
                 self._started = True
@@ -459,11 +454,9 @@ class Cycle:
 
     @property
     def in_flight(self) -> int:
-        """Jobs kept in flight: one ready behind each gate slot the limit allows now (while
-        a call runs, the next job is claimed, loaded and waiting, and the gate hands it the
-        slot when the call ends). A larger BATCH_SIZE claims more at once; the extra jobs
-        wait their turn. A job storing its reply holds no place: the next claim need not
-        wait for that write."""
+        """Jobs kept in flight: one ready behind each gate slot the limit allows now (the gate
+        hands it the slot as the call ends), or BATCH_SIZE if larger. A job storing its reply
+        holds no place (``places``): the next claim need not wait for that write."""
         return max(2 * self.consumer.pool.limit, self.consumer.batch_size)
 
     @property

@@ -48,16 +48,12 @@ breaker_logger = logging.getLogger("studyqueue.breaker")
 
 
 class CircuitBreaker:
-    """Tracks server-wide LLM failures and how long claiming should pause.
+    """Tracks server-wide LLM failures and how long claiming should pause (each trip's pause:
+    ``retry.RetryStrategy.breaker_pause``). Any success closes it.
 
-    How long each trip pauses is the failure policy's (``retry.RetryStrategy.breaker_pause``:
-    doubling per consecutive trip, or the server's Retry-After, within ``BREAKER_BASE_SECONDS``
-    and ``BREAKER_MAX_SECONDS``). Any success closes it.
-
-    Failures that arrive together are one failure, as they are one loss for the adaptive
-    gate: a call that started before the breaker's last opening (``LLMError.call_started``)
-    saw the same outage as the call that opened it, so its failure neither counts another
-    trip (the pause would double once per call in flight) nor logs another line.
+    A call that started before the breaker's last opening (``LLMError.call_started``) saw the
+    same outage as the call that opened it: its failure neither counts another trip (the
+    pause would double once per call in flight) nor logs another line.
     """
 
     def __init__(self) -> None:
@@ -238,12 +234,8 @@ class SlotLeases:
 class LLMGate:
     """``permits`` slots for one endpoint, shared by every caller of this object and, as
     row leases in database ``db`` (``SlotLeases``), by every consumer of the endpoint.
-
-    ``run_db`` runs a sync function on the consumer's gate connection, so the gate's few
-    statements never queue behind a job's writes. ``holder`` names the leases (the
-    consumer's worker id): a consumer restarted under the same id frees its previous run's
-    leases on its first call instead of waiting for them to end.
-    """
+    ``run_db`` runs a sync function on the consumer's gate connection; ``holder`` names the
+    leases (the consumer's worker id: restarted, it frees its previous run's at once)."""
 
     def __init__(
         self,

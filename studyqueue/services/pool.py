@@ -266,8 +266,7 @@ class EndpointPool:
         """Since when every endpoint has been failing (None: some endpoint is up)."""
         if self.allows():
             return None
-        times = [m.breaker.failing_since for m in self.members]
-        return max(t for t in times if t is not None) if any(times) else None
+        return max(filter(None, (m.breaker.failing_since for m in self.members)), default=None)
 
     @property
     def limit(self) -> int:

@@ -30,7 +30,6 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -401,12 +400,7 @@ class Consumer:
     def __enter__(self) -> Consumer:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -351,14 +351,11 @@ class LLMGate:
             detail,
         )
         if change.new > change.old:
-            self._wake_waiters()
-
-    def _wake_waiters(self) -> None:
-        """Let every waiter look for a slot again: more may be taken now."""
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
+            # More may be taken now: every waiter looks for a slot again.
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def _in_flight(self) -> None:
         if self.controller is not None:

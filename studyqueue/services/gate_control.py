@@ -296,18 +296,14 @@ class GateController:
         return Change(change.old, change.new, Reason.RESTORED, self.rates.get(change.new))
 
     def _judged_early(self, stats: WindowStats, full: float) -> bool:
-        """Whether a climb's window can be judged before it is whole.
-
-        From half its calls on, a step is judged either way alike: when it beats the climb's
-        best by more than the noise of the two (a doubling that pays shows as ~2x), or falls
-        short of it by as much (more calls that cost tokens/s). Waiting for the whole window
-        would only spend time at a limit already shown not to be the one. A step within the
-        noise of the best (flat) waits for its whole window: judged sooner, a noisy server's
-        flat step and its small real gains look alike, and the climb settles too low.
-        The climb's first window, the yardstick, is judged from half the calls it wants:
-        the windows compared with it carry its noise in their margin, and on a batching
-        server it runs at the worst limit (one call at a time, at the start).
-        """
+        """Whether a climb's window can be judged before it is whole: from half its calls on,
+        when it beats the climb's best by what a step needs (a doubling that pays shows as
+        ~2x) or falls short of it by more than the noise; waiting would only spend time at a
+        limit already shown not to be the one. A flat step waits for its whole window: judged
+        sooner, a noisy server's flat step and its small real gains look alike, and the climb
+        settles too low. The climb's first window, the yardstick, is judged from half the calls
+        it wants: the windows compared with it carry its noise in their margin, and on a
+        batching server it runs at the worst limit (one call at a time, at the start)."""
         calls = len(self._window.speeds)
         if full < FULL_SHARE or calls < MIN_WINDOW_CALLS // 2:
             return False

@@ -237,9 +237,7 @@ class EndpointPool:
 
     def remaining(self) -> float:
         """Seconds until claiming may resume (0: some endpoint is up)."""
-        if self.allows():
-            return 0.0
-        return min(m.breaker.remaining() for m in self.members)
+        return max(0.0, self.open_until - time.monotonic())
 
     @property
     def failures(self) -> int:

@@ -230,9 +230,8 @@ class Consumer:
         return result
 
     def pause_before_next_cycle(self) -> float:
-        """Seconds before a cycle could claim anything: the rest of the breaker's pause (0
-        when it is closed). A cycle sooner would find nothing to do, so callers wait this
-        long; the log says why, once per pause."""
+        """Seconds before a cycle could claim anything (the rest of the breaker's pause, 0 when
+        closed): callers wait this long; the log says why, once per pause."""
         pool = self.pool
         remaining = pool.remaining()
         if remaining > 0 and pool.open_until != self._wait_logged_for:
@@ -289,9 +288,8 @@ class Consumer:
         return True
 
     def hand_back_paused_soon(self, kind: str) -> None:
-        """Note the pause of ``kind`` (``pauses``: even while no job waits, a claim in
-        flight may bring one) and ``hand_back_paused([kind])`` on the consumer's loop
-        (thread-safe: the listener's pause notice)."""
+        """Note the pause of ``kind`` (a claim in flight may bring a job of it) and hand back its
+        waiting jobs on the consumer's loop (thread-safe: the listener's pause notice)."""
         self.unstarted.pauses.noticed(kind)
         if not self.unstarted.jobs or self._closed:
             return
@@ -406,14 +404,13 @@ class Consumer:
 
 def _gate_for(consumer: Consumer, endpoint: Endpoint, client: LLMClient) -> LLMGate:
     """The gate of one endpoint: fixed or adaptive as its settings say."""
-    auto = endpoint.auto
     return LLMGate(
         client.redact(endpoint.url),  # names the gate in messages: no secrets
-        permits=1 if auto else int(endpoint.permits),
+        permits=endpoint.slots,
         timeout=conf.GATE_TIMEOUT_SECONDS,
         run_db=consumer.store.on_gate,
         db=consumer.store.alias,
-        controller=GateController(max_limit=endpoint.max_permits) if auto else None,
+        controller=GateController(max_limit=endpoint.max_permits) if endpoint.auto else None,
         holder=consumer.worker_id,  # restarted under this id, it takes its leases back at once
         calls_coming=consumer.calls_coming,
     )
@@ -488,8 +485,7 @@ class Cycle:
             if self.stop_seen_at is not None and self.wait_timeout() == 0:
                 await self.grace_expired()
         if self.db_error is not None:
-            # Running jobs have finished; the scheduler retries the cycle soon, on a
-            # fresh connection.
+            # Running jobs have finished; the scheduler retries soon, on a fresh connection.
             logger.warning(
                 "study_consumer_db_error worker=%s error=%r", consumer.worker_id, self.db_error
             )

@@ -61,8 +61,7 @@ class ConsumerJobStore(DjangoJobStore):
         return self._own(super().get_all_jobs())
 
     def get_next_run_time(self) -> datetime | None:
-        jobs = self.get_all_jobs()
-        return min((job.next_run_time for job in jobs if job.next_run_time), default=None)
+        return min((j.next_run_time for j in self.get_all_jobs() if j.next_run_time), default=None)
 
     def remove_all_jobs(self) -> None:
         DjangoJob.objects.filter(id__startswith=self.prefix).delete()
@@ -101,19 +100,15 @@ class ScheduledConsumer:
     work is due; ``run()`` blocks until the consumer is asked to stop."""
 
     def __init__(self, consumer: Consumer) -> None:
-        self.consumer = consumer
+        self.consumer, worker_id = consumer, consumer.worker_id
         self.interval = consumer.interval
-        self.prefix = job_prefix(consumer.worker_id)
+        self.prefix = job_prefix(worker_id)
         self.consume_job_id = f"{self.prefix}consume"
         self._lock = threading.Lock()
         self._cycle_ended = threading.Condition(self._lock)
         self._cycle_running = False
         self._wake_pending = False
-        self.scheduler = self._build_scheduler()
-
-    def _build_scheduler(self) -> BackgroundScheduler:
-        worker_id = self.consumer.worker_id
-        scheduler = BackgroundScheduler(
+        self.scheduler = scheduler = BackgroundScheduler(
             timezone=settings.TIME_ZONE,
             # One worker thread, one instance per job (APScheduler's default): no overlap.
             executors={"default": ThreadPoolExecutor(max_workers=1)},
@@ -141,7 +136,6 @@ class ScheduledConsumer:
             replace_existing=True,
         )
         scheduler.add_listener(self.after_cycle, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
-        return scheduler
 
     def run(self, announce: Callable[[str], object] = print) -> None:
         """Run until the consumer is asked to stop (``Consumer.request_stop()``, e.g. from a

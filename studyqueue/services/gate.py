@@ -114,10 +114,9 @@ class CircuitBreaker:
 
 logger = logging.getLogger("studyqueue.gate")
 
-# After this long without a call on a prefix, the next call warms it alone again. The
-# server's prompt cache is bounded (LRU), not timed: a minute of silence is when other
-# work sharing the server has likely pushed our prefix out, and re-warming costs only one
-# call's time to first token, so erring on the short side is cheap.
+# After this long without a call on a prefix, the next call warms it alone again: the server's
+# prompt cache is an LRU, which other work has likely pushed our prefix out of after a minute
+# of silence, and re-warming too soon costs only one call's time to first token.
 WARM_IDLE_SECONDS = 60.0
 
 # The most a caller that handed its slot over waits for the taker's request to go out: a
@@ -363,11 +362,8 @@ class LLMGate:
 
     @contextlib.asynccontextmanager
     async def slot(self, prefix: str | None = None) -> AsyncIterator[int]:
-        """Hold one slot for the body of the ``async with``.
-
-        ``prefix`` names the prompt prefix the call sends: while it is cold, one call goes
-        first and the others wait for its ``warmed(prefix)`` or its end (see the module).
-        """
+        """Hold one slot for the body of the ``async with``; ``prefix`` names the prompt prefix
+        the call sends (warm-first: see the module)."""
         if prefix is None or self.permits == 1:
             slot = await self.acquire()
             try:
@@ -427,13 +423,9 @@ class LLMGate:
             warmth.ready.set()
 
     async def acquire(self) -> int:
-        """Wait for a slot (its number); raises ``GateTimeout``.
-
-        Waits for a hand-over from a caller of this gate; a slot held by another
-        process is polled for with a growing pause.
-        """
-        started = time.monotonic()
-        deadline = started + self.timeout
+        """Wait for a slot (its number): handed over by a caller of this gate, or polled for
+        with a growing pause while another process holds it; raises ``GateTimeout``."""
+        deadline = time.monotonic() + self.timeout
         pause = 0.01
         while True:
             slot = await self._try_take()

@@ -456,19 +456,6 @@ def _when_sent(on_sent: Callable[[], None]) -> Callable[[str, Any], Awaitable[No
     return trace
 
 
-async def _probe_one(url: str, api_key: str, deadline: float, connect_timeout: float) -> Probe:
-    async with LLMClient(
-        base_url=url,
-        api_key=api_key,
-        timeout=deadline,
-        stall_seconds=deadline,
-        connect_timeout=min(connect_timeout, deadline),
-        max_connections=1,
-        max_reply_bytes=PROBE_MAX_BYTES,
-    ) as client:
-        return await client.probe()
-
-
 def probe_servers(
     targets: Sequence[tuple[str, str]],
     *,
@@ -478,8 +465,19 @@ def probe_servers(
     """``Probe`` each ``(url, api_key)`` at once, within ``deadline`` seconds; blocking (call
     it where no event loop runs)."""
 
+    async def probe(url: str, api_key: str) -> Probe:
+        async with LLMClient(
+            base_url=url,
+            api_key=api_key,
+            timeout=deadline,
+            stall_seconds=deadline,
+            connect_timeout=min(connect_timeout, deadline),
+            max_connections=1,
+            max_reply_bytes=PROBE_MAX_BYTES,
+        ) as client:
+            return await client.probe()
+
     async def run() -> list[Probe]:
-        probes = (_probe_one(url, key, deadline, connect_timeout) for url, key in targets)
-        return list(await asyncio.gather(*probes))
+        return list(await asyncio.gather(*(probe(url, key) for url, key in targets)))
 
     return asyncio.run(run())

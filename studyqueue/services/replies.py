@@ -4,6 +4,7 @@ fits the database columns on every backend."""
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import json
 import math
@@ -118,14 +119,9 @@ def parse_retry_after(value: str | None) -> float | None:
     if not value:
         return None
     value = value.strip()
-    try:
+    with contextlib.suppress(ValueError):  # not a number: an HTTP date
         seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        if not math.isfinite(seconds) or seconds < 0:
-            return None
-        return min(seconds, RETRY_AFTER_MAX)
+        return min(seconds, RETRY_AFTER_MAX) if math.isfinite(seconds) and seconds >= 0 else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):

@@ -86,14 +86,13 @@ class CycleResult:
 
     def summary(self) -> str:
         """The cycle as ``key=value`` pairs."""
-        due = "-" if self.next_due_in is None else f"{self.next_due_in:.1f}"
         fields = {
             "claimed": self.claimed,
             **{str(k): v for k, v in sorted(self.outcomes.items())},
             "stale_reset": self.stale_reset,
             "stale_failed": self.stale_failed,
             "paused_s": f"{self.paused_for:.1f}",
-            "next_due_s": due,
+            "next_due_s": "-" if self.next_due_in is None else f"{self.next_due_in:.1f}",
         }
         return " ".join(f"{k}={v}" for k, v in fields.items())
 
@@ -126,12 +125,10 @@ class Unstarted:
 
 
 class Consumer:
-    """Claims and runs jobs, one ``run_cycle()`` at a time; close it when done.
-
-    ``should_stop`` (default: ``request_stop()`` was called) is polled: once true, no
-    new job starts, running ones get ``SHUTDOWN_GRACE_SECONDS`` to finish, and jobs
-    still running then are handed back without losing their attempt.
-    """
+    """Claims and runs jobs, one ``run_cycle()`` at a time; close it when done. Once
+    ``should_stop`` (default: ``request_stop()`` was called) is true, no new job starts, running
+    ones get ``SHUTDOWN_GRACE_SECONDS`` to finish, and jobs still running then are handed back
+    without losing their attempt."""
 
     def __init__(
         self,
@@ -148,8 +145,7 @@ class Consumer:
         self.budget = conf.CYCLE_BUDGET_SECONDS if budget is None else budget
         self._stop = threading.Event()
         self.stopping: Callable[[], bool] = should_stop or self._stop.is_set
-        # Three connections (``queue.store``): neither a claim nor a gate's lease, in the gap
-        # between two calls, queues behind a job's write.
+        # Three connections (``queue.store``): a claim or a lease never waits on a job's write.
         self.store = JobStore()
         self._runner = asyncio.Runner()
         # The LLM servers, each with its client, its gate (shared with every consumer of
@@ -530,13 +526,12 @@ class Cycle:
                 # Claimed as the stop came: start nothing new.
                 self.result.outcomes[await consumer.release(job, "consumer stopping")] += 1
                 continue
-            task = asyncio.create_task(consumer.run_claimed(job), name=f"job-{job.pk}")
-            self.running.add(task)
+            self.running.add(asyncio.create_task(consumer.run_claimed(job), name=f"job-{job.pk}"))
 
     async def queue_notices(self) -> None:
-        """Queue the notice of each question set now done (``question_sets``): after a
-        cycle that finished jobs, else every ``NOTICE_SWEEP_SECONDS``. Before the cycle
-        reports what is due, so that a drain sends the notice its last job made due."""
+        """Queue the notice of each question set now done: after a cycle that finished jobs,
+        else every ``NOTICE_SWEEP_SECONDS``; before the cycle reads what is due, so a drain sends
+        the notice its last job made due."""
         consumer = self.consumer
         finished = sum(n for outcome, n in self.result.outcomes.items() if outcome in _ENDINGS)
         if not finished and time.monotonic() - consumer.notices_swept_at < NOTICE_SWEEP_SECONDS:
@@ -548,9 +543,8 @@ class Cycle:
             logger.warning("study_set_notice_sweep_failed error=%s", type(exc).__name__)
 
     async def check_pauses(self) -> None:
-        """While claimed jobs wait to start, look for a pause of their kind twice a second
-        (on PostgreSQL the pause's NOTIFY is sooner; this covers SQLite and a lost one),
-        and keep what it found for the jobs' last look (``Unstarted``)."""
+        """While claimed jobs wait to start, look for a pause twice a second (SQLite, or a lost
+        NOTIFY) and keep what it found for the jobs' last look (``Unstarted``)."""
         consumer = self.consumer
         pauses = consumer.unstarted.pauses
         if not consumer.unstarted.jobs or time.monotonic() - self.pauses_checked_at < 0.5:
@@ -570,8 +564,7 @@ class Cycle:
         """Count a finished job; a place in flight is free, so claiming may go on."""
         self.running.discard(task)
         self.nothing_ready = False
-        # A task cancelled before it ever ran wrote nothing: its job is left to stale
-        # recovery.
+        # A task cancelled before it ever ran wrote nothing: its job is left to stale recovery.
         outcome = Outcome.LOST if task.cancelled() else task.result()
         self.result.outcomes[outcome] += 1
 

@@ -4,9 +4,8 @@ I/O, time from the clock it is given. Fed every call that ends or fails with a l
 the calls in flight, it answers the ``limit``, measuring tokens/s in windows of calls at one
 limit. Beyond the manual's outline:
 
-- a step pays only by enough for the calls it adds (``GAIN_EXPONENT``): a server that gains
-  nothing from a second call still shows a few per cent more with two (the client's time
-  between calls is hidden), and that is no reason to make every call wait behind another;
+- a step pays only by enough for the calls it adds (``GAIN_EXPONENT``): a few per cent more
+  is no reason to make every call wait behind another;
 - one step past a step that does not pay: a batching server may gain little from 1 to 2 calls
   and much from 2 to 4 (mlx_lm.server batches in 0.5 s slices), and one window on a loaded
   machine can be unlucky;
@@ -39,8 +38,7 @@ TARGET_NOISE = 0.05
 MAX_WINDOW_CALLS = 48
 # ... and lasts this long: several of mlx_lm.server's 0.5 s batching slices.
 MIN_WINDOW_SECONDS = 2.0
-# A rise counts when it exceeds this many standard errors of the two windows compared,
-# and at least MIN_RISE.
+# A rise counts when it exceeds this many standard errors of the two windows (and MIN_RISE).
 NOISE_Z = 2.0
 MIN_RISE = 0.05
 # A step from ``b`` to ``c`` calls pays only when tokens/s grows at least ``(c / b) **

@@ -249,8 +249,7 @@ class EndpointPool:
         """While every endpoint is down: the error of the one back soonest."""
         if self.allows():
             return None
-        soonest = min(self.members, key=lambda m: m.breaker.remaining())
-        return soonest.breaker.last_error
+        return min(self.members, key=lambda m: m.breaker.remaining()).breaker.last_error
 
     @property
     def open_until(self) -> float:

@@ -45,8 +45,7 @@ class LLMError(Exception):
         self.code = code
         self.message = message
         self.retry_after = retry_after
-        # time.monotonic() when the failed call started (None: not a call's failure): the
-        # breaker counts the failures of calls already running when it opened as that opening.
+        # time.monotonic() when the failed call started, for the breaker (None: not a call's).
         self.call_started = call_started
         # Every job would hit the same error (server down, unknown model, wrong URL, bad key):
         # the consumer pauses instead of failing jobs one by one.

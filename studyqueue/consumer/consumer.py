@@ -1,24 +1,20 @@
 """The consumer: one long-lived object per process that turns pending jobs into results.
 
-A ``Consumer`` owns, for the life of the process, its event loop, its job store (three
-database connections and their threads: ``studyqueue.queue.store``) and the endpoint
-pool (each LLM server's client, gate and breaker: ``studyqueue.services.pool``). The
-cycle's own one-query reads, off the per-job path, use Django's async ORM (the manual's
-architecture page says which work goes where, and why). django-apscheduler calls
+A ``Consumer`` owns, for the life of the process, its event loop, its job store
+(``studyqueue.queue.store``) and the endpoint pool (``studyqueue.services.pool``);
+docs/architecture.md says which work goes where, and why. django-apscheduler calls
 ``Consumer.run_cycle()`` as its scheduled job (``studyqueue.consumer.scheduler``).
 
-One cycle (``Cycle``): reset stale jobs, then claim jobs in id order and keep up to
-twice the gates' limits of them in flight (at most the limits calling the LLM servers, the
-others loaded and waiting at a gate; a job storing its reply holds no place) until nothing
-is ready or the budget is spent.
-Each job runs in isolation: its exception never touches another job, an unexpected
-error fails it as ``internal``, and a crash leaves it to stale recovery.
+One cycle (``Cycle``): reset stale jobs, then claim jobs in id order and keep them in flight
+(``Cycle.in_flight``) until nothing is ready or the budget is spent. Each job runs in
+isolation: its exception never touches another job, an unexpected error fails it as
+``internal``, and a crash leaves it to stale recovery.
 
 The last look before an LLM call, in the gap where the server idles, reads the pauses this
 consumer knows of (``KnownPauses``), not the database (a read there cost 2.7-4.8 ms of a 10 ms
 gap): fed by a pause's ``NOTIFY`` (PostgreSQL) and the cycle's read while claimed jobs wait
-(twice a second). A kind it names is confirmed in the database before a job is held back (a
-resume sends no notice); the operator's guide ("Pause and resume") says what that guarantees.
+(``Cycle.check_pauses``). A kind it names is confirmed in the database before a job is held
+back (a resume sends no notice).
 """
 
 from __future__ import annotations
@@ -34,7 +30,6 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -91,14 +86,13 @@ class CycleResult:
 
     def summary(self) -> str:
         """The cycle as ``key=value`` pairs."""
-        due = "-" if self.next_due_in is None else f"{self.next_due_in:.1f}"
         fields = {
             "claimed": self.claimed,
             **{str(k): v for k, v in sorted(self.outcomes.items())},
             "stale_reset": self.stale_reset,
             "stale_failed": self.stale_failed,
             "paused_s": f"{self.paused_for:.1f}",
-            "next_due_s": due,
+            "next_due_s": "-" if self.next_due_in is None else f"{self.next_due_in:.1f}",
         }
         return " ".join(f"{k}={v}" for k, v in fields.items())
 
@@ -131,12 +125,10 @@ class Unstarted:
 
 
 class Consumer:
-    """Claims and runs jobs, one ``run_cycle()`` at a time; close it when done.
-
-    ``should_stop`` (default: ``request_stop()`` was called) is polled: once true, no
-    new job starts, running ones get ``SHUTDOWN_GRACE_SECONDS`` to finish, and jobs
-    still running then are handed back without losing their attempt.
-    """
+    """Claims and runs jobs, one ``run_cycle()`` at a time; close it when done. Once
+    ``should_stop`` (default: ``request_stop()`` was called) is true, no new job starts, running
+    ones get ``SHUTDOWN_GRACE_SECONDS`` to finish, and jobs still running then are handed back
+    without losing their attempt."""
 
     def __init__(
         self,
@@ -153,8 +145,7 @@ class Consumer:
         self.budget = conf.CYCLE_BUDGET_SECONDS if budget is None else budget
         self._stop = threading.Event()
         self.stopping: Callable[[], bool] = should_stop or self._stop.is_set
-        # Three connections (``queue.store``): neither a claim nor a gate's lease, in the gap
-        # between two calls, queues behind a job's write.
+        # Three connections (``queue.store``): a claim or a lease never waits on a job's write.
         self.store = JobStore()
         self._runner = asyncio.Runner()
         # The LLM servers, each with its client, its gate (shared with every consumer of
@@ -206,12 +197,11 @@ class Consumer:
         try:
             if not self._started:
                 await self.pool.ask_servers()
-                llm_url = endpoints.shown_urls()
                 await self.store.on_claims(
                     _record_start,
                     self.worker_id,
                     interval=self.interval,
-                    llm_url=llm_url,
+                    llm_url=endpoints.shown_urls(),
                     gate=str(conf.GATE_PERMITS),
                 )
                 self._started = True
@@ -236,9 +226,8 @@ class Consumer:
         return result
 
     def pause_before_next_cycle(self) -> float:
-        """Seconds before a cycle could claim anything: the rest of the breaker's pause (0
-        when it is closed). A cycle sooner would find nothing to do, so callers wait this
-        long; the log says why, once per pause."""
+        """Seconds before a cycle could claim anything (the rest of the breaker's pause, 0 when
+        closed): callers wait this long; the log says why, once per pause."""
         pool = self.pool
         remaining = pool.remaining()
         if remaining > 0 and pool.open_until != self._wait_logged_for:
@@ -295,9 +284,8 @@ class Consumer:
         return True
 
     def hand_back_paused_soon(self, kind: str) -> None:
-        """Note the pause of ``kind`` (``pauses``: even while no job waits, a claim in
-        flight may bring one) and ``hand_back_paused([kind])`` on the consumer's loop
-        (thread-safe: the listener's pause notice)."""
+        """Note the pause of ``kind`` (a claim in flight may bring a job of it) and hand back its
+        waiting jobs on the consumer's loop (thread-safe: the listener's pause notice)."""
         self.unstarted.pauses.noticed(kind)
         if not self.unstarted.jobs or self._closed:
             return
@@ -406,25 +394,19 @@ class Consumer:
     def __enter__(self) -> Consumer:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
 def _gate_for(consumer: Consumer, endpoint: Endpoint, client: LLMClient) -> LLMGate:
     """The gate of one endpoint: fixed or adaptive as its settings say."""
-    auto = endpoint.auto
     return LLMGate(
         client.redact(endpoint.url),  # names the gate in messages: no secrets
-        permits=1 if auto else int(endpoint.permits),
+        permits=endpoint.slots,
         timeout=conf.GATE_TIMEOUT_SECONDS,
         run_db=consumer.store.on_gate,
         db=consumer.store.alias,
-        controller=GateController(max_limit=endpoint.max_permits) if auto else None,
+        controller=GateController(max_limit=endpoint.max_permits) if endpoint.auto else None,
         holder=consumer.worker_id,  # restarted under this id, it takes its leases back at once
         calls_coming=consumer.calls_coming,
     )
@@ -459,11 +441,9 @@ class Cycle:
 
     @property
     def in_flight(self) -> int:
-        """Jobs kept in flight: one ready behind each gate slot the limit allows now (while
-        a call runs, the next job is claimed, loaded and waiting, and the gate hands it the
-        slot when the call ends). A larger BATCH_SIZE claims more at once; the extra jobs
-        wait their turn. A job storing its reply holds no place: the next claim need not
-        wait for that write."""
+        """Jobs kept in flight: one ready behind each gate slot the limit allows now (the gate
+        hands it the slot as the call ends), or BATCH_SIZE if larger. A job storing its reply
+        holds no place (``places``): the next claim need not wait for that write."""
         return max(2 * self.consumer.pool.limit, self.consumer.batch_size)
 
     @property
@@ -501,8 +481,7 @@ class Cycle:
             if self.stop_seen_at is not None and self.wait_timeout() == 0:
                 await self.grace_expired()
         if self.db_error is not None:
-            # Running jobs have finished; the scheduler retries the cycle soon, on a
-            # fresh connection.
+            # Running jobs have finished; the scheduler retries soon, on a fresh connection.
             logger.warning(
                 "study_consumer_db_error worker=%s error=%r", consumer.worker_id, self.db_error
             )
@@ -547,13 +526,12 @@ class Cycle:
                 # Claimed as the stop came: start nothing new.
                 self.result.outcomes[await consumer.release(job, "consumer stopping")] += 1
                 continue
-            task = asyncio.create_task(consumer.run_claimed(job), name=f"job-{job.pk}")
-            self.running.add(task)
+            self.running.add(asyncio.create_task(consumer.run_claimed(job), name=f"job-{job.pk}"))
 
     async def queue_notices(self) -> None:
-        """Queue the notice of each question set now done (``question_sets``): after a
-        cycle that finished jobs, else every ``NOTICE_SWEEP_SECONDS``. Before the cycle
-        reports what is due, so that a drain sends the notice its last job made due."""
+        """Queue the notice of each question set now done: after a cycle that finished jobs,
+        else every ``NOTICE_SWEEP_SECONDS``; before the cycle reads what is due, so a drain sends
+        the notice its last job made due."""
         consumer = self.consumer
         finished = sum(n for outcome, n in self.result.outcomes.items() if outcome in _ENDINGS)
         if not finished and time.monotonic() - consumer.notices_swept_at < NOTICE_SWEEP_SECONDS:
@@ -565,9 +543,8 @@ class Cycle:
             logger.warning("study_set_notice_sweep_failed error=%s", type(exc).__name__)
 
     async def check_pauses(self) -> None:
-        """While claimed jobs wait to start, look for a pause of their kind twice a second
-        (on PostgreSQL the pause's NOTIFY is sooner; this covers SQLite and a lost one),
-        and keep what it found for the jobs' last look (``Unstarted``)."""
+        """While claimed jobs wait to start, look for a pause twice a second (SQLite, or a lost
+        NOTIFY) and keep what it found for the jobs' last look (``Unstarted``)."""
         consumer = self.consumer
         pauses = consumer.unstarted.pauses
         if not consumer.unstarted.jobs or time.monotonic() - self.pauses_checked_at < 0.5:
@@ -587,8 +564,7 @@ class Cycle:
         """Count a finished job; a place in flight is free, so claiming may go on."""
         self.running.discard(task)
         self.nothing_ready = False
-        # A task cancelled before it ever ran wrote nothing: its job is left to stale
-        # recovery.
+        # A task cancelled before it ever ran wrote nothing: its job is left to stale recovery.
         outcome = Outcome.LOST if task.cancelled() else task.result()
         self.result.outcomes[outcome] += 1
 

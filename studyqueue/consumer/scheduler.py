@@ -61,8 +61,7 @@ class ConsumerJobStore(DjangoJobStore):
         return self._own(super().get_all_jobs())
 
     def get_next_run_time(self) -> datetime | None:
-        jobs = self.get_all_jobs()
-        return min((job.next_run_time for job in jobs if job.next_run_time), default=None)
+        return min((j.next_run_time for j in self.get_all_jobs() if j.next_run_time), default=None)
 
     def remove_all_jobs(self) -> None:
         DjangoJob.objects.filter(id__startswith=self.prefix).delete()
@@ -101,19 +100,15 @@ class ScheduledConsumer:
     work is due; ``run()`` blocks until the consumer is asked to stop."""
 
     def __init__(self, consumer: Consumer) -> None:
-        self.consumer = consumer
+        self.consumer, worker_id = consumer, consumer.worker_id
         self.interval = consumer.interval
-        self.prefix = job_prefix(consumer.worker_id)
+        self.prefix = job_prefix(worker_id)
         self.consume_job_id = f"{self.prefix}consume"
         self._lock = threading.Lock()
         self._cycle_ended = threading.Condition(self._lock)
         self._cycle_running = False
         self._wake_pending = False
-        self.scheduler = self._build_scheduler()
-
-    def _build_scheduler(self) -> BackgroundScheduler:
-        worker_id = self.consumer.worker_id
-        scheduler = BackgroundScheduler(
+        self.scheduler = scheduler = BackgroundScheduler(
             timezone=settings.TIME_ZONE,
             # One worker thread, one instance per job (APScheduler's default): no overlap.
             executors={"default": ThreadPoolExecutor(max_workers=1)},
@@ -141,14 +136,19 @@ class ScheduledConsumer:
             replace_existing=True,
         )
         scheduler.add_listener(self.after_cycle, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
-        return scheduler
 
     def run(self, announce: Callable[[str], object] = print) -> None:
         """Run until the consumer is asked to stop (``Consumer.request_stop()``, e.g. from a
         signal handler, even before this starts); then let the running cycle end."""
-        worker_id = self.consumer.worker_id
+        consumer, worker_id = self.consumer, self.consumer.worker_id
         llm_url = endpoints.shown_urls()
-        self.listen_for_jobs()
+        # A ready job wakes an idle consumer at once (LISTEN on PostgreSQL, ``on_message``) or
+        # within a second (the poll thread); the interval stays the fallback for a lost notice.
+        listening = notify.start_listener(
+            consumer.store.alias, self.on_message, stopping=consumer.stopping, wait=consumer.wait
+        )
+        if not listening:
+            poll.start_poller(consumer.store.alias, self.wake, idle=self.idle, wait=consumer.wait)
         _running[worker_id] = self
         try:
             self.scheduler.start()
@@ -159,13 +159,13 @@ class ScheduledConsumer:
                 self.interval,
                 conf.GATE_PERMITS,
                 llm_url,
-                pg.mode(self.consumer.store.alias),  # straight, direct URL, or pooled
+                pg.mode(consumer.store.alias),  # straight, direct URL, or pooled
             )
             announce(
                 gettext("Consumer %(worker)s running every %(interval)ss against %(url)s.")
                 % {"worker": worker_id, "interval": f"{self.interval:g}", "url": llm_url}
             )
-            self.consumer.wait_for_stop()
+            consumer.wait_for_stop()
             # The running cycle ends first: shutdown(wait=True) waits for it while holding
             # the job store lock, which a starting cycle needs to park its trigger
             # (modify_job): a deadlock. A cycle starting now sees the stop and parks nothing.
@@ -240,12 +240,3 @@ class ScheduledConsumer:
         """No cycle is running (thread-safe)."""
         with self._lock:
             return not self._cycle_running
-
-    def listen_for_jobs(self) -> threading.Thread | None:
-        """The LISTEN thread on PostgreSQL (``on_message``), else the poll thread: a ready job
-        wakes an idle consumer within a second. The interval stays the fallback: a lost
-        notification only costs latency."""
-        consumer = self.consumer
-        return notify.start_listener(
-            consumer.store.alias, self.on_message, stopping=consumer.stopping, wait=consumer.wait
-        ) or poll.start_poller(consumer.store.alias, self.wake, idle=self.idle, wait=consumer.wait)

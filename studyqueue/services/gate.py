@@ -1,32 +1,22 @@
-"""The gate that bounds concurrent calls to one LLM endpoint.
+"""The gate that bounds concurrent calls to one LLM endpoint, and the circuit breaker beside it:
+the gate bounds how many calls go at once; the breaker, whether any go.
 
-A gate has ``permits`` numbered slots, shared by one consumer's callers. Each slot taken is
-also a row lease (``GateLease``) on the database's clock, so the bound holds across processes
-and hosts, on every database and behind a transaction pooler: one update takes a slot that is
-free or whose lease ended, its holder renews it every ``RENEW_SECONDS`` and gives it back. A
-consumer that dies frees its slots within ``LEASE_SECONDS``; one restarted under the same
-worker id frees them at once.
+A gate's ``permits`` numbered slots are row leases (``GateLease``) on the database's clock,
+shared by every consumer of the endpoint (docs/architecture.md says why and how they end).
+Between two calls of one consumer the lease stays held: a slot given back while another caller
+waits is handed over (the giver goes on once the taker has ``sent(slot)`` its request, or
+within ``HANDOVER_WAIT_SECONDS``: storing its reply would compete with the taker's call start
+for the interpreter), and one given back while a call is coming (``calls_coming``) is kept for
+it until the renewal or ``idle()``.
 
-Between two calls of one consumer the lease stays held, with no database round trip: a slot
-given back while another caller waits is handed over (the giver goes on once the taker has
-sent its request, ``sent(slot)``, or within ``HANDOVER_WAIT_SECONDS``: storing its reply
-would compete with the taker's call start for the interpreter), and one given back while a
-call is coming (``calls_coming``) is kept for it until the renewal or ``idle()``. A consumer
-refused a slot says that it waits (``SlotLeases.want``); a holder that sees it at a renewal
-gives its next slot back and keeps off for ``YIELD_SECONDS``, so none waits for long.
-
-Warm-first: a caller that names its prompt's prefix (the prompt version's hash) is admitted
-alone while that prefix is cold for this gate (first use, after ``idle_seconds`` without a
-call); the others wait until its first token (``warmed``) or its end, and find the prefix in
-the server's prompt cache instead of all prefilling it at once.
+Warm-first: a caller that names its prompt's prefix is admitted alone while that prefix is
+cold for this gate (first use, after ``idle_seconds`` without a call); the others wait until
+its first token (``warmed``) or its end, and find the prefix in the server's prompt cache
+instead of all prefilling it at once.
 
 Adaptive (``GATE_PERMITS=auto``): given a ``GateController``, the gate numbers ``max_limit``
-slots, lets callers take only those below the controller's ``limit`` (a slot above it is
-taken by no process) and its own ``max_limit``, and tells the controller its calls in flight
-and each call's outcome (``record``, ``record_loss``). ``services.pool`` shows its use.
-
-The circuit breaker (``CircuitBreaker``) beside it stops claiming while the LLM server fails
-as a whole: the gate bounds how many calls go at once; the breaker, whether any go.
+slots, lets callers take those below the controller's limit, and tells it its calls in flight
+and each call's outcome (``record``, ``record_loss``).
 """
 
 from __future__ import annotations
@@ -58,16 +48,12 @@ breaker_logger = logging.getLogger("studyqueue.breaker")
 
 
 class CircuitBreaker:
-    """Tracks server-wide LLM failures and how long claiming should pause.
+    """Tracks server-wide LLM failures and how long claiming should pause (each trip's pause:
+    ``retry.RetryStrategy.breaker_pause``). Any success closes it.
 
-    How long each trip pauses is the failure policy's (``retry.RetryStrategy.breaker_pause``:
-    doubling per consecutive trip, or the server's Retry-After, within ``BREAKER_BASE_SECONDS``
-    and ``BREAKER_MAX_SECONDS``). Any success closes it.
-
-    Failures that arrive together are one failure, as they are one loss for the adaptive
-    gate: a call that started before the breaker's last opening (``LLMError.call_started``)
-    saw the same outage as the call that opened it, so its failure neither counts another
-    trip (the pause would double once per call in flight) nor logs another line.
+    A call that started before the breaker's last opening (``LLMError.call_started``) saw the
+    same outage as the call that opened it: its failure neither counts another trip (the
+    pause would double once per call in flight) nor logs another line.
     """
 
     def __init__(self) -> None:
@@ -128,10 +114,9 @@ class CircuitBreaker:
 
 logger = logging.getLogger("studyqueue.gate")
 
-# After this long without a call on a prefix, the next call warms it alone again. The
-# server's prompt cache is bounded (LRU), not timed: a minute of silence is when other
-# work sharing the server has likely pushed our prefix out, and re-warming costs only one
-# call's time to first token, so erring on the short side is cheap.
+# After this long without a call on a prefix, the next call warms it alone again: the server's
+# prompt cache is an LRU, which other work has likely pushed our prefix out of after a minute
+# of silence, and re-warming too soon costs only one call's time to first token.
 WARM_IDLE_SECONDS = 60.0
 
 # The most a caller that handed its slot over waits for the taker's request to go out: a
@@ -189,7 +174,6 @@ class SlotLeases:
 
     def __init__(self, db: str, seconds: float = LEASE_SECONDS) -> None:
         self.db = db
-        self.seconds = seconds
         self._end = _lease_end(seconds)
         # Each slot's filtered querysets, built once: building a filter costs more than the
         # statement itself, and both run between two calls, while the server idles. A slot
@@ -246,20 +230,11 @@ class SlotLeases:
         return self._leases(endpoint).filter(holder=holder).update(holder="", expires_at=None)
 
 
-def _anonymous_holder(gate: object) -> str:
-    """A holder name unique among processes, for a gate no consumer names."""
-    return f"{socket.gethostname()}:{os.getpid()}:gate-{id(gate)}"
-
-
 class LLMGate:
     """``permits`` slots for one endpoint, shared by every caller of this object and, as
     row leases in database ``db`` (``SlotLeases``), by every consumer of the endpoint.
-
-    ``run_db`` runs a sync function on the consumer's gate connection, so the gate's few
-    statements never queue behind a job's writes. ``holder`` names the leases (the
-    consumer's worker id): a consumer restarted under the same id frees its previous run's
-    leases on its first call instead of waiting for them to end.
-    """
+    ``run_db`` runs a sync function on the consumer's gate connection; ``holder`` names the
+    leases (the consumer's worker id: restarted, it frees its previous run's at once)."""
 
     def __init__(
         self,
@@ -293,9 +268,10 @@ class LLMGate:
         self._warmth: dict[str, _Warmth] = {}
         self._handed: dict[int, asyncio.Event] = {}  # slot -> set once its taker sent
         self.leases = leases if leases is not None else SlotLeases(db)
-        self.holder = fit(GateLease, "holder", holder) if holder else _anonymous_holder(self)
-        # A named holder may have a previous run's leases to free first; an anonymous one
-        # is new.
+        anonymous = f"{socket.gethostname()}:{os.getpid()}:gate-{id(self)}"
+        self.holder = fit(GateLease, "holder", holder) if holder else anonymous
+        # A named holder may have a previous run's leases to free first; an anonymous one,
+        # unique among processes, is new.
         self._adopted = not holder
         # Slots whose lease this gate holds: taken, not yet given back (a slot only being
         # taken or given back is not renewed, nor missed).
@@ -340,9 +316,7 @@ class LLMGate:
     def record_loss(self, code: str) -> None:
         """A call through the gate ended in a loss signal ``code`` (adaptive)."""
         if self.controller is not None:
-            change = self.controller.loss()
-            if change is not None:
-                self._changed(change, detail=f" error_code={code}")
+            self._changed(self.controller.loss(), detail=f" error_code={code}")
 
     def server_full(self) -> None:
         """The server says requests wait for it: the climb stops (adaptive)."""
@@ -376,14 +350,11 @@ class LLMGate:
             detail,
         )
         if change.new > change.old:
-            self._wake_waiters()
-
-    def _wake_waiters(self) -> None:
-        """Let every waiter look for a slot again: more may be taken now."""
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
+            # More may be taken now: every waiter looks for a slot again.
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def _in_flight(self) -> None:
         if self.controller is not None:
@@ -391,11 +362,8 @@ class LLMGate:
 
     @contextlib.asynccontextmanager
     async def slot(self, prefix: str | None = None) -> AsyncIterator[int]:
-        """Hold one slot for the body of the ``async with``.
-
-        ``prefix`` names the prompt prefix the call sends: while it is cold, one call goes
-        first and the others wait for its ``warmed(prefix)`` or its end (see the module).
-        """
+        """Hold one slot for the body of the ``async with``; ``prefix`` names the prompt prefix
+        the call sends (warm-first: see the module)."""
         if prefix is None or self.permits == 1:
             slot = await self.acquire()
             try:
@@ -455,13 +423,9 @@ class LLMGate:
             warmth.ready.set()
 
     async def acquire(self) -> int:
-        """Wait for a slot (its number); raises ``GateTimeout``.
-
-        Waits for a hand-over from a caller of this gate; a slot held by another
-        process is polled for with a growing pause.
-        """
-        started = time.monotonic()
-        deadline = started + self.timeout
+        """Wait for a slot (its number): handed over by a caller of this gate, or polled for
+        with a growing pause while another process holds it; raises ``GateTimeout``."""
+        deadline = time.monotonic() + self.timeout
         pause = 0.01
         while True:
             slot = await self._try_take()

@@ -1,32 +1,18 @@
 """The adaptive gate's controller (``GATE_PERMITS=auto``): which concurrency an endpoint
-rewards, found from the calls themselves. Pure: no I/O, time from the clock it is given.
+rewards, found from the calls themselves (docs/architecture.md, "The adaptive gate"). Pure: no
+I/O, time from the clock it is given. Fed every call that ends or fails with a loss signal and
+the calls in flight, it answers the ``limit``, measuring tokens/s in windows of calls at one
+limit. Beyond the manual's outline:
 
-The gate feeds it every call that ends (completion tokens and the call's wall time) or
-fails with a loss signal, and how many calls it holds (``in_flight``); it answers with
-the current ``limit``. It measures tokens/s in windows of calls at one limit and:
-
-- **climbs** (doubling from 1 until the first step that does not pay, then one at a time),
-  keeping each limit's window of this climb; a step pays when its tokens/s beats the best
-  of the climb by more than the noise, and by enough for the calls it adds
-  (``GAIN_EXPONENT``): a server that gains nothing from a second call still shows a few
-  per cent more with two calls (the client's time between calls is hidden), and that is
-  no reason to make every call wait behind another;
-- **looks ahead** past a step that does not pay: a batching server may gain little from 1
-  to 2 calls and much from 2 to 4 (mlx_lm.server batches in 0.5 s slices), and one window
-  on a loaded machine can be unlucky, so such a step is followed by one more before the
-  climb ends;
-- **steps back and holds**: when the climb ends it settles on the lowest limit the climb's
-  best does not beat by more than the noise and that rule (more calls for no more tokens/s
-  only stretch each reply's time per token), and holds it for ``hold_windows`` windows
-  before climbing again (the server may change; the next climb measures afresh);
-- **probes down** first when a climb starts above 1 (after a hold, or from a limit restored
-  or shared): it measures half the limit, and lower while that does as well, then settles
-  as above; when half does worse, the climb goes on upwards from where it began (at its
-  ceiling, it settles). A climb that only looked upwards kept whatever limit an unlucky
-  window once chose, and one at the maximum stayed there whatever the server gained;
-- **halves** on a loss signal (429, 503, a timeout, a stall, a refused connection);
-- **never climbs** on a window the backlog could not fill (the gate was not full);
-- **stops climbing** where the server says requests wait for it (``server_full``).
+- a step pays only by enough for the calls it adds (``GAIN_EXPONENT``): a few per cent more
+  is no reason to make every call wait behind another;
+- one step past a step that does not pay: a batching server may gain little from 1 to 2 calls
+  and much from 2 to 4 (mlx_lm.server batches in 0.5 s slices), and one window on a loaded
+  machine can be unlucky;
+- a climb that starts above 1 first probes half the limit: one that only looked upwards kept
+  whatever limit an unlucky window once chose, and one at the maximum stayed there;
+- it never climbs on a window the backlog could not fill, nor above where the server says
+  requests wait for it (``server_full``).
 
 Tokens/s of a window is Little's law: the mean calls in flight times the tokens each call
 produced per second of its own time; unlike counting completions in a short span, it does
@@ -52,8 +38,7 @@ TARGET_NOISE = 0.05
 MAX_WINDOW_CALLS = 48
 # ... and lasts this long: several of mlx_lm.server's 0.5 s batching slices.
 MIN_WINDOW_SECONDS = 2.0
-# A rise counts when it exceeds this many standard errors of the two windows compared,
-# and at least MIN_RISE.
+# A rise counts when it exceeds this many standard errors of the two windows (and MIN_RISE).
 NOISE_Z = 2.0
 MIN_RISE = 0.05
 # A step from ``b`` to ``c`` calls pays only when tokens/s grows at least ``(c / b) **
@@ -95,8 +80,7 @@ class WindowStats:
 
     limit: int
     rate: float  # completion tokens/s through the gate
-    seconds_per_token: float  # time per output token of one call (its wall time / tokens)
-    noise: float  # relative standard error of both (from the calls' own spread)
+    noise: float  # its relative standard error (from the calls' own spread)
 
 
 class _Window:
@@ -129,8 +113,7 @@ class _Window:
         mean_in_flight = self.occupied / elapsed
         speed = self.tokens / self.seconds
         noise = self.spread() / math.sqrt(len(self.speeds))
-        stats = WindowStats(limit, mean_in_flight * speed, 1.0 / speed, noise)
-        return stats, self.full / elapsed
+        return WindowStats(limit, mean_in_flight * speed, noise), self.full / elapsed
 
 
 def _margin(a: WindowStats, b: WindowStats) -> float:
@@ -163,7 +146,6 @@ class GateController:
         limit: int = 1,
         rates: Mapping[int, float] | None = None,
         clock: Callable[[], float] = time.monotonic,
-        min_window: int = MIN_WINDOW_CALLS,
         min_window_seconds: float = MIN_WINDOW_SECONDS,
         hold_windows: int = HOLD_WINDOWS,
     ) -> None:
@@ -173,7 +155,6 @@ class GateController:
         self._limit = min(max(limit, 1), max_limit)
         self.rates: dict[int, float] = {k: v for k, v in (rates or {}).items() if k >= 1}
         self._clock = clock
-        self.min_window = min_window
         self.min_window_seconds = min_window_seconds
         self.hold_windows = hold_windows
         # Doubling until the first climb ends or a loss; a limit restored from an earlier
@@ -222,7 +203,7 @@ class GateController:
 
     @property
     def _least_calls(self) -> int:
-        return max(self.min_window, 2 * self.allowed)
+        return max(MIN_WINDOW_CALLS, 2 * self.allowed)
 
     def _calls_wanted(self) -> int:
         """The calls the window's spread so far asks for (``TARGET_NOISE``), within bounds."""
@@ -313,20 +294,16 @@ class GateController:
         return Change(change.old, change.new, Reason.RESTORED, self.rates.get(change.new))
 
     def _judged_early(self, stats: WindowStats, full: float) -> bool:
-        """Whether a climb's window can be judged before it is whole.
-
-        From half its calls on, a step is judged either way alike: when it beats the climb's
-        best by more than the noise of the two (a doubling that pays shows as ~2x), or falls
-        short of it by as much (more calls that cost tokens/s). Waiting for the whole window
-        would only spend time at a limit already shown not to be the one. A step within the
-        noise of the best (flat) waits for its whole window: judged sooner, a noisy server's
-        flat step and its small real gains look alike, and the climb settles too low.
-        The climb's first window, the yardstick, is judged from half the calls it wants:
-        the windows compared with it carry its noise in their margin, and on a batching
-        server it runs at the worst limit (one call at a time, at the start).
-        """
+        """Whether a climb's window can be judged before it is whole: from half its calls on,
+        when it beats the climb's best by what a step needs (a doubling that pays shows as
+        ~2x) or falls short of it by more than the noise; waiting would only spend time at a
+        limit already shown not to be the one. A flat step waits for its whole window: judged
+        sooner, a noisy server's flat step and its small real gains look alike, and the climb
+        settles too low. The climb's first window, the yardstick, is judged from half the calls
+        it wants: the windows compared with it carry its noise in their margin, and on a
+        batching server it runs at the worst limit (one call at a time, at the start)."""
         calls = len(self._window.speeds)
-        if full < FULL_SHARE or calls < self.min_window // 2:
+        if full < FULL_SHARE or calls < MIN_WINDOW_CALLS // 2:
             return False
         if not self._climb:
             # Holding, the windows' length is the hold's clock: only a climb's first counts.

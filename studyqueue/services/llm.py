@@ -63,7 +63,8 @@ def wrong_path_message(url: str) -> str:
             "LLM server: %(url)s answers, but not at %(chat)s, where the calls go (HTTP 404): "
             "check STUDYQUEUE_LLM_URL; jobs wait until then."
         )
-    return message % {"url": url, "chat": chat_url(url), "suggestion": suggestion}
+    chat = f"{url.rstrip('/')}/chat/completions"
+    return message % {"url": url, "chat": chat, "suggestion": suggestion}
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,6 @@ class Probe:
     def chat_path_missing(self) -> bool:
         """The server answers, but not on the path the calls use: every call gets 404."""
         return self.chat_status == 404
-
-
-def chat_url(base_url: str) -> str:
-    """Where the calls go for a server URL (credentials kept: redact before showing it)."""
-    return f"{base_url.rstrip('/')}/chat/completions"
 
 
 def suggested_url(base_url: str) -> str | None:
@@ -460,20 +456,6 @@ def _when_sent(on_sent: Callable[[], None]) -> Callable[[str, Any], Awaitable[No
     return trace
 
 
-async def _probe_one(url: str, api_key: str, deadline: float, connect_timeout: float) -> Probe:
-    client = LLMClient(
-        base_url=url,
-        api_key=api_key,
-        timeout=deadline,
-        stall_seconds=deadline,
-        connect_timeout=min(connect_timeout, deadline),
-        max_connections=1,
-        max_reply_bytes=PROBE_MAX_BYTES,
-    )
-    async with client:
-        return await client.probe()
-
-
 def probe_servers(
     targets: Sequence[tuple[str, str]],
     *,
@@ -483,8 +465,19 @@ def probe_servers(
     """``Probe`` each ``(url, api_key)`` at once, within ``deadline`` seconds; blocking (call
     it where no event loop runs)."""
 
+    async def probe(url: str, api_key: str) -> Probe:
+        async with LLMClient(
+            base_url=url,
+            api_key=api_key,
+            timeout=deadline,
+            stall_seconds=deadline,
+            connect_timeout=min(connect_timeout, deadline),
+            max_connections=1,
+            max_reply_bytes=PROBE_MAX_BYTES,
+        ) as client:
+            return await client.probe()
+
     async def run() -> list[Probe]:
-        probes = (_probe_one(url, key, deadline, connect_timeout) for url, key in targets)
-        return list(await asyncio.gather(*probes))
+        return list(await asyncio.gather(*(probe(url, key) for url, key in targets)))
 
     return asyncio.run(run())

@@ -237,9 +237,7 @@ class EndpointPool:
 
     def remaining(self) -> float:
         """Seconds until claiming may resume (0: some endpoint is up)."""
-        if self.allows():
-            return 0.0
-        return min(m.breaker.remaining() for m in self.members)
+        return max(0.0, self.open_until - time.monotonic())
 
     @property
     def failures(self) -> int:
@@ -251,8 +249,7 @@ class EndpointPool:
         """While every endpoint is down: the error of the one back soonest."""
         if self.allows():
             return None
-        soonest = min(self.members, key=lambda m: m.breaker.remaining())
-        return soonest.breaker.last_error
+        return min(self.members, key=lambda m: m.breaker.remaining()).breaker.last_error
 
     @property
     def open_until(self) -> float:
@@ -266,8 +263,7 @@ class EndpointPool:
         """Since when every endpoint has been failing (None: some endpoint is up)."""
         if self.allows():
             return None
-        times = [m.breaker.failing_since for m in self.members]
-        return max(t for t in times if t is not None) if any(times) else None
+        return max(filter(None, (m.breaker.failing_since for m in self.members)), default=None)
 
     @property
     def limit(self) -> int:

@@ -4,6 +4,7 @@ fits the database columns on every backend."""
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import json
 import math
@@ -44,8 +45,7 @@ class LLMError(Exception):
         self.code = code
         self.message = message
         self.retry_after = retry_after
-        # time.monotonic() when the failed call started (None: not a call's failure): the
-        # breaker counts the failures of calls already running when it opened as that opening.
+        # time.monotonic() when the failed call started, for the breaker (None: not a call's).
         self.call_started = call_started
         # Every job would hit the same error (server down, unknown model, wrong URL, bad key):
         # the consumer pauses instead of failing jobs one by one.
@@ -118,14 +118,9 @@ def parse_retry_after(value: str | None) -> float | None:
     if not value:
         return None
     value = value.strip()
-    try:
+    with contextlib.suppress(ValueError):  # not a number: an HTTP date
         seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        if not math.isfinite(seconds) or seconds < 0:
-            return None
-        return min(seconds, RETRY_AFTER_MAX)
+        return min(seconds, RETRY_AFTER_MAX) if math.isfinite(seconds) and seconds >= 0 else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
@@ -194,15 +189,9 @@ def _json(payload: bytes | str) -> Any:
 class ReplyParser:
     """Collects a chat completion from stream lines or one whole JSON body."""
 
-    def __init__(
-        self,
-        clock: Callable[[], float] = time.monotonic,
-        *,
-        on_first_token: Callable[[], None] | None = None,
-    ) -> None:
-        self._clock = clock
+    def __init__(self, *, on_first_token: Callable[[], None] | None = None) -> None:
         self._on_first_token = on_first_token
-        self.started = clock()
+        self.started = time.monotonic()
         self.parts: list[str] = []
         self.finish_reason = ""
         self.model = ""
@@ -238,7 +227,7 @@ class ReplyParser:
         if content is not None and not isinstance(content, str):
             raise bad_response("content is not a string")
         if content:
-            at = self._clock()
+            at = time.monotonic()
             if self.first_token_at is None:
                 self.first_token_at = at
                 if self._on_first_token is not None:
@@ -273,7 +262,7 @@ class ReplyParser:
             raise LLMError(
                 ErrorCode.LLM_EMPTY, "the model returned no text (content null or blank)"
             )
-        now = self._clock()
+        now = time.monotonic()
         first, last = self.first_token_at, self.last_token_at
         prompt_tokens = _tokens(self.usage.get("prompt_tokens"))
         return LLMReply(

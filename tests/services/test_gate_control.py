@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from studyqueue.services.gate_control import MAX_WINDOW_CALLS, GateController, Reason
+from studyqueue.services.gate_control import (
+    MAX_WINDOW_CALLS,
+    MIN_WINDOW_CALLS,
+    GateController,
+    Reason,
+)
 from tests.helpers.batching_sim import VirtualClock, adaptive, fixed
 
 
@@ -113,7 +118,7 @@ def test_one_call_at_a_time_needs_no_minimum_time():
     clock = VirtualClock()
     controller = GateController(max_limit=8, clock=clock, min_window_seconds=3.0)
     controller.in_flight(1)
-    for _ in range(controller.min_window // 2):
+    for _ in range(MIN_WINDOW_CALLS // 2):
         clock.now += 0.1
         change = controller.sample(tokens=10, seconds=0.1)
     assert change is not None and (change.old, change.new) == (1, 2)

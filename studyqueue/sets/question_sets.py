@@ -277,6 +277,11 @@ class Progress:
         return self.total == 0
 
     @property
+    def plain(self) -> int:
+        """Explained, neither approved nor flagged (the admin's bar reads it by name)."""
+        return self.explained - self.approved - self.flagged
+
+    @property
     def finishes_at(self) -> datetime | None:
         """When it will be done at the current rate (None: done, or no rate)."""
         return None if self.eta_seconds is None else self.now + timedelta(seconds=self.eta_seconds)

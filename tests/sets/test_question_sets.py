@@ -112,7 +112,7 @@ def test_each_state_is_counted_once():
     question_set = _set_of_every_state()
     progress = question_sets.progress(question_set)
     assert (progress.total, progress.explained, progress.approved, progress.flagged) == (7, 4, 1, 1)
-    assert (progress.failed, progress.waiting, progress.done) == (1, 2, False)
+    assert (progress.plain, progress.failed, progress.waiting, progress.done) == (2, 1, 2, False)
     assert progress.checking == 0
 
 

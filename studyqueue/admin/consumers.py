@@ -15,7 +15,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue.admin.common import GuardedInputAdmin, ReadOnly, badge
+from studyqueue.admin.common import GuardedInputAdmin, badge
 from studyqueue.conf import AUTO
 from studyqueue.models import QueueConsumer
 from studyqueue.queue.presence import Liveness, state_of
@@ -25,8 +25,9 @@ STATE_COLOURS = {Liveness.LIVE: "#16a34a", Liveness.SILENT: "#d97706", Liveness.
 
 
 @admin.register(QueueConsumer)
-class QueueConsumerAdmin(ReadOnly, GuardedInputAdmin):
-    """A consumer writes its own record: nobody adds or changes one here."""
+class QueueConsumerAdmin(GuardedInputAdmin):
+    """A consumer writes its own record: nobody adds or changes one here; a stopped one's
+    record may be deleted with Django's delete permission."""
 
     list_display = (
         "worker_id",
@@ -47,10 +48,16 @@ class QueueConsumerAdmin(ReadOnly, GuardedInputAdmin):
             "studyqueue.view_studyquestionjob"
         )
 
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is not None and state_of(obj, timezone.now()).live:
             return False
-        return request.user.has_perm("studyqueue.delete_queueconsumer")
+        return super().has_delete_permission(request, obj)
 
     def get_actions(self, request: HttpRequest, *args: Any, **kwargs: Any) -> dict[str, Any]:
         # Django 6.1 passes where the actions show (action_location); Django 5.2 does not.

@@ -165,6 +165,12 @@ SETTINGS: dict[str, Setting] = {
     "SYSTEM_PROMPT_TEMPLATE": Setting(
         str, "studyqueue/explanation_system.txt", "template that renders the system prompt"
     ),
+    "SUMMARY_PROMPT_TEMPLATE": Setting(
+        str, "studyqueue/summary_prompt.txt", "template that renders a session summary's prompt"
+    ),
+    "API_TOKENS": Setting(
+        str, "", "bearer tokens of the sessions API, comma-separated (empty: no API)", secret=True
+    ),
     "METRICS_TOKEN": Setting(
         str, "", "bearer token for /studyqueue/metrics (empty: staff login only)", secret=True
     ),

@@ -60,6 +60,7 @@ LAYERS = [
     {"forms", "monitoring"},
     {"consumer"},
     {"workers"},
+    {"sessions"},
     {"sets"},
     {"explanations"},
     {"services"},

@@ -353,7 +353,7 @@ def _same(one: _Reading, other: _Reading) -> bool:
         return one.names == other.names
     if _AMBIGUOUS in (one.names, other.names):
         return False
-    return _same_text(one.answer, other.answer) or _same_text(other.answer, one.answer)
+    return same_text(one.answer, other.answer) or same_text(other.answer, one.answer)
 
 
 def read(reply: str, choices: Sequence[str], names: Sequence[str] = ()) -> tuple[str, _Resolved]:
@@ -390,7 +390,7 @@ def key_choice(key: str, choices: Sequence[str]) -> int | None:
     return found if isinstance(found, int) else None
 
 
-def _same_text(stated: str, key: str) -> bool:
+def same_text(stated: str, key: str) -> bool:
     """An open answer is the key, or the key with a Korean ending ("서울입니다", "서울특별시")."""
     said = _norm(_COPULA.sub("", _SENTENCE_END.split(stated, maxsplit=1)[0]))
     wanted = _norm(key)
@@ -411,7 +411,7 @@ def compare(reply: str, choices: Sequence[str], key: str) -> Agreement:
     if wanted is not None:
         return Agreement(stated, Verdict.AGREES if resolved == wanted else Verdict.DIFFERS)
     said = choices[resolved - 1] if isinstance(resolved, int) else _answer_part(stated)
-    return Agreement(stated, Verdict.AGREES if _same_text(said, key) else Verdict.DIFFERS)
+    return Agreement(stated, Verdict.AGREES if same_text(said, key) else Verdict.DIFFERS)
 
 
 SHORT_REPLY_CHARS = 1000  # the checks ask for at most 16 tokens

@@ -32,7 +32,7 @@ class PromptVersion:
 _sources: weakref.WeakKeyDictionary[Template, str] = weakref.WeakKeyDictionary()
 
 
-def _source(name: str) -> str:
+def template_source(name: str) -> str:
     """A prompt template's source text (part of the version)."""
     template = Engine.get_default().get_template(name)
     if template not in _sources:
@@ -76,9 +76,16 @@ def current_version(
     *, max_tokens: int | None = None, prompt_source: str | None = None
 ) -> PromptVersion:
     """The prompt version of today's settings and templates (``prompt_source``: a trial's)."""
+    user = prompt_source if prompt_source is not None else template_source(conf.PROMPT_TEMPLATE)
+    return version_of(conf.SYSTEM_PROMPT_TEMPLATE, user, max_tokens=max_tokens)
+
+
+def version_of(system: str, user: str, *, max_tokens: int | None = None) -> PromptVersion:
+    """The version of a prompt: the system template named ``system``, the user template's
+    source text ``user``, and the model settings."""
     shape = {
-        "system": _source(conf.SYSTEM_PROMPT_TEMPLATE),
-        "user": prompt_source if prompt_source is not None else _source(conf.PROMPT_TEMPLATE),
+        "system": template_source(system),
+        "user": user,
         "model": conf.LLM_MODEL,
         "max_tokens": max_tokens or conf.LLM_MAX_TOKENS,
         "temperature": conf.LLM_TEMPERATURE,

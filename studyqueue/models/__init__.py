@@ -1,6 +1,7 @@
 """studyqueue's models by concept: ``base`` (the database rule, the shared manager, what a
 column holds), ``questions`` (questions, revisions, reviews, the key audit's state), ``jobs``
-(jobs, attempts, pauses, consumers), ``gate`` (limits, leases) and ``sets`` (question sets).
+(jobs, attempts, pauses, consumers), ``gate`` (limits, leases), ``sets`` (question sets) and
+``sessions`` (study sessions, their answers and summaries).
 Each imports only those before it; what the rest of the app uses is importable from here."""
 
 from studyqueue.models.base import (
@@ -28,7 +29,7 @@ from studyqueue.models.jobs import (
     QueuePause,
     StudyQuestionJob,
     default_max_attempts,
-    waiting_for_key_audit,
+    waiting,
 )
 from studyqueue.models.questions import (
     PROTECTED_REVIEWS,
@@ -46,4 +47,5 @@ from studyqueue.models.questions import (
     revision_to_verify,
     validate_choices,
 )
+from studyqueue.models.sessions import SessionAnswer, SessionSummary, StudySession
 from studyqueue.models.sets import StudyQuestionSet

@@ -19,18 +19,27 @@ class JobKind(models.TextChoices):
     """What a job does."""
 
     EXPLANATION = "explanation", _("Explanation")  # write the question's explanation
-    SESSION_SUMMARY = "session_summary", _("Session summary")  # reserved; skipped when seen
+    # Summarise a learner's study session, once the explanations it draws on are written.
+    SESSION_SUMMARY = "session_summary", _("Session summary")
     KEY_AUDIT = "key_audit", _("Key audit")  # ask the model for the answer alone, no key
     # Ask the model which choice an explanation supports, its answer line hidden, no key.
     VERIFICATION = "verification", _("Verification")
     # Tell the world a question set is done: a Django signal, the webhook, an e-mail.
     SET_NOTICE = "set_notice", _("Set notice")
+    # Tell the world a session's summary is written: a Django signal and the webhook.
+    SESSION_NOTICE = "session_notice", _("Session notice")
 
 
 # A job's claim priority by kind (0 when not listed): jobs are claimed by priority, then id,
 # so a higher number waits while any lower one is ready. Checking an explanation, or telling
 # a set's owner it is done, never slows the writing of the next one.
-KIND_PRIORITY: dict[str, int] = {JobKind.VERIFICATION: 1, JobKind.SET_NOTICE: 1}
+# A summary waits for the explanations it draws on, and so for every explanation ready.
+KIND_PRIORITY: dict[str, int] = {
+    JobKind.VERIFICATION: 1,
+    JobKind.SET_NOTICE: 1,
+    JobKind.SESSION_SUMMARY: 1,
+    JobKind.SESSION_NOTICE: 1,
+}
 
 
 class JobStatus(models.TextChoices):
@@ -70,6 +79,8 @@ class ErrorCode(models.TextChoices):
     SET_MISSING = "set_missing", _("Question set no longer exists")
     SET_NOT_DONE = "set_not_done", _("The question set is no longer done")
     SET_NOTICED = "set_noticed", _("This completion of the question set was noticed already")
+    SESSION_MISSING = "session_missing", _("Study session no longer exists")
+    EXPLANATIONS_NEEDED = "explanations_needed", _("Waits for explanations it draws on")
     INTERNAL = "internal", _("Unexpected internal error")
 
 
@@ -90,9 +101,10 @@ def default_max_attempts() -> int:
     return conf.MAX_ATTEMPTS
 
 
-def waiting_for_key_audit() -> Q:
+def waiting() -> Q:
     """An explanation job waits while its question's key audit runs first (an audit job that
-    will still run), and, with KEY_AUDIT_HOLDS, while its key is disputed and unchecked.
+    will still run), and, with KEY_AUDIT_HOLDS, while its key is disputed and unchecked; a
+    session summary while an explanation of a question its learner missed will still run.
     ``transitions.CLAIM_SQL`` is the same in SQL."""
     audit_pause = QueuePause.objects.filter(kind=JobKind.KEY_AUDIT)
     audit = StudyQuestionJob.objects.filter(
@@ -105,7 +117,15 @@ def waiting_for_key_audit() -> Q:
     if key_audit_holds():
         held = StudyQuestion.objects.filter(awaiting_key_check(), pk=OuterRef("study_question_id"))
         waits |= Q(Exists(held))
-    return Q(kind=JobKind.EXPLANATION) & waits
+    missed = StudyQuestionJob.objects.filter(
+        kind=JobKind.EXPLANATION,
+        study_question__session_answers__session=OuterRef("study_session_id"),
+        study_question__session_answers__correct=False,
+    ).filter(
+        Q(status=JobStatus.PROCESSING) | Q(status=JobStatus.PENDING, attempts__lt=F("max_attempts"))
+    )
+    summary_waits = Q(kind=JobKind.SESSION_SUMMARY) & Q(Exists(missed))
+    return (Q(kind=JobKind.EXPLANATION) & waits) | summary_waits
 
 
 class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
@@ -121,7 +141,7 @@ class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
         """Pending jobs with attempts left, of a kind not paused (due now or later)."""
         paused = QueuePause.objects.filter(Q(kind="") | Q(kind=OuterRef("kind")))
         claimable = self.pending().filter(attempts__lt=F("max_attempts")).exclude(Exists(paused))
-        return claimable.exclude(waiting_for_key_audit())
+        return claimable.exclude(waiting())
 
     def ready(self, now: datetime) -> JobQuerySet:
         """Claimable jobs that are due at ``now`` (exactly what ``queue.claim`` takes)."""
@@ -160,6 +180,15 @@ class StudyQuestionJob(models.Model):
     question_set = models.ForeignKey(
         "StudyQuestionSet",
         verbose_name=_("question set"),
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="jobs",
+    )
+    # The study session a session's own job is about (its summary, its notice).
+    study_session = models.ForeignKey(
+        "StudySession",
+        verbose_name=_("study session"),
         on_delete=models.CASCADE,
         null=True,
         blank=True,
@@ -275,6 +304,11 @@ class StudyQuestionJob(models.Model):
                 condition=Q(status__in=ACTIVE_STATUSES),
                 name="studyqueue_job_one_active_per_set",
                 violation_error_message=_("This set already has an active job of this kind."),
+            ),
+            models.UniqueConstraint(
+                fields=["study_session", "kind"],
+                condition=Q(status__in=ACTIVE_STATUSES),
+                name="studyqueue_job_one_active_per_session",
             ),
         ]
         indexes = [

@@ -49,6 +49,12 @@ def enqueue_set_notice(set_id: int) -> EnqueueResult:
     return _insert_active({"question_set_id": set_id}, JobKind.SET_NOTICE, f"set {set_id}")
 
 
+def enqueue_for_session(session_id: int, kind: str) -> EnqueueResult:
+    """Queue a job of ``kind`` (its summary, its notice) for study session ``session_id``;
+    idempotent: returns the active one if there is one."""
+    return _insert_active({"study_session_id": session_id}, kind, f"session {session_id}")
+
+
 def _earliest_deadline() -> Subquery:
     """The earliest deadline among the sets of the job's question (``OuterRef``)."""
     sets = StudyQuestionSet.objects.filter(

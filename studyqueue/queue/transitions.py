@@ -71,7 +71,8 @@ MAX_ERROR_MESSAGE = 2000
 # planner matches the partial index ``studyqueue_job_claim``: by priority
 # (``models.KIND_PRIORITY``), then the earliest deadline of the question's sets
 # (``set_deadlines``), then age. An explanation job waits for its question's key audit, or
-# (KEY_AUDIT_HOLDS) for a reviewer of its disputed key: ``models.waiting_for_key_audit``.
+# (KEY_AUDIT_HOLDS) for a reviewer of its disputed key: ``models.waiting``.
+# A session summary waits while an explanation of a question its learner missed will run.
 _READY_IDS = """
     SELECT id FROM studyqueue_studyquestionjob AS job
     WHERE status = 'pending' AND run_after <= %(now)s AND attempts < max_attempts
@@ -93,6 +94,15 @@ _READY_IDS = """
           WHERE held.id = job.study_question_id AND held.key_audit = 'disputed'
             AND held.key_check = ''
         ))
+      ))
+      AND NOT (job.kind = 'session_summary' AND EXISTS (
+        SELECT 1 FROM studyqueue_studyquestionjob AS needed
+        JOIN studyqueue_sessionanswer AS missed
+          ON missed.question_id = needed.study_question_id
+        WHERE missed.session_id = job.study_session_id AND NOT missed.correct
+          AND needed.kind = 'explanation'
+          AND (needed.status = 'processing'
+               OR (needed.status = 'pending' AND needed.attempts < needed.max_attempts))
       ))
     ORDER BY {order}
     LIMIT %(limit)s"""

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 
-from studyqueue.models import ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
+from studyqueue.models import ErrorCode, StudyQuestion, StudyQuestionJob
 from studyqueue.queue import retry
 from studyqueue.queue.store import Failed, JobResult, JobStore, Released, Skipped
 from studyqueue.services.gate import GateTimeout
@@ -36,11 +36,6 @@ Handler = Callable[[StudyQuestionJob, WorkContext], Awaitable[JobResult]]
 
 HANDLERS: dict[str, Handler] = {}
 
-# Known kinds that are not built yet: their jobs are skipped at once, never left queued.
-RESERVED: dict[str, str] = {
-    JobKind.SESSION_SUMMARY: "session_summary is reserved and not implemented yet",
-}
-
 
 def handler(kind: str) -> Callable[[Handler], Handler]:
     """Register the decorated function as the handler of ``kind``."""
@@ -57,8 +52,6 @@ async def dispatch(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     run = HANDLERS.get(job.kind)
     if run is not None:
         return await run(job, ctx)
-    if job.kind in RESERVED:
-        return Skipped(ErrorCode.UNSUPPORTED_KIND, RESERVED[job.kind])
     return Skipped(ErrorCode.UNKNOWN_KIND, f"unknown kind {job.kind!r}")
 
 

@@ -64,14 +64,14 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     data = notices.payload(progress)
     url = conf.WEBHOOK_URL
     if url:
-        error = await _post(url, data, key)
+        error = await post(url, data, key)
         if error is not None:
             return failed(job, ErrorCode.WEBHOOK_FAILED, error)
     logger.info("study_set_noticed set=%s webhook=%s", question_set.pk, "yes" if url else "no")
     return notices.Noticed(question_set, progress, data, key)
 
 
-async def _post(url: str, data: dict[str, object], key: str) -> str | None:
+async def post(url: str, data: dict[str, object], key: str) -> str | None:
     """POST the signed notice; None on a 2xx answer, else why not (redacted)."""
     body = notices.body_of(data)
     headers = {

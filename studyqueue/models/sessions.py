@@ -1,0 +1,155 @@
+"""Study sessions: what a learner answered (scored against the key when recorded) and the
+summaries the model wrote of them (``sessions``)."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from studyqueue.models.base import StudyQueueManager, endpoint_field
+from studyqueue.models.questions import ReviewStatus, StudyQuestion
+from studyqueue.models.sets import StudyQuestionSet
+
+
+class StudySession(models.Model):
+    """One sitting of a learner over some questions; recorded once, never edited."""
+
+    external_id = models.CharField(
+        _("external id"),
+        max_length=200,
+        null=True,  # NULLs do not collide: only ids that are set are unique
+        blank=True,
+        unique=True,
+        help_text=_("The learning app's id for it (recording it again changes nothing)."),
+    )
+    learner = models.CharField(_("learner"), max_length=200, db_index=True)
+    started_at = models.DateTimeField(_("started"))
+    ended_at = models.DateTimeField(_("ended"))
+    question_set = models.ForeignKey(
+        StudyQuestionSet,
+        verbose_name=_("question set"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="sessions",
+    )
+    right = models.PositiveIntegerField(_("right"), help_text=_("Answers that matched the key."))
+    total = models.PositiveIntegerField(_("answers"))
+    # What was recorded, as a digest: the same session sent again is known by it.
+    fingerprint = models.CharField(_("fingerprint"), max_length=64)
+    recorded_at = models.DateTimeField(_("recorded"), default=timezone.now)
+    summary = models.ForeignKey(
+        "SessionSummary",
+        verbose_name=_("summary"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text=_("The current summary."),
+    )
+
+    objects = StudyQueueManager()
+
+    class Meta:
+        base_manager_name = "objects"
+        ordering = ["-started_at", "-id"]
+        verbose_name = _("study session")
+        verbose_name_plural = _("study sessions")
+
+    def __str__(self) -> str:
+        return gettext("%(learner)s at %(when)s") % {
+            "learner": self.learner,
+            "when": timezone.localtime(self.started_at).strftime("%Y-%m-%d %H:%M:%S"),
+        }
+
+
+class SessionAnswer(models.Model):
+    """One answer of a session, with the key it was scored against then: a question deleted
+    or re-keyed later leaves it as it was (the summary is then outdated)."""
+
+    session = models.ForeignKey(
+        StudySession, verbose_name=_("session"), on_delete=models.CASCADE, related_name="answers"
+    )
+    position = models.PositiveSmallIntegerField(_("position"))
+    question = models.ForeignKey(
+        StudyQuestion,
+        verbose_name=_("question"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="session_answers",
+    )
+    question_text = models.TextField(_("question text"))
+    choices = models.JSONField(_("choices"), default=list, blank=True)
+    chosen = models.TextField(_("chosen"), help_text=_("The choice number, or the text."))
+    key = models.TextField(_("key"), help_text=_("The key when the session was recorded."))
+    correct = models.BooleanField(_("correct"))
+    seconds = models.PositiveIntegerField(_("seconds"), null=True, blank=True)
+
+    objects = StudyQueueManager()
+
+    class Meta:
+        base_manager_name = "objects"
+        ordering = ["session", "position"]
+        verbose_name = _("session answer")
+        verbose_name_plural = _("session answers")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "position"], name="studyqueue_answer_position"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.position}"
+
+
+class SessionSummary(models.Model):
+    """One summary the model wrote of a session (or a reviewer's correction), kept for good;
+    the session points at its current one."""
+
+    session = models.ForeignKey(
+        StudySession, verbose_name=_("session"), on_delete=models.CASCADE, related_name="summaries"
+    )
+    job = models.ForeignKey(
+        "studyqueue.StudyQuestionJob",
+        verbose_name=_("job"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    text = models.TextField(_("text"))
+    model = models.CharField(_("model"), max_length=200, blank=True)
+    endpoint = endpoint_field(_("The server that wrote it (blank: unknown)."))
+    prompt_tokens = models.PositiveIntegerField(_("prompt tokens"), null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(_("completion tokens"), null=True, blank=True)
+    tokens_per_second = models.FloatField(_("tokens/s"), null=True, blank=True)
+    flags = models.JSONField(_("quality flags"), default=list, blank=True)
+    stated = models.JSONField(
+        _("stated figures"),
+        default=dict,
+        blank=True,
+        help_text=_("The score the summary states, as read (right, total, percent)."),
+    )
+    author = models.CharField(
+        _("author"), max_length=150, blank=True, help_text=_("Blank: the model.")
+    )
+    review_status = models.CharField(
+        _("review"), max_length=10, choices=ReviewStatus.choices, default=ReviewStatus.UNREVIEWED
+    )
+    reviewed_by = models.CharField(_("reviewed by"), max_length=150, blank=True)
+    reviewed_at = models.DateTimeField(_("reviewed at"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+
+    objects = StudyQueueManager()
+
+    class Meta:
+        base_manager_name = "objects"
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("session summary")
+        verbose_name_plural = _("session summaries")
+
+    def __str__(self) -> str:
+        return gettext("summary %(id)s") % {"id": self.pk}

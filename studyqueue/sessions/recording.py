@@ -1,0 +1,263 @@
+"""Recording a study session: one JSON object (a line of ``importsessions``, the body of
+``POST /studyqueue/api/sessions``) checked whole, scored against the keys, then written in one
+transaction; the same session sent again is recognised by its external id."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext as _
+
+from studyqueue.exceptions import StudyQueueError
+from studyqueue.explanations import answers
+from studyqueue.models import (
+    SessionAnswer,
+    StudyQuestion,
+    StudyQuestionSet,
+    StudySession,
+    width,
+)
+from studyqueue.sets import question_sets
+
+FIELDS = {"external_id", "learner", "started_at", "ended_at", "set", "answers"}
+ANSWER_FIELDS = {"question", "chosen", "seconds"}
+MAX_ANSWERS = 500
+
+
+class Invalid(ValueError):
+    """The session cannot be recorded; ``reasons`` says every way it is wrong."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        super().__init__("; ".join(reasons))
+        self.reasons = reasons
+
+
+class Conflict(Exception):
+    """A session with this external id was recorded with other content."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    question: StudyQuestion
+    chosen: str
+    correct: bool
+    seconds: int | None
+
+
+@dataclass(frozen=True)
+class Session:
+    """A checked session, ready to record."""
+
+    external_id: str | None
+    learner: str
+    started_at: datetime
+    ended_at: datetime
+    question_set: StudyQuestionSet | None
+    answers: list[Answer] = field(default_factory=list)
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of what it says: the same session sent twice has the same."""
+        content = [
+            self.external_id,
+            self.learner,
+            self.started_at.timestamp(),
+            self.ended_at.timestamp(),
+            self.question_set.pk if self.question_set else None,
+            [(a.question.pk, a.chosen, a.seconds) for a in self.answers],
+        ]
+        return hashlib.sha256(json.dumps(content).encode()).hexdigest()
+
+
+def _text(record: dict[str, Any], name: str, errors: list[str], *, required: bool) -> str | None:
+    value = record.get(name)
+    if value is None or value == "":
+        if required:
+            errors.append(_("%(name)s is missing") % {"name": name})
+        return None
+    limit = width(StudySession, name)
+    if not isinstance(value, str) or len(value) > limit or not value.isprintable():
+        errors.append(
+            _("%(name)s must be one line of text of at most %(max)s characters")
+            % {"name": name, "max": limit}
+        )
+        return None
+    return value
+
+
+def _moment(record: dict[str, Any], name: str, errors: list[str]) -> datetime | None:
+    value = record.get(name)
+    if value is None:
+        errors.append(_("%(name)s is missing") % {"name": name})
+        return None
+    try:
+        moment = parse_datetime(value) if isinstance(value, str) else None
+    except ValueError:
+        moment = None
+    if moment is None:
+        errors.append(
+            _("%(name)s is not a date and time like 2026-12-01T09:00:00+09:00") % {"name": name}
+        )
+        return None
+    return timezone.make_aware(moment) if timezone.is_naive(moment) else moment
+
+
+def _questions(refs: list[Any]) -> dict[object, StudyQuestion]:
+    """The questions the answers name, by external id and by ``("id", N)``, in two reads."""
+    names = [ref for ref in refs if isinstance(ref, str)]
+    ids = [ref["id"] for ref in refs if isinstance(ref, dict) and type(ref.get("id")) is int]
+    found: dict[object, StudyQuestion] = {}
+    for question in StudyQuestion.objects.filter(external_id__in=names):
+        found[question.external_id] = question
+    for question in StudyQuestion.objects.filter(pk__in=ids):
+        found[("id", question.pk)] = question
+    return found
+
+
+def _answer(
+    number: int, raw: Any, known: dict[object, StudyQuestion], errors: list[str]
+) -> Answer | None:
+    where = _("answer %(n)s") % {"n": number}
+    if not isinstance(raw, dict):
+        errors.append(_("%(where)s is not an object") % {"where": where})
+        return None
+    unknown = sorted(set(raw) - ANSWER_FIELDS)
+    if unknown:
+        errors.append(
+            _("%(where)s: unknown fields %(names)s") % {"where": where, "names": ", ".join(unknown)}
+        )
+    ref = raw.get("question")
+    key: object = ("id", ref.get("id")) if isinstance(ref, dict) else ref
+    question = known.get(key) if isinstance(key, str | tuple) else None
+    if question is None:
+        shown = json.dumps(ref, ensure_ascii=False)[:80] if ref is not None else _("nothing")
+        errors.append(_("%(where)s: unknown question %(ref)s") % {"where": where, "ref": shown})
+        return None
+    seconds = raw.get("seconds")
+    if seconds is not None and (type(seconds) is not int or not 0 <= seconds <= 86_400):
+        errors.append(
+            _("%(where)s: seconds must be a whole number from 0 to 86400") % {"where": where}
+        )
+    if not question.answer.strip():
+        errors.append(
+            _("%(where)s: question %(ref)s has no key to score it against")
+            % {"where": where, "ref": question.external_id or question.pk}
+        )
+        return None
+    chosen = raw.get("chosen")
+    if question.choices:
+        if type(chosen) is not int or not 1 <= chosen <= len(question.choices):
+            errors.append(
+                _("%(where)s: chosen must be a choice number from 1 to %(count)s")
+                % {"where": where, "count": len(question.choices)}
+            )
+            return None
+        key_number = answers.key_choice(question.answer, question.choices)
+        if key_number is None:
+            errors.append(
+                _("%(where)s: the key of question %(ref)s names none of its choices")
+                % {"where": where, "ref": question.external_id or question.pk}
+            )
+            return None
+        return Answer(question, str(chosen), chosen == key_number, seconds)
+    if not isinstance(chosen, str) or not chosen.strip() or len(chosen) > 2000:
+        errors.append(
+            _("%(where)s: chosen must be the answer's text (at most 2000 characters)")
+            % {"where": where}
+        )
+        return None
+    return Answer(question, chosen.strip(), answers.same_text(chosen, question.answer), seconds)
+
+
+def check(record: Any) -> Session:
+    """The session ``record`` describes, checked and scored; ``Invalid`` with every reason."""
+    if not isinstance(record, dict):
+        raise Invalid([_("a session must be a JSON object")])
+    errors: list[str] = []
+    unknown = sorted(set(record) - FIELDS)
+    if unknown:
+        errors.append(_("unknown fields: %(names)s") % {"names": ", ".join(unknown)})
+    external_id = _text(record, "external_id", errors, required=False)
+    learner = _text(record, "learner", errors, required=True)
+    started, ended = _moment(record, "started_at", errors), _moment(record, "ended_at", errors)
+    if started and ended and ended < started:
+        errors.append(_("ended_at is before started_at"))
+    question_set = None
+    if record.get("set") is not None:
+        try:
+            question_set = question_sets.get(str(record["set"]))
+        except StudyQueueError as exc:
+            errors.append(str(exc))
+    raw = record.get("answers")
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_ANSWERS:
+        errors.append(_("answers must be a list of 1 to %(max)s answers") % {"max": MAX_ANSWERS})
+        raw = []
+    refs = [a.get("question") for a in raw if isinstance(a, dict)]
+    known = _questions(refs)
+    scored: list[Answer] = []
+    for number, item in enumerate(raw, start=1):
+        answer = _answer(number, item, known, errors)
+        if answer is None:
+            continue
+        if any(other.question.pk == answer.question.pk for other in scored):
+            errors.append(
+                _("answer %(n)s: question %(ref)s is answered twice")
+                % {"n": number, "ref": answer.question.external_id or answer.question.pk}
+            )
+        scored.append(answer)
+    if errors:
+        raise Invalid(errors)
+    assert learner is not None and started is not None and ended is not None
+    return Session(external_id, learner, started, ended, question_set, scored)
+
+
+def record(session: Session) -> tuple[StudySession, bool]:
+    """Write ``session`` with its answers; (the session, created). The same session again
+    returns the first; the same external id with other content raises ``Conflict``."""
+    fingerprint = session.fingerprint
+    sessions = StudySession.objects.all()
+    try:
+        with transaction.atomic(using=sessions.db):
+            row = sessions.create(
+                external_id=session.external_id,
+                learner=session.learner,
+                started_at=session.started_at,
+                ended_at=session.ended_at,
+                question_set=session.question_set,
+                right=sum(answer.correct for answer in session.answers),
+                total=len(session.answers),
+                fingerprint=fingerprint,
+            )
+            SessionAnswer.objects.bulk_create(
+                SessionAnswer(
+                    session=row,
+                    position=position,
+                    question=answer.question,
+                    question_text=answer.question.text,
+                    choices=answer.question.choices,
+                    chosen=answer.chosen,
+                    key=answer.question.answer,
+                    correct=answer.correct,
+                    seconds=answer.seconds,
+                )
+                for position, answer in enumerate(session.answers, start=1)
+            )
+    except IntegrityError:
+        # The unique external id: recorded before, or by a concurrent request just now.
+        existing = sessions.filter(external_id=session.external_id).first()
+        if existing is None:
+            raise
+        if existing.fingerprint != fingerprint:
+            raise Conflict(
+                _("session %(id)s was recorded before with other content")
+                % {"id": session.external_id}
+            ) from None
+        return existing, False
+    return row, True

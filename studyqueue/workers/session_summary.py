@@ -1,0 +1,49 @@
+"""The session summary handler: once the explanations of the questions its learner missed
+are written (the claim waits for them: ``models.waiting``), ask the LLM for the summary,
+check what it states and return it to be kept (``summaries.Written``)."""
+
+from __future__ import annotations
+
+from studyqueue.explanations import next_step
+from studyqueue.models import ErrorCode, JobKind, SessionAnswer, StudyQuestionJob, StudySession
+from studyqueue.queue import retry
+from studyqueue.queue.store import Failed, JobResult
+from studyqueue.services.llm import LLMReply
+from studyqueue.sessions import summaries
+from studyqueue.workers.registry import WorkContext, ask, failed, handler
+
+
+def _load(job: StudyQuestionJob) -> tuple[StudySession, list[SessionAnswer], list[int]] | None:
+    if job.study_session_id is None:
+        return None
+    session = StudySession.objects.filter(pk=job.study_session_id).first()
+    if session is None:
+        return None
+    answers = summaries.answers_of(session)
+    needed = summaries.needed(answers)
+    if needed:
+        next_step.queue_jobs(needed)
+    return session, answers, needed
+
+
+@handler(JobKind.SESSION_SUMMARY)
+async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
+    """Run one claimed summary job; what happened, for the consumer to write."""
+    found = await ctx.store.on_claims(_load, job)
+    if found is None:
+        return failed(job, ErrorCode.SESSION_MISSING, "the study session was deleted")
+    session, answers, needed = found
+    if needed:
+        # Never written from nothing: their explanation jobs are queued, and the next claim
+        # waits for them. Counted, so that explanations that keep failing end the summary.
+        ids = ", ".join(str(pk) for pk in needed)
+        message = f"waits for the explanations of questions {ids}"
+        action = retry.Action.RETRY if job.attempts < job.max_attempts else retry.Action.FAIL
+        failure = retry.Failure(ErrorCode.EXPLANATIONS_NEEDED, message)
+        return Failed(failure, retry.Decision(action))
+    version = summaries.version()
+    messages = summaries.messages(session, answers)
+    reply = await ask(ctx, job, messages, prefix=version.hash, max_tokens=job.max_tokens)
+    if not isinstance(reply, LLMReply):
+        return reply  # handed back, or the call failed
+    return summaries.Written(session, reply, summaries.check(reply.content, answers))

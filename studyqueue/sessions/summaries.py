@@ -257,3 +257,39 @@ def make_current(summary: SessionSummary) -> None:
         ),
         using=SessionSummary.objects.all().db,
     )
+
+
+def as_json(session: StudySession) -> dict[str, object]:
+    """A session and its summary as the API, the export and the webhook give them: the
+    score, the summary's state (``status``: written, waiting, queued, failed or none; and
+    ``waiting_on``), its text, the figures it stated, its flags, and when it was written."""
+    answers = answers_of(session)
+    summary = session.summary
+    job = StudyQuestionJob.objects.filter(study_session=session, kind=JobKind.SESSION_SUMMARY)
+    last = job.order_by("-id").only("status").first()
+    if summary is not None:
+        status, waiting_on = "written", ""
+    elif last is not None and last.status in ("pending", "processing"):
+        status = "waiting" if needed(answers) else "queued"
+        waiting_on = "explanations" if status == "waiting" else "queued"
+    elif last is not None and last.status == "failed":
+        status, waiting_on = "failed", "failed"
+    else:
+        status, waiting_on = "none", "not_queued"
+    return {
+        "session": session.external_id,
+        "id": session.pk,
+        "learner": session.learner,
+        "started_at": session.started_at.isoformat(),
+        "ended_at": session.ended_at.isoformat(),
+        "right": session.right,
+        "total": session.total,
+        "status": status,
+        "waiting_on": waiting_on,
+        "text": summary.text if summary else "",
+        "stated": summary.stated if summary else {},
+        "flags": summary.flags if summary else [],
+        "review": summary.review_status if summary else "",
+        "outdated": outdated(answers),
+        "written_at": summary.created_at.isoformat() if summary else None,
+    }

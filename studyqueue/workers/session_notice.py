@@ -24,18 +24,8 @@ def _payload(job: StudyQuestionJob) -> tuple[dict[str, object], str] | None:
     session = sessions.filter(pk=job.study_session_id).first()
     if session is None or session.summary is None:
         return None
-    summary = session.summary
-    data: dict[str, object] = {
-        "event": "session.summarized",
-        "session": session.external_id or str(session.pk),
-        "learner": session.learner,
-        "right": session.right,
-        "total": session.total,
-        "summary": summary.text,
-        "flags": summary.flags,
-        "outdated": summaries.outdated(summaries.answers_of(session)),
-    }
-    return data, f"session-{session.pk}-summary-{summary.pk}"
+    data = {"event": "session.summarized", **summaries.as_json(session)}
+    return data, f"session-{session.pk}-summary-{session.summary.pk}"
 
 
 class Completed:

@@ -194,3 +194,19 @@ def _evaluate(expression: str) -> float | None:
         return value(ast.parse(expression.translate(_SYMBOLS), mode="eval").body)
     except (SyntaxError, ValueError, ZeroDivisionError):
         return None
+
+
+_SCORE = re.compile(r"^Score: (\d+) of (\d+) right\.", re.M)
+_MISSED = re.compile(r"^Question (\d+):(?:(?!^Question \d+:).)*?^Result: missed", re.M | re.S)
+
+
+def summary_reply(prompt: str) -> str:
+    """A session summary as a sound model writes it: the score as asked, each missed
+    question by its number, what to review."""
+    score = _SCORE.search(prompt)
+    right, total = (int(score[1]), int(score[2])) if score else (0, 0)
+    percent = round(100 * right / total) if total else 0
+    lines = [f"점수: {total}문제 중 {right}문제 ({percent}%)"]
+    lines += [f"{n}번 문제는 틀렸습니다: 해설을 다시 읽어 보세요." for n in _MISSED.findall(prompt)]
+    lines.append("다음에는 틀린 문제의 개념을 복습하세요.")
+    return "\n".join(lines)

@@ -71,6 +71,7 @@ AUDIT_RE = re.compile(r"AUDIT:([0-9x]+)")
 # choice; ``x``: a reply naming none), e.g. ``VERIFY:3``; without it, ``verify_answer`` when
 # set, else the choice the explanation supports, read as a sound model would.
 VERIFY_SYSTEM_RE = re.compile(r"^You check explanations of multiple-choice questions\.")
+SUMMARY_SYSTEM_RE = re.compile(r"a short summary of a learner's study session")
 VERIFY_RE = re.compile(r"VERIFY:([0-9x]+)")
 # The default reply: long enough (QUALITY_MIN_CHARS is 40) not to be flagged too_short, and
 # ending with the answer line the default prompt asks for (the README's first explanation: 2 + 2).
@@ -110,6 +111,9 @@ class LLMServer:
         self.audit_answer: str | None = None
         self.audit_calls: Counter[str] = Counter()  # key audit calls per question
         self.verify_answer: str | None = None
+        # A session summary's reply (None: a sound one, ``llm_checks.summary_reply``).
+        self.summary_answer: str | None = None
+        self.summary_prompts: list[str] = []
         self.verify_calls: Counter[str] = Counter()  # verifier calls per question
         # A test's own verifier: it reads a verifier call's user message and replies (in
         # place of VERIFY: and verify_answer).
@@ -436,6 +440,12 @@ class LLMServer:
         messages = body.get("messages") or []
         system = (messages[0].get("content", "") if messages else "") or ""
         prompt = messages[-1].get("content", "") if messages else ""
+        if SUMMARY_SYSTEM_RE.search(system):
+            with self._lock:
+                self.summary_prompts.append(prompt)
+            if self.summary_answer is not None:
+                return self.summary_answer
+            return llm_checks.summary_reply(prompt)
         if AUDIT_SYSTEM_RE.search(system):
             calls, spec_re, fixed = self.audit_calls, AUDIT_RE, self.audit_answer
             default = fixed if fixed is not None else llm_checks.audit_reply(prompt)

@@ -104,7 +104,8 @@ def default_max_attempts() -> int:
 def waiting() -> Q:
     """An explanation job waits while its question's key audit runs first (an audit job that
     will still run), and, with KEY_AUDIT_HOLDS, while its key is disputed and unchecked; a
-    session summary while an explanation of a question its learner missed will still run.
+    session summary while an explanation of a question its learner missed will still run
+    (unless its key is disputed and unchecked).
     ``transitions.CLAIM_SQL`` is the same in SQL."""
     audit_pause = QueuePause.objects.filter(kind=JobKind.KEY_AUDIT)
     audit = StudyQuestionJob.objects.filter(
@@ -124,6 +125,8 @@ def waiting() -> Q:
     ).filter(
         Q(status=JobStatus.PROCESSING) | Q(status=JobStatus.PENDING, attempts__lt=F("max_attempts"))
     )
+    # A disputed key is named "under review" in the summary: never waited for.
+    missed = missed.exclude(study_question__in=StudyQuestion.objects.filter(awaiting_key_check()))
     summary_waits = Q(kind=JobKind.SESSION_SUMMARY) & Q(Exists(missed))
     return (Q(kind=JobKind.EXPLANATION) & waits) | summary_waits
 

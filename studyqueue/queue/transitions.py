@@ -72,7 +72,8 @@ MAX_ERROR_MESSAGE = 2000
 # (``models.KIND_PRIORITY``), then the earliest deadline of the question's sets
 # (``set_deadlines``), then age. An explanation job waits for its question's key audit, or
 # (KEY_AUDIT_HOLDS) for a reviewer of its disputed key: ``models.waiting``.
-# A session summary waits while an explanation of a question its learner missed will run.
+# A session summary waits while an explanation of a question its learner missed will run
+# (not for a disputed key's: the summary names it under review).
 _READY_IDS = """
     SELECT id FROM studyqueue_studyquestionjob AS job
     WHERE status = 'pending' AND run_after <= %(now)s AND attempts < max_attempts
@@ -99,7 +100,9 @@ _READY_IDS = """
         SELECT 1 FROM studyqueue_studyquestionjob AS needed
         JOIN studyqueue_sessionanswer AS missed
           ON missed.question_id = needed.study_question_id
+        JOIN studyqueue_studyquestion AS asked ON asked.id = needed.study_question_id
         WHERE missed.session_id = job.study_session_id AND NOT missed.correct
+          AND NOT (asked.key_audit = 'disputed' AND asked.key_check = '')
           AND needed.kind = 'explanation'
           AND (needed.status = 'processing'
                OR (needed.status = 'pending' AND needed.attempts < needed.max_attempts))

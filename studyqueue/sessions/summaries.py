@@ -148,7 +148,8 @@ _OF_TOTAL = re.compile(
     r"(\d{1,3})\s*(?:문제|문항|개)\s*중(?:에서)?\s*(\d{1,3})\s*(?:문제|문항|개)?"
 )
 _RIGHT_OF = re.compile(
-    r"(?<![\d/.:-])(\d{1,3})\s*(?:/|out\s+of|of)\s*(\d{1,3})(?![\d/.:-])", re.IGNORECASE
+    r"(?<![\d/])(?<!\d[.:-])(\d{1,3})\s*(?:/|out\s+of|of)\s*(\d{1,3})(?![\d/]|[.:-]\d)",
+    re.IGNORECASE,
 )
 _PERCENT = re.compile(r"(\d{1,3}(?:\.\d+)?)\s*(?:%|퍼센트|percent)", re.IGNORECASE)
 # A question by its number: "문제 3", "3번 문제", "3번", "Q3", "question 3", "#3".
@@ -156,7 +157,8 @@ _NUMBERED = re.compile(
     r"(?:문제|문항|question|Q|#)\s*(\d{1,3})(?!\d)|(?<!\d)(\d{1,3})\s*번", re.IGNORECASE
 )
 _MISSED_WORDS = re.compile(r"틀|오답|놓친|missed|wrong|incorrect", re.IGNORECASE)
-_CLAUSES = re.compile(r"(?<=[.!?。])\s+|\n+|[,;]\s*|지만|but\s", re.IGNORECASE)
+# A clause: a sentence, or a part of one after "but" ("1번은 맞혔지만 3번은 틀렸습니다").
+_CLAUSES = re.compile(r"(?<=[.!?。])\s+|\n+|;\s*|지만|반면|\bbut\s|\bwhereas\s", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ def _load(job: StudyQuestionJob) -> tuple[StudySession, list[SessionAnswer], lis
         return None
     answers = summaries.answers_of(session)
     needed = summaries.needed(answers)
-    if needed:
+    if needed and job.attempts < job.max_attempts:  # the last attempt fails instead
         next_step.queue_jobs(needed)
     return session, answers, needed
 

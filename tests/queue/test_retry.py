@@ -45,6 +45,9 @@ CLASSIFIED = [
     (ErrorCode.SET_MISSING, False, False),
     (ErrorCode.SET_NOT_DONE, False, False),
     (ErrorCode.SET_NOTICED, False, False),
+    (ErrorCode.SESSION_MISSING, False, False),
+    # A summary decides itself (``workers.session_summary``): retried while attempts remain.
+    (ErrorCode.EXPLANATIONS_NEEDED, False, False),
 ]
 
 

@@ -65,7 +65,7 @@ def _drain() -> None:
 
 
 def test_fifty_summaries_each_written_after_the_explanations_it_needs(quiet):
-    questions = _questions(5)
+    _questions(5)
     sessions = []
     for n in range(50):
         # Learner n misses question (n % 5) + 1 and, for even n, also question 5.
@@ -102,7 +102,7 @@ def test_fifty_summaries_each_written_after_the_explanations_it_needs(quiet):
 
 
 def test_a_disputed_key_is_under_review_not_taught(quiet):
-    right, disputed = _questions(2)
+    _right, disputed = _questions(2)
     StudyQuestion.objects.filter(pk=disputed.pk).update(key_audit=KeyAudit.DISPUTED)
     session = _record("kim", [("q-1", 2), ("q-2", 1)])
     summaries.queue_summaries([session])
@@ -151,7 +151,7 @@ def test_explanations_that_keep_failing_end_the_summary(quiet, settings):
 
 
 def test_the_claim_waits_as_ready_says(db):
-    (question,) = _questions(1)
+    _questions(1)
     session = _record("kim", [("q-1", 1)])
     summaries.queue_summaries([session])
     summary = StudyQuestionJob.objects.get(kind=JobKind.SESSION_SUMMARY)

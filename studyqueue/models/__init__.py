@@ -18,6 +18,7 @@ from studyqueue.models.jobs import (
     ACTIVE_STATUSES,
     ATTEMPT_OUTCOMES,
     KIND_PRIORITY,
+    QUESTION_KINDS,
     ErrorCode,
     JobAttempt,
     JobKind,

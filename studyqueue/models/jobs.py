@@ -30,6 +30,10 @@ class JobKind(models.TextChoices):
     SESSION_NOTICE = "session_notice", _("Session notice")
 
 
+# The kinds whose jobs belong to a question (the others belong to a set or a session).
+QUESTION_KINDS = (JobKind.EXPLANATION, JobKind.KEY_AUDIT, JobKind.VERIFICATION)
+
+
 # A job's claim priority by kind (0 when not listed): jobs are claimed by priority, then id,
 # so a higher number waits while any lower one is ready. Checking an explanation, or telling
 # a set's owner it is done, never slows the writing of the next one.

@@ -16,7 +16,13 @@ from django.utils import timezone
 
 from studyqueue.conf import conf
 from studyqueue.exceptions import EnqueueError
-from studyqueue.models import KIND_PRIORITY, JobKind, StudyQuestion, StudyQuestionSet
+from studyqueue.models import (
+    KIND_PRIORITY,
+    QUESTION_KINDS,
+    JobKind,
+    StudyQuestion,
+    StudyQuestionSet,
+)
 from studyqueue.models import StudyQuestionJob as Job
 from studyqueue.queue import notify
 from studyqueue.queue.attempts import db_value
@@ -34,9 +40,16 @@ class EnqueueResult:
     created: bool
 
 
+def _question_kind(kind: str) -> None:
+    if validate_kind(kind) not in QUESTION_KINDS:
+        raise EnqueueError(
+            f"{kind} jobs belong to a question set or a study session, not to a question"
+        )
+
+
 def enqueue(question: StudyQuestion | int, kind: str = JobKind.EXPLANATION) -> EnqueueResult:
     """Queue a job for ``question``; idempotent: returns the active job if there is one."""
-    validate_kind(kind)
+    _question_kind(kind)
     question_id = question.pk if isinstance(question, StudyQuestion) else int(question)
     if not StudyQuestion.objects.filter(pk=question_id).exists():
         raise EnqueueError(f"study question {question_id} does not exist")
@@ -133,7 +146,7 @@ ON CONFLICT DO NOTHING
 def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -> int:
     """Queue jobs for many questions in bulk (those with an active job, and missing ids, left
     alone); how many were created."""
-    validate_kind(kind)
+    _question_kind(kind)
     db = Job.objects.all().db  # the raw SQL runs where the job queryset would
     connection = connections[db]
     ids = sorted({int(i) for i in question_ids})

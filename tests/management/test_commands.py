@@ -124,8 +124,8 @@ def test_enqueue_missing_queues_only_questions_that_need_it():
 def test_enqueue_questions_by_id_reports_already_queued():
     a, b = StudyQuestionFactory.create_batch(2)
     enqueue(a)
-    out = run("enqueue", "--question", str(a.pk), str(b.pk), "--kind", "session_summary")
-    assert out.strip() == "Created 2 session_summary job(s); 0 already queued."
+    out = run("enqueue", "--question", str(a.pk), str(b.pk), "--kind", "verification")
+    assert out.strip() == "Created 2 verification job(s); 0 already queued."
     out = run("enqueue", "--question", str(a.pk), str(b.pk))
     assert out.strip() == "Created 1 explanation job(s); 1 already queued."
 

@@ -82,13 +82,15 @@ def test_enqueue_after_the_job_finished_creates_a_new_one():
 def test_enqueue_kinds_are_independent():
     question = StudyQuestionFactory()
     assert enqueue(question, JobKind.EXPLANATION).created
-    assert enqueue(question, JobKind.SESSION_SUMMARY).created
+    assert enqueue(question, JobKind.KEY_AUDIT).created
 
 
 def test_enqueue_rejects_unknown_kind_and_missing_question():
     question = StudyQuestionFactory()
     with pytest.raises(EnqueueError, match="unknown job kind 'poem'"):
         enqueue(question, "poem")
+    with pytest.raises(EnqueueError, match="belong to a question set or a study session"):
+        enqueue(question, JobKind.SESSION_SUMMARY)
     with pytest.raises(EnqueueError, match="study question 999999 does not exist"):
         enqueue(999999)
     assert not StudyQuestionJob.objects.exists()

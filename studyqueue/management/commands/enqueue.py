@@ -11,7 +11,13 @@ from studyqueue.explanations import next_step
 from studyqueue.management.commands import _outdated
 from studyqueue.management.commands._options import bounded_int, object_id, question_set
 from studyqueue.management.commands._translated import TranslatedCommand
-from studyqueue.models import PROTECTED_REVIEWS, JobKind, StudyQuestion, StudyQuestionJob
+from studyqueue.models import (
+    PROTECTED_REVIEWS,
+    QUESTION_KINDS,
+    JobKind,
+    StudyQuestion,
+    StudyQuestionJob,
+)
 from studyqueue.sets import question_sets
 
 
@@ -68,7 +74,7 @@ class Command(TranslatedCommand):
         )
         parser.add_argument(
             "--kind",
-            choices=JobKind.values,
+            choices=QUESTION_KINDS,
             default=JobKind.EXPLANATION,
             help=gettext("job kind (default: %(default)s)"),
         )

@@ -121,59 +121,36 @@ def _questions(refs: list[Any]) -> dict[object, StudyQuestion]:
     return found
 
 
-def _answer(
-    number: int, raw: Any, known: dict[object, StudyQuestion], errors: list[str]
-) -> Answer | None:
-    where = _("answer %(n)s") % {"n": number}
+def _answer(raw: Any, known: dict[object, StudyQuestion]) -> Answer | str:
+    """One answer scored against its question's key, or why it cannot be."""
     if not isinstance(raw, dict):
-        errors.append(_("%(where)s is not an object") % {"where": where})
-        return None
-    unknown = sorted(set(raw) - ANSWER_FIELDS)
-    if unknown:
-        errors.append(
-            _("%(where)s: unknown fields %(names)s") % {"where": where, "names": ", ".join(unknown)}
-        )
+        return _("not an object")
+    if unknown := sorted(set(raw) - ANSWER_FIELDS):
+        return _("unknown fields: %(names)s") % {"names": ", ".join(unknown)}
     ref = raw.get("question")
+    if ref is None:
+        return _("%(name)s is missing") % {"name": "question"}
     key: object = ("id", ref.get("id")) if isinstance(ref, dict) else ref
     question = known.get(key) if isinstance(key, str | tuple) else None
     if question is None:
-        shown = json.dumps(ref, ensure_ascii=False)[:80] if ref is not None else _("nothing")
-        errors.append(_("%(where)s: unknown question %(ref)s") % {"where": where, "ref": shown})
-        return None
-    seconds = raw.get("seconds")
+        return _("unknown question %(ref)s") % {"ref": json.dumps(ref, ensure_ascii=False)[:80]}
+    named = question.external_id or question.pk
+    seconds, chosen = raw.get("seconds"), raw.get("chosen")
     if seconds is not None and (type(seconds) is not int or not 0 <= seconds <= 86_400):
-        errors.append(
-            _("%(where)s: seconds must be a whole number from 0 to 86400") % {"where": where}
-        )
+        return _("seconds must be a whole number from 0 to 86400")
     if not question.answer.strip():
-        errors.append(
-            _("%(where)s: question %(ref)s has no key to score it against")
-            % {"where": where, "ref": question.external_id or question.pk}
-        )
-        return None
-    chosen = raw.get("chosen")
-    if question.choices:
-        if type(chosen) is not int or not 1 <= chosen <= len(question.choices):
-            errors.append(
-                _("%(where)s: chosen must be a choice number from 1 to %(count)s")
-                % {"where": where, "count": len(question.choices)}
-            )
-            return None
-        key_number = answers.key_choice(question.answer, question.choices)
-        if key_number is None:
-            errors.append(
-                _("%(where)s: the key of question %(ref)s names none of its choices")
-                % {"where": where, "ref": question.external_id or question.pk}
-            )
-            return None
-        return Answer(question, str(chosen), chosen == key_number, seconds)
-    if not isinstance(chosen, str) or not chosen.strip() or len(chosen) > 2000:
-        errors.append(
-            _("%(where)s: chosen must be the answer's text (at most 2000 characters)")
-            % {"where": where}
-        )
-        return None
-    return Answer(question, chosen.strip(), answers.same_text(chosen, question.answer), seconds)
+        return _("question %(ref)s has no key to score it against") % {"ref": named}
+    if not question.choices:
+        if not isinstance(chosen, str) or not chosen.strip() or len(chosen) > 2000:
+            return _("chosen must be the answer's text (at most 2000 characters)")
+        return Answer(question, chosen.strip(), answers.same_text(chosen, question.answer), seconds)
+    if type(chosen) is not int or not 1 <= chosen <= len(question.choices):
+        count = len(question.choices)
+        return _("chosen must be a choice number from 1 to %(count)s") % {"count": count}
+    key_number = answers.key_choice(question.answer, question.choices)
+    if key_number is None:
+        return _("the key of question %(ref)s names none of its choices") % {"ref": named}
+    return Answer(question, str(chosen), chosen == key_number, seconds)
 
 
 def check(record: Any) -> Session:
@@ -203,15 +180,15 @@ def check(record: Any) -> Session:
     known = _questions(refs)
     scored: list[Answer] = []
     for number, item in enumerate(raw, start=1):
-        answer = _answer(number, item, known, errors)
-        if answer is None:
-            continue
-        if any(other.question.pk == answer.question.pk for other in scored):
-            errors.append(
-                _("answer %(n)s: question %(ref)s is answered twice")
-                % {"n": number, "ref": answer.question.external_id or answer.question.pk}
-            )
-        scored.append(answer)
+        answer = _answer(item, known)
+        if isinstance(answer, Answer) and any(a.question == answer.question for a in scored):
+            answer = _("question %(ref)s is answered twice") % {
+                "ref": answer.question.external_id or answer.question.pk
+            }
+        if isinstance(answer, str):
+            errors.append(_("answer %(n)s: %(reason)s") % {"n": number, "reason": answer})
+        else:
+            scored.append(answer)
     if errors:
         raise Invalid(errors)
     assert learner is not None and started is not None and ended is not None

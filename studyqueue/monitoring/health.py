@@ -125,7 +125,7 @@ def _down_since(records: list[QueueConsumer], shown: str) -> str:
     name = endpoint_name(shown)
     since: list[datetime | None] = []
     for record in records:
-        states = [e for e in record.endpoints if isinstance(e, dict) and e.get("name") == name]
+        states = [e for e in presence.reported_endpoints(record) if e["name"] == name]
         if not states and record.breaker_open:
             since.append(record.breaker_since)
         for state in states:
@@ -147,7 +147,7 @@ def _urls_of(record: QueueConsumer, own: list[Endpoint]) -> list[str]:
     of each (``QueueConsumer.endpoints``), else from ``llm_url``, which joins them cut to its
     width: a cut last piece is never probed (it answers 404, or reaches another server), only
     named as this process's URL it begins, or left out."""
-    reported = [e.get("url") for e in record.endpoints if isinstance(e, dict)]
+    reported = [e.get("url") for e in presence.reported_endpoints(record)]
     urls = [url.strip() for url in reported if isinstance(url, str) and url.strip()]
     if urls:
         return urls

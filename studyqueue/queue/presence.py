@@ -179,6 +179,20 @@ def state_of(row: QueueConsumer, now: datetime) -> ConsumerState:
     return ConsumerState(row, state, quiet if state is Liveness.SILENT else None)
 
 
+def reported_endpoints(record: QueueConsumer) -> list[dict[str, Any]]:
+    """Its last report of each server (``QueueConsumer.endpoints``): the entries that name one
+    (a hand edit or a bad restore may leave anything in the JSON)."""
+    entries = [e for e in record.endpoints if isinstance(e, dict)]
+    return [e for e in entries if isinstance(e.get("name"), str) and e["name"]]
+
+
+def gate_url(record: QueueConsumer) -> str:
+    """The URL its one server's gate is named by: the reported name, whole (``llm_url`` is cut
+    to its column, and joins several servers' URLs)."""
+    reported = reported_endpoints(record)
+    return reported[0]["name"] if len(reported) == 1 else record.llm_url
+
+
 def live_consumers(now: datetime | None = None) -> list[ConsumerState]:
     """The consumers that reported within two of their intervals."""
     return [s for s in consumer_states(now) if s.live]

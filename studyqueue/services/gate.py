@@ -2,21 +2,18 @@
 the gate bounds how many calls go at once; the breaker, whether any go.
 
 A gate's ``permits`` numbered slots are row leases (``GateLease``) on the database's clock,
-shared by every consumer of the endpoint (docs/architecture.md says why and how they end).
-Between two calls of one consumer the lease stays held: a slot given back while another caller
-waits is handed over (the giver goes on once the taker has ``sent(slot)`` its request, or
-within ``HANDOVER_WAIT_SECONDS``: storing its reply would compete with the taker's call start
-for the interpreter), and one given back while a call is coming (``calls_coming``) is kept for
-it until the renewal or ``idle()``.
+shared by every consumer of the endpoint; between two calls of one consumer a slot is handed
+over or kept (docs/architecture.md, "Why the gate lives in the database"). A giver goes on once
+its taker has ``sent(slot)`` its request, or after ``HANDOVER_WAIT_SECONDS``: storing its reply
+would compete with the taker's call start for the interpreter.
 
 Warm-first: a caller that names its prompt's prefix is admitted alone while that prefix is
 cold for this gate (first use, after ``idle_seconds`` without a call); the others wait until
 its first token (``warmed``) or its end, and find the prefix in the server's prompt cache
 instead of all prefilling it at once.
 
-Adaptive (``GATE_PERMITS=auto``): given a ``GateController``, the gate numbers ``max_limit``
-slots, lets callers take those below the controller's limit, and tells it its calls in flight
-and each call's outcome (``record``, ``record_loss``).
+Adaptive (``GATE_PERMITS=auto``): a ``GateController`` sets the limit within ``max_limit``
+numbered slots, told the calls in flight and each call's outcome (``record``, ``record_loss``).
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ logger = logging.getLogger("studyqueue.consumer")
 # resource-limit ones. Left at their defaults: SIGKILL and SIGSTOP (cannot be caught), the
 # faults (SIGSEGV, SIGBUS…: the process is broken, no clean stop is possible), and SIGPIPE
 # (Python ignores it; a broken pipe is an OSError where it happens).
-_STOP_SIGNAL_NAMES = (
-    "SIGHUP SIGINT SIGQUIT SIGTERM SIGUSR1 SIGUSR2 SIGALRM SIGVTALRM SIGPROF SIGXCPU SIGXFSZ SIGIO "
-    "SIGPWR SIGSTKFLT"
-).split()
+_STOP_SIGNAL_NAMES = [
+    "SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM",
+    "SIGPROF", "SIGXCPU", "SIGXFSZ", "SIGIO", "SIGPWR", "SIGSTKFLT",
+]  # fmt: skip
 # The platform's signals only (macOS has no SIGPWR, Windows few of them).
 STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
     getattr(signal, name) for name in _STOP_SIGNAL_NAMES if hasattr(signal, name)

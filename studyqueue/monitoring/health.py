@@ -21,14 +21,9 @@ from studyqueue.conf import conf
 from studyqueue.exceptions import SettingsError
 from studyqueue.models import QueueConsumer, StudyQuestionJob, width
 from studyqueue.queue import pg, presence
-from studyqueue.services import endpoints
+from studyqueue.services import endpoints, llm
 from studyqueue.services.endpoints import Endpoint, endpoint_name
-from studyqueue.services.llm import (
-    PROBE_DEADLINE_SECONDS,
-    Probe,
-    invalid_key_message,
-    probe_servers,
-)
+from studyqueue.services.llm import PROBE_DEADLINE_SECONDS, Probe, probe_servers
 from studyqueue.services.redact import REDACTED, is_valid_api_key
 
 CHECKS = ("db", "consumer", "llm")
@@ -143,10 +138,8 @@ def _parsed(value: object) -> datetime | None:
 
 
 def _urls_of(record: QueueConsumer, own: list[Endpoint]) -> list[str]:
-    """The URLs (credentials redacted) of the servers a live consumer uses: from its report
-    of each (``QueueConsumer.endpoints``), else from ``llm_url``, which joins them cut to its
-    width: a cut last piece is never probed (it answers 404, or reaches another server), only
-    named as this process's URL it begins, or left out."""
+    """The URLs (credentials redacted) of the servers a live consumer uses: as it reported
+    each, else from ``llm_url`` (docs/howto/several-servers.md, "See them": a cut last URL)."""
     reported = [e.get("url") for e in presence.reported_endpoints(record)]
     urls = [url.strip() for url in reported if isinstance(url, str) and url.strip()]
     if urls:
@@ -204,7 +197,7 @@ def _judge(target: LLMTarget, probe: Probe | None) -> tuple[bool, str]:
     at = {"url": target.shown, "who": target.who}
     if target.key_invalid:
         text = gettext("the LLM server at %(url)s (%(who)s) is not probed: %(error)s")
-        return False, text % {**at, "error": invalid_key_message()}
+        return False, text % {**at, "error": llm.invalid_key_message()}
     if probe is None and target.url:
         text = gettext("the LLM server at %(url)s (%(who)s) is not probed: too many URLs")
         return True, text % at

@@ -1,11 +1,7 @@
-"""django-apscheduler wiring for ``runconsumer``: the consume cycle as a scheduled job.
-
-Each consumer process runs its own scheduler with its own rows (ids ``studyqueue@<worker id>/``):
-APScheduler 3 schedulers sharing one job store run each other's jobs.
-
-A cycle that stops with work left, or a wake-up (LISTEN/NOTIFY, or ``poll`` on SQLite),
-brings the next cycle forward, but never before the circuit breaker's pause ends.
-"""
+"""django-apscheduler wiring for ``runconsumer``: the consume cycle as a scheduled job, brought
+forward by work left or a wake-up, never before the breaker's pause ends. Each consumer process
+runs its own scheduler with its own rows (ids ``studyqueue@<worker id>/``): APScheduler 3
+schedulers sharing one job store run each other's jobs."""
 
 from __future__ import annotations
 

@@ -136,7 +136,7 @@ class QueueDashboardAdmin(PageAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         stats = collect()
-        done_in = stats.backlog_done_in
+        done_in, oldest = stats.backlog_done_in, stats.oldest_pending_age
         return {
             **_chart_rows(stats),
             "stats": stats,
@@ -144,9 +144,7 @@ class QueueDashboardAdmin(PageAdmin):
             "stale_minutes": f"{conf.STALE_MINUTES:g}",
             "pending_total": sum(stats.active.get(JobStatus.PENDING, {}).values()),
             "processing_total": sum(stats.active.get(JobStatus.PROCESSING, {}).values()),
-            "oldest_pending": short_duration(stats.oldest_pending_age)
-            if stats.oldest_pending_age is not None
-            else None,
+            "oldest_pending": short_duration(oldest) if oldest is not None else None,
             "can_pause": request.user.has_perm("studyqueue.pause_queue"),
             "backlog_done_in": short_duration(done_in) if done_in is not None else None,
             "backlog_done_at": timezone.localtime(stats.now + done_in) if done_in else None,

@@ -142,8 +142,6 @@ class Consumer:
         # Three connections (``queue.store``): a claim or a lease never waits on a job's write.
         self.store = JobStore()
         self._runner = asyncio.Runner()
-        # The LLM servers, each with its client, its gate (shared with every consumer of
-        # that server) and its breaker (``services.pool``).
         self.pool = EndpointPool.build(endpoints.configured(), functools.partial(_gate_for, self))
         self.notices_swept_at = -NOTICE_SWEEP_SECONDS  # the last sweep (``Cycle``)
         self.backlog = False  # the cycle's last claim came back full
@@ -238,8 +236,7 @@ class Consumer:
         return remaining
 
     def run_one(self, job: StudyQuestionJob) -> Outcome:
-        """Run one job this caller claimed, now, through the same gate, client and storage
-        as a cycle (``manage.py explain``); blocking."""
+        """Run one job this caller claimed now, as a cycle would (``manage.py explain``)."""
 
         async def go() -> Outcome:
             await self.store.close_old_connections()
@@ -369,7 +366,7 @@ class Consumer:
             return Outcome.LOST  # stale recovery gets it
 
     def close(self) -> None:
-        """Record the stop; close the LLM clients, the database connections and the loop."""
+        """Record the stop; close the LLM clients, the database connections and the loop (once)."""
         if self._closed:
             return
         self._closed = True

@@ -262,8 +262,7 @@ class _ProbeCache:
     def get(
         self, targets: list[LLMTarget], wait: float
     ) -> tuple[dict[tuple[str, str, bool], Probe] | None, float]:
-        """The probes of ``targets`` and their age in seconds; None when none has finished
-        within ``wait`` seconds (see ``FRESH_SECONDS``)."""
+        """The probes of ``targets`` and their age in seconds; None: none within ``wait``."""
         key = tuple(sorted({_probe_key(t) for t in targets if t.url}))
         with self._lock:
             result = self._result(key)
@@ -327,8 +326,7 @@ def check_llm(*, wait: float | None = None) -> Check:
 
 
 def _guarded(name: str, func: Callable[[], Check]) -> Check:
-    """``func()``, or a failed check naming the exception's type: a probe never answers 500,
-    and an exception's text (which might hold a secret) is never shown."""
+    """``func()``, or a failed check naming the exception's type (its text may hold a secret)."""
     try:
         return func()
     except Exception as exc:  # reported, never raised

@@ -79,8 +79,7 @@ class TokenTotals:
 
     @property
     def cached_share(self) -> float | None:
-        """Cached over prompt tokens of the replies that reported it (None: none did, which is
-        not a cold cache)."""
+        """Cached over prompt tokens of the replies that said (None: none did; no cold cache)."""
         return self.cached / self.prompt_reported if self.prompt_reported else None
 
     @property
@@ -212,10 +211,9 @@ def recent(now: datetime) -> JobQuerySet:
 
 
 def replies(now: datetime) -> JobQuerySet:
-    """``recent(now)``, each job with ``reply``: the revision that completed it.
-
-    The join reads only revisions from the oldest of those replies on (a primary key range),
-    not the whole history; the FILTER keeps MIN from walking the ``revision_id`` index."""
+    """``recent(now)``, each job with ``reply``: the revision that completed it. The join reads
+    only revisions from the oldest of those replies on (a primary key range), not the whole
+    history; the FILTER keeps MIN from walking the ``revision_id`` index."""
     jobs = recent(now)
     has_reply = Q(revision__isnull=False)
     oldest = jobs.aggregate(first=Min("revision_id", filter=has_reply))["first"] or 0

@@ -97,8 +97,7 @@ def parse(channel: str, payload: str) -> Message:
 
 
 def send(message: Message, *, using: str) -> None:
-    """Notify the consumers through database ``using`` (delivered when the caller's
-    transaction commits; nothing on SQLite, whose consumers poll)."""
+    """Notify the consumers through ``using`` when the caller commits (SQLite's consumers poll)."""
     connection = connections[using]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:

@@ -14,8 +14,7 @@ from studyqueue.services.endpoints import endpoint_name
 
 
 def key(endpoint: str) -> str:
-    """``endpoint``'s row: its normalised URL (every spelling of one server shares one row),
-    cut to the column as stored."""
+    """``endpoint``'s row: its normalised URL (one row per server), cut to the column."""
     return fit(GateLimit, "endpoint", endpoint_name(endpoint))
 
 

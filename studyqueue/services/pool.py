@@ -298,8 +298,7 @@ class EndpointPool:
             await old.aclose()
 
     async def watch_servers(self) -> None:
-        """``GATE_PERMITS=auto`` on vLLM (or a page once found unusable): once requests wait
-        on the server, its gate stops climbing (``LLMGate.server_full``)."""
+        """Auto gates on vLLM (or an unusable page): requests waiting there stop the climb."""
         for member in self.members:
             watched = member.server == server_limits.VLLM or member.metrics_fault is not None
             if watched and member.gate.controller is not None:

@@ -168,8 +168,7 @@ def _tokens(value: Any) -> int | None:
 
 
 def _cached_tokens(usage: dict[str, Any], prompt_tokens: int | None) -> int | None:
-    """``usage.prompt_tokens_details.cached_tokens``, at most ``prompt_tokens``; None when the
-    server does not say."""
+    """``usage.prompt_tokens_details.cached_tokens``, at most ``prompt_tokens`` (None: unsaid)."""
     details = usage.get("prompt_tokens_details")
     if not isinstance(details, dict):
         return None

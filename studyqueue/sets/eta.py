@@ -65,8 +65,7 @@ class Rate:
 
     @classmethod
     def of(cls, now: datetime, question_ids: QuerySet[Any, Any] | None = None) -> Rate | None:
-        """The rate of the explanation jobs (of ``question_ids``, when given) completed in the
-        ``WINDOW`` before ``now``; None: none completed."""
+        """The rate of the explanation jobs (of ``question_ids``) completed in the ``WINDOW``."""
         explanations = StudyQuestionJob.objects.filter(kind=JobKind.EXPLANATION)
         if question_ids is not None:
             explanations = explanations.filter(study_question_id__in=question_ids)

@@ -119,17 +119,10 @@ class QueueDashboardAdmin(PageAdmin):
     permission = "studyqueue.view_studyquestionjob"
 
     def get_urls(self) -> list:
+        view = self.admin_site.admin_view
         return [
-            path(
-                "",
-                self.admin_site.admin_view(self.changelist_view),
-                name="studyqueue_queuedashboard_changelist",
-            ),
-            path(
-                "data.json",
-                self.admin_site.admin_view(self.data_view),
-                name="studyqueue_queuedashboard_data",
-            ),
+            path("", view(self.changelist_view), name="studyqueue_queuedashboard_changelist"),
+            path("data.json", view(self.data_view), name="studyqueue_queuedashboard_data"),
         ]
 
     def _context(self, request: HttpRequest) -> dict[str, Any]:

@@ -92,8 +92,7 @@ def prune_job(worker_id: str = "") -> None:
 
 
 class ScheduledConsumer:
-    """A ``Consumer`` whose cycles a scheduler runs every ``interval`` seconds, or sooner when
-    work is due; ``run()`` blocks until the consumer is asked to stop."""
+    """A ``Consumer`` whose cycles a scheduler runs every ``interval`` s, or sooner when due."""
 
     def __init__(self, consumer: Consumer) -> None:
         self.consumer, worker_id = consumer, consumer.worker_id

@@ -126,9 +126,8 @@ def _needed(low: WindowStats, high: WindowStats) -> float:
 
 
 class GateController:
-    """The limit of one endpoint, found between 1 and ``max_limit``; see the module. A
-    limit another consumer set above ``max_limit`` stays the endpoint's: this consumer
-    only lets ``allowed`` calls through."""
+    """The limit of one endpoint, found between 1 and ``max_limit``; one another consumer set
+    above ``max_limit`` stays the endpoint's, and this consumer lets ``allowed`` calls through."""
 
     def __init__(
         self,
@@ -267,9 +266,8 @@ class GateController:
         return self._settle(self._clock())
 
     def adopt(self, limit: int) -> Change | None:
-        """Another consumer set the endpoint's limit: follow it, and measure afresh. A limit
-        above ``max_limit`` is kept as the shared one; this consumer's calls stay within
-        ``max_limit`` (``allowed``)."""
+        """Another consumer set the endpoint's limit: follow it and measure afresh (above
+        ``max_limit`` it stays the shared one; this consumer's calls stay within ``allowed``)."""
         limit = max(limit, 1)
         if limit == self._limit:
             return None

@@ -58,8 +58,7 @@ def _chart(
     shown: Callable[[float], str],
     total: str | None = None,
 ) -> Chart:
-    """A row of one value per hour, styled as ``id``; its figure is ``total``, else the
-    newest hour's value (for a row of hourly means)."""
+    """A row of one value per hour, styled as ``id``; its figure ``total``, else the newest."""
     values = [value(h) for h in stats.hours]
     top = max((v or 0 for v in values), default=0)
     bars = [

@@ -76,8 +76,7 @@ class QueueConsumerAdmin(GuardedInputAdmin):
 
     @admin.display(description=_("LLM servers"))
     def servers(self, record: QueueConsumer) -> str:
-        """Each server as it found it at its last report (``QueueConsumer.endpoints``), or
-        its recorded URL (a record written before servers were reported)."""
+        """Each server as it found it at its last report, else the record's URL (an old one)."""
         reported = reported_endpoints(record)
         if not reported:
             return record.llm_url

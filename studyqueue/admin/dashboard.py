@@ -94,8 +94,7 @@ def _consumer_rows(stats: DashboardStats) -> list[dict[str, Any]]:
 
 
 def _version_rows() -> list[dict[str, Any]]:
-    """Each prompt version's numbers, what checking cost, and its flags' scores as predictors
-    of a rejection (only flags with decisions behind them)."""
+    """Each prompt version's numbers, its checking's cost, and its decided flags' scores."""
     newest = prompt_versions.DASHBOARD_NEWEST
     trust = flag_trust.collect(newest)
     # About the jobs behind the newest explanations compared: each has an audit and a check.

@@ -136,8 +136,7 @@ def _adopt_orphans() -> None:
 
 
 def _end_group(group: int) -> None:
-    """Kill and wait for what is left of gunicorn's process group once its master exited (a
-    worker may still hold the port)."""
+    """Kill and reap what gunicorn's group left after its master (a worker may hold the port)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, signal.SIGKILL)  # nothing of it should outlive the master
     deadline = time.monotonic() + WEB_LEFTOVER_SECONDS

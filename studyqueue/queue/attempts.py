@@ -4,7 +4,7 @@ what became of it, in the same statement or transaction as the job's own write."
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -84,7 +84,7 @@ class _Reported(Protocol):
 
 @dataclass(frozen=True)
 class Usage:
-    """What an attempt's LLM call reported, when it got a reply."""
+    """What an attempt's LLM call reported, when it got a reply (its fields are columns)."""
 
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -132,12 +132,7 @@ class AttemptEnding:
             "error_message": self.error_message,
         }
         if self.usage is not None:
-            values.update(
-                prompt_tokens=self.usage.prompt_tokens,
-                completion_tokens=self.usage.completion_tokens,
-                first_token_ms=self.usage.first_token_ms,
-                endpoint=self.usage.endpoint,
-            )
+            values.update(asdict(self.usage))
         return values
 
 

@@ -261,9 +261,7 @@ class GateController:
         queue there. The climb under way ends now, as if its next step had not paid, and
         no climb goes above the limit of now until the next one."""
         self._full_at = self._limit
-        if not self._climb:
-            return None
-        return self._settle(self._clock())
+        return self._settle(self._clock()) if self._climb else None
 
     def adopt(self, limit: int) -> Change | None:
         """Another consumer set the endpoint's limit: follow it and measure afresh (above

@@ -173,9 +173,7 @@ def _cached_tokens(usage: dict[str, Any], prompt_tokens: int | None) -> int | No
     if not isinstance(details, dict):
         return None
     cached = _tokens(details.get("cached_tokens"))
-    if cached is None or prompt_tokens is None:
-        return cached
-    return min(cached, prompt_tokens)
+    return cached if cached is None or prompt_tokens is None else min(cached, prompt_tokens)
 
 
 def _json(payload: bytes | str) -> Any:

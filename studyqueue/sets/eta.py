@@ -110,6 +110,4 @@ def rate_for(now: datetime, question_ids: QuerySet[Any, Any]) -> Rate | None:
     """The rate to estimate with: these questions' own once ``OWN_RATE_JOBS`` of their jobs
     completed in the window, else every explanation's."""
     own = Rate.of(now, question_ids)
-    if own is not None and own.jobs >= OWN_RATE_JOBS:
-        return own
-    return Rate.of(now)
+    return own if own is not None and own.jobs >= OWN_RATE_JOBS else Rate.of(now)

@@ -3,6 +3,7 @@ with its value as text (the hover title, and the row's accessible label)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -57,8 +58,7 @@ def _chart(
     shown: Callable[[float], str],
     total: str | None = None,
 ) -> Chart:
-    """A row of one value per hour, styled as ``id``; its figure is ``total``, else the
-    newest hour's value (for a row of hourly means)."""
+    """A row of one value per hour, styled as ``id``; its figure ``total``, else the newest."""
     values = [value(h) for h in stats.hours]
     top = max((v or 0 for v in values), default=0)
     bars = [
@@ -92,6 +92,7 @@ def hourly_charts(stats: DashboardStats) -> list[Chart]:
     completed = sum(h.completed for h in stats.hours)
     failed = sum(h.failed for h in stats.hours)
     llm_total = _llm_seconds(sum(h.llm_ms for h in stats.hours))
+    chart = functools.partial(_chart, stats)
     return [
         Chart(
             "sq-throughput",
@@ -99,23 +100,14 @@ def hourly_charts(stats: DashboardStats) -> list[Chart]:
             f"{completed} / {failed}",
             finished,
         ),
-        _chart(
-            stats,
-            "sq-llm",
-            gettext("LLM time per hour"),
-            lambda h: h.llm_ms,
-            _llm_seconds,
-            llm_total,
-        ),
-        _chart(
-            stats,
+        chart("sq-llm", gettext("LLM time per hour"), lambda h: h.llm_ms, _llm_seconds, llm_total),
+        chart(
             "sq-ttft",
             gettext("Time to first token (hourly mean)"),
             lambda h: None if h.first_token_ms is None else h.first_token_ms / 1000,
             lambda v: gettext("%(seconds).2f s") % {"seconds": v},
         ),
-        _chart(
-            stats,
+        chart(
             "sq-tps",
             gettext("Tokens per second (hourly mean)"),
             lambda h: h.tokens_per_second,

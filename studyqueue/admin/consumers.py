@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy as _
 from studyqueue.admin.common import GuardedInputAdmin, badge
 from studyqueue.conf import AUTO
 from studyqueue.models import QueueConsumer
-from studyqueue.queue.presence import Liveness, state_of
+from studyqueue.queue.presence import Liveness, gate_url, reported_endpoints, state_of
 from studyqueue.services import gate_limits
 
 STATE_COLOURS = {Liveness.LIVE: "#16a34a", Liveness.SILENT: "#d97706", Liveness.STOPPED: "#64748b"}
@@ -76,9 +76,8 @@ class QueueConsumerAdmin(GuardedInputAdmin):
 
     @admin.display(description=_("LLM servers"))
     def servers(self, record: QueueConsumer) -> str:
-        """Each server as it found it at its last report (``QueueConsumer.endpoints``), or
-        its recorded URL (a record written before servers were reported)."""
-        reported = [e for e in record.endpoints if isinstance(e, dict) and e.get("name")]
+        """Each server as it found it at its last report, else the record's URL (an old one)."""
+        reported = reported_endpoints(record)
         if not reported:
             return record.llm_url
         states = {"up": gettext("up"), "probing": gettext("probing"), "down": gettext("down")}
@@ -96,7 +95,7 @@ class QueueConsumerAdmin(GuardedInputAdmin):
         # An auto gate follows its server's stored limit, which moves between the
         # consumer's reports: read it, as the dashboard does (a query per auto row; a day's
         # consumers are few).
-        shared = gate_limits.load(record.llm_url) if record.gate_permits == AUTO else None
+        shared = gate_limits.load(gate_url(record)) if record.gate_permits == AUTO else None
         limit = shared.limit if shared is not None else record.gate_limit
         if limit is None or str(limit) == record.gate_permits:
             return record.gate_permits or "-"

@@ -94,8 +94,7 @@ def _consumer_rows(stats: DashboardStats) -> list[dict[str, Any]]:
 
 
 def _version_rows() -> list[dict[str, Any]]:
-    """Each prompt version's numbers, what checking cost, and its flags' scores as predictors
-    of a rejection (only flags with decisions behind them)."""
+    """Each prompt version's numbers, its checking's cost, and its decided flags' scores."""
     newest = prompt_versions.DASHBOARD_NEWEST
     trust = flag_trust.collect(newest)
     # About the jobs behind the newest explanations compared: each has an audit and a check.
@@ -119,24 +118,17 @@ class QueueDashboardAdmin(PageAdmin):
     permission = "studyqueue.view_studyquestionjob"
 
     def get_urls(self) -> list:
+        view = self.admin_site.admin_view
         return [
-            path(
-                "",
-                self.admin_site.admin_view(self.changelist_view),
-                name="studyqueue_queuedashboard_changelist",
-            ),
-            path(
-                "data.json",
-                self.admin_site.admin_view(self.data_view),
-                name="studyqueue_queuedashboard_data",
-            ),
+            path("", view(self.changelist_view), name="studyqueue_queuedashboard_changelist"),
+            path("data.json", view(self.data_view), name="studyqueue_queuedashboard_data"),
         ]
 
     def _context(self, request: HttpRequest) -> dict[str, Any]:
         if not self.has_view_permission(request):
             raise PermissionDenied
         stats = collect()
-        done_in = stats.backlog_done_in
+        done_in, oldest = stats.backlog_done_in, stats.oldest_pending_age
         return {
             **_chart_rows(stats),
             "stats": stats,
@@ -144,9 +136,7 @@ class QueueDashboardAdmin(PageAdmin):
             "stale_minutes": f"{conf.STALE_MINUTES:g}",
             "pending_total": sum(stats.active.get(JobStatus.PENDING, {}).values()),
             "processing_total": sum(stats.active.get(JobStatus.PROCESSING, {}).values()),
-            "oldest_pending": short_duration(stats.oldest_pending_age)
-            if stats.oldest_pending_age is not None
-            else None,
+            "oldest_pending": short_duration(oldest) if oldest is not None else None,
             "can_pause": request.user.has_perm("studyqueue.pause_queue"),
             "backlog_done_in": short_duration(done_in) if done_in is not None else None,
             "backlog_done_at": timezone.localtime(stats.now + done_in) if done_in else None,

@@ -29,6 +29,8 @@ def _row(attempt: JobAttempt, now: datetime) -> dict[str, Any]:
     started, ended = attempt.started_at, attempt.ended_at
     code, outcome = attempt.error_code, attempt.outcome
     prompt, completion = attempt.prompt_tokens, attempt.completion_tokens
+    tokens = " → ".join("?" if n is None else str(n) for n in (prompt, completion))
+    first_token = attempt.first_token_ms
     label = Outcome(outcome).label if outcome in Outcome.values else _("Running")
     return {
         "number": attempt.number,
@@ -42,16 +44,8 @@ def _row(attempt: JobAttempt, now: datetime) -> dict[str, Any]:
         "error_meaning": ErrorCode(code).label if code in ErrorCode.values else "",
         "message": excerpt(attempt.error_message, MESSAGE_EXCERPT),
         "message_full": attempt.error_message,
-        "tokens": (
-            " → ".join("?" if n is None else str(n) for n in (prompt, completion))
-            if prompt is not None or completion is not None
-            else "-"
-        ),
-        "first_token": (
-            gettext("%(ms)d ms") % {"ms": attempt.first_token_ms}
-            if attempt.first_token_ms is not None
-            else "-"
-        ),
+        "tokens": tokens if prompt is not None or completion is not None else "-",
+        "first_token": "-" if first_token is None else gettext("%(ms)d ms") % {"ms": first_token},
     }
 
 

@@ -1,14 +1,8 @@
-"""The consumer: one long-lived object per process that turns pending jobs into results.
-
-A ``Consumer`` owns, for the life of the process, its event loop, its job store
-(``studyqueue.queue.store``) and the endpoint pool (``studyqueue.services.pool``);
-docs/architecture.md says which work goes where, and why. django-apscheduler calls
-``Consumer.run_cycle()`` as its scheduled job (``studyqueue.consumer.scheduler``).
-
-One cycle (``Cycle``): reset stale jobs, then claim jobs in id order and keep them in flight
-(``Cycle.in_flight``) until nothing is ready or the budget is spent. Each job runs in
-isolation: its exception never touches another job, an unexpected error fails it as
-``internal``, and a crash leaves it to stale recovery.
+"""The consumer: one long-lived object per process that turns pending jobs into results. It
+owns its event loop, its job store (``queue.store``) and its endpoint pool (``services.pool``)
+(docs/architecture.md says which work goes where, and why); ``consumer.scheduler`` runs its
+cycles (``Cycle``). A job's exception never touches another job: an unexpected error fails it
+as ``internal``, and a crash leaves it to stale recovery.
 
 The last look before an LLM call, in the gap where the server idles, reads the pauses this
 consumer knows of (``KnownPauses``), not the database (a read there cost 2.7-4.8 ms of a 10 ms
@@ -148,8 +142,6 @@ class Consumer:
         # Three connections (``queue.store``): a claim or a lease never waits on a job's write.
         self.store = JobStore()
         self._runner = asyncio.Runner()
-        # The LLM servers, each with its client, its gate (shared with every consumer of
-        # that server) and its breaker (``services.pool``).
         self.pool = EndpointPool.build(endpoints.configured(), functools.partial(_gate_for, self))
         self.notices_swept_at = -NOTICE_SWEEP_SECONDS  # the last sweep (``Cycle``)
         self.backlog = False  # the cycle's last claim came back full
@@ -244,8 +236,7 @@ class Consumer:
         return remaining
 
     def run_one(self, job: StudyQuestionJob) -> Outcome:
-        """Run one job this caller claimed, now, through the same gate, client and storage
-        as a cycle (``manage.py explain``); blocking."""
+        """Run one job this caller claimed now, as a cycle would (``manage.py explain``)."""
 
         async def go() -> Outcome:
             await self.store.close_old_connections()
@@ -274,8 +265,7 @@ class Consumer:
         self._reported_at = time.monotonic()
 
     def cancel_job(self, job_id: int) -> bool:
-        """Stop a running job's LLM call now (thread-safe; its claim was taken from us).
-        Whether this consumer runs that job."""
+        """Stop a running job's LLM call now, thread-safe (its claim was taken from us)."""
         task = self._jobs.get(job_id)
         if task is None:
             return False
@@ -376,8 +366,7 @@ class Consumer:
             return Outcome.LOST  # stale recovery gets it
 
     def close(self) -> None:
-        """Record the stop; close the LLM client, the database connections and the loop
-        (once; later calls do nothing)."""
+        """Record the stop; close the LLM clients, the database connections and the loop (once)."""
         if self._closed:
             return
         self._closed = True
@@ -452,8 +441,8 @@ class Cycle:
         return self.in_flight - len(self.running) + self.consumer.storing
 
     async def run(self) -> CycleResult:
-        """Reset stale jobs, then claim and run jobs until nothing is ready or the budget
-        (``CYCLE_BUDGET_SECONDS``; every cycle claims once) is spent."""
+        """Reset stale jobs, then claim jobs in id order and run them until nothing is ready or
+        the budget (``CYCLE_BUDGET_SECONDS``; every cycle claims once) is spent."""
         consumer = self.consumer
         stale = await consumer.store.reset_stale()
         self.result.stale_reset, self.result.stale_failed = stale.reset, stale.failed
@@ -502,8 +491,7 @@ class Cycle:
         )
 
     def wait_timeout(self) -> float:
-        """How long to wait for a job to finish: until a stop request could be seen,
-        or until the grace period after one is over."""
+        """How long to wait for a job to end: until a stop could be seen, or the grace is over."""
         if self.stop_seen_at is None:
             return 0.5
         return max(0.0, self.stop_seen_at + conf.SHUTDOWN_GRACE_SECONDS - time.monotonic())

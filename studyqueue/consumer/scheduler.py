@@ -1,11 +1,7 @@
-"""django-apscheduler wiring for ``runconsumer``: the consume cycle as a scheduled job.
-
-Each consumer process runs its own scheduler with its own rows (ids ``studyqueue@<worker id>/``):
-APScheduler 3 schedulers sharing one job store run each other's jobs.
-
-A cycle that stops with work left, or a wake-up (LISTEN/NOTIFY, or ``poll`` on SQLite),
-brings the next cycle forward, but never before the circuit breaker's pause ends.
-"""
+"""django-apscheduler wiring for ``runconsumer``: the consume cycle as a scheduled job, brought
+forward by work left or a wake-up, never before the breaker's pause ends. Each consumer process
+runs its own scheduler with its own rows (ids ``studyqueue@<worker id>/``): APScheduler 3
+schedulers sharing one job store run each other's jobs."""
 
 from __future__ import annotations
 
@@ -96,8 +92,7 @@ def prune_job(worker_id: str = "") -> None:
 
 
 class ScheduledConsumer:
-    """A ``Consumer`` whose cycles a scheduler runs every ``interval`` seconds, or sooner when
-    work is due; ``run()`` blocks until the consumer is asked to stop."""
+    """A ``Consumer`` whose cycles a scheduler runs every ``interval`` s, or sooner when due."""
 
     def __init__(self, consumer: Consumer) -> None:
         self.consumer, worker_id = consumer, consumer.worker_id

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from studyqueue.explanations import answers, hiding, quality, revisions
+from studyqueue.explanations import answers, hiding, key_audit, quality, revisions
 from studyqueue.models import (
     ExplanationRevision,
     JobKind,
@@ -25,8 +25,7 @@ from studyqueue.queue.transitions import Outcome
 
 logger = logging.getLogger("studyqueue.verifier")
 
-# A reply is one short line ("Answer: 2"): room for it, never for an explanation.
-MAX_TOKENS = 16
+MAX_TOKENS = key_audit.MAX_TOKENS  # one short line, as the key audit's reply
 
 # Fixed text first, in the system message (the server's prompt cache); the question last.
 SYSTEM = (

@@ -21,14 +21,9 @@ from studyqueue.conf import conf
 from studyqueue.exceptions import SettingsError
 from studyqueue.models import QueueConsumer, StudyQuestionJob, width
 from studyqueue.queue import pg, presence
-from studyqueue.services import endpoints
+from studyqueue.services import endpoints, llm
 from studyqueue.services.endpoints import Endpoint, endpoint_name
-from studyqueue.services.llm import (
-    PROBE_DEADLINE_SECONDS,
-    Probe,
-    invalid_key_message,
-    probe_servers,
-)
+from studyqueue.services.llm import PROBE_DEADLINE_SECONDS, Probe, probe_servers
 from studyqueue.services.redact import REDACTED, is_valid_api_key
 
 CHECKS = ("db", "consumer", "llm")
@@ -125,7 +120,7 @@ def _down_since(records: list[QueueConsumer], shown: str) -> str:
     name = endpoint_name(shown)
     since: list[datetime | None] = []
     for record in records:
-        states = [e for e in record.endpoints if isinstance(e, dict) and e.get("name") == name]
+        states = [e for e in presence.reported_endpoints(record) if e["name"] == name]
         if not states and record.breaker_open:
             since.append(record.breaker_since)
         for state in states:
@@ -143,11 +138,9 @@ def _parsed(value: object) -> datetime | None:
 
 
 def _urls_of(record: QueueConsumer, own: list[Endpoint]) -> list[str]:
-    """The URLs (credentials redacted) of the servers a live consumer uses: from its report
-    of each (``QueueConsumer.endpoints``), else from ``llm_url``, which joins them cut to its
-    width: a cut last piece is never probed (it answers 404, or reaches another server), only
-    named as this process's URL it begins, or left out."""
-    reported = [e.get("url") for e in record.endpoints if isinstance(e, dict)]
+    """The URLs (credentials redacted) of the servers a live consumer uses: as it reported
+    each, else from ``llm_url`` (docs/howto/several-servers.md, "See them": a cut last URL)."""
+    reported = [e.get("url") for e in presence.reported_endpoints(record)]
     urls = [url.strip() for url in reported if isinstance(url, str) and url.strip()]
     if urls:
         return urls
@@ -204,7 +197,7 @@ def _judge(target: LLMTarget, probe: Probe | None) -> tuple[bool, str]:
     at = {"url": target.shown, "who": target.who}
     if target.key_invalid:
         text = gettext("the LLM server at %(url)s (%(who)s) is not probed: %(error)s")
-        return False, text % {**at, "error": invalid_key_message()}
+        return False, text % {**at, "error": llm.invalid_key_message()}
     if probe is None and target.url:
         text = gettext("the LLM server at %(url)s (%(who)s) is not probed: too many URLs")
         return True, text % at
@@ -269,8 +262,7 @@ class _ProbeCache:
     def get(
         self, targets: list[LLMTarget], wait: float
     ) -> tuple[dict[tuple[str, str, bool], Probe] | None, float]:
-        """The probes of ``targets`` and their age in seconds; None when none has finished
-        within ``wait`` seconds (see ``FRESH_SECONDS``)."""
+        """The probes of ``targets`` and their age in seconds; None: none within ``wait``."""
         key = tuple(sorted({_probe_key(t) for t in targets if t.url}))
         with self._lock:
             result = self._result(key)
@@ -334,8 +326,7 @@ def check_llm(*, wait: float | None = None) -> Check:
 
 
 def _guarded(name: str, func: Callable[[], Check]) -> Check:
-    """``func()``, or a failed check naming the exception's type: a probe never answers 500,
-    and an exception's text (which might hold a secret) is never shown."""
+    """``func()``, or a failed check naming the exception's type (its text may hold a secret)."""
     try:
         return func()
     except Exception as exc:  # reported, never raised

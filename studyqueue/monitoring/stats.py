@@ -34,8 +34,8 @@ from studyqueue.models import (
     StudyQuestionJob,
     StudyQuestionSet,
 )
-from studyqueue.queue.presence import ConsumerState, consumer_states
-from studyqueue.services.endpoints import endpoint_name
+from studyqueue.queue.presence import ConsumerState, consumer_states, gate_url, reported_endpoints
+from studyqueue.services import gate_limits
 from studyqueue.sets import eta, question_sets
 
 WINDOW = timedelta(hours=24)
@@ -79,8 +79,7 @@ class TokenTotals:
 
     @property
     def cached_share(self) -> float | None:
-        """Cached over prompt tokens of the replies that reported it (None: none did, which is
-        not a cold cache)."""
+        """Cached over prompt tokens of the replies that said (None: none did; no cold cache)."""
         return self.cached / self.prompt_reported if self.prompt_reported else None
 
     @property
@@ -167,8 +166,7 @@ class DashboardStats:
         """The stored limit a ``GATE_PERMITS=auto`` consumer's gate follows (None: none)."""
         if consumer.record.gate_permits != AUTO:
             return None
-        # Its URL as the gate names it: the row of every spelling of its server.
-        endpoint = endpoint_name(consumer.record.llm_url)
+        endpoint = gate_limits.key(gate_url(consumer.record))  # the row as the gate stores it
         return next((g for g in self.gate_limits if g.endpoint == endpoint), None)
 
     def gate_limit_of(self, consumer: ConsumerState) -> int | None:
@@ -213,10 +211,9 @@ def recent(now: datetime) -> JobQuerySet:
 
 
 def replies(now: datetime) -> JobQuerySet:
-    """``recent(now)``, each job with ``reply``: the revision that completed it.
-
-    The join reads only revisions from the oldest of those replies on (a primary key range),
-    not the whole history; the FILTER keeps MIN from walking the ``revision_id`` index."""
+    """``recent(now)``, each job with ``reply``: the revision that completed it. The join reads
+    only revisions from the oldest of those replies on (a primary key range), not the whole
+    history; the FILTER keeps MIN from walking the ``revision_id`` index."""
     jobs = recent(now)
     has_reply = Q(revision__isnull=False)
     oldest = jobs.aggregate(first=Min("revision_id", filter=has_reply))["first"] or 0
@@ -375,12 +372,9 @@ def endpoint_rows(
 ) -> list[EndpointRow]:
     """Each LLM server a live consumer uses (``QueueConsumer.endpoints``), in name order."""
     reports: dict[str, list[dict[str, Any]]] = {}
-    for state in consumers:
-        if not state.live:
-            continue
-        for entry in state.record.endpoints:
-            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-                reports.setdefault(entry["name"], []).append(entry)
+    for state in (c for c in consumers if c.live):
+        for entry in reported_endpoints(state.record):
+            reports.setdefault(entry["name"], []).append(entry)
     if not reports:
         return []
     stored = {g.endpoint: g.limit for g in limits}
@@ -406,7 +400,7 @@ def _endpoint_row(
         model=str(worst.get("model") or ""),
         state=str(worst.get("state") or "up"),
         down_for=sum(1 for e in entries if e.get("state") == "down"),
-        limit=stored.get(name, limit) if auto else limit,
+        limit=stored.get(gate_limits.key(name), limit) if auto else limit,
         tokens_per_second=max(rates, default=None),
         error=str(worst.get("error") or ""),
         detail=str(worst.get("detail") or ""),

@@ -4,7 +4,7 @@ what became of it, in the same statement or transaction as the job's own write."
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -59,8 +59,7 @@ def opening_attempts(claim_sql: str) -> str:
 
 
 def open_claimed_attempts(db: str, job_ids: list[int]) -> None:
-    """SQLite (no data-modifying WITH): open the attempts of the jobs just claimed; call it
-    in the claim's transaction."""
+    """SQLite (no data-modifying WITH): open the just claimed jobs' attempts, in the claim's."""
     if not job_ids:
         return
     names = [f"id{i}" for i in range(len(job_ids))]
@@ -85,7 +84,7 @@ class _Reported(Protocol):
 
 @dataclass(frozen=True)
 class Usage:
-    """What an attempt's LLM call reported, when it got a reply."""
+    """What an attempt's LLM call reported, when it got a reply (its fields are columns)."""
 
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -94,8 +93,7 @@ class Usage:
 
     @classmethod
     def of(cls, replies: Sequence[_Reported]) -> Usage | None:
-        """What several calls of one attempt reported: tokens summed, the first call's time to
-        first token."""
+        """Several calls of one attempt: tokens summed, the first call's time to first token."""
         if not replies:
             return None
 
@@ -134,12 +132,7 @@ class AttemptEnding:
             "error_message": self.error_message,
         }
         if self.usage is not None:
-            values.update(
-                prompt_tokens=self.usage.prompt_tokens,
-                completion_tokens=self.usage.completion_tokens,
-                first_token_ms=self.usage.first_token_ms,
-                endpoint=self.usage.endpoint,
-            )
+            values.update(asdict(self.usage))
         return values
 
 
@@ -176,8 +169,7 @@ def finish_with_attempt(
 
 
 def end_attempts(db: str, jobs: list[int] | QuerySet[Any, Any], ending: AttemptEnding) -> int:
-    """End the open attempts of many jobs (ids, or a QuerySet of ids) in one statement; how
-    many."""
+    """End the open attempts of many jobs (ids, or a QuerySet of ids) in one statement."""
     if isinstance(jobs, list) and not jobs:
         return 0
     return open_attempts(db).filter(job_id__in=jobs).update(**ending.values())

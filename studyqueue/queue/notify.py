@@ -1,11 +1,6 @@
-"""LISTEN/NOTIFY: how the queue tells its consumers, on PostgreSQL, that something changed.
-
-Two channels: ``JOBS_CHANNEL`` (empty payload: wake) and ``CONTROL_CHANNEL``
-(``cancel:<job id>``, ``pause:<kind>``); a ``Message`` is one notice, typed (``Kind``).
-``start_listener`` runs the consumer's LISTEN thread on a psycopg connection made by
-``queue.pg``; while that session cannot be had, the thread looks for ready jobs as ``poll``
-does. SQLite has none of this: its consumers poll.
-"""
+"""LISTEN/NOTIFY: how the queue tells its consumers, on PostgreSQL, that something changed
+(docs/architecture.md, "Notifications"): ``JOBS_CHANNEL`` wakes them (empty payload),
+``CONTROL_CHANNEL`` carries ``cancel:<job id>`` and ``pause:<kind>``, each typed (``Message``)."""
 
 from __future__ import annotations
 
@@ -102,8 +97,7 @@ def parse(channel: str, payload: str) -> Message:
 
 
 def send(message: Message, *, using: str) -> None:
-    """Notify the consumers through database ``using`` (delivered when the caller's
-    transaction commits; nothing on SQLite, whose consumers poll)."""
+    """Notify the consumers through ``using`` when the caller commits (SQLite's consumers poll)."""
     connection = connections[using]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:

@@ -177,8 +177,7 @@ def skip(
     code: str = ErrorCode.OPERATOR_SKIPPED,
     message: str = "Skipped by an operator",
 ) -> SkipResult:
-    """Operator skip: pending or processing jobs become skipped (a processing job's worker is
-    fenced out: its later writes change nothing)."""
+    """Operator skip: pending or processing jobs become skipped (a running one's worker fenced)."""
     jobs = Job.objects.all()
     db = jobs.db
     result = SkipResult()

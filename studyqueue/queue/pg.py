@@ -23,8 +23,7 @@ CONNECT_TIMEOUT_SECONDS = 5  # unless OPTIONS names its own connect_timeout
 
 
 def psycopg_kwargs(settings_dict: Mapping[str, Any], *, dbname: str | None = None) -> dict:
-    """``psycopg.connect()`` keyword arguments for a ``DATABASES`` entry, built as Django
-    builds its own; ``dbname`` overrides the database."""
+    """``psycopg.connect()`` arguments for a ``DATABASES`` entry, as Django builds its own."""
     options = {
         key: value
         for key, value in (settings_dict.get("OPTIONS") or {}).items()

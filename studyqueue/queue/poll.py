@@ -21,8 +21,7 @@ POLL_SECONDS = 1.0
 def poll(
     on_ready: Callable[[], object], *, idle: Callable[[], bool], wait: Callable[[float], bool]
 ) -> None:
-    """Every ``POLL_SECONDS`` while ``idle()``, call ``on_ready()`` if a job is ready to
-    claim; until ``wait`` returns True (stopping). Blocks."""
+    """Every ``POLL_SECONDS`` while ``idle()``, ``on_ready()`` if a job is ready; until ``wait``."""
     failing = False
     try:
         while not wait(POLL_SECONDS):
@@ -51,8 +50,7 @@ def start_poller(
     idle: Callable[[], bool],
     wait: Callable[[float], bool],
 ) -> threading.Thread | None:
-    """A daemon thread running ``poll`` where database ``using`` has no session to LISTEN on;
-    None where it has one."""
+    """A daemon thread running ``poll`` where ``using`` has no session to LISTEN on, else None."""
     if pg.session_settings(using) is not None:
         return None
     thread = threading.Thread(

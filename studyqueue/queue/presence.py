@@ -47,12 +47,20 @@ class PromptShown(Protocol):
     def label(self) -> str: ...
 
 
-def _writes_with(version: PromptShown) -> dict[str, object]:
-    """What this process's settings and templates write with."""
+def _reported(report: Report, prompt: PromptShown, now: datetime) -> dict[str, object]:
+    """A record's fields as of ``report``, with what this process's settings and templates
+    write with."""
     return {
+        "seen_at": now,
+        "breaker_open": report.breaker_open,
+        "breaker_since": report.breaker_since,
+        "breaker_error": report.breaker_error,
+        "gate_limit": report.gate_limit,
+        "endpoints": report.endpoints,
+        "paused_kinds": paused_kinds(),
         "model": fit(QueueConsumer, "model", conf.LLM_MODEL),
-        "prompt_version": version.hash,
-        "prompt_label": fit(QueueConsumer, "prompt_label", version.label),
+        "prompt_version": prompt.hash,
+        "prompt_label": fit(QueueConsumer, "prompt_label", prompt.label),
     }
 
 
@@ -84,19 +92,10 @@ def record_start(
         "gate_permits": fit(QueueConsumer, "gate_permits", gate),
     }
     _started[worker_id] = started
+    fields = _reported(Report(False, None, ""), prompt, now)  # breaker closed, no limit yet
+    del fields["endpoints"]  # none reported yet: the last run's stay until this run's first
     QueueConsumer.objects.update_or_create(
-        worker_id=worker_id,
-        defaults={
-            **started,
-            "seen_at": now,
-            "stopped_at": None,
-            "breaker_open": False,
-            "breaker_since": None,
-            "breaker_error": "",
-            "gate_limit": None,
-            "paused_kinds": paused_kinds(),
-            **_writes_with(prompt),
-        },
+        worker_id=worker_id, defaults={**started, **fields, "stopped_at": None}
     )
 
 
@@ -104,17 +103,7 @@ def record_report(worker_id: str, report: Report, *, prompt: PromptShown) -> Non
     """A consumer is alive; its record is written whole again when it was deleted."""
     worker_id = fit(QueueConsumer, "worker_id", worker_id)
     started = _started.get(worker_id)
-    now = timezone.now()
-    fields: dict[str, object] = {
-        "seen_at": now,
-        "breaker_open": report.breaker_open,
-        "breaker_since": report.breaker_since,
-        "breaker_error": report.breaker_error,
-        "gate_limit": report.gate_limit,
-        "endpoints": report.endpoints,
-        "paused_kinds": paused_kinds(),
-        **_writes_with(prompt),
-    }
+    fields = _reported(report, prompt, timezone.now())
     records = QueueConsumer.objects
     updated = records.filter(worker_id=worker_id).update(**fields)
     if updated or started is None:
@@ -177,6 +166,19 @@ def state_of(row: QueueConsumer, now: datetime) -> ConsumerState:
     else:
         state = Liveness.LIVE
     return ConsumerState(row, state, quiet if state is Liveness.SILENT else None)
+
+
+def reported_endpoints(record: QueueConsumer) -> list[dict[str, Any]]:
+    """Its last report of each server (``QueueConsumer.endpoints``), entries that name one."""
+    entries = [e for e in record.endpoints if isinstance(e, dict)]
+    return [e for e in entries if isinstance(e.get("name"), str) and e["name"]]
+
+
+def gate_url(record: QueueConsumer) -> str:
+    """The URL its one server's gate is named by: the reported name, whole (``llm_url`` is cut
+    to its column, and joins several servers' URLs)."""
+    reported = reported_endpoints(record)
+    return reported[0]["name"] if len(reported) == 1 else record.llm_url
 
 
 def live_consumers(now: datetime | None = None) -> list[ConsumerState]:

@@ -2,21 +2,18 @@
 the gate bounds how many calls go at once; the breaker, whether any go.
 
 A gate's ``permits`` numbered slots are row leases (``GateLease``) on the database's clock,
-shared by every consumer of the endpoint (docs/architecture.md says why and how they end).
-Between two calls of one consumer the lease stays held: a slot given back while another caller
-waits is handed over (the giver goes on once the taker has ``sent(slot)`` its request, or
-within ``HANDOVER_WAIT_SECONDS``: storing its reply would compete with the taker's call start
-for the interpreter), and one given back while a call is coming (``calls_coming``) is kept for
-it until the renewal or ``idle()``.
+shared by every consumer of the endpoint; between two calls of one consumer a slot is handed
+over or kept (docs/architecture.md, "Why the gate lives in the database"). A giver goes on once
+its taker has ``sent(slot)`` its request, or after ``HANDOVER_WAIT_SECONDS``: storing its reply
+would compete with the taker's call start for the interpreter.
 
 Warm-first: a caller that names its prompt's prefix is admitted alone while that prefix is
 cold for this gate (first use, after ``idle_seconds`` without a call); the others wait until
 its first token (``warmed``) or its end, and find the prefix in the server's prompt cache
 instead of all prefilling it at once.
 
-Adaptive (``GATE_PERMITS=auto``): given a ``GateController``, the gate numbers ``max_limit``
-slots, lets callers take those below the controller's limit, and tells it its calls in flight
-and each call's outcome (``record``, ``record_loss``).
+Adaptive (``GATE_PERMITS=auto``): a ``GateController`` sets the limit within ``max_limit``
+numbered slots, told the calls in flight and each call's outcome (``record``, ``record_loss``).
 """
 
 from __future__ import annotations
@@ -128,8 +125,7 @@ T = TypeVar("T")
 
 
 class RunDB(Protocol):
-    """``await run_db(fn, *args, **kwargs)``: runs the sync (ORM) function ``fn`` on one
-    database connection, always the same (the consumer's ``JobStore.on_gate``)."""
+    """``await run_db(fn, *args, **kwargs)``: the sync (ORM) ``fn`` on the gate's connection."""
 
     def __call__(
         self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
@@ -162,8 +158,7 @@ YIELD_SECONDS = 0.5
 
 
 def _lease_end(seconds: float) -> ExpressionWrapper:
-    """The database's now plus ``seconds``: every host reads the one clock, so consumers
-    whose own clocks disagree still agree on when a lease ends."""
+    """The database's now plus ``seconds``: hosts whose clocks disagree agree on a lease's end."""
     return ExpressionWrapper(Now() + timedelta(seconds=seconds), output_field=DateTimeField())
 
 
@@ -225,8 +220,7 @@ class SlotLeases:
         return held.update(expires_at=self._end)
 
     def give_back_all(self, endpoint: str, holder: str) -> int:
-        """Free every slot ``holder`` holds: a consumer restarted under the same worker id
-        takes back its previous run's slots at once instead of waiting for them to end."""
+        """Free every slot ``holder`` holds: a restarted consumer's last run's, at once."""
         return self._leases(endpoint).filter(holder=holder).update(holder="", expires_at=None)
 
 
@@ -293,14 +287,12 @@ class LLMGate:
 
     @property
     def limit(self) -> int:
-        """Slots callers may take now: ``permits``, or the controller's limit within this
-        consumer's ``GATE_MAX_PERMITS`` (``GateController.allowed``)."""
+        """Slots callers may take now: ``permits``, or ``GateController.allowed``."""
         return self.permits if self.controller is None else self.controller.allowed
 
     @property
     def shared_limit(self) -> int:
-        """The endpoint's limit as every consumer shares it (``GateLimit``): ``limit``, or
-        the controller's, which another consumer's larger maximum may set above ours."""
+        """The endpoint's limit as every consumer shares it (``GateLimit``): maybe above ours."""
         return self.permits if self.controller is None else self.controller.limit
 
     @property
@@ -362,8 +354,7 @@ class LLMGate:
 
     @contextlib.asynccontextmanager
     async def slot(self, prefix: str | None = None) -> AsyncIterator[int]:
-        """Hold one slot for the body of the ``async with``; ``prefix`` names the prompt prefix
-        the call sends (warm-first: see the module)."""
+        """Hold one slot for the ``async with``; ``prefix`` names the call's prompt (warm-first)."""
         if prefix is None or self.permits == 1:
             slot = await self.acquire()
             try:
@@ -423,8 +414,7 @@ class LLMGate:
             warmth.ready.set()
 
     async def acquire(self) -> int:
-        """Wait for a slot (its number): handed over by a caller of this gate, or polled for
-        with a growing pause while another process holds it; raises ``GateTimeout``."""
+        """Wait for a slot: handed over in this gate, else polled for; raises ``GateTimeout``."""
         deadline = time.monotonic() + self.timeout
         pause = 0.01
         while True:
@@ -505,8 +495,7 @@ class LLMGate:
         return taken
 
     async def _renew_leases(self) -> None:
-        """While this gate holds slots, renew their leases every ``RENEW_SECONDS``: off the
-        calls' path, on the gate's connection between its takes and gives."""
+        """While this gate holds slots, renew their leases every ``RENEW_SECONDS``."""
         try:
             while self._leased:
                 await asyncio.sleep(RENEW_SECONDS)

@@ -1,18 +1,9 @@
 """The adaptive gate's controller (``GATE_PERMITS=auto``): which concurrency an endpoint
-rewards, found from the calls themselves (docs/architecture.md, "The adaptive gate"). Pure: no
-I/O, time from the clock it is given. Fed every call that ends or fails with a loss signal and
-the calls in flight, it answers the ``limit``, measuring tokens/s in windows of calls at one
-limit. Beyond the manual's outline:
-
-- a step pays only by enough for the calls it adds (``GAIN_EXPONENT``): a few per cent more
-  is no reason to make every call wait behind another;
-- one step past a step that does not pay: a batching server may gain little from 1 to 2 calls
-  and much from 2 to 4 (mlx_lm.server batches in 0.5 s slices), and one window on a loaded
-  machine can be unlucky;
-- a climb that starts above 1 first probes half the limit: one that only looked upwards kept
-  whatever limit an unlucky window once chose, and one at the maximum stayed there;
-- it never climbs on a window the backlog could not fill, nor above where the server says
-  requests wait for it (``server_full``).
+rewards, found from the calls themselves (docs/architecture.md, "The adaptive gate", says how
+it climbs, steps back and probes below). Pure: no I/O, time from the clock it is given. Fed
+every call that ends or fails with a loss signal and the calls in flight, it answers the
+``limit``. It never climbs on a window the backlog could not fill, nor above where the server
+says requests wait for it (``server_full``).
 
 Tokens/s of a window is Little's law: the mean calls in flight times the tokens each call
 produced per second of its own time; unlike counting completions in a short span, it does
@@ -135,9 +126,8 @@ def _needed(low: WindowStats, high: WindowStats) -> float:
 
 
 class GateController:
-    """The limit of one endpoint, found between 1 and ``max_limit``; see the module. A
-    limit another consumer set above ``max_limit`` stays the endpoint's: this consumer
-    only lets ``allowed`` calls through."""
+    """The limit of one endpoint, found between 1 and ``max_limit``; one another consumer set
+    above ``max_limit`` stays the endpoint's, and this consumer lets ``allowed`` calls through."""
 
     def __init__(
         self,
@@ -271,14 +261,11 @@ class GateController:
         queue there. The climb under way ends now, as if its next step had not paid, and
         no climb goes above the limit of now until the next one."""
         self._full_at = self._limit
-        if not self._climb:
-            return None
-        return self._settle(self._clock())
+        return self._settle(self._clock()) if self._climb else None
 
     def adopt(self, limit: int) -> Change | None:
-        """Another consumer set the endpoint's limit: follow it, and measure afresh. A limit
-        above ``max_limit`` is kept as the shared one; this consumer's calls stay within
-        ``max_limit`` (``allowed``)."""
+        """Another consumer set the endpoint's limit: follow it and measure afresh (above
+        ``max_limit`` it stays the shared one; this consumer's calls stay within ``allowed``)."""
         limit = max(limit, 1)
         if limit == self._limit:
             return None
@@ -295,13 +282,10 @@ class GateController:
 
     def _judged_early(self, stats: WindowStats, full: float) -> bool:
         """Whether a climb's window can be judged before it is whole: from half its calls on,
-        when it beats the climb's best by what a step needs (a doubling that pays shows as
-        ~2x) or falls short of it by more than the noise; waiting would only spend time at a
-        limit already shown not to be the one. A flat step waits for its whole window: judged
-        sooner, a noisy server's flat step and its small real gains look alike, and the climb
-        settles too low. The climb's first window, the yardstick, is judged from half the calls
-        it wants: the windows compared with it carry its noise in their margin, and on a
-        batching server it runs at the worst limit (one call at a time, at the start)."""
+        when it beats the climb's best by what a step needs or falls short of it by more than
+        the noise. A flat step waits for its whole window (judged sooner, a noisy server's flat
+        step and its small real gains look alike). The climb's first window, the yardstick, is
+        judged from half the calls it wants: the windows compared with it carry its noise."""
         calls = len(self._window.speeds)
         if full < FULL_SHARE or calls < MIN_WINDOW_CALLS // 2:
             return False
@@ -356,7 +340,8 @@ class GateController:
         return min(self.max_limit, self._full_at or self.max_limit)
 
     def _probe_down(self, now: float) -> Change | None:
-        """Measure half the limit: whether fewer calls do as well (see the module)."""
+        """Measure half the limit: whether fewer calls do as well (a climb that only looked
+        upwards kept whatever limit an unlucky window once chose)."""
         self._probing_down, self._probe_from = True, self._limit
         return self._move(max(1, self._limit // 2), Reason.PROBE_DOWN, now)
 

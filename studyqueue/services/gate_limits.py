@@ -13,14 +13,14 @@ from studyqueue.models import GateLimit, fit
 from studyqueue.services.endpoints import endpoint_name
 
 
-def _name(endpoint: str) -> str:
-    """``endpoint``'s normalised URL: every spelling of one server shares one row."""
+def key(endpoint: str) -> str:
+    """``endpoint``'s row: its normalised URL (one row per server), cut to the column."""
     return fit(GateLimit, "endpoint", endpoint_name(endpoint))
 
 
 def load(endpoint: str) -> GateLimit | None:
     """The stored limit of ``endpoint`` (None: no consumer found one yet)."""
-    return GateLimit.objects.filter(endpoint=_name(endpoint)).first()
+    return GateLimit.objects.filter(endpoint=key(endpoint)).first()
 
 
 def sync(
@@ -36,7 +36,7 @@ def sync(
     ``changed_from``: this consumer moved the limit from that value; the move is stored only
     if nobody moved the stored one meanwhile (compare and set): a decision taken at a limit
     that no longer holds is void. The measured tokens/s are merged in either way."""
-    endpoint = _name(endpoint)
+    endpoint = key(endpoint)
     measured = {str(k): round(v, 2) for k, v in rates.items()}
     limits = GateLimit.objects.all()
     with transaction.atomic(using=limits.db):

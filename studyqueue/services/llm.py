@@ -85,8 +85,7 @@ class Probe:
 
 
 def suggested_url(base_url: str) -> str | None:
-    """The URL with ``/v1`` (where mlx_lm.server, vLLM, Ollama and llama.cpp serve); None when
-    it has one."""
+    """The URL with ``/v1`` (where mlx_lm.server, vLLM, Ollama and llama.cpp serve), or None."""
     base = base_url.rstrip("/")
     return None if base.endswith("/v1") else f"{base}/v1"
 
@@ -183,8 +182,7 @@ class LLMClient:
         return redact(text, self._secrets)
 
     async def probe(self) -> Probe:
-        """``GET /models`` within ``timeout`` and ``max_reply_bytes``. Never raises; the error
-        is redacted."""
+        """``GET /models`` within ``timeout`` and ``max_reply_bytes``; never raises (redacted)."""
         if self._unsendable_key:
             return Probe(None, None, invalid_key_message())
         deadline = asyncio.get_running_loop().time() + self.timeout
@@ -415,8 +413,7 @@ class LLMClient:
         return bytes(body)
 
     async def _cut_off(self, detail: str) -> LLMError:
-        """The error for a reply that stopped midway: the job's while the server is still up,
-        an outage once it is gone."""
+        """A reply that stopped midway: the job's error while the server is up, else an outage."""
         if await self._reachable():
             return LLMError(ErrorCode.LLM_SERVER_ERROR, f"reply cut off: {detail}")
         return LLMError(
@@ -462,8 +459,7 @@ def probe_servers(
     deadline: float = PROBE_DEADLINE_SECONDS,
     connect_timeout: float = PROBE_DEADLINE_SECONDS,
 ) -> list[Probe]:
-    """``Probe`` each ``(url, api_key)`` at once, within ``deadline`` seconds; blocking (call
-    it where no event loop runs)."""
+    """``Probe`` each ``(url, api_key)`` at once within ``deadline`` seconds (no event loop)."""
 
     async def probe(url: str, api_key: str) -> Probe:
         async with LLMClient(

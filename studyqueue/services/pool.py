@@ -1,12 +1,6 @@
 """The endpoint pool: the LLM servers one consumer calls, each with its own client, gate
-(``services.gate``: shared by every consumer of the endpoint) and breaker.
-
-A call goes to an endpoint that is up: the one that served its prompt prefix last (its prompt
-cache holds it) while it has a free slot, else the one where it would end soonest. A failed
-call or an empty reply goes to another endpoint within the same attempt
-(``workers.registry.on_endpoint``); the failing endpoint pauses, then one call at a time
-probes it until one succeeds. Claiming pauses only while every endpoint's breaker is open.
-"""
+(``services.gate``: shared by every consumer of the endpoint) and breaker. Where a call goes
+and what a failure does: docs/howto/several-servers.md (``workers.registry.on_endpoint``)."""
 
 from __future__ import annotations
 
@@ -29,9 +23,7 @@ from studyqueue.services.llm import LLMClient, LLMError, LLMReply
 
 # How much of an endpoint's recent work its tokens/s is measured over.
 RATE_WINDOW_SECONDS = 600.0
-# Empty replies in a row (no success between) that open an endpoint's breaker, for a server
-# that answers fast with nothing would keep winning the choice. One empty reply may be the
-# question's doing; several in a row from different jobs are the server's.
+# Empty replies in a row that open an endpoint's breaker (one may be the question's doing).
 EMPTY_REPLIES_TO_PAUSE = 3
 
 
@@ -107,8 +99,7 @@ class Member:
 
     def expected_wait(self, default_seconds: float) -> float:
         """When one more call here would end, about: the calls bound for it, this one
-        included, times a call's time (``default_seconds`` before it served), over its limit.
-        A server whose limit outruns what it can do shows it in its calls' time."""
+        included, times a call's time (``default_seconds`` before it served), over its limit."""
         seconds = self.call_seconds() or default_seconds
         return (self.committed + 1) * seconds / self.gate.limit
 
@@ -307,8 +298,7 @@ class EndpointPool:
             await old.aclose()
 
     async def watch_servers(self) -> None:
-        """``GATE_PERMITS=auto`` on vLLM (or a page once found unusable): once requests wait
-        on the server, its gate stops climbing (``LLMGate.server_full``)."""
+        """Auto gates on vLLM (or an unusable page): requests waiting there stop the climb."""
         for member in self.members:
             watched = member.server == server_limits.VLLM or member.metrics_fault is not None
             if watched and member.gate.controller is not None:

@@ -168,15 +168,12 @@ def _tokens(value: Any) -> int | None:
 
 
 def _cached_tokens(usage: dict[str, Any], prompt_tokens: int | None) -> int | None:
-    """``usage.prompt_tokens_details.cached_tokens``, at most ``prompt_tokens``; None when the
-    server does not say."""
+    """``usage.prompt_tokens_details.cached_tokens``, at most ``prompt_tokens`` (None: unsaid)."""
     details = usage.get("prompt_tokens_details")
     if not isinstance(details, dict):
         return None
     cached = _tokens(details.get("cached_tokens"))
-    if cached is None or prompt_tokens is None:
-        return cached
-    return min(cached, prompt_tokens)
+    return cached if cached is None or prompt_tokens is None else min(cached, prompt_tokens)
 
 
 def _json(payload: bytes | str) -> Any:

@@ -1,12 +1,6 @@
 """What an LLM server says it can take: the ceiling of an adaptive gate (``GATE_PERMITS=auto``),
-above which calls only queue on it (else ``GATE_MAX_PERMITS``). Below it, ``gate_control`` rules.
-
-- llama.cpp: ``GET /props`` gives ``total_slots`` (older builds list ``GET /slots``); calls
-  beyond its slots wait for one, so they are the ceiling, above or below ``GATE_MAX_PERMITS``.
-- vLLM (and SGLang): ``GET /metrics`` gives the requests running and waiting, no maximum, so
-  the gate may climb up to ``WAITING_CEILING`` until requests wait (``server_full``).
-- mlx_lm.server, Ollama and others answer none of these (404).
-"""
+above which calls only queue on it (else ``GATE_MAX_PERMITS``); below it, ``gate_control``
+rules. Which server says what: docs/howto/model-server.md, "How high auto climbs"."""
 
 from __future__ import annotations
 

@@ -65,8 +65,7 @@ class Rate:
 
     @classmethod
     def of(cls, now: datetime, question_ids: QuerySet[Any, Any] | None = None) -> Rate | None:
-        """The rate of the explanation jobs (of ``question_ids``, when given) completed in the
-        ``WINDOW`` before ``now``; None: none completed."""
+        """The rate of the explanation jobs (of ``question_ids``) completed in the ``WINDOW``."""
         explanations = StudyQuestionJob.objects.filter(kind=JobKind.EXPLANATION)
         if question_ids is not None:
             explanations = explanations.filter(study_question_id__in=question_ids)
@@ -111,6 +110,4 @@ def rate_for(now: datetime, question_ids: QuerySet[Any, Any]) -> Rate | None:
     """The rate to estimate with: these questions' own once ``OWN_RATE_JOBS`` of their jobs
     completed in the window, else every explanation's."""
     own = Rate.of(now, question_ids)
-    if own is not None and own.jobs >= OWN_RATE_JOBS:
-        return own
-    return Rate.of(now)
+    return own if own is not None and own.jobs >= OWN_RATE_JOBS else Rate.of(now)

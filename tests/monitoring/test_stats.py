@@ -142,3 +142,26 @@ def test_the_gate_tile_shows_the_live_consumers_limits(admin_client):
     page = admin_client.get(reverse("admin:studyqueue_queuedashboard_changelist")).content
     tile = page.decode().split('id="sq-gate-limit"', 1)[1].split("</div></div>", 1)[0]
     assert '<div class="n">2 · 6</div>' in tile
+
+
+def test_a_url_longer_than_the_column_finds_its_servers_shared_limit():
+    """The gate stores its server's row cut to the column; the dashboard finds that row for the
+    consumer's gate and for the server's line, though ``llm_url`` was cut another way."""
+    from studyqueue.models import QueueConsumer, fit
+    from studyqueue.services import gate_limits
+    from studyqueue.services.endpoints import Endpoint
+    from tests.factories import QueueConsumerFactory
+
+    endpoint = Endpoint(url="http://user:secret@127.0.0.1:8080/v1/" + "p" * 600, permits="auto")
+    gate_limits.sync(endpoint.name, limit=6, rates={6: 42.0})
+    QueueConsumerFactory(
+        gate_permits="auto",
+        gate_limit=1,
+        llm_url=fit(QueueConsumer, "llm_url", endpoint.shown_url),
+        endpoints=[{"name": endpoint.name, "state": "up", "limit": 1, "auto": True}],
+    )
+    collected = stats.collect()
+    (consumer,) = collected.live_consumers
+    assert collected.shared_limit(consumer) is not None
+    assert collected.gate_limit_of(consumer) == 6
+    assert [row.limit for row in collected.endpoints] == [6]

@@ -16,21 +16,9 @@ logger = logging.getLogger("studyqueue.consumer")
 # faults (SIGSEGV, SIGBUS…: the process is broken, no clean stop is possible), and SIGPIPE
 # (Python ignores it; a broken pipe is an OSError where it happens).
 _STOP_SIGNAL_NAMES = [
-    "SIGHUP",
-    "SIGINT",
-    "SIGQUIT",
-    "SIGTERM",
-    "SIGUSR1",
-    "SIGUSR2",
-    "SIGALRM",
-    "SIGVTALRM",
-    "SIGPROF",
-    "SIGXCPU",
-    "SIGXFSZ",
-    "SIGIO",
-    "SIGPWR",
-    "SIGSTKFLT",
-]
+    "SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM",
+    "SIGPROF", "SIGXCPU", "SIGXFSZ", "SIGIO", "SIGPWR", "SIGSTKFLT",
+]  # fmt: skip
 # The platform's signals only (macOS has no SIGPWR, Windows few of them).
 STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
     getattr(signal, name) for name in _STOP_SIGNAL_NAMES if hasattr(signal, name)

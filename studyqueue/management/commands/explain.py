@@ -16,14 +16,7 @@ from django.utils.translation import gettext_lazy
 
 from studyqueue.admin.labels import flag_labels
 from studyqueue.consumer.consumer import Consumer, default_worker_id
-from studyqueue.explanations import key_audit, outdated, quality
-from studyqueue.explanations.prompts import (
-    TrialRenderError,
-    TrialTemplateError,
-    build_messages,
-    current_version,
-    trial_template,
-)
+from studyqueue.explanations import key_audit, outdated, prompts, quality
 from studyqueue.management.commands._options import object_id
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.management.commands._translated import TranslatedCommand
@@ -76,7 +69,7 @@ class Command(TranslatedCommand):
         if question is None:
             raise CommandError(_("no study question with id %(id)s") % {"id": question_id})
         trial, source = self._trial(prompt_template) if prompt_template else (None, None)
-        version = current_version(prompt_source=source)
+        version = prompts.current_version(prompt_source=source)
         self._warn_if_settings_differ()
         if dry_run or trial is not None:
             messages = self._messages(question, trial, prompt_template)
@@ -160,8 +153,8 @@ class Command(TranslatedCommand):
                 _("cannot read %(path)s: %(reason)s") % {"path": path, "reason": reason}
             ) from None
         try:
-            return trial_template(source), source
-        except TrialTemplateError as exc:
+            return prompts.trial_template(source), source
+        except prompts.TrialTemplateError as exc:
             raise CommandError(
                 _("%(path)s is not a valid template: %(reason)s") % {"path": path, "reason": exc}
             ) from None
@@ -172,13 +165,13 @@ class Command(TranslatedCommand):
         """The messages to print or send; a trial template that fails while rendering, or
         renders nothing, is a one-line error before anything is sent."""
         try:
-            messages = build_messages(question, prompt=trial)
+            messages = prompts.build_messages(question, prompt=trial)
         except ValidationError as exc:
             raise CommandError(
                 _("question %(id)s has invalid choices: %(reason)s")
                 % {"id": question.pk, "reason": " ".join(exc.messages)}
             ) from None
-        except TrialRenderError as exc:
+        except prompts.TrialRenderError as exc:
             raise CommandError(
                 _("%(path)s failed while rendering question %(id)s: %(reason)s; nothing sent")
                 % {"path": path, "id": question.pk, "reason": exc}

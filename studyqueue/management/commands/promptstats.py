@@ -118,20 +118,10 @@ class Command(TranslatedCommand):
         costs: dict[str, check_cost.VersionCost],
     ) -> str:
         cost = costs.get(v.prompt_version, check_cost.VersionCost(v.prompt_version, {}))
-        row = {
-            "prompt_version": v.prompt_version,
-            "label": v.label,
-            "written": v.written,
+        row = asdict(v) | {
             "first_at": v.first_at.isoformat() if v.first_at else None,
             "last_at": v.last_at.isoformat() if v.last_at else None,
             "flag_shares": dict(v.flag_shares),
-            "mean_chars": v.mean_chars,
-            "mean_completion_tokens": v.mean_completion_tokens,
-            "tokens_per_second": v.tokens_per_second,
-            "reviewed": v.reviewed,
-            "approved": v.approved,
-            "rejected": v.rejected,
-            "edited": v.edited,
             "approval_rate": v.approval_rate,
             "rejection_rate": v.rejection_rate,
             "flag_trust": {t.flag: t.as_dict() for t in flag_trust.of(trust, v.prompt_version)},
@@ -140,6 +130,7 @@ class Command(TranslatedCommand):
             "checking_token_share": cost.token_share,
             "checking_time_share": cost.time_share,
         }
+        del row["flagged"]  # shown as flag_shares
         return json.dumps(row, ensure_ascii=False)
 
     def _text(self, v: prompt_versions.VersionStats) -> str:

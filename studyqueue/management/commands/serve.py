@@ -57,12 +57,6 @@ def wsgi_target() -> str:
     return ":".join(app.rsplit(".", 1))
 
 
-def normalized_bind(bind: str) -> str:
-    """The bind address with a bare port (``8751``) made local: ``127.0.0.1:8751``."""
-    address = bind.strip()
-    return f"127.0.0.1:{address}" if address.isdecimal() else address
-
-
 def bind_host(bind: str) -> str | None:
     """The host a bind address listens on (``""``: every interface; None: a Unix socket or a
     descriptor); ``CommandError`` for a malformed one."""
@@ -128,12 +122,6 @@ def has_builtin_secret_key() -> bool:
     )
 
 
-def browsable(bind: str) -> str:
-    """The host:port to open in a browser for a bind address (0.0.0.0 is not one)."""
-    host, _, port = bind.rpartition(":")
-    return f"localhost:{port}" if host in ("0.0.0.0", "[::]", "") else bind
-
-
 def _adopt_orphans() -> None:
     """Linux: reap this process's orphaned descendants, so that ``_end_group`` can wait for them."""
     if not sys.platform.startswith("linux"):
@@ -148,8 +136,7 @@ def _adopt_orphans() -> None:
 
 
 def _end_group(group: int) -> None:
-    """Kill and wait for what is left of gunicorn's process group once its master exited (a
-    worker may still hold the port)."""
+    """Kill and reap what gunicorn's group left after its master (a worker may hold the port)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, signal.SIGKILL)  # nothing of it should outlive the master
     deadline = time.monotonic() + WEB_LEFTOVER_SECONDS
@@ -191,7 +178,8 @@ class Command(TranslatedCommand):
         )
 
     def handle(self, *args: Any, bind: str, web_workers: int, **options: Any) -> None:
-        bind = normalized_bind(bind)
+        bind = bind.strip()
+        bind = f"127.0.0.1:{bind}" if bind.isdecimal() else bind  # a port alone: local
         if not is_local(bind) and has_builtin_secret_key():
             # The published key signs sessions and password resets: anyone who can reach
             # the port (sending "Host: localhost" passes ALLOWED_HOSTS) could forge them.
@@ -227,6 +215,8 @@ class Command(TranslatedCommand):
         # Before the signal handlers: Ctrl-C at the account prompt cancels as usual.
         call_command("collectstatic", interactive=False, verbosity=0)
         account = self._operator_account()
+        host, _sep, port = bind.rpartition(":")  # 0.0.0.0 is no address to browse to
+        site = f"localhost:{port}" if host in ("0.0.0.0", "[::]", "") else bind
         web: subprocess.Popen | None = None
 
         def stop() -> None:
@@ -258,7 +248,7 @@ class Command(TranslatedCommand):
             try:
                 self.stdout.write(
                     _("Admin: %(url)s (%(account)s)")
-                    % {"url": f"http://{browsable(bind)}/admin/", "account": account}
+                    % {"url": f"http://{site}/admin/", "account": account}
                 )
                 self.stdout.write(probe.line())
                 self.stdout.flush()

@@ -55,7 +55,7 @@ class Command(TranslatedCommand):
         progress = _files.progress(
             self.stderr, len(checked), _("recorded %(done)s/%(total)s sessions")
         )
-        # One transaction: a conflict found while recording leaves nothing recorded either.
+        # One transaction: a conflict found while recording leaves nothing recorded.
         with transaction.atomic(using=StudySession.objects.all().db):
             for line, session in checked:
                 try:
@@ -71,22 +71,22 @@ class Command(TranslatedCommand):
                     known += 1
             if errors and not skip_invalid:
                 raise _invalid(errors, len(checked) - len(errors))
+            # With the sessions: one recorded without its job would never get it, a
+            # re-import finding it already recorded.
+            queued = summaries.queue_summaries(created) if enqueue else 0
         if errors:
             self.stderr.write(
                 _("skipped %(invalid)s invalid line(s):") % {"invalid": len(errors)}
                 + "\n"
                 + _files.report(sorted(errors))
             )
-        queued = ""
-        if enqueue:
-            count = summaries.queue_summaries(created)
-            queued = _("; queued %(count)s summary job(s)") % {"count": count}
+        jobs = _("; queued %(count)s summary job(s)") % {"count": queued} if enqueue else ""
         self.stdout.write(
             _(
                 "Recorded %(created)s session(s), %(known)s already recorded, "
                 "%(skipped)s skipped%(queued)s."
             )
-            % {"created": len(created), "known": known, "skipped": len(errors), "queued": queued}
+            % {"created": len(created), "known": known, "skipped": len(errors), "queued": jobs}
         )
 
 

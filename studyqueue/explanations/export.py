@@ -131,27 +131,46 @@ def spreadsheet_safe(value: Any) -> Any:
     return value
 
 
-def lines(rows: Iterable[dict[str, Any]], fmt: str, *, bom: bool = True) -> Iterator[str]:
-    """Rows as JSON Lines, or spreadsheet-safe CSV lines after a header (``bom``: marked)."""
+def _cell(value: Any) -> Any:
+    """A CSV cell: lists and objects as JSON, null empty, safe in a spreadsheet."""
+    if value is None:
+        return ""
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False)
+    return spreadsheet_safe(value)
+
+
+def lines(
+    rows: Iterable[dict[str, Any]],
+    fmt: str,
+    *,
+    bom: bool = True,
+    fields: tuple[str, ...] = EXPORT_FIELDS,
+) -> Iterator[str]:
+    """Rows as JSON Lines, or spreadsheet-safe CSV lines of ``fields`` after a header
+    (``bom``: marked)."""
     if fmt == "jsonl":
         for row in rows:
             yield json.dumps(row, ensure_ascii=False) + "\n"
         return
     writer = csv.writer(_Line())
     # Without the mark, Excel on Korean Windows reads the file as CP949 and garbles it.
-    yield (BOM if bom else "") + writer.writerow(EXPORT_FIELDS)
+    yield (BOM if bom else "") + writer.writerow(fields)
     for row in rows:
-        for key in ("choices", "flags"):
-            row[key] = json.dumps(row[key], ensure_ascii=False)
-        yield writer.writerow(
-            [spreadsheet_safe(row[name]) if row[name] is not None else "" for name in EXPORT_FIELDS]
-        )
+        yield writer.writerow([_cell(row[name]) for name in fields])
 
 
-def write(rows: Iterable[dict[str, Any]], out: IO[str], fmt: str, *, bom: bool = True) -> int:
-    """Write rows as JSON Lines or CSV (``bom``: see ``lines``); how many rows."""
+def write(
+    rows: Iterable[dict[str, Any]],
+    out: IO[str],
+    fmt: str,
+    *,
+    bom: bool = True,
+    fields: tuple[str, ...] = EXPORT_FIELDS,
+) -> int:
+    """Write rows as JSON Lines or CSV (see ``lines``); how many rows."""
     count = -1 if fmt == "csv" else 0  # the CSV header is not a row
-    for line in lines(rows, fmt, bom=bom):
+    for line in lines(rows, fmt, bom=bom, fields=fields):
         out.write(line)
         count += 1
     return max(count, 0)

@@ -224,6 +224,12 @@ def _jsonl_records(lines: _Lines) -> Iterator[tuple[int, Any]]:
             yield lines.number, ValueError(_("not JSON: %(error)s") % {"error": exc})
 
 
+def json_lines(stream: IO[str]) -> Iterator[tuple[int, Any]]:
+    """(line number, the line's JSON value) for each line that is not blank; a line that
+    cannot be read comes back as a ``ValueError`` saying why, in place of its value."""
+    return _jsonl_records(_Lines(stream))
+
+
 def _csv_records(lines: _Lines) -> Iterator[tuple[int, Any]]:
     # strict: a quoted field followed by more text, or never closed, is an error, not a guess
     reader = csv.reader(lines, strict=True)

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import io
-import sys
-import time
-from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
@@ -15,16 +10,14 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
-from tqdm import tqdm
 
 from studyqueue import times
 from studyqueue.explanations import transfer
+from studyqueue.management.commands import _files
 from studyqueue.management.commands._options import local_moment
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import StudyQuestion
 from studyqueue.sets import question_sets
-
-SHOWN_ERRORS = 50
 
 
 class Command(TranslatedCommand):
@@ -90,11 +83,12 @@ class Command(TranslatedCommand):
             fmt = transfer.format_of(file, format)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
-        parsed = self._parse(file, fmt)
+        with _files.reading(file) as stream:
+            parsed = transfer.parse(stream, fmt)
         for line, note in parsed.warnings:
             self.stderr.write(_("line %(line)s: %(reason)s") % {"line": line, "reason": note})
         if parsed.errors:
-            report = self._report(parsed.errors)
+            report = _files.report(parsed.errors)
             if not skip_invalid:
                 raise CommandError(
                     _(
@@ -116,7 +110,10 @@ class Command(TranslatedCommand):
             set_name = None
         # The questions and their set land together, or not at all.
         with transaction.atomic(using=StudyQuestion.objects.all().db):
-            result = transfer.store(parsed.rows, self._progress(len(parsed.rows)))
+            progress = _files.progress(
+                self.stderr, len(parsed.rows), _("imported %(done)s/%(total)s rows")
+            )
+            result = transfer.store(parsed.rows, progress)
             if set_name:
                 question_set, added = question_sets.add(
                     set_name, result.every_id, deadline=deadline
@@ -155,59 +152,3 @@ class Command(TranslatedCommand):
                 "queued": queued,
             }
         )
-
-    def _parse(self, file: str, fmt: str) -> transfer.Parsed:
-        # Bytes that are not UTF-8 become lone surrogates, which the row they stand in
-        # reports; a byte order mark is dropped.
-        try:
-            if file == "-" and not hasattr(sys.stdin, "buffer"):
-                return transfer.parse(sys.stdin, fmt)  # already text (a test's StringIO)
-            if file == "-":
-                stdin = io.TextIOWrapper(
-                    sys.stdin.buffer, encoding="utf-8-sig", errors="surrogateescape", newline=""
-                )
-                try:
-                    return transfer.parse(stdin, fmt)
-                finally:
-                    stdin.detach()  # standard input stays open
-            with Path(file).open(encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
-                return transfer.parse(f, fmt)
-        except OSError as exc:
-            raise CommandError(_cannot_read(file, exc.strerror or exc)) from None
-        except transfer.FileError as exc:
-            raise CommandError(
-                _("%(file)s, %(error)s; nothing imported") % {"file": file, "error": exc}
-            ) from None
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise CommandError(_cannot_read(file, exc)) from None
-
-    def _report(self, errors: list[tuple[int, str]]) -> str:
-        lines = [
-            "  " + _("line %(line)s: %(reason)s") % {"line": line, "reason": reason}
-            for line, reason in errors[:SHOWN_ERRORS]
-        ]
-        if len(errors) > SHOWN_ERRORS:
-            lines.append("  " + _("… and %(count)s more") % {"count": len(errors) - SHOWN_ERRORS})
-        return "\n".join(lines)
-
-    def _progress(self, total: int) -> Callable[[int], None]:
-        """A progress bar on a terminal; a line every few seconds otherwise."""
-        if self.stderr.isatty():
-            bar = tqdm(total=total, unit="row", file=sys.stderr, leave=False)
-            return bar.update
-        state = {"done": 0, "at": time.monotonic()}
-
-        def line(n: int) -> None:
-            state["done"] += n
-            now = time.monotonic()
-            if now - state["at"] >= 5 or state["done"] == total:
-                self.stderr.write(
-                    _("imported %(done)s/%(total)s rows") % {"done": state["done"], "total": total}
-                )
-                state["at"] = now
-
-        return line
-
-
-def _cannot_read(file: str, reason: object) -> str:
-    return _("cannot read %(file)s: %(reason)s") % {"file": file, "reason": reason}

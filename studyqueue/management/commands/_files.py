@@ -1,0 +1,82 @@
+"""What the import commands share: a file (or standard input) read as text, the report of
+its bad lines, and a progress bar."""
+
+from __future__ import annotations
+
+import io
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+from django.core.management.base import CommandError, OutputWrapper
+from django.utils.translation import gettext as _
+from tqdm import tqdm
+
+from studyqueue.explanations import transfer
+
+SHOWN_ERRORS = 50
+
+
+@contextmanager
+def reading(file: str) -> Iterator[IO[str]]:
+    """``file`` (``-``: standard input) as text; what cannot be read, a ``CommandError``.
+    Bytes that are not UTF-8 become lone surrogates, which the row they stand in reports;
+    a byte order mark is dropped."""
+    try:
+        if file == "-" and not hasattr(sys.stdin, "buffer"):
+            yield sys.stdin  # already text (a test's StringIO)
+        elif file == "-":
+            stdin = io.TextIOWrapper(
+                sys.stdin.buffer, encoding="utf-8-sig", errors="surrogateescape", newline=""
+            )
+            try:
+                yield stdin
+            finally:
+                stdin.detach()  # standard input stays open
+        else:
+            with Path(file).open(encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+                yield f
+    except OSError as exc:
+        raise CommandError(cannot_read(file, exc.strerror or exc)) from None
+    except transfer.FileError as exc:
+        raise CommandError(
+            _("%(file)s, %(error)s; nothing imported") % {"file": file, "error": exc}
+        ) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CommandError(cannot_read(file, exc)) from None
+
+
+def cannot_read(file: str, reason: object) -> str:
+    return _("cannot read %(file)s: %(reason)s") % {"file": file, "reason": reason}
+
+
+def report(errors: list[tuple[int, str]]) -> str:
+    """The bad lines, one a line (the first ``SHOWN_ERRORS``), indented."""
+    lines = [
+        "  " + _("line %(line)s: %(reason)s") % {"line": line, "reason": reason}
+        for line, reason in errors[:SHOWN_ERRORS]
+    ]
+    if len(errors) > SHOWN_ERRORS:
+        lines.append("  " + _("… and %(count)s more") % {"count": len(errors) - SHOWN_ERRORS})
+    return "\n".join(lines)
+
+
+def progress(stderr: OutputWrapper, total: int, done_of: str) -> Callable[[int], None]:
+    """A progress bar on a terminal; otherwise the line ``done_of`` (with ``%(done)s`` and
+    ``%(total)s``) every few seconds."""
+    if stderr.isatty():
+        bar = tqdm(total=total, unit="row", file=sys.stderr, leave=False)
+        return bar.update
+    state = {"done": 0, "at": time.monotonic()}
+
+    def line(n: int) -> None:
+        state["done"] += n
+        now = time.monotonic()
+        if now - state["at"] >= 5 or state["done"] == total:
+            stderr.write(done_of % {"done": state["done"], "total": total})
+            state["at"] = now
+
+    return line

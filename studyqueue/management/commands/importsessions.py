@@ -1,0 +1,102 @@
+"""Import study sessions from JSON Lines: every line checked first; a session recorded
+before is known again, not recorded twice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
+from django.db import transaction
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from studyqueue.explanations import transfer
+from studyqueue.management.commands import _files
+from studyqueue.management.commands._translated import TranslatedCommand
+from studyqueue.models import StudySession
+from studyqueue.sessions import recording, summaries
+
+
+class Command(TranslatedCommand):
+    help = gettext_lazy(
+        "Import study sessions from a .jsonl file, one session a line; a file with a bad "
+        "line records nothing unless --skip-invalid."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("file", help=_("a .jsonl file, or - for standard input"))
+        parser.add_argument(
+            "--skip-invalid", action="store_true", help=_("record the good lines, report the rest")
+        )
+        parser.add_argument(
+            "--enqueue",
+            action="store_true",
+            help=_("queue a summary job for each session recorded (and the explanations it needs)"),
+        )
+
+    def handle(
+        self, *args: Any, file: str, skip_invalid: bool, enqueue: bool, **options: Any
+    ) -> None:
+        with _files.reading(file) as stream:
+            records = list(transfer.json_lines(stream))
+        errors: list[tuple[int, str]] = []
+        checked: list[tuple[int, recording.Session]] = []
+        for line, record in records:
+            try:
+                if isinstance(record, ValueError):
+                    raise record  # a line that is not JSON
+                checked.append((line, recording.check(record)))
+            except ValueError as exc:  # recording.Invalid: every reason of the line
+                errors.append((line, str(exc)))
+        if errors and not skip_invalid:
+            raise _invalid(errors, len(checked))
+        created: list[StudySession] = []
+        known = 0
+        progress = _files.progress(
+            self.stderr, len(checked), _("recorded %(done)s/%(total)s sessions")
+        )
+        # One transaction: a conflict found while recording leaves nothing recorded.
+        with transaction.atomic(using=StudySession.objects.all().db):
+            for line, session in checked:
+                try:
+                    row, new = recording.record(session)
+                except recording.Conflict as exc:
+                    errors.append((line, str(exc)))
+                    continue
+                finally:
+                    progress(1)
+                if new:
+                    created.append(row)
+                else:
+                    known += 1
+            if errors and not skip_invalid:
+                raise _invalid(errors, len(checked) - len(errors))
+            # With the sessions: one recorded without its job would never get it, a
+            # re-import finding it already recorded.
+            queued = summaries.queue_summaries(created) if enqueue else 0
+        if errors:
+            self.stderr.write(
+                _("skipped %(invalid)s invalid line(s):") % {"invalid": len(errors)}
+                + "\n"
+                + _files.report(sorted(errors))
+            )
+        jobs = _("; queued %(count)s summary job(s)") % {"count": queued} if enqueue else ""
+        self.stdout.write(
+            _(
+                "Recorded %(created)s session(s), %(known)s already recorded, "
+                "%(skipped)s skipped%(queued)s."
+            )
+            % {"created": len(created), "known": known, "skipped": len(errors), "queued": jobs}
+        )
+
+
+def _invalid(errors: list[tuple[int, str]], valid: int) -> CommandError:
+    return CommandError(
+        _(
+            "%(invalid)s invalid line(s); nothing recorded "
+            "(--skip-invalid records the %(valid)s valid ones):"
+        )
+        % {"invalid": len(errors), "valid": valid}
+        + "\n"
+        + _files.report(errors)
+    )

@@ -10,4 +10,6 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("metrics", views.metrics, name="metrics"),
+    path("api/sessions", views.api_sessions, name="api-sessions"),
+    path("api/sessions/<path:key>/summary", views.api_summary, name="api-summary"),
 ]

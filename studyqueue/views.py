@@ -1,17 +1,32 @@
-"""Endpoints for orchestrators and monitoring: health, readiness, Prometheus metrics."""
+"""Endpoints for orchestrators and monitoring (health, readiness, Prometheus metrics) and
+for learning apps (the sessions API); the last two take bearer tokens."""
 
 from __future__ import annotations
 
 import hmac
+import json
+import logging
+from collections.abc import Callable, Iterable
+from functools import wraps
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
+from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from studyqueue.conf import conf
+from studyqueue.models import StudySession
 from studyqueue.monitoring.health import READY_WAIT_SECONDS, Check, liveness, run_checks
 from studyqueue.monitoring.metrics import QueueCollector
+from studyqueue.sessions import recording, summaries
+
+logger = logging.getLogger("studyqueue.api")
+MAX_BODY = 1024 * 1024  # bytes of one session posted to the API
+View = Callable[..., HttpResponse]
 
 
 def _health(checks: list[Check]) -> JsonResponse:
@@ -36,10 +51,14 @@ def readyz(request: HttpRequest) -> HttpResponse:
     return _health(run_checks(("db", "consumer", "llm"), llm_wait=READY_WAIT_SECONDS))
 
 
+def _bearer(request: HttpRequest, tokens: Iterable[str]) -> bool:
+    """Whether the request carries one of ``tokens`` (compared in constant time)."""
+    given = request.headers.get("Authorization", "").encode()
+    return any(hmac.compare_digest(given, f"Bearer {t}".encode()) for t in tokens if t)
+
+
 def _allowed(request: HttpRequest) -> bool:
-    token = conf.METRICS_TOKEN
-    given = request.headers.get("Authorization", "")
-    if token and hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+    if _bearer(request, [conf.METRICS_TOKEN]):
         return True
     user = request.user
     return bool(user.is_authenticated and user.is_active and user.is_staff)
@@ -56,3 +75,83 @@ def metrics(request: HttpRequest) -> HttpResponse:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(QueueCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+def _refused(status: int, outcome: str, *errors: str) -> JsonResponse:
+    logger.info("api_request outcome=%s status=%s", outcome, status)
+    return JsonResponse({"errors": list(errors)}, status=status)
+
+
+def _api(method: str) -> Callable[[View], View]:
+    """A sessions API view: absent (404) while API_TOKENS is empty, else it needs one of
+    them (401) and ``method`` (405). A token, not a cookie, authenticates it: no CSRF."""
+
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def guarded(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+            tokens = [token.strip() for token in conf.API_TOKENS.split(",")]
+            if not any(tokens):
+                raise Http404
+            if not _bearer(request, tokens):
+                response = _refused(401, "unauthorized", _("a valid bearer token is needed"))
+                response["WWW-Authenticate"] = 'Bearer realm="studyqueue"'
+                return response
+            if request.method != method:
+                return HttpResponseNotAllowed([method])
+            return view(request, *args, **kwargs)
+
+        return csrf_exempt(never_cache(guarded))
+
+    return decorate
+
+
+@_api("POST")
+def api_sessions(request: HttpRequest) -> HttpResponse:
+    """Record the session the body holds and queue its summary: 201; the same again: 200."""
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    body = b"" if declared > MAX_BODY else request.read(MAX_BODY + 1)
+    if declared > MAX_BODY or len(body) > MAX_BODY:
+        return _refused(413, "too_large", _("the body is over %(max)s bytes") % {"max": MAX_BODY})
+    try:
+        record = json.loads(body)
+    except (ValueError, RecursionError):
+        return _refused(400, "not_json", _("the body is not JSON"))
+    try:
+        checked = recording.check(record)
+    except recording.Invalid as exc:
+        return _refused(400, "invalid", *exc.reasons)
+    try:
+        # The session and its summary job together, or neither.
+        with transaction.atomic(using=StudySession.objects.all().db):
+            session, created = recording.record(checked)
+            if created:
+                summaries.queue_summaries([session])
+    except recording.Conflict as exc:
+        return _refused(409, "conflict", str(exc))
+    status = 201 if created else 200
+    logger.info(
+        "api_request session=%s outcome=%s status=%s",
+        session.pk,
+        "created" if created else "known",
+        status,
+    )
+    url = reverse("studyqueue:api-summary", args=[session.external_id or session.pk])
+    return JsonResponse(
+        {"id": session.pk, "session": session.external_id, "summary_url": url}, status=status
+    )
+
+
+@_api("GET")
+def api_summary(request: HttpRequest, key: str) -> HttpResponse:
+    """A session and its summary (``summaries.as_json``) by external id, or by id for a
+    session recorded without one."""
+    sessions = StudySession.objects.select_related("summary")
+    session = sessions.filter(external_id=key).first()
+    if session is None and key.isascii() and key.isdigit():
+        session = sessions.filter(pk=int(key), external_id=None).first()
+    if session is None:
+        return _refused(404, "unknown", _("no session %(id)s") % {"id": key})
+    return JsonResponse(summaries.as_json(session))

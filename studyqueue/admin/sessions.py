@@ -29,6 +29,7 @@ from studyqueue.admin.common import (
 )
 from studyqueue.admin.flags import SUMMARY_FLAGS, flag_badges
 from studyqueue.admin.review import PERMISSION as REVIEW_PERMISSION
+from studyqueue.admin.review import with_choice
 from studyqueue.explanations.review_queue import normalised
 from studyqueue.models import (
     JobKind,
@@ -66,6 +67,13 @@ def summary_state(session: StudySession) -> str:
     return "failed" if last == JobStatus.FAILED else "none"
 
 
+def stated_shown(stated: dict[str, float]) -> str:
+    """The score a summary states, as read: ``7/10 · 70%``; "none read" for none."""
+    shown = [f"{stated['right']:g}/{stated['total']:g}"] if "right" in stated else []
+    shown += [f"{stated['percent']:g}%"] if "percent" in stated else []
+    return " · ".join(shown) or gettext("none read")
+
+
 class SummaryFlagFilter(admin.SimpleListFilter):
     """The current summary carries a flag (matched in the JSON text: ``contains`` is
     PostgreSQL-only)."""
@@ -84,13 +92,28 @@ class SummaryFlagFilter(admin.SimpleListFilter):
 
 class AnswerInline(ReadOnly, admin.TabularInline):
     model = SessionAnswer
-    fields = ("position", "question_link", "question_text", "chosen", "key", "right_wrong")
+    fields = (
+        "position",
+        "question_link",
+        "question_text",
+        "chosen_shown",
+        "key_shown",
+        "right_wrong",
+    )
     readonly_fields = fields
     extra = 0
 
     @admin.display(description=gettext_lazy("question"))
     def question_link(self, answer: SessionAnswer) -> str:
         return change_link("studyquestion", answer.question_id)
+
+    @admin.display(description=gettext_lazy("chosen"))
+    def chosen_shown(self, answer: SessionAnswer) -> str:
+        return with_choice(answer.chosen, answer.choices)
+
+    @admin.display(description=gettext_lazy("key"))
+    def key_shown(self, answer: SessionAnswer) -> str:
+        return with_choice(answer.key, answer.choices)
 
     @admin.display(description=gettext_lazy("result"))
     def right_wrong(self, answer: SessionAnswer) -> str:
@@ -101,7 +124,7 @@ class AnswerInline(ReadOnly, admin.TabularInline):
 
 class SummaryInline(ReadOnly, admin.TabularInline):
     model = SessionSummary
-    fields = ("written", "text_excerpt", "flag_list", "stated", "author", "review_status", "model")
+    fields = ("written", "text_excerpt", "flag_list", "stated_figures", "author", "review_status")
     readonly_fields = fields
     extra = 0
     ordering = ("-created_at", "-id")
@@ -119,12 +142,21 @@ class SummaryInline(ReadOnly, admin.TabularInline):
     def flag_list(self, summary: SessionSummary) -> str:
         return flag_badges(summary.flags)
 
+    @admin.display(description=gettext_lazy("stated figures"))
+    def stated_figures(self, summary: SessionSummary) -> str:
+        return stated_shown(summary.stated)
+
 
 @admin.register(StudySession)
 class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
     list_display = ("id", "learner", "when", "score", "status_badge", "flag_list", "is_outdated")
     list_display_links = ("id", "learner")
-    list_filter = ("learner", ("question_set", admin.RelatedFieldListFilter), SummaryFlagFilter)
+    list_filter = (
+        "learner",
+        ("question_set", admin.RelatedFieldListFilter),
+        SummaryFlagFilter,
+        "summary__review_status",  # the summaries waiting for a reviewer
+    )
     search_fields = ("learner", "external_id")
     actions = ("regenerate_summary",)
     inlines = (AnswerInline, SummaryInline)
@@ -185,25 +217,19 @@ class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
 
     @admin.display(description=gettext_lazy("stated figures"))
     def stated_figures(self, session: StudySession) -> str:
-        stated = session.summary.stated if session.summary else {}
-        if not stated:
-            return gettext("none read")
-        shown = [f"{stated['right']:g}/{stated['total']:g}"] if "right" in stated else []
-        return " · ".join(shown + ([f"{stated['percent']:g}%"] if "percent" in stated else []))
+        return stated_shown(session.summary.stated if session.summary else {})
 
     @admin.display(description=gettext_lazy("review"))
     def review(self, session: StudySession) -> str:
         summary = session.summary
         if summary is None:
             return "-"
-        by = f" ({summary.reviewed_by}, {times.shown(summary.reviewed_at)})"
-        author = gettext("written by %(by)s") % {"by": summary.author} if summary.author else ""
-        return " · ".join(
-            filter(
-                None,
-                [summary.get_review_status_display() + (by * bool(summary.reviewed_by)), author],
-            )
-        )
+        shown = [str(summary.get_review_status_display())]
+        if summary.reviewed_by:
+            shown.append(f"{summary.reviewed_by}, {times.shown(summary.reviewed_at)}")
+        if summary.author:
+            shown.append(gettext("written by %(by)s") % {"by": summary.author})
+        return " · ".join(shown)
 
     # -- regenerate (the list's action and the page's button) and review on the page
 

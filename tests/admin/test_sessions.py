@@ -128,6 +128,8 @@ def test_filters_and_search(admin: Client) -> None:
     assert listed(f"question_set__id__exact={set_id}") == {"lee-02"}
     assert listed("flag=no_score_stated") == {"lee-02"}
     assert listed("flag=score_mismatch") == set()
+    SessionSummary.objects.filter(session=kim).update(review_status="approved")
+    assert listed("summary__review_status__exact=unreviewed") == {"lee-02"}
     assert listed("q=lee") == {"lee-02"}
     assert listed(f"q={kim.external_id}") == {"kim-07"}
 
@@ -157,9 +159,10 @@ def test_the_page_shows_answers_right_and_wrong_the_summary_and_its_revisions(
     summarize(recorded, "3문제 중 2문제를 맞혔습니다. 2번 문제를 틀렸습니다.")
     html = admin.get(page_url(recorded)).content.decode()
     assert html.count(">right<") == 2 and html.count(">wrong<") == 1
+    assert "2 (Paris)" in html and "1 (Seoul)" in html
     question = StudyQuestion.objects.get(external_id="q-1")
     assert reverse("admin:studyqueue_studyquestion_change", args=[question.pk]) in html
-    assert html.count("2/3") == 2  # the score, and the score the summary states
+    assert html.count("2/3") == 3  # the score, the one the summary states, in its revisions too
     assert html.index("2번 문제를 틀렸습니다") < html.index("An older summary.")  # newest first
     assert 'id="sq-regenerate"' in html and 'id="sq-approved"' in html
     assert 'name="_save"' not in html  # nothing to save: every field is read-only

@@ -15,6 +15,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from studyqueue.admin.flags import SUMMARY_FLAGS
 from studyqueue.explanations import revisions
 from studyqueue.models import JobKind, SessionSummary, StudyQuestion, StudyQuestionJob, StudySession
 from studyqueue.sessions import recording, summaries
@@ -239,3 +240,8 @@ def test_review_approve_edit_reject_on_the_page(admin: Client) -> None:
     assert not StudyQuestionJob.objects.filter(kind=JobKind.EXPLANATION).exists()
     # A reviewer without the review permission is refused.
     assert staff("view_studysession").post(url, {"summary": corrected.pk}).status_code == 403
+
+
+def test_every_summary_flag_has_a_label_a_meaning_and_a_colour() -> None:
+    assert set(SUMMARY_FLAGS) == set(summaries.FLAGS)
+    assert all(label and meaning and colour for label, meaning, colour in SUMMARY_FLAGS.values())

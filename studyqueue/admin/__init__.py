@@ -10,4 +10,5 @@ from studyqueue.admin import (  # noqa: F401
     questions,
     review,
     revisions,
+    sessions,
 )

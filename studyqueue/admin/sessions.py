@@ -1,0 +1,349 @@
+"""Study sessions: recorded by ``importsessions`` or the API, shown here read-only with their
+answers and summaries. A summary is regenerated through ``summaries.queue_summaries`` (as
+the commands do) and reviewed on the session's page: approve, edit, reject."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy
+
+from studyqueue import times
+from studyqueue.admin.common import (
+    STATUS_COLOURS,
+    GuardedInputAdmin,
+    ReadOnly,
+    badge,
+    change_link,
+    excerpt,
+    log_change_set,
+    long_text,
+)
+from studyqueue.admin.flags import SUMMARY_FLAGS, flag_badges
+from studyqueue.admin.review import PERMISSION as REVIEW_PERMISSION
+from studyqueue.admin.review import with_choice
+from studyqueue.explanations.review_queue import normalised
+from studyqueue.models import (
+    JobKind,
+    JobStatus,
+    ReviewStatus,
+    SessionAnswer,
+    SessionSummary,
+    StudyQuestionJob,
+    StudySession,
+    unstorable,
+)
+from studyqueue.sessions import summaries
+
+# What a reviewer decides of a summary: the explanations' decisions, by their values.
+REVIEW_DECISIONS = (ReviewStatus.APPROVED, ReviewStatus.EDITED, ReviewStatus.REJECTED)
+
+# A summary's state as ``summaries.as_json`` names it: its label and badge colour.
+STATES = {
+    "written": (gettext_lazy("written"), STATUS_COLOURS[JobStatus.COMPLETED]),
+    "waiting": (gettext_lazy("waiting on explanations"), STATUS_COLOURS[JobStatus.PENDING]),
+    "queued": (gettext_lazy("queued"), STATUS_COLOURS[JobStatus.PROCESSING]),
+    "failed": (gettext_lazy("failed"), STATUS_COLOURS[JobStatus.FAILED]),
+    "none": (gettext_lazy("none"), "#6b7280"),
+}
+
+
+def summary_state(session: StudySession) -> str:
+    """``summaries.as_json``'s ``status`` from what ``get_queryset`` loaded (the latest summary
+    job's status, the answers with their questions): no query per session."""
+    last = getattr(session, "summary_job_status", None)
+    if session.summary_id is not None:
+        return "written"
+    if last in (JobStatus.PENDING, JobStatus.PROCESSING):
+        return "waiting" if summaries.needed(session.answers.all()) else "queued"
+    return "failed" if last == JobStatus.FAILED else "none"
+
+
+def stated_shown(stated: dict[str, float]) -> str:
+    """The score a summary states, as read: ``7/10 · 70%``; "none read" for none."""
+    shown = [f"{stated['right']:g}/{stated['total']:g}"] if "right" in stated else []
+    shown += [f"{stated['percent']:g}%"] if "percent" in stated else []
+    return " · ".join(shown) or gettext("none read")
+
+
+class SummaryFlagFilter(admin.SimpleListFilter):
+    """The current summary carries a flag (matched in the JSON text: ``contains`` is
+    PostgreSQL-only)."""
+
+    title = gettext_lazy("summary flag")
+    parameter_name = "flag"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [(flag, label) for flag, (label, _, _) in SUMMARY_FLAGS.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
+        if self.value() in SUMMARY_FLAGS:
+            return queryset.filter(summary__flags__icontains=f'"{self.value()}"')
+        return None
+
+
+class AnswerInline(ReadOnly, admin.TabularInline):
+    model = SessionAnswer
+    fields = (
+        "position",
+        "question_link",
+        "question_text",
+        "chosen_shown",
+        "key_shown",
+        "right_wrong",
+    )
+    readonly_fields = fields
+    extra = 0
+
+    @admin.display(description=gettext_lazy("question"))
+    def question_link(self, answer: SessionAnswer) -> str:
+        return change_link("studyquestion", answer.question_id)
+
+    @admin.display(description=gettext_lazy("chosen"))
+    def chosen_shown(self, answer: SessionAnswer) -> str:
+        return with_choice(answer.chosen, answer.choices)
+
+    @admin.display(description=gettext_lazy("key"))
+    def key_shown(self, answer: SessionAnswer) -> str:
+        return with_choice(answer.key, answer.choices)
+
+    @admin.display(description=gettext_lazy("result"))
+    def right_wrong(self, answer: SessionAnswer) -> str:
+        if answer.correct:
+            return badge(gettext("right"), STATUS_COLOURS[JobStatus.COMPLETED])
+        return badge(gettext("wrong"), STATUS_COLOURS[JobStatus.FAILED])
+
+
+class SummaryInline(ReadOnly, admin.TabularInline):
+    model = SessionSummary
+    fields = ("written", "text_excerpt", "flag_list", "stated_figures", "author", "review_status")
+    readonly_fields = fields
+    extra = 0
+    ordering = ("-created_at", "-id")
+    verbose_name_plural = gettext_lazy("summaries (newest first)")
+
+    @admin.display(description=gettext_lazy("written"))
+    def written(self, summary: SessionSummary) -> str:
+        return times.shown(summary.created_at)
+
+    @admin.display(description=gettext_lazy("text"))
+    def text_excerpt(self, summary: SessionSummary) -> str:
+        return excerpt(summary.text, 120)
+
+    @admin.display(description=gettext_lazy("quality flags"))
+    def flag_list(self, summary: SessionSummary) -> str:
+        return flag_badges(summary.flags)
+
+    @admin.display(description=gettext_lazy("stated figures"))
+    def stated_figures(self, summary: SessionSummary) -> str:
+        return stated_shown(summary.stated)
+
+
+@admin.register(StudySession)
+class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
+    list_display = ("id", "learner", "when", "score", "status_badge", "flag_list", "is_outdated")
+    list_display_links = ("id", "learner")
+    list_filter = (
+        "learner",
+        ("question_set", admin.RelatedFieldListFilter),
+        SummaryFlagFilter,
+        "summary__review_status",  # the summaries waiting for a reviewer
+    )
+    search_fields = ("learner", "external_id")
+    actions = ("regenerate_summary",)
+    inlines = (AnswerInline, SummaryInline)
+    change_form_template = "admin/studyqueue/studysession/change_form.html"
+    fieldsets = (
+        (None, {"fields": ("external_id", "learner", "when", "ended", "question_set", "score")}),
+        (
+            gettext_lazy("Summary"),
+            {"fields": ("status_badge", "text_box", "stated_figures", "flag_list", "review")},
+        ),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        jobs = StudyQuestionJob.objects.filter(
+            study_session=OuterRef("pk"), kind=JobKind.SESSION_SUMMARY
+        )
+        answers = SessionAnswer.objects.select_related("question")
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("summary", "question_set")
+            .annotate(summary_job_status=Subquery(jobs.order_by("-id").values("status")[:1]))
+            .prefetch_related(Prefetch("answers", queryset=answers))
+        )
+
+    def has_regenerate_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("studyqueue.change_studysession")
+
+    @admin.display(description=gettext_lazy("when"), ordering="started_at")
+    def when(self, session: StudySession) -> str:
+        return times.shown(session.started_at)
+
+    @admin.display(description=gettext_lazy("ended"))
+    def ended(self, session: StudySession) -> str:
+        return times.shown(session.ended_at)
+
+    @admin.display(description=gettext_lazy("score"))
+    def score(self, session: StudySession) -> str:
+        return f"{session.right}/{session.total}"
+
+    @admin.display(description=gettext_lazy("summary"))
+    def status_badge(self, session: StudySession) -> str:
+        label, colour = STATES[summary_state(session)]
+        return badge(str(label), colour)
+
+    @admin.display(description=gettext_lazy("summary flags"))
+    def flag_list(self, session: StudySession) -> str:
+        return flag_badges(session.summary.flags) if session.summary else "-"
+
+    @admin.display(description=gettext_lazy("outdated"))
+    def is_outdated(self, session: StudySession) -> str:
+        # Not a fault of the session: a word when it is, nothing otherwise.
+        return gettext("outdated") if summaries.outdated(session.answers.all()) else ""
+
+    @admin.display(description=gettext_lazy("text"))
+    def text_box(self, session: StudySession) -> str:
+        return long_text(session.summary.text) if session.summary else "-"
+
+    @admin.display(description=gettext_lazy("stated figures"))
+    def stated_figures(self, session: StudySession) -> str:
+        return stated_shown(session.summary.stated if session.summary else {})
+
+    @admin.display(description=gettext_lazy("review"))
+    def review(self, session: StudySession) -> str:
+        summary = session.summary
+        if summary is None:
+            return "-"
+        shown = [str(summary.get_review_status_display())]
+        if summary.reviewed_by:
+            shown.append(f"{summary.reviewed_by}, {times.shown(summary.reviewed_at)}")
+        if summary.author:
+            shown.append(gettext("written by %(by)s") % {"by": summary.author})
+        return " · ".join(shown)
+
+    # -- regenerate (the list's action and the page's button) and review on the page
+
+    def _regenerate(self, request: HttpRequest, ids: list[int]) -> None:
+        with transaction.atomic(using=StudySession.objects.all().db):  # jobs and log entry
+            created = summaries.queue_summaries(ids)
+            message = gettext("Regenerate summary: %(created)s summary job(s) queued") % {
+                "created": created
+            }
+            log_change_set(request, StudySession, ids, message)
+        self.message_user(
+            request,
+            gettext("Queued %(created)s summary job(s); %(already)s already queued.")
+            % {"created": created, "already": len(ids) - created},
+            messages.SUCCESS,
+        )
+
+    @admin.action(permissions=["regenerate"], description=gettext_lazy("Regenerate summary"))
+    def regenerate_summary(self, request: HttpRequest, queryset: QuerySet) -> None:
+        ids = self.action_ids(request, queryset, "manage.py importsessions FILE --enqueue")
+        if ids is not None:
+            self._regenerate(request, ids)
+
+    def get_urls(self) -> list:
+        views = {"regenerate": self.regenerate_view, "review": self.review_view}
+        return [
+            path(
+                f"<int:session_id>/{name}/",
+                self.admin_site.admin_view(view),
+                name=f"studyqueue_studysession_{name}",
+            )
+            for name, view in views.items()
+        ] + super().get_urls()
+
+    def _page(self, session_id: int) -> HttpResponseRedirect:
+        return HttpResponseRedirect(
+            reverse("admin:studyqueue_studysession_change", args=[session_id])
+        )
+
+    def regenerate_view(self, request: HttpRequest, session_id: int) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponse(gettext("POST required"), status=405)
+        if not self.has_regenerate_permission(request):
+            raise PermissionDenied
+        self._regenerate(request, [get_object_or_404(StudySession, pk=session_id).pk])
+        return self._page(session_id)
+
+    def review_view(self, request: HttpRequest, session_id: int) -> HttpResponse:
+        """Approve, edit or reject the current summary as the page showed it (its id and review
+        are in the form): a summary replaced or decided meanwhile is refused."""
+        if request.method != "POST":
+            return HttpResponse(gettext("POST required"), status=405)
+        if not request.user.has_perm(REVIEW_PERMISSION):
+            raise PermissionDenied
+        decision, summary_id = request.POST.get("decision", ""), request.POST.get("summary", "")
+        text = normalised(request.POST.get("text", "")).strip()
+        bad_text = decision == "edited" and (not text or unstorable(text))
+        if decision not in REVIEW_DECISIONS or not summary_id.isdigit() or bad_text:
+            self.message_user(request, gettext("Nothing decided: a bad form."), messages.ERROR)
+            return self._page(session_id)
+        by = request.user.get_username()
+        with transaction.atomic(using=StudySession.objects.all().db):
+            # The session's lock orders this decision with another reviewer's and a new summary.
+            session = get_object_or_404(StudySession.objects.select_for_update(), pk=session_id)
+            shown = SessionSummary.objects.filter(
+                pk=int(summary_id), session=session, review_status=request.POST.get("seen", "")
+            )
+            current = session.summary_id == int(summary_id)
+            if not current or not shown.update(
+                review_status=decision, reviewed_by=by, reviewed_at=timezone.now()
+            ):
+                self.message_user(
+                    request,
+                    gettext("Nothing decided: this summary changed meanwhile."),
+                    messages.WARNING,
+                )
+                return self._page(session_id)
+            if decision == "edited":
+                checked = summaries.check(text, summaries.answers_of(session))
+                summaries.make_current(
+                    SessionSummary.objects.create(
+                        session=session,
+                        text=text,
+                        author=by,
+                        flags=checked.flags,
+                        stated=checked.stated,
+                        review_status=ReviewStatus.EDITED,
+                        reviewed_by=by,
+                        reviewed_at=timezone.now(),
+                    )
+                )
+            elif decision == "rejected":
+                summaries.queue_summaries([session])
+            label = ReviewStatus(decision).label
+            self.log_change(
+                request, session, gettext("Summary: %(decision)s") % {"decision": label}
+            )
+        self.message_user(
+            request, gettext("Summary: %(decision)s") % {"decision": label}, messages.SUCCESS
+        )
+        return self._page(session_id)
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> Any:
+        extra_context = {
+            **(extra_context or {}),
+            "can_regenerate": self.has_regenerate_permission(request),
+            "can_review": request.user.has_perm(REVIEW_PERMISSION),
+            # The review page's buttons and keys (their words too).
+            "decisions": [
+                ("approved", gettext("Approve"), "a"),
+                ("rejected", gettext("Reject and regenerate"), "r"),
+                ("edited", gettext("Save the correction"), "Ctrl+Enter"),
+            ],
+        }
+        return super().change_view(request, object_id, form_url, extra_context)

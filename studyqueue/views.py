@@ -148,7 +148,7 @@ def api_sessions(request: HttpRequest) -> HttpResponse:
 def api_summary(request: HttpRequest, key: str) -> HttpResponse:
     """A session and its summary (``summaries.as_json``) by external id, or by id for a
     session recorded without one."""
-    sessions = StudySession.objects.select_related("summary")
+    sessions = summaries.with_state(StudySession.objects.all())
     session = sessions.filter(external_id=key).first()
     if session is None and key.isascii() and key.isdigit():
         session = sessions.filter(pk=int(key), external_id=None).first()

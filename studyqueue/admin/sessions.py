@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
@@ -32,12 +32,10 @@ from studyqueue.admin.review import PERMISSION as REVIEW_PERMISSION
 from studyqueue.admin.review import with_choice
 from studyqueue.explanations.review_queue import normalised
 from studyqueue.models import (
-    JobKind,
     JobStatus,
     ReviewStatus,
     SessionAnswer,
     SessionSummary,
-    StudyQuestionJob,
     StudySession,
     unstorable,
 )
@@ -54,17 +52,6 @@ STATES = {
     "failed": (gettext_lazy("failed"), STATUS_COLOURS[JobStatus.FAILED]),
     "none": (gettext_lazy("none"), "#6b7280"),
 }
-
-
-def summary_state(session: StudySession) -> str:
-    """``summaries.as_json``'s ``status`` from what ``get_queryset`` loaded (the latest summary
-    job's status, the answers with their questions): no query per session."""
-    last = getattr(session, "summary_job_status", None)
-    if session.summary_id is not None:
-        return "written"
-    if last in (JobStatus.PENDING, JobStatus.PROCESSING):
-        return "waiting" if summaries.needed(session.answers.all()) else "queued"
-    return "failed" if last == JobStatus.FAILED else "none"
 
 
 def stated_shown(stated: dict[str, float]) -> str:
@@ -170,17 +157,7 @@ class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        jobs = StudyQuestionJob.objects.filter(
-            study_session=OuterRef("pk"), kind=JobKind.SESSION_SUMMARY
-        )
-        answers = SessionAnswer.objects.select_related("question")
-        return (
-            super()
-            .get_queryset(request)
-            .select_related("summary", "question_set")
-            .annotate(summary_job_status=Subquery(jobs.order_by("-id").values("status")[:1]))
-            .prefetch_related(Prefetch("answers", queryset=answers))
-        )
+        return summaries.with_state(super().get_queryset(request).select_related("question_set"))
 
     def has_regenerate_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("studyqueue.change_studysession")
@@ -199,7 +176,7 @@ class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
 
     @admin.display(description=gettext_lazy("summary"))
     def status_badge(self, session: StudySession) -> str:
-        label, colour = STATES[summary_state(session)]
+        label, colour = STATES[summaries.status(session)]
         return badge(str(label), colour)
 
     @admin.display(description=gettext_lazy("summary flags"))

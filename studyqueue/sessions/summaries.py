@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
 from django.dispatch import Signal
 
 from studyqueue.conf import conf
@@ -19,6 +20,7 @@ from studyqueue.explanations.prompts import PromptVersion, render, template_sour
 from studyqueue.models import (
     QUESTION_CHANGED_FLAG,
     JobKind,
+    JobStatus,
     KeyAudit,
     SessionAnswer,
     SessionSummary,
@@ -261,23 +263,51 @@ def make_current(summary: SessionSummary) -> None:
     )
 
 
+def with_state(sessions: QuerySet[StudySession]) -> QuerySet[StudySession]:
+    """``sessions`` with what ``status`` and ``as_json`` read, in a fixed number of queries:
+    the summary, the last summary job's status, the answers with their questions."""
+    jobs = StudyQuestionJob.objects.filter(
+        study_session=OuterRef("pk"), kind=JobKind.SESSION_SUMMARY
+    )
+    return (
+        sessions.select_related("summary")
+        .annotate(summary_job_status=Subquery(jobs.order_by("-id").values("status")[:1]))
+        .prefetch_related(
+            Prefetch("answers", queryset=SessionAnswer.objects.select_related("question"))
+        )
+    )
+
+
+# What a summary that is not written waits on, by its ``status``.
+WAITING_ON = {"written": "", "waiting": "explanations", "queued": "queued", "failed": "failed"}
+
+
+def _loaded(session: StudySession) -> StudySession:
+    """``session`` as ``with_state`` reads it (read again unless it was)."""
+    if hasattr(session, "summary_job_status"):
+        return session
+    return with_state(StudySession.objects.filter(pk=session.pk)).get()
+
+
+def status(session: StudySession) -> str:
+    """The summary's state: written, waiting (on explanations), queued, failed or none."""
+    session = _loaded(session)
+    last = session.summary_job_status  # type: ignore[attr-defined]
+    if session.summary_id is not None:
+        return "written"
+    if last in (JobStatus.PENDING, JobStatus.PROCESSING):
+        return "waiting" if needed(session.answers.all()) else "queued"
+    return "failed" if last == JobStatus.FAILED else "none"
+
+
 def as_json(session: StudySession) -> dict[str, object]:
     """A session and its summary as the API, the export and the webhook give them: the
-    score, the summary's state (``status``: written, waiting, queued, failed or none; and
-    ``waiting_on``), its text, the figures it stated, its flags, and when it was written."""
-    answers = answers_of(session)
+    score, the summary's ``status`` and what it is ``waiting_on``, its text, the figures it
+    stated, its flags, and when it was written."""
+    session = _loaded(session)
+    answers = list(session.answers.all())
     summary = session.summary
-    job = StudyQuestionJob.objects.filter(study_session=session, kind=JobKind.SESSION_SUMMARY)
-    last = job.order_by("-id").only("status").first()
-    if summary is not None:
-        status, waiting_on = "written", ""
-    elif last is not None and last.status in ("pending", "processing"):
-        status = "waiting" if needed(answers) else "queued"
-        waiting_on = "explanations" if status == "waiting" else "queued"
-    elif last is not None and last.status == "failed":
-        status, waiting_on = "failed", "failed"
-    else:
-        status, waiting_on = "none", "not_queued"
+    state = status(session)
     return {
         "session": session.external_id,
         "id": session.pk,
@@ -286,8 +316,8 @@ def as_json(session: StudySession) -> dict[str, object]:
         "ended_at": session.ended_at.isoformat(),
         "right": session.right,
         "total": session.total,
-        "status": status,
-        "waiting_on": waiting_on,
+        "status": state,
+        "waiting_on": WAITING_ON.get(state, "not_queued"),
         "text": summary.text if summary else "",
         "stated": summary.stated if summary else {},
         "flags": summary.flags if summary else [],

@@ -20,7 +20,7 @@ logger = logging.getLogger("studyqueue.sessions")
 def _payload(job: StudyQuestionJob) -> tuple[dict[str, object], str] | None:
     if job.study_session_id is None:
         return None
-    sessions = StudySession.objects.select_related("summary")
+    sessions = summaries.with_state(StudySession.objects.all())
     session = sessions.filter(pk=job.study_session_id).first()
     if session is None or session.summary is None:
         return None

@@ -50,7 +50,7 @@ class Command(TranslatedCommand):
         set_name: str | None,
         **options: Any,
     ) -> None:
-        sessions = StudySession.objects.select_related("summary").order_by("pk")
+        sessions = summaries.with_state(StudySession.objects.order_by("pk"))
         if learner is not None:
             sessions = sessions.filter(learner=learner)
         if set_name is not None:

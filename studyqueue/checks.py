@@ -85,15 +85,19 @@ def _honoured(name: str, value: str) -> bool:
 def _prompt_problems() -> list[CheckMessage]:
     """The prompt templates render for a sample question (an error at startup, not per job)."""
     from studyqueue.explanations import prompts  # the models must be ready first
+    from studyqueue.sessions import summaries
 
     try:
         messages = prompts.build_messages(prompts.sample_question())
         prompts.current_version()
+        summaries.version()  # the session summary's templates are found
     except Exception as exc:  # TemplateDoesNotExist, TemplateSyntaxError, a failing tag...
         message = gettext("the prompt templates do not render: %(error)s") % {
             "error": f"{type(exc).__name__}: {exc}"
         }
-        hint = gettext("Check STUDYQUEUE PROMPT_TEMPLATE and SYSTEM_PROMPT_TEMPLATE.")
+        hint = gettext(
+            "Check STUDYQUEUE PROMPT_TEMPLATE, SYSTEM_PROMPT_TEMPLATE and SUMMARY_PROMPT_TEMPLATE."
+        )
         return [Error(message, hint=hint, id="studyqueue.E007")]
     if not all(message["content"] for message in messages):
         return [Error(gettext("a prompt template renders empty text"), id="studyqueue.E007")]

@@ -22,6 +22,7 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionSet,
     StudySession,
+    unstorable,
     width,
 )
 from studyqueue.sets import question_sets
@@ -143,6 +144,8 @@ def _answer(raw: Any, known: dict[object, StudyQuestion]) -> Answer | str:
     if not question.choices:
         if not isinstance(chosen, str) or not chosen.strip() or len(chosen) > 2000:
             return _("chosen must be the answer's text (at most 2000 characters)")
+        if unstorable(chosen):
+            return _("not valid Unicode (a lone surrogate, or bytes that are not UTF-8)")
         return Answer(question, chosen.strip(), answers.same_text(chosen, question.answer), seconds)
     if type(chosen) is not int or not 1 <= chosen <= len(question.choices):
         count = len(question.choices)

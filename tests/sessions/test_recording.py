@@ -76,6 +76,9 @@ def test_a_question_by_id_and_a_set(questions):
         ({"answers": [{"question": "geo-1", "chosen": "2"}]}, "a choice number from 1 to 2"),
         ({"answers": [{"question": "geo-2", "chosen": ""}]}, "chosen must be the answer's text"),
         ({"answers": [{"question": "nokey", "chosen": 1}]}, "has no key to score it against"),
+        ({"answers": [{"question": "geo-2", "chosen": "\ud800"}]}, "not valid Unicode"),
+        ({"answers": [{"question": "geo-2"}]}, "chosen must be the answer's text"),
+        ({"answers": [{"chosen": 1}]}, "answer 1: question is missing"),
         ({"answers": [{"question": "geo-1", "chosen": 1, "seconds": -1}]}, "seconds must be"),
         (
             {"answers": [{"question": "geo-1", "chosen": 1}, {"question": "geo-1", "chosen": 2}]},

@@ -5,6 +5,7 @@ with ``JobQuerySet.ready``."""
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 
 import pytest
@@ -50,30 +51,34 @@ def _questions(n: int) -> list[StudyQuestion]:
 
 
 def _record(learner: str, choices: list[tuple[str, int]]) -> StudySession:
-    record = {
-        "external_id": f"s-{learner}",
-        "learner": learner,
-        "started_at": "2026-12-01T09:00:00+09:00",
-        "ended_at": "2026-12-01T09:20:00+09:00",
-        "answers": [{"question": ref, "chosen": chosen} for ref, chosen in choices],
-    }
-    return recording.record(recording.check(record))[0]
+    return recording.record(recording.check(_line(learner, choices)))[0]
 
 
 def _drain() -> None:
     call_command("runconsumer", "--drain", stdout=StringIO(), stderr=StringIO())
 
 
-def test_fifty_summaries_each_written_after_the_explanations_it_needs(quiet):
+def _line(learner: str, choices: list[tuple[str, int]]) -> dict:
+    return {
+        "external_id": f"s-{learner}",
+        "learner": learner,
+        "started_at": "2026-12-01T09:00:00+09:00",
+        "ended_at": "2026-12-01T09:20:00+09:00",
+        "answers": [{"question": ref, "chosen": chosen} for ref, chosen in choices],
+    }
+
+
+def test_fifty_summaries_each_written_after_the_explanations_it_needs(quiet, tmp_path):
     _questions(5)
-    sessions = []
+    lines = []
     for n in range(50):
         # Learner n misses question (n % 5) + 1 and, for even n, also question 5.
         missed = {n % 5 + 1} | ({5} if n % 2 == 0 else set())
-        sessions.append(
-            _record(f"l{n}", [(f"q-{i}", 1 if i in missed else 2) for i in range(1, 6)])
-        )
-    assert summaries.queue_summaries(sessions) == 50
+        lines.append(_line(f"l{n}", [(f"q-{i}", 1 if i in missed else 2) for i in range(1, 6)]))
+    path = tmp_path / "sessions.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines), encoding="utf-8")
+    call_command("importsessions", str(path), "--enqueue", stdout=StringIO())
+    assert StudyQuestionJob.objects.filter(kind=JobKind.SESSION_SUMMARY).count() == 50
     explanations = StudyQuestionJob.objects.filter(kind=JobKind.EXPLANATION)
     assert explanations.count() == 5  # every question was missed by someone
     _drain()
@@ -169,3 +174,19 @@ def test_the_claim_waits_as_ready_says(db):
         for job in more:
             queue.complete(job)
     assert summary.pk in {job.pk for job in more}
+
+
+def test_sessions_posted_to_the_api_get_their_summaries(quiet, settings, client):
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "API_TOKENS": "t0ken"}
+    _questions(3)
+    auth = {"HTTP_AUTHORIZATION": "Bearer t0ken"}
+    for n in range(3):
+        body = json.dumps(_line(f"a{n}", [("q-1", 2), ("q-2", 1), ("q-3", 1 + n % 2)]))
+        answer = client.post("/studyqueue/api/sessions", body, "application/json", **auth)
+        assert answer.status_code == 201, answer.content
+    url = answer.json()["summary_url"]
+    assert client.get(url, **auth).json()["status"] in ("waiting", "queued")
+    _drain()
+    data = client.get(url, **auth).json()
+    assert (data["status"], data["flags"], data["right"]) == ("written", [], 1)
+    assert data["stated"] == {"right": 1, "total": 3, "percent": 33}

@@ -267,11 +267,7 @@ class ReviewState:
 
 
 def decide(
-    revision: ExplanationRevision,
-    status: ReviewStatus,
-    *,
-    by: str,
-    seen: ReviewState | None = None,
+    revision: ExplanationRevision, status: ReviewStatus, *, by: str, seen: ReviewState | None = None
 ) -> bool:
     """Record a reviewer's decision on ``revision``; a candidate stops waiting. With
     ``seen``, a compare-and-set: False (nothing written) when another decision came first."""

@@ -22,10 +22,9 @@ from studyqueue.services.redact import is_valid_api_key, without_credentials
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Every setting parses and is in range, the servers are usable, timeouts nest sensibly."""
     problems: list[CheckMessage] = []
-    values: dict[str, Any] = {}
     for name, spec in SETTINGS.items():
         try:
-            values[name] = getattr(conf, name)
+            getattr(conf, name)
         except SettingNotFinite as exc:
             problems.append(Error(str(exc), id="studyqueue.E005"))
         except SettingOutOfRange as exc:
@@ -41,7 +40,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         return problems
     problems += _endpoint_problems() + _pooler_problems()
     problems += _prompt_problems() + _quality_problems() + _webhook_problems()
-    return problems or _cache_problems() + _nesting(values)
+    return problems or _cache_problems() + _nesting()
 
 
 # Variables a new user sets expecting them to work, and the one studyqueue reads instead.
@@ -187,7 +186,14 @@ def _endpoint_problems() -> list[CheckMessage]:
     problems: list[CheckMessage] = []
     for endpoint in pool:
         url_problems = _url_problems(endpoint.url)
-        problems += url_problems + _key_problems(endpoint.api_key)
+        problems += url_problems
+        if not is_valid_api_key(endpoint.api_key):
+            message = gettext(
+                "STUDYQUEUE LLM_API_KEY is invalid: it holds control, space or non-ASCII "
+                "characters (a pasted line end?); it cannot be sent in an HTTP header"
+            )
+            hint = gettext("Set the key exactly as issued, without surrounding white space.")
+            problems.append(Error(message, hint=hint, id="studyqueue.E006"))
         if not url_problems:
             problems += _path_problems(endpoint.url, endpoint.api_key)
     return problems
@@ -248,28 +254,17 @@ def _webhook_problems() -> list[CheckMessage]:
     return [Error(message, hint=hint, id="studyqueue.E011")]
 
 
-def _key_problems(key: str) -> list[CheckMessage]:
-    if is_valid_api_key(key):
-        return []
-    message = gettext(
-        "STUDYQUEUE LLM_API_KEY is invalid: it holds control, space or non-ASCII "
-        "characters (a pasted line end?); it cannot be sent in an HTTP header"
-    )
-    hint = gettext("Set the key exactly as issued, without surrounding white space.")
-    return [Error(message, hint=hint, id="studyqueue.E006")]
-
-
-def _nesting(values: dict[str, Any]) -> list[CheckMessage]:
+def _nesting() -> list[CheckMessage]:
     problems: list[CheckMessage] = []
-    stale_seconds = values["STALE_MINUTES"] * 60
-    if values["LLM_TIMEOUT_SECONDS"] >= stale_seconds:
+    stale_seconds = conf.STALE_MINUTES * 60
+    if stale_seconds <= conf.LLM_TIMEOUT_SECONDS:
         message = gettext(
             "LLM_TIMEOUT_SECONDS is not shorter than the stale threshold: a slow but "
             "live call may be reset and run twice."
         )
         hint = gettext("Lower STUDYQUEUE_LLM_TIMEOUT_SECONDS or raise STUDYQUEUE_STALE_MINUTES.")
         problems.append(Warning(message, hint=hint, id="studyqueue.W001"))
-    if values["HEARTBEAT_SECONDS"] * 2 > stale_seconds:
+    if stale_seconds < conf.HEARTBEAT_SECONDS * 2:
         message = gettext(
             "HEARTBEAT_SECONDS is more than half the stale threshold: one late "
             "heartbeat makes a live job look dead."

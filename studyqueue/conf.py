@@ -307,8 +307,7 @@ class StudyQueueSettings:
         if name in overrides:
             return parse(spec, overrides[name], f"STUDYQUEUE[{name!r}]")
         env_name = f"STUDYQUEUE_{name}"
-        raw = os.environ.get(env_name)
-        if raw is not None and raw != "":
+        if raw := os.environ.get(env_name):  # unset or empty: the default
             return parse(spec, raw, env_name)
         return spec.default
 

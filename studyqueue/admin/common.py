@@ -48,6 +48,8 @@ ATTEMPT_COLOURS: dict[str, str] = {
 }
 
 EXCERPT = 60
+# A question's columns a list never reads whole (it shows an excerpt of the text).
+LONG_COLUMNS = ("text", "explanation", "choices", "answer")
 # A long text shows this much in a scroll box; the rest is behind a link. A reply may be
 # megabytes (up to LLM_MAX_REPLY_BYTES): a page never renders it whole.
 LONG_TEXT_SHOWN = 20_000

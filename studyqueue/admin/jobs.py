@@ -20,6 +20,7 @@ from django.utils.translation import gettext_lazy as _
 from studyqueue.admin import job_cells
 from studyqueue.admin.common import (
     EXCERPT,
+    LONG_COLUMNS,
     CappedCountPaginator,
     GuardedInputAdmin,
     ReadOnly,
@@ -212,18 +213,9 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # The list shows an excerpt of each question: its long columns stay in the database.
-        return (
-            super()
-            .get_queryset(request)
-            .defer(
-                "error_message",
-                "study_question__text",
-                "study_question__explanation",
-                "study_question__choices",
-                "study_question__answer",
-            )
-            .annotate(question_start=Left("study_question__text", EXCERPT * 4))
-        )
+        long_columns = [f"study_question__{name}" for name in LONG_COLUMNS]
+        queryset = super().get_queryset(request).defer("error_message", *long_columns)
+        return queryset.annotate(question_start=Left("study_question__text", EXCERPT * 4))
 
     # -- search: a number is a job id (fast, exact); anything else searches text
 
@@ -299,16 +291,11 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
         ids = self.action_ids(request, queryset, "manage.py resetstale")
         if ids is None:
             return
-        reset: list[int] = []
-        failed: list[int] = []
         with transaction.atomic(using=queryset.db):
-            for chunk in batches(ids, queryset.db):
-                part = queue.reset_stale(job_ids=chunk)
-                reset += part.reset_ids
-                failed += part.failed_ids
-            result = queue.StaleResult(
-                reset=len(reset), failed=len(failed), reset_ids=reset, failed_ids=failed
-            )
+            parts = [queue.reset_stale(job_ids=chunk) for chunk in batches(ids, queryset.db)]
+            reset = [pk for part in parts for pk in part.reset_ids]
+            failed = [pk for part in parts for pk in part.failed_ids]
+            result = queue.StaleResult(len(reset), len(failed), reset, failed)
             self._log_stale(request, result)
         self._report_stale(request, result, selected=len(ids))
 
@@ -350,14 +337,9 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
     # -- the "Reset all stale jobs" button and the dashboard link
 
     def get_urls(self) -> list:
-        urls = [
-            path(
-                "reset-stale/",
-                self.admin_site.admin_view(self.reset_all_stale_view),
-                name="studyqueue_studyquestionjob_reset_stale",
-            )
-        ]
-        return urls + super().get_urls()
+        view = self.admin_site.admin_view(self.reset_all_stale_view)
+        name = "studyqueue_studyquestionjob_reset_stale"
+        return [path("reset-stale/", view, name=name), *super().get_urls()]
 
     def reset_all_stale_view(self, request: HttpRequest) -> HttpResponse:
         if request.method != "POST":

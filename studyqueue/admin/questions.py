@@ -25,6 +25,7 @@ from django.utils.translation import gettext, gettext_lazy
 from studyqueue import times
 from studyqueue.admin.common import (
     EXCERPT,
+    LONG_COLUMNS,
     CappedCountPaginator,
     GuardedInputAdmin,
     ReadOnly,
@@ -227,7 +228,7 @@ class DeferringChangeList(ChangeList):
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet:
         queryset = super().get_queryset(request, exclude_parameters)
-        return queryset.defer("text", "explanation", "choices", "answer").annotate(
+        return queryset.defer(*LONG_COLUMNS).annotate(
             text_start=Left("text", EXCERPT * 4),
             explained=ExpressionWrapper(~Q(explanation=""), output_field=BooleanField()),
             explained_at=F("current_revision__created_at"),
@@ -291,14 +292,8 @@ class StudyQuestionAdmin(GuardedInputAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         latest = StudyQuestionJob.objects.filter(study_question=OuterRef("pk")).order_by("-id")
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                latest_status=Subquery(latest.values("status")[:1]),
-                latest_kind=Subquery(latest.values("kind")[:1]),
-            )
-        )
+        status, kind = (Subquery(latest.values(name)[:1]) for name in ("status", "kind"))
+        return super().get_queryset(request).annotate(latest_status=status, latest_kind=kind)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # Operators edit the question itself; the rest of its page is shown, never edited.
@@ -309,14 +304,9 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         return DeferringChangeList
 
     def get_urls(self) -> list:
-        urls = [
-            path(
-                "<path:object_id>/explanation.txt",
-                self.admin_site.admin_view(self.explanation_text_view),
-                name="studyqueue_studyquestion_explanation",
-            )
-        ]
-        return urls + super().get_urls()
+        view = self.admin_site.admin_view(self.explanation_text_view)
+        name = "studyqueue_studyquestion_explanation"
+        return [path("<path:object_id>/explanation.txt", view, name=name), *super().get_urls()]
 
     def explanation_text_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """The whole explanation as plain text (it may be too long for a page)."""

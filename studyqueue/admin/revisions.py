@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.loader import render_to_string
@@ -113,7 +114,9 @@ class ExplanationRevisionAdmin(ReadOnly, GuardedInputAdmin):
             self.message_user(request, gettext("Select exactly one revision."), messages.WARNING)
             return
         (revision,) = chosen
-        if not revisions.restore(revision):
+        with transaction.atomic(using=revision._state.db):
+            restored = revisions.make_current(revision)
+        if not restored:
             self.message_user(request, gettext("Its question no longer exists."), messages.WARNING)
             return
         values = {"revision": revision.pk, "question": revision.question_id}

@@ -220,12 +220,6 @@ def make_current(revision: ExplanationRevision) -> bool:
     return bool(updated)
 
 
-def restore(revision: ExplanationRevision) -> bool:
-    """An operator makes an older revision current again (one transaction)."""
-    with transaction.atomic(using=revision._state.db):
-        return make_current(revision)
-
-
 def previous(revision: ExplanationRevision) -> ExplanationRevision | None:
     """The revision ``revision`` corrects, else the question's newest older one."""
     if revision.based_on_id is not None:
@@ -267,11 +261,7 @@ class ReviewState:
 
 
 def decide(
-    revision: ExplanationRevision,
-    status: ReviewStatus,
-    *,
-    by: str,
-    seen: ReviewState | None = None,
+    revision: ExplanationRevision, status: ReviewStatus, *, by: str, seen: ReviewState | None = None
 ) -> bool:
     """Record a reviewer's decision on ``revision``; a candidate stops waiting. With
     ``seen``, a compare-and-set: False (nothing written) when another decision came first."""

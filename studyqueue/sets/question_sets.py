@@ -1,13 +1,6 @@
-"""Question sets ("the 2026 midterm"): named batches of questions, and how far each is.
-
-A set's progress is its questions' explanations: each question is **approved** (a reviewer
-approved or wrote its explanation), **flagged** (explained, with a quality flag, not
-approved), **explained** (the rest of the explained), **failed** (no explanation, its last
-explanation job failed or was skipped, and none is active) or **waiting**; its checks (key
-audit, blind verifier) are counted beside. A set is done when nothing waits and no check job of
-its questions runs, so that its one notice per completion (``sets.notices``) carries the
-checks' verdicts; ``sets.eta`` estimates when.
-"""
+"""Question sets ("the 2026 midterm"): named batches of questions, and how far each is (the
+states: docs/howto/exam-sets.md); a set is done when nothing waits and no check job of its
+questions runs, so that its one notice (``sets.notices``) carries the checks' verdicts."""
 
 from __future__ import annotations
 
@@ -52,13 +45,6 @@ CHECK_KINDS = (JobKind.KEY_AUDIT, JobKind.VERIFICATION)
 # A deadline this close, explanations waiting and no estimate (nothing completed lately: the
 # servers stalled) is warned about: no rate can say it will be made.
 DEADLINE_NEAR = timedelta(hours=1)
-
-
-def _not_ended() -> Q:
-    """A job that will still run: processing, or pending with attempts left (paused or not:
-    a pause ends; a job out of attempts would hold the set forever)."""
-    pending = Q(status=JobStatus.PENDING, attempts__lt=F("max_attempts"))
-    return Q(status=JobStatus.PROCESSING) | pending
 
 
 class SetNameError(StudyQueueError):
@@ -155,7 +141,6 @@ def _member_ids(question_set: StudyQuestionSet) -> list[int]:
 
 
 def questions(question_set: StudyQuestionSet) -> QuestionQuerySet:
-    """The set's questions."""
     return StudyQuestion.objects.filter(sets=question_set)
 
 
@@ -273,8 +258,7 @@ class Progress:
 
     @property
     def empty(self) -> bool:
-        """It has no questions: never done (nothing to notice), and nothing waits."""
-        return self.total == 0
+        return self.total == 0  # never done (nothing to notice), and nothing waits
 
     @property
     def plain(self) -> int:
@@ -303,27 +287,20 @@ class Progress:
 
     @property
     def due_in(self) -> timedelta | None:
-        """How long until its deadline (None: no deadline; negative: passed)."""
-        return None if self.deadline is None else self.deadline - self.now
+        return None if self.deadline is None else self.deadline - self.now  # negative: passed
 
     @property
     def stalled_near_deadline(self) -> bool:
         """Explanations wait with no estimate, ``DEADLINE_NEAR`` or less before the deadline."""
-        due_in = self.due_in
-        return (
-            due_in is not None
-            and self.waiting > 0
-            and self.eta_seconds is None
-            and due_in <= DEADLINE_NEAR
-        )
+        due_in, unestimated = self.due_in, self.waiting > 0 and self.eta_seconds is None
+        return unestimated and due_in is not None and due_in <= DEADLINE_NEAR
 
     @property
     def at_risk(self) -> bool:
         """Worth a warning: late, overdue, or near its deadline with no estimate."""
         return self.late_by is not None or self.overdue is not None or self.stalled_near_deadline
 
-    def as_json(self) -> dict[str, object]:
-        """``setstatus --json``."""
+    def as_json(self) -> dict[str, object]:  # setstatus --json
         return {
             "name": self.name,
             "total": self.total,
@@ -348,20 +325,23 @@ class Progress:
 
 
 def progress(question_set: StudyQuestionSet, now: datetime | None = None) -> Progress:
-    """How far ``question_set`` is now."""
     now = now or timezone.now()
     members = questions(question_set)
     own = StudyQuestionJob.objects.filter(study_question=OuterRef("pk"))
     jobs = own.filter(kind=JobKind.EXPLANATION)
     explained = ~Q(explanation="")
     approved = explained & Q(current_revision__review_status__in=PROTECTED_REVIEWS)
+    # A check job that will still run: processing, or pending with attempts left (paused or
+    # not: a pause ends; a job out of attempts would hold the set forever).
+    pending = Q(status=JobStatus.PENDING, attempts__lt=F("max_attempts"))
+    checks = own.filter(Q(status=JobStatus.PROCESSING) | pending, kind__in=CHECK_KINDS)
     verifier_flagged = Q()
     for flag in VERIFIER_FLAGS:  # JSON text, quotes included (as ``QuestionQuerySet.flagged``)
         verifier_flagged |= Q(explanation_flags__icontains=f'"{flag}"')
     counts = members.annotate(
         active=Exists(jobs.filter(status__in=ACTIVE_STATUSES)),
         last=Subquery(jobs.order_by("-pk").values("status")[:1]),
-        checks_running=Exists(own.filter(_not_ended(), kind__in=CHECK_KINDS)),
+        checks_running=Exists(checks),
     ).aggregate(
         total=Count("pk"),
         explained=Count("pk", filter=explained),

@@ -66,10 +66,7 @@ class JobSetCommand(TranslatedCommand):
         **options: Any,
     ) -> None:
         picked = id_batches(status or [self.statuses[0]], kind, error_code)
-        if dry_run:
-            self.stdout.write(self.would(sum(len(batch) for batch in picked)))
-        else:
-            self.stdout.write(self.act(picked))
+        self.stdout.write(self.would(sum(map(len, picked))) if dry_run else self.act(picked))
 
     def would(self, count: int) -> str:
         """What ``--dry-run`` says for ``count`` picked jobs."""

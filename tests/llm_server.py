@@ -90,7 +90,8 @@ class LLMServer:
         self.word_delay = 0.0  # seconds between two streamed words
         self.capacity = 0  # replies served at once (0: unlimited); others queue
         # What it says of itself beside the chat API: "" (nothing, like mlx_lm.server),
-        # "llamacpp" (GET /props with total_slots, GET /slots: ``capacity`` slots) or "vllm"
+        # "llamacpp" (GET /props with total_slots, GET /slots: ``capacity`` slots; POST
+        # /tokenize) or "vllm"
         # (GET /metrics: requests running and waiting for a slot).
         self.flavour = ""
         # Served behind this path prefix too (a gateway's ``/team/x/v1``): it is cut from each
@@ -122,10 +123,13 @@ class LLMServer:
         self.prompt_tokens = 42
         self.completion_tokens = 7
         self.cached_tokens: int | None = None
+        # False: no usage chunk in a stream even when asked (llama-cpp-python's server).
+        self.stream_usage = True
         self.ignore_stream = False  # answer with one JSON body even when asked to stream
         self.held = False  # each reply waits for a pass (``let_through``) before it starts
         self.last_authorization = ""
         self.bodies: list[dict] = []  # every chat request's JSON body, in order
+        self.unknown_posts: list[str] = []  # the paths of POSTs it has no answer for
         self._lock = threading.Lock()
         self._slots: threading.Semaphore | None = None
         self._passes = threading.Semaphore(0)
@@ -355,7 +359,13 @@ class LLMServer:
                     server.reset_stats()
                     self._json(200, {"ok": True})
                     return
+                if server.flavour == "llamacpp" and self.path == "/tokenize":
+                    # llama.cpp's tokenizer; here a token is a character, which no text chunk
+                    # count gives.
+                    self._json(200, {"tokens": list(range(len(json.loads(raw)["content"])))})
+                    return
                 if self.path != "/v1/chat/completions":
+                    server.unknown_posts.append(self.path)
                     self._text(404, "Not Found")
                     return
                 try:
@@ -581,7 +591,7 @@ class LLMServer:
                 h.connection.shutdown(2)  # cut the connection mid-reply
                 return
         event(chunk({"role": "assistant"}, finish))
-        if body.get("stream_options", {}).get("include_usage"):
+        if self.stream_usage and body.get("stream_options", {}).get("include_usage"):
             event(
                 {"object": "chat.completion.chunk", "model": model, "choices": [], "usage": usage}
             )

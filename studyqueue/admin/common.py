@@ -24,8 +24,25 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from studyqueue.conf import conf
-from studyqueue.models import MAX_ID, JobQuerySet, JobStatus, Outcome, StudyQuestion, unstorable
+from studyqueue.models import (
+    MAX_ID,
+    ExplanationRevision,
+    JobQuerySet,
+    JobStatus,
+    Outcome,
+    StudyQuestion,
+    unstorable,
+)
 from studyqueue.queue.operations import id_ranges
+
+
+def completion_tokens(reply: ExplanationRevision | None) -> str:
+    """A reply's completion tokens, marked when counted from its stream ("-": unknown)."""
+    if reply is None or reply.completion_tokens is None:
+        return "-"
+    count = reply.completion_tokens
+    return gettext("%(count)s (counted)") % {"count": count} if reply.tokens_counted else str(count)
+
 
 # Badge colours per status; a test checks that every status has one.
 STATUS_COLOURS: dict[str, str] = {

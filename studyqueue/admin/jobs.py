@@ -26,6 +26,7 @@ from studyqueue.admin.common import (
     ReadOnly,
     StaleFilter,
     change_link,
+    completion_tokens,
     excerpt,
     explanation_box,
     log_change_set,
@@ -191,9 +192,12 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
     reply_model = _reply_field("model", _("model"))
     reply_prompt = _reply_field("prompt_version", _("prompt version"))
     reply_prompt_tokens = _reply_field("prompt_tokens", _("prompt tokens"))
-    reply_completion_tokens = _reply_field("completion_tokens", _("completion tokens"))
     reply_first_token_ms = _reply_field("first_token_ms", _("time to first token (ms)"))
     reply_tokens_per_second = _reply_field("tokens_per_second", _("tokens per second"))
+
+    @admin.display(description=_("completion tokens"))
+    def reply_completion_tokens(self, job: StudyQuestionJob) -> str:
+        return completion_tokens(job.revision)
 
     @admin.display(description=_("revision"))
     def revision_link(self, job: StudyQuestionJob) -> str:

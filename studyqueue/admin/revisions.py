@@ -10,7 +10,14 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.translation import gettext, gettext_lazy
 
-from studyqueue.admin.common import GuardedInputAdmin, ReadOnly, change_link, excerpt, long_text
+from studyqueue.admin.common import (
+    GuardedInputAdmin,
+    ReadOnly,
+    change_link,
+    completion_tokens,
+    excerpt,
+    long_text,
+)
 from studyqueue.admin.flags import flag_badges, stated_beside_key
 from studyqueue.explanations import revisions
 from studyqueue.explanations.diff import side_by_side
@@ -54,7 +61,7 @@ class ExplanationRevisionAdmin(ReadOnly, GuardedInputAdmin):
         "verified_at",
         "finish_reason",
         "prompt_tokens",
-        "completion_tokens",
+        "completion_tokens_shown",
         "first_token_ms",
         "tokens_per_second",
         "job",
@@ -67,6 +74,10 @@ class ExplanationRevisionAdmin(ReadOnly, GuardedInputAdmin):
     @admin.display(description=gettext_lazy("question"))
     def question_link(self, revision: ExplanationRevision) -> str:
         return change_link("studyquestion", revision.question_id)
+
+    @admin.display(description=gettext_lazy("completion tokens"))
+    def completion_tokens_shown(self, revision: ExplanationRevision) -> str:
+        return completion_tokens(revision)
 
     @admin.display(description=gettext_lazy("current"))
     def is_current(self, revision: ExplanationRevision) -> str:

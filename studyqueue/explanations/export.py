@@ -30,7 +30,7 @@ EXPORT_FIELDS = (
     "id", "external_id", "text", "choices", "answer", "explanation", "model", "endpoint",
     "prompt_version", "flags", "stated_answer", "review_status", "key_audit",
     "key_audit_answer", "verifier_answer", "explained_at", "prompt_tokens", "cached_tokens",
-    "completion_tokens", "ttft_ms", "tokens_per_second", "waiting_on",
+    "completion_tokens", "tokens_counted", "ttft_ms", "tokens_per_second", "waiting_on",
 )  # fmt: skip
 
 
@@ -97,7 +97,7 @@ def export_rows(
         "key_audit", "key_audit_answer", "current_revision__verifier_answer",
         "current_revision__created_at",
         "current_revision__prompt_tokens", "current_revision__cached_tokens",
-        "current_revision__completion_tokens",
+        "current_revision__completion_tokens", "current_revision__tokens_counted",
         "current_revision__first_token_ms", "current_revision__tokens_per_second",
         "waiting_on",
     )  # fmt: skip

@@ -59,6 +59,7 @@ def add(
         prompt_tokens=reply.prompt_tokens,
         cached_tokens=reply.cached_tokens,
         completion_tokens=reply.completion_tokens,
+        tokens_counted=reply.tokens_counted,
         first_token_ms=reply.first_token_ms,
         tokens_per_second=reply.tokens_per_second,
         finish_reason=reply.finish_reason,

@@ -38,6 +38,20 @@ def endpoint_field(help_text: Any) -> models.CharField[str, str]:
     )
 
 
+def tokens_counted_field() -> models.BooleanField[bool, bool]:
+    """Whether a reply's completion tokens were counted by us, not reported by its server."""
+    return models.BooleanField(
+        verbose_name=_("tokens counted"),
+        default=False,
+        db_default=False,
+        help_text=_(
+            "The server reported no token counts: the completion tokens were counted here "
+            "(max_tokens when the reply stopped there, else the server's tokenizer or the "
+            "streamed text chunks)."
+        ),
+    )
+
+
 class StudyQueueManager(models.Manager[_M]):
     """Every studyqueue model's default and base manager: its querysets run on ``database()``
     unless ``db_manager()`` or ``using()`` names another database."""

@@ -14,7 +14,12 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue.models.base import StudyQueueManager, choice_width, endpoint_field
+from studyqueue.models.base import (
+    StudyQueueManager,
+    choice_width,
+    endpoint_field,
+    tokens_counted_field,
+)
 
 
 def validate_choices(value: object) -> None:
@@ -316,6 +321,7 @@ class ExplanationRevision(models.Model):
     completion_tokens = models.PositiveIntegerField(
         verbose_name=_("completion tokens"), null=True, blank=True
     )
+    tokens_counted = tokens_counted_field()
     first_token_ms = models.PositiveIntegerField(
         verbose_name=_("time to first token (ms)"), null=True, blank=True
     )

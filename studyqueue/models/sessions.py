@@ -8,7 +8,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue.models.base import StudyQueueManager, endpoint_field
+from studyqueue.models.base import StudyQueueManager, endpoint_field, tokens_counted_field
 from studyqueue.models.questions import ReviewStatus, StudyQuestion
 from studyqueue.models.sets import StudyQuestionSet
 
@@ -125,6 +125,7 @@ class SessionSummary(models.Model):
     endpoint = endpoint_field(_("The server that wrote it (blank: unknown)."))
     prompt_tokens = models.PositiveIntegerField(_("prompt tokens"), null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(_("completion tokens"), null=True, blank=True)
+    tokens_counted = tokens_counted_field()
     tokens_per_second = models.FloatField(_("tokens/s"), null=True, blank=True)
     flags = models.JSONField(_("quality flags"), default=list, blank=True)
     stated = models.JSONField(

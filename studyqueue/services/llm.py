@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -29,6 +29,7 @@ from studyqueue.services.replies import (
     ReplyParser,
     bad_response,
     classify_status,
+    token_count,
 )
 
 __all__ = ["LLMClient", "LLMError", "LLMReply", "Probe", "invalid_key_message", "probe_servers"]
@@ -39,6 +40,9 @@ ERROR_BODY_MAX = 64 * 1024  # an error body is read this far, the rest ignored
 # The health probe: a whole GET /models within this, and a model list is small.
 PROBE_DEADLINE_SECONDS = 3.0
 PROBE_MAX_BYTES = 1024 * 1024
+# Where a server that streams no usage counts a text's tokens: (path, the request's field
+# for the text): llama-cpp-python's server, then llama.cpp's llama-server.
+TOKENIZERS = (("/extras/tokenize/count", "input"), ("/tokenize", "content"))
 
 
 def invalid_key_message() -> str:
@@ -134,6 +138,9 @@ class LLMClient:
         # never handed to httpx: its errors and debug logs would show it. Every call then
         # fails as a configuration error instead (``manage.py check`` says so first).
         self._unsendable_key = not is_valid_api_key(api_key)
+        # The tokenizers this server may have: the one that counted, once one has; none once
+        # each answered with no count.
+        self._tokenizers: tuple[tuple[str, str], ...] = TOKENIZERS
         if api_key and not self._unsendable_key:
             headers["Authorization"] = f"Bearer {api_key}"
         # mlx_lm.server has a listen backlog of 5: more simultaneous connects than
@@ -210,15 +217,19 @@ class LLMClient:
         except (TimeoutError, httpx.HTTPError):
             return None
 
-    async def server_page(self, path: str, *, limit: int = 256 * 1024) -> tuple[int, bytes] | None:
-        """``GET path`` at the server's root (its URL without ``/v1``): the status and body
-        within ``PROBE_DEADLINE_SECONDS`` and ``limit`` bytes; None otherwise. Never raises."""
+    async def server_page(
+        self, path: str, *, limit: int = 256 * 1024, post: dict[str, Any] | None = None
+    ) -> tuple[int, bytes] | None:
+        """``GET path`` at the server's root (its URL without ``/v1``; ``POST`` of ``post``
+        as JSON): the status and body within ``PROBE_DEADLINE_SECONDS`` and ``limit`` bytes;
+        None otherwise. Never raises."""
         if self._unsendable_key:
             return None
         root = self._request_base.removesuffix("/v1")
+        method = "GET" if post is None else "POST"
         try:
             async with asyncio.timeout(PROBE_DEADLINE_SECONDS):
-                async with self._http.stream("GET", f"{root}{path}") as response:
+                async with self._http.stream(method, f"{root}{path}", json=post) as response:
                     body = await _body(response, limit)
                     return None if body is None else (response.status_code, body)
         except (TimeoutError, httpx.HTTPError):
@@ -276,7 +287,8 @@ class LLMClient:
             )
         try:
             async with asyncio.timeout(self.timeout):
-                return (await self._post(body, on_sent, on_first_token)).reply()
+                reply = (await self._post(body, on_sent, on_first_token)).reply()
+                return await self._recounted(reply, body["max_tokens"])
         except TimeoutError:
             error = LLMError(ErrorCode.LLM_TIMEOUT, f"no complete reply within {self.timeout:g}s")
         except LLMError as exc:
@@ -287,6 +299,29 @@ class LLMClient:
         # that still holds a secret.
         error.call_started = started
         raise error.with_message(self.redact(error.message))
+
+    async def _recounted(self, reply: LLMReply, max_tokens: int) -> LLMReply:
+        """A reply whose stream reported no usage, its completion tokens counted better than
+        by its text chunks, which miss the tokens of a character spanning several (Korean on
+        a byte-level vocabulary: 21 chunks for 40 tokens, measured): ``max_tokens`` when it
+        stopped there, else what the server's tokenizer counts in its text, if it has one."""
+        if not reply.tokens_counted:
+            return reply
+        if reply.truncated and (reply.completion_tokens or 0) <= max_tokens:
+            return replace(reply, completion_tokens=max_tokens)
+        for path, field in self._tokenizers:
+            page = await self.server_page(path, limit=PROBE_MAX_BYTES, post={field: reply.content})
+            if page is None:
+                return reply  # no answer in time (a busy server): asked again next time
+            count = token_count(page[1]) if page[0] == 200 else None
+            if count is not None:
+                self._tokenizers = ((path, field),)
+                # A chunk holds a token at least, a token a byte at least: a count outside
+                # is no count of this text.
+                low, high = reply.completion_tokens or 0, len(reply.content.encode())
+                return replace(reply, completion_tokens=max(low, min(count, high)))
+        self._tokenizers = ()  # none here: the chunks from now on
+        return reply
 
     async def _post(
         self,

@@ -87,6 +87,9 @@ class LLMReply:
     # (``usage.prompt_tokens_details.cached_tokens``); None when it does not say.
     cached_tokens: int | None = None
     endpoint: str = ""  # the server that wrote it (``endpoints.Endpoint.name``; set by the pool)
+    # ``completion_tokens`` were counted from the stream's text chunks, the server having
+    # reported none (llama-cpp-python's server streams no usage).
+    tokens_counted: bool = False
 
     @property
     def truncated(self) -> bool:
@@ -167,6 +170,19 @@ def _tokens(value: Any) -> int | None:
     return min(value, TOKENS_MAX)
 
 
+def token_count(body: bytes) -> int | None:
+    """The count of a tokenizer's answer: ``{"count": n}`` (llama-cpp-python) or
+    ``{"tokens": [...]}`` (llama.cpp); None for anything else."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    tokens = data.get("tokens")
+    return _tokens(len(tokens) if isinstance(tokens, list) else data.get("count"))
+
+
 def _cached_tokens(usage: dict[str, Any], prompt_tokens: int | None) -> int | None:
     """``usage.prompt_tokens_details.cached_tokens``, at most ``prompt_tokens`` (None: unsaid)."""
     details = usage.get("prompt_tokens_details")
@@ -194,6 +210,7 @@ class ReplyParser:
         self.model = ""
         self.usage: dict[str, Any] = {}
         self.done = False
+        self.text_chunks = 0  # stream chunks that carried text: one token each, as servers send
         self.first_token_at: float | None = None
         self.last_token_at: float | None = None
 
@@ -231,6 +248,7 @@ class ReplyParser:
                     self._on_first_token()
             self.last_token_at = at
             self.parts.append(content)
+            self.text_chunks += 0 if whole else 1
         if choice.get("finish_reason"):
             self.finish_reason = fit(
                 ExplanationRevision, "finish_reason", storable(str(choice["finish_reason"]))
@@ -262,14 +280,18 @@ class ReplyParser:
         now = time.monotonic()
         first, last = self.first_token_at, self.last_token_at
         prompt_tokens = _tokens(self.usage.get("prompt_tokens"))
+        completion_tokens = _tokens(self.usage.get("completion_tokens"))
+        # No usage: the stream's text chunks, never a zero (a whole body is not counted).
+        counted = completion_tokens is None and self.text_chunks > 0
         return LLMReply(
             content=content,
             model=self.model,
             finish_reason=self.finish_reason,  # "" when the server gave none: not a "stop"
             prompt_tokens=prompt_tokens,
-            completion_tokens=_tokens(self.usage.get("completion_tokens")),
+            completion_tokens=min(self.text_chunks, TOKENS_MAX) if counted else completion_tokens,
             elapsed_ms=int((now - self.started) * 1000),
             first_token_ms=None if first is None else int((first - self.started) * 1000),
             last_token_ms=None if last is None else int((last - self.started) * 1000),
             cached_tokens=_cached_tokens(self.usage, prompt_tokens),
+            tokens_counted=counted,
         )

@@ -231,6 +231,7 @@ class Written:
                 endpoint=self.reply.endpoint,
                 prompt_tokens=self.reply.prompt_tokens,
                 completion_tokens=self.reply.completion_tokens,
+                tokens_counted=self.reply.tokens_counted,
                 tokens_per_second=self.reply.tokens_per_second,
                 flags=self.checked.flags,
                 stated=self.checked.stated,

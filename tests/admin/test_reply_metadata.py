@@ -50,6 +50,21 @@ def test_the_job_page_shows_its_revisions_metadata(admin_client):
     assert f'<a href="{revision_url}">#{reply.pk}</a>' in html
 
 
+def test_counted_tokens_are_marked_on_the_job_and_revision_pages(admin_client):
+    job, reply = _completed_job()
+    reply.tokens_counted = True
+    reply.save()
+    for url in (
+        reverse("admin:studyqueue_studyquestionjob_change", args=[job.pk]),
+        reverse("admin:studyqueue_explanationrevision_change", args=[reply.pk]),
+    ):
+        html = admin_client.get(url).content.decode()
+        assert "654 (counted)" in html, url
+    reply.tokens_counted = False
+    reply.save()
+    assert "(counted)" not in admin_client.get(url).content.decode()
+
+
 def test_a_job_without_a_reply_shows_dashes(admin_client):
     job = StudyQuestionJobFactory(status="failed", error_code="llm_timeout")
     url = reverse("admin:studyqueue_studyquestionjob_change", args=[job.pk])

@@ -16,6 +16,7 @@ from studyqueue.queue import transitions as queue
 from studyqueue.queue.enqueue import enqueue as enqueue_job
 from studyqueue.queue.pauses import pause
 from studyqueue.queue.retry import MAX_FREE_RELEASES
+from studyqueue.sets import eta
 from studyqueue.workers import registry
 from tests.factories import StudyQuestionFactory
 from tests.helpers import wait_for
@@ -59,6 +60,25 @@ def test_a_cycle_writes_the_explanation_and_completes_the_job(consumer, llm_serv
     assert question.explanation_flags == [], "the test server's reply is a good one"
     assert question.current_revision == reply and not reply.truncated
     assert llm_server.stats()["per_question"] == {"What is 2 + 2?": 2}  # written, checked
+
+
+def test_a_server_without_usage_gets_counted_tokens_and_an_estimate(consumer, llm_server):
+    """Like llama-cpp-python's server: no usage in the stream. Each explanation records the
+    chunks it streamed as its completion tokens (marked counted) and a decode rate, so the
+    estimate of what waits is in tokens/s, not "no token counts reported"."""
+    llm_server.configure(stream_usage=False, word_delay=0.01, verify_answer="Answer: 2")
+    jobs = enqueue(2, choices=["3", "4"], answer="4")
+    while consumer.run_cycle().claimed:
+        pass
+    words = len(ANSWER.split(" "))
+    for job in jobs:
+        assert job_state(job) == ("completed", "", 1)
+        revision = job.revision
+        assert (revision.completion_tokens, revision.tokens_counted) == (words, True)
+        assert revision.prompt_tokens is None and revision.tokens_per_second
+    rate = eta.Rate.of(timezone.now())
+    assert rate is not None and rate.tokens_per_job == words and rate.tokens_per_second
+    assert "tok/s" in rate.basis
 
 
 def test_one_consumer_runs_many_cycles_on_one_client_and_loop(consumer, llm_server):

@@ -182,6 +182,7 @@ def test_a_live_server_that_drops_a_reply_is_a_server_error(server):
 SSE_EVENTS = [
     b'data: {"choices": [{"delta": {"content": "fo"}}]}\n\n',
     b'data: {"choices": [{"delta": {"content": "ur"}, "finish_reason": "stop"}]}\n\n',
+    b'data: {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}}\n\n',
     b"data: [DONE]\n\n",
 ]
 
@@ -410,6 +411,61 @@ def test_the_decode_rate_is_tokens_after_the_first_over_the_first_to_last_span(s
     span = reply.last_token_ms - reply.first_token_ms
     assert span >= MIN_DECODE_SPAN_MS
     assert reply.tokens_per_second == round(10 * 1000 / span, 2)
+
+
+def test_a_stream_without_usage_counts_its_text_chunks_and_says_so(server):
+    """llama-cpp-python's server streams no usage: the chunks that carried text are the
+    completion tokens (marked counted), and the decode rate comes from them; the prompt's
+    tokens stay unknown, never a zero."""
+    server.configure(answer="a b c d e f g h i j k", word_delay=0.02, stream_usage=False)
+    reply = chat(server.url)
+    assert (reply.completion_tokens, reply.tokens_counted) == (11, True)
+    assert (reply.prompt_tokens, reply.cached_tokens) == (None, None)
+    assert reply.first_token_ms is not None and reply.last_token_ms is not None
+    span = reply.last_token_ms - reply.first_token_ms
+    assert reply.tokens_per_second == decode_rate(11, span) and reply.tokens_per_second
+
+
+def test_a_stream_without_usage_is_counted_by_the_servers_tokenizer_where_it_has_one(server):
+    """llama.cpp's ``/tokenize`` counts the text (text chunks miss the tokens of a character
+    that spans several); the first tokenizer path, which 404s here, is not asked again."""
+    server.configure(flavour="llamacpp", stream_usage=False)
+
+    async def go() -> list[LLMReply]:
+        async with LLMClient(base_url=server.url) as client:
+            return [await client.chat(MESSAGES) for _ in range(2)]
+
+    for reply in asyncio.run(go()):
+        assert (reply.completion_tokens, reply.tokens_counted) == (len(ANSWER), True)
+    assert server.unknown_posts == ["/extras/tokenize/count"]
+
+
+def test_a_stream_without_usage_cut_at_max_tokens_took_max_tokens(server):
+    server.configure(stream_usage=False, fault="length")
+
+    async def go() -> LLMReply:
+        async with LLMClient(base_url=server.url, max_tokens=64) as client:
+            return await client.chat(MESSAGES)
+
+    reply = asyncio.run(go())
+    assert (reply.completion_tokens, reply.tokens_counted, reply.truncated) == (64, True, True)
+
+
+def test_reported_usage_is_never_marked_counted(server):
+    reply = chat(server.url)
+    assert (reply.completion_tokens, reply.tokens_counted) == (7, False)
+
+
+def test_a_whole_body_without_usage_has_no_token_figures():
+    """One JSON body has no chunks to count: unknown, not a count of one."""
+    parser = ReplyParser()
+    parser.feed_body(b'{"choices": [{"message": {"content": "Four."}, "finish_reason": "stop"}]}')
+    reply = parser.reply()
+    assert (reply.completion_tokens, reply.tokens_counted, reply.tokens_per_second) == (
+        None,
+        False,
+        None,
+    )
 
 
 def test_decode_rate_needs_two_tokens_and_a_minimum_span():

@@ -330,7 +330,10 @@ class LLMClient:
         on_first_token: Callable[[], None] | None,
     ) -> ReplyParser:
         # A refused or reset connect is retried once: mlx_lm.server's small listen
-        # backlog drops connects under bursts even when it is healthy.
+        # backlog drops connects under bursts even when it is healthy. So is a connection
+        # closed before any reply: llama.cpp's llama-server closes kept-alive connections
+        # (measured: one call in a few, a second after the last), and a request that met
+        # a closing connection was never read.
         for attempt in (1, 2):
             try:
                 return await self._stream(body, on_sent, on_first_token)
@@ -342,6 +345,11 @@ class LLMClient:
                         reached_server=False,
                     ) from None
                 await asyncio.sleep(0.2)
+            except _NoReply as exc:
+                if attempt == 2:
+                    raise LLMError(
+                        ErrorCode.LLM_UNAVAILABLE, f"connection dropped before a reply: {exc}"
+                    ) from None
         raise AssertionError("unreachable")
 
     async def _stream(
@@ -389,9 +397,7 @@ class LLMClient:
             if parser.done:
                 return parser  # the whole reply came; only the connection's end was rough
             if not received_any:
-                raise LLMError(
-                    ErrorCode.LLM_UNAVAILABLE, f"connection dropped before a reply: {exc!r}"
-                ) from None
+                raise _NoReply(repr(exc)) from None
             raise await self._cut_off(repr(exc)) from None
         if not parser.done and not parser.finish_reason:
             # HTTP/1.0 servers end a body by closing: a close before [DONE] is a cut reply.
@@ -466,6 +472,10 @@ class LLMClient:
             return False
         writer.close()
         return True
+
+
+class _NoReply(Exception):
+    """The connection closed before a byte of the reply came."""
 
 
 async def _body(response: httpx.Response, limit: int) -> bytes | None:

@@ -191,18 +191,26 @@ class _KeepAliveServer:
     """A raw HTTP/1.1 server that streams SSE with chunked encoding (as uvicorn under vLLM,
     or Ollama, do) and keeps each connection open for the next request."""
 
-    def __init__(self) -> None:
+    def __init__(self, replies_per_connection: int = 0) -> None:
         self.connections = 0
         self.request_lines: list[bytes] = []
+        # >0: the next request on a connection that served this many is met by a close, as
+        # llama.cpp's llama-server closes kept-alive connections.
+        self.replies_per_connection = replies_per_connection
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        served = 0
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 self.request_lines.append(head.split(b"\r\n")[0])
                 length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
                 await reader.readexactly(length)
+                if served == self.replies_per_connection > 0:
+                    writer.close()
+                    return
+                served += 1
                 writer.write(
                     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                     b"Transfer-Encoding: chunked\r\n\r\n"
@@ -234,6 +242,16 @@ def test_an_http11_chunked_stream_is_read_and_its_connection_kept_alive():
     assert [(r.content, r.finish_reason) for r in replies] == [("four", "stop")] * 3
     assert srv.request_lines == [b"POST /v1/chat/completions HTTP/1.1"] * 3
     assert srv.connections == 1, "keep-alive: three calls on one connection"
+
+
+def test_a_kept_alive_connection_closed_as_the_request_goes_out_is_retried_on_a_new_one():
+    """llama.cpp's llama-server closes kept-alive connections: a request that meets the close
+    gets no byte back and is sent again on a new connection, never an outage."""
+    srv = _KeepAliveServer(replies_per_connection=1)
+    replies = _serve(srv.handle, lambda url: _chats(url, 3))
+    assert [r.content for r in replies] == ["four"] * 3
+    # Calls 2 and 3 each met a closing connection, then went out on a new one.
+    assert (len(srv.request_lines), srv.connections) == (5, 3)
 
 
 def test_system_proxy_settings_are_honoured(monkeypatch):

@@ -129,6 +129,7 @@ bench: $(VENV)/.installed-dev
 	$(PY) -m bench.adaptive_gate $(if $(QUICK),--runs 1 --jobs 250,)
 	$(PY) -m bench.endpoint_pool $(if $(QUICK),--runs 1 --jobs 20 --delay 0.2,)
 	$(PY) -m bench.set_eta $(if $(QUICK),--runs 1 --questions 20,)
+	$(if $(wildcard $(LLAMACPP_VENV)/.installed),$(PY) -m bench.llamacpp $(if $(QUICK),--questions 4 --runs 1,),@echo "== bench.llamacpp skipped: make llamacpp builds its server")
 	$(if $(BENCH_MLX_URL),$(PY) -m bench.checking_cost --url $(BENCH_MLX_URL) $(if $(QUICK),--questions 3 --runs 1,),@echo "== bench.checking_cost skipped: set BENCH_MLX_URL to a real mlx_lm.server")
 
 # The manual (Sphinx, MyST, Furo): every page read afresh (-E), warnings are errors (-W, all

@@ -332,8 +332,8 @@ class LLMClient:
         # A refused or reset connect is retried once: mlx_lm.server's small listen
         # backlog drops connects under bursts even when it is healthy. So is a connection
         # closed before any reply: llama.cpp's llama-server closes kept-alive connections
-        # (measured: one call in a few, a second after the last), and a request that met
-        # a closing connection was never read.
+        # (5 s keep-alive; measured: calls sent as it closed one got no reply), and a request
+        # that met a closing connection was never read.
         for attempt in (1, 2):
             try:
                 return await self._stream(body, on_sent, on_first_token)

@@ -118,6 +118,17 @@ def test_a_disputed_key_is_under_review_not_taught(quiet):
     assert StudySession.objects.get(pk=session.pk).summary is not None
 
 
+def test_a_summary_from_a_server_without_usage_records_counted_tokens(quiet):
+    quiet.configure(stream_usage=False)
+    _questions(1)
+    session = _record("lee", [("q-1", 2)])
+    summaries.queue_summaries([session])
+    _drain()
+    summary = StudySession.objects.get(pk=session.pk).summary
+    assert summary is not None and summary.tokens_counted
+    assert summary.completion_tokens and summary.prompt_tokens is None
+
+
 def test_a_hostile_summary_is_flagged_and_an_edit_after_marks_it_outdated(quiet):
     questions = _questions(2)
     session = _record("kim", [("q-1", 1), ("q-2", 2)])

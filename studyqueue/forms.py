@@ -84,6 +84,6 @@ class StudyQuestionForm(forms.ModelForm):
 
 class CorrectionForm(forms.Form):
     """A reviewer's corrected explanation: the same storable-text check as the question
-    form; line ends and blank ends are normalised by ``review_queue.correction``."""
+    form; line ends and blank ends are normalised by ``review_queue.decide``."""
 
     text = StorableTextField(label=gettext_lazy("corrected text"), strip=False)

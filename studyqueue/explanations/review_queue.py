@@ -10,6 +10,7 @@ from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Case, F, IntegerField, Q, Value, When
+from django.utils.text import normalize_newlines
 from django.utils.translation import gettext as _
 
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
@@ -175,11 +176,6 @@ class Result:
     job_id: int | None = None
 
 
-def normalised(text: str) -> str:
-    """``text`` with every line end as ``\\n``."""
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
 def decide(
     revision_id: int,
     decision: ReviewStatus,
@@ -195,7 +191,7 @@ def decide(
         raise ValueError(f"{decision!r} is no review decision")
     if decision is ReviewStatus.EDITED:
         # The text as stored, checked before anything is read: bad input changes nothing.
-        text = normalised(text).strip()
+        text = normalize_newlines(text).strip()
         if not text:
             raise ValueError(_("the corrected text is empty"))
         if unstorable(text):
@@ -218,7 +214,7 @@ def decide(
         seen = seen or Seen.of(question, revision)
         if seen.content != question.content_hash():
             raise ReviewConflict(_("the question changed meanwhile (its text, choices or answer)"))
-        if decision is ReviewStatus.EDITED and normalised(revision.text).strip() == text:
+        if decision is ReviewStatus.EDITED and normalize_newlines(revision.text).strip() == text:
             raise UnchangedEdit(
                 _("the text is the same as revision %(revision)s") % {"revision": revision.pk}
             )

@@ -13,6 +13,7 @@ from typing import IO, Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
+from django.utils.text import normalize_newlines
 from django.utils.translation import gettext as _
 
 from studyqueue.explanations import answers, edits, next_step
@@ -363,9 +364,7 @@ def _not_unicode(name: str | None) -> ValueError:
 
 def clean(text: str, *, one_line: bool = False) -> str:
     """``text`` without control characters, line ends as ``\\n`` (``one_line``: none)."""
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return (_ANY_CONTROL if one_line else _CONTROL).sub("", text)
+    return (_ANY_CONTROL if one_line else _CONTROL).sub("", normalize_newlines(text))
 
 
 def _too_long(name: str, limit: int) -> ValueError:

@@ -38,14 +38,12 @@ from studyqueue.queue.pauses import KnownPauses, apaused_kinds, is_paused, pause
 from studyqueue.queue.store import Failed, JobStore
 from studyqueue.queue.transitions import Outcome
 from studyqueue.services import endpoints
-from studyqueue.services.endpoints import Endpoint
 from studyqueue.services.gate import LLMGate
 from studyqueue.services.gate_control import GateController
 from studyqueue.services.llm import LLMClient
 from studyqueue.services.pool import EndpointPool
 from studyqueue.sets import notices
 from studyqueue.workers import registry
-from studyqueue.workers.registry import WorkContext
 
 logger = logging.getLogger("studyqueue.consumer")
 
@@ -149,7 +147,7 @@ class Consumer:
         self.called = asyncio.Event()  # set as a job begins to store: a place is free
         # Jobs a cycle claimed whose LLM call has not started: a pause hands them back.
         self.unstarted = Unstarted(KnownPauses(), self.store.paused_kinds)
-        self.ctx = WorkContext(
+        self.ctx = registry.WorkContext(
             self.store, self.pool, self.stopping, starting=self.unstarted.starting
         )
         self._jobs: dict[int, asyncio.Task[Outcome]] = {}  # running, by job id
@@ -387,7 +385,7 @@ class Consumer:
         self.close()
 
 
-def _gate_for(consumer: Consumer, endpoint: Endpoint, client: LLMClient) -> LLMGate:
+def _gate_for(consumer: Consumer, endpoint: endpoints.Endpoint, client: LLMClient) -> LLMGate:
     """The gate of one endpoint: fixed or adaptive as its settings say."""
     return LLMGate(
         client.redact(endpoint.url),  # names the gate in messages: no secrets

@@ -262,14 +262,12 @@ class Consumer:
             return
         self._reported_at = time.monotonic()
 
-    def cancel_job(self, job_id: int) -> bool:
+    def cancel_job(self, job_id: int) -> None:
         """Stop a running job's LLM call now, thread-safe (its claim was taken from us)."""
         task = self._jobs.get(job_id)
-        if task is None:
-            return False
-        self._runner.get_loop().call_soon_threadsafe(task.cancel)
-        logger.info("study_job_cancel_requested id=%s", job_id)
-        return True
+        if task is not None:
+            self._runner.get_loop().call_soon_threadsafe(task.cancel)
+            logger.info("study_job_cancel_requested id=%s", job_id)
 
     def hand_back_paused_soon(self, kind: str) -> None:
         """Note the pause of ``kind`` (a claim in flight may bring a job of it) and hand back its
@@ -280,9 +278,9 @@ class Consumer:
         with contextlib.suppress(RuntimeError):  # the loop closed: no job waits any more
             self._runner.get_loop().call_soon_threadsafe(self.hand_back_paused, [kind])
 
-    def hand_back_paused(self, paused: list[str]) -> int:
+    def hand_back_paused(self, paused: list[str]) -> None:
         """Hand back (attempt kept) every job a cycle claimed whose kind is ``paused``
-        (``paused_kinds()``) and whose LLM call has not started; how many."""
+        (``paused_kinds()``) and whose LLM call has not started."""
         waiting = self.unstarted.paused(paused)
         for job in waiting:
             task = self._jobs.get(job.pk)
@@ -295,7 +293,6 @@ class Consumer:
                 ",".join(str(job.pk) for job in waiting),
                 ",".join(kind or "all" for kind in paused),
             )
-        return len(waiting)
 
     async def run_claimed(self, job: StudyQuestionJob) -> Outcome:
         """Run a job a cycle claimed: until its LLM call starts, a pause hands it back."""

@@ -300,13 +300,9 @@ class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
                 )
             elif decision == "rejected":
                 summaries.queue_summaries([session])
-            label = ReviewStatus(decision).label
-            self.log_change(
-                request, session, gettext("Summary: %(decision)s") % {"decision": label}
-            )
-        self.message_user(
-            request, gettext("Summary: %(decision)s") % {"decision": label}, messages.SUCCESS
-        )
+            said = gettext("Summary: %(decision)s") % {"decision": ReviewStatus(decision).label}
+            self.log_change(request, session, said)
+        self.message_user(request, said, messages.SUCCESS)
         return self._page(session_id)
 
     def change_view(

@@ -187,12 +187,16 @@ class Consumer:
         try:
             if not self._started:
                 await self.pool.ask_servers()
+                # The prompt version read on the claims' thread, as at each report (presence
+                # takes it from the consumer: the queue imports nothing of the explanations).
                 await self.store.on_claims(
-                    _record_start,
-                    self.worker_id,
-                    interval=self.interval,
-                    llm_url=endpoints.shown_urls(),
-                    gate=str(conf.GATE_PERMITS),
+                    lambda: presence.record_start(
+                        self.worker_id,
+                        interval=self.interval,
+                        llm_url=endpoints.shown_urls(),
+                        prompt=current_version(),
+                        gate=str(conf.GATE_PERMITS),
+                    )
                 )
                 self._started = True
             await self.pool.sync_gates(self.store.on_claims)
@@ -256,7 +260,9 @@ class Consumer:
             endpoints=pool.report(),
         )
         try:
-            await self.store.on_claims(_record_report, self.worker_id, report)
+            await self.store.on_claims(
+                lambda: presence.record_report(self.worker_id, report, prompt=current_version())
+            )
         except DatabaseError as exc:
             logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
             return
@@ -394,19 +400,6 @@ def _gate_for(consumer: Consumer, endpoint: endpoints.Endpoint, client: LLMClien
         holder=consumer.worker_id,  # restarted under this id, it takes its leases back at once
         calls_coming=consumer.calls_coming,
     )
-
-
-def _record_start(worker_id: str, *, interval: float, llm_url: str, gate: str) -> None:
-    """``presence.record_start`` with the prompt version read now, on the claims' thread
-    (the consumer hands it to presence: the queue imports nothing of the explanations)."""
-    presence.record_start(
-        worker_id, interval=interval, llm_url=llm_url, prompt=current_version(), gate=gate
-    )
-
-
-def _record_report(worker_id: str, report: presence.Report) -> None:
-    """``presence.record_report`` with the prompt version read at this report."""
-    presence.record_report(worker_id, report, prompt=current_version())
 
 
 class Cycle:

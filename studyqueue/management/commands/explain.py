@@ -91,12 +91,10 @@ class Command(TranslatedCommand):
                 )
                 % {"id": question.pk}
             )
-        stopped_by: list[str] = []
         running: list[int] = []
 
         def stop() -> None:
             # Like runconsumer, but at once: whoever runs this command is waiting for it.
-            stopped_by.append("signal")
             consumer.request_stop()  # not started yet: the worker hands the job back
             for job_id in running:
                 consumer.cancel_job(job_id)  # calling the LLM: cancelled, handed back
@@ -118,7 +116,7 @@ class Command(TranslatedCommand):
                 )
                 % {"job": job.pk, "detail": _detail(job, job.error_message)}
             )
-        if stopped_by and outcome != queue.Outcome.COMPLETED:
+        if consumer.stopping() and outcome != queue.Outcome.COMPLETED:  # a stop signal came
             raise CommandError(
                 _(
                     "stopped: job %(job)s is %(status)s again (attempt not counted), "

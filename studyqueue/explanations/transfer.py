@@ -479,16 +479,12 @@ def parse(stream: IO[str], fmt: str) -> Parsed:
 class Imported:
     created: list[int] = field(default_factory=list)
     updated: list[int] = field(default_factory=list)
-    unchanged_ids: list[int] = field(default_factory=list)
-
-    @property
-    def unchanged(self) -> int:
-        return len(self.unchanged_ids)
+    unchanged: list[int] = field(default_factory=list)
 
     @property
     def every_id(self) -> list[int]:
         """Every question the file named: created, updated or unchanged."""
-        return self.created + self.updated + self.unchanged_ids
+        return self.created + self.updated + self.unchanged
 
 
 def store(rows: list[Row], progress: Callable[[int], None] = lambda n: None) -> Imported:
@@ -523,7 +519,7 @@ def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet
             question.updated_at = now
             changed.append(question)
         else:
-            result.unchanged_ids.append(question.pk)
+            result.unchanged.append(question.pk)
     result.created += [q.pk for q in questions.bulk_create(new)]
     # What the change means for their explanations, reviews and key audits, said here.
     with edits.editing([q.pk for q in changed], using=questions.db):

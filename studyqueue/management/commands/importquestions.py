@@ -145,7 +145,7 @@ class Command(TranslatedCommand):
                 "rows": len(parsed.rows),
                 "created": len(result.created),
                 "updated": len(result.updated),
-                "unchanged": result.unchanged,
+                "unchanged": len(result.unchanged),
                 "queued": queued,
             }
         )

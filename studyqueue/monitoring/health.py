@@ -122,9 +122,7 @@ def _down_since(records: list[QueueConsumer], shown: str) -> str:
         states = [e for e in presence.reported_endpoints(record) if e["name"] == name]
         if not states and record.breaker_open:
             since.append(record.breaker_since)
-        for state in states:
-            if state.get("state") == "down":
-                since.append(_parsed(state.get("since")))
+        since += [_parsed(state.get("since")) for state in states if state.get("state") == "down"]
     opened = min((s for s in since if s is not None), default=None)
     return times.shown(opened) if opened else ("?" if since else "")
 

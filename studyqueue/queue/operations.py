@@ -125,10 +125,9 @@ def _retry_batch(jobs: JobQuerySet, chunk: list[int], result: RetryResult) -> No
     for pk, question, kind in eligible:
         if question is not None and (question, kind) in taken:
             conflicts.append(pk)
-            continue
-        if question is not None:
-            taken.add((question, kind))
-        chosen.append(pk)
+        else:
+            taken.add((question, kind))  # (None, kind): a question-less job conflicts with none
+            chosen.append(pk)
     try:
         with transaction.atomic(using=jobs.db):
             jobs.filter(pk__in=chosen).update(**_retry_values())

@@ -79,6 +79,5 @@ def collect(newest_jobs: int | None = None) -> dict[str, VersionCost]:
             kind=kind, status=JobStatus.COMPLETED, pk__gte=first_job
         ).order_by()
         for row in jobs.values(version).annotate(ms=Sum("llm_ms")):
-            cost = found[row[version] or ""].setdefault(kind, KindCost())
-            cost.llm_ms = row["ms"] or 0
+            found[row[version] or ""].setdefault(kind, KindCost()).llm_ms = row["ms"] or 0
     return {version: VersionCost(version, kinds) for version, kinds in found.items()}

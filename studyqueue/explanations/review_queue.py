@@ -129,10 +129,8 @@ def judged(question: StudyQuestion) -> ExplanationRevision | None:
 def item(question_id: int) -> Item | None:
     """The review item of a question (waiting or not); None without an explanation."""
     question = StudyQuestion.objects.filter(pk=question_id).first()
-    if question is None:
-        return None
-    revision = judged(question)
-    if revision is None:
+    revision = judged(question) if question is not None else None
+    if question is None or revision is None:
         return None
     previous: ExplanationRevision | None = None
     if not revision.candidate:

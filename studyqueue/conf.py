@@ -263,7 +263,12 @@ def parse(spec: Setting, raw: Any, source: str) -> Any:
             kind += f" or {AUTO!r}"
         raise SettingsError(f"{source} must be {kind}, got {shown}") from None
     if spec.type in (int, float):
-        _check_range(spec, value, source)
+        if not math.isfinite(value):
+            raise SettingNotFinite(f"{source} must be a finite number, got {value}")
+        low, high = spec.low, spec.high
+        below = low is not None and (value <= low if spec.above_low else value < low)
+        if below or (high is not None and value > high):
+            raise SettingOutOfRange(f"{source} must be {spec.range_text()}, got {_shown(value)}")
     return value
 
 
@@ -280,15 +285,6 @@ def _parse_bool(raw: Any, source: str, shown: str) -> bool:
     if word in _FALSE:
         return False
     raise SettingsError(f"{source} must be on or off (true/false, 1/0), got {shown}")
-
-
-def _check_range(spec: Setting, value: float, source: str) -> None:
-    if not math.isfinite(value):
-        raise SettingNotFinite(f"{source} must be a finite number, got {value}")
-    low, high = spec.low, spec.high
-    below = low is not None and (value <= low if spec.above_low else value < low)
-    if below or (high is not None and value > high):
-        raise SettingOutOfRange(f"{source} must be {spec.range_text()}, got {_shown(value)}")
 
 
 class StudyQueueSettings:

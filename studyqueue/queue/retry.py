@@ -97,9 +97,7 @@ class RetryStrategy:
         base (a "retry at once" must not make us spin); after a ``refused`` connection, at
         most ``REFUSED_PAUSE_MAX_SECONDS`` (or the base)."""
         pause = self.breaker.advised(failures, retry_after, at_least=self.breaker.base)
-        if refused:
-            return min(pause, max(REFUSED_PAUSE_MAX_SECONDS, self.breaker.base))
-        return pause
+        return min(pause, max(REFUSED_PAUSE_MAX_SECONDS, self.breaker.base)) if refused else pause
 
 
 class Action(StrEnum):

@@ -53,31 +53,26 @@ def _shown(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _seconds(default: float, help: str, high: float, *, zero: bool = False) -> Setting:
-    """A duration in seconds: greater than 0 (or at least 0 with ``zero``), at most ``high``."""
+def _duration(default: float, help: str, high: float, *, zero: bool = False) -> Setting:
+    """A duration in its setting's unit: over 0 (or at least 0 with ``zero``), at most ``high``."""
     return Setting(float, default, help, low=0.0, high=high, above_low=not zero)
 
 
 SETTINGS: dict[str, Setting] = {
     "BATCH_SIZE": Setting(int, 1, "jobs claimed per claim call", low=1, high=1000),
-    "INTERVAL_SECONDS": _seconds(
+    "INTERVAL_SECONDS": _duration(
         60.0,
         "seconds between consume cycles when nothing wakes the consumer sooner (an enqueue "
         "wakes it at once on PostgreSQL, within a second on SQLite)",
         DAY,
     ),
-    "CYCLE_BUDGET_SECONDS": _seconds(
+    "CYCLE_BUDGET_SECONDS": _duration(
         50.0, "a cycle keeps draining this long at most", DAY, zero=True
     ),
-    "STALE_MINUTES": Setting(
-        float,
-        10.0,
-        "a processing job with no heartbeat for this long is stale",
-        low=0.0,
-        high=7 * DAY / MINUTE,
-        above_low=True,
+    "STALE_MINUTES": _duration(
+        10.0, "a processing job with no heartbeat for this long is stale", 7 * DAY / MINUTE
     ),
-    "HEARTBEAT_SECONDS": _seconds(30.0, "how often a running job refreshes its heartbeat", HOUR),
+    "HEARTBEAT_SECONDS": _duration(30.0, "how often a running job refreshes its heartbeat", HOUR),
     "MAX_ATTEMPTS": Setting(
         int,
         3,
@@ -85,10 +80,10 @@ SETTINGS: dict[str, Setting] = {
         low=1,
         high=100,
     ),
-    "BACKOFF_BASE_SECONDS": _seconds(
+    "BACKOFF_BASE_SECONDS": _duration(
         30.0, "first retry delay; doubles per attempt", DAY, zero=True
     ),
-    "BACKOFF_MAX_SECONDS": _seconds(3600.0, "retry delay cap", 7 * DAY, zero=True),
+    "BACKOFF_MAX_SECONDS": _duration(3600.0, "retry delay cap", 7 * DAY, zero=True),
     "BACKOFF_JITTER": Setting(
         float, 0.2, "random +/- fraction added to each retry delay", low=0.0, high=1.0
     ),
@@ -110,10 +105,10 @@ SETTINGS: dict[str, Setting] = {
     "LLM_API_KEY": Setting(
         str, "", "bearer token for the LLM server; never logged or shown", secret=True
     ),
-    "LLM_TIMEOUT_SECONDS": _seconds(
+    "LLM_TIMEOUT_SECONDS": _duration(
         300.0, "whole-call timeout for one LLM request; keep it below the stale threshold", DAY
     ),
-    "LLM_STALL_SECONDS": _seconds(
+    "LLM_STALL_SECONDS": _duration(
         60.0,
         "a call that receives no byte for this long ends as llm_timeout and frees the gate",
         DAY,
@@ -126,7 +121,7 @@ SETTINGS: dict[str, Setting] = {
         low=1024,
         high=1024**3,
     ),
-    "LLM_CONNECT_TIMEOUT_SECONDS": _seconds(5.0, "connect timeout for the LLM server", 600.0),
+    "LLM_CONNECT_TIMEOUT_SECONDS": _duration(5.0, "connect timeout for the LLM server", 600.0),
     "LLM_MAX_TOKENS": Setting(
         int, 1024, "max_tokens sent with each request", low=1, high=1_000_000
     ),
@@ -143,14 +138,14 @@ SETTINGS: dict[str, Setting] = {
     "GATE_MAX_PERMITS": Setting(
         int, 8, "the most concurrent LLM calls GATE_PERMITS=auto tries", low=1, high=256
     ),
-    "GATE_TIMEOUT_SECONDS": _seconds(
+    "GATE_TIMEOUT_SECONDS": _duration(
         600.0, "how long a job waits for a gate slot before it is handed back", DAY
     ),
-    "BREAKER_BASE_SECONDS": _seconds(
+    "BREAKER_BASE_SECONDS": _duration(
         2.0, "first pause after the LLM server fails as a whole", HOUR
     ),
-    "BREAKER_MAX_SECONDS": _seconds(60.0, "longest pause while the LLM server stays down", DAY),
-    "SHUTDOWN_GRACE_SECONDS": _seconds(
+    "BREAKER_MAX_SECONDS": _duration(60.0, "longest pause while the LLM server stays down", DAY),
+    "SHUTDOWN_GRACE_SECONDS": _duration(
         30.0, "on a stop signal, running jobs get this long before being released", HOUR, zero=True
     ),
     "PRUNE_FINISHED_AFTER_DAYS": Setting(
@@ -226,7 +221,7 @@ SETTINGS: dict[str, Setting] = {
         "when a question set is done, a signed POST of its counts goes here (set.completed); "
         "empty: none (the Django signal and the owner's e-mail still go)",
     ),
-    "WEBHOOK_TIMEOUT_SECONDS": _seconds(
+    "WEBHOOK_TIMEOUT_SECONDS": _duration(
         30.0,
         "whole-delivery budget of one webhook POST (connect, send, every byte of the answer): "
         "a receiver still answering after it fails the attempt as webhook_failed",
@@ -268,7 +263,12 @@ def parse(spec: Setting, raw: Any, source: str) -> Any:
             kind += f" or {AUTO!r}"
         raise SettingsError(f"{source} must be {kind}, got {shown}") from None
     if spec.type in (int, float):
-        _check_range(spec, value, source)
+        if not math.isfinite(value):
+            raise SettingNotFinite(f"{source} must be a finite number, got {value}")
+        low, high = spec.low, spec.high
+        below = low is not None and (value <= low if spec.above_low else value < low)
+        if below or (high is not None and value > high):
+            raise SettingOutOfRange(f"{source} must be {spec.range_text()}, got {_shown(value)}")
     return value
 
 
@@ -285,15 +285,6 @@ def _parse_bool(raw: Any, source: str, shown: str) -> bool:
     if word in _FALSE:
         return False
     raise SettingsError(f"{source} must be on or off (true/false, 1/0), got {shown}")
-
-
-def _check_range(spec: Setting, value: float, source: str) -> None:
-    if not math.isfinite(value):
-        raise SettingNotFinite(f"{source} must be a finite number, got {value}")
-    low, high = spec.low, spec.high
-    below = low is not None and (value <= low if spec.above_low else value < low)
-    if below or (high is not None and value > high):
-        raise SettingOutOfRange(f"{source} must be {spec.range_text()}, got {_shown(value)}")
 
 
 class StudyQueueSettings:

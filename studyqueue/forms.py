@@ -47,9 +47,7 @@ class ChoicesField(forms.CharField):
         super().__init__(**kwargs)
 
     def prepare_value(self, value: Any) -> Any:
-        if isinstance(value, list):
-            return "\n".join(str(choice) for choice in value)
-        return value
+        return "\n".join(str(choice) for choice in value) if isinstance(value, list) else value
 
     def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
         text = super().to_python(value) or ""
@@ -84,6 +82,6 @@ class StudyQuestionForm(forms.ModelForm):
 
 class CorrectionForm(forms.Form):
     """A reviewer's corrected explanation: the same storable-text check as the question
-    form; line ends and blank ends are normalised by ``review_queue.correction``."""
+    form; line ends and blank ends are normalised by ``review_queue.decide``."""
 
     text = StorableTextField(label=gettext_lazy("corrected text"), strip=False)

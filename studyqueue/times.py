@@ -22,10 +22,10 @@ def in_range(moment: datetime) -> bool:
         return False
 
 
-def shown(moment: datetime | None, empty: str = "-") -> str:
-    """``moment`` as people read it; ``empty`` for none."""
+def shown(moment: datetime | None) -> str:
+    """``moment`` as people read it; ``-`` for none."""
     if moment is None:
-        return empty
+        return "-"
     local = timezone.localtime(moment) if timezone.is_aware(moment) else moment
     return formats.date_format(local, "DATETIME_FORMAT")
 

@@ -57,18 +57,12 @@ def _bearer(request: HttpRequest, tokens: Iterable[str]) -> bool:
     return any(hmac.compare_digest(given, f"Bearer {t}".encode()) for t in tokens if t)
 
 
-def _allowed(request: HttpRequest) -> bool:
-    if _bearer(request, [conf.METRICS_TOKEN]):
-        return True
-    user = request.user
-    return bool(user.is_authenticated and user.is_active and user.is_staff)
-
-
 @never_cache
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     """The queue in the Prometheus text format: a bearer token (METRICS_TOKEN) or staff."""
-    if not _allowed(request):
+    user = request.user  # an anonymous user is neither active nor staff
+    if not (_bearer(request, [conf.METRICS_TOKEN]) or (user.is_active and user.is_staff)):
         response = HttpResponse("metrics need a bearer token or a staff login\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="studyqueue"'
         return response

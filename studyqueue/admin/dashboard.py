@@ -20,6 +20,7 @@ from studyqueue.conf import AUTO, conf
 from studyqueue.explanations import check_cost, flag_trust, prompt_versions
 from studyqueue.models import ACTIVE_STATUSES, GateLimit, JobKind, JobStatus, QueueDashboard
 from studyqueue.monitoring.stats import DashboardStats, collect
+from studyqueue.queue.presence import ConsumerState
 from studyqueue.times import short_duration
 
 REFRESH_SECONDS = 5
@@ -58,7 +59,7 @@ def _chart_rows(stats: DashboardStats) -> dict[str, Any]:
         "charts": hourly_charts(stats),
         "error_rows": errors,
         "status_rows": table,
-        "consumer_rows": _consumer_rows(stats),
+        "consumer_rows": [_consumer_row(stats, state) for state in stats.consumers],
         "gate_rows": [_gate_row(limit) for limit in stats.gate_limits],
     }
 
@@ -74,23 +75,18 @@ def _gate_row(limit: GateLimit) -> dict[str, Any]:
     }
 
 
-def _consumer_rows(stats: DashboardStats) -> list[dict[str, Any]]:
-    """Each consumer with its gate, and its jobs as the jobs table has them now."""
-    rows = []
-    for state in stats.consumers:
-        shared = stats.shared_limit(state)
-        worker = state.record.worker_id
-        rows.append(
-            {
-                "c": state,
-                "gate": state.record.gate_permits or "-",
-                "limit": stats.gate_limit_of(state) if state.record.gate_permits == AUTO else None,
-                "rate": dict(shared.measured()).get(shared.limit) if shared else None,
-                "running": stats.running_by_worker.get(worker, 0),
-                "completed": stats.completed_by_worker.get(worker, 0),
-            }
-        )
-    return rows
+def _consumer_row(stats: DashboardStats, state: ConsumerState) -> dict[str, Any]:
+    """A consumer with its gate, and its jobs as the jobs table has them now."""
+    shared = stats.shared_limit(state)
+    worker = state.record.worker_id
+    return {
+        "c": state,
+        "gate": state.record.gate_permits or "-",
+        "limit": stats.gate_limit_of(state) if state.record.gate_permits == AUTO else None,
+        "rate": dict(shared.measured()).get(shared.limit) if shared else None,
+        "running": stats.running_by_worker.get(worker, 0),
+        "completed": stats.completed_by_worker.get(worker, 0),
+    }
 
 
 def _version_rows() -> list[dict[str, Any]]:

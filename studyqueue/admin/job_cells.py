@@ -13,7 +13,6 @@ from django.utils.translation import gettext
 from studyqueue import times
 from studyqueue.admin.common import ATTEMPT_COLOURS, badge, status_badge
 from studyqueue.models import ErrorCode, JobStatus, Outcome, StudyQuestionJob
-from studyqueue.times import short_duration
 
 
 def local_time(moment: datetime, since: datetime) -> str:
@@ -72,9 +71,9 @@ def when_cell(job: StudyQuestionJob, now: datetime, cutoff: datetime) -> SafeStr
             return _lines(
                 gettext("queued %(time)s") % {"time": times.shown(job.created_at)},
                 _times(gettext("retry at %(time)s"), time=local_time(job.run_after, now)),
-                _times(gettext("in %(age)s"), age=short_duration(job.run_after - now)),
+                _times(gettext("in %(age)s"), age=times.short_duration(job.run_after - now)),
             )
-        age = short_duration(now - job.created_at)
+        age = times.short_duration(now - job.created_at)
         return _lines(
             times.shown(job.created_at), queued, _times(gettext("waiting %(age)s"), age=age)
         )
@@ -82,7 +81,7 @@ def when_cell(job: StudyQuestionJob, now: datetime, cutoff: datetime) -> SafeStr
         started = _times(gettext("started %(time)s"), time=local_time(job.started_at, now))
         if job.heartbeat_at is None:
             return _lines(times.shown(job.started_at), started)
-        since = short_duration(now - job.heartbeat_at)
+        since = times.short_duration(now - job.heartbeat_at)
         beat = _times(gettext("heartbeat %(age)s ago"), age=since)
         if is_stale(job, cutoff):
             beat = format_html('<span class="sq-late">{}</span>', beat)
@@ -93,7 +92,7 @@ def when_cell(job: StudyQuestionJob, now: datetime, cutoff: datetime) -> SafeStr
     if job.started_at is None:  # skipped before it ran
         ended_at = _times(gettext("ended %(time)s"), time=local_time(ended, now))
         return _lines(times.shown(ended), queued, ended_at)
-    took = short_duration(ended - job.started_at)
+    took = times.short_duration(ended - job.started_at)
     return _lines(
         f"{times.shown(job.started_at)} → {times.shown(ended)}",
         _time(local_time(job.started_at, now)),

@@ -18,7 +18,6 @@ from studyqueue import times
 from studyqueue.admin.common import GuardedInputAdmin
 from studyqueue.models import StudyQuestionSet
 from studyqueue.sets import question_sets
-from studyqueue.sets.question_sets import Progress
 
 # Each state's colour and label, in the bar's order (its segments do not overlap).
 STATES = (
@@ -37,7 +36,7 @@ COUNTS = (
 )
 
 
-def progress_bar(progress: Progress) -> SafeString:
+def progress_bar(progress: question_sets.Progress) -> SafeString:
     """One bar, a segment per state sized by its share, and the counts under it."""
     total = max(progress.total, 1)
     counted = [(key, colour, label, getattr(progress, key)) for key, colour, label in STATES]

@@ -96,16 +96,12 @@ class ExplanationReviewAdmin(PageAdmin):
     permission = PERMISSION
 
     def get_urls(self) -> list:
-        views = {
-            "": ("changelist", self.review_view),
-            "decide/": ("decide", self.decide_view),
-            "key-check/": ("keycheck", self.key_check_view),
-        }
+        view = self.admin_site.admin_view
+        name = "studyqueue_explanationreview_"
         return [
-            path(
-                route, self.admin_site.admin_view(view), name=f"studyqueue_explanationreview_{name}"
-            )
-            for route, (name, view) in views.items()
+            path("", view(self.review_view), name=f"{name}changelist"),
+            path("decide/", view(self.decide_view), name=f"{name}decide"),
+            path("key-check/", view(self.key_check_view), name=f"{name}keycheck"),
         ]
 
     def _url(self, question_id: int | None = None) -> str:

@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.text import normalize_newlines
 from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue import times
@@ -30,7 +31,6 @@ from studyqueue.admin.common import (
 from studyqueue.admin.flags import SUMMARY_FLAGS, flag_badges
 from studyqueue.admin.review import PERMISSION as REVIEW_PERMISSION
 from studyqueue.admin.review import with_choice
-from studyqueue.explanations.review_queue import normalised
 from studyqueue.models import (
     JobStatus,
     ReviewStatus,
@@ -262,7 +262,7 @@ class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
         if not request.user.has_perm(REVIEW_PERMISSION):
             raise PermissionDenied
         decision, summary_id = request.POST.get("decision", ""), request.POST.get("summary", "")
-        text = normalised(request.POST.get("text", "")).strip()
+        text = normalize_newlines(request.POST.get("text", "")).strip()
         bad_text = decision == "edited" and (not text or unstorable(text))
         if decision not in REVIEW_DECISIONS or not summary_id.isdigit() or bad_text:
             self.message_user(request, gettext("Nothing decided: a bad form."), messages.ERROR)
@@ -300,13 +300,9 @@ class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
                 )
             elif decision == "rejected":
                 summaries.queue_summaries([session])
-            label = ReviewStatus(decision).label
-            self.log_change(
-                request, session, gettext("Summary: %(decision)s") % {"decision": label}
-            )
-        self.message_user(
-            request, gettext("Summary: %(decision)s") % {"decision": label}, messages.SUCCESS
-        )
+            said = gettext("Summary: %(decision)s") % {"decision": ReviewStatus(decision).label}
+            self.log_change(request, session, said)
+        self.message_user(request, said, messages.SUCCESS)
         return self._page(session_id)
 
     def change_view(

@@ -17,7 +17,6 @@ from studyqueue.admin.common import ATTEMPT_COLOURS, badge, excerpt
 from studyqueue.admin.job_cells import local_time
 from studyqueue.models import ErrorCode, JobAttempt, Outcome, StudyQuestionJob
 from studyqueue.queue.attempts import attempts_of
-from studyqueue.times import short_duration
 
 # A job's page lists at most its last this many attempts (a job retried by operators again
 # and again has no bound of its own).
@@ -37,7 +36,7 @@ def _row(attempt: JobAttempt, now: datetime) -> dict[str, Any]:
         "started": local_time(started, now),
         "started_full": times.shown(started),
         "ended": local_time(ended, started) if ended is not None else "-",
-        "took": short_duration((ended or now) - started),
+        "took": times.short_duration((ended or now) - started),
         "worker": attempt.worker_id or "-",
         "outcome": badge(str(label), ATTEMPT_COLOURS.get(outcome, ATTEMPT_COLOURS[""])),
         "error_code": code,

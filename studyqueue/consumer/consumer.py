@@ -38,14 +38,12 @@ from studyqueue.queue.pauses import KnownPauses, apaused_kinds, is_paused, pause
 from studyqueue.queue.store import Failed, JobStore
 from studyqueue.queue.transitions import Outcome
 from studyqueue.services import endpoints
-from studyqueue.services.endpoints import Endpoint
 from studyqueue.services.gate import LLMGate
 from studyqueue.services.gate_control import GateController
 from studyqueue.services.llm import LLMClient
 from studyqueue.services.pool import EndpointPool
 from studyqueue.sets import notices
 from studyqueue.workers import registry
-from studyqueue.workers.registry import WorkContext
 
 logger = logging.getLogger("studyqueue.consumer")
 
@@ -149,7 +147,7 @@ class Consumer:
         self.called = asyncio.Event()  # set as a job begins to store: a place is free
         # Jobs a cycle claimed whose LLM call has not started: a pause hands them back.
         self.unstarted = Unstarted(KnownPauses(), self.store.paused_kinds)
-        self.ctx = WorkContext(
+        self.ctx = registry.WorkContext(
             self.store, self.pool, self.stopping, starting=self.unstarted.starting
         )
         self._jobs: dict[int, asyncio.Task[Outcome]] = {}  # running, by job id
@@ -189,12 +187,16 @@ class Consumer:
         try:
             if not self._started:
                 await self.pool.ask_servers()
+                # The prompt version read on the claims' thread, as at each report (presence
+                # takes it from the consumer: the queue imports nothing of the explanations).
                 await self.store.on_claims(
-                    _record_start,
-                    self.worker_id,
-                    interval=self.interval,
-                    llm_url=endpoints.shown_urls(),
-                    gate=str(conf.GATE_PERMITS),
+                    lambda: presence.record_start(
+                        self.worker_id,
+                        interval=self.interval,
+                        llm_url=endpoints.shown_urls(),
+                        prompt=current_version(),
+                        gate=str(conf.GATE_PERMITS),
+                    )
                 )
                 self._started = True
             await self.pool.sync_gates(self.store.on_claims)
@@ -258,20 +260,20 @@ class Consumer:
             endpoints=pool.report(),
         )
         try:
-            await self.store.on_claims(_record_report, self.worker_id, report)
+            await self.store.on_claims(
+                lambda: presence.record_report(self.worker_id, report, prompt=current_version())
+            )
         except DatabaseError as exc:
             logger.warning("study_consumer_report_failed error=%s", type(exc).__name__)
             return
         self._reported_at = time.monotonic()
 
-    def cancel_job(self, job_id: int) -> bool:
+    def cancel_job(self, job_id: int) -> None:
         """Stop a running job's LLM call now, thread-safe (its claim was taken from us)."""
         task = self._jobs.get(job_id)
-        if task is None:
-            return False
-        self._runner.get_loop().call_soon_threadsafe(task.cancel)
-        logger.info("study_job_cancel_requested id=%s", job_id)
-        return True
+        if task is not None:
+            self._runner.get_loop().call_soon_threadsafe(task.cancel)
+            logger.info("study_job_cancel_requested id=%s", job_id)
 
     def hand_back_paused_soon(self, kind: str) -> None:
         """Note the pause of ``kind`` (a claim in flight may bring a job of it) and hand back its
@@ -282,9 +284,9 @@ class Consumer:
         with contextlib.suppress(RuntimeError):  # the loop closed: no job waits any more
             self._runner.get_loop().call_soon_threadsafe(self.hand_back_paused, [kind])
 
-    def hand_back_paused(self, paused: list[str]) -> int:
+    def hand_back_paused(self, paused: list[str]) -> None:
         """Hand back (attempt kept) every job a cycle claimed whose kind is ``paused``
-        (``paused_kinds()``) and whose LLM call has not started; how many."""
+        (``paused_kinds()``) and whose LLM call has not started."""
         waiting = self.unstarted.paused(paused)
         for job in waiting:
             task = self._jobs.get(job.pk)
@@ -297,7 +299,6 @@ class Consumer:
                 ",".join(str(job.pk) for job in waiting),
                 ",".join(kind or "all" for kind in paused),
             )
-        return len(waiting)
 
     async def run_claimed(self, job: StudyQuestionJob) -> Outcome:
         """Run a job a cycle claimed: until its LLM call starts, a pause hands it back."""
@@ -387,7 +388,7 @@ class Consumer:
         self.close()
 
 
-def _gate_for(consumer: Consumer, endpoint: Endpoint, client: LLMClient) -> LLMGate:
+def _gate_for(consumer: Consumer, endpoint: endpoints.Endpoint, client: LLMClient) -> LLMGate:
     """The gate of one endpoint: fixed or adaptive as its settings say."""
     return LLMGate(
         client.redact(endpoint.url),  # names the gate in messages: no secrets
@@ -399,19 +400,6 @@ def _gate_for(consumer: Consumer, endpoint: Endpoint, client: LLMClient) -> LLMG
         holder=consumer.worker_id,  # restarted under this id, it takes its leases back at once
         calls_coming=consumer.calls_coming,
     )
-
-
-def _record_start(worker_id: str, *, interval: float, llm_url: str, gate: str) -> None:
-    """``presence.record_start`` with the prompt version read now, on the claims' thread
-    (the consumer hands it to presence: the queue imports nothing of the explanations)."""
-    presence.record_start(
-        worker_id, interval=interval, llm_url=llm_url, prompt=current_version(), gate=gate
-    )
-
-
-def _record_report(worker_id: str, report: presence.Report) -> None:
-    """``presence.record_report`` with the prompt version read at this report."""
-    presence.record_report(worker_id, report, prompt=current_version())
 
 
 class Cycle:

@@ -73,14 +73,11 @@ def collect(newest_jobs: int | None = None) -> dict[str, VersionCost]:
         )
         sums = {"prompt": Sum("prompt_tokens"), "completion": Sum("completion_tokens")}
         for row in replied.order_by().values(f"job__{version}").annotate(n=Count("id"), **sums):
-            cost = found[row[f"job__{version}"] or ""].setdefault(kind, KindCost())
-            cost.attempts = row["n"]
-            cost.prompt_tokens = row["prompt"] or 0
-            cost.completion_tokens = row["completion"] or 0
+            cost = KindCost(row["n"], row["prompt"] or 0, row["completion"] or 0)
+            found[row[f"job__{version}"] or ""][kind] = cost
         jobs = StudyQuestionJob.objects.filter(
             kind=kind, status=JobStatus.COMPLETED, pk__gte=first_job
         ).order_by()
         for row in jobs.values(version).annotate(ms=Sum("llm_ms")):
-            cost = found[row[version] or ""].setdefault(kind, KindCost())
-            cost.llm_ms = row["ms"] or 0
+            found[row[version] or ""].setdefault(kind, KindCost()).llm_ms = row["ms"] or 0
     return {version: VersionCost(version, kinds) for version, kinds in found.items()}

@@ -136,10 +136,9 @@ def _version_shown(version: str, label: str) -> str:
     return f"{version[:7]} ({label})" if label else version[:7]
 
 
-def differences(states: list[ConsumerState] | None = None) -> list[Difference]:
-    """Where our LLM URL, model and prompt version differ from the live consumers' (of
-    ``states``, default: now)."""
-    live = [s.record for s in (live_consumers() if states is None else states) if s.live]
+def differences() -> list[Difference]:
+    """Where our LLM URL, model and prompt version differ from the live consumers'."""
+    live = [s.record for s in live_consumers()]
     if not live:
         return []
     here = current_version()

@@ -4,7 +4,6 @@ Behind the dashboard's table and ``manage.py promptstats``."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -99,14 +98,12 @@ def collect(newest: int | None = None) -> list[VersionStats]:
     )
     versions = {row["prompt_version"]: VersionStats(**row) for row in rows}
     # One row per (version, list of flags) that occurs: few, whatever the table's size.
-    flagged: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     combos = revisions.exclude(flags=[]).values("prompt_version", "flags").annotate(n=Count("id"))
     for combo in combos:
+        if (version := versions.get(combo["prompt_version"])) is None:
+            continue  # first written since the numbers above were read
         for name in set(combo["flags"] or []):
-            flagged[combo["prompt_version"]][str(name)] += combo["n"]
-    for version, counts in flagged.items():
-        if version in versions:
-            versions[version].flagged = dict(counts)
+            version.flagged[str(name)] = version.flagged.get(str(name), 0) + combo["n"]
     return sorted(
         versions.values(),
         key=lambda v: (v.last_at is not None, v.last_at or datetime.min),

@@ -13,7 +13,6 @@ from django.utils.translation import gettext_lazy as _
 
 from studyqueue.conf import conf
 from studyqueue.explanations import answers
-from studyqueue.explanations.answers import Agreement, Verdict
 from studyqueue.models import QUESTION_CHANGED_FLAG, FinishReason, StudyQuestion
 
 
@@ -61,7 +60,7 @@ MEANINGS: dict[str, str | Promise] = {
     ),
 }
 # Reply verdicts that are flags (agreeing, or a question without a key, is none).
-_ANSWER_FLAGS = {Verdict.DIFFERS: ANSWER_MISMATCH, Verdict.UNREAD: NO_ANSWER_STATED}
+_ANSWER_FLAGS = {answers.Verdict.DIFFERS: ANSWER_MISMATCH, answers.Verdict.UNREAD: NO_ANSWER_STATED}
 # Kana count with the ideographs: Japanese mixes kana and kanji in one text.
 _SAME = {"HIRAGANA": "CJK", "KATAKANA": "CJK"}
 _SAMPLE = 2000  # characters looked at: enough to know the script, cheap for any length
@@ -84,7 +83,7 @@ def flags_for(
     explanation: str,
     finish_reason: str,
     *,
-    agreement: Agreement | None = None,
+    agreement: answers.Agreement | None = None,
 ) -> list[QualityFlag]:
     """The quality flags a reply earns, in ``FLAGS`` order (``agreement``: from ``compare``)."""
     flags = []

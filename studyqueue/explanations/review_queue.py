@@ -10,6 +10,7 @@ from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Case, F, IntegerField, Q, Value, When
+from django.utils.text import normalize_newlines
 from django.utils.translation import gettext as _
 
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
@@ -128,10 +129,8 @@ def judged(question: StudyQuestion) -> ExplanationRevision | None:
 def item(question_id: int) -> Item | None:
     """The review item of a question (waiting or not); None without an explanation."""
     question = StudyQuestion.objects.filter(pk=question_id).first()
-    if question is None:
-        return None
-    revision = judged(question)
-    if revision is None:
+    revision = judged(question) if question is not None else None
+    if question is None or revision is None:
         return None
     previous: ExplanationRevision | None = None
     if not revision.candidate:
@@ -175,11 +174,6 @@ class Result:
     job_id: int | None = None
 
 
-def normalised(text: str) -> str:
-    """``text`` with every line end as ``\\n``."""
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
 def decide(
     revision_id: int,
     decision: ReviewStatus,
@@ -195,7 +189,7 @@ def decide(
         raise ValueError(f"{decision!r} is no review decision")
     if decision is ReviewStatus.EDITED:
         # The text as stored, checked before anything is read: bad input changes nothing.
-        text = normalised(text).strip()
+        text = normalize_newlines(text).strip()
         if not text:
             raise ValueError(_("the corrected text is empty"))
         if unstorable(text):
@@ -218,7 +212,7 @@ def decide(
         seen = seen or Seen.of(question, revision)
         if seen.content != question.content_hash():
             raise ReviewConflict(_("the question changed meanwhile (its text, choices or answer)"))
-        if decision is ReviewStatus.EDITED and normalised(revision.text).strip() == text:
+        if decision is ReviewStatus.EDITED and normalize_newlines(revision.text).strip() == text:
             raise UnchangedEdit(
                 _("the text is the same as revision %(revision)s") % {"revision": revision.pk}
             )

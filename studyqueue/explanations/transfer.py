@@ -13,6 +13,7 @@ from typing import IO, Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
+from django.utils.text import normalize_newlines
 from django.utils.translation import gettext as _
 
 from studyqueue.explanations import answers, edits, next_step
@@ -363,9 +364,7 @@ def _not_unicode(name: str | None) -> ValueError:
 
 def clean(text: str, *, one_line: bool = False) -> str:
     """``text`` without control characters, line ends as ``\\n`` (``one_line``: none)."""
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return (_ANY_CONTROL if one_line else _CONTROL).sub("", text)
+    return (_ANY_CONTROL if one_line else _CONTROL).sub("", normalize_newlines(text))
 
 
 def _too_long(name: str, limit: int) -> ValueError:
@@ -480,16 +479,12 @@ def parse(stream: IO[str], fmt: str) -> Parsed:
 class Imported:
     created: list[int] = field(default_factory=list)
     updated: list[int] = field(default_factory=list)
-    unchanged_ids: list[int] = field(default_factory=list)
-
-    @property
-    def unchanged(self) -> int:
-        return len(self.unchanged_ids)
+    unchanged: list[int] = field(default_factory=list)
 
     @property
     def every_id(self) -> list[int]:
         """Every question the file named: created, updated or unchanged."""
-        return self.created + self.updated + self.unchanged_ids
+        return self.created + self.updated + self.unchanged
 
 
 def store(rows: list[Row], progress: Callable[[int], None] = lambda n: None) -> Imported:
@@ -524,7 +519,7 @@ def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet
             question.updated_at = now
             changed.append(question)
         else:
-            result.unchanged_ids.append(question.pk)
+            result.unchanged.append(question.pk)
     result.created += [q.pk for q in questions.bulk_create(new)]
     # What the change means for their explanations, reviews and key audits, said here.
     with edits.editing([q.pk for q in changed], using=questions.db):

@@ -6,7 +6,6 @@ Each imports only those before it; what the rest of the app uses is importable f
 
 from studyqueue.models.base import (
     MAX_ID,
-    StudyQueueManager,
     database,
     fit,
     storable,

@@ -22,7 +22,6 @@ from studyqueue.exceptions import SettingsError
 from studyqueue.models import QueueConsumer, StudyQuestionJob, width
 from studyqueue.queue import pg, presence
 from studyqueue.services import endpoints, llm
-from studyqueue.services.endpoints import Endpoint, endpoint_name
 from studyqueue.services.llm import PROBE_DEADLINE_SECONDS, Probe, probe_servers
 from studyqueue.services.redact import REDACTED, is_valid_api_key
 
@@ -117,15 +116,13 @@ def _who(worker_ids: list[str]) -> str:
 
 def _down_since(records: list[QueueConsumer], shown: str) -> str:
     """Since when a consumer of the server at ``shown`` reports it down ("": none does)."""
-    name = endpoint_name(shown)
+    name = endpoints.endpoint_name(shown)
     since: list[datetime | None] = []
     for record in records:
         states = [e for e in presence.reported_endpoints(record) if e["name"] == name]
         if not states and record.breaker_open:
             since.append(record.breaker_since)
-        for state in states:
-            if state.get("state") == "down":
-                since.append(_parsed(state.get("since")))
+        since += [_parsed(state.get("since")) for state in states if state.get("state") == "down"]
     opened = min((s for s in since if s is not None), default=None)
     return times.shown(opened) if opened else ("?" if since else "")
 
@@ -137,7 +134,7 @@ def _parsed(value: object) -> datetime | None:
         return None
 
 
-def _urls_of(record: QueueConsumer, own: list[Endpoint]) -> list[str]:
+def _urls_of(record: QueueConsumer, own: list[endpoints.Endpoint]) -> list[str]:
     """The URLs (credentials redacted) of the servers a live consumer uses: as it reported
     each, else from ``llm_url`` (docs/howto/several-servers.md, "See them": a cut last URL)."""
     reported = [e.get("url") for e in presence.reported_endpoints(record)]
@@ -158,7 +155,7 @@ def llm_targets() -> list[LLMTarget]:
     whose credentials were redacted (its consumers' reports speak for it)."""
     own = endpoints.configured()
 
-    def own_target(endpoint: Endpoint, shown: str, who: str) -> LLMTarget:
+    def own_target(endpoint: endpoints.Endpoint, shown: str, who: str) -> LLMTarget:
         # An invalid key is never sent: the URL is named, not probed (the client refuses too).
         if not is_valid_api_key(endpoint.api_key):
             return LLMTarget(shown, who, key_invalid=True)

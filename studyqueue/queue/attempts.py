@@ -175,9 +175,6 @@ def end_attempts(db: str, jobs: list[int] | QuerySet[Any, Any], ending: AttemptE
     return open_attempts(db).filter(job_id__in=jobs).update(**ending.values())
 
 
-def attempts_of(job_id: int, last: int | None = None) -> list[JobAttempt]:
-    """A job's attempts, first to last; with ``last``, only the last ``last``."""
-    rows = JobAttempt.objects.filter(job_id=job_id)
-    if last is None:
-        return list(rows.order_by("number"))
-    return list(reversed(rows.order_by("-number")[:last]))
+def attempts_of(job_id: int, *, last: int) -> list[JobAttempt]:
+    """A job's last ``last`` attempts, first to last."""
+    return list(reversed(JobAttempt.objects.filter(job_id=job_id).order_by("-number")[:last]))

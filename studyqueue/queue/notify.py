@@ -174,9 +174,7 @@ def start_listener(
     if settings_dict is None:
         return None
     thread = threading.Thread(
-        target=listen,
-        args=(settings_dict, on_message),
-        kwargs={"stopping": stopping, "wait": wait},
+        target=lambda: listen(settings_dict, on_message, stopping=stopping, wait=wait),
         name="studyqueue-listen",
         daemon=True,
     )

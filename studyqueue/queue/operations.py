@@ -65,7 +65,6 @@ class RetryResult:
     retried: list[int] = field(default_factory=list)
     wrong_state: list[int] = field(default_factory=list)  # pending, processing or completed
     conflicts: list[int] = field(default_factory=list)  # another active job has the pair
-    missing: list[int] = field(default_factory=list)
     # For each conflict, the active job of its pair (None: it ended meanwhile), so that a
     # refusal can name the job that stands in the way.
     active_for: dict[int, int | None] = field(default_factory=dict)
@@ -114,8 +113,6 @@ def _retry_batch(jobs: JobQuerySet, chunk: list[int], result: RetryResult) -> No
         .select_for_update()
         .values_list("pk", "status", "study_question_id", "kind")
     )
-    known = {row[0] for row in rows}
-    result.missing += [i for i in chunk if i not in known]
     wrong = [pk for pk, status, _, _ in rows if status not in _RETRYABLE]
     eligible = [(pk, question, kind) for pk, status, question, kind in rows if pk not in wrong]
     questions = {question for _, question, _ in eligible if question is not None}
@@ -128,10 +125,9 @@ def _retry_batch(jobs: JobQuerySet, chunk: list[int], result: RetryResult) -> No
     for pk, question, kind in eligible:
         if question is not None and (question, kind) in taken:
             conflicts.append(pk)
-            continue
-        if question is not None:
-            taken.add((question, kind))
-        chosen.append(pk)
+        else:
+            taken.add((question, kind))  # (None, kind): a question-less job conflicts with none
+            chosen.append(pk)
     try:
         with transaction.atomic(using=jobs.db):
             jobs.filter(pk__in=chosen).update(**_retry_values())
@@ -171,17 +167,12 @@ class SkipResult:
     wrong_state: list[int] = field(default_factory=list)  # already finished, or unknown
 
 
-def skip(
-    job_ids: Iterable[int],
-    *,
-    code: str = ErrorCode.OPERATOR_SKIPPED,
-    message: str = "Skipped by an operator",
-) -> SkipResult:
+def skip(job_ids: Iterable[int]) -> SkipResult:
     """Operator skip: pending or processing jobs become skipped (a running one's worker fenced)."""
     jobs = Job.objects.all()
     db = jobs.db
     result = SkipResult()
-    values = skipped_values(code, message)
+    values = skipped_values(ErrorCode.OPERATOR_SKIPPED, "Skipped by an operator")
     ending = AttemptEnding(
         Outcome.SKIPPED, values["completed_at"], values["error_code"], values["error_message"]
     )
@@ -199,7 +190,7 @@ def skip(
             end_attempts(db, processing, ending)
         result.skipped += done
         result.wrong_state += [i for i in chunk if i not in running]
-        log_set("skipped", done, error_code=code)
+        log_set("skipped", done, error_code=ErrorCode.OPERATOR_SKIPPED)
     return result
 
 

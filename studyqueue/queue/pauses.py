@@ -78,21 +78,17 @@ class KnownPauses:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._kinds: frozenset[str] = frozenset()
+        self.kinds: frozenset[str] = frozenset()
         self._notices = 0  # bumped by every notice: a read started before one may miss it
-
-    @property
-    def kinds(self) -> frozenset[str]:
-        return self._kinds
 
     def may_be_paused(self, kind: str) -> bool:
         """Whether ``kind`` may be paused: True means "confirm in the database"."""
-        return is_paused(kind, self._kinds)
+        return is_paused(kind, self.kinds)
 
     def noticed(self, kind: str) -> None:
         """A pause of ``kind`` was announced (its ``NOTIFY``)."""
         with self._lock:
-            self._kinds |= {kind}
+            self.kinds |= {kind}
             self._notices += 1
 
     def reading(self) -> int:
@@ -113,4 +109,4 @@ class KnownPauses:
         """The pauses a read begun at ``started`` found; a notice during the read is kept."""
         found = frozenset(kinds)
         with self._lock:
-            self._kinds = found if started == self._notices else self._kinds | found
+            self.kinds = found if started == self._notices else self.kinds | found

@@ -54,9 +54,7 @@ def start_poller(
     if pg.session_settings(using) is not None:
         return None
     thread = threading.Thread(
-        target=poll,
-        args=(on_ready,),
-        kwargs={"idle": idle, "wait": wait},
+        target=lambda: poll(on_ready, idle=idle, wait=wait),
         name="studyqueue-poll",
         daemon=True,
     )

@@ -64,11 +64,9 @@ def _reported(report: Report, prompt: PromptShown, now: datetime) -> dict[str, o
     }
 
 
-def prune(now: datetime | None = None) -> int:
+def prune(now: datetime) -> None:
     """Delete the records of consumers silent or stopped for longer than ``KEPT_FOR``."""
-    cutoff = (now or timezone.now()) - KEPT_FOR
-    deleted, _ = QueueConsumer.objects.filter(seen_at__lt=cutoff).delete()
-    return deleted
+    QueueConsumer.objects.filter(seen_at__lt=now - KEPT_FOR).delete()
 
 
 # What this process wrote at each consumer's start, by worker id (a process may run several:

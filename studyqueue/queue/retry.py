@@ -81,7 +81,6 @@ class RetryStrategy:
 
     backoff: Backoff  # a job's counted retries
     breaker: Backoff  # the breaker's pauses while the server fails as a whole
-    max_free_releases: int = MAX_FREE_RELEASES
 
     def retry_delay(self, attempts: int, retry_after: float | None = None) -> float:
         """Delay before a transient failure's retry (``Backoff.advised``)."""
@@ -89,7 +88,7 @@ class RetryStrategy:
 
     def release_is_free(self, *, free_releases: int, reached_server: bool) -> bool:
         """Whether handing the job back keeps its attempt."""
-        return not reached_server or free_releases < self.max_free_releases
+        return not reached_server or free_releases < MAX_FREE_RELEASES
 
     def breaker_pause(
         self, failures: int, retry_after: float | None = None, *, refused: bool = False
@@ -98,9 +97,7 @@ class RetryStrategy:
         base (a "retry at once" must not make us spin); after a ``refused`` connection, at
         most ``REFUSED_PAUSE_MAX_SECONDS`` (or the base)."""
         pause = self.breaker.advised(failures, retry_after, at_least=self.breaker.base)
-        if refused:
-            return min(pause, max(REFUSED_PAUSE_MAX_SECONDS, self.breaker.base))
-        return pause
+        return min(pause, max(REFUSED_PAUSE_MAX_SECONDS, self.breaker.base)) if refused else pause
 
 
 class Action(StrEnum):

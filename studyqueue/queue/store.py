@@ -139,15 +139,11 @@ class JobStore:
 
     async def reset_stale(self) -> StaleResult:
         """Put jobs with no heartbeat for ``STALE_MINUTES`` back (``transitions.reset_stale``),
-        and at once those of a dead ``explain`` on this host (``reset_dead_explains``)."""
+        and at once those of a dead ``explain`` on this host (``reset_dead_explains``): how
+        many of both (the cycle counts them; their ids are in the jobs' log lines)."""
         dead = await self.on_claims(queue.reset_dead_explains)
         stale = await self.on_claims(queue.reset_stale)
-        return StaleResult(
-            reset=dead.reset + stale.reset,
-            failed=dead.failed + stale.failed,
-            reset_ids=dead.reset_ids + stale.reset_ids,
-            failed_ids=dead.failed_ids + stale.failed_ids,
-        )
+        return StaleResult(dead.reset + stale.reset, dead.failed + stale.failed)
 
     async def question(self, job: Job) -> StudyQuestion | None:
         """The job's question as its handler reads it before the call; None if deleted. On

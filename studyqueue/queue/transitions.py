@@ -10,8 +10,8 @@ retries and after how long is the failure policy's to say (``studyqueue.queue.re
 ``queue.attempts`` (the attempt log these writes keep), ``queue.enqueue`` (new jobs),
 ``queue.operations`` (the operator's retry, skip and prune) and ``queue.pauses``. The
 functions are synchronous (the consumer runs its writes through ``sync_to_async`` on its own
-connections); the reads a consume cycle makes in one query have an async twin on Django's
-async ORM (``anext_due_in``, ``pauses.apaused_kinds``), built from the same QuerySet.
+connections); the reads a consume cycle makes in one query run on Django's async ORM
+(``anext_due_in``, and ``pauses.apaused_kinds``: ``paused_kinds``' twin, the same QuerySet).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import socket
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models import F, QuerySet
+from django.db.models import F
 from django.utils import timezone
 
 from studyqueue.conf import conf
@@ -570,22 +570,11 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-def _run_afters() -> QuerySet[Job, datetime]:
-    return Job.objects.claimable().order_by("run_after").values_list("run_after", flat=True)
-
-
-def _due_in(first: datetime | None) -> float | None:
-    return None if first is None else max(0.0, (first - timezone.now()).total_seconds())
-
-
-def next_due_in() -> float | None:
-    """Seconds until the earliest claimable job is due (0: one is ready); None if none."""
-    return _due_in(_run_afters().first())
-
-
 async def anext_due_in() -> float | None:
-    """``next_due_in()`` through the async ORM."""
-    return _due_in(await _run_afters().afirst())
+    """Seconds until the earliest claimable job is due (0: one is ready); None if none."""
+    claimable = Job.objects.claimable().order_by("run_after")
+    first = await claimable.values_list("run_after", flat=True).afirst()
+    return None if first is None else max(0.0, (first - timezone.now()).total_seconds())
 
 
 def has_ready() -> bool:

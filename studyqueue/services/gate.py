@@ -241,7 +241,6 @@ class LLMGate:
         idle_seconds: float = WARM_IDLE_SECONDS,
         controller: GateController | None = None,
         holder: str = "",
-        leases: SlotLeases | None = None,
         calls_coming: Callable[[], bool] = lambda: False,
     ) -> None:
         if controller is not None:
@@ -261,7 +260,7 @@ class LLMGate:
         self.idle_seconds = idle_seconds
         self._warmth: dict[str, _Warmth] = {}
         self._handed: dict[int, asyncio.Event] = {}  # slot -> set once its taker sent
-        self.leases = leases if leases is not None else SlotLeases(db)
+        self.leases = SlotLeases(db)
         anonymous = f"{socket.gethostname()}:{os.getpid()}:gate-{id(self)}"
         self.holder = fit(GateLease, "holder", holder) if holder else anonymous
         # A named holder may have a previous run's leases to free first; an anonymous one,

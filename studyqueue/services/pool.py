@@ -181,11 +181,8 @@ class EndpointPool:
         cls, endpoints: Iterable[Endpoint], gate_for: Callable[[Endpoint, LLMClient], LLMGate]
     ) -> EndpointPool:
         """A pool of ``endpoints``, each with a client from the settings and ``gate_for``'s gate."""
-        members = []
-        for endpoint in endpoints:
-            client = LLMClient.from_settings(endpoint)
-            members.append(Member(endpoint, client, gate_for(endpoint, client)))
-        return cls(members, gate_for)
+        clients = [(endpoint, LLMClient.from_settings(endpoint)) for endpoint in endpoints]
+        return cls([Member(e, client, gate_for(e, client)) for e, client in clients], gate_for)
 
     def choose(self, prefix: str | None = None, avoid: Collection[Member] = ()) -> Member:
         """The member for the next call (not one of ``avoid``, which failed it already)."""

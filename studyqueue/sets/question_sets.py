@@ -51,10 +51,6 @@ class SetNameError(StudyQueueError):
     """A name that names no question set: one no set can have, or one no set has."""
 
 
-class SetNotFound(SetNameError):
-    """No question set has that name."""
-
-
 class BadSetName(SetNameError):
     """A name no question set can have (empty, too long, a control character)."""
 
@@ -92,12 +88,12 @@ def clean_name(name: str) -> str:
 
 
 def get(name: str) -> StudyQuestionSet:
-    """The set named ``name``; ``BadSetName``, or ``SetNotFound`` with the names there are."""
+    """The set named ``name``; ``BadSetName``, or ``SetNameError`` with the names there are."""
     found = StudyQuestionSet.objects.filter(name=clean_name(name)).first()
     if found is None:
         names = list(StudyQuestionSet.objects.order_by("name").values_list("name", flat=True)[:10])
         known = ", ".join(names) if names else gettext("none yet")
-        raise SetNotFound(
+        raise SetNameError(
             gettext("no question set named %(name)r (sets: %(known)s)")
             % {"name": name, "known": known}
         )

@@ -14,13 +14,16 @@ from django.utils import timezone
 from studyqueue.models import ErrorCode, JobAttempt, StudyQuestionJob
 from studyqueue.queue import operations
 from studyqueue.queue import transitions as queue
-from studyqueue.queue.attempts import attempts_of
 from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.operations import prune_finished, retry_ended
 from studyqueue.queue.transitions import Outcome
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def attempts_of(job_id: int) -> list[JobAttempt]:
+    return list(JobAttempt.objects.filter(job_id=job_id).order_by("number"))
 
 
 def history(job: StudyQuestionJob) -> list[tuple]:

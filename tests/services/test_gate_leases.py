@@ -36,7 +36,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_a_gate_timeout_counts_like_a_release_after_a_call():
     timeout = retry.Failure(ErrorCode.LLM_OVERLOADED, job_at_fault=False)
-    bound = retry.strategy().max_free_releases
+    bound = retry.MAX_FREE_RELEASES
     for n in range(bound):
         assert retry.decide(timeout, Counters(free_releases=n)).action is retry.Action.RELEASE
     assert retry.decide(timeout, Counters(free_releases=bound)).action is retry.Action.RETRY
@@ -65,7 +65,7 @@ def test_gate_timeouts_end_the_job_after_their_bound(llm_server, make_consumer, 
         if job.status != "pending":
             break
     assert (job.status, job.error_code, job.attempts) == ("failed", "llm_overloaded", 3)
-    waits = (retry.strategy().max_free_releases + 1) * 3
+    waits = (retry.MAX_FREE_RELEASES + 1) * 3
     assert JobAttempt.objects.filter(job=job).count() == waits
     assert llm_server.stats()["requests"] == 0
     assert StudyQuestionJob.objects.filter(status="processing").count() == 0

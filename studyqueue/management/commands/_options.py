@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable
 from datetime import datetime
 
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
@@ -69,6 +69,11 @@ def bounded_float(upper: float) -> Callable[[str], float]:
 
 
 object_id = bounded_int(1, MAX_ID)
+
+
+def set_option(parser: CommandParser, help: str) -> None:
+    """``--set NAME``, a question set's name, handed to ``handle`` as ``set_name``."""
+    parser.add_argument("--set", dest="set_name", metavar="NAME", help=help)
 
 
 def question_set(name: str) -> StudyQuestionSet:

@@ -8,8 +8,7 @@ from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue.explanations import next_step
-from studyqueue.management.commands import _outdated
-from studyqueue.management.commands._options import bounded_int, object_id, question_set
+from studyqueue.management.commands import _options, _outdated
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import (
     PROTECTED_REVIEWS,
@@ -51,23 +50,21 @@ class Command(TranslatedCommand):
         )
         parser.add_argument(
             "--limit",
-            type=bounded_int(1, 10_000_000),
+            type=_options.bounded_int(1, 10_000_000),
             default=None,
             help=gettext("with --missing/--outdated: at most this many questions, oldest first"),
         )
         parser.add_argument(
             "--question",
-            type=object_id,
+            type=_options.object_id,
             nargs="+",
             default=[],
             metavar="ID",
             help=gettext("question ids"),
         )
-        parser.add_argument(
-            "--set",
-            dest="set_name",
-            metavar="NAME",
-            help=gettext(
+        _options.set_option(
+            parser,
+            gettext(
                 "only the questions of this question set; alone, the set's questions missing "
                 "an explanation (as --missing)"
             ),
@@ -93,7 +90,7 @@ class Command(TranslatedCommand):
     ) -> None:
         in_set = None
         if set_name is not None:
-            in_set = question_sets.questions(question_set(set_name)).values("pk")
+            in_set = question_sets.questions(_options.question_set(set_name)).values("pk")
             if not (outdated or question):
                 missing = True
         if not (missing or outdated or question):

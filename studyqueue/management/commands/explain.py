@@ -30,7 +30,6 @@ from studyqueue.models import (
 )
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.enqueue import enqueue
-from studyqueue.queue.transitions import Outcome
 from studyqueue.services.llm import LLMClient, LLMError, LLMReply
 
 
@@ -92,12 +91,10 @@ class Command(TranslatedCommand):
                 )
                 % {"id": question.pk}
             )
-        stopped_by: list[str] = []
         running: list[int] = []
 
         def stop() -> None:
             # Like runconsumer, but at once: whoever runs this command is waiting for it.
-            stopped_by.append("signal")
             consumer.request_stop()  # not started yet: the worker hands the job back
             for job_id in running:
                 consumer.cancel_job(job_id)  # calling the LLM: cancelled, handed back
@@ -110,7 +107,7 @@ class Command(TranslatedCommand):
             running.append(job.pk)
             outcome = consumer.run_one(job)
         job.refresh_from_db()
-        if outcome != Outcome.COMPLETED and job.status == JobStatus.SKIPPED and own:
+        if outcome != queue.Outcome.COMPLETED and job.status == JobStatus.SKIPPED and own:
             # Its own job is left for nobody: a consumer would write it with its settings.
             raise CommandError(
                 _(
@@ -119,7 +116,7 @@ class Command(TranslatedCommand):
                 )
                 % {"job": job.pk, "detail": _detail(job, job.error_message)}
             )
-        if stopped_by and outcome != Outcome.COMPLETED:
+        if consumer.stopping() and outcome != queue.Outcome.COMPLETED:  # a stop signal came
             raise CommandError(
                 _(
                     "stopped: job %(job)s is %(status)s again (attempt not counted), "
@@ -127,7 +124,7 @@ class Command(TranslatedCommand):
                 )
                 % {"job": job.pk, "status": job.status}
             )
-        if outcome != Outcome.COMPLETED:
+        if outcome != queue.Outcome.COMPLETED:
             raise CommandError(
                 _("job %(job)s %(outcome)s: %(detail)s")
                 % {"job": job.pk, "outcome": outcome, "detail": _detail(job, job.status)}

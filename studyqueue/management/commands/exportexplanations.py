@@ -17,7 +17,7 @@ from django.utils.translation import gettext_lazy
 
 from studyqueue.explanations import export, transfer
 from studyqueue.management.commands import _outdated
-from studyqueue.management.commands._options import question_set
+from studyqueue.management.commands._options import question_set, set_option
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.sets import question_sets
 
@@ -70,12 +70,7 @@ class Command(TranslatedCommand):
                 "not_queued)"
             ),
         )
-        parser.add_argument(
-            "--set",
-            dest="set_name",
-            metavar="NAME",
-            help=_("only the questions of this question set"),
-        )
+        set_option(parser, _("only the questions of this question set"))
         parser.add_argument("--output", help=_("a file (default: standard output)"))
         parser.add_argument(
             "--no-bom",

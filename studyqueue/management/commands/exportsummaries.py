@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from studyqueue.explanations import export, transfer
-from studyqueue.management.commands._options import question_set
+from studyqueue.management.commands._options import question_set, set_option
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import StudySession
 from studyqueue.sessions import summaries
@@ -34,12 +34,7 @@ class Command(TranslatedCommand):
         )
         parser.add_argument("--output", help=_("a file (default: standard output)"))
         parser.add_argument("--learner", help=_("only this learner's sessions"))
-        parser.add_argument(
-            "--set",
-            dest="set_name",
-            metavar="NAME",
-            help=_("only the sessions of this question set"),
-        )
+        set_option(parser, _("only the sessions of this question set"))
 
     def handle(
         self,

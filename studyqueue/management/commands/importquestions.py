@@ -14,7 +14,7 @@ from django.utils.translation import gettext_lazy
 from studyqueue import times
 from studyqueue.explanations import transfer
 from studyqueue.management.commands import _files
-from studyqueue.management.commands._options import local_moment
+from studyqueue.management.commands._options import local_moment, set_option
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import StudyQuestion
 from studyqueue.sets import question_sets
@@ -37,11 +37,8 @@ class Command(TranslatedCommand):
             action="store_true",
             help=_("queue explanation jobs for the questions created or changed"),
         )
-        parser.add_argument(
-            "--set",
-            dest="set_name",
-            metavar="NAME",
-            help=_("put every question of the file in this question set (created if new)"),
+        set_option(
+            parser, _("put every question of the file in this question set (created if new)")
         )
         parser.add_argument(
             "--deadline",
@@ -148,7 +145,7 @@ class Command(TranslatedCommand):
                 "rows": len(parsed.rows),
                 "created": len(result.created),
                 "updated": len(result.updated),
-                "unchanged": result.unchanged,
+                "unchanged": len(result.unchanged),
                 "queued": queued,
             }
         )

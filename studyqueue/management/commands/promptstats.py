@@ -34,10 +34,6 @@ def _rate(rate: flag_trust.Rate, of: str) -> str:
     return f"{_pct(rate.value)} ({counts}, 95 % {low * 100:.1f}-{high * 100:.1f} %)"
 
 
-def _flag_name(flag: str) -> str:
-    return _("any flag") if flag == flag_trust.ANY else flag_label(flag)
-
-
 class Command(TranslatedCommand):
     help = gettext_lazy(
         "Per prompt version: explanations written, share with each flag, mean length and "
@@ -98,17 +94,16 @@ class Command(TranslatedCommand):
                 "time_share": _pct(cost.time_share),
             }
         ]
-        for scored in flag_trust.of(trust, version):
-            if not scored.decisions:
-                continue
-            lines.append(
-                _("%(flag)s: precision %(precision)s, recall %(recall)s")
-                % {
-                    "flag": _flag_name(scored.flag),
-                    "precision": _rate(scored.precision, _("of the flagged reviewed")),
-                    "recall": _rate(scored.recall, _("of the rejected or edited")),
-                }
-            )
+        lines += [
+            _("%(flag)s: precision %(precision)s, recall %(recall)s")
+            % {
+                "flag": _("any flag") if scored.flag == flag_trust.ANY else flag_label(scored.flag),
+                "precision": _rate(scored.precision, _("of the flagged reviewed")),
+                "recall": _rate(scored.recall, _("of the rejected or edited")),
+            }
+            for scored in flag_trust.of(trust, version)
+            if scored.decisions
+        ]
         return "".join(f"  {line}\n" for line in lines)
 
     def _json(

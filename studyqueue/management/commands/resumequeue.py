@@ -11,7 +11,6 @@ from django.utils.translation import gettext_lazy
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import JobKind
 from studyqueue.queue import pauses
-from studyqueue.queue.pauses import paused_kinds
 
 
 class Command(TranslatedCommand):
@@ -28,7 +27,7 @@ class Command(TranslatedCommand):
             self.stdout.write(_("Resumed for %(scope)s.") % {"scope": scope})
             return
         message = _("The queue was not paused for %(scope)s.") % {"scope": scope}
-        still = [k or _("every kind") for k in paused_kinds()]
+        still = [k or _("every kind") for k in pauses.paused_kinds()]
         if still:
             message += " " + _("Still paused: %(kinds)s.") % {"kinds": ", ".join(still)}
         self.stdout.write(message)

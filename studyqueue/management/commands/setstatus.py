@@ -18,7 +18,6 @@ from studyqueue.management.commands._options import bounded_int, question_set
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import StudyQuestionSet
 from studyqueue.sets import question_sets
-from studyqueue.sets.question_sets import Progress
 from studyqueue.times import short_duration
 
 
@@ -94,11 +93,11 @@ class Command(TranslatedCommand):
             self.stdout.write("\n".join(question_sets.status_lines(progress)))
 
 
-def _dumps(progress: Progress) -> str:
+def _dumps(progress: question_sets.Progress) -> str:
     return json.dumps(progress.as_json(), ensure_ascii=False)
 
 
-def _eta_text(progress: Progress) -> str:
+def _eta_text(progress: question_sets.Progress) -> str:
     if progress.empty:
         return _("empty")
     if progress.done:

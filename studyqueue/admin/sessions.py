@@ -149,7 +149,7 @@ class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
     inlines = (AnswerInline, SummaryInline)
     change_form_template = "admin/studyqueue/studysession/change_form.html"
     fieldsets = (
-        (None, {"fields": ("external_id", "learner", "when", "ended", "question_set", "score")}),
+        (None, {"fields": ("external_id", "learner", "when", "ended_at", "question_set", "score")}),
         (
             gettext_lazy("Summary"),
             {"fields": ("status_badge", "text_box", "stated_figures", "flag_list", "review")},
@@ -165,10 +165,6 @@ class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
     @admin.display(description=gettext_lazy("when"), ordering="started_at")
     def when(self, session: StudySession) -> str:
         return times.shown(session.started_at)
-
-    @admin.display(description=gettext_lazy("ended"))
-    def ended(self, session: StudySession) -> str:
-        return times.shown(session.ended_at)
 
     @admin.display(description=gettext_lazy("score"))
     def score(self, session: StudySession) -> str:

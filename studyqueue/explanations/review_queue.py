@@ -81,10 +81,7 @@ class Seen:
     @classmethod
     def parse(cls, token: str) -> Seen:
         """``ValueError`` for anything ``token`` did not write."""
-        parts = token.split("|")
-        if len(parts) != 5:
-            raise ValueError("not a review state")
-        status, reviewed_at, candidate, current, content = parts
+        status, reviewed_at, candidate, current, content = token.split("|")  # else ValueError
         when = datetime.fromisoformat(reviewed_at) if reviewed_at else None
         if (
             status not in ReviewStatus.values

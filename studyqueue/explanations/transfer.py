@@ -481,11 +481,6 @@ class Imported:
     updated: list[int] = field(default_factory=list)
     unchanged: list[int] = field(default_factory=list)
 
-    @property
-    def every_id(self) -> list[int]:
-        """Every question the file named: created, updated or unchanged."""
-        return self.created + self.updated + self.unchanged
-
 
 def store(rows: list[Row], progress: Callable[[int], None] = lambda n: None) -> Imported:
     """Create or update the questions (matched on ``external_id``), in one transaction."""

@@ -161,8 +161,7 @@ def check(record: Any) -> Session:
     if not isinstance(record, dict):
         raise Invalid([_("a session must be a JSON object")])
     errors: list[str] = []
-    unknown = sorted(set(record) - FIELDS)
-    if unknown:
+    if unknown := sorted(set(record) - FIELDS):
         errors.append(_("unknown fields: %(names)s") % {"names": ", ".join(unknown)})
     external_id = _text(record, "external_id", errors, required=False)
     learner = _text(record, "learner", errors, required=True)

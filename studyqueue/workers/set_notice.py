@@ -84,9 +84,8 @@ async def post(url: str, data: dict[str, object], key: str) -> str | None:
     try:
         # httpx's timeouts are per read: a receiver dripping a byte now and then would hold
         # the notice forever. The deadline bounds the whole delivery (a transient failure).
-        async with asyncio.timeout(budget):
-            async with httpx.AsyncClient(timeout=budget) as client:
-                response = await client.post(url, content=body, headers=headers)
+        async with asyncio.timeout(budget), httpx.AsyncClient(timeout=budget) as client:
+            response = await client.post(url, content=body, headers=headers)
     except TimeoutError:
         return redact(f"POST {url}: no complete answer within {budget:g} s", secrets)
     except httpx.HTTPError as exc:

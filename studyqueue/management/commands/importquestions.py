@@ -113,7 +113,7 @@ class Command(TranslatedCommand):
             result = transfer.store(parsed.rows, progress)
             if set_name:
                 question_set, added = question_sets.add(
-                    set_name, result.every_id, deadline=deadline
+                    set_name, result.created + result.updated + result.unchanged, deadline=deadline
                 )
         if set_name:
             self.stdout.write(

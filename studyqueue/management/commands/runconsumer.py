@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import Any
 
@@ -83,9 +84,7 @@ class Command(TranslatedCommand):
                 )
 
     def _run_inline(self, consumer: Consumer, *, drain: bool, verbosity: int) -> None:
-        cycles = 0
-        while True:
-            cycles += 1
+        for cycles in itertools.count(1):
             try:
                 result = consumer.run_cycle()
             except DatabaseError as exc:

@@ -87,8 +87,8 @@ class LLMReply:
     # (``usage.prompt_tokens_details.cached_tokens``); None when it does not say.
     cached_tokens: int | None = None
     endpoint: str = ""  # the server that wrote it (``endpoints.Endpoint.name``; set by the pool)
-    # ``completion_tokens`` were counted from the stream's text chunks, the server having
-    # reported none (llama-cpp-python's server streams no usage).
+    # ``completion_tokens`` were counted by the client (``LLMClient._recounted``), the server
+    # having reported none (llama-cpp-python's server streams no usage).
     tokens_counted: bool = False
 
     @property
@@ -248,7 +248,8 @@ class ReplyParser:
                     self._on_first_token()
             self.last_token_at = at
             self.parts.append(content)
-            self.text_chunks += 0 if whole else 1
+            if not whole:
+                self.text_chunks += 1
         if choice.get("finish_reason"):
             self.finish_reason = fit(
                 ExplanationRevision, "finish_reason", storable(str(choice["finish_reason"]))
@@ -288,7 +289,7 @@ class ReplyParser:
             model=self.model,
             finish_reason=self.finish_reason,  # "" when the server gave none: not a "stop"
             prompt_tokens=prompt_tokens,
-            completion_tokens=min(self.text_chunks, TOKENS_MAX) if counted else completion_tokens,
+            completion_tokens=_tokens(self.text_chunks) if counted else completion_tokens,
             elapsed_ms=int((now - self.started) * 1000),
             first_token_ms=None if first is None else int((first - self.started) * 1000),
             last_token_ms=None if last is None else int((last - self.started) * 1000),

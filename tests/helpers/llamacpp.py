@@ -62,7 +62,7 @@ def server(
     command = [str(PYTHON), "-m", "llama_cpp.server", "--model", str(path)]
     command += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx)]
     command += ["--verbose", "false", "--interrupt_requests", str(interrupt_requests).lower()]
-    out = log.open("wb") if log is not None else subprocess.DEVNULL
+    out = open(log if log is not None else os.devnull, "wb")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     try:
@@ -86,5 +86,4 @@ def server(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        if log is not None and hasattr(out, "close"):
-            out.close()
+        out.close()

@@ -1,5 +1,5 @@
-"""What the checks cost: key audits and blind verification beside the explanations, on a real
-LLM server.
+"""What the checks cost: key audits, blind verification and step checks beside the
+explanations, on a real LLM server.
 
     python -m bench.checking_cost --url http://127.0.0.1:18090/v1 [--questions 12]
         [--max-tokens 256] [--samples 3] [--model ID] [--db sqlite|postgres] [--runs 3]
@@ -10,8 +10,8 @@ realistic length). Each run imports ``--questions`` questions with four choices 
 (``importquestions``), queues them (``enqueue --missing``) and drains the queue
 (``runconsumer --drain``, gate 1) twice, each time on emptied tables:
 
-- A, checks on (``KEY_AUDIT`` with ``--samples`` samples, ``VERIFY``): one key audit, one
-  explanation and one verification per question;
+- A, checks on (``KEY_AUDIT`` with ``--samples`` samples, ``VERIFY``, ``STEP_CHECK``): one key
+  audit, one explanation, one verification and one step check per question;
 - B, checks off: the explanations alone.
 
 Prints, per run, both drains' wall time and the overhead A / B - 1, and run A's spending by job
@@ -83,7 +83,8 @@ QUESTIONS: list[tuple[str, list[str], str]] = [
         "Mercury",
     ),
 ]
-KINDS = ("explanation", "key_audit", "verification")
+KINDS = ("explanation", "key_audit", "verification", "step_check")
+CHECKS_ON = {"KEY_AUDIT": True, "VERIFY": True, "STEP_CHECK": True}  # run A; run B: all off
 
 
 @dataclass
@@ -167,13 +168,12 @@ def total_cost() -> VersionCost:
 
 
 def one_run(path: str, base: dict[str, Any], samples: int) -> Run:
-    checks_on = {**base, "KEY_AUDIT": True, "KEY_AUDIT_SAMPLES": samples, "VERIFY": True}
-    wall_a = drain(path, checks_on)
+    wall_a = drain(path, {**base, **CHECKS_ON, "KEY_AUDIT_SAMPLES": samples})
     cost = total_cost()
-    wall_b = drain(path, {**base, "KEY_AUDIT": False, "VERIFY": False})
+    wall_b = drain(path, {**base, **dict.fromkeys(CHECKS_ON, False)})
     plain = total_cost()
     if set(plain.kinds) != {"explanation"}:
-        raise SystemExit(f"checks ran with KEY_AUDIT and VERIFY off: {sorted(plain.kinds)}")
+        raise SystemExit(f"checks ran with every check off: {sorted(plain.kinds)}")
     written = plain.of("explanation")
     return Run(wall_a, wall_b, cost, written.completion_tokens, written.llm_ms)
 
@@ -217,7 +217,7 @@ def main() -> None:
         f"checking cost: db={args.db} questions={args.questions} max_tokens={args.max_tokens}"
         f" key_audit_samples={args.samples} gate=1 runs={args.runs} {args.url}"
     )
-    drain(write_questions(2), {**base, "KEY_AUDIT": True, "VERIFY": True})  # warm-up
+    drain(write_questions(2), {**base, **CHECKS_ON})  # warm-up
     path = write_questions(args.questions)
     runs: list[Run] = []
     medians = Medians()

@@ -242,6 +242,14 @@ SETTINGS: dict[str, Setting] = {
         "never shown the key (verification jobs, claimed only when no explanation or key "
         "audit job is ready)",
     ),
+    "STEP_CHECK": Setting(
+        bool,
+        True,
+        "after each new explanation of a question with choices and a key, the step check "
+        "shows the model the key as its reference and the explanation one numbered sentence a "
+        "line, and asks for the first wrong sentence (step_check jobs, claimed like "
+        "verification jobs)",
+    ),
 }
 
 

@@ -73,6 +73,11 @@ AUDIT_RE = re.compile(r"AUDIT:([0-9x]+)")
 VERIFY_SYSTEM_RE = re.compile(r"^You check explanations of multiple-choice questions\.")
 SUMMARY_SYSTEM_RE = re.compile(r"a short summary of a learner's study session")
 VERIFY_RE = re.compile(r"VERIFY:([0-9x]+)")
+# A step check call (its system message: "You check the steps…") likewise: ``STEP:<spec>``
+# (a digit: "Step: N"; ``x``: a reply naming none); without it, ``step_answer`` when set, else
+# "Step: none" (the test server's explanations hold no false step).
+STEP_SYSTEM_RE = re.compile(r"^You check the steps of explanations")
+STEP_RE = re.compile(r"STEP:([0-9x]+)")
 # The default reply: long enough (QUALITY_MIN_CHARS is 40) not to be flagged too_short, and
 # ending with the answer line the default prompt asks for (the README's first explanation: 2 + 2).
 ANSWER = "Because 2 + 2 equals 4: two things and two more make four.\nAnswer: 4"
@@ -119,6 +124,9 @@ class LLMServer:
         # A test's own verifier: it reads a verifier call's user message and replies (in
         # place of VERIFY: and verify_answer).
         self.verify_reader: Callable[[str], str] | None = None
+        self.step_answer: str | None = None  # a step check's fixed reply (None: STEP:, none)
+        self.step_calls: Counter[str] = Counter()
+        self.step_reader: Callable[[str], str] | None = None  # a test's own step checker
         # The usage it reports; ``cached_tokens`` None: no ``prompt_tokens_details`` at all.
         self.prompt_tokens = 42
         self.completion_tokens = 7
@@ -286,6 +294,7 @@ class LLMServer:
             self.completed_per_question.clear()
             self.audit_calls.clear()
             self.verify_calls.clear()
+            self.step_calls.clear()
 
     # ------------------------------------------------------------------ handler
 
@@ -462,10 +471,15 @@ class LLMServer:
         elif VERIFY_SYSTEM_RE.search(system):
             calls, spec_re, fixed = self.verify_calls, VERIFY_RE, self.verify_answer
             default = fixed if fixed is not None else llm_checks.verify_reply(prompt)
+        elif STEP_SYSTEM_RE.search(system):
+            calls, spec_re, fixed = self.step_calls, STEP_RE, self.step_answer
+            default = fixed if fixed is not None else "Step: none"
         else:
             return self.answer
         if spec_re is VERIFY_RE and self.verify_reader is not None:
             return self.verify_reader(prompt)
+        if spec_re is STEP_RE and self.step_reader is not None:
+            return self.step_reader(prompt)
         match = QUESTION_RE.search(prompt)
         question = match.group(1).strip() if match else prompt[:60]
         with self._lock:
@@ -475,7 +489,8 @@ class LLMServer:
         if spec is None:
             return default
         said = spec.group(1)[turn % len(spec.group(1))]
-        return "I cannot tell." if said == "x" else f"Answer: {said}"
+        label = "Step" if spec_re is STEP_RE else "Answer"
+        return "I cannot tell." if said == "x" else f"{label}: {said}"
 
     def _reply(self, h: Any, body: dict, fault: str, received_at: float) -> None:
         if fault == "hangup":

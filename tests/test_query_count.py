@@ -88,6 +88,7 @@ def quiet_settings(settings, llm_server):
         "STALE_MINUTES": 240,
         "INTERVAL_SECONDS": 3600,
         "VERIFY": False,  # one explanation job alone (its check is a job of its own)
+        "STEP_CHECK": False,
     }
 
 

@@ -13,13 +13,15 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.text import Truncator
 from django.utils.translation import gettext
 
 from studyqueue.admin.common import PageAdmin
 from studyqueue.admin.labels import flag_labels
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
-from studyqueue.explanations import answers, key_audit, review_queue
+from studyqueue.explanations import answers, key_audit, review_queue, step_check
 from studyqueue.explanations.diff import side_by_side
 from studyqueue.forms import CorrectionForm
 from studyqueue.models import ExplanationReview, ExplanationRevision, ReviewStatus, StudyQuestion
@@ -51,6 +53,26 @@ def verifier_shown(revision: ExplanationRevision, choices: list[str]) -> str:
     if number is None or not 1 <= number <= len(choices):
         return gettext("none")
     return f"{number} ({choices[number - 1]})"
+
+
+def step_check_shown(revision: ExplanationRevision) -> str:
+    """The step check's verdict as the page shows it: "sentence 3", "No wrong step"…"""
+    if not revision.step_check:
+        return gettext("not checked yet")
+    if revision.wrong_step is not None:
+        return gettext("sentence %(number)s") % {"number": revision.wrong_step}
+    return revision.get_step_check_display()
+
+
+def explanation_shown(revision: ExplanationRevision, limit: int = 20000) -> str:
+    """The explanation cut to ``limit`` characters, the step check's wrong sentence marked."""
+    text = Truncator(revision.text).chars(limit)
+    spans = step_check.steps(revision.text)
+    number = revision.wrong_step or 0
+    if not 1 <= number <= len(spans) or spans[number - 1][1] >= limit:
+        return text  # escaped by the template
+    start, end = spans[number - 1]
+    return format_html("{}<mark>{}</mark>{}", text[:start], text[start:end], text[end:])
 
 
 def _status(current: review_queue.Item) -> str:
@@ -237,6 +259,8 @@ class ExplanationReviewAdmin(PageAdmin):
                 key_shown=with_choice(question.answer, question.choices),
                 stated_shown=with_choice(current.revision.stated_answer, question.choices),
                 verifier_shown=verifier_shown(current.revision, question.choices),
+                step_check_shown=step_check_shown(current.revision),
+                explanation_shown=explanation_shown(current.revision),
                 **_diff(current),
                 # The state this page shows: every decision form carries it back.
                 seen=current.seen.token(),

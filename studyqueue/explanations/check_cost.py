@@ -1,6 +1,6 @@
 """What checking costs: the tokens (from the attempts) and LLM time (from the completed jobs)
-of key audits and blind verification beside the explanations', per prompt version. A key
-audit counts under its question's current explanation's version, or none."""
+of key audits, blind verification and step checks beside the explanations', per prompt
+version. A key audit counts under its question's current explanation's version, or none."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from studyqueue.models import JobAttempt, JobKind, JobStatus, StudyQuestionJob
 _VERSION = {
     JobKind.EXPLANATION: "revision__prompt_version",
     JobKind.VERIFICATION: "revision__prompt_version",
+    JobKind.STEP_CHECK: "revision__prompt_version",
     JobKind.KEY_AUDIT: "study_question__explanation_prompt_version",
 }
-CHECKS = (JobKind.KEY_AUDIT, JobKind.VERIFICATION)
+CHECKS = (JobKind.KEY_AUDIT, JobKind.VERIFICATION, JobKind.STEP_CHECK)
 
 
 @dataclass
@@ -47,7 +48,7 @@ class VersionCost:
 
     @property
     def checking(self) -> KindCost:
-        """The key audits and verifications together."""
+        """The key audits, verifications and step checks together."""
         return sum((self.of(kind) for kind in CHECKS), KindCost())
 
     @property

@@ -29,8 +29,9 @@ from studyqueue.models import (
 EXPORT_FIELDS = (
     "id", "external_id", "text", "choices", "answer", "explanation", "model", "endpoint",
     "prompt_version", "flags", "stated_answer", "review_status", "key_audit",
-    "key_audit_answer", "verifier_answer", "explained_at", "prompt_tokens", "cached_tokens",
-    "completion_tokens", "tokens_counted", "ttft_ms", "tokens_per_second", "waiting_on",
+    "key_audit_answer", "verifier_answer", "step_check", "wrong_step", "wrong_step_text",
+    "explained_at", "prompt_tokens", "cached_tokens", "completion_tokens", "tokens_counted",
+    "ttft_ms", "tokens_per_second", "waiting_on",
 )  # fmt: skip
 
 
@@ -95,6 +96,8 @@ def export_rows(
         "explanation_prompt_version", "explanation_flags",
         "current_revision__stated_answer", "current_revision__review_status",
         "key_audit", "key_audit_answer", "current_revision__verifier_answer",
+        "current_revision__step_check", "current_revision__wrong_step",
+        "current_revision__wrong_step_text",
         "current_revision__created_at",
         "current_revision__prompt_tokens", "current_revision__cached_tokens",
         "current_revision__completion_tokens", "current_revision__tokens_counted",
@@ -109,7 +112,8 @@ def export_rows(
             continue
         # No revision (a row written by raw SQL): no model, no stated answer, unreviewed.
         row["model"], row["stated_answer"] = row["model"] or "", row["stated_answer"] or ""
-        row["endpoint"] = row["endpoint"] or ""
+        for name in ("endpoint", "step_check", "wrong_step_text"):
+            row[name] = row[name] or ""
         row["review_status"] = row["review_status"] or ReviewStatus.UNREVIEWED
         row["explained_at"] = row["explained_at"].isoformat() if row["explained_at"] else None
         yield row

@@ -30,6 +30,9 @@ class QualityFlag(models.TextChoices):
     # Set after the explanation was kept, by the blind verifier (``verifier``): never retried.
     VERIFIER_DISAGREES = "verifier_disagrees", _("verifier disagrees")
     VERIFIER_UNSURE = "verifier_unsure", _("verifier unsure")
+    # Set after the explanation was kept, by the step check (``step_check``): never retried.
+    WRONG_STEP = "wrong_step", _("wrong step")
+    STEP_CHECK_UNSURE = "step_check_unsure", _("step check unsure")
 
 
 # The names the rest of the code and the settings know them by.
@@ -39,6 +42,8 @@ ANSWER_MISMATCH, NO_ANSWER_STATED = QualityFlag.ANSWER_MISMATCH, QualityFlag.NO_
 QUESTION_CHANGED = QualityFlag.QUESTION_CHANGED
 VERIFIER_DISAGREES, VERIFIER_UNSURE = QualityFlag.VERIFIER_DISAGREES, QualityFlag.VERIFIER_UNSURE
 VERIFIER_FLAGS = (VERIFIER_DISAGREES, VERIFIER_UNSURE)
+WRONG_STEP, STEP_CHECK_UNSURE = QualityFlag.WRONG_STEP, QualityFlag.STEP_CHECK_UNSURE
+STEP_FLAGS = (WRONG_STEP, STEP_CHECK_UNSURE)
 FLAGS: tuple[QualityFlag, ...] = tuple(QualityFlag)
 # What each flag means, in one line: the admin's badges show it on hover.
 MEANINGS: dict[str, str | Promise] = {
@@ -57,6 +62,14 @@ MEANINGS: dict[str, str | Promise] = {
         "Shown the explanation's reasoning with every statement of its answer hidden, the "
         "model named no choice, or several; or it was not asked, because the statements could "
         "not be hidden: the reasoning may not support any answer."
+    ),
+    WRONG_STEP: _(
+        "Shown the key and the explanation sentence by sentence, the model named a sentence "
+        "as the first wrong one: the explanation may reach the key through a false step."
+    ),
+    STEP_CHECK_UNSURE: _(
+        "Shown the key and the explanation sentence by sentence, the model's reply named no "
+        "single sentence and did not say that none is wrong: the steps were not checked."
     ),
 }
 # Reply verdicts that are flags (agreeing, or a question without a key, is none).

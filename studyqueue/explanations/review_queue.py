@@ -95,7 +95,13 @@ class Seen:
 
 
 # The order a reviewer meets explanations in, riskiest first; the rest come after.
-RISK_ORDER = (quality.VERIFIER_DISAGREES, quality.ANSWER_MISMATCH, quality.VERIFIER_UNSURE)
+RISK_ORDER = (
+    quality.WRONG_STEP,
+    quality.VERIFIER_DISAGREES,
+    quality.ANSWER_MISMATCH,
+    quality.VERIFIER_UNSURE,
+    quality.STEP_CHECK_UNSURE,
+)
 
 
 def _risk() -> Case:

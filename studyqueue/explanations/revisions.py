@@ -115,8 +115,11 @@ class Written:
             if outcome is Outcome.LOST:
                 transaction.set_rollback(True, using=db)  # the claim was lost: keep nothing
                 return outcome
-            if outcome is Outcome.COMPLETED and conf.VERIFY and now.checkable():
+            checkable = outcome is Outcome.COMPLETED and now.checkable()
+            if checkable and conf.VERIFY:
                 enqueue(now.pk, JobKind.VERIFICATION)  # checked blind, later
+            if checkable and conf.STEP_CHECK:
+                enqueue(now.pk, JobKind.STEP_CHECK)  # and step by step against the key
             if outcome is Outcome.COMPLETED and self.flags:
                 logger.warning(
                     "study_explanation_flagged id=%s question=%s flags=%s",
@@ -176,25 +179,33 @@ def _question_missing(job: StudyQuestionJob) -> Outcome:
 
 
 def record_verdict(
-    revision_id: int, question: StudyQuestion, *, answer: int | None, reply: str, flags: list[str]
+    revision_id: int,
+    question: StudyQuestion,
+    *,
+    flags: list[str],
+    replaced: Sequence[str] = VERIFIER_FLAGS,
+    **fields: Any,
 ) -> ExplanationRevision:
-    """The blind verifier's verdict on a revision (and its current question), in place."""
+    """A check's verdict on a revision, in place: its ``fields`` (text cut to its column) and
+    ``flags`` in place of its earlier ``replaced`` ones, on its current question too."""
     revision = ExplanationRevision.objects.select_for_update().get(pk=revision_id)
-    revision.flags = _with_verdict(revision.flags or [], flags)
-    revision.verifier_answer = answer
-    revision.verifier_reply = fit(ExplanationRevision, "verifier_reply", reply.strip())
-    revision.verified_at = timezone.now()
-    revision.save(update_fields=["flags", "verifier_answer", "verifier_reply", "verified_at"])
+    revision.flags = _with_verdict(revision.flags or [], flags, replaced)
+    for name, value in fields.items():
+        text = isinstance(value, str)
+        setattr(revision, name, fit(ExplanationRevision, name, value.strip()) if text else value)
+    revision.save(update_fields=["flags", *fields])
     if question.current_revision_id == revision.pk:
         StudyQuestion.objects.filter(pk=question.pk).update(
-            explanation_flags=_with_verdict(question.explanation_flags or [], flags)
+            explanation_flags=_with_verdict(question.explanation_flags or [], flags, replaced)
         )
     return revision
 
 
-def _with_verdict(stored: Sequence[str], verdict: Sequence[str]) -> list[str]:
-    """A stored flags list with the verifier's flags replaced by ``verdict``."""
-    return [flag for flag in stored if flag not in VERIFIER_FLAGS] + list(verdict)
+def _with_verdict(
+    stored: Sequence[str], verdict: Sequence[str], replaced: Sequence[str]
+) -> list[str]:
+    """A stored flags list with a check's ``replaced`` flags replaced by ``verdict``."""
+    return [flag for flag in stored if flag not in replaced] + list(verdict)
 
 
 def make_current(revision: ExplanationRevision) -> bool:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from django.db import transaction
+from django.utils import timezone
 
 from studyqueue.explanations import answers, hiding, key_audit, quality, revisions
 from studyqueue.models import (
@@ -64,22 +66,22 @@ def judge(answer: int | None, key: int | None) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Verified:
-    """The verification handler's result (``answer``: the choice the reply names, or None)."""
+class Check:
+    """A check's verdict on a revision (``Verified``, ``step_check.StepChecked``): ``write``
+    keeps it; each says what it records (``record``) and under which kind and logger."""
 
     question: StudyQuestion
     revision: ExplanationRevision
     reply: str
-    answer: int | None
-    usage: Usage | None  # the check's own call: never the checked revision's tokens
-    llm_ms: int | None = None
+    usage: Usage | None = field(kw_only=True)  # the check's own call, never the revision's
+    llm_ms: int | None = field(default=None, kw_only=True)
 
-    @classmethod
-    def not_asked(
-        cls, question: StudyQuestion, revision: ExplanationRevision, problem: str
-    ) -> Verified:
-        """The verdict without a call: no choice named (``verifier_unsure``), and why."""
-        return cls(question, revision, f"not asked: {problem}", None, usage=Usage())
+    kind: ClassVar[str] = JobKind.VERIFICATION
+    log: ClassVar[logging.Logger] = logger
+
+    def record(self, now: StudyQuestion) -> str:
+        """Record the verdict on the revision (``revisions.record_verdict``); the log line."""
+        raise NotImplementedError
 
     def write(self, job: StudyQuestionJob) -> Outcome:
         """Job, attempt and verdict in one transaction (``revisions.complete_if_unchanged``)."""
@@ -89,7 +91,7 @@ class Verified:
                 job,
                 self.question,
                 fields=("text", "choices", "answer", "current_revision", "explanation_flags"),
-                during="while its explanation was verified",
+                during=f"while its explanation was checked ({self.kind})",
                 dropped="its reply was dropped",
                 revision=self.revision,
                 llm_ms=self.llm_ms,
@@ -97,19 +99,39 @@ class Verified:
             )
             if now is None:
                 return outcome
-            key = answers.key_choice(now.answer, now.choices)
-            verdict = judge(self.answer, key)
-            revision = revisions.record_verdict(
-                self.revision.pk, now, answer=self.answer, reply=self.reply, flags=verdict
-            )
-            if revision_to_verify(now) is not None:  # a newer one came during this check
-                enqueue(now.pk, JobKind.VERIFICATION)
-        logger.info(
-            "study_verified question=%s revision=%s answer=%s key=%s flags=%s",
-            now.pk,
-            revision.pk,
-            self.answer or "-",
-            key or "-",
-            ",".join(verdict) or "-",
-        )
+            line = self.record(now)
+            step_check = self.kind == JobKind.STEP_CHECK
+            if revision_to_verify(now, step_check=step_check) is not None:
+                enqueue(now.pk, self.kind)  # a newer one came during this check
+        self.log.info("%s", line)
         return outcome
+
+
+@dataclass(frozen=True)
+class Verified(Check):
+    """The verification handler's result (``answer``: the choice the reply names, or None)."""
+
+    answer: int | None
+
+    @classmethod
+    def not_asked(
+        cls, question: StudyQuestion, revision: ExplanationRevision, problem: str
+    ) -> Verified:
+        """The verdict without a call: no choice named (``verifier_unsure``), and why."""
+        return cls(question, revision, f"not asked: {problem}", None, usage=Usage())
+
+    def record(self, now: StudyQuestion) -> str:
+        key = answers.key_choice(now.answer, now.choices)
+        verdict = judge(self.answer, key)
+        revision = revisions.record_verdict(
+            self.revision.pk,
+            now,
+            flags=verdict,
+            verifier_answer=self.answer,
+            verifier_reply=self.reply,
+            verified_at=timezone.now(),
+        )
+        return (
+            f"study_verified question={now.pk} revision={revision.pk} "
+            f"answer={self.answer or '-'} key={key or '-'} flags={','.join(verdict) or '-'}"
+        )

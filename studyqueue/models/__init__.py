@@ -41,6 +41,7 @@ from studyqueue.models.questions import (
     KeyCheck,
     QuestionQuerySet,
     ReviewStatus,
+    StepCheck,
     StudyQuestion,
     awaiting_key_check,
     key_audit_holds,

@@ -24,6 +24,8 @@ class JobKind(models.TextChoices):
     KEY_AUDIT = "key_audit", _("Key audit")  # ask the model for the answer alone, no key
     # Ask the model which choice an explanation supports, its answer line hidden, no key.
     VERIFICATION = "verification", _("Verification")
+    # Ask the model, shown the key, which sentence of an explanation is the first wrong one.
+    STEP_CHECK = "step_check", _("Step check")
     # Tell the world a question set is done: a Django signal, the webhook, an e-mail.
     SET_NOTICE = "set_notice", _("Set notice")
     # Tell the world a session's summary is written: a Django signal and the webhook.
@@ -31,7 +33,7 @@ class JobKind(models.TextChoices):
 
 
 # The kinds whose jobs belong to a question (the others belong to a set or a session).
-QUESTION_KINDS = (JobKind.EXPLANATION, JobKind.KEY_AUDIT, JobKind.VERIFICATION)
+QUESTION_KINDS = (JobKind.EXPLANATION, JobKind.KEY_AUDIT, JobKind.VERIFICATION, JobKind.STEP_CHECK)
 
 
 # A job's claim priority by kind (0 when not listed): jobs are claimed by priority, then id,
@@ -40,6 +42,7 @@ QUESTION_KINDS = (JobKind.EXPLANATION, JobKind.KEY_AUDIT, JobKind.VERIFICATION)
 # A summary waits for the explanations it draws on, and so for every explanation ready.
 KIND_PRIORITY: dict[str, int] = {
     JobKind.VERIFICATION: 1,
+    JobKind.STEP_CHECK: 1,
     JobKind.SET_NOTICE: 1,
     JobKind.SESSION_SUMMARY: 1,
     JobKind.SESSION_NOTICE: 1,

@@ -256,6 +256,15 @@ def key_audit_holds() -> bool:
     return bool(conf.KEY_AUDIT_HOLDS)
 
 
+class StepCheck(models.TextChoices):
+    """What the step check found, shown the key and the explanation sentence by sentence
+    (``explanations.step_check``). Blank: not checked."""
+
+    OK = "ok", _("No wrong step")  # the model named no wrong sentence
+    WRONG_STEP = "wrong_step", _("Wrong step")  # it named the first wrong sentence
+    UNSURE = "unsure", _("Unsure")  # its reply could not be read as either
+
+
 class FinishReason(models.TextChoices):
     """Why the LLM stopped writing, as the server says it (``finish_reason``). A server may
     send another word; it is kept as it is (cleaned, cut to the column)."""
@@ -408,6 +417,27 @@ class ExplanationRevision(models.Model):
         blank=True,
         help_text=_("When the blind verifier checked it (blank: not checked)."),
     )
+    step_check = models.CharField(
+        verbose_name=_("step check"),
+        max_length=choice_width(StepCheck),
+        choices=StepCheck.choices,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_("What the step check found, shown the key (blank: not checked)."),
+    )
+    wrong_step = models.PositiveSmallIntegerField(
+        verbose_name=_("wrong step"),
+        null=True,
+        blank=True,
+        help_text=_("The number (1-based) of the first wrong sentence the step check named."),
+    )
+    wrong_step_text = models.CharField(
+        verbose_name=_("wrong sentence"), max_length=300, blank=True, default="", db_default=""
+    )
+    step_check_reply = models.CharField(
+        verbose_name=_("step check's reply"), max_length=200, blank=True, default="", db_default=""
+    )
 
     objects = StudyQueueManager()
 
@@ -452,13 +482,17 @@ class ExplanationRevision(models.Model):
         return self.review_status in PROTECTED_REVIEWS
 
 
-def revision_to_verify(question: StudyQuestion) -> ExplanationRevision | None:
-    """The revision a verification job of ``question`` checks: its newest unverified generated
-    one that is its current explanation (unless outdated) or a waiting candidate."""
+def revision_to_verify(
+    question: StudyQuestion, *, step_check: bool = False
+) -> ExplanationRevision | None:
+    """The revision a verification (``step_check``: a step check) job of ``question`` checks:
+    its newest generated one not checked yet that is its current explanation (unless
+    outdated) or a waiting candidate."""
     outdated = QUESTION_CHANGED_FLAG in (question.explanation_flags or [])
     shown = Q(pk__in=[]) if outdated else Q(pk=question.current_revision_id)
+    unchecked = Q(step_check="") if step_check else Q(verified_at=None)
     return (
-        ExplanationRevision.objects.filter(question_id=question.pk, author="", verified_at=None)
+        ExplanationRevision.objects.filter(unchecked, question_id=question.pk, author="")
         .filter(shown | Q(candidate=True))
         .order_by("-pk")
         .first()

@@ -152,10 +152,12 @@ class JobStore:
             return self._questions.pop(job.pk)
         return await self.on_claims(_question, job)
 
-    async def revision_to_verify(self, question: StudyQuestion) -> ExplanationRevision | None:
-        """The revision a verification job of ``question`` checks, on the claims' connection
-        (``models.revision_to_verify``)."""
-        return await self.on_claims(revision_to_verify, question)
+    async def revision_to_verify(
+        self, question: StudyQuestion, *, step_check: bool = False
+    ) -> ExplanationRevision | None:
+        """The revision a verification (or step check) job of ``question`` checks, on the
+        claims' connection (``models.revision_to_verify``)."""
+        return await self.on_claims(revision_to_verify, question, step_check=step_check)
 
     # A job's writes, on the jobs' connection.
 

@@ -40,7 +40,7 @@ logger = logging.getLogger("studyqueue.sets")
 ENDED_UNEXPLAINED = (JobStatus.FAILED, JobStatus.SKIPPED)
 
 # The check jobs a set's completion waits for, so that its notice carries their verdicts.
-CHECK_KINDS = (JobKind.KEY_AUDIT, JobKind.VERIFICATION)
+CHECK_KINDS = (JobKind.KEY_AUDIT, JobKind.VERIFICATION, JobKind.STEP_CHECK)
 
 # A deadline this close, explanations waiting and no estimate (nothing completed lately: the
 # servers stalled) is warned about: no rate can say it will be made.

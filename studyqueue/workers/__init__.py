@@ -6,5 +6,6 @@ from studyqueue.workers import (  # noqa: F401
     session_notice,
     session_summary,
     set_notice,
+    step_check,
     verification,
 )

@@ -11,7 +11,8 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 
-from studyqueue.models import ErrorCode, StudyQuestion, StudyQuestionJob
+from studyqueue.conf import conf
+from studyqueue.models import ErrorCode, ExplanationRevision, StudyQuestion, StudyQuestionJob
 from studyqueue.queue import retry
 from studyqueue.queue.store import Failed, JobResult, JobStore, Released, Skipped
 from studyqueue.services.gate import GateTimeout
@@ -85,6 +86,23 @@ async def question_to_check(job: StudyQuestionJob, ctx: WorkContext) -> StudyQue
     if not question.checkable():
         return failed(job, ErrorCode.QUESTION_INVALID, "the question has no choices or no key")
     return question
+
+
+async def revision_to_check(
+    job: StudyQuestionJob, ctx: WorkContext, setting: str, *, step_check: bool = False
+) -> tuple[StudyQuestion, ExplanationRevision] | JobResult:
+    """A check's question and revision (``revision_to_verify``), or the job's end: failed as
+    ``question_to_check``, skipped with ``setting`` off or nothing left to check."""
+    question = await question_to_check(job, ctx)
+    if not isinstance(question, StudyQuestion):
+        return question
+    if not getattr(conf, setting):
+        return Skipped(ErrorCode.NOTHING_TO_VERIFY, f"{setting} is off")
+    revision = await ctx.store.revision_to_verify(question, step_check=step_check)
+    if revision is None:
+        # Checked already, replaced by a reviewer's correction, or outdated: nothing to do.
+        return Skipped(ErrorCode.NOTHING_TO_VERIFY, f"no explanation left to check ({job.kind})")
+    return question, revision
 
 
 def invalid_choices(job: StudyQuestionJob, error: ValidationError) -> Failed:

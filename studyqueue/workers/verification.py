@@ -7,33 +7,27 @@ import asyncio
 
 from django.core.exceptions import ValidationError
 
-from studyqueue.conf import conf
 from studyqueue.explanations import answers, verifier
-from studyqueue.models import ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
+from studyqueue.models import JobKind, StudyQuestionJob
 from studyqueue.queue.attempts import Usage
-from studyqueue.queue.store import JobResult, Skipped
+from studyqueue.queue.store import JobResult
 from studyqueue.services.llm import LLMReply
 from studyqueue.workers.registry import (
     WorkContext,
     ask,
     handler,
     invalid_choices,
-    question_to_check,
+    revision_to_check,
 )
 
 
 @handler(JobKind.VERIFICATION)
 async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     """Run one claimed verification job; what happened, for the consumer to write."""
-    question = await question_to_check(job, ctx)
-    if not isinstance(question, StudyQuestion):
-        return question
-    if not conf.VERIFY:
-        return Skipped(ErrorCode.NOTHING_TO_VERIFY, "VERIFY is off")
-    revision = await ctx.store.revision_to_verify(question)
-    if revision is None:
-        # Checked already, replaced by a reviewer's correction, or outdated: nothing to do.
-        return Skipped(ErrorCode.NOTHING_TO_VERIFY, "no unverified explanation to check")
+    found = await revision_to_check(job, ctx, "VERIFY")
+    if not isinstance(found, tuple):
+        return found
+    question, revision = found
     try:
         # In a thread: a reply may be megabytes (LLM_MAX_REPLY_BYTES), and reading it all
         # must not hold up the other jobs of this event loop.

@@ -343,6 +343,7 @@ def test_the_llm_servers_table_shows_each_server_as_the_consumers_found_it(
         "BREAKER_BASE_SECONDS": 60,
         "KEY_AUDIT": False,
         "VERIFY": False,
+        "STEP_CHECK": False,
     }
     for i in range(3):
         enqueue(StudyQuestionFactory(text=f"What is {i} + 1?"))
@@ -390,6 +391,7 @@ def test_with_the_server_down_the_backlog_has_no_estimate_and_says_why(
         "BREAKER_BASE_SECONDS": 60,
         "KEY_AUDIT": False,
         "VERIFY": False,
+        "STEP_CHECK": False,
     }
     for i in range(2):
         enqueue(StudyQuestionFactory(text=f"What is {i} + 1?"))

@@ -331,3 +331,26 @@ def test_the_page_shows_the_blind_verifiers_choice(admin_client):
     revision.update(verifier_answer=None, flags=["verifier_unsure"])
     page = admin_client.get(REVIEW_URL).content.decode()
     assert 'id="sq-review-verifier">none<' in page and "verifier unsure" in page
+
+
+def test_the_page_shows_the_step_check_and_marks_the_wrong_sentence(admin_client):
+    question = explained(
+        "서울은 1394년부터 수도였다. 부산은 <b>수도</b>였다.\n정답: 1",
+        text="수도는?",
+        choices=["서울", "부산"],
+        answer="서울",
+    )
+    page = admin_client.get(REVIEW_URL).content.decode()
+    assert 'id="sq-review-step-check">not checked yet<' in page and "<mark>" not in page
+    revision = ExplanationRevision.objects.filter(pk=question.current_revision_id)
+    revision.update(step_check="wrong_step", wrong_step=2, flags=["wrong_step"])
+    page = admin_client.get(REVIEW_URL).content.decode()
+    assert 'id="sq-review-step-check">sentence 2<' in page and "wrong step" in page
+    # The sentence marked, its text escaped like the rest of the explanation.
+    assert (
+        'id="sq-review-explanation">서울은 1394년부터 수도였다. '
+        "<mark>부산은 &lt;b&gt;수도&lt;/b&gt;였다.</mark>\n정답: 1</div>"
+    ) in page
+    revision.update(step_check="ok", wrong_step=None, flags=[])
+    page = admin_client.get(REVIEW_URL).content.decode()
+    assert 'id="sq-review-step-check">No wrong step<' in page and "<mark>" not in page

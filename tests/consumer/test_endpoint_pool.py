@@ -36,6 +36,7 @@ def servers(settings):
         "BREAKER_BASE_SECONDS": 0.2,
         "KEY_AUDIT": False,
         "VERIFY": False,
+        "STEP_CHECK": False,
     }
     yield pair
     for server in pair:

@@ -23,6 +23,7 @@ from studyqueue.explanations import (
     key_audit,
     next_step,
     review_queue,
+    step_check,
     verifier,
 )
 from studyqueue.models import (
@@ -66,7 +67,7 @@ def drain() -> None:
 
 
 def kinds_in_order(server: LLMServer) -> list[str]:
-    kinds = {key_audit.SYSTEM: "audit", verifier.SYSTEM: "verify"}
+    kinds = {key_audit.SYSTEM: "audit", verifier.SYSTEM: "verify", step_check.SYSTEM: "step"}
     return [kinds.get(b["messages"][0]["content"], "explanation") for b in server.bodies]
 
 
@@ -208,7 +209,7 @@ def test_an_imported_set_gets_its_audits_first_and_wrong_keys_are_never_explaine
         q = StudyQuestion.objects.get(external_id=row["external_id"])
         mine = [b for b in bodies if q.text in b["messages"][-1]["content"]]
         kinds = [
-            {key_audit.SYSTEM: "audit", verifier.SYSTEM: "verify"}.get(
+            {key_audit.SYSTEM: "audit", verifier.SYSTEM: "verify", step_check.SYSTEM: "step"}.get(
                 b["messages"][0]["content"], "explanation"
             )
             for b in mine
@@ -259,7 +260,9 @@ def test_a_text_edit_keeps_a_held_key_held_and_audits_it_again(holds, llm_server
     drain()
     q.refresh_from_db()
     assert q.key_audit == KeyAudit.AGREES and q.explanation
-    assert kinds_in_order(llm_server)[calls + 3 :] == ["audit", "audit", "explanation", "verify"]
+    assert kinds_in_order(llm_server)[calls + 3 :] == [
+        "audit", "audit", "explanation", "verify", "step",
+    ]  # fmt: skip
 
 
 def test_a_reimport_that_changes_a_held_questions_text_keeps_it_held(holds, llm_server, tmp_path):

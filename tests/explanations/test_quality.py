@@ -15,7 +15,11 @@ from tests.factories import StudyQuestionFactory
 def _no_verifier(settings) -> None:  # type: ignore[no-untyped-def]
     """The flags a reply earns as it is stored: the blind verifier's come after, from a job
     of their own (tests/workers/test_verification.py)."""
-    settings.STUDYQUEUE = {**getattr(settings, "STUDYQUEUE", {}), "VERIFY": False}
+    settings.STUDYQUEUE = {
+        **getattr(settings, "STUDYQUEUE", {}),
+        "VERIFY": False,
+        "STEP_CHECK": False,
+    }
 
 
 KOREAN = "대한민국의 수도는 어디입니까?"
@@ -135,6 +139,8 @@ def test_flags_and_finish_reasons_are_enums_stored_as_their_values():
         "question_changed",
         "verifier_disagrees",
         "verifier_unsure",
+        "wrong_step",
+        "step_check_unsure",
     ]
     assert set(quality.MEANINGS) == set(quality.FLAGS), "every flag says what it means"
 

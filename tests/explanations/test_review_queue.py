@@ -327,9 +327,14 @@ def test_the_queue_puts_the_riskiest_explanations_first_and_walks_them_in_that_o
     disagrees = explained(["too_short", "verifier_disagrees"])
     also_plain = explained(["too_short"])
     mismatch_and_disagrees = explained(["answer_mismatch", "verifier_disagrees"])
-    order = [disagrees, mismatch_and_disagrees, mismatch, unsure, plain, also_plain]
+    wrong_step = explained(["wrong_step"])  # a false step that reaches the key: first
+    step_unsure = explained(["step_check_unsure"])
+    order = [
+        wrong_step, disagrees, mismatch_and_disagrees, mismatch, unsure, step_unsure, plain,
+        also_plain,
+    ]  # fmt: skip
     assert list(review_queue.waiting().values_list("pk", flat=True)) == order
-    assert review_queue.next_id() == disagrees
+    assert review_queue.next_id() == wrong_step
     walked = [review_queue.next_id(pk) for pk in order]
     assert walked == [*order[1:], order[0]]
     back = [review_queue.next_id(pk, backwards=True) for pk in order]

@@ -107,7 +107,12 @@ def test_a_killed_explains_job_goes_back_at_the_next_cycle_not_after_the_stale_t
     the consumer then runs it."""
     from tests.factories import StudyQuestionFactory
 
-    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": False, "VERIFY": False}
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "KEY_AUDIT": False,
+        "VERIFY": False,
+        "STEP_CHECK": False,
+    }
     llm_server.configure(fault="slow", slow_seconds=60)
     question = StudyQuestionFactory()  # no job yet: explain creates its own (claim_new)
     proc = _start(

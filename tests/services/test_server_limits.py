@@ -138,6 +138,7 @@ def test_an_auto_consumer_runs_its_jobs_against_a_metrics_page_with_inf(
         "GATE_PERMITS": "auto",
         "KEY_AUDIT": False,
         "VERIFY": False,
+        "STEP_CHECK": False,
     }
     for i in range(3):
         StudyQuestionJobFactory(study_question=StudyQuestionFactory(text=f"What is {i} + 1?"))

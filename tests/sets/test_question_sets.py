@@ -210,7 +210,12 @@ def test_right_after_a_start_the_estimate_is_the_calls_in_flight_over_their_time
 
 
 def test_a_set_imported_and_drained_is_done(tmp_path, llm_server, settings):
-    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": False, "VERIFY": False}
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "KEY_AUDIT": False,
+        "VERIFY": False,
+        "STEP_CHECK": False,
+    }
     _run("importquestions", _file(tmp_path, 6), "--set", "quiz", "--enqueue")
     call_command("runconsumer", "--drain", stdout=StringIO(), stderr=StringIO())
     data = json.loads(_run("setstatus", "quiz", "--json"))

@@ -81,8 +81,8 @@ def test_a_completed_job_stores_its_revision_with_flags_and_stated_answer(
 ) -> None:
     llm_server.configure(answer="Three, because two and two make three.\nAnswer: 3")
     (job,) = enqueue(text="What is 2 + 2?", choices=["3", "4"], answer="4")
-    # The explanation, then its blind check (the verifier names choice 1 too).
-    assert consumer.run_cycle().outcomes == {"completed": 2}
+    # The explanation, then its blind check (the verifier names choice 1 too) and its step check.
+    assert consumer.run_cycle().outcomes == {"completed": 3}
     assert job_state(job) == ("completed", "", 1)
     revision = ExplanationRevision.objects.get()
     assert (revision.stated_answer, revision.flags) == (

@@ -14,7 +14,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from studyqueue.explanations import edits, key_audit, verifier
+from studyqueue.explanations import edits, key_audit, step_check, verifier
 from studyqueue.models import (
     ExplanationRevision,
     KeyAudit,
@@ -63,7 +63,7 @@ def audit_bodies(server: LLMServer) -> list[dict]:
 
 
 def kinds_in_order(server: LLMServer) -> list[str]:
-    kinds = {key_audit.SYSTEM: "audit", verifier.SYSTEM: "verify"}
+    kinds = {key_audit.SYSTEM: "audit", verifier.SYSTEM: "verify", step_check.SYSTEM: "step"}
     return [kinds.get(b["messages"][0]["content"], "explanation") for b in server.bodies]
 
 
@@ -126,8 +126,10 @@ def test_a_drain_runs_the_audit_before_the_explanation(llm_server):
     assert "Created 2 key_audit job(s)" in out
     assert "Created 1 explanation job(s); 0 already queued." in out
     drain()
-    # Then the blind verifier checks each explanation, once none is ready.
-    assert kinds_in_order(llm_server) == ["audit"] * 5 + ["explanation"] * 2 + ["verify"] * 2
+    # Then the blind verifier and the step check check each explanation, once none is ready.
+    kinds = kinds_in_order(llm_server)
+    assert kinds[:7] == ["audit"] * 5 + ["explanation"] * 2
+    assert sorted(kinds[7:]) == ["step"] * 2 + ["verify"] * 2
     for q in (first, second):
         q.refresh_from_db()
         assert q.explanation  # a dispute is still explained (KEY_AUDIT_HOLDS off)
@@ -135,6 +137,7 @@ def test_a_drain_runs_the_audit_before_the_explanation(llm_server):
         ("key_audit", "completed"),
         ("explanation", "completed"),
         ("verification", "completed"),
+        ("step_check", "completed"),
     }
 
 
@@ -169,7 +172,7 @@ def test_a_held_dispute_spends_no_call_until_a_reviewer_decides(llm_server, sett
     assert not key_audit.decide_key(q, take_model_choice=True, by="late")  # decided already
     drain()  # the explanation runs at once after
     q.refresh_from_db()
-    assert q.explanation and len(llm_server.bodies) == calls + 2  # explained, then verified
+    assert q.explanation and len(llm_server.bodies) == calls + 3  # explained, then checked twice
     assert (q.key_check, q.key_check_by, q.answer) == (KeyCheck.KEPT, "reviewer", "Seoul")
     assert key_audit.rates() == key_audit.Rates(audited=2, disputed=1, upheld=0, kept=1)
 
@@ -213,7 +216,7 @@ def test_a_content_change_clears_the_audit_and_a_new_one_runs_before_the_explana
     drain()
     q.refresh_from_db()
     assert q.key_audit == KeyAudit.DISPUTED
-    assert kinds_in_order(llm_server)[-5:] == ["audit"] * 3 + ["explanation", "verify"]
+    assert kinds_in_order(llm_server)[-6:] == ["audit"] * 3 + ["explanation", "verify", "step"]
 
 
 def test_a_failed_audit_ends_and_the_explanation_still_runs(llm_server, settings):
@@ -315,6 +318,7 @@ def test_an_audit_whose_server_fails_is_finished_by_another_without_losing_its_a
             **settings.STUDYQUEUE,
             "LLM_URL": f"{failing.url},{llm_server.url}",
             "VERIFY": False,
+            "STEP_CHECK": False,
         }
         q = question("333")
         enqueue_missing()

@@ -32,6 +32,7 @@ def quiet(settings, llm_server):
     settings.STUDYQUEUE = {
         **settings.STUDYQUEUE,
         "VERIFY": False,
+        "STEP_CHECK": False,
         "BACKOFF_BASE_SECONDS": 0,
         "BACKOFF_JITTER": 0,
     }

@@ -106,6 +106,7 @@ def receiver(settings, llm_server) -> Iterator[Receiver]:
         "WEBHOOK_SECRET": SECRET,
         "KEY_AUDIT": False,
         "VERIFY": False,
+        "STEP_CHECK": False,
         "BACKOFF_BASE_SECONDS": 0,
         "BACKOFF_JITTER": 0,
     }
@@ -144,6 +145,7 @@ _CHILD_SETTINGS = (
     "WEBHOOK_SECRET",
     "KEY_AUDIT",
     "VERIFY",
+    "STEP_CHECK",
     "BACKOFF_BASE_SECONDS",
     "BACKOFF_JITTER",
     "MAX_ATTEMPTS",
@@ -241,7 +243,12 @@ def test_a_set_that_grows_after_its_notice_is_noticed_again_when_done_again(rece
 
 
 def test_without_a_webhook_the_signal_still_goes(settings, llm_server, signals):
-    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": False, "VERIFY": False}
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "KEY_AUDIT": False,
+        "VERIFY": False,
+        "STEP_CHECK": False,
+    }
     _set("local", 2)
     _drain()
     assert len(signals) == 1 and signals[0]["payload"]["completed"] == 2

@@ -55,7 +55,8 @@ def kind_of(body: dict) -> str:
 
 @pytest.fixture
 def server(llm_server: LLMServer, settings) -> LLMServer:
-    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": False}
+    # The step check has tests of its own (test_step_check.py): not run beside these.
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": False, "STEP_CHECK": False}
     llm_server.answer = EXPLANATION
     return llm_server
 

@@ -1,0 +1,163 @@
+"""The step check: the model reads the question, its choices, the key as its reference and the
+explanation one numbered sentence a line, and names the first wrong sentence, or none
+(docs/howto/checks.md, "The step check"). A reply that says neither plainly is ``unsure``."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from studyqueue.explanations import answers, quality, revisions, verifier
+from studyqueue.explanations.hiding import _LAYOUT, _SENTENCE  # one rule: hiding's sentences
+from studyqueue.explanations.verifier import Check
+from studyqueue.models import (
+    ExplanationRevision,
+    JobKind,
+    StepCheck,
+    StudyQuestion,
+    validate_choices,
+)
+from studyqueue.queue.attempts import Usage
+from studyqueue.services.llm import LLMReply
+
+MAX_TOKENS = verifier.MAX_TOKENS  # a number, or none: one short line
+
+# Fixed text first, in the system message (the server's prompt cache); the question last.
+SYSTEM = (
+    "You check the steps of explanations of multiple-choice questions. You are given the "
+    "question, its choices, the reference answer and the explanation, one numbered sentence "
+    "per line. Find the first sentence that states something false or reasons wrongly. Reply "
+    'with one line only: "Step: N", where N is the number of that sentence, or "Step: none" '
+    "if no sentence is wrong. Do not explain."
+)
+#: The gate's name for the step check's prompt prefix (its warm-first groups calls by it).
+PREFIX = hashlib.sha256(SYSTEM.encode()).hexdigest()[:12]
+
+_FLAGS: dict[str, list[str]] = {
+    StepCheck.WRONG_STEP: [quality.WRONG_STEP],
+    StepCheck.UNSURE: [quality.STEP_CHECK_UNSURE],
+}
+_MARKUP = re.compile(r"[*_`#]+")
+_QUOTED = re.compile(r'"[^"\n]*"|\u201c[^\u201d\n]*\u201d|「[^」\n]*」|『[^』\n]*』')
+_NUMBER = re.compile(r"\d+")
+# "No wrong sentence": what a reply says when every step holds.
+_NONE = re.compile(
+    r"\b(?:none|nothing)\b|\bno\s+(?:\w+\s+)?(?:errors?|mistakes?|wrong|false|incorrect)\b"
+    r"|\ball\s+(?:\w+\s+){0,3}(?:correct|right|true|sound)\b"
+    r"|없(?:음|다|습니다|어요|네요)|(?:모두|모든\s*문장이)\s*(?:맞|옳)",
+    re.IGNORECASE,
+)
+# A hedge or a question: whatever else the reply says, it is not read.
+_DOUBT = re.compile(
+    r"\?|\b(?:maybe|perhaps|probably|possibly|likely|unsure|unclear|uncertain|might|may|"
+    r"seems?|either|or|guess)\b|not\s+sure|아마|모르|확실하지|불확실|것\s*같|듯|또는|혹은",
+    re.IGNORECASE,
+)
+# A negation turns "no error" around ("not true that there is no error"); a wrong step's
+# statement may hold one ("3번 문장은 옳지 않다"), so it only undoes a "none".
+_NEGATION = re.compile(r"\b(?:not|never|cannot)\b|n['\u2019]t\b|아니|않|못", re.IGNORECASE)
+
+
+def steps(text: str) -> list[tuple[int, int]]:
+    """Where each sentence of ``text`` is (start, end): every non-empty line, past its list
+    mark or heading, split after . ! ? 。 as ``hiding`` splits it; blanks trimmed."""
+    found, offset = [], 0
+    for line in text.splitlines(keepends=True):
+        body = _LAYOUT.sub("", line, count=1)  # "^" in _SENTENCE is the body's start
+        start, shift = 0, offset + len(line) - len(body)
+        for match in [*_SENTENCE.finditer(body), None]:
+            end = match.start() if match else len(body)
+            piece = body[start:end]
+            if piece.strip():
+                lead = len(piece) - len(piece.lstrip())
+                found.append((shift + start + lead, shift + start + len(piece.rstrip())))
+            start = match.end() if match else end
+        offset += len(line)
+    return found
+
+
+def sentences(text: str) -> list[str]:
+    """``text``'s sentences, as the model sees them numbered."""
+    return [text[start:end] for start, end in steps(text)]
+
+
+def build_messages(question: StudyQuestion, explanation: str) -> list[dict[str, str]]:
+    """The step check's messages: the question, its choices, the key as the reference and
+    every sentence of ``explanation``, numbered (invalid choices: ``ValidationError``)."""
+    validate_choices(question.choices)
+    choices = "\n".join(f"{n}. {choice}" for n, choice in enumerate(question.choices, 1))
+    key = answers.key_choice(question.answer, question.choices)
+    reference = f"{key}. {question.choices[key - 1]}" if key else question.answer.strip()
+    numbered = "\n".join(f"[{n}] {s}" for n, s in enumerate(sentences(explanation), 1))
+    user = (
+        f"Question:\n{question.text.strip()}\n\nChoices:\n{choices}\n\n"
+        f"Reference answer: {reference}\n\nExplanation:\n{numbered}"
+    )
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def read(reply: str, steps: Sequence[str]) -> tuple[StepCheck, int | None]:
+    """The verdict a reply gives on ``steps``: ``WRONG_STEP`` and the number of the one
+    sentence it names, ``OK`` when it plainly names none, else ``UNSURE``."""
+    text = unicodedata.normalize("NFKC", reply)
+    if not steps or len(text) > answers.SHORT_REPLY_CHARS or _DOUBT.search(text):
+        return StepCheck.UNSURE, None
+    for sentence in sorted(steps, key=len, reverse=True):  # an echoed sentence is no answer
+        if len(sentence) >= 8:
+            text = text.replace(unicodedata.normalize("NFKC", sentence), " ")
+    text = _QUOTED.sub(" ", _MARKUP.sub("", text))
+    numbers = {int(number) for number in _NUMBER.findall(text)}
+    if _NONE.search(text):
+        plain = not numbers and not _NEGATION.search(text)
+        return (StepCheck.OK, None) if plain else (StepCheck.UNSURE, None)
+    if len(numbers) == 1 and 1 <= (step := numbers.pop()) <= len(steps):
+        return StepCheck.WRONG_STEP, step
+    return StepCheck.UNSURE, None
+
+
+@dataclass(frozen=True)
+class StepChecked(Check):
+    """The step check's result: its verdict and the wrong sentence's number and text."""
+
+    verdict: StepCheck
+    step: int | None
+    sentence: str
+
+    kind = JobKind.STEP_CHECK
+    log = logging.getLogger("studyqueue.step_check")
+
+    def record(self, now: StudyQuestion) -> str:
+        revisions.record_verdict(
+            self.revision.pk,
+            now,
+            flags=_FLAGS.get(self.verdict, []),
+            replaced=quality.STEP_FLAGS,
+            step_check=self.verdict,
+            wrong_step=self.step,
+            wrong_step_text=self.sentence,
+            step_check_reply=self.reply,
+        )
+        return (
+            f"study_step_checked question={now.pk} revision={self.revision.pk} "
+            f"step_check={self.verdict} wrong_step={self.step or '-'}"
+        )
+
+
+def checked(question: StudyQuestion, revision: ExplanationRevision, reply: LLMReply) -> StepChecked:
+    """The handler's result: ``reply`` read against the revision's sentences."""
+    found = sentences(revision.text)
+    verdict, step = read(reply.content, found)
+    return StepChecked(
+        question,
+        revision,
+        reply.content,
+        verdict,
+        step,
+        found[step - 1] if step else "",
+        usage=Usage.of([reply]),
+        llm_ms=reply.elapsed_ms,
+    )

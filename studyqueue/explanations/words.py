@@ -74,8 +74,11 @@ def _analyse(text: str) -> tuple[Morpheme, ...]:
     return tuple(found)
 
 
+@functools.lru_cache(maxsize=64)  # a reader tries several patterns on the same text
 def morphemes(text: str) -> tuple[Morpheme, ...]:
     """The morphemes of ``text``, in order (MeCab reads one line at a time)."""
+    if "\n" not in text:
+        return _analyse(text)  # one line, read once: patterns over one sentence share it
     found: list[Morpheme] = []
     for line in re.finditer(r"[^\n]+", text):
         found += (
@@ -131,3 +134,18 @@ class Words:
 
     def search(self, text: str) -> Found | re.Match[str] | None:
         return next(self.finditer(text), None)
+
+
+# Korean native numerals (고유어 수사) as written before a counter: 세 문제, 열한 문제, 스무 개.
+_NATIVE = ("한/하나", "두/둘", "세/셋/석", "네/넷", "다섯", "여섯", "일곱", "여덟", "아홉")
+_UNITS = {word: value for value, words in enumerate(_NATIVE, 1) for word in words.split("/")}
+_TENS = {"열": 10, "스물": 20, "스무": 20, "": 0}
+
+
+def native_number(word: str) -> int | None:
+    """The value of a Korean native numeral (일곱 7, 열 10, 열한 11, 스물두 22), or None."""
+    for tens, value in _TENS.items():
+        rest = word.removeprefix(tens)
+        if word.startswith(tens) and (rest in _UNITS or (tens and not rest)):
+            return value + _UNITS.get(rest, 0)
+    return None

@@ -32,6 +32,7 @@ from studyqueue.queue import transitions as queue
 from studyqueue.queue.attempts import Usage
 from studyqueue.queue.enqueue import enqueue_for_session
 from studyqueue.services.llm import LLMReply
+from studyqueue.sessions import reading
 
 logger = logging.getLogger("studyqueue.sessions")
 
@@ -66,9 +67,23 @@ def under_review(answer: SessionAnswer) -> bool:
     )
 
 
+def changed(answer: SessionAnswer) -> bool:
+    """Its question's key, choices or text were edited since the session (a deleted one keeps
+    what the answer recorded: nothing teaches it otherwise)."""
+    question = answer.question
+    recorded = (answer.key, answer.choices, answer.question_text)
+    return question is not None and (question.answer, question.choices, question.text) != recorded
+
+
 def outdated(answers: Iterable[SessionAnswer]) -> bool:
-    """A question was deleted or re-keyed since the session: its summary may mislead."""
-    return any(a.question is None or a.question.answer != a.key for a in answers)
+    """A question was deleted or changed since the session: its summary may mislead."""
+    return any(a.question is None or changed(a) for a in answers)
+
+
+def scored(answers: Iterable[SessionAnswer]) -> list[SessionAnswer]:
+    """The answers the summary's score counts, and the only ones given a verdict: not under
+    review, not changed since the session (the session's own right/total stay as recorded)."""
+    return [a for a in answers if not under_review(a) and not changed(a)]
 
 
 def answers_of(session: StudySession | int) -> list[SessionAnswer]:
@@ -77,12 +92,9 @@ def answers_of(session: StudySession | int) -> list[SessionAnswer]:
 
 
 def needed(answers: Iterable[SessionAnswer]) -> list[int]:
-    """The questions whose explanation a summary waits for: missed, not explained, not held."""
-    return [
-        a.question_id
-        for a in answers
-        if a.question_id and not a.correct and not explained(a) and not under_review(a)
-    ]
+    """The questions whose explanation a summary waits for: missed, scored, not explained."""
+    counted = scored(answers)
+    return [a.question_id for a in counted if a.question_id and not a.correct and not explained(a)]
 
 
 def queue_summaries(sessions: Iterable[StudySession | int]) -> int:
@@ -114,9 +126,11 @@ def messages(session: StudySession, answers: list[SessionAnswer]) -> list[dict[s
     """The chat messages: fixed instructions first (the server's prompt cache), then the
     session: each answer with its question, the choice, the key and the explanation."""
     rows = []
+    counted = scored(answers)
     for a in answers:
-        held = under_review(a)
-        explanation = "" if held or a.question is None else a.question.explanation
+        held, gone = under_review(a), changed(a)
+        # A changed question's explanation may teach another key than the one it had.
+        explanation = "" if held or gone or a.question is None else a.question.explanation
         chosen = a.chosen
         if a.choices and a.chosen.isdigit() and 0 < int(a.chosen) <= len(a.choices):
             chosen = f"{a.chosen}. {a.choices[int(a.chosen) - 1]}"
@@ -129,38 +143,21 @@ def messages(session: StudySession, answers: list[SessionAnswer]) -> list[dict[s
                 "key": a.key,
                 "correct": a.correct,
                 "under_review": held,
+                "changed": gone,
                 "explanation": explanation[:EXPLANATION_CHARS].strip(),
             }
         )
     context: dict[str, Any] = {
         "session": session,
         "answers": rows,
-        "right": session.right,
-        "total": session.total,
+        "right": sum(a.correct for a in counted),
+        "total": len(counted),
         "language": _language(answers),
     }
     return [
         {"role": "system", "content": render(SYSTEM_TEMPLATE, context)},
         {"role": "user", "content": render(conf.SUMMARY_PROMPT_TEMPLATE, context)},
     ]
-
-
-# What a summary states of the score: "10문제 중 7문제", "7/10", "7 out of 10", "70%".
-_OF_TOTAL = re.compile(
-    r"(\d{1,3})\s*(?:문제|문항|개)\s*중(?:에서)?\s*(\d{1,3})\s*(?:문제|문항|개)?"
-)
-_RIGHT_OF = re.compile(
-    r"(?<![\d/])(?<!\d[.:-])(\d{1,3})\s*(?:/|out\s+of|of)\s*(\d{1,3})(?![\d/]|[.:-]\d)",
-    re.IGNORECASE,
-)
-_PERCENT = re.compile(r"(\d{1,3}(?:\.\d+)?)\s*(?:%|퍼센트|percent)", re.IGNORECASE)
-# A question by its number: "문제 3", "3번 문제", "3번", "Q3", "question 3", "#3".
-_NUMBERED = re.compile(
-    r"(?:문제|문항|question|Q|#)\s*(\d{1,3})(?!\d)|(?<!\d)(\d{1,3})\s*번", re.IGNORECASE
-)
-_MISSED_WORDS = re.compile(r"틀|오답|놓친|missed|wrong|incorrect", re.IGNORECASE)
-# A clause: a sentence, or a part of one after "but" ("1번은 맞혔지만 3번은 틀렸습니다").
-_CLAUSES = re.compile(r"(?<=[.!?。])\s+|\n+|;\s*|지만|반면|\bbut\s|\bwhereas\s", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -171,42 +168,29 @@ class Checked:
     flags: list[str]
 
 
-def _score(text: str) -> dict[str, float]:
-    """The score it states; a figure stated two different ways is unread, never agreed."""
-    fractions = {(int(m[2]), int(m[1])) for m in _OF_TOTAL.finditer(text)}
-    fractions |= {(int(m[1]), int(m[2])) for m in _RIGHT_OF.finditer(text) if int(m[2]) > 0}
-    percents = {float(m[1]) for m in _PERCENT.finditer(text)}
-    stated: dict[str, float] = {}
-    if len(fractions) == 1:
-        ((right, total),) = fractions
-        stated.update(right=right, total=total)
-    if len(percents) == 1:
-        stated["percent"] = percents.pop()
-    return stated
-
-
 def check(text: str, answers: list[SessionAnswer]) -> Checked:
-    """The score and the missed questions a summary states, against the session (no call)."""
-    right, total = sum(a.correct for a in answers), len(answers)
-    stated = _score(text)
+    """The score and the missed questions a summary states (``reading.read``), against the
+    answers the prompt scored (no call). Each score figure must agree; one that cannot be read
+    is left out, never agreeing."""
+    counted = scored(answers)
+    right, total = sum(a.correct for a in counted), len(counted)
+    said = reading.read(text)
+    scores = [s for figure in said.figures if (s := figure.score(total))] if total else []
+    stated = {k: v for score in reversed(scores) for k, v in score.items()}  # each one's first
     flags = []
-    if not stated:
-        flags.append(NO_SCORE_STATED)
-    elif ("right" in stated and (stated["right"], stated["total"]) != (right, total)) or (
-        "percent" in stated and abs(stated["percent"] - 100 * right / total) > 1
-    ):
-        flags.append(SCORE_MISMATCH)
-    positions = {a.position: a for a in answers}
-    named: set[int] = set()
-    said_missed: set[int] = set()
-    for clause in _CLAUSES.split(text):
-        numbers = {int(m[1] or m[2]) for m in _NUMBERED.finditer(clause)} & set(positions)
-        named |= numbers
-        if _MISSED_WORDS.search(clause):
-            said_missed |= numbers
-    if any(positions[n].correct for n in said_missed):
+    if total:
+        if not scores:
+            flags.append(NO_SCORE_STATED)
+        elif any(
+            (s.get("right", right), s.get("total", total)) != (right, total)
+            or abs(s.get("percent", 100 * right / total) - 100 * right / total) > 1
+            for s in scores
+        ):
+            flags.append(SCORE_MISMATCH)
+    positions = {a.position: a for a in counted}
+    if any(positions[n].correct for n in said.missed & positions.keys()):
         flags.append(WRONG_QUESTION)
-    if any(not a.correct and a.position not in named for a in answers):
+    if any(not a.correct and a.position not in said.named for a in counted):
         flags.append(MISSED_NOT_MENTIONED)
     return Checked(stated, flags)
 

@@ -215,14 +215,14 @@ def test_review_approve_edit_reject_on_the_page(admin: Client) -> None:
     assert decide(first, "approved") == ["Nothing decided: this summary changed meanwhile."]
     # An edit on what the page showed: the correction becomes current, checked.
     assert decide(
-        first, "edited", seen="approved", text="3문제 중 2문제. 2번 문제를 틀렸습니다.\r\n"
+        first, "edited", seen="approved", text="3문제 중 2문제를 맞혔어요. 2번을 틀렸어요.\r\n"
     ) == ["Summary: edited"]
     recorded.refresh_from_db()
     corrected = recorded.summary
     assert (
         corrected.author == "root"
         and corrected.flags == []
-        and corrected.text.endswith("틀렸습니다.")
+        and corrected.text.endswith("틀렸어요.")
     )
     assert corrected.stated == {"right": 2, "total": 3}
     assert decide(first, "rejected", seen="edited") == [

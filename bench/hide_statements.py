@@ -7,29 +7,53 @@ Reads ``tests/explanations/hiding_corpus.py`` (explanations as models write them
 marked as a statement of the answer or as reasoning) through ``hiding.hide_statements`` and
 prints: the share of statements hidden (a statement counts as shown when its text is still in
 what the verifier gets once the kept reasoning is taken out; goal 100 %), the share of
-reasoning pieces kept as written (goal at least 95 %), the explanations left with none of
-their reasoning, those the verifier would not be asked on (``hiding.blind``), and the time per
-explanation (median of ``--runs``).
+reasoning pieces kept as written (goal at least 98 %), the explanations left with none of
+their reasoning, those the verifier would not be asked on (``hiding.blind``); the same for the
+cases marked ``trap`` alone (written apart from the hider, with words such as 들어맞다 and
+정답률 that hold an answer word); the time per explanation (median of ``--runs``) and the
+process's peak resident memory (the Korean analyser loaded).
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from bench import common  # noqa: F401  (puts the checkout on sys.path)
+
+if TYPE_CHECKING:
+    from tests.explanations.hiding_corpus import Case
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="(default: %(default)r)")
     args = parser.parse_args()
-    from studyqueue.explanations.hiding import blind, hide_statements
+    from studyqueue.explanations.hiding import hide_statements
     from tests.explanations.hiding_corpus import CORPUS
 
+    for label, cases in (("all", CORPUS), ("word traps", [c for c in CORPUS if c.trap])):
+        measure(label, cases)
+    runs = []
+    for _ in range(args.runs):
+        started = time.perf_counter()
+        for case in CORPUS:
+            hide_statements(case.text, case.choices)
+        runs.append((time.perf_counter() - started) / len(CORPUS))
+    print(f"time                {statistics.median(runs) * 1e6:.0f} us per explanation")
+    print(f"memory              {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+def measure(label: str, cases: Sequence[Case]) -> None:
+    """Print what the verifier is shown of ``cases``."""
+    from studyqueue.explanations.hiding import blind, hide_statements
+
     statements = hidden = reasoning = kept = bare = refused = 0
-    for case in CORPUS:
+    for case in cases:
         shown = hide_statements(case.text, case.choices)
         rest = shown
         for piece in sorted([*case.reasoning, *case.neutral], key=len, reverse=True):
@@ -40,18 +64,11 @@ def main() -> None:
         kept += sum(piece in shown for piece in case.reasoning)
         bare += not any(piece in shown for piece in case.reasoning)
         refused += bool(blind(case.text, case.choices).problem)
-    runs = []
-    for _ in range(args.runs):
-        started = time.perf_counter()
-        for case in CORPUS:
-            hide_statements(case.text, case.choices)
-        runs.append((time.perf_counter() - started) / len(CORPUS))
-    print(f"corpus: {len(CORPUS)} explanations, {statements} statements, {reasoning} reasoning")
+    print(f"{label}: {len(cases)} explanations, {statements} statements, {reasoning} reasoning")
     print(f"statements hidden   {hidden}/{statements} = {hidden / statements:.1%} (goal 100 %)")
-    print(f"reasoning kept      {kept}/{reasoning} = {kept / reasoning:.1%} (goal >= 95 %)")
-    print(f"no reasoning left   {bare}/{len(CORPUS)} explanations")
-    print(f"verifier not asked  {refused}/{len(CORPUS)} explanations")
-    print(f"time                {statistics.median(runs) * 1e6:.0f} us per explanation")
+    print(f"reasoning kept      {kept}/{reasoning} = {kept / reasoning:.1%} (goal >= 98 %)")
+    print(f"no reasoning left   {bare}/{len(cases)} explanations")
+    print(f"verifier not asked  {refused}/{len(cases)} explanations")
 
 
 if __name__ == "__main__":

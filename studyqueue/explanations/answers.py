@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from studyqueue.explanations import words
+
 
 class Verdict(StrEnum):
     """How the stated answer relates to the key."""
@@ -57,16 +59,59 @@ _EN_LABEL = re.compile(
     rf"{_SP}*(?:is|(?:would|must|should|will){_SP}+be|[:\uff1a=\-\u2013\u2014→]|(?=[ \t]*\n))",
     re.IGNORECASE,
 )
-# "정답:", "정답은", "답은", "최종 정답 :" (not "대답은", "답변은": no syllable around "답"),
-# "정답 ②" (but not "정답 해설", a heading), or "정답" ending its line (the answer below it).
-_KO_LABEL = re.compile(
-    rf"(?<![가-힣])(?:최종{_SP}*)?(?:정답|답)(?:{_SP}*(?:은|는|이|가)(?![가-힣])"
-    rf"|{_SP}*[:\uff1a=→\-\u2013]|{_SP}+(?=[^\s가-힣])|{_SP}*(?=\n))"
-)
+
+
+def _word_end(tokens: Sequence[words.Morpheme], i: int) -> int:
+    """Where the word (어절) of ``tokens[i]`` ends: the next blank or punctuation."""
+    for end in range(i + 1, len(tokens)):
+        if tokens[end].start > tokens[end - 1].end or tokens[end].tag[0] == "S":
+            return end
+    return len(tokens)
+
+
+def _answer_noun(tokens: Sequence[words.Morpheme], i: int) -> bool:
+    """정답, 해답 or 답 as a word: not 정답률, 오답률 (a suffix, 률/XSN, follows), 대답, 답변,
+    오답 (other words), nor the suffix of 학생답다. MeCab may tag 정답 or 답 as an adjective
+    ("답은 B", "③이지만 정답은"): the form counts."""
+    word = tokens[i]
+    return word.surface in ("정답", "해답", "답") and word.tag != "XSA" and not _suffixed(tokens, i)
+
+
+def _suffixed(tokens: Sequence[words.Morpheme], i: int) -> bool:
+    """A suffix makes ``tokens[i]`` another word: 정답률, 오답률 (률/XSN)."""
+    after = tokens[i + 1 : i + 2]
+    return bool(after) and after[0].tag == "XSN" and after[0].start == tokens[i].end
+
+
+def _ko_label(reply: str, tokens: Sequence[words.Morpheme], i: int) -> int:
+    """A label: "최종 정답", "정답은", "답:", "정답 = ②", "정답 ②" or "정답" ending its line (the
+    answer below it); not "정답 해설" (a heading), "대답은", "정답률은" (other words)."""
+    at = i + (tokens[i].surface == "최종")
+    if at >= len(tokens) or not _answer_noun(tokens, at):
+        return 0
+    # A particle or a mark after it ("정답은", "정답:"); not the copula of 정답이다 (VCP).
+    mark = tokens[at + 1].surface if at + 1 < len(tokens) and tokens[at + 1].tag[0] in "JES" else ""
+    took = len(mark) == 1 and mark in "은는이가:\uff1a=→-\u2013"
+    return at - i + 1 + took if took or _LABEL_END.match(reply, tokens[at].end) else 0
+
+
+_LABEL_END = re.compile(rf"{_SP}+(?=[^\s가-힣])|{_SP}*(?=\n)")
+
+
+def _ko_after(tokens: Sequence[words.Morpheme], i: int) -> int:
+    """ "②번이 정답입니다", "서울이 정답": 정답 ending its word bare or with a copula (not
+    정답인, 정답으로), with the particle before it."""
+    at = i + (tokens[i].surface in ("이", "가", "은", "는") and tokens[i].tag.startswith("J"))
+    at += at < len(tokens) and tokens[at].surface == "최종"
+    if at >= len(tokens) or tokens[at].surface != "정답" or not _answer_noun(tokens, at):
+        return 0
+    end = _word_end(tokens, at)
+    copula = "".join(token.surface for token in tokens[at + 1 : end])
+    return end - i if copula in ("", "이다", "입니다", "이에요", "예요", "이야", "임") else 0
+
+
 # The answer named before the label: "②번이 정답입니다", "(B) Seoul is the correct answer".
-_KO_AFTER = re.compile(
-    rf"(?:이|가|은|는)?{_SP}*(?:최종{_SP}*)?정답(?:이다|입니다|이에요|예요|이야|임)?(?![가-힣])"
-)
+_KO_AFTER = words.Words(_ko_after)
 _EN_AFTER = re.compile(
     rf"{_SP}+(?:is|was){_SP}+(?:the{_SP}+)?(?:correct|right|final|best){_SP}+"
     r"(?:answer|option|choice)\b",
@@ -107,10 +152,28 @@ _COPULA = re.compile(r"\s*(?:번)?\s*(?:입니다|이에요|예요|이다|이야
 _EDGE = " \t\"'\u201c\u201d\u2018\u2019「」『』.,;:!?。·-\u2013\u2014*_`$"
 _SENTENCE_END = re.compile(r"(?<=[.!?。])\s+|;|\s+[-\u2013\u2014]\s+")
 
+# Korean words that negate (shared with the hider), and those that doubt: 아니다, 않다, 틀리다,
+# 오답, 없다, 아마, 겠, 지만, 생각, 라고 (reported)… as words, not 틀림없이 ("certainly").
+NOT_WORDS = frozenset(["않", "아니", "아님", "못", "못하", "틀리", "틀림"])
+_DOUBT_WORDS = (
+    NOT_WORDS
+    | {"오답", "잘못", "없", "제외", "소거", "함정", "듯", "듯하", "아마", "혹시", "겠"}
+    | {"지만", "가능", "추정", "추측", "보이", "생각", "모르", "애매", "글쎄", "라고", "다고"}
+    | {"라는", "냐고", "만약", "만일", "흔히", "흔하", "착각", "오해", "ᆯ지", "ᆯ까"}
+)
+
+
+def _doubt(tokens: Sequence[words.Morpheme], i: int) -> int:
+    """A Korean word that doubts a statement (오답, not 오답률), or a phrase: 것 같다, 수도 있다."""
+    hedge = "".join(token.surface for token in tokens[i : i + 3]).startswith(("것같", "수도있"))
+    doubts = any(form in _DOUBT_WORDS for form, _ in tokens[i].parts) and not _suffixed(tokens, i)
+    return int(hedge or doubts)
+
+
 # What makes a statement state no answer (besides a question mark): a word that negates,
 # hedges or reports it, or makes it another's answer ("a trap"). When in doubt, unread.
-_DOUBT = re.compile(
-    r"n['\u2019]t\b|[\u2717\u2718\u274c\u274e\U0001f6ab]"
+_DOUBT_EN = re.compile(
+    r"(?i)n['\u2019]t\b|[\u2717\u2718\u274c\u274e\U0001f6ab]"
     r"|\b(?:not|no|never|none|isnt|neither|nor|incorrect|wrong|false|except|excluded|"
     r"eliminated|rejected|ruled|trap|distractor|decoy|"
     r"maybe|perhaps|probably|possibly|presumably|apparently|supposedly|likely|unlikely|"
@@ -120,11 +183,8 @@ _DOUBT = re.compile(
     r"say|says|said|claims?|claimed|argues?|argued|suggests?|suggested|"
     r"common|commonly|typical|typically|popular|tempting|often|"
     r"many|some|students?|people|others?|another|alternative)\b"
-    r"|아니|아닙|아닌|아님|아냐|않|(?<![가-힣])못|틀[리렸림립린]|오답|잘못|없|제외|소거|함정"
-    r"|것\s*같|듯|아마|혹시|수도\s*있|일지도|일까|겠|지만|가능|추정|추측|보입니다|보인다"
-    r"|생각|모르|애매|글쎄|라고|다고|라는|냐고|만약|만일|흔히|흔한|착각|오해",
-    re.IGNORECASE,
 )
+_DOUBT = words.Words(_doubt, _DOUBT_EN)
 # Words before a label that leave it the writer's own: "So the answer is", "잠깐, 다시 보니 정답은".
 _LEAD_IN = re.compile(
     r"(?:[\s,:;>#\-\u2013\u2014\u2022]+"
@@ -134,6 +194,9 @@ _LEAD_IN = re.compile(
     r"|다시\s*[가-힣]+)(?![A-Za-z가-힣]))*",
     re.IGNORECASE,
 )
+# MeCab reads "②번이" as one noun, 번이: its particle is not the answer's.
+_GLUED = re.compile(rf"(?<=[{_CIRCLED_CLASS}]번)[이가은는]{_SP}*$")
+_CONCEDED = [["지만"], ["but"], ["however"], ["although"], ["though"]]
 _SENTENCE_START = re.compile(r".*[.!?。]\s")
 # The next line with words, past blank lines and Markdown rules ("**정답**", "---", "②").
 _NEXT_LINE = re.compile(r"\n(?:[ \t]*(?:[-*_=][ \t]*){3,}\n|\s)*([^\n]+)")
@@ -300,9 +363,8 @@ _LINE_START = " \t#>-•"
 def _statements(reply: str) -> list[_Statement]:
     """The last ``LAST_STATEMENTS`` places the reply states an answer, in order: after a
     label (to its line's end, or the next line) or before one (the clause's last words)."""
-    found = [
-        (m.start(), True, m) for label in (_EN_LABEL, _KO_LABEL) for m in label.finditer(reply)
-    ]
+    korean = words.Words(lambda tokens, i: _ko_label(reply, tokens, i))
+    found = [(m.start(), True, m) for label in (_EN_LABEL, korean) for m in label.finditer(reply)]
     found += [
         (m.start(), False, m) for label in (_EN_AFTER, _KO_AFTER) for m in label.finditer(reply)
     ]
@@ -317,7 +379,7 @@ def _statements(reply: str) -> list[_Statement]:
         sentence = before[opened.end() :] if (opened := _SENTENCE_START.match(before)) else before
         if not after_label:
             # "(B) Seoul is the correct answer": the clause's last words before the label.
-            said = before[clause.end() :] if clause else before
+            said = _GLUED.sub("", before[clause.end() :] if clause else before)
             context = f"{sentence[: len(sentence) - len(said)]} {_SENTENCE_END.split(rest, 1)[0]}"
             statements.append(_Statement(at, said, context))
             continue
@@ -325,7 +387,9 @@ def _statements(reply: str) -> list[_Statement]:
         line = at - start < 8 and not before.strip(_LINE_START)
         if line and end >= 0 and not rest.strip(_EDGE) and (below := _NEXT_LINE.match(reply, end)):
             rest = below[1][:STATEMENT_CHARS]  # "**정답:**" and the answer on the next line
-        statements.append(_Statement(at, rest, "" if opens else sentence, line, opens))
+        # A clause conceded before the label doubts nothing else: "③이지만 정답은 ②".
+        conceded = [m[0].casefold() for m in _DOUBT.finditer(sentence)] in _CONCEDED
+        statements.append(_Statement(at, rest, "" if opens or conceded else sentence, line, opens))
     return statements
 
 

@@ -9,25 +9,30 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from studyqueue.explanations import answers
+from studyqueue.explanations import answers, words
 
 _C = answers._CIRCLED_CLASS
 
-# Words that make a sentence about *the answer*; not "대답", "답변", "오답" (a distractor called
-# a wrong answer is reasoning about it) nor the verb "to answer".
-_ANSWER_WORD = re.compile(
-    r"정답|해답|(?<![가-힣])답(?:[은는이가을를으로의도만과와]|(?![가-힣]))"
-    r"|(?<!\bto )\banswer(?:s|ed)?\b"
-    r"|\b(?:correct|right|best|only|true)\s+(?:one|option|choice|pick|response|selection)\b",
-    re.IGNORECASE,
+
+def _states(tokens: Sequence[words.Morpheme], i: int) -> int:
+    """정답, 해답, 답 as words (``answers._answer_noun``); 고르다, 택하다, 선택하다 as verbs, not
+    고르게 ("evenly") nor 자연선택. MeCab reads 고를 opening a sentence ("고를 보기는 ②") as the
+    noun 고 and 를."""
+    pair = (tokens[i].lemma, tokens[i + 1].lemma if i + 1 < len(tokens) else "")
+    if (tokens[i].tag, tokens[i].lemma) in (("VV", "고르"), ("VV", "택하")):
+        return 1
+    return int(answers._answer_noun(tokens, i)) or 2 * (pair in (("고", "를"), ("선택", "하")))
+
+
+# Words that state the answer, or tell the reader which choice to pick ("고르면 된다", "선택해야
+# 한다", "choose B", "go with"). Not 대답, 답변, 정답률, nor 오답 (a distractor called a wrong
+# answer is reasoning about it), nor the verb "to answer" ("answers the question of").
+_STATES_EN = re.compile(
+    r"(?i)(?<!\bto )\banswer(?:s|ed)?\b(?!\s+the\s+question)"
+    r"|\b(?:correct|right|best|only|true)\s+(?:one|option|choice|pick|response|selection)\b"
+    r"|\b(?:pick(?:s|ed)?|choos(?:e|es|ing)|chose|select|go(?:es)?\s+with|opt\s+for)\b"
 )
-# Telling the reader which choice to pick ("고르면 된다", "선택해야 한다", "choose B", "go with").
-_PICK = re.compile(
-    r"고르(?!게)|골라|골랐|고른다|고를"
-    r"|(?<!자연)선택(?:하|한|할|해|했|합|을\s*하)|(?<![가-힣])택(?:하|한|해|할)"
-    r"|\b(?:pick(?:s|ed)?|choos(?:e|es|ing)|chose|select|go(?:es)?\s+with|opt\s+for)\b",
-    re.IGNORECASE,
-)
+_STATES = words.Words(_states, _STATES_EN)
 # A mark that names a choice: "②", "2번", "(B)", "option B", "보기 ③", an ordinal, a capital
 # letter as a sentence's subject ("D is right"), a demonstrative.
 _REF = re.compile(
@@ -41,26 +46,67 @@ _REF = re.compile(
     r"|\b(?:this|that|it)\b(?=\s+(?:is|was)\s)|이것|그것|이\s*보기|이\s*선택지",
     re.IGNORECASE,
 )
+_BEST = {"적절", "알맞", "타당", "정확", "옳", "적합", "올바르", "바르", "맞"}
+
+
+def _right(tokens: Sequence[words.Morpheme], i: int) -> int:
+    """맞다 as a verdict ("②가 맞다", "맞는 것은", 맞음; not 맞는 설명, 맞아떨어지다), or 가장 with
+    one ("가장 알맞다"). 들어맞다, 알맞다, 맞서다, 맞추다, 맞히다 are other words."""
+    if (tokens[i].lemma, tokens[i].tag) not in (("가장", "MAG"), ("맞음", "NNG"), ("맞", "VV")):
+        return 0  # most words: read no further
+    lemmas = [token.lemma for token in tokens[i : i + 3]] + ["", ""]
+    if lemmas[0] != "맞":
+        return 2 if lemmas[1] in _BEST else int(lemmas[0] == "맞음")  # 맞음: MeCab's noun
+    if any(token.tag[0] == "V" for token in tokens[i + 1 : answers._word_end(tokens, i)]):
+        return 0  # a compound: 맞아떨어지다
+    etm = i + 1 < len(tokens) and tokens[i + 1].tag == "ETM"  # "맞는 것은", not "맞는 설명"
+    return 1 if not etm else 3 if lemmas[2] in ("것", "보", "선택") else 0
+
+
 # A verdict that a named choice is the right one: "맞다", "correct", "가장 적절하다". Not
 # "옳다" ("②는 옳다" in a "옳지 않은 것은?" question is reasoning): see ``_TRUE``.
-_RIGHT = re.compile(
-    r"맞(?:다|습니다|아요|아|는다|음|는\s*(?:것|보기|선택)|을\s*것)"
-    r"|가장\s*(?:적절|알맞|타당|정확|옳|적합|올바르|올바른|맞)"
-    r"|\b(?:correct|right)\b|\bbest\s+(?:fits?|describes?|matches|answers)\b|\bthe\s+one\b",
-    re.IGNORECASE,
+_RIGHT_EN = re.compile(
+    r"(?i)\b(?:correct|right)\b(?![-\u2011])|\bbest\s+(?:fits?|describes?|matches|answers)\b"
+    r"|\bthe\s+one\b"
 )
-_TRUE = re.compile(r"옳(?:다|습니다|음|아요)|(?:올바르|적절하|알맞)(?:다|습니다)")
+_RIGHT = words.Words(_right, _RIGHT_EN)
+
+
+def _true(tokens: Sequence[words.Morpheme], i: int) -> int:
+    """옳다, 올바르다, 적절하다, 알맞다 closing a clause ("②는 옳다."), not going on (옳고 그름,
+    알맞지 않다, 알맞은 것)."""
+    end = answers._word_end(tokens, i)
+    closes = end == len(tokens) or tokens[end].tag[0] == "S"
+    return end - i if closes and tokens[i].lemma in ("옳", "올바르", "적절", "알맞") else 0
+
+
+_TRUE = words.Words(_true)
 _CONCLUSION = re.compile(
     r"^\W*(?:따라서|그러므로|그래서|결국|즉|결론적으로|그러니|so|thus|therefore|hence)\b",
     re.IGNORECASE,
 )
 # A negation in or right after a verdict ("맞는 것은 아니다", "isn't right") voids it.
-_NEGATION = re.compile(r"않|아니|아닌|못|틀|\bnot\b|n['\u2019]t\b|\bnever\b|\bno\b", re.IGNORECASE)
-# The question's own wording before the answer: "옳지 않은 것은 ③", "알맞은 설명은 ②번".
-_WHICH_IS = re.compile(
-    r"(?:옳|맞|틀|알맞|적절|바르|바른|올바|해당|아닌|않|거리가\s*먼|관계\s*없|관련\s*없)[가-힣]*"
-    r"\s+(?:것|보기|선택지|설명|진술|내용|항목)\s*(?:은|는)\s*$"
+_NEGATION = words.Words(
+    lambda tokens, i: int(any(form in answers.NOT_WORDS for form, _ in tokens[i].parts)),
+    re.compile(r"(?i)\bnot\b|n['\u2019]t\b|\bnever\b|\bno\b"),
 )
+# The predicates a question asks with ("옳지 않은 것은?", "조건에 들어맞는 것은?").
+_QUALITIES = _BEST | answers.NOT_WORDS | {"해당", "멀", "없", "들어맞"}
+_ITEMS = ("것", "보기", "선택지", "설명", "진술", "내용", "항목")
+
+
+def _which(tokens: Sequence[words.Morpheme], i: int) -> int:
+    """The question's wording, closing before the answer it names: "옳지 않은 것은 ③",
+    "알맞은 설명은 ②번", "조건에 들어맞는 것은 ②"."""
+    for at in range(i, min(i + 4, len(tokens) - 1) if tokens[i].lemma in _QUALITIES else i):
+        if tokens[at].parts[-1][1] == "ETM":  # 옳지 않은, 해당하는, 먼
+            end = answers._word_end(tokens, at + 1)
+            item = "".join(token.surface for token in tokens[at + 1 : end])
+            return end - i if item[:-1] in _ITEMS and item[-1] in "은는" else 0
+    return 0
+
+
+_WHICH_IS = words.Words(_which)
 # Marks that tick a choice as the answer ("② 칼슘 ✅", "(O)"): the mark goes, the line stays.
 _TICK = re.compile(r"\s*(?:[\u2713\u2714\u2705\u2611\u2b55]|[(\uff08]\s*[O○◯]\s*[)\uff09])")
 # A parenthesis or bracket inside a sentence: "(정답 ②)", "[answer B]".
@@ -142,11 +188,12 @@ def _right_about_choice(text: str, names: Sequence[re.Pattern[str]]) -> bool:
 def _is_statement(text: str, names: Sequence[re.Pattern[str]]) -> bool:
     """The text states the answer, names a choice as it, or says which to pick."""
     plain = _plain(text)
-    if _ANSWER_WORD.search(plain) or _PICK.search(plain) or _right_about_choice(plain, names):
+    if _STATES.search(plain) or _right_about_choice(plain, names):
         return True
     starts = [m.start() for m in _REF.finditer(plain)]
     starts += [m.start() for name in names for m in name.finditer(plain)]
-    return any(_WHICH_IS.search(plain[max(0, at - 40) : at]) for at in starts)
+    ends = [m.end() for m in _WHICH_IS.finditer(plain)]
+    return any(end <= at and not plain[end:at].strip() for end in ends for at in starts)
 
 
 def _content(text: str, names: Sequence[re.Pattern[str]]) -> int:
@@ -270,7 +317,7 @@ def blind(reply: str, choices: Sequence[str]) -> Blind:
     if _content(text, names) < MIN_REASONING_WORDS:
         return Blind(text, "nothing of the reasoning is left once its answer is hidden")
     _, named = answers.read(text, choices)
-    left = _ANSWER_WORD.search(_plain(text)) or _PICK.search(_plain(text))
+    left = _STATES.search(_plain(text))
     if isinstance(named, int) or left:
         said = left[0] if left else f"choice {named}"
         return Blind(text, f"the reasoning still states an answer ({said!r})")

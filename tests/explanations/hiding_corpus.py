@@ -31,6 +31,30 @@ STATEMENTS_KO = (
     "소리는 진공에서도 전파된다",
     "얼음은 물보다 밀도가 작다",
 )
+FOUNDERS_KO = ("온조", "주몽", "박혁거세", "김수로")  # 고구려를 세운 인물은? (②)
+FOUNDERS_EN = ("Onjo", "Jumong", "Bak Hyeokgeose", "Kim Suro")  # who founded Goguryeo? (B)
+EQUATIONS_KO = ("x = 1", "x = 2", "x = 3", "x = 4")  # 2x + 3 = 7의 해는? (②)
+EQUATIONS_EN = ("x = 2", "x = 3", "x = 4", "x = 5")  # solve 3x - 2 = 10 (C)
+FRACTIONS = ("2/5", "5/6", "1/6", "2/6")  # 1/2 + 1/3 = ? (②)
+SPELLING_KO = ("몇일", "며칠", "몇 일", "몇칠")  # 맞춤법이 올바른 것은? (②)
+PARTICLES_KO = (
+    "주격 조사",
+    "목적격 조사",
+    "부사격 조사",
+    "보조사",
+)  # '친구와 맞서다'의 '와'는? (③)
+GASES_KO = ("산소", "이산화 탄소", "질소", "수소")  # 석회수를 뿌옇게 흐리는 기체는? (②)
+GASES_EN = ("Oxygen", "Carbon dioxide", "Nitrogen", "Hydrogen")  # turns limewater milky? (B)
+ACIDITY_KO = ("비눗물", "식초", "암모니아수", "석회수")  # 산성 용액은? (②)
+# 알짜힘이 0일 때 물체의 운동은? (②)
+MOTION_KO = (
+    "속력이 점점 빨라진다",
+    "정지하거나 등속 직선 운동을 한다",
+    "속력이 점점 느려진다",
+    "운동 방향이 바뀐다",
+)
+VERBS_EN = ("go", "goes", "going", "went")  # She ___ to school every day. (②)
+VOCABULARY_EN = ("face", "fact", "faith", "fame")  # The two teams will ___ each other. (①)
 
 _MARK = re.compile(r"\{\{(.*?)\}\}|<<(.*?)>>|\[\[(.*?)\]\]", re.S)
 
@@ -43,6 +67,9 @@ class Case:
     marked: str
     choices: tuple[str, ...]
     key: int
+    # Written apart from the hider, with words that hold an answer word without being one
+    # (들어맞다, 정답률, "right-hand side"): measured apart by bench.hide_statements.
+    trap: bool = False
 
     @property
     def text(self) -> str:
@@ -62,8 +89,8 @@ class Case:
         return [m[3] for m in _MARK.finditer(self.marked) if m[3] is not None]
 
 
-def _case(name: str, choices: tuple[str, ...], key: int, marked: str) -> Case:
-    return Case(name, marked, choices, key)
+def _case(name: str, choices: tuple[str, ...], key: int, marked: str, trap: bool = False) -> Case:
+    return Case(name, marked, choices, key, trap)
 
 
 CORPUS: tuple[Case, ...] = (
@@ -635,5 +662,170 @@ CORPUS: tuple[Case, ...] = (
         "<<국회와 대통령실이 있는 도시가 수도이다.>> <<부산과 인천, 대구에는 이런 기관이 없다.>>"
         "\n"
         "{{답: 서울}}",
+    ),
+    # Written apart from the hider: reasoning with words that hold an answer word without
+    # being one (들어맞다, 알맞지 않다, 맞서다, 맞추다, 정답률, 옳고 그름, "right-hand side"),
+    # and statements in forms the first cases lack.
+    _case(
+        "ko-founder-fits",
+        FOUNDERS_KO,
+        2,
+        "<<고구려는 기원전 37년 졸본에서 세워졌다.>> <<② 주몽은 부여에서 내려와 졸본에서 나라를 "
+        "세웠으므로 문제의 조건에 들어맞는다.>> <<① 온조는 주몽의 아들로 한강 유역에 백제를 "
+        "세웠으니 조건에 들어맞지 않는다.>> <<③ 박혁거세는 경주 지역에서 신라를 세웠고, 이후 "
+        "신라는 고구려에 맞서는 세력이 되었다.>> <<④ 김수로는 금관가야를 세운 왕이다.>> {{따라서 "
+        "조건에 모두 들어맞는 것은 ② 주몽이다.}}\n"
+        "{{정답: ②}}",
+        trap=True,
+    ),
+    _case(
+        "ko-founder-answer-rate",
+        FOUNDERS_KO,
+        2,
+        "<<이 문항은 정답률이 낮은 편으로, 백제와 고구려의 건국 이야기를 헷갈리기 쉽다.>> "
+        "<<오답률이 가장 높은 ① 온조는 주몽의 아들로, 한강 유역에 백제를 세웠다.>> <<② 주몽은 "
+        "부여를 떠나 졸본에서 고구려를 세웠으므로 문제에 들어맞는다.>> <<③ 박혁거세는 신라를, ④ "
+        "김수로는 금관가야를 세웠다.>> <<옳고 그름을 따지면 건국 순서도 중요한데, 신라가 기원전 "
+        "57년으로 가장 먼저 세워졌다.>> {{해답은 ② 주몽이다.}}\n"
+        "{{정답: ②}}",
+        trap=True,
+    ),
+    _case(
+        "ko-equation-check",
+        EQUATIONS_KO,
+        2,
+        "<<일차방정식 2x + 3 = 7에서 양변에서 3을 빼면 2x = 4이다.>> <<양변을 2로 나누면 x = 2를 "
+        "얻는다.>> <<검산을 위해 x = 2를 대입하면 좌변은 2 \u00d7 2 + 3 = 7로 우변과 "
+        "들어맞는다.>> <<① "
+        "x = 1을 넣으면 좌변이 5가 되어 등식이 성립하지 않는다.>> <<③과 ④는 좌변이 각각 9와 11이 "
+        "되므로 알맞지 않다.>> {{답으로 알맞은 것은 ②이다.}}\n"
+        "{{정답: ②}}",
+        trap=True,
+    ),
+    _case(
+        "ko-fractions-answer-rate",
+        FRACTIONS,
+        2,
+        "<<분모가 다른 분수를 더할 때는 먼저 분모를 최소공배수인 6으로 맞춘다.>> <<1/2은 3/6, "
+        "1/3은 2/6이 되므로 합은 5/6이다.>> <<이 문항은 정답률이 낮은 편인데, 분자끼리와 분모끼리 "
+        "더하는 실수가 잦기 때문이다.>> <<오답률이 가장 높은 ①의 2/5가 바로 그런 실수로 나온 "
+        "값이다.>> <<③ 1/6은 두 분수를 곱한 값이다.>> {{②가 가장 알맞다.}}\n"
+        "{{정답: ②}}",
+        trap=True,
+    ),
+    _case(
+        "ko-spelling-right-wrong",
+        SPELLING_KO,
+        2,
+        "<<'며칠'은 [며칠]로 소리 나며 어원이 분명하지 않으므로 소리대로 적는다.>> <<옳고 그름을 "
+        "따지면, ①의 '몇일'은 표준어 규정에 맞지 않는 표기이다.>> <<④ '몇칠'은 소리를 따라 적은 "
+        "듯하지만 한글 맞춤법에 알맞지 않다.>> <<③ '몇 일'처럼 띄어 써도 올바른 표기가 되지는 "
+        "않는다.>> {{고를 보기는 ②이다.}}\n"
+        "{{정답: ②}}",
+        trap=True,
+    ),
+    _case(
+        "ko-grammar-particle",
+        PARTICLES_KO,
+        3,
+        "<<'맞서다'는 누구와 맞서는지를 나타내는 말이 필요한 서술어이다.>> <<'친구와'의 '와'는 "
+        "'친구'를 서술어에 이어 상대를 나타낸다.>> <<① 주격 조사는 문장의 주어를 나타내므로 이 "
+        "문장에 알맞지 않다.>> <<② 목적격 조사는 목적어를 만들며, 받침에 맞추어 '을'이나 '를'로 "
+        "쓴다.>> <<④ 보조사는 '도', '만'처럼 특별한 뜻을 더한다.>> {{그러므로 ③ 부사격 조사가 "
+        "가장 적절하다.}}\n"
+        "{{정답: ③}}",
+        trap=True,
+    ),
+    _case(
+        "ko-gas-limewater",
+        GASES_KO,
+        2,
+        "<<석회수에 이산화 탄소를 통과시키면 탄산 칼슘 앙금이 생겨 뿌옇게 흐려진다.>> <<실험 "
+        "결과는 ② 이산화 탄소의 성질과 정확히 들어맞는다.>> <<① 산소는 물질이 타는 것을 돕지만 "
+        "석회수와 반응하지 않는다.>> <<④ 수소는 불을 붙이면 소리를 내며 탄다.>> <<질문에 대한 "
+        "학생들의 대답을 보면 ③ 질소를 떠올린 경우도 있었는데, 질소는 반응성이 작다.>> {{해답은 "
+        "②이다.}}\n"
+        "{{정답: ②}}",
+        trap=True,
+    ),
+    _case(
+        "ko-acid-litmus",
+        ACIDITY_KO,
+        2,
+        "<<산성 용액은 푸른 리트머스 종이를 붉게 바꾼다.>> <<식초에는 아세트산이 들어 있어 pH가 "
+        "약 3이다.>> <<① 비눗물과 ③ 암모니아수, ④ 석회수는 모두 염기성이어서 붉은 리트머스 종이를 "
+        "푸르게 바꾼다.>> <<실험 결과를 표와 맞추어 보면 식초만 산성의 조건에 들어맞는다.>> "
+        "{{따라서 ② 식초를 선택하면 된다.}}\n"
+        "{{정답: ②}}",
+        trap=True,
+    ),
+    _case(
+        "ko-net-force",
+        MOTION_KO,
+        2,
+        "<<관성 법칙에 따르면 알짜힘이 0이면 물체의 운동 상태가 변하지 않는다.>> <<이 문항의 "
+        "정답률이 낮은 까닭은 힘이 없으면 멈춘다는 직관 때문이다.>> <<① 속력이 빨라지려면 운동 "
+        "방향으로 알짜힘이 작용해야 한다.>> <<③은 알짜힘이 운동 반대 방향일 때의 일이라 조건에 "
+        "들어맞지 않는다.>> <<④ 운동 방향이 바뀌려면 옆 방향의 힘이 필요하다.>> <<계산 결과도 "
+        "실험값과 맞아떨어진다.>> {{따라서 ②번이 가장 옳다.}}\n"
+        "{{정답: ②}}",
+        trap=True,
+    ),
+    _case(
+        "ko-english-verb",
+        VERBS_EN,
+        2,
+        "<<주어 She는 3인칭 단수이고 every day는 반복되는 습관을 나타내므로 현재 시제를 쓴다.>> "
+        "<<3인칭 단수 현재형은 동사에 -es를 붙여 주어와 수를 맞춘다.>> <<① go는 주어와 수가 맞지 "
+        "않는다.>> <<③ going은 be동사 없이 쓸 수 없으므로 문법적으로 알맞지 않다.>> <<④ went는 "
+        "과거형이라 every day와 시제가 맞지 않는다.>> {{빈칸에 들어갈 말로 가장 알맞은 것은 ② "
+        "goes이다.}}\n"
+        "{{정답: ②}}",
+        trap=True,
+    ),
+    _case(
+        "ko-english-vocabulary",
+        VOCABULARY_EN,
+        1,
+        "<<빈칸 뒤에 each other가 있으므로 '서로 맞서다'라는 뜻의 동사가 필요하다.>> <<① face는 "
+        "동사로 쓰이면 '~에 맞서다, 직면하다'를 뜻한다.>> <<② fact와 ④ fame은 명사이고, ③ faith도 "
+        "명사라서 동사 자리에 알맞지 않다.>> <<will 뒤에는 동사원형이 와야 시제와 형태가 "
+        "들어맞는다.>> {{①을 고르면 된다.}}\n"
+        "{{정답: ①}}",
+        trap=True,
+    ),
+    _case(
+        "en-equation-right-hand-side",
+        EQUATIONS_EN,
+        3,
+        "<<Add 2 to both sides: 3x = 12.>> <<Dividing by 3 gives x = 4.>> <<Check option C: "
+        "with x = 4 the left-hand side is 3 · 4 - 2 = 10, and the right-hand side is 10.>> <<In "
+        "option B the right-hand side would have to be 7, so it fails.>> <<Read correctly, the "
+        "equation has exactly one solution.>> {{The best choice here is C.}}\n"
+        "{{Answer: 3}}",
+        trap=True,
+    ),
+    _case(
+        "en-founder-answers-the-question",
+        FOUNDERS_EN,
+        2,
+        "<<Goguryeo was founded in 37 BC at Jolbon.>> <<The Samguk sagi answers the question of "
+        "who led the people from Buyeo to Jolbon.>> <<Read correctly, option A describes Onjo, "
+        "who went south and founded Baekje instead.>> <<Bak Hyeokgeose (C) founded Silla, and Kim "
+        "Suro (D) founded Geumgwan Gaya.>> {{So B is correct.}}\n"
+        "{{Answer: 2}}",
+        trap=True,
+    ),
+    _case(
+        "en-limewater-right-hand-side",
+        GASES_EN,
+        2,
+        "<<Limewater is a solution of calcium hydroxide.>> <<Carbon dioxide reacts with it to form "
+        "insoluble calcium carbonate, which turns it milky.>> <<Done correctly, the test with "
+        "option A leaves the limewater clear, since oxygen does not react with it.>> <<For option "
+        "B the right-hand side of the equation shows calcium carbonate and water.>> {{The best "
+        "choice here is B.}}\n"
+        "{{Answer: 2}}",
+        trap=True,
     ),
 )

@@ -120,6 +120,17 @@ CASES = [
     ("...\n정답: ②, ③", CITIES, "서울", UNREAD, "②, ③"),
     ("...\n정답은 서울이나 부산입니다.", CITIES, "서울", UNREAD, "서울이나 부산입니다"),
     ("...\nThe answer is Seoul or Busan.", CAPITALS, "Seoul", UNREAD, "Seoul or Busan"),
+    # Korean read as words: 정답률, 오답률 and 대답 are no labels; a clause conceded before
+    # the label ("③이지만") doubts nothing else, a hedge in it does.
+    ("정답률이 높은 보기는 ③이지만 정답은 ②이다.", CITIES, "서울", AGREES, "②이다"),
+    ("오답률이 높은 ③과 달리 정답은 ②번이다.", CITIES, "서울", AGREES, "②번이다"),
+    ("정답률이 낮은 문항이다.\n학생들의 대답은 ③이었다.", CITIES, "서울", UNREAD, ""),
+    ("①이 정답인 것 같지만 정답은 ②이다.", CITIES, "서울", UNREAD, ""),
+    ("확실하지 않지만 정답은 ②이다.", CITIES, "서울", UNREAD, ""),
+    ("Option A looks plausible, but the answer is B.", CAPITALS, "Seoul", AGREES, "B"),
+    ("I am not sure, but the answer is B.", CAPITALS, "Seoul", UNREAD, ""),
+    ("...\n해답: ②", CITIES, "서울", AGREES, "②"),
+    ("...\n정답은 ②번이 틀렸다.", CITIES, "서울", UNREAD, ""),
     # No key: read, not judged.
     ("...\n정답: ②", CITIES, "", NO_KEY, "②"),
     ("Seoul is the capital.", CAPITALS, "  ", NO_KEY, ""),

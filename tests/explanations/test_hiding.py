@@ -67,6 +67,51 @@ def test_hiding_keeps_the_reasoning_around_a_statement(reply, shown):
     assert hide_statements(reply, ["Busan", "Seoul", "Paris"]) == shown
 
 
+FOUNDERS = ["온조", "주몽", "박혁거세", "김수로"]
+
+
+@pytest.mark.parametrize(
+    "reasoning",
+    [
+        "② 주몽은 졸본에서 나라를 세웠으므로 조건에 들어맞는다.",  # 들어맞다 holds 맞다
+        "① 온조는 백제를 세웠으므로 조건에 알맞지 않다.",
+        "③ 박혁거세의 신라는 훗날 고구려에 맞서는 세력이 되었다.",
+        "② 주몽의 건국 연도는 기록과 맞아떨어진다.",
+        "이 문항은 정답률이 낮은 편으로, ① 온조와 헷갈리기 쉽다.",
+        "오답률이 가장 높은 ① 온조는 백제의 시조이다.",
+        "옳고 그름을 따지면 ④ 김수로는 가야의 시조이다.",
+        "학생들의 대답은 ③과 ④로 나뉘었다.",
+        "In option B the right-hand side is 7.",
+        "The Samguk sagi answers the question of who founded Goguryeo.",
+        "Read correctly, option A describes Onjo.",
+    ],
+)
+def test_a_word_that_holds_an_answer_word_is_reasoning(reasoning):
+    """Korean is read as words: 들어맞다 is not 맞다, 정답률 is not 정답."""
+    assert hide_statements(reasoning, FOUNDERS) == reasoning
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "②가 맞다.",
+        "정답은 ②이다.",
+        "해답은 ② 주몽이다.",
+        "답으로 알맞은 것은 ②이다.",
+        "②가 가장 알맞다.",
+        "고를 보기는 ②이다.",
+        "따라서 조건에 들어맞는 것은 ② 주몽이다.",
+        "그러므로 ②번을 택한다.",
+        "따라서 ② 주몽이 옳다.",
+        "The best choice here is B.",
+    ],
+)
+def test_a_statement_in_any_form_is_hidden(statement):
+    assert hide_statements(f"주몽은 졸본에서 고구려를 세웠다. {statement}", FOUNDERS) == (
+        "주몽은 졸본에서 고구려를 세웠다."
+    )
+
+
 @pytest.mark.parametrize(
     "reply",
     [

@@ -215,3 +215,18 @@ def test_the_export_and_the_cost_carry_the_step_check(server):
     # The test server reports 7 completion tokens per call: one explanation, one step check.
     assert stats["cost"]["step_check"]["attempts"] == 1
     assert stats["checking_token_share"] == pytest.approx(7 / 7)
+
+
+def test_a_set_is_done_only_when_its_step_checks_ended(server):
+    from studyqueue.sets import question_sets
+
+    q = question()
+    question_set, _ = question_sets.add("step quiz", [q.pk])
+    enqueue(q)
+    pause("step_check")
+    drain()
+    waiting = question_sets.progress(question_set)
+    assert (waiting.explained, waiting.checking, waiting.done) == (1, 1, False)
+    resume("step_check")
+    drain()
+    assert question_sets.progress(question_set).done

@@ -121,6 +121,7 @@ bench: $(VENV)/.installed-dev
 	$(PY) -m bench.llm_floor $(if $(QUICK),--calls 20 --runs 1,--runs 3)
 	$(PY) -m bench.answer_parse $(if $(QUICK),--replies 100 --runs 1,)
 	$(PY) -m bench.hide_statements $(if $(QUICK),--runs 1,)
+	$(PY) -m bench.summary_reader $(if $(QUICK),--runs 1,)
 	$(PY) -m bench.wakeup $(if $(QUICK),--enqueues 20,)
 	$(PY) -m bench.wakeup --db sqlite $(if $(QUICK),--enqueues 5,)
 	$(PY) -m bench.bulk_enqueue $(if $(QUICK),--questions 10000 --runs 1,)

@@ -15,7 +15,8 @@ realistic length). Each run imports ``--questions`` questions with four choices 
 - B, checks off: the explanations alone.
 
 Prints, per run, both drains' wall time and the overhead A / B - 1, and run A's spending by job
-kind from ``explanations.check_cost``: attempts, prompt and completion tokens, LLM time; then
+kind from ``explanations.check_cost``: attempts, prompt and completion tokens, LLM time, and its
+step checks' verdicts (ok, wrong_step, unsure); then
 the checks' generated tokens over the explanations' (``token_share``) and the checks' LLM time
 over the explanations' (``time_share``). The medians over the runs come last, beside the
 targets (checking at most 25 % of the explanations' generated tokens, at most 15 % of the wall
@@ -96,6 +97,7 @@ class Run:
     cost: VersionCost
     explained_b: int  # completion tokens of run B's explanations
     explained_b_ms: int  # and their LLM time
+    steps: dict[str, int]  # run A's step check verdicts (ok, wrong_step, unsure)
 
     @property
     def overhead(self) -> float:
@@ -168,14 +170,20 @@ def total_cost() -> VersionCost:
 
 
 def one_run(path: str, base: dict[str, Any], samples: int) -> Run:
+    from django.db.models import Count
+
+    from studyqueue.models import ExplanationRevision
+
     wall_a = drain(path, {**base, **CHECKS_ON, "KEY_AUDIT_SAMPLES": samples})
     cost = total_cost()
+    verdicts = ExplanationRevision.objects.values_list("step_check").annotate(n=Count("pk"))
+    steps = {verdict or "not checked": n for verdict, n in verdicts}
     wall_b = drain(path, {**base, **dict.fromkeys(CHECKS_ON, False)})
     plain = total_cost()
     if set(plain.kinds) != {"explanation"}:
         raise SystemExit(f"checks ran with every check off: {sorted(plain.kinds)}")
     written = plain.of("explanation")
-    return Run(wall_a, wall_b, cost, written.completion_tokens, written.llm_ms)
+    return Run(wall_a, wall_b, cost, written.completion_tokens, written.llm_ms, steps)
 
 
 def share(value: float | None) -> str:
@@ -232,6 +240,7 @@ def main() -> None:
             f" B's explanations: completion_tokens={run.explained_b} llm_ms={run.explained_b_ms}"
         )
         print_kinds(cost, "  A: ")
+        print(f"  A: step check verdicts {dict(sorted(run.steps.items()))}")
         medians.add("wall_a", run.wall_a)
         medians.add("wall_b", run.wall_b)
         medians.add("overhead", run.overhead)

@@ -9,9 +9,11 @@ prints: the share of statements hidden (a statement counts as shown when its tex
 what the verifier gets once the kept reasoning is taken out; goal 100 %), the share of
 reasoning pieces kept as written (goal at least 98 %), the explanations left with none of
 their reasoning, those the verifier would not be asked on (``hiding.blind``); the same for the
-cases marked ``trap`` alone (written apart from the hider, with words such as 들어맞다 and
-정답률 that hold an answer word); the time per explanation (median of ``--runs``) and the
-process's peak resident memory (the Korean analyser loaded).
+cases marked ``trap`` alone (with words such as 들어맞다 and 정답률 that hold an answer word),
+and for ``tests/explanations/hiding_probe.py``, 16 explanations with such words written by
+someone who had not read the hider (goal: 100 % hidden, at least 95 % kept); the time per
+explanation (median of ``--runs``) and the process's peak resident memory (the Korean analyser
+loaded).
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ def main() -> None:
     args = parser.parse_args()
     from studyqueue.explanations.hiding import hide_statements
     from tests.explanations.hiding_corpus import CORPUS
+    from tests.explanations.hiding_probe import PROBE
 
-    for label, cases in (("all", CORPUS), ("word traps", [c for c in CORPUS if c.trap])):
+    traps = [c for c in CORPUS if c.trap]
+    for label, cases in (("all", CORPUS), ("word traps", traps), ("probe", PROBE)):
         measure(label, cases)
     runs = []
     for _ in range(args.runs):

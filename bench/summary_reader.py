@@ -9,7 +9,10 @@ questions with 7 right) through ``summaries.check`` and ``reading.read`` and pri
 sentences with a false score that the check lets agree (goal 0), those with only true scores
 that it flags ``score_mismatch`` (goal 0), the sentences with a figure whose meaning is not
 in its words that are left unread (goal all), those whose named and missed questions are read
-as labelled, and the time per summary (median of ``--runs``).
+as labelled, and the time per summary (median of ``--runs``); then, on
+``tests/sessions/summary_probe.py`` (80 sentences written by someone who had not read the
+reader), the false scores it lets agree, the true ones it flags, the sentences with no score
+it reads one in (goal 0 each) and the scores it leaves unread.
 """
 
 from __future__ import annotations
@@ -62,6 +65,32 @@ def main() -> None:
     print(f"unreadable unread    {unread}/{len(unreadable)} (goal all)")
     print(f"questions read       {named}/{len(CORPUS)} (named and missed as labelled)")
     print(f"time                 {statistics.median(runs) * 1e6:.0f} us per summary")
+    probe(answers)
+
+
+def probe(answers: list) -> None:
+    """The same figures on ``tests/sessions/summary_probe.py``, written apart from the reader."""
+    from studyqueue.sessions import reading, summaries
+    from tests.sessions.summary_probe import PROBE
+
+    said = {s: summaries.check(s.text, answers) for s in PROBE}
+    by = {label: [s for s in PROBE if s.score == label] for label in ("true", "false", "none")}
+    agreed = sum(
+        "score_mismatch" not in said[s].flags and bool(said[s].stated) for s in by["false"]
+    )
+    flagged = sum("score_mismatch" in said[s].flags for s in by["true"] + by["none"])
+    read = sum(bool(said[s].stated) for s in by["none"])
+    unread = sum(not said[s].stated for s in by["true"] + by["false"])
+    print(f"probe: {len(PROBE)} sentences written apart from the reader")
+    print(f"false scores agreed  {agreed}/{len(by['false'])} (goal 0)")
+    print(f"true scores flagged  {flagged}/{len(by['true']) + len(by['none'])} (goal 0)")
+    print(f"no score, one read   {read}/{len(by['none'])} (goal 0)")
+    print(f"scores left unread   {unread}/{len(by['true']) + len(by['false'])}")
+    named = 0
+    for s in PROBE:
+        read = reading.read(s.text)
+        named += (read.named, read.missed) == (s.named, s.missed)
+    print(f"questions read       {named}/{len(PROBE)} (named and missed as labelled)")
 
 
 if __name__ == "__main__":

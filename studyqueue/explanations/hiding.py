@@ -30,7 +30,7 @@ def _states(tokens: Sequence[words.Morpheme], i: int) -> int:
 _STATES_EN = re.compile(
     r"(?i)(?<!\bto )\banswer(?:s|ed)?\b(?!\s+the\s+question)"
     r"|\b(?:correct|right|best|only|true)\s+(?:one|option|choice|pick|response|selection)\b"
-    r"|\b(?:pick(?:s|ed)?|choos(?:e|es|ing)|chose|select|go(?:es)?\s+with|opt\s+for)\b"
+    r"|\b(?:pick(?:s|ed)?(?!\s+up)|choos(?:e|es|ing)|chose|select|go(?:es)?\s+with|opt\s+for)\b"
 )
 _STATES = words.Words(_states, _STATES_EN)
 # A mark that names a choice: "②", "2번", "(B)", "option B", "보기 ③", an ordinal, a capital
@@ -66,7 +66,7 @@ def _right(tokens: Sequence[words.Morpheme], i: int) -> int:
 # A verdict that a named choice is the right one: "맞다", "correct", "가장 적절하다". Not
 # "옳다" ("②는 옳다" in a "옳지 않은 것은?" question is reasoning): see ``_TRUE``.
 _RIGHT_EN = re.compile(
-    r"(?i)\b(?:correct|right)\b(?![-\u2011])|\bbest\s+(?:fits?|describes?|matches|answers)\b"
+    r"(?i)\b(?:correct|right)\b(?![-\u2011]|\s+(?:angles?|triangles?))|\bbest\s+(?:fits?|describes?|matches|answers)\b"
     r"|\bthe\s+one\b"
 )
 _RIGHT = words.Words(_right, _RIGHT_EN)
@@ -115,7 +115,7 @@ _ASIDE = re.compile(
 )
 
 # Where a sentence ends: after . ! ? 。 and a blank; not after a list mark ("2. 칼슘", "B. Seoul").
-_SENTENCE = re.compile(r"(?<=[.!?。])(?<!^\d\.)(?<!^\d\d\.)(?<!^[A-Za-z]\.)\s+")
+SENTENCE = re.compile(r"(?<=[.!?。])(?<!^\d\.)(?<!^\d\d\.)(?<!^[A-Za-z]\.)\s+")
 # Where a clause ends inside a sentence: punctuation, a dash, a Korean ending of cause or
 # reason ("…이므로", "…인 이유는"), or before "because", "so", "therefore"…
 _CLAUSE = re.compile(
@@ -128,7 +128,7 @@ _CLAUSE = re.compile(
 # A clause that only continues the one before: "which is calcium", "namely B", "즉 ②".
 _CONTINUES = re.compile(r"^\W*(?:which|that|who|namely|i\.e\.|즉|바로|곧)\b", re.IGNORECASE)
 # Layout at a line's start: indent, list bullet, heading, quote.
-_LAYOUT = re.compile(r"^\s*(?:(?:[-*+•>]|#{1,6})\s*)*")
+LAYOUT = re.compile(r"^\s*(?:(?:[-*+•>]|#{1,6})\s*)*")
 _LONE_MARK = re.compile(r"^\W*(?:\d{1,2}|[A-Ha-h])\W*$")
 _RULE = re.compile(r"^\s*(?:[-*_=]\s*){3,}$")
 # A label that ends its line: the answer is what follows ("**정답**", "## Answer", "정답:").
@@ -228,9 +228,9 @@ class _Reader:
         """The line with its statements hidden; None when nothing of it is left."""
         if not line.strip() or _RULE.match(line):
             return line
-        cut = len(line) - len(_LAYOUT.sub("", line, count=1))  # it matches any line
+        cut = len(line) - len(LAYOUT.sub("", line, count=1))  # it matches any line
         prefix, body = line[:cut], line[cut:]
-        kept = [part for s in _SENTENCE.split(body) if (part := self.sentence(s)) is not None]
+        kept = [part for s in SENTENCE.split(body) if (part := self.sentence(s)) is not None]
         return prefix + " ".join(kept) if kept else None
 
     def sentence(self, sentence: str) -> str | None:

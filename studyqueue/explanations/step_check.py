@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from studyqueue.explanations import answers, quality, revisions, verifier
-from studyqueue.explanations.hiding import _LAYOUT, _SENTENCE  # one rule: hiding's sentences
+from studyqueue.explanations.hiding import LAYOUT, SENTENCE  # one rule: hiding's sentences
 from studyqueue.explanations.verifier import Check
 from studyqueue.models import (
     ExplanationRevision,
@@ -67,9 +67,9 @@ def steps(text: str) -> list[tuple[int, int]]:
     mark or heading, split after . ! ? 。 as ``hiding`` splits it; blanks trimmed."""
     found, offset = [], 0
     for line in text.splitlines(keepends=True):
-        body = _LAYOUT.sub("", line, count=1)  # "^" in _SENTENCE is the body's start
+        body = LAYOUT.sub("", line, count=1)  # "^" in SENTENCE is the body's start
         start, shift = 0, offset + len(line) - len(body)
-        for match in [*_SENTENCE.finditer(body), None]:
+        for match in [*SENTENCE.finditer(body), None]:
             end = match.start() if match else len(body)
             piece = body[start:end]
             if piece.strip():

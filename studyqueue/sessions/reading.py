@@ -25,7 +25,11 @@ _GLUE |= {"was", "are", "is", "all", "only", "in", "total", "not"}
 _GLUE_TAGS = ("VCP", "XSN", "MAG")  # 입니다, 정답-률, 모두
 # Joins two clauses: 맞혔고, 맞혔지만, 맞혔으나, 맞혔는데, 반면, but…
 _CLAUSE_END = {"고", "지만", "으나", "는데", "은데", "며", "으며", "면서", "으면서"}
-_BETWEEN = {"반면", "but", "whereas", "however", ";"}
+_BETWEEN = {"반면", "but", "whereas", "while", "however", ";"}
+# A clause that compares or looks back ("지난번보다 2문제를 더", "last time"): its figures are
+# another session's, or a difference, never this score.
+_COMPARED = {"지나", "지난", "이전", "저번", "보다", "더", "덜", "last", "previous", "than", "more"}
+_COMPARED |= {"fewer", "less", "earlier", "before"}
 # A question by its number: "Question 3", "Q3", "#3", "문제 3" before it; "3번 문제",
 # "3번은" after it; lists and ranges between ("8, 9, 10번", "8~10번", "questions 8 to 10").
 _PREFIX = {"question", "questions", "q", "#", "문제", "문항"}
@@ -213,7 +217,7 @@ def read(text: str) -> Reading:
         named |= explicit | bare
         if any(_meaning(ts, k) == WRONG for k in range(len(ts))):
             missed |= explicit | bare
-        i = 0
+        i = len(ts) if any(_words(ts, k) in _COMPARED for k in range(len(ts))) else 0
         while i < len(ts):
             j, figure = _figure(ts, i, used)
             if figure and (counts := _counts(ts, i, j)):

@@ -12,6 +12,7 @@ import pytest
 from studyqueue.explanations import answers
 from studyqueue.explanations.hiding import blind, hide_statements
 from tests.explanations.hiding_corpus import CORPUS, MINERALS_EN, MINERALS_KO, Case
+from tests.explanations.hiding_probe import PROBE
 
 # What may be left once the reasoning is taken out: layout (list marks, headings, quotes,
 # rules, emphasis, punctuation), never a word, a number or a choice's mark.
@@ -41,6 +42,22 @@ def test_no_statement_survives_and_every_reasoning_piece_stays(case: Case):
     # The answer reader, which finds the answer line of a stored explanation, finds none.
     assert answers.read(shown, case.choices)[1] == "junk"
     assert blind(case.text, case.choices).problem == ""
+
+
+def test_the_probe_written_apart_from_the_hider_hides_every_statement():
+    """Explanations with words that hold an answer word (들어맞다, 정답률, "right angle"),
+    written by someone who had not read the hider: no statement shown, >= 95 % kept."""
+    kept = total = 0
+    for case in PROBE:
+        shown = hide_statements(case.text, case.choices)
+        rest = shown
+        for piece in sorted([*case.reasoning, *case.neutral], key=len, reverse=True):
+            rest = rest.replace(piece, " ")
+        for piece in case.statements:
+            assert piece.strip() not in rest, f"{case.name}: statement shown: {piece!r}"
+        kept += sum(piece in shown for piece in case.reasoning)
+        total += len(case.reasoning)
+    assert kept / total >= 0.95, f"{kept}/{total} reasoning pieces kept"
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import pytest
 from studyqueue.models import SessionAnswer
 from studyqueue.sessions import reading, summaries
 from tests.sessions.summary_corpus import CORPUS, MISSED, TOTAL, Case
+from tests.sessions.summary_probe import PROBE, Sentence
 
 # The corpus's session: 10 answers, 3, 5 and 9 missed.
 ANSWERS = [SessionAnswer(position=n, correct=n not in MISSED) for n in range(1, TOTAL + 1)]
@@ -74,3 +75,20 @@ def test_a_figure_without_its_meaning_is_unread_and_korean_numerals_are_numbers(
         "total": 10,
     }
     assert summaries.check("세 문제를 틀렸어요.", ANSWERS).stated == {"right": 7}
+
+
+# The probe's session: 10 answers, 7 right, 2, 5 and 9 missed (written apart from the reader).
+PROBE_ANSWERS = [SessionAnswer(position=n, correct=n not in (2, 5, 9)) for n in range(1, 11)]
+
+
+@pytest.mark.parametrize("sentence", PROBE, ids=[s.text[:40] for s in PROBE])
+def test_no_probe_sentence_certifies_a_false_score_or_flags_a_true_one(sentence: Sentence):
+    checked = summaries.check(sentence.text, PROBE_ANSWERS)
+    if sentence.score == "false":
+        assert not checked.stated or "score_mismatch" in checked.flags
+    else:
+        assert "score_mismatch" not in checked.flags
+    if sentence.score == "none":
+        assert not checked.stated  # a figure that is no score is not read as one
+    if "wrong_question" in checked.flags:  # only when it says a right one was missed
+        assert sentence.missed - {2, 5, 9}

@@ -230,3 +230,28 @@ def test_a_set_is_done_only_when_its_step_checks_ended(server):
     resume("step_check")
     drain()
     assert question_sets.progress(question_set).done
+
+
+def test_a_drain_of_an_imported_file_with_every_check_on(server, settings, tmp_path):
+    """``importquestions FILE --enqueue`` with the key audit, the verifier and the step check
+    on: every explanation is step-checked after it is written, its false sentence named."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "KEY_AUDIT": True, "VERIFY": True}
+    path = tmp_path / "questions.jsonl"
+    rows = [
+        {"external_id": f"m{n}", "text": f"뼈와 치아의 주성분인 무기질은? ({n})",
+         "choices": MINERALS, "answer": "칼슘"}
+        for n in range(3)
+    ]  # fmt: skip
+    path.write_text("\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "\n")
+    call_command("importquestions", str(path), "--enqueue", stdout=StringIO(), stderr=StringIO())
+    drain()
+    revisions = list(ExplanationRevision.objects.order_by("pk"))
+    assert len(revisions) == 3
+    for revision in revisions:
+        assert (revision.step_check, revision.wrong_step_text) == ("wrong_step", FALSE)
+        assert revision.verified_at is not None  # the verifier ran too
+    jobs = StudyQuestionJob.objects.order_by("completed_at", "pk")
+    kinds = [job.kind for job in jobs]
+    assert [kinds.count(kind) for kind in ("key_audit", "explanation", "step_check")] == [3, 3, 3]
+    assert set(kinds[-3:]) <= {"step_check", "verification"}  # the checks come last
+    assert all(job.status == "completed" for job in jobs)

@@ -26,6 +26,8 @@ FLAG_COLOURS: dict[str, str] = {
     QualityFlag.QUESTION_CHANGED: "#0369a1",
     QualityFlag.VERIFIER_DISAGREES: "#be123c",
     QualityFlag.VERIFIER_UNSURE: "#a16207",
+    QualityFlag.WRONG_STEP: "#9f1239",
+    QualityFlag.STEP_CHECK_UNSURE: "#a16207",
 }
 # A session summary's flags (``sessions.summaries.check``): their labels and meanings.
 SUMMARY_FLAGS: dict[str, tuple[Promise, Promise, str]] = {

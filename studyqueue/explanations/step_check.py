@@ -11,7 +11,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from studyqueue.explanations import answers, quality, revisions, verifier
+from studyqueue.explanations import answers, quality, revisions, verifier, words
 from studyqueue.explanations.hiding import LAYOUT, SENTENCE  # one rule: hiding's sentences
 from studyqueue.explanations.verifier import Check
 from studyqueue.models import (
@@ -44,22 +44,59 @@ _FLAGS: dict[str, list[str]] = {
 _MARKUP = re.compile(r"[*_`#]+")
 _QUOTED = re.compile(r'"[^"\n]*"|\u201c[^\u201d\n]*\u201d|「[^」\n]*」|『[^』\n]*』')
 _NUMBER = re.compile(r"\d+")
+
+
+def _cannot(tokens: Sequence[words.Morpheme], i: int) -> bool:
+    """수 없다 ("할 수 없다"): a negation, not "none"."""
+    return i > 0 and tokens[i - 1].lemma == "수" and tokens[i].has("없", "VA")
+
+
+def _none(tokens: Sequence[words.Morpheme], i: int) -> int:
+    """없다 ("오류 없음", "틀린 문장이 없습니다"), or 모두/모든 … 맞다/옳다."""
+    if tokens[i].has("없", "VA"):
+        return int(not _cannot(tokens, i))
+    after = [token.lemma for token in tokens[i + 1 : i + 4]]
+    return 2 if tokens[i].lemma in ("모두", "모든") and ({"맞", "옳"} & set(after)) else 0
+
+
 # "No wrong sentence": what a reply says when every step holds.
-_NONE = re.compile(
-    r"\b(?:none|nothing)\b|\bno\s+(?:\w+\s+)?(?:errors?|mistakes?|wrong|false|incorrect)\b"
-    r"|\ball\s+(?:\w+\s+){0,3}(?:correct|right|true|sound)\b"
-    r"|없(?:음|다|습니다|어요|네요)|(?:모두|모든\s*문장이)\s*(?:맞|옳)",
-    re.IGNORECASE,
+_NONE = words.Words(
+    _none,
+    re.compile(
+        r"(?i)\b(?:none|nothing)\b|\bno\s+(?:\w+\s+)?(?:errors?|mistakes?|wrong|false|incorrect)\b"
+        r"|\ball\s+(?:\w+\s+){0,3}(?:correct|right|true|sound)\b"
+    ),
 )
+_HEDGES = {"아마", "모르", "불확실", "듯", "듯하", "또는", "혹은", "글쎄"}
+
+
+def _hedge(tokens: Sequence[words.Morpheme], i: int) -> int:
+    """아마, 모르다, 또는…; 것 같다; 확실하지 않다."""
+    after = {form for token in tokens[i + 1 : i + 4] for form, _ in token.parts}
+    return int(
+        tokens[i].lemma in _HEDGES
+        or (tokens[i].lemma == "것" and "같" in after)
+        or (tokens[i].lemma == "확실" and bool(after & {"않", "아니", "못"}))
+    )
+
+
 # A hedge or a question: whatever else the reply says, it is not read.
-_DOUBT = re.compile(
-    r"\?|\b(?:maybe|perhaps|probably|possibly|likely|unsure|unclear|uncertain|might|may|"
-    r"seems?|either|or|guess)\b|not\s+sure|아마|모르|확실하지|불확실|것\s*같|듯|또는|혹은",
-    re.IGNORECASE,
+_DOUBT = words.Words(
+    _hedge,
+    re.compile(
+        r"(?i)\?|\b(?:maybe|perhaps|probably|possibly|likely|unsure|unclear|uncertain|might|"
+        r"may|seems?|either|or|guess)\b|not\s+sure"
+    ),
 )
 # A negation turns "no error" around ("not true that there is no error"); a wrong step's
 # statement may hold one ("3번 문장은 옳지 않다"), so it only undoes a "none".
-_NEGATION = re.compile(r"\b(?:not|never|cannot)\b|n['\u2019]t\b|아니|않|못", re.IGNORECASE)
+_NEGATION = words.Words(
+    lambda tokens, i: int(
+        any(form in ("않", "아니", "못", "못하") for form, _ in tokens[i].parts)
+        or _cannot(tokens, i)
+    ),
+    re.compile(r"(?i)\b(?:not|never|cannot)\b|n['\u2019]t\b"),
+)
 
 
 def steps(text: str) -> list[tuple[int, int]]:

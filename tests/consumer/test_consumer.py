@@ -49,8 +49,9 @@ def test_a_cycle_writes_the_explanation_and_completes_the_job(consumer, llm_serv
     llm_server.configure(verify_answer="Answer: 2")  # the blind check names the key
     (job,) = enqueue(text="What is 2 + 2?", choices=["3", "4"], answer="4")
     result = consumer.run_cycle()
-    # The explanation, then (once no explanation is ready) its blind verification.
-    assert result.claimed == 2 and result.outcomes == {"completed": 2}
+    # The explanation, then (once no explanation is ready) its checks: the blind verification
+    # and the step check.
+    assert result.claimed == 3 and result.outcomes == {"completed": 3}
     assert job_state(job) == ("completed", "", 1)
     reply = job.revision
     assert (reply.model, reply.prompt_tokens, reply.completion_tokens) == ("default_model", 42, 7)
@@ -59,7 +60,7 @@ def test_a_cycle_writes_the_explanation_and_completes_the_job(consumer, llm_serv
     assert question.explanation == ANSWER
     assert question.explanation_flags == [], "the test server's reply is a good one"
     assert question.current_revision == reply and not reply.truncated
-    assert llm_server.stats()["per_question"] == {"What is 2 + 2?": 2}  # written, checked
+    assert llm_server.stats()["per_question"] == {"What is 2 + 2?": 3}  # written, checked twice
 
 
 def test_a_server_without_usage_gets_counted_tokens_and_an_estimate(consumer, llm_server):

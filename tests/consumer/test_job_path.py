@@ -29,9 +29,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # The state machine's hub was cut by concept: the attempt log (queue.attempts) and pauses
 # (queue.pauses) are modules of their own beside it: 18. The models package counts as one
 # (Django's own place, cut by table). The LLM client's module outgrew the house's size for one
-# module: what a call returns and how a reply is read (services.replies) left it: 19.
-TODAY = 19
-TARGET = 19
+# module: what a call returns and how a reply is read (services.replies) left it: 19. The
+# answer reader reads Korean as words, through the morphological analyser's module
+# (explanations.words, shared with the hider and the summary's reader): 20.
+TODAY = 20
+TARGET = 20
 # Not on a job's path as the consumer runs it: the commands that start it, the admin, the
 # schema's history.
 EXCLUDED = ("studyqueue.management", "studyqueue.admin", "studyqueue.migrations")

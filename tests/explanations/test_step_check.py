@@ -35,6 +35,8 @@ WRONG, OK, UNSURE = StepCheck.WRONG_STEP, StepCheck.OK, StepCheck.UNSURE
         ("Step: 3, step 3 again", WRONG, 3),
         ('[3] "Sentence number 3 of the explanation."', WRONG, 3),  # its text echoed
         ("Step: 5", WRONG, 5),
+        ("확실히 3번이 틀렸다", WRONG, 3),  # 확실히: no hedge
+        ("3번 문장이 같은 말을 되풀이하며 틀렸다", WRONG, 3),  # 같다 without 것: no hedge
         # No wrong step, plainly said.
         ("none", OK, None),
         ("Step: none", OK, None),
@@ -46,6 +48,7 @@ WRONG, OK, UNSURE = StepCheck.WRONG_STEP, StepCheck.OK, StepCheck.UNSURE
         ("틀린 문장이 없습니다.", OK, None),
         ("모든 문장이 옳습니다.", OK, None),
         ("All steps are correct.", OK, None),
+        ("모두 맞다", OK, None),
         # Anything else: unsure, never an agreement.
         ("", UNSURE, None),
         ("   ", UNSURE, None),
@@ -68,6 +71,9 @@ WRONG, OK, UNSURE = StepCheck.WRONG_STEP, StepCheck.OK, StepCheck.UNSURE
         ("I can't say there is no error.", UNSURE, None),
         ("오류가 없지 않다", UNSURE, None),
         ("오류가 없는 것 같다", UNSURE, None),
+        ("3번 문장이 틀린 것 같습니다", UNSURE, None),
+        ("확실하지 않지만 3번", UNSURE, None),
+        ("오류가 없다고 할 수 없다", UNSURE, None),
         ("I cannot tell.", UNSURE, None),
         ("The explanation is fine overall.", UNSURE, None),
         ("Step: 3 (it says 2 + 2 = 5)", UNSURE, None),  # a second number: not read

@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.text import capfirst
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
@@ -73,7 +74,7 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
         ("created_at", admin.DateFieldListFilter),
         ("study_question__sets", admin.RelatedFieldListFilter),
     )
-    list_select_related = ("study_question",)
+    list_select_related = ("study_question", "study_session", "question_set")
     list_per_page = 50
     search_fields = ("study_question__text", "error_message")
     search_help_text = _("Question text or error message; a number finds that job id.")
@@ -135,6 +136,12 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
 
     @admin.display(description=_("question"), ordering="study_question")
     def question_link(self, job: StudyQuestionJob) -> str:
+        # A session's or a set's own job has no question: it names its owner, linked.
+        owner = job.study_session or job.question_set
+        if owner is not None:
+            link = change_link(owner._meta.model_name, owner.pk)
+            name = capfirst(owner._meta.verbose_name)
+            return format_html("{} {} {}", name, link, excerpt(str(owner), QUESTION_EXCERPT))
         if job.study_question_id is None:
             return gettext("(deleted)")
         link = change_link("studyquestion", job.study_question_id)

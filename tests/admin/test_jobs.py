@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from studyqueue.admin.common import STATUS_COLOURS
-from studyqueue.models import JobStatus, StudyQuestionJob
+from studyqueue.models import JobKind, JobStatus, StudyQuestionJob, StudyQuestionSet, StudySession
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 from tests.helpers.admin import (
     JOBS_URL,
@@ -211,3 +211,34 @@ def test_each_permission_unlocks_its_own_action():
     html = client.get(JOBS_URL).content.decode()
     assert "retry_jobs" in html
     assert "skip_jobs" not in html and "reset_stale_jobs" not in html
+
+
+def test_a_session_or_set_job_names_its_owner_with_a_link_in_the_list_and_on_its_page(
+    admin_client,
+):
+    """A session's summary and a set's notice have no question: never "(deleted)"."""
+    when = timezone.now()
+    session = StudySession.objects.create(
+        learner="kim-07", started_at=when, ended_at=when, right=1, total=2, fingerprint="f"
+    )
+    question_set = StudyQuestionSet.objects.create(name="midterm")
+    jobs = [
+        StudyQuestionJobFactory(
+            study_question=None, study_session=session, kind=JobKind.SESSION_SUMMARY
+        ),
+        StudyQuestionJobFactory(
+            study_question=None, question_set=question_set, kind=JobKind.SET_NOTICE
+        ),
+    ]
+    owners = [
+        ("studysession", session.pk, "Study session", "kim-07"),
+        ("studyquestionset", question_set.pk, "Question set", "midterm"),
+    ]
+    listed = admin_client.get(JOBS_URL).content.decode()
+    assert "(deleted)" not in listed
+    for job, (model, pk, name, words) in zip(jobs, owners, strict=True):
+        page = admin_client.get(reverse("admin:studyqueue_studyquestionjob_change", args=[job.pk]))
+        link = f'<a href="{reverse(f"admin:studyqueue_{model}_change", args=[pk])}">#{pk}</a>'
+        for html in (listed, page.content.decode()):
+            assert f"{name} {link} {words}" in html
+        assert "(deleted)" not in page.content.decode()

@@ -253,7 +253,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         KeyAuditFilter,
         ("sets", admin.RelatedFieldListFilter),
     )
-    search_fields = ("text",)
+    search_fields = ("text", "=external_id")
     show_full_result_count = False
     paginator = CappedCountPaginator
     ordering = ("-id",)
@@ -263,7 +263,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
     form = StudyQuestionForm
     fieldsets = (
         # The answer the current explanation states, beside the key it should agree with.
-        (None, {"fields": ("text", "choices", ("answer", "stated_answer"))}),
+        (None, {"fields": ("external_id", "text", "choices", ("answer", "stated_answer"))}),
         (
             gettext_lazy("Explanation (written by the LLM)"),
             {
@@ -381,7 +381,9 @@ class StudyQuestionAdmin(GuardedInputAdmin):
 
     @admin.display(description=gettext_lazy("question"), ordering="text")
     def text_excerpt(self, question: StudyQuestion) -> str:
-        return excerpt(getattr(question, "text_start", ""), 80)  # annotated in the list
+        text = excerpt(getattr(question, "text_start", ""), 80)  # annotated in the list
+        ours = question.external_id  # the importer's id, under the text: no column's width
+        return format_html('{}<div class="sq-sub">{}</div>', text, ours) if ours else text
 
     @admin.display(description=gettext_lazy("explained"), boolean=True)
     def has_explanation(self, question: StudyQuestion) -> bool:

@@ -54,6 +54,18 @@ def test_question_page_shows_jobs_inline_and_escapes_the_explanation(admin_clien
     assert StudyQuestion.objects.get(pk=question.pk).explanation == "<script>evil()</script>"
 
 
+def test_the_external_id_is_listed_shown_and_found(admin_client):
+    """The id an import gave a question: in its list cell, on its page, and a search for it
+    finds it (and only it: not geo-10)."""
+    question = StudyQuestionFactory(text="Where is Seoul?", external_id="geo-1")
+    StudyQuestionFactory(text="Where is Busan?", external_id="geo-10")
+    response = admin_client.get(QUESTIONS_URL, {"q": "geo-1"})
+    assert [q.pk for q in response.context["cl"].result_list] == [question.pk]
+    assert '<div class="sq-sub">geo-1</div>' in response.content.decode()
+    page = admin_client.get(reverse("admin:studyqueue_studyquestion_change", args=[question.pk]))
+    assert '<div class="readonly">geo-1</div>' in page.content.decode()
+
+
 @pytest.mark.parametrize("term", ["²", "٣", "99999999999999999999", "#", "🙂", "-1"])
 def test_any_unicode_search_term_works(admin_client, term):
     StudyQuestionJobFactory(study_question__text=f"about {term}")

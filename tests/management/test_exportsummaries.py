@@ -5,17 +5,20 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
 from io import StringIO
 from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from studyqueue.management.commands.exportsummaries import FIELDS
 from studyqueue.models import SessionSummary, StudySession
 from studyqueue.sessions import recording, summaries
 from studyqueue.sets import question_sets
 from tests.factories import StudyQuestionFactory
+from tests.helpers import ROOT
 
 pytestmark = pytest.mark.django_db
 
@@ -104,3 +107,35 @@ def test_a_few_queries_per_row_whatever_the_count(sessions, django_assert_max_nu
 def test_bad_options_give_a_clear_error(args: list[Any], message: str):
     with pytest.raises(CommandError, match=message):
         run(*args)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_export_into_head_ends_with_one_line_not_a_traceback(child_env, python):
+    """``exportsummaries | head -1``: a real pipe its reader closes early. The export stops
+    with the one line ``exportexplanations`` gives, not a BrokenPipeError's traceback."""
+    now = timezone.now()
+    StudySession.objects.bulk_create(
+        StudySession(
+            external_id=f"s-{n}", learner="k", started_at=now, ended_at=now, right=0, total=0
+        )
+        for n in range(2000)
+    )  # about 700 KB of JSON Lines: more than a pipe holds
+    export = subprocess.Popen(
+        [python, "manage.py", "exportsummaries"],
+        cwd=ROOT,
+        env=child_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    head = subprocess.run(
+        ["head", "-1"], stdin=export.stdout, capture_output=True, text=True, timeout=120
+    )
+    assert export.stdout is not None
+    export.stdout.close()  # only head holds the pipe now
+    _, err = export.communicate(timeout=120)
+    assert json.loads(head.stdout)["session"] == "s-0"
+    assert err.splitlines() == [
+        "CommandError: cannot write to standard output: Broken pipe; the export stopped"
+    ], err
+    assert export.returncode == 1

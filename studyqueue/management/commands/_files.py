@@ -1,21 +1,22 @@
-"""What the import commands share: a file (or standard input) read as text, the report of
-its bad lines, and a progress bar."""
+"""What the import and export commands share: a file (or standard input) read as text, the
+report of its bad lines, a progress bar; an export written to a file or standard output."""
 
 from __future__ import annotations
 
 import io
+import os
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, cast
 
-from django.core.management.base import CommandError, OutputWrapper
+from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 from django.utils.translation import gettext as _
 from tqdm import tqdm
 
-from studyqueue.explanations import transfer
+from studyqueue.explanations import export, transfer
 
 SHOWN_ERRORS = 50
 
@@ -80,3 +81,50 @@ def progress(stderr: OutputWrapper, total: int, done_of: str) -> Callable[[int],
             state["at"] = now
 
     return line
+
+
+def exported(
+    command: BaseCommand,
+    rows: Generator[dict[str, Any]],
+    output: str | None,
+    fmt: str,
+    **options: Any,
+) -> int:
+    """Write ``rows`` (``export.write``, with its ``options``) to the file ``output``, or the
+    command's standard output; how many. What cannot be written (a pipe closed early by
+    ``| head``, a full disk) ends the command with one line, never a traceback."""
+    # An export that stops early closes its database cursor now, not at exit.
+    with closing(rows):
+        try:
+            if output is not None:
+                with Path(output).open("w", encoding="utf-8", newline="") as out:
+                    return export.write(rows, out, fmt, **options)
+            # The command's own stdout (a TextIOBase), so that call_command can capture it.
+            count = export.write(rows, cast(IO[str], command.stdout), fmt, **options)
+            command.stdout.flush()
+            return count
+        except OSError as exc:
+            reason = exc.strerror or exc
+            if output is not None:
+                raise CommandError(
+                    _("cannot write %(file)s: %(reason)s") % {"file": output, "reason": reason}
+                ) from None
+            _discard(command.stdout)
+            raise CommandError(
+                _("cannot write to standard output: %(reason)s; the export stopped")
+                % {"reason": reason}
+            ) from None
+
+
+def _discard(stdout: OutputWrapper) -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush of what
+    could not be written does not fail again at exit with a second error."""
+    try:
+        descriptor = stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file (call_command's StringIO): nothing is flushed at exit
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, descriptor)
+    finally:
+        os.close(devnull)

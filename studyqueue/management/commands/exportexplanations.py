@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import closing
 from datetime import UTC, datetime, time
-from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any
 
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.translation import gettext as _
@@ -17,6 +13,7 @@ from django.utils.translation import gettext_lazy
 
 from studyqueue.explanations import export, transfer
 from studyqueue.management.commands import _outdated
+from studyqueue.management.commands._files import exported
 from studyqueue.management.commands._options import question_set, set_option
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.sets import question_sets
@@ -104,47 +101,9 @@ class Command(TranslatedCommand):
             include_missing=include_missing,
             ids=ids,
         )
-        # An export that stops early closes its database cursor now, not at exit.
-        with closing(rows):
-            self._export(rows, format, output, bom=not no_bom)
-
-    def _export(
-        self, rows: Iterator[dict[str, Any]], format: str, output: str | None, *, bom: bool
-    ) -> None:
+        count = exported(self, rows, output, format, bom=not no_bom)
+        shown = {"count": count, "file": output}
         if output is None:
-            # The command's own stdout (a TextIOBase), so that call_command can capture it.
-            try:
-                count = export.write(rows, cast(IO[str], self.stdout), format, bom=bom)
-                self.stdout.flush()
-            except OSError as exc:  # a closed pipe (``| head``), a full disk
-                self._discard_stdout()
-                raise CommandError(
-                    _("cannot write to standard output: %(reason)s; the export stopped")
-                    % {"reason": exc.strerror or exc}
-                ) from None
-            self.stderr.write(_("exported %(count)s question(s)") % {"count": count})
-            return
-        try:
-            with Path(output).open("w", encoding="utf-8", newline="") as out:
-                count = export.write(rows, out, format, bom=bom)
-        except OSError as exc:
-            raise CommandError(
-                _("cannot write %(file)s: %(reason)s")
-                % {"file": output, "reason": exc.strerror or exc}
-            ) from None
-        self.stderr.write(
-            _("exported %(count)s question(s) to %(file)s") % {"count": count, "file": output}
-        )
-
-    def _discard_stdout(self) -> None:
-        """Point standard output at /dev/null, so that the interpreter's last flush of what
-        could not be written does not fail again at exit with a second error."""
-        try:
-            descriptor = self.stdout.fileno()
-        except (AttributeError, OSError, ValueError):
-            return  # not a real file (call_command's StringIO): nothing is flushed at exit
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, descriptor)
-        finally:
-            os.close(devnull)
+            self.stderr.write(_("exported %(count)s question(s)") % shown)
+        else:
+            self.stderr.write(_("exported %(count)s question(s) to %(file)s") % shown)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any
 
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import CommandParser
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue.explanations import export, transfer
+from studyqueue.explanations import transfer
+from studyqueue.management.commands._files import exported
 from studyqueue.management.commands._options import question_set, set_option
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import StudySession
@@ -51,15 +51,5 @@ class Command(TranslatedCommand):
         if set_name is not None:
             sessions = sessions.filter(question_set=question_set(set_name))
         rows = (summaries.as_json(s) for s in sessions.iterator(chunk_size=500))
-        try:
-            if output is None:
-                count = export.write(rows, cast(IO[str], self.stdout), format, fields=FIELDS)
-            else:
-                with Path(output).open("w", encoding="utf-8", newline="") as out:
-                    count = export.write(rows, out, format, fields=FIELDS)
-        except OSError as exc:
-            raise CommandError(
-                _("cannot write %(file)s: %(reason)s")
-                % {"file": output or "-", "reason": exc.strerror or exc}
-            ) from None
+        count = exported(self, rows, output, format, fields=FIELDS)
         self.stderr.write(_("exported %(count)s session(s)") % {"count": count})

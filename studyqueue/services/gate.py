@@ -168,12 +168,12 @@ class SlotLeases:
     so no session outlives it. Run on the gate's thread (``RunDB``)."""
 
     def __init__(self, db: str, seconds: float = LEASE_SECONDS) -> None:
-        self.db = db
+        self.db, self.seconds = db, seconds
         self._end = _lease_end(seconds)
         # Each slot's filtered querysets, built once: building a filter costs more than the
         # statement itself, and both run between two calls, while the server idles. A slot
         # found here has its row.
-        self._takes: dict[tuple[str, int], QuerySet[GateLease]] = {}
+        self._takes: dict[tuple[str, int, str], QuerySet[GateLease]] = {}
         self._gives: dict[tuple[str, int, str], QuerySet[GateLease]] = {}
 
     def _row(self, endpoint: str, slot: int) -> None:
@@ -185,14 +185,16 @@ class SlotLeases:
         return GateLease.objects.using(self.db).filter(endpoint=endpoint)
 
     def take(self, endpoint: str, slot: int, holder: str) -> bool:
-        """Take ``slot`` if it is free or its lease ended: one update, which a concurrent
-        taker's cannot also match (PostgreSQL re-checks the condition on the row it locked;
-        SQLite runs one writer at a time)."""
-        lease = self._takes.get((endpoint, slot))
+        """Take ``slot`` if it is free, its lease ended or ``holder`` holds it still: one
+        update, which a concurrent taker's cannot also match (PostgreSQL re-checks the
+        condition on the row it locked; SQLite runs one writer at a time)."""
+        lease = self._takes.get((endpoint, slot, holder))
         if lease is None:
             self._row(endpoint, slot)
-            free = Q(holder="") | Q(expires_at__lt=Now())  # the database's now, each time
-            lease = self._takes[endpoint, slot] = self._leases(endpoint).filter(free, slot=slot)
+            # The database's now, each time.
+            free = Q(holder__in=["", holder]) | Q(expires_at__lt=Now())
+            lease = self._leases(endpoint).filter(free, slot=slot)
+            self._takes[endpoint, slot, holder] = lease
         return lease.update(holder=holder, expires_at=self._end) == 1
 
     def give_back(self, endpoint: str, slot: int, holder: str) -> None:
@@ -214,10 +216,11 @@ class SlotLeases:
         waiting = self._leases(endpoint).filter(slot=WAITING_SLOT, expires_at__gt=Now())
         return waiting.exclude(holder__in=["", holder]).exists()
 
-    def renew(self, endpoint: str, slots: list[int], holder: str) -> int:
-        """Extend ``holder``'s leases on ``slots``; how many were still its own."""
+    def renew(self, endpoint: str, slots: list[int], holder: str) -> list[int]:
+        """Extend ``holder``'s leases on ``slots``; those still its own."""
         held = self._leases(endpoint).filter(slot__in=slots, holder=holder)
-        return held.update(expires_at=self._end)
+        held.update(expires_at=self._end)
+        return list(held.values_list("slot", flat=True))
 
     def give_back_all(self, endpoint: str, holder: str) -> int:
         """Free every slot ``holder`` holds: a restarted consumer's last run's, at once."""
@@ -267,8 +270,11 @@ class LLMGate:
         # unique among processes, is new.
         self._adopted = not holder
         # Slots whose lease this gate holds: taken, not yet given back (a slot only being
-        # taken or given back is not renewed, nor missed).
+        # taken or given back is not renewed, nor missed), and until when (monotonic) each is
+        # trusted without asking the database: its lease's end less one renewal, reckoned
+        # from before the statement that took or renewed it (the database's now is later).
         self._leased: set[int] = set()
+        self._trusted: dict[int, float] = {}
         # Free slots whose lease it keeps for a call of this consumer that is coming
         # (``calls_coming``): taken again with no database round trip.
         self._kept: set[int] = set()
@@ -443,10 +449,11 @@ class LLMGate:
             if slot not in self._free or slot >= self.limit:
                 continue  # taken meanwhile, or beyond the limit for every process
             self._free.remove(slot)  # ours while we ask the database
-            if slot in self._kept:  # its lease is still ours
+            if slot in self._kept:
                 self._kept.discard(slot)
-                self._in_flight()
-                return slot
+                if self._holds(slot):  # its lease is still ours: no round trip
+                    self._in_flight()
+                    return slot
             if time.monotonic() < self._yield_until:
                 self._free.append(slot)
                 return None
@@ -476,6 +483,7 @@ class LLMGate:
                     self.holder,
                     freed,
                 )
+        asked = time.monotonic()
         attempt = asyncio.ensure_future(
             self._run_db(self.leases.take, self.endpoint, slot, self.holder)
         )
@@ -489,6 +497,9 @@ class LLMGate:
             raise
         if taken:
             self._leased.add(slot)
+            self._trusted[slot] = asked + self.leases.seconds - RENEW_SECONDS
+        else:
+            self._leased.discard(slot)  # a kept lease that ended: another's now
         if taken and self._renewing is None:
             self._renewing = asyncio.create_task(self._renew_leases())
         return taken
@@ -505,6 +516,7 @@ class LLMGate:
                     held = sorted(self._leased)
                     if not held:
                         continue
+                    asked = time.monotonic()
                     kept = await self._run_db(self.leases.renew, self.endpoint, held, self.holder)
                 except DatabaseError as exc:
                     logger.warning(
@@ -513,15 +525,19 @@ class LLMGate:
                         type(exc).__name__,
                     )
                     continue
-                still = len(self._leased.intersection(held))  # some given back meanwhile
-                if kept < still:
+                for slot in kept:
+                    self._trusted[slot] = asked + self.leases.seconds - RENEW_SECONDS
+                lost = self._leased.intersection(held).difference(kept)  # not given back
+                if lost:
                     # Ended while this process was stalled, maybe taken by another: the
-                    # server may see one call too many until this one ends.
+                    # server may see one call too many until this one ends, and the slot
+                    # goes to no other call before the database gives it to us again.
+                    self._leased -= lost
                     logger.warning(
                         "study_gate_lease_lost endpoint=%s held=%s kept=%s",
                         self.endpoint,
-                        still,
-                        kept,
+                        len(lost) + len(kept),
+                        len(kept),
                     )
         finally:
             self._renewing = None
@@ -554,6 +570,7 @@ class LLMGate:
         also a slot the limit no longer allows, or one too many since it fell)."""
         self.sent(slot)  # given back unsent (held back, failed): nobody waits on it any more
         within = slot < self.limit and self.held <= self.limit and not self._yielding
+        within = within and self._holds(slot)  # never a lease lost, or maybe ended
         while within and self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
@@ -567,6 +584,10 @@ class LLMGate:
             return None
         await self._unlease(slot)
         return None
+
+    def _holds(self, slot: int) -> bool:
+        """Whether ``slot``'s lease is surely still ours, without asking the database."""
+        return slot in self._leased and time.monotonic() < self._trusted.get(slot, 0.0)
 
     async def idle(self) -> None:
         """Give back the leases kept for calls that did not come, and say no more that

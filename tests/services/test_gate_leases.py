@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -92,7 +93,7 @@ def test_a_lease_is_one_holders_until_given_back_or_expired():
     first, second = SlotLeases("default", seconds=30), SlotLeases("default", seconds=30)
     assert first.take(ENDPOINT, 0, "a") and not second.take(ENDPOINT, 0, "b")
     assert second.take(ENDPOINT, 1, "b")  # another slot
-    assert first.renew(ENDPOINT, [0, 1], "a") == 1  # slot 1 is not a's
+    assert first.renew(ENDPOINT, [0, 1], "a") == [0]  # slot 1 is not a's
     second.give_back(ENDPOINT, 0, "b")  # not b's: nothing changes
     assert not second.take(ENDPOINT, 0, "b")
     first.give_back(ENDPOINT, 0, "a")
@@ -100,7 +101,7 @@ def test_a_lease_is_one_holders_until_given_back_or_expired():
     dying = SlotLeases("default", seconds=0.05)
     assert dying.take(ENDPOINT, 2, "c") and not first.take(ENDPOINT, 2, "a")
     wait_for(lambda: first.take(ENDPOINT, 2, "a"), timeout=5, what="the lease to expire")
-    assert dying.renew(ENDPOINT, [2], "c") == 0  # it lost it
+    assert dying.renew(ENDPOINT, [2], "c") == []  # it lost it
 
 
 def test_a_lease_ends_on_the_databases_clock():
@@ -239,6 +240,79 @@ def test_a_consumer_waiting_for_a_kept_slot_gets_it_within_a_renewal(monkeypatch
     assert waited < 3 * gate_module.RENEW_SECONDS, waited  # a renewal, a call, a poll
     # Idle: the slot given back, and neither says it waits any more.
     assert set(GateLease.objects.filter(endpoint=ENDPOINT).values_list("holder", flat=True)) == {""}
+
+
+@pytest.mark.parametrize("how", ["frozen", "stolen"])
+def test_a_lost_lease_is_never_handed_on_before_the_database_gives_it_again(
+    how, monkeypatch, caplog
+):
+    """A consumer holds the only slot, a call of its own waiting for it. ``frozen``: its
+    event loop stops (as under SIGSTOP or a VM pause) past the lease, and another consumer
+    takes the slot on its own connection; ``stolen``: another consumer takes it after its
+    end on the database's clock and the renewal finds it lost. When the call ends, the
+    waiting call must not be handed the slot, nor find it kept: it waits until the other
+    consumer gives it back and the database gives it the lease again."""
+    monkeypatch.setattr(gate_module, "RENEW_SECONDS", 0.2)
+    db, thief = GateThread(), GateThread()
+    seen: list[str] = []  # the database's holder of the slot while the waiting call held it
+
+    async def steal(endpoint: str) -> None:
+        def take() -> bool:
+            leases = GateLease.objects.filter(endpoint=endpoint, slot=0)
+            leases.update(expires_at=Now() - timedelta(seconds=1))  # its end, come early
+            return SlotLeases("default", seconds=30).take(endpoint, 0, "other")
+
+        assert await thief.run_db(take)
+
+    async def until(predicate: Callable[[], Any], what: str) -> None:
+        deadline = time.monotonic() + 10
+        while not await thief.run_db(predicate):
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            await asyncio.sleep(0.02)
+
+    async def main() -> None:
+        gate = LLMGate(
+            ENDPOINT, run_db=db.run_db, permits=1, holder="w1", calls_coming=lambda: True
+        )
+        if how == "frozen":
+            gate.leases = SlotLeases("default", seconds=0.5)
+        rows = GateLease.objects.filter(endpoint=gate.endpoint)
+        waiting = asyncio.Event()
+
+        async def next_call() -> None:
+            waiting.set()
+            async with gate.slot():
+                seen.append(await db.run_db(lambda: rows.get(slot=0).holder))
+
+        async with gate.slot():
+            later = asyncio.create_task(next_call())
+            await waiting.wait()
+            if how == "frozen":
+                time.sleep(0.6)  # the freeze: nothing of this process runs
+                await steal(gate.endpoint)
+            else:
+                await steal(gate.endpoint)
+
+                def lost() -> bool:
+                    return any("study_gate_lease_lost" in r.getMessage() for r in caplog.records)
+
+                await until(lost, "the renewal to find the lease lost")
+        # The waiting call says it waits for the slot the other consumer holds; then it
+        # gets the slot back from the database.
+        said = rows.filter(slot=gate_module.WAITING_SLOT, holder="w1")
+        await until(lambda: seen or said.exists(), "w1 to wait, or to be handed the slot")
+        assert not seen, f"handed the slot while {seen[0]} held it"
+        await thief.run_db(SlotLeases("default").give_back, gate.endpoint, 0, "other")
+        await later
+        await gate.idle()
+
+    try:
+        with caplog.at_level(logging.INFO, logger="studyqueue.gate"):
+            asyncio.run(main())
+    finally:
+        db.close()
+        thief.close()
+    assert seen == ["w1"]
 
 
 def test_a_consumer_restarted_under_its_worker_id_takes_its_slot_back_at_once(caplog):

@@ -1,7 +1,9 @@
 """A separate process that claims and completes jobs until none are ready.
 
 Prints ``ready`` once Django is set up, waits for a line on stdin (so that all
-workers start together), then prints the claimed job ids as one JSON list.
+workers start together); claims its first batch, prints ``holding N`` (N jobs) and waits for
+another line while it holds them (so that every worker holds a claim at once, whatever the
+OS scheduler does); then prints the claimed job ids as one JSON list.
 """
 
 from __future__ import annotations
@@ -21,8 +23,13 @@ def main() -> None:
     print("ready", flush=True)
     sys.stdin.readline()
     claimed: list[int] = []
+    holding = True
     while True:
         jobs = queue.claim(worker_id=worker_id, limit=batch)
+        if holding:
+            print(f"holding {len(jobs)}", flush=True)
+            sys.stdin.readline()
+            holding = False
         if not jobs:
             break
         for job in jobs:

@@ -99,6 +99,7 @@ class LLMServer:
         # /tokenize) or "vllm"
         # (GET /metrics: requests running and waiting for a slot).
         self.flavour = ""
+        self.tokenize_delay = 0.0  # seconds its tokenizer (``/tokenize``) takes to answer
         # Served behind this path prefix too (a gateway's ``/team/x/v1``): it is cut from each
         # request's path before anything else looks at it. "": at the root only.
         self.path_prefix = ""
@@ -371,6 +372,7 @@ class LLMServer:
                 if server.flavour == "llamacpp" and self.path == "/tokenize":
                     # llama.cpp's tokenizer; here a token is a character, which no text chunk
                     # count gives.
+                    time.sleep(server.tokenize_delay)
                     self._json(200, {"tokens": list(range(len(json.loads(raw)["content"])))})
                     return
                 if self.path != "/v1/chat/completions":

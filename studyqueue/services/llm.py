@@ -43,6 +43,9 @@ PROBE_MAX_BYTES = 1024 * 1024
 # Where a server that streams no usage counts a text's tokens: (path, the request's field
 # for the text): llama-cpp-python's server, then llama.cpp's llama-server.
 TOKENIZERS = (("/extras/tokenize/count", "input"), ("/tokenize", "content"))
+# A tokenizer counts a reply in milliseconds (about 2 ms, measured); past this the reply keeps
+# its chunk count, and the tokenizer is asked again next time (a busy server).
+TOKENIZE_SECONDS = 1.0
 
 
 def invalid_key_message() -> str:
@@ -288,7 +291,11 @@ class LLMClient:
         try:
             async with asyncio.timeout(self.timeout):
                 reply = (await self._post(body, on_sent, on_first_token)).reply()
-                return await self._recounted(reply, body["max_tokens"])
+                if reply.tokens_counted and reply.truncated:
+                    # No usage, stopped at max_tokens: it took exactly that many.
+                    tokens = max(reply.completion_tokens or 0, body["max_tokens"])
+                    return replace(reply, completion_tokens=tokens)
+                return reply
         except TimeoutError:
             error = LLMError(ErrorCode.LLM_TIMEOUT, f"no complete reply within {self.timeout:g}s")
         except LLMError as exc:
@@ -300,28 +307,33 @@ class LLMClient:
         error.call_started = started
         raise error.with_message(self.redact(error.message))
 
-    async def _recounted(self, reply: LLMReply, max_tokens: int) -> LLMReply:
-        """A reply whose stream reported no usage, its completion tokens counted better than
-        by its text chunks, which miss the tokens of a character spanning several (Korean on
-        a byte-level vocabulary: 21 chunks for 40 tokens, measured): ``max_tokens`` when it
-        stopped there, else what the server's tokenizer counts in its text, if it has one."""
-        if not reply.tokens_counted:
-            return reply
-        if reply.truncated and (reply.completion_tokens or 0) <= max_tokens:
-            return replace(reply, completion_tokens=max_tokens)
-        for path, field in self._tokenizers:
-            page = await self.server_page(path, limit=PROBE_MAX_BYTES, post={field: reply.content})
-            if page is None:
-                return reply  # no answer in time (a busy server): asked again next time
-            count = token_count(page[1]) if page[0] == 200 else None
-            if count is not None:
-                self._tokenizers = ((path, field),)
-                # A chunk holds a token at least, a token a byte at least: a count outside
-                # is no count of this text.
-                low, high = reply.completion_tokens or 0, len(reply.content.encode())
-                return replace(reply, completion_tokens=max(low, min(count, high)))
+    async def tokens_in(self, reply: LLMReply) -> int | None:
+        """The completion tokens of a ``reply`` whose stream reported none and which did not
+        stop at ``max_tokens``, as the server's tokenizer counts its text, within
+        ``TOKENIZE_SECONDS``: better than its text chunks, which miss the tokens of a
+        character spanning several (Korean on a byte-level vocabulary: 21 chunks for 40
+        tokens, measured). None: no tokenizer, or no count in time. Not the model's work:
+        asked after the call's gate slot is given back (``pool.Held.count``)."""
+        if not reply.tokens_counted or reply.truncated:
+            return None
+        try:
+            async with asyncio.timeout(TOKENIZE_SECONDS):
+                for path, field in self._tokenizers:
+                    post = {field: reply.content}
+                    page = await self.server_page(path, limit=PROBE_MAX_BYTES, post=post)
+                    if page is None:
+                        return None  # no answer in time (a busy server): asked again next time
+                    count = token_count(page[1]) if page[0] == 200 else None
+                    if count is not None:
+                        self._tokenizers = ((path, field),)
+                        # A chunk holds a token at least, a token a byte at least: a count
+                        # outside is no count of this text.
+                        low, high = reply.completion_tokens or 0, len(reply.content.encode())
+                        return max(low, min(count, high))
+        except TimeoutError:
+            return None
         self._tokenizers = ()  # none here: the chunks from now on
-        return reply
+        return None
 
     async def _post(
         self,

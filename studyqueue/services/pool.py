@@ -143,6 +143,7 @@ class Held:
     member: Member
     slot: int
     prefix: str | None
+    uncounted: list[LLMReply] = field(default_factory=list)  # counted once the slot is free
 
     async def chat(self, messages: list[dict[str, str]], **options: Any) -> LLMReply:
         """One call through the held slot; the reply names the endpoint. Raises ``LLMError``."""
@@ -153,12 +154,29 @@ class Held:
             on_first_token=(lambda: member.gate.warmed(prefix)) if prefix else None,
             **options,
         )
-        seconds = reply.elapsed_ms / 1000
-        member.gate.record(tokens=reply.completion_tokens, seconds=seconds)
-        member.served(reply.completion_tokens, seconds)
         if prefix is not None:
             self.pool.affinity[prefix] = member
-        return dataclasses.replace(reply, endpoint=member.name)
+        reply = dataclasses.replace(reply, endpoint=member.name)
+        if reply.tokens_counted:
+            self.uncounted.append(reply)
+        else:
+            self._served(reply)
+        return reply
+
+    def _served(self, reply: LLMReply) -> None:
+        seconds = reply.elapsed_ms / 1000
+        self.member.gate.record(tokens=reply.completion_tokens, seconds=seconds)
+        self.member.served(reply.completion_tokens, seconds)
+
+    async def count(self) -> None:
+        """Count the tokens of the replies whose stream reported none (``LLMClient.tokens_in``,
+        into the replies the caller holds), once the slot is given back: a slow tokenizer
+        never delays another call."""
+        for reply in self.uncounted:
+            count = await self.member.client.tokens_in(reply)
+            if count is not None:
+                reply.completion_tokens = count
+            self._served(reply)
 
 
 class EndpointPool:
@@ -213,9 +231,11 @@ class EndpointPool:
         member.committed += 1
         try:
             async with member.gate.slot(prefix=prefix) as slot:
-                yield Held(self, member, slot, prefix)
+                held = Held(self, member, slot, prefix)
+                yield held
         finally:
             member.committed -= 1
+        await held.count()
 
     # What the consumer's cycle asks of the servers as a whole.
 

@@ -71,9 +71,10 @@ def bad_response(message: str) -> LLMError:
     return LLMError(ErrorCode.LLM_BAD_RESPONSE, message)
 
 
-@dataclass(frozen=True)
+@dataclass
 class LLMReply:
-    """A successful completion."""
+    """A successful completion (the pool sets ``completion_tokens`` once the server's
+    tokenizer counted them, after the call's gate slot is given back)."""
 
     content: str
     model: str
@@ -87,7 +88,7 @@ class LLMReply:
     # (``usage.prompt_tokens_details.cached_tokens``); None when it does not say.
     cached_tokens: int | None = None
     endpoint: str = ""  # the server that wrote it (``endpoints.Endpoint.name``; set by the pool)
-    # ``completion_tokens`` were counted by the client (``LLMClient._recounted``), the server
+    # ``completion_tokens`` were counted by the client (``LLMClient.tokens_in``), the server
     # having reported none (llama-cpp-python's server streams no usage).
     tokens_counted: bool = False
 

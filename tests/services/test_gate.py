@@ -17,12 +17,14 @@ from django.db.models.functions import Now
 from studyqueue.models import ErrorCode, GateLease
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.enqueue import enqueue
-from studyqueue.services.endpoints import endpoint_name
+from studyqueue.services.endpoints import Endpoint, endpoint_name
 from studyqueue.services.gate import CircuitBreaker, GateTimeout, LLMGate, SlotLeases
 from studyqueue.services.gate_control import GateController
-from studyqueue.services.llm import LLMClient, LLMError
+from studyqueue.services.llm import TOKENIZE_SECONDS, LLMClient, LLMError, LLMReply
+from studyqueue.services.pool import EndpointPool, Member
 from tests.factories import StudyQuestionFactory
 from tests.helpers import wait_for
+from tests.llm_server import ANSWER
 
 
 def _down(started: float | None) -> LLMError:
@@ -397,6 +399,45 @@ def test_a_failed_first_call_lets_the_others_on(db_thread, llm_server):
     codes = asyncio.run(main())
     assert len(codes) == 4 and "ok" not in codes
     assert llm_server.requests == 4
+
+
+def _six_calls_on_one_slot(db_thread, url: str) -> tuple[list[LLMReply], float]:
+    """Six calls at once through a pool of one server at one permit: replies, wall time."""
+    client = LLMClient(base_url=url, timeout=60)
+    pool = EndpointPool([Member(Endpoint(url), client, gate(db_thread, timeout=60))])
+
+    async def one() -> LLMReply:
+        async with pool.slot() as held:
+            return await held.chat([{"role": "user", "content": "Q"}])
+
+    async def main() -> list[LLMReply]:
+        try:
+            return await asyncio.gather(*(one() for _ in range(6)))
+        finally:
+            await pool.aclose()
+
+    started = time.monotonic()
+    replies = asyncio.run(main())
+    return replies, time.monotonic() - started
+
+
+def test_counting_a_replys_tokens_never_holds_the_gate(db_thread, llm_server):
+    """A server that streams no usage has each reply counted by its tokenizer: one that takes
+    2.5 s delays no other call (the count comes after the slot is given back, within its own
+    deadline; the chunks' count stands when it does not answer in time); one that answers
+    gives its count to the reply the caller holds."""
+    llm_server.configure(flavour="llamacpp", stream_usage=False, delay=0.2, tokenize_delay=2.5)
+    replies, wall = _six_calls_on_one_slot(db_thread, llm_server.url)
+    gaps = llm_server.idle_gaps_ms()
+    print(f"six_calls_slow_tokenizer_s={wall:.2f} longest_gap_ms={max(gaps):.0f}")
+    assert max(gaps) < 300, gaps  # the next call went as soon as the last reply ended
+    assert wall < 6 * 0.2 + TOKENIZE_SECONDS + 1.0
+    words = len(ANSWER.split(" "))
+    assert {(r.completion_tokens, r.tokens_counted) for r in replies} == {(words, True)}
+    llm_server.configure(tokenize_delay=0)
+    replies, wall = _six_calls_on_one_slot(db_thread, llm_server.url)
+    print(f"six_calls_fast_tokenizer_s={wall:.2f}")
+    assert {(r.completion_tokens, r.tokens_counted) for r in replies} == {(len(ANSWER), True)}
 
 
 # ---------------------------------------------------------------- adaptive (GATE_PERMITS=auto)

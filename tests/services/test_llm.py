@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import time
 
 import pytest
 
 from studyqueue.models import ErrorCode
 from studyqueue.queue.enqueue import enqueue
-from studyqueue.services.llm import LLMClient, Probe, probe_servers
+from studyqueue.services.llm import TOKENIZE_SECONDS, LLMClient, Probe, probe_servers
 from studyqueue.services.replies import (
     MIN_DECODE_SPAN_MS,
     LLMError,
@@ -449,13 +450,30 @@ def test_a_stream_without_usage_is_counted_by_the_servers_tokenizer_where_it_has
     that spans several); the first tokenizer path, which 404s here, is not asked again."""
     server.configure(flavour="llamacpp", stream_usage=False)
 
-    async def go() -> list[LLMReply]:
+    async def go() -> list[int | None]:
         async with LLMClient(base_url=server.url) as client:
-            return [await client.chat(MESSAGES) for _ in range(2)]
+            return [await client.tokens_in(await client.chat(MESSAGES)) for _ in range(2)]
 
-    for reply in asyncio.run(go()):
-        assert (reply.completion_tokens, reply.tokens_counted) == (len(ANSWER), True)
+    assert asyncio.run(go()) == [len(ANSWER)] * 2
     assert server.unknown_posts == ["/extras/tokenize/count"]
+
+
+def test_a_tokenizer_that_hangs_leaves_the_chunk_count_within_its_own_deadline(server):
+    server.configure(flavour="llamacpp", stream_usage=False, tokenize_delay=5)
+
+    async def go() -> tuple[LLMReply, int | None, float]:
+        async with LLMClient(base_url=server.url) as client:
+            reply = await client.chat(MESSAGES)
+            started = time.monotonic()
+            return reply, await client.tokens_in(reply), time.monotonic() - started
+
+    reply, count, waited = asyncio.run(go())
+    assert (reply.completion_tokens, reply.tokens_counted, count) == (
+        len(ANSWER.split(" ")),
+        True,
+        None,
+    )
+    assert waited < TOKENIZE_SECONDS + 0.5
 
 
 def test_a_stream_without_usage_cut_at_max_tokens_took_max_tokens(server):

@@ -185,7 +185,9 @@ class Command(TranslatedCommand):
 
         async def ask() -> LLMReply:
             async with LLMClient.from_settings() as client:
-                return await client.chat(messages)
+                reply = await client.chat(messages)
+                reply.completion_tokens = await client.tokens_in(reply) or reply.completion_tokens
+                return reply
 
         try:
             reply = asyncio.run(ask())

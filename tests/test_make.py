@@ -104,3 +104,43 @@ def test_both_passing_pass(tmp_path):
     assert done.stdout.strip().splitlines()[-1] == (
         "== make test: SQLite run passed; PostgreSQL run passed"
     )
+
+
+def fake_venv(tmp_path: Path) -> tuple[Path, Path]:
+    """A venv whose python logs each command line and succeeds; its log."""
+    venv, log = tmp_path / "logging-venv", tmp_path / "commands.log"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    python.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    python.chmod(0o755)
+    for stamp in (".installed", ".installed-dev"):
+        (venv / stamp).touch()
+    return venv, log
+
+
+def test_make_run_runs_the_system_checks_once(tmp_path):
+    """serve runs them: the migration before it does not, or each warning is said twice."""
+    venv, log = fake_venv(tmp_path)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "run", f"VENV={venv}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    migrate, serve = log.read_text().splitlines()
+    assert migrate.startswith("manage.py migrate") and "--skip-checks" in migrate.split()
+    assert serve == "manage.py serve"
+
+
+def test_make_help_names_every_target_with_a_line():
+    done = subprocess.run(
+        ["make", "--no-print-directory", "help"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    phony = makefile.split(".PHONY:", 1)[1].split("\n\n", 1)[0].replace("\\\n", " ").split()
+    described = {line.split()[0]: line.split(None, 1)[1:] for line in done.stdout.splitlines()}
+    assert sorted(described) == sorted(phony), done.stdout
+    assert all(described.values()), done.stdout

@@ -23,10 +23,10 @@ from tests.helpers.processes import bulk_jobs, finish
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-def serve(child_env, python, bind: str, **env: str) -> subprocess.Popen:  # type: ignore[no-untyped-def]
+def serve(child_env, python, bind: str, *args: str, **env: str) -> subprocess.Popen:  # type: ignore[no-untyped-def]
     base = {k: v for k, v in child_env.items() if k != "SECRET_KEY"}
     return subprocess.Popen(
-        [python, "manage.py", "serve", "--bind", bind, "--web-workers", "1"],
+        [python, "manage.py", "serve", "--bind", bind, "--web-workers", "1", *args],
         cwd=ROOT,
         env={**base, "LOG_LEVEL": "INFO", **env},
         stdin=subprocess.DEVNULL,
@@ -289,12 +289,6 @@ def test_the_start_up_lines_say_whether_the_llm_server_answers(
             f"LLM server: no answer at http://127.0.0.1:{refused}/v1 (",
         ),
         (llm_server.url, f"LLM server: {llm_server.url} answers."),
-        (
-            llm_server.url.removesuffix("/v1"),
-            f"LLM server: {llm_server.url.removesuffix('/v1')} answers, but not at "
-            f"{llm_server.url.removesuffix('/v1')}/chat/completions, where the calls go (HTTP "
-            f"404): did you mean {llm_server.url}?",
-        ),
     ):
         proc = serve(child_env, python, f"127.0.0.1:{free_port}", STUDYQUEUE_LLM_URL=url)
         try:
@@ -307,6 +301,33 @@ def test_the_start_up_lines_say_whether_the_llm_server_answers(
             proc.send_signal(signal.SIGTERM)
             finish(proc)
         assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("skip_checks", [False, True])
+def test_a_url_without_v1_is_said_once_at_start(
+    child_env, python, free_port, llm_server, skip_checks
+):
+    """The system checks say it (studyqueue.W005), so the start-up line only points there;
+    with --skip-checks the start-up line says it all."""
+    root = llm_server.url.removesuffix("/v1")
+    args = ["--skip-checks"] if skip_checks else []
+    proc = serve(child_env, python, f"127.0.0.1:{free_port}", *args, STUDYQUEUE_LLM_URL=root)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline()]
+        while "Ctrl-C stops" not in lines[-1] and len(lines) < 6:  # the consumer started
+            lines.append(proc.stdout.readline())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = finish(proc)
+    said = "".join(lines) + out + err
+    assert said.count(f"did you mean {llm_server.url}?") == 1, said
+    assert ("(studyqueue.W005)" in err) is not skip_checks
+    if not skip_checks:
+        pointer = (
+            f"LLM server: {root} answers, but not where the calls go: see studyqueue.W005 above."
+        )
+        assert f"{pointer}\n" in lines, lines
 
 
 def test_the_start_up_lines_name_each_server_of_a_pool(child_env, python, free_port, llm_server):

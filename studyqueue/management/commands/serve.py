@@ -47,6 +47,7 @@ WEB_LEFTOVER_SECONDS = 10
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 # The start-up look at the LLM server: short, so that a server that hangs delays nothing.
 LLM_PROBE_SECONDS = 1.0
+W005 = "studyqueue.W005"  # the system check that says a URL's path is wrong, at length
 
 
 def wsgi_target() -> str:
@@ -211,7 +212,9 @@ class Command(TranslatedCommand):
                 % {"gaps": "; ".join(gaps)}
             )
         # Asked while the static files are collected: the answer waits for nobody.
-        probe = _LLMProbe()
+        # With the system checks run, studyqueue.W005 has said what a wrong URL path is.
+        checked = not options["skip_checks"] and W005 not in settings.SILENCED_SYSTEM_CHECKS
+        probe = _LLMProbe(said_wrong_path=checked)
         # Before the signal handlers: Ctrl-C at the account prompt cancels as usual.
         call_command("collectstatic", interactive=False, verbosity=0)
         account = self._operator_account()
@@ -350,7 +353,8 @@ class Command(TranslatedCommand):
 class _LLMProbe:
     """One look at each LLM server at start-up, in a thread (at most ``LLM_PROBE_SECONDS``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, said_wrong_path: bool) -> None:
+        self.said_wrong_path = said_wrong_path
         self.endpoints = endpoints.configured()
         self._probes: list[Probe | None] = [None] * len(self.endpoints)
         self._thread = threading.Thread(target=self._run, name="llm-probe", daemon=True)
@@ -378,7 +382,11 @@ class _LLMProbe:
     def _line(self, url: str, probe: Probe | None, *, alone: bool) -> str:
         if probe is not None and probe.chat_path_missing:
             logger.warning("study_llm_probe url=%s answered=yes chat_path=404", url)
-            return wrong_path_message(url)
+            if not self.said_wrong_path:
+                return wrong_path_message(url)
+            return _(
+                "LLM server: %(url)s answers, but not where the calls go: see %(check)s above."
+            ) % {"url": url, "check": W005}
         if probe is not None and probe.status is not None:  # any HTTP answer: it is up
             logger.info("study_llm_probe url=%s answered=yes", url)
             return _("LLM server: %(url)s answers.") % {"url": url}

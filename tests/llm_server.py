@@ -20,7 +20,8 @@ Faults (``fault`` for every request, or ``FAULT:<name>`` inside a question's tex
 ``400``, ``slow`` (answers after ``slow_seconds``), ``malformed`` (broken JSON),
 ``null`` (content null), ``length`` (finish_reason "length"), ``filter`` (finish_reason
 "content_filter"), ``noreason`` (no finish_reason, then ``[DONE]``), ``drop`` (closes mid-stream),
-``hangup`` (reads the request, then closes the connection without a byte of reply),
+``hangup`` (reads the request, works ``delay`` seconds, then closes the connection without a
+byte of reply),
 ``reasoning`` (a reasoning server: all its text in ``reasoning_content``, ``content`` empty).
 
 Key audit and blind verifier calls get the answer a sound model would give, worked out from
@@ -496,6 +497,7 @@ class LLMServer:
 
     def _reply(self, h: Any, body: dict, fault: str, received_at: float) -> None:
         if fault == "hangup":
+            time.sleep(max(0.0, received_at + self.delay - time.monotonic()))
             h.finished()
             h.connection.shutdown(socket.SHUT_RDWR)
             return

@@ -89,9 +89,9 @@ def test_a_server_that_drops_every_call_ends_the_job_in_bounded_calls(hostile, m
     job = one_job()
     run_until_it_ends(make_consumer(), job, limit=20)
     assert state(job) == ("failed", "llm_unavailable", 3)
-    # Each call goes out twice: a close before any reply is tried once more (a kept-alive
-    # connection the server closed as the request went out).
-    assert server.requests == (MAX_FREE_RELEASES + 1) * 3 * 2
+    # Each call goes out once: the server read it before it closed, so it may have done the
+    # work (only a request the close stopped before it was written goes again).
+    assert server.requests == (MAX_FREE_RELEASES + 1) * 3
     print(f"mode={mode} calls_until_failed={server.requests}")
 
 

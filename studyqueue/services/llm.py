@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -46,6 +46,7 @@ TOKENIZERS = (("/extras/tokenize/count", "input"), ("/tokenize", "content"))
 # A tokenizer counts a reply in milliseconds (about 2 ms, measured); past this the reply keeps
 # its chunk count, and the tokenizer is asked again next time (a busy server).
 TOKENIZE_SECONDS = 1.0
+KEEPALIVE_SECONDS = 2.0
 
 
 def invalid_key_message() -> str:
@@ -153,7 +154,12 @@ class LLMClient:
             auth=httpx.BasicAuth(user, password) if user or password else None,
             timeout=httpx.Timeout(timeout, connect=connect_timeout, read=self.stall_seconds),
             limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
+                # Idle connections are closed before servers close theirs (llama-server: 5 s,
+                # httpx's default too): a request written as the server closes it may have
+                # been read, so it is never sent again, and fails.
+                keepalive_expiry=KEEPALIVE_SECONDS,
             ),
         )
 
@@ -342,10 +348,10 @@ class LLMClient:
         on_first_token: Callable[[], None] | None,
     ) -> ReplyParser:
         # A refused or reset connect is retried once: mlx_lm.server's small listen
-        # backlog drops connects under bursts even when it is healthy. So is a connection
-        # closed before any reply: llama.cpp's llama-server closes kept-alive connections
-        # (5 s keep-alive; measured: calls sent as it closed one got no reply), and a request
-        # that met a closing connection was never read.
+        # backlog drops connects under bursts even when it is healthy. So is a request
+        # that a closed connection stopped before it was wholly written (llama.cpp's
+        # llama-server closes kept-alive connections): the server cannot have taken it. One
+        # written whole is never sent twice: the server may have read it and done the work.
         for attempt in (1, 2):
             try:
                 return await self._stream(body, on_sent, on_first_token)
@@ -360,7 +366,9 @@ class LLMClient:
             except _NoReply as exc:
                 if attempt == 2:
                     raise LLMError(
-                        ErrorCode.LLM_UNAVAILABLE, f"connection dropped before a reply: {exc}"
+                        ErrorCode.LLM_UNAVAILABLE,
+                        f"connection dropped before the request was sent: {exc}",
+                        reached_server=False,
                     ) from None
         raise AssertionError("unreachable")
 
@@ -371,11 +379,19 @@ class LLMClient:
         on_first_token: Callable[[], None] | None,
     ) -> ReplyParser:
         parser = ReplyParser(on_first_token=on_first_token)
-        received_any = False
-        extensions = {"trace": _when_sent(on_sent)} if on_sent is not None else None
+        received_any = sent = False
+
+        async def trace(event: str, info: Any) -> None:
+            """httpx's ``trace`` extension: the request is written once its body is."""
+            nonlocal sent
+            if event.endswith(".send_request_body.complete"):
+                sent = True
+                if on_sent is not None:
+                    on_sent()
+
         try:
             async with self._http.stream(
-                "POST", self.url, json=body, extensions=extensions
+                "POST", self.url, json=body, extensions={"trace": trace}
             ) as response:
                 if response.status_code >= 400:
                     error_body = await self._read_error_body(response)
@@ -408,8 +424,12 @@ class LLMClient:
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
             if parser.done:
                 return parser  # the whole reply came; only the connection's end was rough
-            if not received_any:
+            if not received_any and not sent:
                 raise _NoReply(repr(exc)) from None
+            if not received_any:
+                raise LLMError(
+                    ErrorCode.LLM_UNAVAILABLE, f"connection dropped before a reply: {exc!r}"
+                ) from None
             raise await self._cut_off(repr(exc)) from None
         if not parser.done and not parser.finish_reason:
             # HTTP/1.0 servers end a body by closing: a close before [DONE] is a cut reply.
@@ -487,7 +507,7 @@ class LLMClient:
 
 
 class _NoReply(Exception):
-    """The connection closed before a byte of the reply came."""
+    """The connection closed before the request was wholly written."""
 
 
 async def _body(response: httpx.Response, limit: int) -> bytes | None:
@@ -498,16 +518,6 @@ async def _body(response: httpx.Response, limit: int) -> bytes | None:
         if len(body) > limit:
             return None
     return bytes(body)
-
-
-def _when_sent(on_sent: Callable[[], None]) -> Callable[[str, Any], Awaitable[None]]:
-    """An httpx ``trace`` extension that calls ``on_sent`` once the request body is written."""
-
-    async def trace(event: str, info: Any) -> None:
-        if event.endswith(".send_request_body.complete"):
-            on_sent()
-
-    return trace
 
 
 def probe_servers(

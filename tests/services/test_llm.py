@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import socket
+import struct
 import time
 
 import pytest
@@ -66,14 +68,21 @@ def test_refused_connection_is_unavailable_and_never_reached_the_server(free_por
     assert not error.reached_server
 
 
-def test_a_server_that_hangs_up_without_a_reply_is_unavailable_but_was_reached(server):
-    server.configure(fault="hangup")
+@pytest.mark.parametrize("worked", [0.0, 2.0])
+def test_a_server_that_hangs_up_without_a_reply_is_unavailable_and_never_asked_twice(
+    server, worked
+):
+    """It read the request (and worked on it for ``worked`` seconds) before it closed the
+    connection: it may have done the work, so the call is not sent again; it fails as an
+    outage that reached the server."""
+    server.configure(fault="hangup", delay=worked)
     error = chat_error(server.url)
     assert (error.code, error.affects_all, error.reached_server) == (
         ErrorCode.LLM_UNAVAILABLE,
         True,
         True,
     ), error.message
+    assert server.stats()["requests"] == 1
 
 
 @pytest.mark.parametrize(
@@ -149,11 +158,13 @@ def test_parse_retry_after():
     assert parse_retry_after("0") == 0
 
 
-async def _chats(url: str, n: int, *, concurrent: bool = False, **kwargs) -> list:
+async def _chats(
+    url: str, n: int, *, concurrent: bool = False, messages: list = MESSAGES, **kwargs
+) -> list:
     async with LLMClient(base_url=url, **kwargs) as client:
         if concurrent:
-            return await asyncio.gather(*(client.chat(MESSAGES) for _ in range(n)))
-        return [await client.chat(MESSAGES) for _ in range(n)]
+            return await asyncio.gather(*(client.chat(messages) for _ in range(n)))
+        return [await client.chat(messages) for _ in range(n)]
 
 
 def test_connections_are_bounded(server):
@@ -195,8 +206,9 @@ class _KeepAliveServer:
     def __init__(self, replies_per_connection: int = 0) -> None:
         self.connections = 0
         self.request_lines: list[bytes] = []
-        # >0: the next request on a connection that served this many is met by a close, as
-        # llama.cpp's llama-server closes kept-alive connections.
+        # >0: the next request on a connection that served this many is met by a close
+        # (a reset) once its head came, before its body is read, as llama.cpp's
+        # llama-server closes kept-alive connections.
         self.replies_per_connection = replies_per_connection
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -206,11 +218,13 @@ class _KeepAliveServer:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 self.request_lines.append(head.split(b"\r\n")[0])
-                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-                await reader.readexactly(length)
                 if served == self.replies_per_connection > 0:
+                    sock = writer.get_extra_info("socket")
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     writer.close()
                     return
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
                 served += 1
                 writer.write(
                     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
@@ -247,9 +261,12 @@ def test_an_http11_chunked_stream_is_read_and_its_connection_kept_alive():
 
 def test_a_kept_alive_connection_closed_as_the_request_goes_out_is_retried_on_a_new_one():
     """llama.cpp's llama-server closes kept-alive connections: a request that meets the close
-    gets no byte back and is sent again on a new connection, never an outage."""
+    before it is wholly written (a prompt larger than the sockets' buffers, whose body the
+    server never read) was not taken, and is sent again on a new connection, never an
+    outage."""
     srv = _KeepAliveServer(replies_per_connection=1)
-    replies = _serve(srv.handle, lambda url: _chats(url, 3))
+    big = [{"role": "user", "content": "x" * (32 * 1024 * 1024)}]
+    replies = _serve(srv.handle, lambda url: _chats(url, 3, messages=big))
     assert [r.content for r in replies] == ["four"] * 3
     # Calls 2 and 3 each met a closing connection, then went out on a new one.
     assert (len(srv.request_lines), srv.connections) == (5, 3)

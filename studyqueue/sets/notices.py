@@ -120,7 +120,12 @@ def _queue_notice(question_set: StudyQuestionSet, done: Progress) -> int:
         )
         if not claimed:
             return 0  # another consumer's sweep queued it
-        return int(enqueue_set_notice(question_set.pk).created)
+        created = enqueue_set_notice(question_set.pk).created
+        if not created:
+            # An earlier completion's notice is active and may have read its own already: leave
+            # this one unqueued, for the sweep after that notice ended (its end is a job's).
+            transaction.set_rollback(True, using=sets.db)
+        return int(created)
 
 
 @dataclass(frozen=True)
@@ -165,7 +170,11 @@ class Noticed:
             recorded = (
                 StudyQuestionSet.objects.filter(pk=self.question_set.pk)
                 .exclude(noticed_key=self.key)
-                .update(noticed_key=self.key, noticed_through=self.progress.finished_at)
+                .update(
+                    noticed_key=self.key,
+                    notice_queued_for=self.key,  # what it found: the sweep queues no other
+                    noticed_through=self.progress.finished_at,
+                )
             )
             if not recorded:
                 return queue.skip_claimed(job, ErrorCode.SET_NOTICED, ALREADY_NOTICED)

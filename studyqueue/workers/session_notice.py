@@ -1,14 +1,19 @@
-"""The session notice handler: a session's summary was written; POST it, signed, to
-``WEBHOOK_URL`` like a set's notice (``workers.set_notice``), with one idempotency key per
-summary, then complete the job. No LLM call, no gate slot."""
+"""The session notice handler: a session's summary was written; POST its current one,
+signed, to ``WEBHOOK_URL`` like a set's notice (``workers.set_notice``), with one idempotency
+key per summary, then complete the job (``Completed``: and queue the notice of a summary made
+current meanwhile). No LLM call, no gate slot."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+
+from django.db import transaction
 
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob, StudySession
 from studyqueue.queue import transitions as queue
+from studyqueue.queue.enqueue import enqueue_for_session
 from studyqueue.queue.store import JobResult
 from studyqueue.sessions import summaries
 from studyqueue.workers.registry import WorkContext, failed, handler
@@ -17,7 +22,7 @@ from studyqueue.workers.set_notice import post
 logger = logging.getLogger("studyqueue.sessions")
 
 
-def _payload(job: StudyQuestionJob) -> tuple[dict[str, object], str] | None:
+def _payload(job: StudyQuestionJob) -> tuple[dict[str, object], int, int] | None:
     if job.study_session_id is None:
         return None
     sessions = summaries.with_state(StudySession.objects.all())
@@ -25,14 +30,28 @@ def _payload(job: StudyQuestionJob) -> tuple[dict[str, object], str] | None:
     if session is None or session.summary is None:
         return None
     data = {"event": "session.summarized", **summaries.as_json(session)}
-    return data, f"session-{session.pk}-summary-{session.summary.pk}"
+    return data, session.pk, session.summary.pk
 
 
+@dataclass(frozen=True)
 class Completed:
-    """The notice went out (or had nowhere to go): the job completes."""
+    """The notice of summary ``sent`` went out (or had nowhere to go): the job completes. A
+    summary made current since found this job active and queued no notice (one active job a
+    session): if the session's current summary is another, its notice is queued here. The
+    session's row lock orders this with ``summaries.make_current``: either that commit is
+    seen here, or its enqueue comes after this job ended and queues the notice itself."""
+
+    session_id: int
+    sent: int
 
     def write(self, job: StudyQuestionJob) -> queue.Outcome:
-        return queue.complete(job)
+        sessions = StudySession.objects.select_for_update().filter(pk=self.session_id)
+        with transaction.atomic(using=sessions.db):
+            current = sessions.values_list("summary_id", flat=True).first()
+            outcome = queue.complete(job)
+            if outcome is queue.Outcome.COMPLETED and current not in (None, self.sent):
+                enqueue_for_session(self.session_id, JobKind.SESSION_NOTICE)
+        return outcome
 
 
 @handler(JobKind.SESSION_NOTICE)
@@ -41,11 +60,11 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     found = await ctx.store.on_claims(_payload, job)
     if found is None:
         return failed(job, ErrorCode.SESSION_MISSING, "the session or its summary was deleted")
-    data, key = found
+    data, session_id, summary_id = found
     url = conf.WEBHOOK_URL
     if url:
-        error = await post(url, data, key)
+        error = await post(url, data, f"session-{session_id}-summary-{summary_id}")
         if error is not None:
             return failed(job, ErrorCode.WEBHOOK_FAILED, error)
     logger.info("study_session_noticed session=%s webhook=%s", job.study_session_id, bool(url))
-    return Completed()
+    return Completed(session_id, summary_id)

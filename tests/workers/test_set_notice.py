@@ -20,6 +20,7 @@ import pytest
 from django.core import mail
 from django.core.management import call_command
 from django.db import connections
+from django.utils import timezone
 
 from studyqueue.models import (
     JobKind,
@@ -51,7 +52,10 @@ class Receiver:
         self.posts: list[tuple[dict[str, str], bytes]] = []
         self.statuses: list[int] = []
         self.otherwise = 200
-        self.drip = False  # headers, then a byte every 0.5 s of a body that never ends
+        self.drip = False  # headers, then a byte every ``drip_every`` s of an endless body
+        self.drip_every = 0.5
+        self.answering = threading.Event()  # cleared: each POST waits (read) until it is set
+        self.answering.set()
         self.stopped = threading.Event()
         self._lock = threading.Lock()
         receiver = self
@@ -65,6 +69,7 @@ class Receiver:
                 with receiver._lock:
                     receiver.posts.append((dict(self.headers), body))
                     status = receiver.statuses.pop(0) if receiver.statuses else receiver.otherwise
+                receiver.answering.wait(60)
                 if receiver.drip:
                     self._drip()
                     return
@@ -78,7 +83,7 @@ class Receiver:
                 self.end_headers()
                 try:
                     # The receiver's pace, not a synchronisation: it never finishes.
-                    while not receiver.stopped.wait(0.5):
+                    while not receiver.stopped.wait(receiver.drip_every):
                         self.wfile.write(b" ")
                         self.wfile.flush()
                 except OSError:
@@ -93,6 +98,7 @@ class Receiver:
 
     def stop(self) -> None:
         self.stopped.set()
+        self.answering.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -240,6 +246,48 @@ def test_a_set_that_grows_after_its_notice_is_noticed_again_when_done_again(rece
     first, second = (json.loads(body) for _, body in receiver.posts)
     assert (first["total"], second["total"]) == (1, 2)
     assert question_set.jobs.filter(kind=JobKind.SET_NOTICE).count() == 2
+
+
+def _explained(name: str, text: str) -> None:
+    """Add an explained question, its job ended now, to set ``name``: done at once."""
+    question = StudyQuestionFactory(text=text, explanation="Four.")
+    StudyQuestionJobFactory(
+        study_question=question, status=JobStatus.COMPLETED, completed_at=timezone.now()
+    )
+    question_sets.add(name, [question.pk])
+
+
+def test_a_set_done_again_while_its_notice_is_delivered_gets_a_notice_after_it(
+    receiver, signals, make_consumer
+):
+    """A consumer (a thread, its own connections) delivers a set's notice to a receiver that
+    holds its answer; meanwhile the set grows and is done again, and another sweep finds the
+    notice active. Once the receiver answers, the new completion is noticed too."""
+    _explained("grown", "grown: 2 + 2?")
+    assert notices.queue_due_notices() == 1
+    receiver.answering.clear()
+    errors: list[BaseException] = []
+
+    def deliver() -> None:
+        try:
+            make_consumer(worker_id="deliverer").run_cycle()
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=deliver)
+    thread.start()
+    try:
+        wait_for(lambda: receiver.posts, timeout=20, what="the first completion's POST")
+        _explained("grown", "grown: 3 + 3?")
+        assert notices.queue_due_notices() == 0  # the active notice read the first one
+    finally:
+        receiver.answering.set()
+        thread.join(60)
+    assert errors == [] and not thread.is_alive()
+    _drain()
+    assert [json.loads(body)["total"] for _, body in receiver.posts] == [1, 2]
+    first, second = (headers["Idempotency-Key"] for headers, _ in receiver.posts)
+    assert first != second and [s["payload"]["total"] for s in signals] == [1, 2]
 
 
 def test_without_a_webhook_the_signal_still_goes(settings, llm_server, signals):
@@ -560,3 +608,4 @@ def test_a_dripping_notice_holds_no_gate_slot(receiver, settings, make_consumer)
     notice.refresh_from_db()
     assert (notice.status, notice.error_code) == (JobStatus.FAILED, "webhook_failed")
     assert 7 < time.monotonic() - started < 20  # the notice ended at its deadline
+

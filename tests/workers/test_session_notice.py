@@ -1,0 +1,85 @@
+"""A session's notice (``workers/session_notice.py``) against a real HTTP receiver: a summary
+made current while the session's notice is being delivered is delivered after it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from studyqueue.models import JobKind, JobStatus, StudySession
+from studyqueue.queue.pauses import pause, resume
+from studyqueue.sessions import recording, summaries
+from tests.factories import StudyQuestionFactory
+from tests.helpers import wait_for
+from tests.workers.test_set_notice import Receiver
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def receiver(settings, llm_server) -> Iterator[Receiver]:
+    hook = Receiver()
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "WEBHOOK_URL": hook.url,
+        "KEY_AUDIT": False,
+        "VERIFY": False,
+        "STEP_CHECK": False,
+    }
+    yield hook
+    hook.stop()
+
+
+def _session() -> StudySession:
+    StudyQuestionFactory(external_id="q-1", choices=["4", "5"], answer="4", explanation="Four.")
+    line = {
+        "external_id": "s-1",
+        "learner": "kim-07",
+        "started_at": "2026-12-01T09:00:00+09:00",
+        "ended_at": "2026-12-01T09:25:00+09:00",
+        "answers": [{"question": "q-1", "chosen": 1}],
+    }
+    return recording.record(recording.check(line))[0]
+
+
+def test_a_summary_written_while_the_notice_is_delivered_gets_its_own(receiver, make_consumer):
+    """Consumer A (a thread, its own connections) delivers the notice of summary 1 to a
+    receiver that holds its answer; consumer B writes summary 2 meanwhile, whose notice finds
+    the first one active. Once the receiver answers, summary 2 is delivered too."""
+    session = _session()
+    summaries.queue_summaries([session])
+    pause(JobKind.SESSION_NOTICE)
+    make_consumer(worker_id="writer").run_cycle()  # summary 1, and its notice queued
+    resume(JobKind.SESSION_NOTICE)
+    first = StudySession.objects.get(pk=session.pk).summary_id
+    receiver.answering.clear()
+    delivering = make_consumer(worker_id="deliverer")
+    errors: list[BaseException] = []
+
+    def deliver() -> None:
+        try:
+            delivering.run_cycle()
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=deliver)
+    thread.start()
+    try:
+        wait_for(lambda: receiver.posts, timeout=20, what="summary 1's notice POSTed")
+        summaries.queue_summaries([session])  # as a reviewer's reject does
+        make_consumer(worker_id="rewriter").run_cycle()  # summary 2 becomes current
+        second = StudySession.objects.get(pk=session.pk).summary_id
+        assert second != first
+    finally:
+        receiver.answering.set()
+        thread.join(60)
+    assert errors == [] and not thread.is_alive()
+    make_consumer(worker_id="after").run_cycle()
+    keys = [headers["Idempotency-Key"] for headers, _ in receiver.posts]
+    assert keys == [f"session-{session.pk}-summary-{n}" for n in (first, second)]
+    assert json.loads(receiver.posts[-1][1])["written_at"] is not None
+    notices = session.jobs.filter(kind=JobKind.SESSION_NOTICE)
+    assert list(notices.values_list("status", flat=True)) == [JobStatus.COMPLETED] * 2

@@ -139,7 +139,7 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
         # A session's or a set's own job has no question: it names its owner, linked.
         owner = job.study_session or job.question_set
         if owner is not None:
-            link = change_link(owner._meta.model_name, owner.pk)
+            link = change_link(type(owner).__name__.lower(), owner.pk)
             name = capfirst(owner._meta.verbose_name)
             return format_html("{} {} {}", name, link, excerpt(str(owner), QUESTION_EXCERPT))
         if job.study_question_id is None:

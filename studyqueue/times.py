@@ -30,6 +30,11 @@ def shown(moment: datetime | None) -> str:
     return formats.date_format(local, "DATETIME_FORMAT")
 
 
+def local_iso(moment: datetime | None) -> str | None:
+    """``moment`` in ISO 8601 with the offset of ``TIME_ZONE``, as exports write it; None."""
+    return timezone.localtime(moment).isoformat() if moment is not None else None
+
+
 def short_duration(delta: timedelta) -> str:
     """A compact age or duration for a table cell: 189 ms, 45s, 12m, 3h 5m, 4d."""
     exact = max(delta.total_seconds(), 0)

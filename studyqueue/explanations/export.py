@@ -24,6 +24,7 @@ from studyqueue.models import (
     awaiting_key_check,
     key_audit_holds,
 )
+from studyqueue.times import local_iso
 
 # Each column's meaning: docs/howto/import-export.md ("Export").
 EXPORT_FIELDS = (
@@ -115,7 +116,7 @@ def export_rows(
         for name in ("endpoint", "step_check", "wrong_step_text"):
             row[name] = row[name] or ""
         row["review_status"] = row["review_status"] or ReviewStatus.UNREVIEWED
-        row["explained_at"] = row["explained_at"].isoformat() if row["explained_at"] else None
+        row["explained_at"] = local_iso(row["explained_at"])
         yield row
 
 

@@ -33,6 +33,7 @@ from studyqueue.queue.attempts import Usage
 from studyqueue.queue.enqueue import enqueue_for_session
 from studyqueue.services.llm import LLMReply
 from studyqueue.sessions import reading
+from studyqueue.times import local_iso
 
 logger = logging.getLogger("studyqueue.sessions")
 
@@ -297,8 +298,8 @@ def as_json(session: StudySession) -> dict[str, object]:
         "session": session.external_id,
         "id": session.pk,
         "learner": session.learner,
-        "started_at": session.started_at.isoformat(),
-        "ended_at": session.ended_at.isoformat(),
+        "started_at": local_iso(session.started_at),
+        "ended_at": local_iso(session.ended_at),
         "right": session.right,
         "total": session.total,
         "status": state,
@@ -308,5 +309,5 @@ def as_json(session: StudySession) -> dict[str, object]:
         "flags": summary.flags if summary else [],
         "review": summary.review_status if summary else "",
         "outdated": outdated(answers),
-        "written_at": summary.created_at.isoformat() if summary else None,
+        "written_at": local_iso(summary.created_at) if summary else None,
     }

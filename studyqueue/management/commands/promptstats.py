@@ -14,6 +14,7 @@ from studyqueue.admin.labels import flag_label
 from studyqueue.explanations import check_cost, flag_trust, prompt_versions
 from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._translated import TranslatedCommand
+from studyqueue.times import local_iso
 
 
 def _pct(value: float | None) -> str:
@@ -114,8 +115,8 @@ class Command(TranslatedCommand):
     ) -> str:
         cost = costs.get(v.prompt_version, check_cost.VersionCost(v.prompt_version, {}))
         row = asdict(v) | {
-            "first_at": v.first_at.isoformat() if v.first_at else None,
-            "last_at": v.last_at.isoformat() if v.last_at else None,
+            "first_at": local_iso(v.first_at),
+            "last_at": local_iso(v.last_at),
             "flag_shares": dict(v.flag_shares),
             "approval_rate": v.approval_rate,
             "rejection_rate": v.rejection_rate,

@@ -52,9 +52,10 @@ def test_claim_and_stale_scan_use_partial_indexes():
     _fill()
     assert StudyQuestionJob.objects.count() == N_JOBS
     claim_sql = queue.CLAIM_SQL["postgresql"]
-    for holds in (False, True):  # with KEY_AUDIT_HOLDS off and on
+    # With KEY_AUDIT_HOLDS off and on, and with deliveries (notices) left out.
+    for holds, deliveries in ((False, True), (True, True), (False, False)):
         params = {"token": None, "worker_id": "w", "now": timezone.now(), "limit": 1}
-        params["holds"] = holds
+        params.update(holds=holds, deliveries=deliveries)
         claim_plan = _plan(claim_sql, params)  # EXPLAIN plans the UPDATE without running it
         print(claim_plan)
         assert "studyqueue_job_claim" in claim_plan

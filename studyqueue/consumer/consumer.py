@@ -52,6 +52,10 @@ logger = logging.getLogger("studyqueue.consumer")
 NOTICE_SWEEP_SECONDS = 30.0
 # What ends a job: a set whose last job ended may be done.
 _ENDINGS = frozenset({Outcome.COMPLETED, Outcome.FAILED, Outcome.SKIPPED})
+# Deliveries (``transitions.DELIVERIES``: notices, no LLM call) run beside the places kept for
+# LLM jobs, never in them: a receiver dripping its answer for WEBHOOK_TIMEOUT_SECONDS holds up no
+# explanation. A cycle claims them while fewer than this many run (a claim brings a batch at most).
+DELIVERY_PLACES = 2
 # How often the main thread, waiting to be stopped, looks for a signal's pending handler.
 _SIGNAL_CHECK_SECONDS = 0.2
 
@@ -316,12 +320,13 @@ class Consumer:
         beats = asyncio.create_task(self._heartbeat(job, runner))
         try:
             result = await registry.dispatch(job, self.ctx)
-            self.storing += 1
+            held_place = job.kind not in queue.DELIVERIES  # a delivery has no place to free
+            self.storing += held_place
             self.called.set()
             try:
                 return await self.store.finish(job, result)
             finally:
-                self.storing -= 1
+                self.storing -= held_place
         except asyncio.CancelledError:
             # A pause came before the call started, the claim was lost (a refused
             # heartbeat) or the grace period ran out: hand the job back. Refused, and
@@ -409,6 +414,7 @@ class Cycle:
         self.consumer = consumer
         self.result = CycleResult()
         self.running: set[asyncio.Task[Outcome]] = set()
+        self.deliveries: set[asyncio.Task[Outcome]] = set()  # of ``running``: in no place
         self.deadline = time.monotonic() + consumer.budget
         self.claims = 0
         self.nothing_ready = False  # a claim came back short: claim again once a job ends
@@ -425,8 +431,8 @@ class Cycle:
 
     @property
     def places(self) -> int:
-        """Places in flight free now."""
-        return self.in_flight - len(self.running) + self.consumer.storing
+        """Places in flight free now (``DELIVERY_PLACES``: a delivery takes none)."""
+        return self.in_flight - len(self.running - self.deliveries) + self.consumer.storing
 
     async def run(self) -> CycleResult:
         """Reset stale jobs, then claim jobs in id order and run them until nothing is ready or
@@ -452,6 +458,9 @@ class Cycle:
             consumer.called.clear()
             for task in self.running & done:
                 self.job_finished(task)
+            # A delivery may keep the cycle open for WEBHOOK_TIMEOUT_SECONDS: look for LLM work
+            # meanwhile, at each wake (twice a second), as the next cycle would.
+            self.nothing_ready = self.nothing_ready and not self.deliveries
             await consumer.pool.sync_gates(consumer.store.on_claims)
             await self.check_pauses()
             await consumer.report(if_due=True)
@@ -490,7 +499,8 @@ class Cycle:
         limit = min(consumer.batch_size, self.places)
         self.claims += 1
         try:
-            jobs = await consumer.store.claim(consumer.worker_id, limit)
+            room = len(self.deliveries) < DELIVERY_PLACES
+            jobs = await consumer.store.claim(consumer.worker_id, limit, deliveries=room)
         except DatabaseError as exc:
             self.db_error = exc  # claim no more; let the running jobs finish
             return
@@ -502,7 +512,10 @@ class Cycle:
                 # Claimed as the stop came: start nothing new.
                 self.result.outcomes[await consumer.release(job, "consumer stopping")] += 1
                 continue
-            self.running.add(asyncio.create_task(consumer.run_claimed(job), name=f"job-{job.pk}"))
+            task = asyncio.create_task(consumer.run_claimed(job), name=f"job-{job.pk}")
+            self.running.add(task)
+            if job.kind in queue.DELIVERIES:
+                self.deliveries.add(task)
 
     async def queue_notices(self) -> None:
         """Queue the notice of each question set now done: after a cycle that finished jobs,
@@ -539,6 +552,7 @@ class Cycle:
     def job_finished(self, task: asyncio.Task[Outcome]) -> None:
         """Count a finished job; a place in flight is free, so claiming may go on."""
         self.running.discard(task)
+        self.deliveries.discard(task)
         self.nothing_ready = False
         # A task cancelled before it ever ran wrote nothing: its job is left to stale recovery.
         outcome = Outcome.LOST if task.cancelled() else task.result()

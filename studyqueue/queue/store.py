@@ -130,10 +130,10 @@ class JobStore:
 
     # The cycle, on the claims' connection.
 
-    async def claim(self, worker_id: str, limit: int) -> list[Job]:
+    async def claim(self, worker_id: str, limit: int, *, deliveries: bool = True) -> list[Job]:
         """Claim up to ``limit`` ready jobs in id order (``transitions.claim``), and read
         their questions (``question``) on the same trip: one hop fewer before a call."""
-        jobs, questions = await self.on_claims(_claim, worker_id, limit)
+        jobs, questions = await self.on_claims(_claim, worker_id, limit, deliveries)
         self._questions.update(questions)
         return jobs
 
@@ -194,8 +194,10 @@ class JobStore:
             thread.shutdown()
 
 
-def _claim(worker_id: str, limit: int) -> tuple[list[Job], dict[int, StudyQuestion | None]]:
-    jobs = queue.claim(worker_id=worker_id, limit=limit)
+def _claim(
+    worker_id: str, limit: int, deliveries: bool
+) -> tuple[list[Job], dict[int, StudyQuestion | None]]:
+    jobs = queue.claim(worker_id=worker_id, limit=limit, deliveries=deliveries)
     ids = [job.study_question_id for job in jobs if job.study_question_id is not None]
     found = StudyQuestion.objects.in_bulk(ids) if ids else {}
     return jobs, {job.pk: found.get(job.study_question_id) for job in jobs}

@@ -63,6 +63,12 @@ Job = StudyQuestionJob
 MAX_ERROR_MESSAGE = 2000
 
 
+# Kinds that make no LLM call (webhook notices): a consumer runs them beside the places it keeps
+# for LLM jobs, and claims them only while it has room for them (``claim``'s ``deliveries``).
+DELIVERIES = (JobKind.SET_NOTICE, JobKind.SESSION_NOTICE)
+_DELIVERIES = ", ".join(f"'{kind}'" for kind in DELIVERIES)
+
+
 # The claim: ``JobQuerySet.ready()`` in SQL (tests/queue/test_transitions.py checks they agree),
 # taken and marked in one statement: atomic on both databases without a transaction (there is no
 # async ``atomic()``). On PostgreSQL, SKIP LOCKED lets consumers pass each other's rows, and
@@ -80,6 +86,7 @@ _READY_IDS = """
       AND NOT EXISTS (
         SELECT 1 FROM studyqueue_queuepause AS pause WHERE pause.kind IN ('', job.kind)
       )
+      AND (%(deliveries)s OR job.kind NOT IN ({deliveries}))
       AND NOT (job.kind = 'explanation' AND (
         EXISTS (
           SELECT 1 FROM studyqueue_studyquestionjob AS audit
@@ -139,11 +146,13 @@ CLAIM_SQL = {
     "postgresql": opening_attempts(
         _CLAIM.format(
             ids="id = ANY(ARRAY({ready}\n    FOR UPDATE SKIP LOCKED))".format(
-                ready=_READY_IDS.format(order=_ORDER["postgresql"])
+                ready=_READY_IDS.format(order=_ORDER["postgresql"], deliveries=_DELIVERIES)
             )
         )
     ),
-    "sqlite": _CLAIM.format(ids="id IN ({})".format(_READY_IDS.format(order=_ORDER["sqlite"]))),
+    "sqlite": _CLAIM.format(
+        ids="id IN ({})".format(_READY_IDS.format(order=_ORDER["sqlite"], deliveries=_DELIVERIES))
+    ),
 }
 
 
@@ -231,13 +240,14 @@ def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]
     return jobs
 
 
-def claim(*, worker_id: str, limit: int | None = None) -> list[Job]:
-    """Atomically claim up to ``limit`` ready jobs for ``worker_id``: counts the attempt,
-    stamps a fresh claim token and heartbeat (``CLAIM_SQL``)."""
+def claim(*, worker_id: str, limit: int | None = None, deliveries: bool = True) -> list[Job]:
+    """Atomically claim up to ``limit`` ready jobs (``DELIVERIES`` among them unless told not)
+    for ``worker_id``: counts the attempt, stamps a fresh claim token and heartbeat."""
     limit = conf.BATCH_SIZE if limit is None else limit
     if limit < 1:
         return []
-    return _run_claim(CLAIM_SQL, worker_id, limit=limit, holds=key_audit_holds())
+    holds = key_audit_holds()
+    return _run_claim(CLAIM_SQL, worker_id, limit=limit, holds=holds, deliveries=deliveries)
 
 
 def claim_job(job_id: int, *, worker_id: str) -> Job | None:

@@ -609,3 +609,42 @@ def test_a_dripping_notice_holds_no_gate_slot(receiver, settings, make_consumer)
     assert (notice.status, notice.error_code) == (JobStatus.FAILED, "webhook_failed")
     assert 7 < time.monotonic() - started < 20  # the notice ended at its deadline
 
+
+def test_dripping_notices_never_take_the_places_explanations_need(
+    receiver, settings, make_consumer
+):
+    """A gate-1 consumer (two places in flight) delivers two set notices to a receiver that
+    sends a byte every 2 s; five explanations queued meanwhile are all written while both
+    notices still drip: a delivery takes none of the places the LLM's jobs need."""
+    settings.STUDYQUEUE = {
+        **settings.STUDYQUEUE,
+        "MAX_ATTEMPTS": 1,
+        "WEBHOOK_TIMEOUT_SECONDS": 12,
+        "GATE_PERMITS": 1,
+    }
+    receiver.drip, receiver.drip_every = True, 2.0
+    for name in ("slow 1", "slow 2"):
+        _explained(name, f"{name}: 2 + 2?")
+    assert notices.queue_due_notices() == 2
+    consumer = make_consumer()
+    cycle = threading.Thread(target=consumer.run_cycle)
+    cycle.start()
+    try:
+        wait_for(lambda: len(receiver.posts) == 2, timeout=10, what="both notices' POSTs")
+        later = [StudyQuestionFactory(text=f"asked while notices drip: {n}?") for n in range(5)]
+        enqueue_many([q.pk for q in later])
+        wait_for(
+            lambda: (
+                StudyQuestion.objects.filter(pk__in=[q.pk for q in later])
+                .exclude(explanation="")
+                .count()
+                == 5
+            ),
+            timeout=10,
+            what="the five explanations written beside the dripping notices",
+        )
+        delivering = StudyQuestionJob.objects.filter(kind=JobKind.SET_NOTICE)
+        assert list(delivering.values_list("status", flat=True)) == [JobStatus.PROCESSING] * 2
+    finally:
+        cycle.join(60)
+    assert not cycle.is_alive()

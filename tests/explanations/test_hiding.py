@@ -164,8 +164,9 @@ def test_blind_shows_the_reasoning_of_a_sound_explanation():
 
 def test_hiding_a_huge_reply_takes_linear_time():
     """A reply may be megabytes (LLM_MAX_REPLY_BYTES): every sentence is read a bounded
-    number of times, whatever it holds."""
+    number of times, whatever it holds. CPU time, not wall time: the bound is about the
+    work, which other processes on a loaded machine do not change (1-2 s here)."""
     for hostile in ("② 맞다 " * 40000, "칼슘은 뼈의 주성분이다. " * 20000, "a, " * 100000):
-        started = time.perf_counter()
+        started = time.process_time()
         hide_statements(hostile, MINERALS_KO)
-        assert time.perf_counter() - started < 5
+        assert time.process_time() - started < 5

@@ -39,7 +39,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     if problems:
         return problems
     problems += _endpoint_problems() + _pooler_problems()
-    problems += _prompt_problems() + _quality_problems() + _webhook_problems()
+    problems += _prompt_problems() + _quality_problems() + _webhook_problems() + _token_problems()
     return problems or _cache_problems() + _nesting()
 
 
@@ -252,6 +252,17 @@ def _webhook_problems() -> list[CheckMessage]:
         message = gettext("STUDYQUEUE WEBHOOK_URL has no host")
     hint = gettext("For example https://hooks.example.org/studyqueue; empty: no webhook.")
     return [Error(message, hint=hint, id="studyqueue.E011")]
+
+
+def _token_problems() -> list[CheckMessage]:
+    """Every API token can be sent in a header: LLM_API_KEY's rule (E006)."""
+    from studyqueue.views import api_tokens  # the models must be ready first
+
+    if all(is_valid_api_key(token) for token in api_tokens()):
+        return []
+    message = gettext("STUDYQUEUE API_TOKENS holds a token no HTTP header can carry")
+    hint = gettext("A token is visible ASCII, without spaces; commas separate the tokens.")
+    return [Error(message, hint=hint, id="studyqueue.E012")]
 
 
 def _nesting() -> list[CheckMessage]:

@@ -12,4 +12,5 @@ urlpatterns = [
     path("metrics", views.metrics, name="metrics"),
     path("api/sessions", views.api_sessions, name="api-sessions"),
     path("api/sessions/<path:key>/summary", views.api_summary, name="api-summary"),
+    path("api/sessions-by-id/<int:pk>/summary", views.api_summary, name="api-summary-by-id"),
 ]

@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterable
 from functools import wraps
 
 from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
@@ -52,9 +53,20 @@ def readyz(request: HttpRequest) -> HttpResponse:
 
 
 def _bearer(request: HttpRequest, tokens: Iterable[str]) -> bool:
-    """Whether the request carries one of ``tokens`` (compared in constant time)."""
-    given = request.headers.get("Authorization", "").encode()
-    return any(hmac.compare_digest(given, f"Bearer {t}".encode()) for t in tokens if t)
+    """Whether the request carries one of ``tokens`` (compared in constant time) after the
+    scheme ``Bearer``, in any case, and a run of spaces (RFC 7235)."""
+    scheme, _sp, given = request.headers.get("Authorization", "").partition(" ")
+    sent = given.lstrip(" ").encode() if scheme.lower() == "bearer" else b""
+    return any(hmac.compare_digest(sent, t.encode()) for t in tokens if t)
+
+
+def api_tokens() -> list[str]:
+    """The sessions API's bearer tokens (API_TOKENS, comma-separated); none: it is off."""
+    return [t.strip() for t in conf.API_TOKENS.split(",") if t.strip()]
+
+
+# What the API answers while it is off, and ``serve`` says at start-up.
+API_OFF = gettext_lazy("Sessions API: off (set STUDYQUEUE_API_TOKENS and restart to turn it on).")
 
 
 @never_cache
@@ -71,21 +83,27 @@ def metrics(request: HttpRequest) -> HttpResponse:
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 
 
+def _json(data: dict[str, object], status: int = 200) -> JsonResponse:
+    """The API's JSON, its text as it is (Korean unescaped): UTF-8, as its Content-Type says."""
+    return JsonResponse(data, status=status, json_dumps_params={"ensure_ascii": False})
+
+
 def _refused(status: int, outcome: str, *errors: str) -> JsonResponse:
     logger.info("api_request outcome=%s status=%s", outcome, status)
-    return JsonResponse({"errors": list(errors)}, status=status)
+    return _json({"errors": list(errors)}, status=status)
 
 
 def _api(method: str) -> Callable[[View], View]:
-    """A sessions API view: absent (404) while API_TOKENS is empty, else it needs one of
-    them (401) and ``method`` (405). A token, not a cookie, authenticates it: no CSRF."""
+    """A sessions API view: off (a JSON 404 saying how to turn it on) while API_TOKENS is
+    empty, else it needs one of them (401) and ``method`` (405). A token, not a cookie,
+    authenticates it: no CSRF."""
 
     def decorate(view: View) -> View:
         @wraps(view)
         def guarded(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
-            tokens = [token.strip() for token in conf.API_TOKENS.split(",")]
-            if not any(tokens):
-                raise Http404
+            tokens = api_tokens()
+            if not tokens:
+                return _refused(404, "off", str(API_OFF))
             if not _bearer(request, tokens):
                 response = _refused(401, "unauthorized", _("a valid bearer token is needed"))
                 response["WWW-Authenticate"] = 'Bearer realm="studyqueue"'
@@ -102,12 +120,12 @@ def _api(method: str) -> Callable[[View], View]:
 @_api("POST")
 def api_sessions(request: HttpRequest) -> HttpResponse:
     """Record the session the body holds and queue its summary: 201; the same again: 200."""
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0
-    body = b"" if declared > MAX_BODY else request.read(MAX_BODY + 1)
-    if declared > MAX_BODY or len(body) > MAX_BODY:
+    # A chunked body has no length, and Django reads none of it: read it from the server's
+    # stream where the server ends that stream with the body (gunicorn does). Either way no
+    # more than the limit is read, whatever length is declared.
+    unsized = request.META.get("wsgi.input_terminated") and not request.META.get("CONTENT_LENGTH")
+    body = (request.META["wsgi.input"] if unsized else request).read(MAX_BODY + 1)
+    if len(body) > MAX_BODY:
         return _refused(413, "too_large", _("the body is over %(max)s bytes") % {"max": MAX_BODY})
     try:
         record = json.loads(body)
@@ -132,20 +150,18 @@ def api_sessions(request: HttpRequest) -> HttpResponse:
         "created" if created else "known",
         status,
     )
-    url = reverse("studyqueue:api-summary", args=[session.external_id or session.pk])
-    return JsonResponse(
-        {"id": session.pk, "session": session.external_id, "summary_url": url}, status=status
-    )
+    if session.external_id:
+        url = reverse("studyqueue:api-summary", args=[session.external_id])
+    else:  # a URL of its own: an external id of the same digits names another session
+        url = reverse("studyqueue:api-summary-by-id", args=[session.pk])
+    return _json({"id": session.pk, "session": session.external_id, "summary_url": url}, status)
 
 
 @_api("GET")
-def api_summary(request: HttpRequest, key: str) -> HttpResponse:
-    """A session and its summary (``summaries.as_json``) by external id, or by id for a
-    session recorded without one."""
-    sessions = summaries.with_state(StudySession.objects.all())
-    session = sessions.filter(external_id=key).first()
-    if session is None and key.isascii() and key.isdigit():
-        session = sessions.filter(pk=int(key), external_id=None).first()
+def api_summary(request: HttpRequest, key: str = "", pk: int | None = None) -> HttpResponse:
+    """A session and its summary (``summaries.as_json``) by external id, or by id."""
+    found = StudySession.objects.filter(**({"pk": pk} if pk is not None else {"external_id": key}))
+    session = summaries.with_state(found).first()
     if session is None:
-        return _refused(404, "unknown", _("no session %(id)s") % {"id": key})
-    return JsonResponse(summaries.as_json(session))
+        return _refused(404, "unknown", _("no session %(id)s") % {"id": key or pk})
+    return _json(summaries.as_json(session))

@@ -3,24 +3,36 @@ Django's test client and a real database."""
 
 from __future__ import annotations
 
+import http.client
+import io
 import json
 import logging
+import subprocess
 import threading
 
 import pytest
 from django.db import connections, transaction
 from django.test import Client
 
-from studyqueue.models import JobKind, SessionSummary, StudyQuestionJob, StudySession
+from studyqueue.models import (
+    JobKind,
+    SessionSummary,
+    StudyQuestion,
+    StudyQuestionJob,
+    StudySession,
+)
 from studyqueue.sessions import summaries
+from studyqueue.sets import question_sets
 from studyqueue.views import MAX_BODY
 from tests.factories import StudyQuestionFactory
+from tests.helpers import ROOT, wait_for
 
 pytestmark = pytest.mark.django_db
 
 URL = "/studyqueue/api/sessions"
 TOKEN = "tok-en-2"
 AUTH = {"HTTP_AUTHORIZATION": f"Bearer {TOKEN}"}
+OFF = "Sessions API: off (set STUDYQUEUE_API_TOKENS and restart to turn it on)."
 
 
 @pytest.fixture
@@ -48,7 +60,7 @@ def session(**changes: object) -> dict:
     return {**record, **changes}
 
 
-def post(client: Client, body: object, **extra: str):
+def post(client: Client, body: object, **extra: object):
     data = body if isinstance(body, str | bytes) else json.dumps(body)
     return client.post(URL, data, content_type="application/json", **{**AUTH, **extra})
 
@@ -57,10 +69,20 @@ def summary_jobs() -> list[StudyQuestionJob]:
     return list(StudyQuestionJob.objects.filter(kind=JobKind.SESSION_SUMMARY))
 
 
-def test_with_no_token_configured_the_api_is_absent(client, questions):
-    assert post(client, session()).status_code == 404
-    assert client.get(f"{URL}/s-104/summary", **AUTH).status_code == 404
+def test_with_no_token_configured_the_api_says_it_is_off(client, questions):
+    for response in (post(client, session()), client.get(f"{URL}/s-104/summary", **AUTH)):
+        assert response.status_code == 404
+        assert response.json() == {"errors": [OFF]}
     assert not StudySession.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "authorization", [f"bearer {TOKEN}", f"BEARER   {TOKEN}", f"Bearer  {TOKEN}"]
+)
+def test_the_bearer_scheme_is_any_case_and_any_run_of_spaces(
+    tokens, questions, client, authorization
+):
+    assert post(client, session(), HTTP_AUTHORIZATION=authorization).status_code == 201
 
 
 def test_a_valid_bearer_token_is_needed(tokens, questions, admin_client):
@@ -124,12 +146,38 @@ def test_the_same_external_id_with_other_content_is_a_conflict(tokens, questions
             ["learner is missing", 'answer 1: unknown question "geo-9"'],
         ),
         (
+            session(answers=[{"question": {"id": [1]}, "chosen": 1}]),
+            ['answer 1: unknown question {"id": [1]}'],
+        ),
+        (
+            session(answers=[{"question": {"id": 10**30}, "chosen": 1}]),
+            [f'answer 1: unknown question {{"id": {10**30}}}'],
+        ),
+        (
+            '{"learner": "kim", "answers": [{"question": "\\ud800", "chosen": 1}]}',
+            [
+                "started_at is missing",
+                "ended_at is missing",
+                'answer 1: unknown question "\\ud800"',
+            ],
+        ),
+        (
+            session(started_at="0001-01-01T00:00:00+09:00"),
+            ["started_at is not a date and time like 2026-12-01T09:00:00+09:00 (years 1-9999 UTC)"],
+        ),
+        (
+            session(ended_at="9999-12-31T23:00:00-05:00"),
+            ["ended_at is not a date and time like 2026-12-01T09:00:00+09:00 (years 1-9999 UTC)"],
+        ),
+        (session(set="2026 기말"), ["no question set named '2026 기말'"]),
+        (
             session(ended_at="2026-12-01T08:00:00+09:00"),
             ["ended_at is before started_at"],
         ),
     ],
 )
 def test_a_bad_body_is_refused_with_its_reasons(tokens, questions, client, body, errors):
+    question_sets.add("2026 midterm", [])  # never named to a client that did not name it
     response = post(client, body)
     assert response.status_code == 400
     assert response.json() == {"errors": errors}
@@ -142,6 +190,51 @@ def test_a_body_over_the_limit_is_refused(tokens, questions, client):
     assert response.status_code == 413
     assert "errors" in response.json()
     assert not StudySession.objects.exists()
+
+
+def chunked(body: bytes) -> dict[str, object]:
+    """A body of unknown length as gunicorn hands a chunked one to Django: no CONTENT_LENGTH,
+    the decoded stream, and ``wsgi.input_terminated`` (it ends where the body does)."""
+    return {"wsgi.input": io.BytesIO(body), "wsgi.input_terminated": True, "CONTENT_LENGTH": ""}
+
+
+def test_a_body_of_unknown_length_is_read_within_the_limit(tokens, questions, client):
+    big = json.dumps(session(learner="k" * MAX_BODY)).encode()
+    assert post(client, "", **chunked(big)).status_code == 413
+    good = json.dumps(session()).encode()
+    assert post(client, "", **chunked(good)).status_code == 201
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_gunicorn_reads_a_chunked_body(questions, child_env, python, free_port):
+    bind = f"127.0.0.1:{free_port}"
+    web = subprocess.Popen(
+        [python, "-m", "gunicorn", "project.wsgi:application", "--bind", bind],
+        cwd=ROOT,
+        env={**child_env, "STUDYQUEUE_API_TOKENS": TOKEN},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def send(chunks: list[bytes]) -> int:
+        connection = http.client.HTTPConnection(bind, timeout=30)
+        try:  # an iterable body, no length: http.client sends it chunked
+            connection.request("POST", URL, iter(chunks), {"Authorization": f"Bearer {TOKEN}"})
+            return connection.getresponse().status
+        except OSError:
+            return 0  # not listening yet
+        finally:
+            connection.close()
+
+    try:
+        wait_for(lambda: send([b"[]"]) == 400, what="gunicorn")
+        body = json.dumps(session()).encode()
+        assert send([body[:100], body[100:]]) == 201
+    finally:
+        web.terminate()
+        web.wait(timeout=30)
+    assert StudySession.objects.get().external_id == "s-104"
 
 
 def test_tokens_never_reach_the_logs(tokens, questions, client, caplog):
@@ -193,16 +286,47 @@ def test_an_unknown_session_is_a_json_404(tokens, client):
         assert response.json() == {"errors": [f"no session {key}"]}
 
 
-def test_a_session_without_external_id_is_found_by_its_id(tokens, questions, client):
+def test_a_session_without_external_id_has_a_url_of_its_own(tokens, questions, client):
     first = post(client, session(external_id=None)).json()
     assert first["session"] is None
-    assert first["summary_url"] == f"{URL}/{first['id']}/summary"
+    assert first["summary_url"] == f"/studyqueue/api/sessions-by-id/{first['id']}/summary"
     assert client.get(first["summary_url"], **AUTH).json()["id"] == first["id"]
     # Without an external id nothing tells a resend from a new session.
     assert post(client, session(external_id=None)).status_code == 201
-    # An external id made of digits is that session's, never another's id.
+    # An external id made of the same digits has its own URL; each names its own session.
     named = post(client, session(external_id=str(first["id"]), learner="lee")).json()
-    assert client.get(first["summary_url"], **AUTH).json()["id"] == named["id"]
+    assert named["summary_url"] == f"{URL}/{first['id']}/summary"
+    assert client.get(first["summary_url"], **AUTH).json()["learner"] == "kim-07"
+    assert client.get(named["summary_url"], **AUTH).json()["learner"] == "lee"
+    for missing in (f"{URL}/{first['id'] + 9}/summary", f"{URL}-by-id/{'9' * 30}/summary"):
+        assert client.get(missing, **AUTH).status_code == 404
+
+
+@pytest.mark.parametrize("external_id", ["..", ".", "a/../b", "a/./b", "a//b", "/a", "a/"])
+def test_an_external_id_its_url_cannot_carry_is_refused(tokens, questions, client, external_id):
+    response = post(client, session(external_id=external_id))
+    assert response.status_code == 400
+    assert response.json()["errors"][0].startswith("external_id is part of a URL")
+
+
+def test_a_resend_after_a_question_was_deleted_is_the_recorded_session(tokens, questions, client):
+    first = post(client, session())
+    StudyQuestion.objects.filter(external_id="geo-2").delete()
+    again = post(client, session())
+    assert (again.status_code, again.json()) == (200, first.json())
+    assert StudySession.objects.count() == 1 and len(summary_jobs()) == 1
+
+
+def test_korean_is_sent_as_is(tokens, questions, client):
+    post(client, session())
+    summary = SessionSummary.objects.create(session=StudySession.objects.get(), text="점수: 1/2")
+    with transaction.atomic():
+        summaries.make_current(summary)
+    response = client.get(f"{URL}/s-104/summary", **AUTH)
+    assert response["Content-Type"] == "application/json"
+    assert '"text": "점수: 1/2"'.encode() in response.content
+    refused = post(client, session(set="기말"))
+    assert "\"no question set named '기말'\"".encode() in refused.content
 
 
 def test_an_external_id_with_a_slash_has_a_summary_url(tokens, questions, client):

@@ -118,6 +118,15 @@ def test_e006_api_key_with_control_or_non_ascii_characters():
     assert ids(LLM_API_KEY="sk-abc123") == []
 
 
+def test_e012_an_api_token_a_header_cannot_carry():
+    assert ids(API_TOKENS="tok-1, tok 2") == ["studyqueue.E012"]
+    assert ids(API_TOKENS="tok-1,tök-2\r,") == ["studyqueue.E012"]
+    assert ids(API_TOKENS=" tok-1, tok-2 ,") == []
+    with override_settings(STUDYQUEUE={"API_TOKENS": "tok-1,hidden two"}):
+        (error,) = check_settings()
+    assert "hidden" not in f"{error.msg} {error.hint}"
+
+
 def test_e006_never_shows_the_key():
     with override_settings(STUDYQUEUE={"LLM_API_KEY": "sk-secret\n"}):
         (message,) = check_settings()

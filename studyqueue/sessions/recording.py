@@ -1,13 +1,14 @@
 """Recording a study session: one JSON object (a line of ``importsessions``, the body of
 ``POST /studyqueue/api/sessions``) checked whole, scored against the keys, then written in one
-transaction; the same session sent again is recognised by its external id."""
+transaction; the same session sent again is recognised by its external id. Whatever JSON value
+comes in, the answer is the session or every reason it is not one."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -33,11 +34,12 @@ MAX_ANSWERS = 500
 
 
 class Invalid(ValueError):
-    """The session cannot be recorded; ``reasons`` says every way it is wrong."""
+    """The session cannot be recorded; ``reasons`` says every way it is wrong (a lone surrogate
+    the client sent shown escaped: each reason can be sent as UTF-8)."""
 
     def __init__(self, reasons: list[str]) -> None:
-        super().__init__("; ".join(reasons))
-        self.reasons = reasons
+        self.reasons = [r.encode("utf-8", "backslashreplace").decode() for r in reasons]
+        super().__init__("; ".join(self.reasons))
 
 
 class Conflict(Exception):
@@ -62,6 +64,7 @@ class Session:
     ended_at: datetime
     question_set: StudyQuestionSet | None
     answers: list[Answer] = field(default_factory=list)
+    recorded: StudySession | None = None  # a re-send whose questions no longer check
 
     @property
     def fingerprint(self) -> str:
@@ -100,20 +103,32 @@ def _moment(record: dict[str, Any], name: str, errors: list[str]) -> datetime | 
         return None
     try:
         moment = parse_datetime(value) if isinstance(value, str) else None
-    except ValueError:
+        if moment is not None:  # year 1 at +09:00 is before the first UTC time: OverflowError
+            moment = timezone.make_aware(moment) if timezone.is_naive(moment) else moment
+            moment = moment.astimezone(UTC)
+    except (ValueError, OverflowError):
         moment = None
     if moment is None:
         errors.append(
-            _("%(name)s is not a date and time like 2026-12-01T09:00:00+09:00") % {"name": name}
+            _("%(name)s is not a date and time like 2026-12-01T09:00:00+09:00 (years 1-9999 UTC)")
+            % {"name": name}
         )
-        return None
-    return timezone.make_aware(moment) if timezone.is_naive(moment) else moment
+    return moment
 
 
-def _questions(refs: list[Any]) -> dict[object, StudyQuestion]:
-    """The questions the answers name, by external id and by ``("id", N)``, in two reads."""
-    names = [ref for ref in refs if isinstance(ref, str)]
-    ids = [ref["id"] for ref in refs if isinstance(ref, dict) and type(ref.get("id")) is int]
+def _key(ref: Any) -> object:
+    """How ``_questions`` files the question ``ref`` names: an external id, ``("id", N)``;
+    None for a value that can name no question (a list, a lone surrogate, an id past 2**63)."""
+    number = ref.get("id") if isinstance(ref, dict) else None
+    if type(number) is int and 0 < number < 2**63:
+        return ("id", number)
+    return ref if isinstance(ref, str) and not unstorable(ref) else None
+
+
+def _questions(keys: list[object]) -> dict[object, StudyQuestion]:
+    """The questions of ``keys`` (``_key``), by external id and by id, in two reads."""
+    names = [key for key in keys if isinstance(key, str)]
+    ids = [key[1] for key in keys if isinstance(key, tuple)]
     found: dict[object, StudyQuestion] = {}
     for question in StudyQuestion.objects.filter(external_id__in=names):
         found[question.external_id] = question
@@ -131,8 +146,7 @@ def _answer(raw: Any, known: dict[object, StudyQuestion]) -> Answer | str:
     ref = raw.get("question")
     if ref is None:
         return _("%(name)s is missing") % {"name": "question"}
-    key: object = ("id", ref.get("id")) if isinstance(ref, dict) else ref
-    question = known.get(key) if isinstance(key, str | tuple) else None
+    question = known.get(_key(ref))
     if question is None:
         return _("unknown question %(ref)s") % {"ref": json.dumps(ref, ensure_ascii=False)[:80]}
     named = question.external_id or question.pk
@@ -164,6 +178,8 @@ def check(record: Any) -> Session:
     if unknown := sorted(set(record) - FIELDS):
         errors.append(_("unknown fields: %(names)s") % {"names": ", ".join(unknown)})
     external_id = _text(record, "external_id", errors, required=False)
+    if external_id and {"", ".", ".."} & set(external_id.split("/")):  # its summary's URL
+        errors.append(_("external_id is part of a URL: no //, no / at either end, no . or .. part"))
     learner = _text(record, "learner", errors, required=True)
     started, ended = _moment(record, "started_at", errors), _moment(record, "ended_at", errors)
     if started and ended and ended < started:
@@ -172,14 +188,13 @@ def check(record: Any) -> Session:
     if record.get("set") is not None:
         try:
             question_set = question_sets.get(str(record["set"]))
-        except StudyQueueError as exc:
-            errors.append(str(exc))
+        except StudyQueueError:  # its message lists the sets there are: not the client's
+            errors.append(_("no question set named %(name)r") % {"name": record["set"]})
     raw = record.get("answers")
     if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_ANSWERS:
         errors.append(_("answers must be a list of 1 to %(max)s answers") % {"max": MAX_ANSWERS})
         raw = []
-    refs = [a.get("question") for a in raw if isinstance(a, dict)]
-    known = _questions(refs)
+    known = _questions([_key(a.get("question")) for a in raw if isinstance(a, dict)])
     scored: list[Answer] = []
     for number, item in enumerate(raw, start=1):
         answer = _answer(item, known)
@@ -191,15 +206,41 @@ def check(record: Any) -> Session:
             errors.append(_("answer %(n)s: %(reason)s") % {"n": number, "reason": answer})
         else:
             scored.append(answer)
+    answered = [_as_recorded(item, known) for item in raw]
+    # A set unknown now is no set recorded.
+    sent = (learner, started, ended, question_set or record.get("set"), answered)
+    if errors and external_id and (row := _resent(external_id, sent)):
+        return Session(external_id, row.learner, row.started_at, row.ended_at, None, recorded=row)
     if errors:
         raise Invalid(errors)
     assert learner is not None and started is not None and ended is not None
     return Session(external_id, learner, started, ended, question_set, scored)
 
 
+def _resent(external_id: str, sent: tuple[object, ...]) -> StudySession | None:
+    """The session recorded as ``external_id`` when ``sent`` is it again, sent after a question
+    it names was deleted or changed: the same fields, and per answer (``_as_recorded``) the same
+    question (an unknown one where a deleted one was), choice and seconds."""
+    for row in StudySession.objects.filter(external_id=external_id):
+        answers = [(a.question_id, a.chosen, a.seconds) for a in row.answers.all()]
+        if (row.learner, row.started_at, row.ended_at, row.question_set, answers) == sent:
+            return row
+    return None
+
+
+def _as_recorded(item: Any, known: dict[object, StudyQuestion]) -> tuple[object, ...] | None:
+    """An answer as it would be recorded: its question's id (None: unknown), choice, seconds."""
+    if not isinstance(item, dict):
+        return None
+    question = known.get(_key(item.get("question")))
+    return (getattr(question, "pk", None), str(item.get("chosen")).strip(), item.get("seconds"))
+
+
 def record(session: Session) -> tuple[StudySession, bool]:
     """Write ``session`` with its answers; (the session, created). The same session again
     returns the first; the same external id with other content raises ``Conflict``."""
+    if session.recorded:
+        return session.recorded, False
     fingerprint = session.fingerprint
     sessions = StudySession.objects.all()
     try:

@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from studyqueue.models import JobKind, SessionAnswer, StudyQuestionJob, StudySession
+from studyqueue.models import (
+    JobKind,
+    SessionAnswer,
+    StudyQuestion,
+    StudyQuestionJob,
+    StudySession,
+)
 from tests.factories import StudyQuestionFactory
 
 pytestmark = pytest.mark.django_db
@@ -114,6 +120,34 @@ def test_skip_invalid_records_the_good_lines_and_names_the_bad(tmp_path):
     assert out.strip() == "Recorded 2 session(s), 0 already recorded, 1 skipped."
     assert "skipped 1 invalid line(s):\n  line 2: answer 1: unknown question" in err
     assert set(StudySession.objects.values_list("external_id", flat=True)) == {"s-1", "s-3"}
+
+
+def test_skip_invalid_gives_a_reason_for_any_json_value(tmp_path):
+    odd = [
+        session("s-2", answers=[{"question": {"id": [1]}, "chosen": 1}]),
+        session("s-3", answers=[{"question": {"id": 10**30}, "chosen": 1}]),
+        '{"external_id": "s-4", "learner": "kim", "answers": [{"question": "\\ud800"}]}',
+        session("s-5", started_at="0001-01-01T00:00:00+09:00"),
+    ]
+    out, err = run(jsonl(tmp_path, session("s-1"), *odd), "--skip-invalid")
+    assert out.strip() == "Recorded 1 session(s), 0 already recorded, 4 skipped."
+    assert 'line 2: answer 1: unknown question {"id": [1]}' in err
+    assert f'line 3: answer 1: unknown question {{"id": {10**30}}}' in err
+    assert (
+        'line 4: started_at is missing; ended_at is missing; answer 1: unknown question "\\ud800"'
+        in err
+    )
+    assert "line 5: started_at is not a date and time like" in err
+
+
+def test_a_reimport_after_a_question_was_deleted_knows_its_sessions(tmp_path):
+    path = jsonl(tmp_path, session("s-1"), session("s-2"))
+    run(path, "--enqueue")
+    StudyQuestion.objects.filter(external_id="geo-3").delete()
+    out, _ = run(path, "--enqueue")
+    assert out.strip() == (
+        "Recorded 0 session(s), 2 already recorded, 0 skipped; queued 0 summary job(s)."
+    )
 
 
 def test_a_reimport_knows_its_sessions_again(tmp_path):

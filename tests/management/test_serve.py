@@ -294,6 +294,9 @@ def test_the_start_up_lines_say_whether_the_llm_server_answers(
         try:
             assert proc.stdout is not None
             assert proc.stdout.readline().startswith("Admin: ")
+            assert proc.stdout.readline() == (
+                "Sessions API: off (set STUDYQUEUE_API_TOKENS and restart to turn it on).\n"
+            )
             line = proc.stdout.readline()
             assert line.startswith(expected), line
             assert "Ctrl-C stops" in proc.stdout.readline()  # the consumer started
@@ -331,17 +334,25 @@ def test_a_url_without_v1_is_said_once_at_start(
 
 
 def test_the_start_up_lines_name_each_server_of_a_pool(child_env, python, free_port, llm_server):
-    """Two servers, one down: a line each, and the down one's says the other takes its jobs."""
+    """Two servers, one down: a line each, and the down one's says the other takes its jobs;
+    the sessions API is on and says where."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         refused = sock.getsockname()[1]
     dead = f"http://127.0.0.1:{refused}/v1"
     proc = serve(
-        child_env, python, f"127.0.0.1:{free_port}", STUDYQUEUE_LLM_URL=f"{llm_server.url},{dead}"
+        child_env,
+        python,
+        f"127.0.0.1:{free_port}",
+        STUDYQUEUE_LLM_URL=f"{llm_server.url},{dead}",
+        STUDYQUEUE_API_TOKENS="tok-1,tok-2",
     )
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().startswith("Admin: ")
+        assert proc.stdout.readline() == (
+            f"Sessions API: on at http://127.0.0.1:{free_port}/studyqueue/api/sessions.\n"
+        )
         assert proc.stdout.readline() == f"LLM server: {llm_server.url} answers.\n"
         line = proc.stdout.readline()
         assert line.startswith(f"LLM server: no answer at {dead} (") and line.endswith(

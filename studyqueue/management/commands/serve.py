@@ -27,6 +27,7 @@ from django.db import models
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from studyqueue import views
 from studyqueue.consumer.consumer import Consumer
 from studyqueue.consumer.scheduler import ScheduledConsumer
 from studyqueue.management.commands import _serve_needs, _web
@@ -113,6 +114,13 @@ def port_taken(bind: str) -> bool:
         except OSError as exc:
             return exc.errno == errno.EADDRINUSE
     return False
+
+
+def api_line(site: str) -> str:
+    """Whether the sessions API is on (STUDYQUEUE_API_TOKENS), and where: a start-up line."""
+    if not views.api_tokens():
+        return str(views.API_OFF)
+    return _("Sessions API: on at %(url)s.") % {"url": f"http://{site}/studyqueue/api/sessions"}
 
 
 def has_builtin_secret_key() -> bool:
@@ -253,6 +261,7 @@ class Command(TranslatedCommand):
                     _("Admin: %(url)s (%(account)s)")
                     % {"url": f"http://{site}/admin/", "account": account}
                 )
+                self.stdout.write(api_line(site))
                 self.stdout.write(probe.line())
                 self.stdout.flush()
                 ScheduledConsumer(consumer).run(self._announce)

@@ -621,6 +621,27 @@ def test_a_utf16_file_is_refused_as_a_whole(tmp_path):
         run("importquestions", path, "--skip-invalid")
 
 
+def test_a_korean_excel_csv_in_cp949_is_read_as_such_and_said(tmp_path):
+    """Excel on Korean Windows saves "CSV" in CP949: read, not refused row by row."""
+    rows = "text,choices,answer,external_id\r\n대한민국의 수도는?,서울 | 부산,서울,geo-1\r\n"
+    path = csv_file(tmp_path, rows.encode("cp949"))
+    out, err = run("importquestions", path)
+    assert out.startswith("Imported 1 row(s): 1 created"), (out, err)
+    assert err.splitlines()[0] == (
+        f'{path} is not UTF-8: read as CP949 (Korean Windows, Excel\'s "CSV"); '
+        'save it as "CSV UTF-8" to leave nothing to guess'
+    )
+    question = StudyQuestion.objects.get()
+    assert (question.text, question.choices, question.answer) == (
+        "대한민국의 수도는?",
+        ["서울", "부산"],
+        "서울",
+    )
+    out, err = run("importquestions", csv_file(tmp_path, rows.encode()))  # UTF-8: no word
+    assert out.startswith("Imported 1 row(s): 0 created, 0 updated, 1 unchanged")
+    assert "CP949" not in err
+
+
 def test_standard_input_with_a_bom_crlf_and_bytes_that_are_not_utf8(child_env, python):
     import subprocess
 
@@ -665,3 +686,27 @@ def test_a_key_that_names_no_choice_is_an_invalid_row(tmp_path):
         "open",
         "text",
     ]
+
+
+def test_a_json_number_as_the_key_is_a_choice_number_or_a_choice_text(tmp_path):
+    """As in CSV, where every cell is text: 2 names the choice whose text is 2, else the
+    second choice; a number that names none is the row's error, true is no key."""
+    path = jsonl(
+        tmp_path,
+        {"text": "2 + 2?", "choices": ["3", "4"], "answer": 4, "external_id": "text"},
+        {"text": "Capital?", "choices": ["Busan", "Seoul"], "answer": 2, "external_id": "n"},
+        {"text": "Open", "answer": 7, "external_id": "open"},
+    )
+    out, _ = run("importquestions", path)
+    assert out.startswith("Imported 3 row(s): 3 created"), out
+    keys = dict(StudyQuestion.objects.values_list("external_id", "answer"))
+    assert keys == {"text": "4", "n": "2", "open": "7"}
+    bad = jsonl(
+        tmp_path,
+        {"text": "Pick", "choices": ["a", "b"], "answer": 3},
+        {"text": "Yes?", "answer": True},
+    )
+    with pytest.raises(CommandError) as info:
+        run("importquestions", bad)
+    assert "line 1: 'answer' '3' names none of the choices" in str(info.value)
+    assert "line 2: 'answer' must be text" in str(info.value)

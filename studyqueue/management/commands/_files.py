@@ -3,14 +3,15 @@ report of its bad lines, a progress bar; an export written to a file or standard
 
 from __future__ import annotations
 
+import codecs
 import io
 import os
 import sys
 import time
 from collections.abc import Callable, Generator, Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, TextIO, cast
 
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 from django.utils.translation import gettext as _
@@ -19,27 +20,26 @@ from tqdm import tqdm
 from studyqueue.explanations import export, transfer
 
 SHOWN_ERRORS = 50
+KOREAN_WINDOWS = "cp949"
+SNIFF_BYTES = 64 * 1024  # what tells UTF-8 from CP949: the first Korean text is enough
 
 
 @contextmanager
-def reading(file: str) -> Iterator[IO[str]]:
-    """``file`` (``-``: standard input) as text; what cannot be read, a ``CommandError``.
-    Bytes that are not UTF-8 become lone surrogates, which the row they stand in reports;
-    a byte order mark is dropped."""
+def reading(file: str) -> Iterator[TextIO]:
+    """``file`` (``-``: standard input) as text (``_decoded``); what cannot be read, a
+    ``CommandError``."""
     try:
         if file == "-" and not hasattr(sys.stdin, "buffer"):
             yield sys.stdin  # already text (a test's StringIO)
         elif file == "-":
-            stdin = io.TextIOWrapper(
-                sys.stdin.buffer, encoding="utf-8-sig", errors="surrogateescape", newline=""
-            )
+            stdin = _decoded(cast(io.BufferedReader, sys.stdin.buffer))
             try:
                 yield stdin
             finally:
                 stdin.detach()  # standard input stays open
         else:
-            with Path(file).open(encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
-                yield f
+            with Path(file).open("rb") as binary, _decoded(binary) as text:
+                yield text
     except OSError as exc:
         raise CommandError(cannot_read(file, exc.strerror or exc)) from None
     except transfer.FileError as exc:
@@ -48,6 +48,18 @@ def reading(file: str) -> Iterator[IO[str]]:
         ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise CommandError(cannot_read(file, exc)) from None
+
+
+def _decoded(binary: io.BufferedReader) -> io.TextIOWrapper:
+    """UTF-8 (a byte order mark dropped), or CP949 when the first bytes are not UTF-8 but
+    are CP949 (Korean Windows: what Excel saves as "CSV"). Bytes that neither reads become
+    lone surrogates, which the row they stand in reports."""
+    head = binary.peek(SNIFF_BYTES)[:SNIFF_BYTES]
+    for encoding in ("utf-8-sig", KOREAN_WINDOWS, "utf-8-sig"):  # neither: UTF-8, as said
+        with suppress(UnicodeDecodeError):  # a character cut at the end is no error
+            codecs.getincrementaldecoder(encoding)().decode(head)
+            break
+    return io.TextIOWrapper(binary, encoding=encoding, errors="surrogateescape", newline="")
 
 
 def cannot_read(file: str, reason: object) -> str:

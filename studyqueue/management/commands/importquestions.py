@@ -82,6 +82,14 @@ class Command(TranslatedCommand):
             raise CommandError(str(exc)) from None
         with _files.reading(file) as stream:
             parsed = transfer.parse(stream, fmt)
+        if stream.encoding == _files.KOREAN_WINDOWS:
+            self.stderr.write(
+                _(
+                    '%(file)s is not UTF-8: read as CP949 (Korean Windows, Excel\'s "CSV"); '
+                    'save it as "CSV UTF-8" to leave nothing to guess'
+                )
+                % {"file": file}
+            )
         for line, note in parsed.warnings:
             self.stderr.write(_("line %(line)s: %(reason)s") % {"line": line, "reason": note})
         if parsed.errors:

@@ -397,10 +397,14 @@ def _choices(value: Any, fmt: str) -> list[str]:
     return value
 
 
+def _number_as_text(value: Any) -> Any:
+    """A JSON integer as the text a CSV cell would hold (an id, a choice's number or text)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 def _external_id(value: Any) -> str | None:
     """The cleaned id; blank means none."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
+    value = _number_as_text(value)
     if value is not None and not isinstance(value, str):
         raise ValueError(
             _("'external_id' must be text of at most %(max)s characters") % {"max": EXTERNAL_ID_MAX}
@@ -427,7 +431,7 @@ def _row(number: int, record: Any, fmt: str) -> Row:
         raise ValueError(_("'text' is missing or empty"))
     if len(text) > FIELD_MAX:
         raise _too_long("text", FIELD_MAX)
-    answer = _string(record.get("answer"), "'answer'")
+    answer = _string(_number_as_text(record.get("answer")), "'answer'")
     if len(answer) > FIELD_MAX:
         raise _too_long("answer", FIELD_MAX)
     external = _external_id(record.get("external_id"))

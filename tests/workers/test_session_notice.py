@@ -4,8 +4,6 @@ made current while the session's notice is being delivered is delivered after it
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -14,23 +12,8 @@ from studyqueue.queue.pauses import pause, resume
 from studyqueue.sessions import recording, summaries
 from tests.factories import StudyQuestionFactory
 from tests.helpers import wait_for
-from tests.workers.test_set_notice import Receiver
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def receiver(settings, llm_server) -> Iterator[Receiver]:
-    hook = Receiver()
-    settings.STUDYQUEUE = {
-        **settings.STUDYQUEUE,
-        "WEBHOOK_URL": hook.url,
-        "KEY_AUDIT": False,
-        "VERIFY": False,
-        "STEP_CHECK": False,
-    }
-    yield hook
-    hook.stop()
 
 
 def _session() -> StudySession:
@@ -55,28 +38,12 @@ def test_a_summary_written_while_the_notice_is_delivered_gets_its_own(receiver, 
     make_consumer(worker_id="writer").run_cycle()  # summary 1, and its notice queued
     resume(JobKind.SESSION_NOTICE)
     first = StudySession.objects.get(pk=session.pk).summary_id
-    receiver.answering.clear()
-    delivering = make_consumer(worker_id="deliverer")
-    errors: list[BaseException] = []
-
-    def deliver() -> None:
-        try:
-            delivering.run_cycle()
-        except BaseException as exc:  # reported by the test, not lost in the thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=deliver)
-    thread.start()
-    try:
+    with receiver.holding(make_consumer(worker_id="deliverer")):
         wait_for(lambda: receiver.posts, timeout=20, what="summary 1's notice POSTed")
         summaries.queue_summaries([session])  # as a reviewer's reject does
         make_consumer(worker_id="rewriter").run_cycle()  # summary 2 becomes current
         second = StudySession.objects.get(pk=session.pk).summary_id
         assert second != first
-    finally:
-        receiver.answering.set()
-        thread.join(60)
-    assert errors == [] and not thread.is_alive()
     make_consumer(worker_id="after").run_cycle()
     keys = [headers["Idempotency-Key"] for headers, _ in receiver.posts]
     assert keys == [f"session-{session.pk}-summary-{n}" for n in (first, second)]

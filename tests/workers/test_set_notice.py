@@ -1,8 +1,9 @@
 """When a question set is done, exactly one notice (``workers/set_notice.py``): the signed
-webhook POST against a real HTTP receiver, the ``set_completed`` signal and the owner's
-e-mail; a failing receiver retried with the same idempotency key; a crash between the last
-job and the notice still sending exactly one; a later completion noticed again; a set whose
-verification is still to run noticed only once it ran, with the checks' counts."""
+webhook POST against a real HTTP receiver (``conftest.Receiver``), the ``set_completed``
+signal and the owner's e-mail; a failing receiver retried with the same idempotency key; a
+crash between the last job and the notice still sending exactly one; a later completion
+noticed again; a set whose verification is still to run noticed only once it ran, with the
+checks' counts; notices beside explanations, never in their places."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import StringIO
 
 import pytest
@@ -35,89 +35,13 @@ from studyqueue.sets import notices, question_sets
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 from tests.helpers import ROOT, ports, wait_for
 from tests.llm_server import LLMServer
+from tests.workers.conftest import SECRET
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SECRET = "s3cret-key"
 CHOICES = ["Busan", "Seoul", "Incheon"]
 # The explanation's writer: reasoning, then the answer line (the key, so no quality flag).
 EXPLANATION = "Seoul has been the capital since 1394, when the Joseon court moved there.\n정답: ②"
-
-
-class Receiver:
-    """A webhook receiver on 127.0.0.1: it records each POST and answers with the next of
-    ``statuses`` (``otherwise`` once they run out)."""
-
-    def __init__(self) -> None:
-        self.posts: list[tuple[dict[str, str], bytes]] = []
-        self.statuses: list[int] = []
-        self.otherwise = 200
-        self.drip = False  # headers, then a byte every ``drip_every`` s of an endless body
-        self.drip_every = 0.5
-        self.answering = threading.Event()  # cleared: each POST waits (read) until it is set
-        self.answering.set()
-        self.stopped = threading.Event()
-        self._lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with receiver._lock:
-                    receiver.posts.append((dict(self.headers), body))
-                    status = receiver.statuses.pop(0) if receiver.statuses else receiver.otherwise
-                receiver.answering.wait(60)
-                if receiver.drip:
-                    self._drip()
-                    return
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def _drip(self) -> None:
-                self.send_response(200)
-                self.send_header("Content-Length", "100000")
-                self.end_headers()
-                try:
-                    # The receiver's pace, not a synchronisation: it never finishes.
-                    while not receiver.stopped.wait(receiver.drip_every):
-                        self.wfile.write(b" ")
-                        self.wfile.flush()
-                except OSError:
-                    pass  # the client gave up
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", ports.free_port()), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/hooks/studyqueue"
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.answering.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def receiver(settings, llm_server) -> Iterator[Receiver]:
-    hook = Receiver()
-    settings.STUDYQUEUE = {
-        **settings.STUDYQUEUE,
-        "WEBHOOK_URL": hook.url,
-        "WEBHOOK_SECRET": SECRET,
-        "KEY_AUDIT": False,
-        "VERIFY": False,
-        "STEP_CHECK": False,
-        "BACKOFF_BASE_SECONDS": 0,
-        "BACKOFF_JITTER": 0,
-    }
-    yield hook
-    hook.stop()
 
 
 @pytest.fixture
@@ -265,25 +189,10 @@ def test_a_set_done_again_while_its_notice_is_delivered_gets_a_notice_after_it(
     notice active. Once the receiver answers, the new completion is noticed too."""
     _explained("grown", "grown: 2 + 2?")
     assert notices.queue_due_notices() == 1
-    receiver.answering.clear()
-    errors: list[BaseException] = []
-
-    def deliver() -> None:
-        try:
-            make_consumer(worker_id="deliverer").run_cycle()
-        except BaseException as exc:  # reported by the test, not lost in the thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=deliver)
-    thread.start()
-    try:
+    with receiver.holding(make_consumer(worker_id="deliverer")):
         wait_for(lambda: receiver.posts, timeout=20, what="the first completion's POST")
         _explained("grown", "grown: 3 + 3?")
         assert notices.queue_due_notices() == 0  # the active notice read the first one
-    finally:
-        receiver.answering.set()
-        thread.join(60)
-    assert errors == [] and not thread.is_alive()
     _drain()
     assert [json.loads(body)["total"] for _, body in receiver.posts] == [1, 2]
     first, second = (headers["Idempotency-Key"] for headers, _ in receiver.posts)

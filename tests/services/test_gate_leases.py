@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.db.models.functions import Now
 
 from studyqueue.models import ErrorCode, GateLease, JobAttempt, StudyQuestionJob
@@ -258,9 +258,10 @@ def test_a_lost_lease_is_never_handed_on_before_the_database_gives_it_again(
 
     async def steal(endpoint: str) -> None:
         def take() -> bool:
-            leases = GateLease.objects.filter(endpoint=endpoint, slot=0)
-            leases.update(expires_at=Now() - timedelta(seconds=1))  # its end, come early
-            return SlotLeases("default", seconds=30).take(endpoint, 0, "other")
+            with transaction.atomic():  # no renewal between its end and its taking
+                leases = GateLease.objects.filter(endpoint=endpoint, slot=0)
+                leases.update(expires_at=Now() - timedelta(seconds=1))  # its end, come early
+                return SlotLeases("default", seconds=30).take(endpoint, 0, "other")
 
         assert await thief.run_db(take)
 
@@ -288,8 +289,14 @@ def test_a_lost_lease_is_never_handed_on_before_the_database_gives_it_again(
             later = asyncio.create_task(next_call())
             await waiting.wait()
             if how == "frozen":
-                time.sleep(0.6)  # the freeze: nothing of this process runs
-                await steal(gate.endpoint)
+                # The freeze: nothing of this process runs (the loop is blocked, the
+                # renewal too) while its lease ends and the other consumer takes the slot.
+                other = SlotLeases("default", seconds=30)
+                wait_for(
+                    lambda: thief.pool.submit(other.take, gate.endpoint, 0, "other").result(),
+                    timeout=10,
+                    what="the lease to end and the other consumer to take it",
+                )
             else:
                 await steal(gate.endpoint)
 

@@ -274,3 +274,10 @@ def test_review_approve_edit_reject_on_the_page(admin: Client) -> None:
 def test_every_summary_flag_has_a_label_a_meaning_and_a_colour() -> None:
     assert set(SUMMARY_FLAGS) == set(summaries.FLAGS)
     assert all(label and meaning and colour for label, meaning, colour in SUMMARY_FLAGS.values())
+
+
+def test_the_korean_list_wraps_between_words_not_inside_them(admin: Client) -> None:
+    session("kim-07")
+    html = admin.get(LIST_URL, HTTP_ACCEPT_LANGUAGE="ko").content.decode()
+    assert '<html lang="ko"' in html
+    assert 'html[lang|="ko"] #result_list td { word-break: keep-all;' in html

@@ -270,11 +270,11 @@ class LLMGate:
         # unique among processes, is new.
         self._adopted = not holder
         # Slots whose lease this gate holds: taken, not yet given back (a slot only being
-        # taken or given back is not renewed, nor missed), and until when (monotonic) each is
-        # trusted without asking the database: its lease's end less one renewal, reckoned
-        # from before the statement that took or renewed it (the database's now is later).
-        self._leased: set[int] = set()
-        self._trusted: dict[int, float] = {}
+        # taken or given back is not renewed, nor missed), each with until when (monotonic)
+        # it is trusted without asking the database: its lease's end less one renewal,
+        # reckoned from before the statement that took or renewed it (the database's now is
+        # later).
+        self._leased: dict[int, float] = {}
         # Free slots whose lease it keeps for a call of this consumer that is coming
         # (``calls_coming``): taken again with no database round trip.
         self._kept: set[int] = set()
@@ -496,10 +496,9 @@ class LLMGate:
                 await self._run_db(self.leases.give_back, self.endpoint, slot, self.holder)
             raise
         if taken:
-            self._leased.add(slot)
-            self._trusted[slot] = asked + self.leases.seconds - RENEW_SECONDS
+            self._leased[slot] = asked + self.leases.seconds - RENEW_SECONDS
         else:
-            self._leased.discard(slot)  # a kept lease that ended: another's now
+            self._leased.pop(slot, None)  # a kept lease that ended: another's now
         if taken and self._renewing is None:
             self._renewing = asyncio.create_task(self._renew_leases())
         return taken
@@ -525,19 +524,20 @@ class LLMGate:
                         type(exc).__name__,
                     )
                     continue
-                for slot in kept:
-                    self._trusted[slot] = asked + self.leases.seconds - RENEW_SECONDS
-                lost = self._leased.intersection(held).difference(kept)  # not given back
-                if lost:
+                still = self._leased.keys() & set(held)  # not given back meanwhile
+                for slot in still:
+                    self._leased[slot] = asked + self.leases.seconds - RENEW_SECONDS
+                if lost := still.difference(kept):
                     # Ended while this process was stalled, maybe taken by another: the
                     # server may see one call too many until this one ends, and the slot
                     # goes to no other call before the database gives it to us again.
-                    self._leased -= lost
+                    for slot in lost:
+                        del self._leased[slot]
                     logger.warning(
                         "study_gate_lease_lost endpoint=%s held=%s kept=%s",
                         self.endpoint,
-                        len(lost) + len(kept),
-                        len(kept),
+                        len(still),
+                        len(still) - len(lost),
                     )
         finally:
             self._renewing = None
@@ -587,7 +587,7 @@ class LLMGate:
 
     def _holds(self, slot: int) -> bool:
         """Whether ``slot``'s lease is surely still ours, without asking the database."""
-        return slot in self._leased and time.monotonic() < self._trusted.get(slot, 0.0)
+        return time.monotonic() < self._leased.get(slot, 0.0)
 
     async def idle(self) -> None:
         """Give back the leases kept for calls that did not come, and say no more that
@@ -604,7 +604,7 @@ class LLMGate:
 
     async def _unlease(self, slot: int) -> None:
         """Give ``slot``'s lease back to every consumer."""
-        self._leased.discard(slot)
+        self._leased.pop(slot, None)
         if self._yielding:  # to the consumer that waits: ours keep off for a while
             self._yielding, self._yield_until = False, time.monotonic() + YIELD_SECONDS
         try:

@@ -363,13 +363,10 @@ class LLMClient:
                         reached_server=False,
                     ) from None
                 await asyncio.sleep(0.2)
-            except _NoReply as exc:
-                if attempt == 2:
-                    raise LLMError(
-                        ErrorCode.LLM_UNAVAILABLE,
-                        f"connection dropped before the request was sent: {exc}",
-                        reached_server=False,
-                    ) from None
+            except LLMError as exc:
+                # Not reached: the request was not wholly written (``_stream``).
+                if attempt == 2 or exc.reached_server or exc.code != ErrorCode.LLM_UNAVAILABLE:
+                    raise
         raise AssertionError("unreachable")
 
     async def _stream(
@@ -424,11 +421,11 @@ class LLMClient:
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
             if parser.done:
                 return parser  # the whole reply came; only the connection's end was rough
-            if not received_any and not sent:
-                raise _NoReply(repr(exc)) from None
             if not received_any:
                 raise LLMError(
-                    ErrorCode.LLM_UNAVAILABLE, f"connection dropped before a reply: {exc!r}"
+                    ErrorCode.LLM_UNAVAILABLE,
+                    f"connection dropped before a reply: {exc!r}",
+                    reached_server=sent,  # else it was not wholly written: sent again
                 ) from None
             raise await self._cut_off(repr(exc)) from None
         if not parser.done and not parser.finish_reason:
@@ -504,10 +501,6 @@ class LLMClient:
             return False
         writer.close()
         return True
-
-
-class _NoReply(Exception):
-    """The connection closed before the request was wholly written."""
 
 
 async def _body(response: httpx.Response, limit: int) -> bytes | None:

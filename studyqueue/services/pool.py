@@ -143,7 +143,7 @@ class Held:
     member: Member
     slot: int
     prefix: str | None
-    uncounted: list[LLMReply] = field(default_factory=list)  # counted once the slot is free
+    replies: list[LLMReply] = field(default_factory=list)  # measured once the slot is free
 
     async def chat(self, messages: list[dict[str, str]], **options: Any) -> LLMReply:
         """One call through the held slot; the reply names the endpoint. Raises ``LLMError``."""
@@ -156,27 +156,21 @@ class Held:
         )
         if prefix is not None:
             self.pool.affinity[prefix] = member
-        reply = dataclasses.replace(reply, endpoint=member.name)
-        if reply.tokens_counted:
-            self.uncounted.append(reply)
-        else:
-            self._served(reply)
+        self.replies.append(reply := dataclasses.replace(reply, endpoint=member.name))
         return reply
 
-    def _served(self, reply: LLMReply) -> None:
-        seconds = reply.elapsed_ms / 1000
-        self.member.gate.record(tokens=reply.completion_tokens, seconds=seconds)
-        self.member.served(reply.completion_tokens, seconds)
-
-    async def count(self) -> None:
-        """Count the tokens of the replies whose stream reported none (``LLMClient.tokens_in``,
-        into the replies the caller holds), once the slot is given back: a slow tokenizer
-        never delays another call."""
-        for reply in self.uncounted:
+    async def measure(self) -> None:
+        """Once the slot is given back, record each reply's tokens and time (the gate's and
+        the endpoint's rates), the tokens of those whose stream reported none counted by
+        the server's tokenizer first (``LLMClient.tokens_in``; set in the replies the
+        caller holds): a slow tokenizer never delays another call."""
+        for reply in self.replies:
             count = await self.member.client.tokens_in(reply)
             if count is not None:
                 reply.completion_tokens = count
-            self._served(reply)
+            seconds = reply.elapsed_ms / 1000
+            self.member.gate.record(tokens=reply.completion_tokens, seconds=seconds)
+            self.member.served(reply.completion_tokens, seconds)
 
 
 class EndpointPool:
@@ -231,11 +225,10 @@ class EndpointPool:
         member.committed += 1
         try:
             async with member.gate.slot(prefix=prefix) as slot:
-                held = Held(self, member, slot, prefix)
-                yield held
+                yield (held := Held(self, member, slot, prefix))
         finally:
             member.committed -= 1
-        await held.count()
+        await held.measure()
 
     # What the consumer's cycle asks of the servers as a whole.
 

@@ -253,6 +253,10 @@ def test_w005_a_url_without_v1_whose_chat_path_is_missing(llm_server):
     assert f"did you mean {root}/v1?" in message.msg
     with override_settings(STUDYQUEUE={"LLM_URL": llm_server.url}):
         assert check_settings() == [], "a URL with /v1 is not asked"
+    # A URL pasted with its path: the hint is its /v1, not the path with /v1 after it.
+    with override_settings(STUDYQUEUE={"LLM_URL": f"{llm_server.url}/chat/completions"}):
+        (message,) = check_settings()
+    assert f"did you mean {llm_server.url}?" in message.msg
 
 
 @pytest.mark.parametrize(

@@ -93,9 +93,11 @@ class Probe:
 
 
 def suggested_url(base_url: str) -> str | None:
-    """The URL with ``/v1`` (where mlx_lm.server, vLLM, Ollama and llama.cpp serve), or None."""
+    """The URL with ``/v1`` (where mlx_lm.server, vLLM, Ollama and llama.cpp serve), or None;
+    a URL pasted with its path (``…/v1/chat/completions``) is cut at its ``/v1``."""
     base = base_url.rstrip("/")
-    return None if base.endswith("/v1") else f"{base}/v1"
+    head, v1, _ = base.partition("/v1/")
+    return None if base.endswith("/v1") else f"{head}/v1" if v1 else f"{base}/v1"
 
 
 class LLMClient:

@@ -15,12 +15,13 @@ from studyqueue.sets import question_sets
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 from tests.helpers import wait_for
 from tests.helpers.admin import DASHBOARD_URL, staff
-from tests.workers import test_set_notice
+from tests.workers import conftest as notice_tests
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# The set notice tests' receiver, with their settings (a webhook, no checks, no backoff).
-receiver = test_set_notice.receiver
+# The notice tests' receiver, with their settings (a webhook, no checks, no backoff).
+receiver = notice_tests.receiver
+
 
 FAILED_NOTICES = "?kind__exact=set_notice&amp;error_code__exact=webhook_failed"
 

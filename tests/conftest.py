@@ -178,8 +178,8 @@ def _fast_password_hashing(settings):
 def consumers(child_env, python, llm_server, tmp_path):
     """Start runconsumer processes; each is stopped (SIGKILL) at teardown if still alive.
 
-    ``start(*args, **settings)`` passes ``settings`` as STUDYQUEUE_<NAME> variables; each
-    process logs to its own file (``proc.log``).
+    ``start(*args, log_level="INFO", **settings)`` passes ``settings`` as STUDYQUEUE_<NAME>
+    variables; each process logs to its own file (``proc.log``).
     """
     import subprocess
 
@@ -187,8 +187,8 @@ def consumers(child_env, python, llm_server, tmp_path):
 
     procs: list[subprocess.Popen] = []
 
-    def start(*args: str, **settings: object) -> subprocess.Popen:
-        env = {**child_env, "LOG_LEVEL": "INFO", "STUDYQUEUE_LLM_URL": llm_server.url}
+    def start(*args: str, log_level: str = "INFO", **settings: object) -> subprocess.Popen:
+        env = {**child_env, "LOG_LEVEL": log_level, "STUDYQUEUE_LLM_URL": llm_server.url}
         log = tmp_path / f"consumer-{len(procs)}.log"
         procs.append(start_consumer(python, env, log, *args, **settings))
         return procs[-1]

@@ -40,10 +40,12 @@ def cycles(proc: subprocess.Popen) -> int:
 def test_a_consumer_whose_llm_is_down_waits_for_the_breaker_instead_of_spinning(
     consumers, free_port, mode
 ):
-    """SQLite or PostgreSQL, default settings, 5 pending jobs, the LLM's port closed."""
+    """SQLite or PostgreSQL, default settings, 5 pending jobs, the LLM's port closed. Its probes
+    are logged at DEBUG: the terminal (INFO) hears of the outage once, not every few seconds."""
     bulk_jobs(5)
     args = ["--drain"] if mode == "--drain" else []
-    proc = consumers(*args, "--worker-id", "outage", LLM_URL=f"http://127.0.0.1:{free_port}/v1")
+    url = f"http://127.0.0.1:{free_port}/v1"
+    proc = consumers(*args, "--worker-id", "outage", log_level="DEBUG", LLM_URL=url)
     wait_for(lambda: cycles(proc) >= 1, what="the first cycle")
     cpu_before, cycles_before, log_before = cpu_seconds(proc.pid), cycles(proc), log_text(proc)
     started = time.monotonic()
@@ -64,6 +66,10 @@ def test_a_consumer_whose_llm_is_down_waits_for_the_breaker_instead_of_spinning(
     pauses = re.findall(r"study_llm_paused .*pause_s=([\d.]+)", log)
     waits = re.findall(r"study_consumer_waiting .*reason=llm_paused .*wait_s=([\d.]+)", log)
     assert pauses and waits and abs(len(waits) - len(pauses)) <= 1
+    # Said once, at the first failure (before the window): nothing at INFO or above since.
+    assert "level=WARNING logger=studyqueue.breaker study_llm_paused" in log_before
+    shown = [line for line in log.splitlines() if "level=DEBUG" not in line]
+    assert shown == [], shown
     assert StudyQuestionJob.objects.filter(status="pending", attempts=0).count() == 5
 
 
@@ -72,6 +78,7 @@ def test_jobs_resume_within_one_breaker_pause_when_the_server_comes_back(consume
     proc = consumers(
         "--worker-id",
         "back",
+        log_level="DEBUG",
         LLM_URL=f"http://127.0.0.1:{free_port}/v1",
         BREAKER_BASE_SECONDS=1,
         BREAKER_MAX_SECONDS=3,
@@ -105,6 +112,7 @@ def test_with_the_default_breaker_jobs_resume_seconds_after_the_server_is_back(
     proc = consumers(
         "--worker-id",
         "restart",
+        log_level="DEBUG",
         LLM_URL=f"http://127.0.0.1:{free_port}/v1",
         BREAKER_BASE_SECONDS=2,
         BREAKER_MAX_SECONDS=60,

@@ -212,8 +212,11 @@ class Consumer:
             for member in self.pool.members:  # idle now: no lease kept for a call
                 await member.gate.idle()
             await self.store.close_old_connections()
-        # Enough to tell a stuck consumer from an idle one: the breaker and the gate.
-        logger.info(
+        # Enough to tell a stuck consumer from an idle one: the breaker and the gate. A cycle
+        # that only probed a server still down says nothing new (``OUTAGE_LOG_SECONDS``).
+        probed = set(result.outcomes) <= {Outcome.RELEASED} and self.pool.failures > 1
+        logger.log(
+            logging.DEBUG if probed else logging.INFO,
             "study_consumer_cycle worker=%s %s breaker_failures=%s gate_free=%s/%s",
             self.worker_id,
             result.summary(),
@@ -231,7 +234,8 @@ class Consumer:
         if remaining > 0 and pool.open_until != self._wait_logged_for:
             self._wait_logged_for = pool.open_until
             error = pool.last_error
-            logger.info(
+            logger.log(
+                logging.INFO if pool.failures <= 1 else logging.DEBUG,  # said at an outage's start
                 "study_consumer_waiting worker=%s reason=llm_paused wait_s=%.1f "
                 "error_code=%s breaker_failures=%s",
                 self.worker_id,
@@ -500,7 +504,10 @@ class Cycle:
         self.claims += 1
         try:
             room = len(self.deliveries) < DELIVERY_PLACES
-            jobs = await consumer.store.claim(consumer.worker_id, limit, deliveries=room)
+            probe = consumer.pool.failures > 0  # a server is down: its probes log at DEBUG
+            jobs = await consumer.store.claim(
+                consumer.worker_id, limit, deliveries=room, quiet=probe
+            )
         except DatabaseError as exc:
             self.db_error = exc  # claim no more; let the running jobs finish
             return

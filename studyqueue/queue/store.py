@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -130,10 +131,13 @@ class JobStore:
 
     # The cycle, on the claims' connection.
 
-    async def claim(self, worker_id: str, limit: int, *, deliveries: bool = True) -> list[Job]:
-        """Claim up to ``limit`` ready jobs in id order (``transitions.claim``), and read
-        their questions (``question``) on the same trip: one hop fewer before a call."""
-        jobs, questions = await self.on_claims(_claim, worker_id, limit, deliveries)
+    async def claim(
+        self, worker_id: str, limit: int, *, deliveries: bool = True, quiet: bool = False
+    ) -> list[Job]:
+        """Claim up to ``limit`` ready jobs in id order (``transitions.claim``; ``quiet``: logged
+        at DEBUG), and read their questions (``question``) on the same trip: one hop fewer
+        before a call."""
+        jobs, questions = await self.on_claims(_claim, worker_id, limit, deliveries, quiet)
         self._questions.update(questions)
         return jobs
 
@@ -195,9 +199,10 @@ class JobStore:
 
 
 def _claim(
-    worker_id: str, limit: int, deliveries: bool
+    worker_id: str, limit: int, deliveries: bool, quiet: bool
 ) -> tuple[list[Job], dict[int, StudyQuestion | None]]:
-    jobs = queue.claim(worker_id=worker_id, limit=limit, deliveries=deliveries)
+    level = logging.DEBUG if quiet else logging.INFO
+    jobs = queue.claim(worker_id=worker_id, limit=limit, deliveries=deliveries, level=level)
     ids = [job.study_question_id for job in jobs if job.study_question_id is not None]
     found = StudyQuestion.objects.in_bulk(ids) if ids else {}
     return jobs, {job.pk: found.get(job.study_question_id) for job in jobs}

@@ -217,7 +217,9 @@ def _fenced_update_sql(job: Job, values: dict[str, Any], db: str) -> tuple[str, 
     return sql, params
 
 
-def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]:
+def _run_claim(
+    sqls: dict[str, str], worker_id: str, level: int = logging.INFO, **params: Any
+) -> list[Job]:
     """Run a claim statement (by vendor) with a fresh claim token, opening the claimed jobs'
     attempts; the claimed jobs in the order they were taken (priority, then id)."""
     db = Job.objects.all().db  # where ``Job.objects.raw`` runs it: parameters adapted for it
@@ -236,18 +238,25 @@ def _run_claim(sqls: dict[str, str], worker_id: str, **params: Any) -> list[Job]
             open_claimed_attempts(db, [job.pk for job in jobs])
     jobs.sort(key=lambda job: (job.priority, job.pk))
     for job in jobs:
-        log_job("claimed", job, worker=worker_id)
+        log_job("claimed", job, level, worker=worker_id)
     return jobs
 
 
-def claim(*, worker_id: str, limit: int | None = None, deliveries: bool = True) -> list[Job]:
+def claim(
+    *,
+    worker_id: str,
+    limit: int | None = None,
+    deliveries: bool = True,
+    level: int = logging.INFO,
+) -> list[Job]:
     """Atomically claim up to ``limit`` ready jobs (``DELIVERIES`` among them unless told not)
     for ``worker_id``: counts the attempt, stamps a fresh claim token and heartbeat."""
     limit = conf.BATCH_SIZE if limit is None else limit
     if limit < 1:
         return []
     holds = key_audit_holds()
-    return _run_claim(CLAIM_SQL, worker_id, limit=limit, holds=holds, deliveries=deliveries)
+    params = {"limit": limit, "holds": holds, "deliveries": deliveries}
+    return _run_claim(CLAIM_SQL, worker_id, level, **params)
 
 
 def claim_job(job_id: int, *, worker_id: str) -> Job | None:
@@ -460,7 +469,10 @@ def release(
         "error_code": ErrorCode(code) if code else "",
         "error_message": clip(message),
     }
-    return _finish(job, "released", values, Outcome.RELEASED)
+    # Handed back again for the reason it was last (a server still down): said already.
+    again = bool(code) and job.error_code == code
+    level = logging.DEBUG if again else logging.INFO
+    return _finish(job, "released", values, Outcome.RELEASED, level)
 
 
 def skipped_values(code: str, message: str) -> dict[str, Any]:

@@ -43,6 +43,10 @@ from studyqueue.services.llm import LLMError
 
 breaker_logger = logging.getLogger("studyqueue.breaker")
 
+# While a server stays down, its breaker says so again this often (its probes between, and
+# what they claim and hand back, log at DEBUG): a terminal is not flooded with every probe.
+OUTAGE_LOG_SECONDS = 60.0
+
 
 class CircuitBreaker:
     """Tracks server-wide LLM failures and how long claiming should pause (each trip's pause:
@@ -50,7 +54,9 @@ class CircuitBreaker:
 
     A call that started before the breaker's last opening (``LLMError.call_started``) saw the
     same outage as the call that opened it: its failure neither counts another trip (the
-    pause would double once per call in flight) nor logs another line.
+    pause would double once per call in flight) nor logs another line. An outage is logged
+    at its first failure, when its error changes and every ``OUTAGE_LOG_SECONDS``; the
+    failures between, at DEBUG.
     """
 
     def __init__(self) -> None:
@@ -60,6 +66,7 @@ class CircuitBreaker:
         self.opened_at: float | None = None  # monotonic time of the last counted failure
         self.last_error: LLMError | None = None
         self.failing_since: datetime | None = None  # the first failure of this run of them
+        self._logged: tuple[str, float] = ("", 0.0)  # the last logged failure: code, when
 
     def remaining(self) -> float:
         """Seconds until claiming may resume (0 when closed)."""
@@ -88,14 +95,19 @@ class CircuitBreaker:
                 self.failures, error.retry_after, refused=refused
             )
             self.open_until = max(self.open_until, now + pause)
+            code, logged_at = self._logged
+            news = code != error.code or now - logged_at >= OUTAGE_LOG_SECONDS
+            if news:
+                self._logged = (error.code, now)
         # A rejection that hits every job is a configuration error: say so loudly.
         level = logging.ERROR if error.code == ErrorCode.LLM_REJECTED else logging.WARNING
         breaker_logger.log(
-            level,
-            "study_llm_paused error_code=%s failures=%s pause_s=%.1f detail=%r",
+            level if news else logging.DEBUG,
+            "study_llm_paused error_code=%s failures=%s pause_s=%.1f down_s=%.0f detail=%r",
             error.code,
             self.failures,
             pause,
+            (datetime.now(UTC) - self.failing_since).total_seconds(),
             error.message[:200],
         )
         return pause
@@ -105,6 +117,7 @@ class CircuitBreaker:
         with self._lock:
             was_open, self.failures, self.open_until = self.failures, 0, 0.0
             self.failing_since = self.opened_at = None
+            self._logged = ("", 0.0)
         if was_open:
             breaker_logger.info("study_llm_resumed after_failures=%s", was_open)
 

@@ -17,6 +17,7 @@ from django.db.models.functions import Now
 from studyqueue.models import ErrorCode, GateLease
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.enqueue import enqueue
+from studyqueue.services import gate as gate_module
 from studyqueue.services.endpoints import Endpoint, endpoint_name
 from studyqueue.services.gate import CircuitBreaker, GateTimeout, LLMGate, SlotLeases
 from studyqueue.services.gate_control import GateController
@@ -80,6 +81,25 @@ def test_a_server_restart_under_eight_calls_is_one_failure_and_one_warning(
     assert len(paused) == 1, [r.getMessage() for r in paused]
     assert "failures=1 pause_s=2.0" in paused[0].getMessage()
     assert not queue.StudyQuestionJob.objects.exclude(status="pending").exists()
+
+
+def test_an_outage_is_logged_at_its_start_when_its_error_changes_and_once_a_minute(
+    settings, caplog, monkeypatch
+):
+    settings.STUDYQUEUE = {"BREAKER_BASE_SECONDS": 2, "BREAKER_MAX_SECONDS": 60}
+    breaker = CircuitBreaker()
+    slow = LLMError(ErrorCode.LLM_TIMEOUT, "slow")
+    with caplog.at_level(logging.DEBUG, logger="studyqueue"):
+        for error in [_down(None), _down(None), _down(None), slow, slow]:
+            breaker.trip(error)
+        monkeypatch.setattr(gate_module, "OUTAGE_LOG_SECONDS", 0.0)  # a minute later
+        breaker.trip(slow)
+        breaker.success()
+        breaker.trip(slow)  # a new outage
+    paused = [r for r in caplog.records if r.getMessage().startswith("study_llm_paused ")]
+    levels = [logging.getLevelName(r.levelno) for r in paused]
+    assert levels == ["WARNING", "DEBUG", "DEBUG", "WARNING", "DEBUG", "WARNING", "WARNING"]
+    assert "failures=6 " in paused[5].getMessage() and "down_s=" in paused[5].getMessage()
 
 
 def test_the_server_coming_back_is_good_news_logged_at_info(settings, caplog):

@@ -61,7 +61,13 @@ def main() -> None:
             f"(ideal {args.knees[0] / args.delay:g} and {args.knees[1] / args.delay:g} jobs/s)"
         )
     # Replies of at most 128 tokens (a real server's; the test servers' are fixed).
-    base = {"KEY_AUDIT": False, "VERIFY": False, "LLM_TIMEOUT_SECONDS": 120, "LLM_MAX_TOKENS": 128}
+    base = {
+        "KEY_AUDIT": False,
+        "VERIFY": False,
+        "STEP_CHECK": False,
+        "LLM_TIMEOUT_SECONDS": 120,
+        "LLM_MAX_TOKENS": 128,
+    }
 
     def drain(studyqueue: dict[str, Any]) -> float:
         fill_queue(StudyQuestion(text=f"What is {i} + {i}?") for i in range(args.jobs))

@@ -83,6 +83,7 @@ def main() -> None:
         "GATE_PERMITS": 1,
         "BATCH_SIZE": 1,
         "VERIFY": False,
+        "STEP_CHECK": False,
     }
     db = database()
     n = args.jobs

@@ -108,6 +108,7 @@ def main() -> None:
             "QUALITY_RETRY": "",
             "KEY_AUDIT": False,
             "VERIFY": False,
+            "STEP_CHECK": False,
         }
         print(
             f"llama.cpp: llama-cpp-python with {llamacpp.MODEL_FILE}, db={args.db}"

@@ -51,6 +51,7 @@ def main() -> None:
         "GATE_PERMITS": args.gate,
         "KEY_AUDIT": False,
         "VERIFY": False,
+        "STEP_CHECK": False,
     }
     print(
         f"{args.questions} questions, replies {args.delay:g} s +/- {args.jitter:.0%}, "

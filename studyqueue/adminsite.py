@@ -14,9 +14,9 @@ from django.utils.translation import gettext_lazy as _
 
 SCHEDULER_APP = "django_apscheduler"
 # Django's own msgids our catalogue translates better (studyqueue comes before the admin in
-# INSTALLED_APPS, so ours win): the admin's Korean for this one reads "보기위한 1%s 를(을)
-# 선택". Named here so that makemessages keeps them in our .po.
-DJANGO_MSGIDS = (gettext_noop("Select %s to view"),)
+# INSTALLED_APPS, so ours win): the admin's Korean reads "보기위한 1%s 를(을) 선택" and, for a
+# page one may only view, "뷰 학습 세션". Named here so that makemessages keeps them in our .po.
+DJANGO_MSGIDS = (gettext_noop("Select %s to view"), gettext_noop("View %s"))
 
 
 class StudyQueueAdminSite(admin.AdminSite):

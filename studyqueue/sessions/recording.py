@@ -196,15 +196,18 @@ def check(record: Any) -> Session:
         raw = []
     known = _questions([_key(a.get("question")) for a in raw if isinstance(a, dict)])
     scored: list[Answer] = []
+    seen: set[int] = set()  # questions answered so far, validly or not
     for number, item in enumerate(raw, start=1):
         answer = _answer(item, known)
-        if isinstance(answer, Answer) and any(a.question == answer.question for a in scored):
-            answer = _("question %(ref)s is answered twice") % {
-                "ref": answer.question.external_id or answer.question.pk
-            }
-        if isinstance(answer, str):
-            errors.append(_("answer %(n)s: %(reason)s") % {"n": number, "reason": answer})
-        else:
+        reasons = [answer] if isinstance(answer, str) else []
+        question = known.get(_key(item.get("question"))) if isinstance(item, dict) else None
+        if question is not None and question.pk in seen:
+            ref = question.external_id or question.pk
+            reasons.append(_("question %(ref)s is answered twice") % {"ref": ref})
+        seen.update([question.pk] if question is not None else [])
+        for reason in reasons:
+            errors.append(_("answer %(n)s: %(reason)s") % {"n": number, "reason": reason})
+        if isinstance(answer, Answer) and not reasons:
             scored.append(answer)
     answered = [_as_recorded(item, known) for item in raw]
     # A set unknown now is no set recorded.

@@ -281,3 +281,8 @@ def test_the_korean_list_wraps_between_words_not_inside_them(admin: Client) -> N
     html = admin.get(LIST_URL, HTTP_ACCEPT_LANGUAGE="ko").content.decode()
     assert '<html lang="ko"' in html
     assert 'html[lang|="ko"] #result_list td { word-break: keep-all;' in html
+
+
+def test_a_session_page_is_titled_in_our_korean_not_djangos(admin):
+    page = admin.get(page_url(session()), HTTP_ACCEPT_LANGUAGE="ko").content.decode()
+    assert "<h1>학습 세션 보기</h1>" in page and "뷰 학습 세션" not in page

@@ -104,6 +104,17 @@ def test_each_bad_record_says_why_and_records_nothing(questions, change, reason)
     assert StudySession.objects.count() == 0
 
 
+def test_an_answer_given_twice_is_named_with_its_other_reasons(questions):
+    twice = [{"question": "geo-1", "chosen": 9}, {"question": "geo-1", "chosen": 9}]
+    with pytest.raises(recording.Invalid) as caught:
+        recording.check(_session(answers=twice))
+    assert caught.value.reasons == [
+        "answer 1: chosen must be a choice number from 1 to 2",
+        "answer 2: chosen must be a choice number from 1 to 2",
+        "answer 2: question geo-1 is answered twice",
+    ]
+
+
 def test_every_reason_at_once_and_not_an_object(questions):
     with pytest.raises(recording.Invalid) as caught:
         recording.check(_session(learner=None, ended_at=None, answers="x"))

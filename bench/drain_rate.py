@@ -12,12 +12,22 @@ The test LLM server runs in a process of its own, like a real one (in-process, i
 share the consumer's GIL). It answers ``delay`` after it reads a request line, so its own
 parsing is not billed to the consumer. One untimed warm-up run (imports, first
 connections) precedes the timed ones.
+
+``--as-user``: the drain as a user runs it, which the default leaves out: questions with
+choices and a key (so every check runs after each explanation: key audit, verifier, step
+check), ``manage.py enqueue --missing`` and ``manage.py runconsumer --drain`` as processes of
+their own with the default settings and log level (INFO, its lines read through a pipe).
+Prints the busy share, the server's idle time between calls and the time per job (the
+drain's wall time, from the process's start, over every job it ran).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import time
 
 from bench.common import fill_queue, median_of, setup_django
@@ -30,8 +40,12 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.05)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--permits", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--as-user", action="store_true", help="processes, default settings")
     args = parser.parse_args()
-    setup_django(args.db)
+    url = setup_django(args.db)
+    if args.as_user:
+        as_user(args, url)
+        return
 
     from django.conf import settings
     from django.core.management import call_command
@@ -98,6 +112,46 @@ def main() -> None:
                     f"speedup gate={permits} vs gate=1: {value / medians[1]:.2f}x"
                     f" (target >= {0.875 * permits:.1f}x)"
                 )
+    server.stop()
+
+
+def as_user(args: argparse.Namespace, url: str) -> None:
+    """The drain the way a user runs it (``--as-user``), gate 1."""
+    from bench.common import reset_tables
+    from studyqueue.models import StudyQuestion, StudyQuestionJob
+    from tests.llm_server import LLMServerProcess
+
+    server = LLMServerProcess()
+    server.configure(delay=args.delay, capacity=1)
+    env = {**os.environ, "DATABASE_URL": url, "STUDYQUEUE_LLM_URL": server.url}
+    env.pop("LOG_LEVEL", None)  # the default, INFO
+    manage = [sys.executable, "manage.py"]
+    busy, gaps, per_job = [], [], []
+    print(f"as a user: db={args.db} questions={args.jobs} llm_delay_s={args.delay} gate=1")
+    for _ in range(args.runs):
+        reset_tables()
+        StudyQuestion.objects.bulk_create(
+            StudyQuestion(text=f"What is 2 + 2? ({i})", choices=["3", "4"], answer="4")
+            for i in range(args.jobs)
+        )
+        subprocess.run([*manage, "enqueue", "--missing"], env=env, check=True)
+        server.reset_stats()
+        started = time.perf_counter()
+        # Its log read through a pipe, as a terminal or a service manager does.
+        subprocess.run(
+            [*manage, "runconsumer", "--drain"], env=env, check=True, capture_output=True
+        )
+        elapsed = time.perf_counter() - started
+        jobs = StudyQuestionJob.objects.filter(status="completed").count()
+        busy.append(server.busy_share())
+        gaps.append(statistics.median(server.idle_gaps_ms()))
+        per_job.append(elapsed * 1000 / jobs)
+        print(f"run: jobs={jobs} wall_s={elapsed:.2f} busy_share={busy[-1]:.3f}")
+    print(
+        f"busy_share={statistics.median(busy):.3f} llm_idle_between_calls_ms_p50="
+        f"{statistics.median(gaps):.2f} ms_per_job={statistics.median(per_job):.2f}"
+        f" (medians of {args.runs})"
+    )
     server.stop()
 
 

@@ -403,17 +403,10 @@ class LLMClient:
                     parser.feed_body(b"".join([c async for c in self._raw(response)]))
                     return parser
                 # Read to the end, past [DONE] (nothing more is fed), so that a keep-alive
-                # connection goes back to the pool; a body that ends when the server closes
-                # (HTTP/1.0: mlx_lm.server) is done at [DONE], not at the close (0.5 ms later).
-                closes = (
-                    response.http_version == "HTTP/1.0"
-                    or "close" in response.headers.get("connection", "").lower()
-                )
+                # connection goes back to the pool.
                 async for line in self._lines(response):
                     received_any = True
                     parser.feed_line(line)
-                    if parser.done and closes:
-                        break
         except httpx.ReadTimeout:
             raise LLMError(
                 ErrorCode.LLM_TIMEOUT, f"no byte from the server for {self.stall_seconds:g}s"

@@ -557,29 +557,3 @@ def test_on_sent_never_comes_when_nothing_was_sent(free_port):
     with pytest.raises(LLMError):
         asyncio.run(go())
     assert sent == []
-
-
-def test_an_http10_reply_ends_at_done_not_when_the_server_closes():
-    """mlx_lm.server (HTTP/1.0) closes the connection after [DONE], a moment later: the reply
-    is whole at [DONE], and the next call need not wait for the close."""
-    closed = asyncio.Event()
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-        await reader.readexactly(length)
-        writer.write(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
-        writer.write(b"".join(SSE_EVENTS))
-        await writer.drain()
-        await closed.wait()  # the connection stays open until the client has its reply
-        writer.close()
-
-    async def calls(url: str) -> LLMReply:
-        try:
-            async with asyncio.timeout(5), LLMClient(base_url=url) as client:
-                return await client.chat(MESSAGES)
-        finally:
-            closed.set()
-
-    reply = _serve(handle, calls)
-    assert (reply.content, reply.finish_reason, reply.completion_tokens) == ("four", "stop", 2)

@@ -122,6 +122,9 @@ class Failure:
     job_at_fault: bool = True
     retry_after: float | None = None  # the server's advice
     flagged: str = ""  # a reply's flag that earns one more run
+    # The job waits for other jobs (a summary for its explanations), which the claim holds it
+    # back for: pending again at once, each wait counted so that a wait without end fails.
+    waits: bool = False
 
 
 class Tally(Protocol):
@@ -145,6 +148,8 @@ class Decision:
 def decide(failure: Failure, tally: Tally) -> Decision:
     """What ``failure`` of a job with counters ``tally`` leads to (the module's rules)."""
     policy = strategy()
+    if failure.waits:
+        return Decision(Action.RETRY if tally.attempts < tally.max_attempts else Action.FAIL)
     if failure.flagged:
         if tally.quality_retried or tally.attempts >= tally.max_attempts:
             return Decision(Action.COMPLETE)

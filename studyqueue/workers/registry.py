@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
@@ -127,8 +127,8 @@ def llm_failed(member: Member, job: StudyQuestionJob, error: LLMError) -> Failed
     failed = Failed.decided(job, failure)
     if failed.decision.pause_server:
         pause = member.breaker.trip(error)
-        if failed.decision.action is retry.Action.RELEASE:
-            return Failed(failure, retry.Decision(retry.Action.RELEASE, pause, True))
+        if failed.decision.action is retry.Action.RELEASE:  # back once the breaker closes
+            return replace(failed, decision=replace(failed.decision, delay=pause))
     return failed
 
 

@@ -38,9 +38,8 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
         # waits for them. Counted, so that explanations that keep failing end the summary.
         ids = ", ".join(str(pk) for pk in needed)
         message = f"waits for the explanations of questions {ids}"
-        action = retry.Action.RETRY if job.attempts < job.max_attempts else retry.Action.FAIL
-        failure = retry.Failure(ErrorCode.EXPLANATIONS_NEEDED, message)
-        return Failed(failure, retry.Decision(action))
+        failure = retry.Failure(ErrorCode.EXPLANATIONS_NEEDED, message, waits=True)
+        return Failed.decided(job, failure)
     version = summaries.version()
     messages = summaries.messages(session, answers)
     reply = await ask(ctx, job, messages, prefix=version.hash, max_tokens=job.max_tokens)

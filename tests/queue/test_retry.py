@@ -120,6 +120,10 @@ POLICY = [
     (Failure(flagged="truncated"), Counters(1), Decision(RETRY)),
     (Failure(flagged="truncated"), Counters(3), Decision(COMPLETE)),
     (Failure(flagged="truncated"), Counters(1, quality_retried=True), Decision(COMPLETE)),
+    # A job that waits for others (a summary for its explanations): pending again at once,
+    # counted, whatever its code, until its attempts run out.
+    (Failure(ErrorCode.EXPLANATIONS_NEEDED, waits=True), Counters(2), Decision(RETRY)),
+    (Failure(ErrorCode.EXPLANATIONS_NEEDED, waits=True), Counters(3), Decision(FAIL)),
 ]
 
 

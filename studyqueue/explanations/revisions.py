@@ -137,9 +137,7 @@ class Written:
             self.question.pk,
             job.free_releases,
         )
-        message = "the question changed during the LLM call; its reply was dropped"
-        failure = retry.Failure(ErrorCode.QUESTION_CHANGED, message, job_at_fault=False)
-        return queue.apply(job, failure, retry.decide(failure, job))
+        return _changed(job, "the question changed during the LLM call; its reply was dropped")
 
 
 def complete_if_unchanged(
@@ -163,14 +161,18 @@ def complete_if_unchanged(
         message = f"the question was deleted {during}"
         return None, queue.fail(job, ErrorCode.QUESTION_MISSING, message)
     if now.content_hash() != seen.content_hash():
-        message = f"the question changed {during}; {dropped}"
-        failure = retry.Failure(ErrorCode.QUESTION_CHANGED, message, job_at_fault=False)
-        return None, queue.apply(job, failure, retry.decide(failure, job))
+        return None, _changed(job, f"the question changed {during}; {dropped}")
     outcome = queue.complete(job, **done)
     if outcome is Outcome.LOST:
         transaction.set_rollback(True, using=job._state.db)  # nothing of the check is kept
         return None, outcome
     return now, outcome
+
+
+def _changed(job: StudyQuestionJob, message: str) -> Outcome:
+    """The question was edited while the job ran: not the job's fault, it runs again."""
+    failure = retry.Failure(ErrorCode.QUESTION_CHANGED, message, job_at_fault=False)
+    return queue.apply(job, failure, retry.decide(failure, job))
 
 
 def _question_missing(job: StudyQuestionJob) -> Outcome:

@@ -61,9 +61,12 @@ class Released:
     message: str
     delay: float = 0.0
     code: str = ""
+    level: int = logging.INFO  # DEBUG: the breaker's line says why (the server is down)
 
     def write(self, job: Job) -> Outcome:
-        return queue.release(job, delay=self.delay, code=self.code, message=self.message)
+        return queue.release(
+            job, delay=self.delay, code=self.code, message=self.message, level=self.level
+        )
 
 
 @dataclass(frozen=True)

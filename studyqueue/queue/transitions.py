@@ -427,6 +427,8 @@ def apply(job: Job, failure: policy.Failure, decision: policy.Decision) -> Outco
             code=failure.code,
             message=failure.message,
             reached_server=failure.reached_server,
+            # The breaker opened: its own line says the server is down, not one per job.
+            level=logging.DEBUG if decision.pause_server else logging.INFO,
         )
     if failure.flagged or decision.action is policy.Action.COMPLETE:
         raise ValueError("a flagged reply is written with its revision (revisions.Written)")
@@ -455,6 +457,7 @@ def release(
     code: str = "",
     message: str = "",
     reached_server: bool = False,
+    level: int = logging.INFO,
 ) -> Outcome:
     """Put a claimed job back to pending for after ``delay`` seconds, its attempt not counted
     (not its fault: the server is down, the consumer stopping): ``RELEASED``, or ``LOST``. A
@@ -469,9 +472,6 @@ def release(
         "error_code": ErrorCode(code) if code else "",
         "error_message": clip(message),
     }
-    # Handed back again for the reason it was last (a server still down): said already.
-    again = bool(code) and job.error_code == code
-    level = logging.DEBUG if again else logging.INFO
     return _finish(job, "released", values, Outcome.RELEASED, level)
 
 

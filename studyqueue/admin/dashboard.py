@@ -98,7 +98,7 @@ def _version_rows() -> list[dict[str, Any]]:
     return [
         {
             "stats": v,
-            "cost": costs.get(v.prompt_version, check_cost.VersionCost(v.prompt_version, {})),
+            "cost": check_cost.of(costs, v.prompt_version),
             "trust": [
                 t for t in flag_trust.of(trust, v.prompt_version) if t.flagged_bad + t.flagged_good
             ],

@@ -82,3 +82,8 @@ def collect(newest_jobs: int | None = None) -> dict[str, VersionCost]:
         for row in jobs.values(version).annotate(ms=Sum("llm_ms")):
             found[row[version] or ""].setdefault(kind, KindCost()).llm_ms = row["ms"] or 0
     return {version: VersionCost(version, kinds) for version, kinds in found.items()}
+
+
+def of(costs: dict[str, VersionCost], version: str) -> VersionCost:
+    """``version``'s spending in ``collect``'s answer (none spent: an empty one)."""
+    return costs.get(version) or VersionCost(version, {})

@@ -80,7 +80,7 @@ class Command(TranslatedCommand):
         costs: dict[str, check_cost.VersionCost],
     ) -> str:
         """The version's checking cost, then each flag as a predictor of a rejection."""
-        cost = costs.get(version, check_cost.VersionCost(version, {}))
+        cost = check_cost.of(costs, version)
         checking = cost.checking
         lines = [
             _(
@@ -113,7 +113,7 @@ class Command(TranslatedCommand):
         trust: dict[str, list[flag_trust.FlagTrust]],
         costs: dict[str, check_cost.VersionCost],
     ) -> str:
-        cost = costs.get(v.prompt_version, check_cost.VersionCost(v.prompt_version, {}))
+        cost = check_cost.of(costs, v.prompt_version)
         row = asdict(v) | {
             "first_at": local_iso(v.first_at),
             "last_at": local_iso(v.last_at),

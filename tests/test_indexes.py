@@ -40,6 +40,7 @@ def _fill() -> None:
             [first, N_JOBS],
         )
         cur.execute(f"ANALYZE {job}")
+        cur.execute(f"ANALYZE {question}")
 
 
 def _plan(sql: str, params: dict) -> str:
@@ -59,8 +60,10 @@ def test_claim_and_stale_scan_use_partial_indexes():
         claim_plan = _plan(claim_sql, params)  # EXPLAIN plans the UPDATE without running it
         print(claim_plan)
         assert "studyqueue_job_claim" in claim_plan
-        # The job table is never read whole (the pause table has a row per paused kind).
+        # Neither the job table nor the question table is read whole (the pause table has a
+        # row per paused kind): a disputed key's hold reads the partial index of held ones.
         assert "Seq Scan on studyqueue_studyquestionjob" not in claim_plan
+        assert "Seq Scan on studyqueue_studyquestion " not in claim_plan
     stale_plan = StudyQuestionJob.objects.stale(timezone.now() - timedelta(minutes=10)).explain()
     print(stale_plan)
     assert "studyqueue_job_stale" in stale_plan

@@ -220,6 +220,15 @@ class StudyQuestion(models.Model):
         ordering = ["id"]
         verbose_name = _("study question")
         verbose_name_plural = _("study questions")
+        indexes = [
+            # The claim's "a disputed key holds this explanation" (``awaiting_key_check``, few
+            # rows): without it every claim read the whole table (2.1 ms at 20,000 questions).
+            models.Index(
+                fields=["id"],
+                condition=Q(key_audit=KeyAudit.DISPUTED, key_check=""),
+                name="studyqueue_question_held",
+            ),
+        ]
 
     def __str__(self) -> str:
         if "text" in self.get_deferred_fields():

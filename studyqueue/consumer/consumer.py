@@ -504,9 +504,10 @@ class Cycle:
         self.claims += 1
         try:
             room = len(self.deliveries) < DELIVERY_PLACES
-            probe = consumer.pool.failures > 0  # a server is down: its probes log at DEBUG
+            # A server is down: this claim probes it, and the breaker's line says why.
+            level = logging.DEBUG if consumer.pool.failures else logging.INFO
             jobs = await consumer.store.claim(
-                consumer.worker_id, limit, deliveries=room, quiet=probe
+                consumer.worker_id, limit, deliveries=room, level=level
             )
         except DatabaseError as exc:
             self.db_error = exc  # claim no more; let the running jobs finish

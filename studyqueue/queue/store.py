@@ -135,12 +135,12 @@ class JobStore:
     # The cycle, on the claims' connection.
 
     async def claim(
-        self, worker_id: str, limit: int, *, deliveries: bool = True, quiet: bool = False
+        self, worker_id: str, limit: int, *, deliveries: bool = True, level: int = logging.INFO
     ) -> list[Job]:
-        """Claim up to ``limit`` ready jobs in id order (``transitions.claim``; ``quiet``: logged
-        at DEBUG), and read their questions (``question``) on the same trip: one hop fewer
+        """Claim up to ``limit`` ready jobs in id order (``transitions.claim``, logged at
+        ``level``), and read their questions (``question``) on the same trip: one hop fewer
         before a call."""
-        jobs, questions = await self.on_claims(_claim, worker_id, limit, deliveries, quiet)
+        jobs, questions = await self.on_claims(_claim, worker_id, limit, deliveries, level)
         self._questions.update(questions)
         return jobs
 
@@ -202,9 +202,8 @@ class JobStore:
 
 
 def _claim(
-    worker_id: str, limit: int, deliveries: bool, quiet: bool
+    worker_id: str, limit: int, deliveries: bool, level: int
 ) -> tuple[list[Job], dict[int, StudyQuestion | None]]:
-    level = logging.DEBUG if quiet else logging.INFO
     jobs = queue.claim(worker_id=worker_id, limit=limit, deliveries=deliveries, level=level)
     ids = [job.study_question_id for job in jobs if job.study_question_id is not None]
     found = StudyQuestion.objects.in_bulk(ids) if ids else {}

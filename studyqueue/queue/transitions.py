@@ -255,8 +255,7 @@ def claim(
     if limit < 1:
         return []
     holds = key_audit_holds()
-    params = {"limit": limit, "holds": holds, "deliveries": deliveries}
-    return _run_claim(CLAIM_SQL, worker_id, level, **params)
+    return _run_claim(CLAIM_SQL, worker_id, level, limit=limit, holds=holds, deliveries=deliveries)
 
 
 def claim_job(job_id: int, *, worker_id: str) -> Job | None:

@@ -201,10 +201,11 @@ def check(record: Any) -> Session:
         answer = _answer(item, known)
         reasons = [answer] if isinstance(answer, str) else []
         question = known.get(_key(item.get("question"))) if isinstance(item, dict) else None
-        if question is not None and question.pk in seen:
-            ref = question.external_id or question.pk
-            reasons.append(_("question %(ref)s is answered twice") % {"ref": ref})
-        seen.update([question.pk] if question is not None else [])
+        if question is not None:
+            if question.pk in seen:
+                ref = question.external_id or question.pk
+                reasons.append(_("question %(ref)s is answered twice") % {"ref": ref})
+            seen.add(question.pk)
         for reason in reasons:
             errors.append(_("answer %(n)s: %(reason)s") % {"n": number, "reason": reason})
         if isinstance(answer, Answer) and not reasons:

@@ -69,8 +69,8 @@ async def hold_back(ctx: WorkContext, job: StudyQuestionJob, member: Member) -> 
     error = breaker.last_error
     if not breaker.allows() and error is not None:
         # The server failed while this job waited for the gate: do not knock again.
-        quiet = logging.DEBUG  # the breaker's line says the server is down
-        return Released(error.message, breaker.remaining(), error.code, quiet)
+        # Logged at DEBUG: the breaker's line says the server is down.
+        return Released(error.message, breaker.remaining(), error.code, level=logging.DEBUG)
     return None
 
 

@@ -117,12 +117,14 @@ def statements_loop(jobs: int) -> float:
 
 
 def studyqueue_drain(jobs: int, batch_size: int) -> float:
+    from dataclasses import replace
+
     from django.core.management import call_command
 
     from studyqueue.models import JobKind, StudyQuestionJob
+    from studyqueue.queue import kinds
     from studyqueue.queue import transitions as queue
     from studyqueue.queue.transitions import Outcome
-    from studyqueue.workers import registry
 
     class Done:
         def write(self, job) -> Outcome:  # type: ignore[no-untyped-def]
@@ -132,14 +134,14 @@ def studyqueue_drain(jobs: int, batch_size: int) -> float:
         return Done()
 
     _fill(jobs)
-    real = registry.HANDLERS[JobKind.EXPLANATION]
-    registry.HANDLERS[JobKind.EXPLANATION] = noop
+    real = kinds.SPECS[JobKind.EXPLANATION]
+    kinds.register(replace(real, handler=noop))
     try:
         started = time.perf_counter()
         call_command("runconsumer", "--drain", "--batch-size", str(batch_size), verbosity=0)
         elapsed = time.perf_counter() - started
     finally:
-        registry.HANDLERS[JobKind.EXPLANATION] = real
+        kinds.register(real)
     assert StudyQuestionJob.objects.filter(status="completed").count() == jobs
     return jobs / elapsed
 

@@ -10,5 +10,6 @@ class StudyQueueConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Registers the system checks.
-        from studyqueue import checks  # noqa: F401
+        # Registers the system checks, and every job kind's spec: the claim is assembled from
+        # the kinds' waits, so no process may claim before they are known.
+        from studyqueue import checks, workers  # noqa: F401

@@ -10,7 +10,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from asgiref.sync import async_to_sync
 from django.apps import apps
 from django.contrib import admin
 from django.db import connection, connections
@@ -87,7 +86,7 @@ def test_every_queue_function_runs_on_the_write_alias(reads_elsewhere):
     other = StudyQuestionFactory.create()
     assert enqueue_many([question.pk, other.pk]) == 1
     other_job = StudyQuestionJob.objects.using("default").get(study_question=other)
-    assert async_to_sync(queue.anext_due_in)() == 0.0
+    assert queue.next_due_in() == 0.0
     (claimed,) = queue.claim(worker_id="w", limit=1)
     assert claimed.pk == job.pk and queue.heartbeat(claimed)
     assert queue.complete(claimed)

@@ -9,6 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 from studyqueue.models import StudyQuestionJob
+from studyqueue.queue import sql
 from studyqueue.queue import transitions as queue
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.slow]
@@ -52,7 +53,7 @@ def _plan(sql: str, params: dict) -> str:
 def test_claim_and_stale_scan_use_partial_indexes():
     _fill()
     assert StudyQuestionJob.objects.count() == N_JOBS
-    claim_sql = queue.CLAIM_SQL["postgresql"]
+    claim_sql = sql.claim("postgresql")
     # With KEY_AUDIT_HOLDS off and on, and with deliveries (notices) left out.
     for holds, deliveries in ((False, True), (True, True), (False, False)):
         params = {"token": None, "worker_id": "w", "now": timezone.now(), "limit": 1}

@@ -16,7 +16,6 @@ from studyqueue.models.gate import GateLease, GateLimit
 from studyqueue.models.jobs import (
     ACTIVE_STATUSES,
     ATTEMPT_OUTCOMES,
-    KIND_PRIORITY,
     QUESTION_KINDS,
     ErrorCode,
     JobAttempt,
@@ -29,7 +28,6 @@ from studyqueue.models.jobs import (
     QueuePause,
     StudyQuestionJob,
     default_max_attempts,
-    waiting,
 )
 from studyqueue.models.questions import (
     PROTECTED_REVIEWS,

@@ -6,13 +6,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db import models
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from studyqueue.models.base import StudyQueueManager, choice_width, endpoint_field
-from studyqueue.models.questions import StudyQuestion, awaiting_key_check, key_audit_holds
+from studyqueue.models.questions import StudyQuestion
 
 
 class JobKind(models.TextChoices):
@@ -34,19 +34,6 @@ class JobKind(models.TextChoices):
 
 # The kinds whose jobs belong to a question (the others belong to a set or a session).
 QUESTION_KINDS = (JobKind.EXPLANATION, JobKind.KEY_AUDIT, JobKind.VERIFICATION, JobKind.STEP_CHECK)
-
-
-# A job's claim priority by kind (0 when not listed): jobs are claimed by priority, then id,
-# so a higher number waits while any lower one is ready. Checking an explanation, or telling
-# a set's owner it is done, never slows the writing of the next one.
-# A summary waits for the explanations it draws on, and so for every explanation ready.
-KIND_PRIORITY: dict[str, int] = {
-    JobKind.VERIFICATION: 1,
-    JobKind.STEP_CHECK: 1,
-    JobKind.SET_NOTICE: 1,
-    JobKind.SESSION_SUMMARY: 1,
-    JobKind.SESSION_NOTICE: 1,
-}
 
 
 class JobStatus(models.TextChoices):
@@ -108,36 +95,6 @@ def default_max_attempts() -> int:
     return conf.MAX_ATTEMPTS
 
 
-def waiting() -> Q:
-    """An explanation job waits while its question's key audit runs first (an audit job that
-    will still run), and, with KEY_AUDIT_HOLDS, while its key is disputed and unchecked; a
-    session summary while an explanation of a question its learner missed will still run
-    (unless its key is disputed and unchecked).
-    ``transitions.CLAIM_SQL`` is the same in SQL."""
-    audit_pause = QueuePause.objects.filter(kind=JobKind.KEY_AUDIT)
-    audit = StudyQuestionJob.objects.filter(
-        study_question_id=OuterRef("study_question_id"), kind=JobKind.KEY_AUDIT
-    ).filter(
-        Q(status=JobStatus.PROCESSING)
-        | (Q(status=JobStatus.PENDING, attempts__lt=F("max_attempts")) & ~Exists(audit_pause))
-    )
-    waits = Q(Exists(audit))
-    if key_audit_holds():
-        held = StudyQuestion.objects.filter(awaiting_key_check(), pk=OuterRef("study_question_id"))
-        waits |= Q(Exists(held))
-    missed = StudyQuestionJob.objects.filter(
-        kind=JobKind.EXPLANATION,
-        study_question__session_answers__session=OuterRef("study_session_id"),
-        study_question__session_answers__correct=False,
-    ).filter(
-        Q(status=JobStatus.PROCESSING) | Q(status=JobStatus.PENDING, attempts__lt=F("max_attempts"))
-    )
-    # A disputed key is named "under review" in the summary: never waited for.
-    missed = missed.exclude(study_question__in=StudyQuestion.objects.filter(awaiting_key_check()))
-    summary_waits = Q(kind=JobKind.SESSION_SUMMARY) & Q(Exists(missed))
-    return (Q(kind=JobKind.EXPLANATION) & waits) | summary_waits
-
-
 class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
     """Reusable filters for the states the queue and the admin ask about."""
 
@@ -146,16 +103,6 @@ class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
 
     def pending(self) -> JobQuerySet:
         return self.filter(status=JobStatus.PENDING)
-
-    def claimable(self) -> JobQuerySet:
-        """Pending jobs with attempts left, of a kind not paused (due now or later)."""
-        paused = QueuePause.objects.filter(Q(kind="") | Q(kind=OuterRef("kind")))
-        claimable = self.pending().filter(attempts__lt=F("max_attempts")).exclude(Exists(paused))
-        return claimable.exclude(waiting())
-
-    def ready(self, now: datetime) -> JobQuerySet:
-        """Claimable jobs that are due at ``now`` (exactly what ``queue.claim`` takes)."""
-        return self.claimable().filter(run_after__lte=now)
 
     def processing(self) -> JobQuerySet:
         return self.filter(status=JobStatus.PROCESSING)

@@ -12,6 +12,7 @@ from django.db import connections, models
 from django.db.models import QuerySet
 
 from studyqueue.models import JobAttempt, Outcome
+from studyqueue.queue import sql
 
 
 def db_value(model: type[models.Model], field_name: str, value: Any, db: str) -> Any:
@@ -36,37 +37,14 @@ def assignments(
     return ", ".join(parts), params
 
 
-# A claimed job's new attempt, numbered after the job's last one. ON CONFLICT: a job that
-# somehow still had an open attempt is claimed all the same (bookkeeping never blocks work);
-# SQLite needs the WHERE to read the ON CONFLICT of an INSERT … SELECT.
-_OPEN_ATTEMPT = """
-INSERT INTO studyqueue_jobattempt
-    (job_id, number, started_at, worker_id, outcome, error_code, error_message)
-SELECT job.id,
-       COALESCE((SELECT MAX(a.number) FROM studyqueue_jobattempt AS a WHERE a.job_id = job.id), 0)
-           + 1,
-       job.started_at, job.worker_id, '', '', ''
-FROM {source} AS job
-WHERE {where}
-ON CONFLICT DO NOTHING"""
-
-
-def opening_attempts(claim_sql: str) -> str:
-    """PostgreSQL: a claim (``UPDATE … RETURNING *``) that opens its jobs' attempts in the
-    same statement; it returns the claimed jobs as the claim alone does."""
-    opened = _OPEN_ATTEMPT.format(source="claimed", where="true")
-    return f"WITH claimed AS ({claim_sql}), opened AS ({opened})\nSELECT * FROM claimed"
-
-
 def open_claimed_attempts(db: str, job_ids: list[int]) -> None:
     """SQLite (no data-modifying WITH): open the just claimed jobs' attempts, in the claim's."""
     if not job_ids:
         return
-    names = [f"id{i}" for i in range(len(job_ids))]
-    where = f"job.id IN ({', '.join(f'%({n})s' for n in names)})"
     with connections[db].cursor() as cursor:
-        sql = _OPEN_ATTEMPT.format(source="studyqueue_studyquestionjob", where=where)
-        cursor.execute(sql, dict(zip(names, job_ids, strict=True)))
+        cursor.execute(
+            sql.open_attempts(len(job_ids)), {f"id{i}": pk for i, pk in enumerate(job_ids)}
+        )
 
 
 class _Reported(Protocol):
@@ -142,28 +120,15 @@ def end_attempt(db: str, job_id: int, ending: AttemptEnding) -> None:
     open_attempts(db).filter(job_id=job_id).update(**ending.values())
 
 
-# A job's fenced UPDATE (``{job}``, RETURNING its id) and its open attempt's close, in one
-# statement: both apply or neither, in one round trip (and one commit, outside a transaction).
-_FINISH_WITH_ATTEMPT = """
-WITH job AS ({job}),
-closed AS (
-    UPDATE studyqueue_jobattempt SET {closing}
-    WHERE job_id IN (SELECT id FROM job) AND ended_at IS NULL
-)
-SELECT count(*) FROM job"""
-
-
 def finish_with_attempt(
     db: str, job_update: tuple[str, dict[str, Any]], ending: AttemptEnding
 ) -> bool:
     """PostgreSQL: a job's fenced ``UPDATE … RETURNING id`` and, if it applied, its open
     attempt's close, in one statement; whether the job's update applied."""
     closing, params = assignments(JobAttempt, ending.values(), db, prefix="attempt_")
-    sql, job_params = job_update
+    update, job_params = job_update
     with connections[db].cursor() as cursor:
-        cursor.execute(
-            _FINISH_WITH_ATTEMPT.format(job=sql, closing=closing), {**job_params, **params}
-        )
+        cursor.execute(sql.finish_with_attempt(update, closing), {**job_params, **params})
         row = cursor.fetchone()
     return bool(row and row[0] == 1)
 

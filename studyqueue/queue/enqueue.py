@@ -17,14 +17,13 @@ from django.utils import timezone
 from studyqueue.conf import conf
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import (
-    KIND_PRIORITY,
     QUESTION_KINDS,
     JobKind,
     StudyQuestion,
     StudyQuestionSet,
 )
 from studyqueue.models import StudyQuestionJob as Job
-from studyqueue.queue import notify
+from studyqueue.queue import kinds, notify
 from studyqueue.queue.attempts import db_value
 from studyqueue.queue.operations import batches
 from studyqueue.queue.transitions import log_job, validate_kind
@@ -108,7 +107,7 @@ def _insert_active(owner: dict[str, int], kind: str, named: str) -> EnqueueResul
                 job = jobs.create(
                     **owner,
                     kind=kind,
-                    priority=KIND_PRIORITY.get(kind, 0),
+                    priority=kinds.priority(kind),
                     deadline=_deadline_of(owner.get("study_question_id")),
                     created_at=now,
                     run_after=now,
@@ -152,7 +151,7 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
     ids = sorted({int(i) for i in question_ids})
     params: dict[str, Any] = {
         "kind": kind,
-        "priority": KIND_PRIORITY.get(kind, 0),
+        "priority": kinds.priority(kind),
         "max_attempts": conf.MAX_ATTEMPTS,
         "now": db_value(Job, "created_at", timezone.now(), db),
     }

@@ -9,9 +9,9 @@ retries and after how long is the failure policy's to say (``studyqueue.queue.re
 ``reset_stale`` puts jobs whose worker went silent back (or ends them). Beside this module:
 ``queue.attempts`` (the attempt log these writes keep), ``queue.enqueue`` (new jobs),
 ``queue.operations`` (the operator's retry, skip and prune) and ``queue.pauses``. The
-functions are synchronous (the consumer runs its writes through ``sync_to_async`` on its own
-connections); the reads a consume cycle makes in one query run on Django's async ORM
-(``anext_due_in``, and ``pauses.apaused_kinds``: ``paused_kinds``' twin, the same QuerySet).
+functions are synchronous (the consumer runs them through ``sync_to_async`` on its own
+connections). Which jobs may run is ``queue.sql``'s ``claimable``: the claim,
+``next_due_in``, ``ready`` and ``has_ready`` read it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -42,6 +42,7 @@ from studyqueue.models import (
     key_audit_holds,
 )
 from studyqueue.queue import retry as policy
+from studyqueue.queue import sql
 from studyqueue.queue.attempts import (
     AttemptEnding,
     Usage,
@@ -51,7 +52,6 @@ from studyqueue.queue.attempts import (
     end_attempts,
     finish_with_attempt,
     open_claimed_attempts,
-    opening_attempts,
 )
 
 logger = logging.getLogger("studyqueue.queue")
@@ -61,107 +61,6 @@ Job = StudyQuestionJob
 
 
 MAX_ERROR_MESSAGE = 2000
-
-
-# Kinds that make no LLM call (webhook notices): a consumer runs them beside the places it keeps
-# for LLM jobs, and claims them only while it has room for them (``claim``'s ``deliveries``).
-DELIVERIES = (JobKind.SET_NOTICE, JobKind.SESSION_NOTICE)
-_DELIVERIES = ", ".join(f"'{kind}'" for kind in DELIVERIES)
-
-
-# The claim: ``JobQuerySet.ready()`` in SQL (tests/queue/test_transitions.py checks they agree),
-# taken and marked in one statement: atomic on both databases without a transaction (there is no
-# async ``atomic()``). On PostgreSQL, SKIP LOCKED lets consumers pass each other's rows, and
-# ``= ANY(ARRAY(…))`` runs the SELECT once as an init plan (``IN (…)`` plans a slower
-# semi-join); SQLite serialises writers and has neither. Status literals are inlined so that the
-# planner matches the partial index ``studyqueue_job_claim``: by priority
-# (``models.KIND_PRIORITY``), then the earliest deadline of the question's sets
-# (``set_deadlines``), then age. An explanation job waits for its question's key audit, or
-# (KEY_AUDIT_HOLDS) for a reviewer of its disputed key: ``models.waiting``.
-# A session summary waits while an explanation of a question its learner missed will run
-# (not for a disputed key's: the summary names it under review).
-_READY_IDS = """
-    SELECT id FROM studyqueue_studyquestionjob AS job
-    WHERE status = 'pending' AND run_after <= %(now)s AND attempts < max_attempts
-      AND NOT EXISTS (
-        SELECT 1 FROM studyqueue_queuepause AS pause WHERE pause.kind IN ('', job.kind)
-      )
-      AND (%(deliveries)s OR job.kind NOT IN ({deliveries}))
-      AND NOT (job.kind = 'explanation' AND (
-        EXISTS (
-          SELECT 1 FROM studyqueue_studyquestionjob AS audit
-          WHERE audit.study_question_id = job.study_question_id AND audit.kind = 'key_audit'
-            AND (audit.status = 'processing'
-                 OR (audit.status = 'pending' AND audit.attempts < audit.max_attempts
-                     AND NOT EXISTS (
-                       SELECT 1 FROM studyqueue_queuepause AS audit_pause
-                       WHERE audit_pause.kind = 'key_audit')))
-        )
-        OR (%(holds)s AND EXISTS (
-          SELECT 1 FROM studyqueue_studyquestion AS held
-          WHERE held.id = job.study_question_id AND held.key_audit = 'disputed'
-            AND held.key_check = ''
-        ))
-      ))
-      AND NOT (job.kind = 'session_summary' AND EXISTS (
-        SELECT 1 FROM studyqueue_studyquestionjob AS needed
-        JOIN studyqueue_sessionanswer AS missed
-          ON missed.question_id = needed.study_question_id
-        JOIN studyqueue_studyquestion AS asked ON asked.id = needed.study_question_id
-        WHERE missed.session_id = job.study_session_id AND NOT missed.correct
-          AND NOT (asked.key_audit = 'disputed' AND asked.key_check = '')
-          AND needed.kind = 'explanation'
-          AND (needed.status = 'processing'
-               OR (needed.status = 'pending' AND needed.attempts < needed.max_attempts))
-      ))
-    ORDER BY {order}
-    LIMIT %(limit)s"""
-
-
-# Jobs with a deadline first, the earliest first: PostgreSQL sorts NULLs last in ascending
-# order, as the index holds them; SQLite sorts them first, and has no index order to match.
-_ORDER = {
-    "postgresql": "priority, deadline, id",
-    "sqlite": "priority, deadline IS NULL, deadline, id",
-}
-
-
-_CLAIM = """
-UPDATE studyqueue_studyquestionjob
-SET status = 'processing',
-    attempts = attempts + 1,
-    claim_token = %(token)s,
-    worker_id = %(worker_id)s,
-    started_at = %(now)s,
-    heartbeat_at = %(now)s,
-    completed_at = NULL
-WHERE {ids}
-RETURNING *
-"""
-
-
-# Each claim opens its jobs' attempts (``JobAttempt``): on PostgreSQL in the same statement
-# (``opening_attempts``), on SQLite by a second one in the claim's transaction.
-CLAIM_SQL = {
-    "postgresql": opening_attempts(
-        _CLAIM.format(
-            ids="id = ANY(ARRAY({ready}\n    FOR UPDATE SKIP LOCKED))".format(
-                ready=_READY_IDS.format(order=_ORDER["postgresql"], deliveries=_DELIVERIES)
-            )
-        )
-    ),
-    "sqlite": _CLAIM.format(
-        ids="id IN ({})".format(_READY_IDS.format(order=_ORDER["sqlite"], deliveries=_DELIVERIES))
-    ),
-}
-
-
-# One given job, for an operator who runs it now (``manage.py explain``): not before its
-# turn in the queue matters, nor a pause; attempts and the fence are as for any claim.
-_CLAIM_ONE = _CLAIM.format(ids="id = %(job_id)s AND status = 'pending' AND attempts < max_attempts")
-
-
-CLAIM_ONE_SQL = {"postgresql": opening_attempts(_CLAIM_ONE), "sqlite": _CLAIM_ONE}
 
 
 def validate_kind(kind: str) -> str:
@@ -209,19 +108,15 @@ def _fenced_update_sql(job: Job, values: dict[str, Any], db: str) -> tuple[str, 
     statement that does more with the job it updated (``finish_with_attempt``)."""
     sets, params = assignments(Job, values, db, prefix="job_")
     params.update(fence_id=job.pk, fence_token=db_value(Job, "claim_token", job.claim_token, db))
-    sql = (
-        f"UPDATE {connections[db].ops.quote_name(Job._meta.db_table)} SET {sets}"
-        f" WHERE id = %(fence_id)s AND status = '{JobStatus.PROCESSING}'"
-        " AND claim_token = %(fence_token)s RETURNING id"
-    )
-    return sql, params
+    return sql.fenced_update(connections[db].ops.quote_name(Job._meta.db_table), sets), params
 
 
 def _run_claim(
-    sqls: dict[str, str], worker_id: str, level: int = logging.INFO, **params: Any
+    statement: Callable[[str], str], worker_id: str, level: int = logging.INFO, **params: Any
 ) -> list[Job]:
-    """Run a claim statement (by vendor) with a fresh claim token, opening the claimed jobs'
-    attempts; the claimed jobs in the order they were taken (priority, then id)."""
+    """Run a claim statement (``sql.claim`` or ``sql.claim_one``, by vendor) with a fresh
+    claim token, opening the claimed jobs' attempts; the claimed jobs in the order they were
+    taken (priority, then id)."""
     db = Job.objects.all().db  # where ``Job.objects.raw`` runs it: parameters adapted for it
     params.update(
         token=db_value(Job, "claim_token", uuid.uuid4(), db),
@@ -229,7 +124,7 @@ def _run_claim(
         now=db_value(Job, "started_at", timezone.now(), db),
     )
     vendor = connections[db].vendor
-    claimed = Job.objects.raw(sqls[vendor], params)  # runs when read
+    claimed = Job.objects.raw(statement(vendor), params)  # runs when read
     if vendor == "postgresql":  # one statement: atomic as it is
         jobs = list(claimed)
     else:
@@ -249,18 +144,18 @@ def claim(
     deliveries: bool = True,
     level: int = logging.INFO,
 ) -> list[Job]:
-    """Atomically claim up to ``limit`` ready jobs (``DELIVERIES`` among them unless told not)
+    """Atomically claim up to ``limit`` ready jobs (deliveries among them unless told not)
     for ``worker_id``: counts the attempt, stamps a fresh claim token and heartbeat."""
     limit = conf.BATCH_SIZE if limit is None else limit
     if limit < 1:
         return []
     holds = key_audit_holds()
-    return _run_claim(CLAIM_SQL, worker_id, level, limit=limit, holds=holds, deliveries=deliveries)
+    return _run_claim(sql.claim, worker_id, level, limit=limit, holds=holds, deliveries=deliveries)
 
 
 def claim_job(job_id: int, *, worker_id: str) -> Job | None:
-    """Claim one given pending job (``CLAIM_ONE_SQL``); None if it is not claimable."""
-    jobs = _run_claim(CLAIM_ONE_SQL, worker_id, job_id=job_id)
+    """Claim one given pending job (``sql.claim_one``); None if it is not claimable."""
+    jobs = _run_claim(sql.claim_one, worker_id, job_id=job_id)
     return jobs[0] if jobs else None
 
 
@@ -591,13 +486,26 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-async def anext_due_in() -> float | None:
+def _claimable(**kwargs: Any) -> list[Job]:
+    db = Job.objects.all().db
+    now = db_value(Job, "run_after", timezone.now(), db)
+    statement = sql.claimable_jobs(**kwargs)
+    return list(Job.objects.raw(statement, {"now": now, "holds": key_audit_holds()}))
+
+
+def next_due_in() -> float | None:
     """Seconds until the earliest claimable job is due (0: one is ready); None if none."""
-    claimable = Job.objects.claimable().order_by("run_after")
-    first = await claimable.values_list("run_after", flat=True).afirst()
-    return None if first is None else max(0.0, (first - timezone.now()).total_seconds())
+    first = _claimable(due=False, order="job.run_after", limit=1)
+    if not first:
+        return None
+    return max(0.0, (first[0].run_after - timezone.now()).total_seconds())
+
+
+def ready() -> list[Job]:
+    """The jobs a claim would take now (whatever its limit), by id."""
+    return _claimable(due=True)
 
 
 def has_ready() -> bool:
     """Whether a job is ready to claim now (what ``claim`` would take)."""
-    return Job.objects.ready(timezone.now()).exists()
+    return bool(_claimable(due=True, limit=1))

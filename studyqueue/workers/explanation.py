@@ -12,7 +12,7 @@ from studyqueue.explanations import quality
 from studyqueue.explanations.prompts import build_messages, current_version
 from studyqueue.explanations.revisions import Written
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
-from studyqueue.queue import retry
+from studyqueue.queue import retry, sql
 from studyqueue.queue.store import JobResult
 from studyqueue.services.llm import LLMReply
 from studyqueue.workers.registry import WorkContext, ask, failed, handler, invalid_choices
@@ -20,7 +20,24 @@ from studyqueue.workers.registry import WorkContext, ask, failed, handler, inval
 logger = logging.getLogger("studyqueue.worker")
 
 
-@handler(JobKind.EXPLANATION)
+# An explanation waits while its question's key audit will still run (one not paused), and,
+# with KEY_AUDIT_HOLDS, while its key is disputed and no reviewer checked it.
+WAIT = f"""EXISTS (
+        SELECT 1 FROM studyqueue_studyquestionjob AS audit
+        WHERE audit.study_question_id = job.study_question_id AND audit.kind = 'key_audit'
+          AND (audit.status = 'processing'
+               OR (audit.status = 'pending' AND audit.attempts < audit.max_attempts
+                   AND NOT EXISTS (
+                     SELECT 1 FROM studyqueue_queuepause AS audit_pause
+                     WHERE audit_pause.kind = 'key_audit')))
+      )
+      OR (%(holds)s AND EXISTS (
+        SELECT 1 FROM studyqueue_studyquestion AS held
+        WHERE held.id = job.study_question_id AND {sql.awaiting_key_check("held")}
+      ))"""
+
+
+@handler(JobKind.EXPLANATION, wait=WAIT)
 async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     """Run one claimed explanation job; what happened, for the consumer to write."""
     question = await ctx.store.question(job)

@@ -1,6 +1,6 @@
 """Job kinds and their handlers, and what every handler shares. A handler is an async
-``(job, ctx) -> JobResult`` registered with ``@handler(kind)``; the consumer writes its result
-(docs/howto/job-kind.md)."""
+``(job, ctx) -> JobResult`` registered with ``@handler(kind, …)`` with its kind's spec
+(``queue.kinds.Spec``); the consumer writes its result (docs/howto/job-kind.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode, ExplanationRevision, StudyQuestion, StudyQuestionJob
-from studyqueue.queue import retry
+from studyqueue.queue import kinds, retry
 from studyqueue.queue.store import Failed, JobResult, JobStore, Released, Skipped
 from studyqueue.services.gate import GateTimeout
 from studyqueue.services.llm import LLMError, LLMReply
@@ -35,14 +35,13 @@ class WorkContext:
 
 Handler = Callable[[StudyQuestionJob, WorkContext], Awaitable[JobResult]]
 
-HANDLERS: dict[str, Handler] = {}
 
-
-def handler(kind: str) -> Callable[[Handler], Handler]:
-    """Register the decorated function as the handler of ``kind``."""
+def handler(kind: str, **spec: Any) -> Callable[[Handler], Handler]:
+    """Register the decorated function as the handler of ``kind``, with the rest of the kind's
+    spec (``queue.kinds.Spec``: its wait, priority, whether it is a delivery)."""
 
     def register(fn: Handler) -> Handler:
-        HANDLERS[kind] = fn
+        kinds.register(kinds.Spec(kind, fn, **spec))
         return fn
 
     return register
@@ -50,9 +49,9 @@ def handler(kind: str) -> Callable[[Handler], Handler]:
 
 async def dispatch(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     """Run a claimed job by its kind; what happened, for the consumer to write."""
-    run = HANDLERS.get(job.kind)
-    if run is not None:
-        return await run(job, ctx)
+    spec = kinds.SPECS.get(job.kind)
+    if spec is not None:
+        return await spec.handler(job, ctx)
     return Skipped(ErrorCode.UNKNOWN_KIND, f"unknown kind {job.kind!r}")
 
 

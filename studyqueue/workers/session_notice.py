@@ -54,7 +54,7 @@ class Completed:
         return outcome
 
 
-@handler(JobKind.SESSION_NOTICE)
+@handler(JobKind.SESSION_NOTICE, priority=1, delivery=True)
 async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     """Run one claimed session notice job; what happened, for the consumer to write."""
     found = await ctx.store.on_claims(_payload, job)

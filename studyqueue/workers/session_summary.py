@@ -1,12 +1,12 @@
 """The session summary handler: once the explanations of the questions its learner missed
-are written (the claim waits for them: ``models.waiting``), ask the LLM for the summary,
+are written (the claim waits for them: ``WAIT``), ask the LLM for the summary,
 check what it states and return it to be kept (``summaries.Written``)."""
 
 from __future__ import annotations
 
 from studyqueue.explanations import next_step
 from studyqueue.models import ErrorCode, JobKind, SessionAnswer, StudyQuestionJob, StudySession
-from studyqueue.queue import retry
+from studyqueue.queue import retry, sql
 from studyqueue.queue.store import Failed, JobResult
 from studyqueue.services.llm import LLMReply
 from studyqueue.sessions import summaries
@@ -26,7 +26,21 @@ def _load(job: StudyQuestionJob) -> tuple[StudySession, list[SessionAnswer], lis
     return session, answers, needed
 
 
-@handler(JobKind.SESSION_SUMMARY)
+# A summary waits while an explanation of a question its learner missed will still run (not
+# for a disputed key's: the summary names it under review).
+WAIT = f"""EXISTS (
+        SELECT 1 FROM studyqueue_studyquestionjob AS needed
+        JOIN studyqueue_sessionanswer AS missed
+          ON missed.question_id = needed.study_question_id
+        JOIN studyqueue_studyquestion AS asked ON asked.id = needed.study_question_id
+        WHERE missed.session_id = job.study_session_id AND NOT missed.correct
+          AND NOT ({sql.awaiting_key_check("asked")})
+          AND needed.kind = 'explanation' AND {sql.active("needed")}
+      )"""
+
+
+# After every explanation ready (priority 1): the summary draws on them.
+@handler(JobKind.SESSION_SUMMARY, wait=WAIT, priority=1)
 async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     """Run one claimed summary job; what happened, for the consumer to write."""
     found = await ctx.store.on_claims(_load, job)

@@ -43,7 +43,7 @@ def _load(
     return question_set, question_sets.progress(question_set), notices.completion_key(question_set)
 
 
-@handler(JobKind.SET_NOTICE)
+@handler(JobKind.SET_NOTICE, priority=1, delivery=True)
 async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     """Run one claimed set notice job; what happened, for the consumer to write."""
     found = await ctx.store.on_claims(_load, job)

@@ -20,7 +20,7 @@ from studyqueue.workers.registry import (
 )
 
 
-@handler(JobKind.STEP_CHECK)
+@handler(JobKind.STEP_CHECK, priority=1)  # never slows the next explanation
 async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     """Run one claimed step check job; what happened, for the consumer to write."""
     found = await revision_to_check(job, ctx, "STEP_CHECK", step_check=True)

@@ -21,7 +21,7 @@ from studyqueue.workers.registry import (
 )
 
 
-@handler(JobKind.VERIFICATION)
+@handler(JobKind.VERIFICATION, priority=1)  # never slows the next explanation
 async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     """Run one claimed verification job; what happened, for the consumer to write."""
     found = await revision_to_check(job, ctx, "VERIFY")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -11,13 +12,12 @@ from django.utils import timezone
 
 from studyqueue.consumer.consumer import Consumer, CycleResult
 from studyqueue.models import ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
-from studyqueue.queue import operations
+from studyqueue.queue import kinds, operations
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.enqueue import enqueue as enqueue_job
 from studyqueue.queue.pauses import pause
 from studyqueue.queue.retry import MAX_FREE_RELEASES
 from studyqueue.sets import eta
-from studyqueue.workers import registry
 from tests.factories import StudyQuestionFactory
 from tests.helpers import wait_for
 from tests.llm_server import ANSWER, LLMServer
@@ -290,24 +290,24 @@ def test_consumer_resumes_by_itself_after_each_of_several_outages(
 
 def test_unknown_kinds_are_skipped(consumer, monkeypatch):
     # A kind this version has no handler for (e.g. written by a newer release).
-    monkeypatch.delitem(registry.HANDLERS, JobKind.KEY_AUDIT)
+    monkeypatch.delitem(kinds.SPECS, JobKind.KEY_AUDIT)
     other = enqueue_job(StudyQuestionFactory(), JobKind.KEY_AUDIT).job
     assert consumer.run_cycle().outcomes == {"skipped": 1}
     assert job_state(other) == ("skipped", "unknown_kind", 1)
 
 
 def test_a_crashing_handler_fails_only_its_own_job(consumer, monkeypatch):
-    real = registry.HANDLERS[JobKind.EXPLANATION]
+    real = kinds.SPECS[JobKind.EXPLANATION]
 
     async def flaky(job, ctx):
         if job.study_question_id == boom.pk:
             raise RuntimeError("handler bug")
-        return await real(job, ctx)
+        return await real.handler(job, ctx)
 
     boom = StudyQuestionFactory(text="boom")
     bad = enqueue_job(boom).job
     (good,) = enqueue()
-    monkeypatch.setitem(registry.HANDLERS, JobKind.EXPLANATION, flaky)
+    monkeypatch.setitem(kinds.SPECS, JobKind.EXPLANATION, replace(real, handler=flaky))
     result = consumer.run_cycle()
     assert result.outcomes == {"retrying": 1, "completed": 1}
     status, code, _ = job_state(bad)

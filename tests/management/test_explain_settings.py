@@ -13,6 +13,7 @@ from django.utils import timezone
 from studyqueue.explanations import outdated
 from studyqueue.explanations.prompts import current_version
 from studyqueue.models import JobAttempt, StudyQuestionJob
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue
 from tests.factories import QueueConsumerFactory, StudyQuestionFactory
 
@@ -38,7 +39,7 @@ def test_a_refused_llm_url_leaves_no_job_for_a_consumer(
     assert str(raised.value).startswith(f"job {job.pk} did not complete (llm_unavailable: ")
     assert "not left for a consumer" in str(raised.value)
     assert (job.status, job.error_code, job.attempts) == ("skipped", "llm_unavailable", 0)
-    assert not StudyQuestionJob.objects.claimable().exists()
+    assert transitions.next_due_in() is None
     (attempt,) = JobAttempt.objects.all()
     assert attempt.ended_at is not None and attempt.outcome == "released"
     # The live consumer, on its own URL, finds nothing to write with its settings.
@@ -56,7 +57,7 @@ def test_a_failed_call_leaves_no_job_for_a_consumer(llm_server, fault):
         explain(str(question.pk))
     job = StudyQuestionJob.objects.get()
     assert job.status == "skipped" and job.error_code.startswith("llm_")
-    assert not StudyQuestionJob.objects.claimable().exists()
+    assert transitions.next_due_in() is None
     assert llm_server.stats()["requests"] >= 1
 
 
@@ -125,5 +126,5 @@ def test_a_reply_sent_back_for_quality_is_not_left_for_a_consumer(settings, llm_
     job = StudyQuestionJob.objects.get()
     assert (job.status, job.error_code) == ("skipped", "")
     assert "too_short" in job.error_message
-    assert not StudyQuestionJob.objects.claimable().exists()
+    assert transitions.next_due_in() is None
     assert job.study_question.revisions.count() == 1

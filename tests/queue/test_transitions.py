@@ -6,7 +6,6 @@ import logging
 from datetime import timedelta
 
 import pytest
-from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
@@ -395,7 +394,7 @@ def test_a_job_that_keeps_going_stale_ends_failed():
 
 
 def test_claim_takes_exactly_the_ready_jobs():
-    """CLAIM_SQL is JobQuerySet.ready() in SQL: the two must agree on every state."""
+    """A claim takes what ``ready`` lists, and that is every due pending job with attempts left."""
     now = timezone.now()
     future = now + timedelta(hours=1)
     ready = [StudyQuestionJobFactory(), StudyQuestionJobFactory(attempts=2, max_attempts=3)]
@@ -403,7 +402,7 @@ def test_claim_takes_exactly_the_ready_jobs():
     StudyQuestionJobFactory(attempts=3, max_attempts=3)  # out of attempts
     for status in ("processing", "completed", "failed", "skipped"):
         StudyQuestionJobFactory(status=status)
-    expected = set(StudyQuestionJob.objects.ready(timezone.now()).values_list("pk", flat=True))
+    expected = {job.pk for job in queue.ready()}
     assert expected == {job.pk for job in ready}
     claimed = queue.claim(worker_id="w", limit=100)
     assert {job.pk for job in claimed} == expected
@@ -480,9 +479,9 @@ def test_a_paused_kind_is_not_claimed_and_ready_agrees():
     summary = StudyQuestionJobFactory(kind=JobKind.SESSION_SUMMARY)
     row, created = pauses.pause(JobKind.EXPLANATION, reason="GPU busy", by="ops")
     assert created and (row.reason, row.paused_by) == ("GPU busy", "ops")
-    assert list(StudyQuestionJob.objects.ready(timezone.now())) == [summary]
+    assert queue.ready() == [summary]
     assert [j.pk for j in queue.claim(worker_id="w", limit=10)] == [summary.pk]
-    assert async_to_sync(queue.anext_due_in)() is None, "a paused kind is not due: no busy cycling"
+    assert queue.next_due_in() is None, "a paused kind is not due: no busy cycling"
     assert enqueue(StudyQuestionFactory()).created, "enqueueing still works"
     assert resume(JobKind.EXPLANATION)
     assert {j.pk for j in queue.claim(worker_id="w", limit=10)} >= {explanation.pk}

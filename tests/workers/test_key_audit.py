@@ -12,7 +12,6 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
-from django.utils import timezone
 
 from studyqueue.explanations import edits, key_audit, step_check, verifier
 from studyqueue.models import (
@@ -162,7 +161,7 @@ def test_a_held_dispute_spends_no_call_until_a_reviewer_decides(llm_server, sett
     assert q.key_audit == KeyAudit.DISPUTED and q.explanation == ""
     job = StudyQuestionJob.objects.get(study_question=q, kind="explanation")
     assert (job.status, job.attempts) == ("pending", 0)
-    assert not StudyQuestionJob.objects.ready(timezone.now()).exists()
+    assert not queue.has_ready()
     assert queue.claim(worker_id="w", limit=10) == []
     agreed.refresh_from_db()
     assert agreed.explanation  # only the dispute waits
@@ -244,7 +243,7 @@ def test_a_paused_audit_kind_does_not_hold_explanations(llm_server):
 
 
 def test_claim_takes_exactly_the_ready_jobs_with_audits(settings):
-    """CLAIM_SQL and JobQuerySet.ready() agree on the audit's states, held or not."""
+    """A claim takes what ``ready`` lists, in every state of the audit, held or not."""
     waiting = question("222")
     enqueue(waiting)
     enqueue(waiting, "key_audit")
@@ -256,7 +255,7 @@ def test_claim_takes_exactly_the_ready_jobs_with_audits(settings):
     both = {f"key_audit:{waiting.pk}", f"explanation:{free.pk}"}
     for holds, expected in ((True, both), (False, both | {f"explanation:{disputed.pk}"})):
         settings.STUDYQUEUE = {"KEY_AUDIT_HOLDS": holds}
-        ready = StudyQuestionJob.objects.ready(timezone.now())
+        ready = queue.ready()
         assert {f"{job.kind}:{job.study_question_id}" for job in ready} == expected
         claimed = queue.claim(worker_id="w", limit=100)
         assert {f"{job.kind}:{job.study_question_id}" for job in claimed} == expected

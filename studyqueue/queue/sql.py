@@ -1,0 +1,177 @@
+"""The queue's raw SQL in one place, by database: the claim, the fenced write of a job and
+the attempt log's statements. Which pending job may run is written once here (``claimable``),
+assembled from the waits the job kinds register (``queue.kinds``); the claim, "when is the
+next job due" and "is a job ready" all read it."""
+
+from __future__ import annotations
+
+import functools
+
+from studyqueue.queue import kinds
+
+# A pending job may run while it has attempts left, its kind (or every kind) is not paused and
+# its kind's wait does not hold. Status literals are inlined so that the planner matches the
+# partial index ``studyqueue_job_claim``.
+_CLAIMABLE = """job.status = 'pending' AND job.attempts < job.max_attempts
+      AND NOT EXISTS (
+        SELECT 1 FROM studyqueue_queuepause AS pause WHERE pause.kind IN ('', job.kind)
+      ){waits}"""
+
+
+def awaiting_key_check(question: str) -> str:
+    """SQL: the question aliased ``question`` has a disputed key no reviewer checked yet
+    (``models.awaiting_key_check`` in the ORM)."""
+    return f"{question}.key_audit = 'disputed' AND {question}.key_check = ''"
+
+
+def active(job: str) -> str:
+    """SQL: the job aliased ``job`` will still run (it runs, or waits with attempts left)."""
+    return (
+        f"({job}.status = 'processing'"
+        f" OR ({job}.status = 'pending' AND {job}.attempts < {job}.max_attempts))"
+    )
+
+
+@functools.cache
+def _claimable(waits: tuple[tuple[str, str], ...]) -> str:
+    return _CLAIMABLE.format(
+        waits="".join(f"\n      AND NOT (job.kind = '{kind}' AND ({wait}))" for kind, wait in waits)
+    )
+
+
+def claimable() -> str:
+    """SQL: the job aliased ``job`` may be claimed once due (parameter ``holds``)."""
+    return _claimable(kinds.waits())
+
+
+# The claim: the ready jobs, taken and marked in one statement: atomic on both databases
+# without a transaction (there is no async ``atomic()``). On PostgreSQL, SKIP LOCKED lets
+# consumers pass each other's rows, and ``= ANY(ARRAY(…))`` runs the SELECT once as an init
+# plan (``IN (…)`` plans a slower semi-join); SQLite serialises writers and has neither. By
+# priority (``kinds.Spec.priority``), then the earliest deadline of the question's sets, then
+# age; deliveries (``kinds.Spec.delivery``) only when the caller has room for them.
+_READY_IDS = """
+    SELECT id FROM studyqueue_studyquestionjob AS job
+    WHERE {claimable} AND job.run_after <= %(now)s
+      AND (%(deliveries)s OR job.kind NOT IN ({deliveries}))
+    ORDER BY {order}
+    LIMIT %(limit)s"""
+
+
+# Jobs with a deadline first, the earliest first: PostgreSQL sorts NULLs last in ascending
+# order, as the index holds them; SQLite sorts them first, and has no index order to match.
+_ORDER = {
+    "postgresql": "priority, deadline, id",
+    "sqlite": "priority, deadline IS NULL, deadline, id",
+}
+
+
+_CLAIM = """
+UPDATE studyqueue_studyquestionjob
+SET status = 'processing',
+    attempts = attempts + 1,
+    claim_token = %(token)s,
+    worker_id = %(worker_id)s,
+    started_at = %(now)s,
+    heartbeat_at = %(now)s,
+    completed_at = NULL
+WHERE {ids}
+RETURNING *
+"""
+
+
+@functools.cache
+def _claim(vendor: str, claimable: str, deliveries: frozenset[str]) -> str:
+    ready = _READY_IDS.format(
+        claimable=claimable,
+        deliveries=", ".join(f"'{kind}'" for kind in sorted(deliveries)) or "''",
+        order=_ORDER[vendor],
+    )
+    if vendor == "postgresql":
+        # Each claim opens its jobs' attempts in the same statement.
+        return opening_attempts(
+            _CLAIM.format(ids=f"id = ANY(ARRAY({ready}\n    FOR UPDATE SKIP LOCKED))")
+        )
+    return _CLAIM.format(ids=f"id IN ({ready})")  # then ``open_attempts`` in its transaction
+
+
+def claim(vendor: str) -> str:
+    """The claim (parameters ``now``, ``limit``, ``deliveries``, ``holds``, ``token``,
+    ``worker_id``): ``RETURNING *`` of the claimed jobs."""
+    return _claim(vendor, claimable(), kinds.deliveries())
+
+
+# One given job, for an operator who runs it now (``manage.py explain``): not before its
+# turn in the queue matters, nor a pause; attempts and the fence are as for any claim.
+_CLAIM_ONE = _CLAIM.format(ids="id = %(job_id)s AND status = 'pending' AND attempts < max_attempts")
+
+
+def claim_one(vendor: str) -> str:
+    """The claim of one given job (parameters ``job_id``, ``token``, ``worker_id``, ``now``)."""
+    return opening_attempts(_CLAIM_ONE) if vendor == "postgresql" else _CLAIM_ONE
+
+
+def claimable_jobs(*, due: bool, order: str = "job.id", limit: int | None = None) -> str:
+    """The claimable jobs (parameter ``holds``); ``due``: only those due (parameter ``now``):
+    what a claim would take now."""
+    return (
+        f"SELECT * FROM studyqueue_studyquestionjob AS job WHERE {claimable()}"
+        + (" AND job.run_after <= %(now)s" if due else "")
+        + f" ORDER BY {order}"
+        + (f" LIMIT {int(limit)}" if limit is not None else "")
+    )
+
+
+def fenced_update(table: str, sets: str) -> str:
+    """A job's ``UPDATE`` that applies only while it is processing under the caller's claim
+    (parameters ``fence_id``, ``fence_token``), ``RETURNING id``."""
+    return (
+        f"UPDATE {table} SET {sets} WHERE id = %(fence_id)s AND status = 'processing'"
+        " AND claim_token = %(fence_token)s RETURNING id"
+    )
+
+
+# A claimed job's new attempt, numbered after the job's last one. ON CONFLICT: a job that
+# somehow still had an open attempt is claimed all the same (bookkeeping never blocks work);
+# SQLite needs the WHERE to read the ON CONFLICT of an INSERT … SELECT.
+_OPEN_ATTEMPT = """
+INSERT INTO studyqueue_jobattempt
+    (job_id, number, started_at, worker_id, outcome, error_code, error_message)
+SELECT job.id,
+       COALESCE((SELECT MAX(a.number) FROM studyqueue_jobattempt AS a WHERE a.job_id = job.id), 0)
+           + 1,
+       job.started_at, job.worker_id, '', '', ''
+FROM {source} AS job
+WHERE {where}
+ON CONFLICT DO NOTHING"""
+
+
+def opening_attempts(claim_sql: str) -> str:
+    """PostgreSQL: a claim (``UPDATE … RETURNING *``) that opens its jobs' attempts in the
+    same statement; it returns the claimed jobs as the claim alone does."""
+    opened = _OPEN_ATTEMPT.format(source="claimed", where="true")
+    return f"WITH claimed AS ({claim_sql}), opened AS ({opened})\nSELECT * FROM claimed"
+
+
+def open_attempts(count: int) -> str:
+    """SQLite (no data-modifying WITH): open the attempts of ``count`` just claimed jobs
+    (parameters ``id0`` …)."""
+    where = f"job.id IN ({', '.join(f'%(id{i})s' for i in range(count))})"
+    return _OPEN_ATTEMPT.format(source="studyqueue_studyquestionjob", where=where)
+
+
+# A job's fenced UPDATE (``{job}``, RETURNING its id) and its open attempt's close, in one
+# statement: both apply or neither, in one round trip (and one commit, outside a transaction).
+_FINISH_WITH_ATTEMPT = """
+WITH job AS ({job}),
+closed AS (
+    UPDATE studyqueue_jobattempt SET {closing}
+    WHERE job_id IN (SELECT id FROM job) AND ended_at IS NULL
+)
+SELECT count(*) FROM job"""
+
+
+def finish_with_attempt(job_update: str, closing: str) -> str:
+    """PostgreSQL: ``job_update`` (a ``fenced_update``) and, if it applied, the close of the
+    job's open attempt (``closing``: its assignments), in one statement."""
+    return _FINISH_WITH_ATTEMPT.format(job=job_update, closing=closing)

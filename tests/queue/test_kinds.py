@@ -1,0 +1,50 @@
+"""A kind's spec is all the queue knows of it: its registered wait and priority decide the claim."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from studyqueue.models import JobKind
+from studyqueue.queue import kinds, sql, transitions
+from studyqueue.queue.enqueue import enqueue
+from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_every_kind_with_a_handler_is_registered_when_django_starts():
+    assert set(kinds.SPECS) == set(JobKind.values)
+    assert kinds.deliveries() == {JobKind.SET_NOTICE, JobKind.SESSION_NOTICE}
+    assert {kind for kind, _ in kinds.waits()} == {JobKind.EXPLANATION, JobKind.SESSION_SUMMARY}
+
+
+def test_a_registered_wait_holds_its_kinds_jobs_in_every_statement_that_reads_the_rule(
+    monkeypatch,
+):
+    audit = StudyQuestionJobFactory(kind=JobKind.KEY_AUDIT)
+    spec = kinds.SPECS[JobKind.KEY_AUDIT]
+    assert not spec.wait
+    # A kind waits while its condition holds: here, while any explanation job exists.
+    wait = "EXISTS (SELECT 1 FROM studyqueue_studyquestionjob AS other"
+    wait += " WHERE other.kind = 'explanation')"
+    monkeypatch.setitem(kinds.SPECS, JobKind.KEY_AUDIT, replace(spec, wait=wait))
+    explanation = StudyQuestionJobFactory(run_after="2999-01-01T00:00Z")  # not due for long
+    assert wait in sql.claim("sqlite") and wait in sql.claim("postgresql")
+    assert transitions.ready() == []
+    assert not transitions.has_ready()
+    assert transitions.next_due_in() > 3600  # the explanation, far ahead; not the audit
+    assert transitions.claim(worker_id="w", limit=10) == []
+    explanation.delete()
+    assert [job.pk for job in transitions.ready()] == [audit.pk]
+    assert transitions.next_due_in() == 0.0
+    assert [job.pk for job in transitions.claim(worker_id="w", limit=10)] == [audit.pk]
+
+
+def test_a_kinds_priority_is_its_jobs_priority_when_queued(monkeypatch):
+    question = StudyQuestionFactory()
+    spec = kinds.SPECS[JobKind.KEY_AUDIT]
+    monkeypatch.setitem(kinds.SPECS, JobKind.KEY_AUDIT, replace(spec, priority=7))
+    assert enqueue(question, JobKind.KEY_AUDIT).job.priority == 7
+    assert enqueue(question).job.priority == 0

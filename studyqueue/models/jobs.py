@@ -166,6 +166,9 @@ class StudyQuestionJob(models.Model):
             "claimed first, earliest first, then by age."
         ),
     )
+    # Each enqueue numbers its jobs from the turn the queue is at (``enqueue.next_turn``):
+    # within a priority and deadline, a batch queued later takes turns with the earlier ones.
+    turn = models.BigIntegerField(verbose_name=_("turn"), default=0, db_default=0)
     status = models.CharField(
         verbose_name=_("status"),
         max_length=choice_width(JobStatus),
@@ -270,9 +273,9 @@ class StudyQuestionJob(models.Model):
         ]
         indexes = [
             # Exactly the claim query: WHERE status='pending' ... ORDER BY priority, deadline,
-            # id (PostgreSQL sorts NULLs last in ascending order: jobs with no deadline last).
+            # turn, id (PostgreSQL sorts NULLs last in ascending order: no deadline last).
             models.Index(
-                fields=["priority", "deadline", "id"],
+                fields=["priority", "deadline", "turn", "id"],
                 condition=Q(status=JobStatus.PENDING),
                 name="studyqueue_job_claim",
             ),

@@ -94,6 +94,15 @@ def set_deadlines(question_ids: Iterable[int]) -> int:
     return changed
 
 
+def next_turn() -> int:
+    """The turn the queue is at: the next ready job's (0 when none is). A batch queued now
+    numbers its jobs from there, so that it takes turns with the jobs queued before it
+    instead of waiting behind all of them."""
+    ready = Job.objects.pending().filter(run_after__lte=timezone.now())
+    head = ready.order_by("priority", "deadline", "turn", "id").values_list("turn", flat=True)
+    return head.first() or 0
+
+
 def _insert_active(owner: dict[str, int], kind: str, named: str) -> EnqueueResult:
     """Insert an active job of ``kind`` for ``owner`` (its question or its set), or return
     the active one there is."""
@@ -109,6 +118,7 @@ def _insert_active(owner: dict[str, int], kind: str, named: str) -> EnqueueResul
                     kind=kind,
                     priority=kinds.priority(kind),
                     deadline=_deadline_of(owner.get("study_question_id")),
+                    turn=next_turn(),
                     created_at=now,
                     run_after=now,
                 )
@@ -128,13 +138,14 @@ def _insert_active(owner: dict[str, int], kind: str, named: str) -> EnqueueResul
 # database builds the rows. PostgreSQL takes the ids as one array parameter.
 ENQUEUE_MANY_SQL = """
 INSERT INTO studyqueue_studyquestionjob
-    (study_question_id, kind, priority, deadline, status, attempts, max_attempts,
+    (study_question_id, kind, priority, deadline, turn, status, attempts, max_attempts,
      free_releases, error_code, error_message, created_at, run_after, worker_id)
 SELECT id, %(kind)s, %(priority)s,
     (SELECT MIN(qset.deadline) FROM studyqueue_studyquestionset AS qset
      JOIN studyqueue_studyquestionset_questions AS member
        ON member.studyquestionset_id = qset.id
      WHERE member.studyquestion_id = studyqueue_studyquestion.id),
+    %(turn)s + ROW_NUMBER() OVER (ORDER BY id),
     'pending', 0, %(max_attempts)s, 0, '', '', %(now)s, %(now)s, ''
 FROM studyqueue_studyquestion
 WHERE {ids}
@@ -154,6 +165,7 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
         "priority": kinds.priority(kind),
         "max_attempts": conf.MAX_ATTEMPTS,
         "now": db_value(Job, "created_at", timezone.now(), db),
+        "turn": next_turn(),
     }
     postgres = connection.vendor == "postgresql"
     batch = 50_000 if postgres else 500  # SQLite: stay under its bound-parameter limit
@@ -168,6 +180,7 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
             where = f"id IN ({', '.join(f'%({n})s' for n in names)})"
             chunk_params = dict(zip(names, chunk, strict=True))
         with connection.cursor() as cursor:
+            chunk_params["turn"] = params["turn"] + start
             cursor.execute(ENQUEUE_MANY_SQL.format(ids=where), {**params, **chunk_params})
             created += cursor.rowcount
     logger.info("study_jobs_enqueued kind=%s requested=%s created=%s", kind, len(ids), created)

@@ -49,7 +49,8 @@ def claimable() -> str:
 # consumers pass each other's rows, and ``= ANY(ARRAY(…))`` runs the SELECT once as an init
 # plan (``IN (…)`` plans a slower semi-join); SQLite serialises writers and has neither. By
 # priority (``kinds.Spec.priority``), then the earliest deadline of the question's sets, then
-# age; deliveries (``kinds.Spec.delivery``) only when the caller has room for them.
+# turn (a batch queued later takes turns with earlier ones), then age; deliveries
+# (``kinds.Spec.delivery``) only when the caller has room for them.
 _READY_IDS = """
     SELECT id FROM studyqueue_studyquestionjob AS job
     WHERE {claimable} AND job.run_after <= %(now)s
@@ -61,8 +62,8 @@ _READY_IDS = """
 # Jobs with a deadline first, the earliest first: PostgreSQL sorts NULLs last in ascending
 # order, as the index holds them; SQLite sorts them first, and has no index order to match.
 _ORDER = {
-    "postgresql": "priority, deadline, id",
-    "sqlite": "priority, deadline IS NULL, deadline, id",
+    "postgresql": "priority, deadline, turn, id",
+    "sqlite": "priority, deadline IS NULL, deadline, turn, id",
 }
 
 

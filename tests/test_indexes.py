@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.db import connection
@@ -58,13 +59,17 @@ def test_claim_and_stale_scan_use_partial_indexes():
     for holds, deliveries in ((False, True), (True, True), (False, False)):
         params = {"token": None, "worker_id": "w", "now": timezone.now(), "limit": 1}
         params.update(holds=holds, deliveries=deliveries)
-        claim_plan = _plan(claim_sql, params)  # EXPLAIN plans the UPDATE without running it
-        print(claim_plan)
-        assert "studyqueue_job_claim" in claim_plan
-        # Neither the job table nor the question table is read whole (the pause table has a
-        # row per paused kind): a disputed key's hold reads the partial index of held ones.
-        assert "Seq Scan on studyqueue_studyquestionjob" not in claim_plan
-        assert "Seq Scan on studyqueue_studyquestion " not in claim_plan
+        # EXPLAIN plans the UPDATE without running it: planned for these values, and as the
+        # consumer runs it, prepared and planned once for every value.
+        prepared = sql.run_prepared(connection.alias, claim_sql, partial(_plan, params=params))
+        for claim_plan in (_plan(claim_sql, params), prepared):
+            print(claim_plan)
+            assert "studyqueue_job_claim" in claim_plan
+            # Neither the job table nor the question table is read whole (the pause table has
+            # a row per paused kind): a disputed key's hold reads the partial index of held ones.
+            assert "Seq Scan on studyqueue_studyquestionjob" not in claim_plan
+            assert "Seq Scan on studyqueue_studyquestion " not in claim_plan
+        assert "run_after <= $" in prepared, "the prepared claim's plan is generic"
     stale_plan = StudyQuestionJob.objects.stale(timezone.now() - timedelta(minutes=10)).explain()
     print(stale_plan)
     assert "studyqueue_job_stale" in stale_plan

@@ -38,8 +38,7 @@ from studyqueue.admin.common import (
 from studyqueue.admin.timeline import timeline
 from studyqueue.conf import conf
 from studyqueue.models import MAX_ID, ExplanationRevision, QueuePause, StudyQuestionJob
-from studyqueue.queue import operations
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import operations, transitions
 from studyqueue.queue.operations import batches, refusals, retry_ended
 
 if TYPE_CHECKING:
@@ -303,14 +302,14 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
         if ids is None:
             return
         with transaction.atomic(using=queryset.db):
-            parts = [queue.reset_stale(job_ids=chunk) for chunk in batches(ids, queryset.db)]
+            parts = [transitions.reset_stale(job_ids=chunk) for chunk in batches(ids, queryset.db)]
             reset = [pk for part in parts for pk in part.reset_ids]
             failed = [pk for part in parts for pk in part.failed_ids]
-            result = queue.StaleResult(len(reset), len(failed), reset, failed)
+            result = transitions.StaleResult(len(reset), len(failed), reset, failed)
             self._log_stale(request, result)
         self._report_stale(request, result, selected=len(ids))
 
-    def _log_stale(self, request: HttpRequest, result: queue.StaleResult) -> None:
+    def _log_stale(self, request: HttpRequest, result: transitions.StaleResult) -> None:
         log_change_set(
             request, StudyQuestionJob, result.reset_ids, gettext("Reset as stale: back to pending")
         )
@@ -322,7 +321,7 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
         )
 
     def _report_stale(
-        self, request: HttpRequest, result: queue.StaleResult, selected: int | None
+        self, request: HttpRequest, result: transitions.StaleResult, selected: int | None
     ) -> None:
         self.message_user(
             request,
@@ -358,7 +357,7 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
         if not self.has_reset_stale_permission(request):
             raise PermissionDenied
         with transaction.atomic(using=StudyQuestionJob.objects.all().db):  # and its log entry
-            result = queue.reset_stale()
+            result = transitions.reset_stale()
             self._log_stale(request, result)
         self._report_stale(request, result, selected=None)
         return HttpResponseRedirect(reverse("admin:studyqueue_studyquestionjob_changelist"))

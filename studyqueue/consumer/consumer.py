@@ -31,9 +31,8 @@ from django.db import DatabaseError, connections
 
 from studyqueue.conf import conf
 from studyqueue.explanations.prompts import current_version
-from studyqueue.models import ErrorCode, StudyQuestionJob
-from studyqueue.queue import kinds, presence, retry
-from studyqueue.queue import transitions as queue
+from studyqueue.models import ErrorCode, StudyQuestionJob, delivery_kinds
+from studyqueue.queue import presence, retry, transitions
 from studyqueue.queue.pauses import KnownPauses, apaused_kinds, is_paused, paused_message
 from studyqueue.queue.store import Failed, JobStore
 from studyqueue.queue.transitions import Outcome
@@ -52,7 +51,7 @@ logger = logging.getLogger("studyqueue.consumer")
 NOTICE_SWEEP_SECONDS = 30.0
 # What ends a job: a set whose last job ended may be done.
 _ENDINGS = frozenset({Outcome.COMPLETED, Outcome.FAILED, Outcome.SKIPPED})
-# Deliveries (``kinds.Spec.delivery``: notices, no LLM call) run beside the places kept for
+# Deliveries (``KindSpec.delivery``: notices, no LLM call) run beside the places kept for
 # LLM jobs, never in them: a receiver dripping its answer for WEBHOOK_TIMEOUT_SECONDS holds up no
 # explanation. A cycle claims them while fewer than this many run (a claim brings a batch at most).
 DELIVERY_PLACES = 2
@@ -324,7 +323,7 @@ class Consumer:
         beats = asyncio.create_task(self._heartbeat(job, runner))
         try:
             result = await registry.dispatch(job, self.ctx)
-            held_place = job.kind not in kinds.deliveries()  # a delivery has no place to free
+            held_place = job.kind not in delivery_kinds()  # a delivery has no place to free
             self.storing += held_place
             self.called.set()
             try:
@@ -478,7 +477,7 @@ class Cycle:
             raise self.db_error
         await self.queue_notices()
         self.result.paused_for = consumer.pool.remaining()
-        self.result.next_due_in = await consumer.store.on_claims(queue.next_due_in)
+        self.result.next_due_in = await consumer.store.on_claims(transitions.next_due_in)
         return self.result
 
     def may_claim(self) -> bool:
@@ -522,7 +521,7 @@ class Cycle:
                 continue
             task = asyncio.create_task(consumer.run_claimed(job), name=f"job-{job.pk}")
             self.running.add(task)
-            if job.kind in kinds.deliveries():
+            if job.kind in delivery_kinds():
                 self.deliveries.add(task)
 
     async def queue_notices(self) -> None:

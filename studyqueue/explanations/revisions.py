@@ -28,8 +28,7 @@ from studyqueue.models import (
     StudyQuestionJob,
     fit,
 )
-from studyqueue.queue import retry
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import retry, transitions
 from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.operations import batches
 from studyqueue.queue.transitions import Outcome
@@ -104,11 +103,11 @@ class Written:
             )
             if self.retry_flag:
                 reason = f"retried once: the reply was flagged {self.retry_flag}"
-                outcome = queue.retry_for_quality(
+                outcome = transitions.retry_for_quality(
                     job, reason=reason, max_tokens=self.max_tokens, revision=revision
                 )
             else:
-                outcome = queue.complete(job, revision=revision, llm_ms=self.reply.elapsed_ms)
+                outcome = transitions.complete(job, revision=revision, llm_ms=self.reply.elapsed_ms)
                 if outcome is Outcome.COMPLETED and not settle(revision, now.current_revision):
                     transaction.set_rollback(True, using=db)  # undo "completed": nothing kept
                     return _question_missing(job)
@@ -149,7 +148,7 @@ def complete_if_unchanged(
     dropped: str,
     **done: Any,
 ) -> tuple[StudyQuestion | None, Outcome]:
-    """A check's write: complete the job (``done``: ``queue.complete``'s arguments) only while
+    """A check's write: complete the job (``done``: ``transitions.complete``'s arguments) only while
     the question holds ``seen``'s content; the locked question, or None, and the outcome."""
     now = (
         StudyQuestion.objects.select_for_update(no_key=True)
@@ -159,10 +158,10 @@ def complete_if_unchanged(
     )
     if now is None:
         message = f"the question was deleted {during}"
-        return None, queue.fail(job, ErrorCode.QUESTION_MISSING, message)
+        return None, transitions.fail(job, ErrorCode.QUESTION_MISSING, message)
     if now.content_hash() != seen.content_hash():
         return None, _changed(job, f"the question changed {during}; {dropped}")
-    outcome = queue.complete(job, **done)
+    outcome = transitions.complete(job, **done)
     if outcome is Outcome.LOST:
         transaction.set_rollback(True, using=job._state.db)  # nothing of the check is kept
         return None, outcome
@@ -172,12 +171,12 @@ def complete_if_unchanged(
 def _changed(job: StudyQuestionJob, message: str) -> Outcome:
     """The question was edited while the job ran: not the job's fault, it runs again."""
     failure = retry.Failure(ErrorCode.QUESTION_CHANGED, message, job_at_fault=False)
-    return queue.apply(job, failure, retry.decide(failure, job))
+    return transitions.apply(job, failure, retry.decide(failure, job))
 
 
 def _question_missing(job: StudyQuestionJob) -> Outcome:
     message = "the question was deleted while its explanation was being written"
-    return queue.fail(job, ErrorCode.QUESTION_MISSING, message)
+    return transitions.fail(job, ErrorCode.QUESTION_MISSING, message)
 
 
 def record_verdict(

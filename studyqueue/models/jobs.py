@@ -3,7 +3,10 @@ changes only through ``queue.transitions``."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import models
 from django.db.models import Q
@@ -30,6 +33,49 @@ class JobKind(models.TextChoices):
     SET_NOTICE = "set_notice", _("Set notice")
     # Tell the world a session's summary is written: a Django signal and the webhook.
     SESSION_NOTICE = "session_notice", _("Session notice")
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """One job kind as the queue sees it, declared by the kind's own module beside its handler
+    (``workers.registry.handler``): the claim, "when is the next job due" and "is a job
+    ready" are assembled from the kinds' waits (``queue.sql``); enqueue reads the priority;
+    the consumer runs a delivery beside the places it keeps for LLM calls."""
+
+    kind: str
+    handler: Callable[..., Awaitable[Any]]  # ``(job, ctx) -> JobResult`` (workers.registry)
+    # SQL, a condition on ``job`` (the pending job's row; ``%(holds)s`` is KEY_AUDIT_HOLDS):
+    # while it holds, the job is not claimed. The only form of the kind's wait.
+    wait: str = ""
+    # Jobs are claimed by priority, then deadline and age: a higher number waits while any
+    # lower one is ready.
+    priority: int = 0
+    delivery: bool = False  # no LLM call (a notice): runs beside the places kept for LLM jobs
+
+
+KIND_SPECS: dict[str, KindSpec] = {}
+
+
+def register_kind(spec: KindSpec) -> KindSpec:
+    """Make ``spec`` its kind's (the last one registered wins: tests and benches swap one in)."""
+    KIND_SPECS[spec.kind] = spec
+    return spec
+
+
+def kind_priority(kind: str) -> int:
+    """The claim priority of ``kind``'s jobs (0 for a kind no module registered)."""
+    spec = KIND_SPECS.get(kind)
+    return spec.priority if spec is not None else 0
+
+
+def delivery_kinds() -> frozenset[str]:
+    """The kinds that make no LLM call."""
+    return frozenset(kind for kind, spec in KIND_SPECS.items() if spec.delivery)
+
+
+def kind_waits() -> tuple[tuple[str, str], ...]:
+    """Each kind that waits, with its wait, in a stable order (the claim is assembled from it)."""
+    return tuple(sorted((kind, spec.wait) for kind, spec in KIND_SPECS.items() if spec.wait))
 
 
 # The kinds whose jobs belong to a question (the others belong to a set or a session).

@@ -20,10 +20,11 @@ from studyqueue.models import (
     QUESTION_KINDS,
     JobKind,
     StudyQuestion,
+    StudyQuestionJob,
     StudyQuestionSet,
+    kind_priority,
 )
-from studyqueue.models import StudyQuestionJob as Job
-from studyqueue.queue import kinds, notify
+from studyqueue.queue import notify
 from studyqueue.queue.attempts import db_value
 from studyqueue.queue.operations import batches
 from studyqueue.queue.transitions import log_job, validate_kind
@@ -35,7 +36,7 @@ logger = logging.getLogger("studyqueue.queue")
 class EnqueueResult:
     """The active job for a (question, kind) and whether this call created it."""
 
-    job: Job
+    job: StudyQuestionJob
     created: bool
 
 
@@ -86,7 +87,7 @@ def _deadline_of(question_id: int | None) -> datetime | None:
 def set_deadlines(question_ids: Iterable[int]) -> int:
     """Give the active jobs of these questions the earliest deadline of their sets again; how
     many jobs."""
-    jobs = Job.objects.all()
+    jobs = StudyQuestionJob.objects.all()
     changed = 0
     for chunk in batches(sorted({int(i) for i in question_ids}), jobs.db):
         active = jobs.active().filter(study_question_id__in=chunk)
@@ -98,7 +99,7 @@ def next_turn() -> int:
     """The turn the queue is at: the next ready job's (0 when none is). A batch queued now
     numbers its jobs from there, so that it takes turns with the jobs queued before it
     instead of waiting behind all of them."""
-    ready = Job.objects.pending().filter(run_after__lte=timezone.now())
+    ready = StudyQuestionJob.objects.pending().filter(run_after__lte=timezone.now())
     head = ready.order_by("priority", "deadline", "turn", "id").values_list("turn", flat=True)
     return head.first() or 0
 
@@ -106,7 +107,7 @@ def next_turn() -> int:
 def _insert_active(owner: dict[str, int], kind: str, named: str) -> EnqueueResult:
     """Insert an active job of ``kind`` for ``owner`` (its question or its set), or return
     the active one there is."""
-    jobs = Job.objects.all()
+    jobs = StudyQuestionJob.objects.all()
     now = timezone.now()
     # The partial unique constraint is the arbiter: try to insert, and on a conflict
     # return the job that won. Loop because that job may finish in between.
@@ -116,7 +117,7 @@ def _insert_active(owner: dict[str, int], kind: str, named: str) -> EnqueueResul
                 job = jobs.create(
                     **owner,
                     kind=kind,
-                    priority=kinds.priority(kind),
+                    priority=kind_priority(kind),
                     deadline=_deadline_of(owner.get("study_question_id")),
                     turn=next_turn(),
                     created_at=now,
@@ -157,14 +158,14 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
     """Queue jobs for many questions in bulk (those with an active job, and missing ids, left
     alone); how many were created."""
     _question_kind(kind)
-    db = Job.objects.all().db  # the raw SQL runs where the job queryset would
+    db = StudyQuestionJob.objects.all().db  # the raw SQL runs where the job queryset would
     connection = connections[db]
     ids = sorted({int(i) for i in question_ids})
     params: dict[str, Any] = {
         "kind": kind,
-        "priority": kinds.priority(kind),
+        "priority": kind_priority(kind),
         "max_attempts": conf.MAX_ATTEMPTS,
-        "now": db_value(Job, "created_at", timezone.now(), db),
+        "now": db_value(StudyQuestionJob, "created_at", timezone.now(), db),
         "turn": next_turn(),
     }
     postgres = connection.vendor == "postgresql"

@@ -12,8 +12,7 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
-from studyqueue.models import ErrorCode, JobQuerySet, JobStatus, Outcome
-from studyqueue.models import StudyQuestionJob as Job
+from studyqueue.models import ErrorCode, JobQuerySet, JobStatus, Outcome, StudyQuestionJob
 from studyqueue.queue import notify
 from studyqueue.queue.attempts import AttemptEnding, end_attempts
 from studyqueue.queue.transitions import skipped_values
@@ -96,7 +95,7 @@ def retry_ended(job_ids: Iterable[int]) -> RetryResult:
     """Operator retry: failed or skipped jobs back to pending with attempts reset; refused where
     the (question, kind) has an active job (of two selected, the older is retried). Call it
     inside a transaction to make it all-or-nothing."""
-    jobs = Job.objects.all()
+    jobs = StudyQuestionJob.objects.all()
     result = RetryResult()
     for chunk in batches(sorted({int(i) for i in job_ids}), jobs.db):
         with transaction.atomic(using=jobs.db):
@@ -169,7 +168,7 @@ class SkipResult:
 
 def skip(job_ids: Iterable[int]) -> SkipResult:
     """Operator skip: pending or processing jobs become skipped (a running one's worker fenced)."""
-    jobs = Job.objects.all()
+    jobs = StudyQuestionJob.objects.all()
     db = jobs.db
     result = SkipResult()
     values = skipped_values(ErrorCode.OPERATOR_SKIPPED, "Skipped by an operator")
@@ -198,7 +197,7 @@ def prune_finished(*, older_than: timedelta) -> int:
     """Delete finished (completed, failed, skipped) jobs that ended before ``older_than`` ago."""
     cutoff = timezone.now() - older_than
     # Their attempts go with them (CASCADE); the count is of jobs.
-    _, per_model = Job.objects.finished().filter(completed_at__lt=cutoff).delete()
-    deleted = per_model.get(Job._meta.label, 0)
+    _, per_model = StudyQuestionJob.objects.finished().filter(completed_at__lt=cutoff).delete()
+    deleted = per_model.get(StudyQuestionJob._meta.label, 0)
     logger.info("study_jobs_pruned count=%s older_than_days=%s", deleted, older_than.days)
     return deleted

@@ -10,8 +10,7 @@ from collections.abc import Callable
 
 from django.db import DatabaseError, close_old_connections, connections
 
-from studyqueue.queue import pg
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import pg, transitions
 
 logger = logging.getLogger("studyqueue.poll")
 
@@ -29,7 +28,7 @@ def poll(
                 continue  # a running cycle claims what is ready itself
             close_old_connections()
             try:
-                ready = queue.has_ready()
+                ready = transitions.has_ready()
             except DatabaseError as exc:
                 # Once per failure streak: the consumer's own cycles report the outage.
                 if not failing:

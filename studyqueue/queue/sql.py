@@ -1,13 +1,24 @@
 """The queue's raw SQL in one place, by database: the claim, the fenced write of a job and
-the attempt log's statements. Which pending job may run is written once here (``claimable``),
-assembled from the waits the job kinds register (``queue.kinds``); the claim, "when is the
-next job due" and "is a job ready" all read it."""
+the attempt log's statements, and how the claim is sent prepared (``run_prepared``). Which
+pending job may run is written once here (``claimable``), assembled from the waits the job
+kinds register (``models.KindSpec``); the claim, "when is the next job due" and "is a job
+ready" all read it."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import re
+import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from studyqueue.queue import kinds
+import psycopg
+from django.db import DatabaseError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
+
+from studyqueue.models import delivery_kinds, kind_waits
 
 # A pending job may run while it has attempts left, its kind (or every kind) is not paused and
 # its kind's wait does not hold. Status literals are inlined so that the planner matches the
@@ -41,16 +52,16 @@ def _claimable(waits: tuple[tuple[str, str], ...]) -> str:
 
 def claimable() -> str:
     """SQL: the job aliased ``job`` may be claimed once due (parameter ``holds``)."""
-    return _claimable(kinds.waits())
+    return _claimable(kind_waits())
 
 
 # The claim: the ready jobs, taken and marked in one statement: atomic on both databases
 # without a transaction (there is no async ``atomic()``). On PostgreSQL, SKIP LOCKED lets
 # consumers pass each other's rows, and ``= ANY(ARRAY(…))`` runs the SELECT once as an init
 # plan (``IN (…)`` plans a slower semi-join); SQLite serialises writers and has neither. By
-# priority (``kinds.Spec.priority``), then the earliest deadline of the question's sets, then
+# priority (``KindSpec.priority``), then the earliest deadline of the question's sets, then
 # turn (a batch queued later takes turns with earlier ones), then age; deliveries
-# (``kinds.Spec.delivery``) only when the caller has room for them.
+# (``KindSpec.delivery``) only when the caller has room for them.
 _READY_IDS = """
     SELECT id FROM studyqueue_studyquestionjob AS job
     WHERE {claimable} AND job.run_after <= %(now)s
@@ -99,7 +110,7 @@ def _claim(vendor: str, claimable: str, deliveries: frozenset[str]) -> str:
 def claim(vendor: str) -> str:
     """The claim (parameters ``now``, ``limit``, ``deliveries``, ``holds``, ``token``,
     ``worker_id``): ``RETURNING *`` of the claimed jobs."""
-    return _claim(vendor, claimable(), kinds.deliveries())
+    return _claim(vendor, claimable(), delivery_kinds())
 
 
 # One given job, for an operator who runs it now (``manage.py explain``): not before its
@@ -123,12 +134,12 @@ def claimable_jobs(*, due: bool, order: str = "job.id", limit: int | None = None
     )
 
 
-def fenced_update(table: str, sets: str) -> str:
+def fenced_update(sets: str) -> str:
     """A job's ``UPDATE`` that applies only while it is processing under the caller's claim
     (parameters ``fence_id``, ``fence_token``), ``RETURNING id``."""
     return (
-        f"UPDATE {table} SET {sets} WHERE id = %(fence_id)s AND status = 'processing'"
-        " AND claim_token = %(fence_token)s RETURNING id"
+        f"UPDATE studyqueue_studyquestionjob SET {sets} WHERE id = %(fence_id)s"
+        " AND status = 'processing' AND claim_token = %(fence_token)s RETURNING id"
     )
 
 
@@ -176,3 +187,54 @@ def finish_with_attempt(job_update: str, closing: str) -> str:
     """PostgreSQL: ``job_update`` (a ``fenced_update``) and, if it applied, the close of the
     job's open attempt (``closing``: its assignments), in one statement."""
     return _FINISH_WITH_ATTEMPT.format(job=job_update, closing=closing)
+
+
+T = TypeVar("T")
+
+# The statements prepared on each connection (``_prepared``): a new connection has none.
+_PREPARED: weakref.WeakKeyDictionary[BaseDatabaseWrapper, set[str]] = weakref.WeakKeyDictionary()
+_PARAMETER = re.compile(r"%\((\w+)\)s")
+
+
+def _new_session(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    _PREPARED.pop(connection, None)
+
+
+def _prepared(alias: str, statement: str) -> str:
+    # Connected on first use: only a PostgreSQL session prepares.
+    connection_created.connect(_new_session, dispatch_uid="studyqueue.queue.sql")
+    names = list(dict.fromkeys(_PARAMETER.findall(statement)))
+    name = "studyqueue_" + hashlib.sha256(statement.encode()).hexdigest()[:16]
+    connection = connections[alias]
+    with connection.cursor() as cursor:  # connects first if need be: a new session has none
+        done = _PREPARED.setdefault(connection, set())
+        if not done:
+            # Planned once, for every value: PostgreSQL's default would plan the claim anew
+            # on each run, its parameters' costs never convincing it otherwise (4.0 ms a
+            # claim against 1.8 at 30,000 jobs). Only prepared statements read this.
+            cursor.execute("SET plan_cache_mode = force_generic_plan")
+        if name not in done:
+            body = _PARAMETER.sub(lambda found: f"${names.index(found[1]) + 1}", statement)
+            cursor.execute(f"PREPARE {name} AS {body}")
+            done.add(name)
+    return f"EXECUTE {name}({', '.join(f'%({n})s' for n in names)})"
+
+
+def run_prepared(alias: str, statement: str, run: Callable[[str], T]) -> T:
+    """``run(sql)`` with ``statement`` (``%(name)s`` parameters) prepared once per session of
+    PostgreSQL database ``alias``, which then parses and plans it once, not on every call
+    (a claim at 30,000 jobs: 1.8 ms, against 4.0 planned each time). Only where a session
+    is one connection (``pg.mode``: through a transaction pooler, the ``EXECUTE`` could
+    reach another session)."""
+    try:
+        return run(_prepared(alias, statement))
+    except DatabaseError as exc:
+        # A migration changed a column the statement returns: PostgreSQL refuses the old
+        # plan ("cached plan must not change result type"). Prepared again, it runs.
+        changed = isinstance(exc.__cause__, psycopg.errors.FeatureNotSupported)
+        if not changed or connections[alias].in_atomic_block:
+            raise
+    with connections[alias].cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+    _PREPARED.pop(connections[alias], None)
+    return run(_prepared(alias, statement))

@@ -36,21 +36,18 @@ from studyqueue.models import (
     database,
     revision_to_verify,
 )
-from studyqueue.queue import pauses, retry
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import pauses, pg, retry, transitions
 from studyqueue.queue.transitions import Outcome, StaleResult
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-Job = StudyQuestionJob
 
 
 class JobResult(Protocol):
     """What a handler made of a claimed job; ``write`` records it (fenced by the claim) and
     returns what became of the job. Runs on the jobs' connection."""
 
-    def write(self, job: Job) -> Outcome: ...
+    def write(self, job: StudyQuestionJob) -> Outcome: ...
 
 
 @dataclass(frozen=True)
@@ -63,8 +60,8 @@ class Released:
     code: str = ""
     level: int = logging.INFO  # DEBUG: the breaker's line says why (the server is down)
 
-    def write(self, job: Job) -> Outcome:
-        return queue.release(
+    def write(self, job: StudyQuestionJob) -> Outcome:
+        return transitions.release(
             job, delay=self.delay, code=self.code, message=self.message, level=self.level
         )
 
@@ -77,12 +74,12 @@ class Failed:
     decision: retry.Decision
 
     @classmethod
-    def decided(cls, job: Job, failure: retry.Failure) -> Failed:
+    def decided(cls, job: StudyQuestionJob, failure: retry.Failure) -> Failed:
         """``failure`` with the policy's decision for ``job``."""
         return cls(failure, retry.decide(failure, job))
 
-    def write(self, job: Job) -> Outcome:
-        return queue.apply(job, self.failure, self.decision)
+    def write(self, job: StudyQuestionJob) -> Outcome:
+        return transitions.apply(job, self.failure, self.decision)
 
 
 @dataclass(frozen=True)
@@ -92,8 +89,8 @@ class Skipped:
     code: str
     message: str
 
-    def write(self, job: Job) -> Outcome:
-        return queue.skip_claimed(job, self.code, self.message)
+    def write(self, job: StudyQuestionJob) -> Outcome:
+        return transitions.skip_claimed(job, self.code, self.message)
 
 
 class JobStore:
@@ -109,6 +106,8 @@ class JobStore:
         # 1, 2, 5 ms... before it looks again: the three threads take turns here instead.
         sqlite = connections[self.alias].vendor == "sqlite"
         self._turns = threading.Lock() if sqlite else contextlib.nullcontext()
+        # The claims' connection is one session of its own: the claim is planned once on it.
+        self._prepared = pg.mode(self.alias) is pg.Mode.SESSION
 
     # The runners: each sync function runs on one connection. Handlers use the named
     # methods below; the consumer's bookkeeping and the gate use these.
@@ -136,11 +135,13 @@ class JobStore:
 
     async def claim(
         self, worker_id: str, limit: int, *, deliveries: bool = True, level: int = logging.INFO
-    ) -> list[Job]:
+    ) -> list[StudyQuestionJob]:
         """Claim up to ``limit`` ready jobs in id order (``transitions.claim``, logged at
         ``level``), and read their questions (``question``) on the same trip: one hop fewer
         before a call."""
-        jobs, questions = await self.on_claims(_claim, worker_id, limit, deliveries, level)
+        jobs, questions = await self.on_claims(
+            _claim, worker_id, limit, deliveries, level, self._prepared
+        )
         self._questions.update(questions)
         return jobs
 
@@ -148,11 +149,11 @@ class JobStore:
         """Put jobs with no heartbeat for ``STALE_MINUTES`` back (``transitions.reset_stale``),
         and at once those of a dead ``explain`` on this host (``reset_dead_explains``): how
         many of both (the cycle counts them; their ids are in the jobs' log lines)."""
-        dead = await self.on_claims(queue.reset_dead_explains)
-        stale = await self.on_claims(queue.reset_stale)
+        dead = await self.on_claims(transitions.reset_dead_explains)
+        stale = await self.on_claims(transitions.reset_stale)
         return StaleResult(dead.reset + stale.reset, dead.failed + stale.failed)
 
-    async def question(self, job: Job) -> StudyQuestion | None:
+    async def question(self, job: StudyQuestionJob) -> StudyQuestion | None:
         """The job's question as its handler reads it before the call; None if deleted. On
         the claims' connection: on the jobs' it would wait behind the previous job's write."""
         if job.pk in self._questions:
@@ -168,16 +169,16 @@ class JobStore:
 
     # A job's writes, on the jobs' connection.
 
-    async def heartbeat(self, job: Job) -> bool:
+    async def heartbeat(self, job: StudyQuestionJob) -> bool:
         """Refresh the job's liveness; False when its claim is no longer ours."""
-        return await self.on_jobs(queue.heartbeat, job)
+        return await self.on_jobs(transitions.heartbeat, job)
 
-    async def finish(self, job: Job, result: JobResult) -> Outcome:
+    async def finish(self, job: StudyQuestionJob, result: JobResult) -> Outcome:
         """Write what a handler made of ``job``, fenced by its claim."""
         self._questions.pop(job.pk, None)  # not read (another kind, handed back early)
         return await self.on_jobs(result.write, job)
 
-    async def release(self, job: Job, message: str) -> Outcome:
+    async def release(self, job: StudyQuestionJob, message: str) -> Outcome:
         """Hand back a job this consumer will not run, its attempt kept."""
         return await self.finish(job, Released(message))
 
@@ -202,15 +203,17 @@ class JobStore:
 
 
 def _claim(
-    worker_id: str, limit: int, deliveries: bool, level: int
-) -> tuple[list[Job], dict[int, StudyQuestion | None]]:
-    jobs = queue.claim(worker_id=worker_id, limit=limit, deliveries=deliveries, level=level)
+    worker_id: str, limit: int, deliveries: bool, level: int, prepared: bool
+) -> tuple[list[StudyQuestionJob], dict[int, StudyQuestion | None]]:
+    jobs = transitions.claim(
+        worker_id=worker_id, limit=limit, deliveries=deliveries, level=level, prepared=prepared
+    )
     ids = [job.study_question_id for job in jobs if job.study_question_id is not None]
     found = StudyQuestion.objects.in_bulk(ids) if ids else {}
     return jobs, {job.pk: found.get(job.study_question_id) for job in jobs}
 
 
-def _question(job: Job) -> StudyQuestion | None:
+def _question(job: StudyQuestionJob) -> StudyQuestion | None:
     if job.study_question_id is None:
         return None
     return StudyQuestion.objects.filter(pk=job.study_question_id).first()

@@ -57,9 +57,6 @@ from studyqueue.queue.attempts import (
 logger = logging.getLogger("studyqueue.queue")
 
 
-Job = StudyQuestionJob
-
-
 MAX_ERROR_MESSAGE = 2000
 
 
@@ -71,7 +68,7 @@ def validate_kind(kind: str) -> str:
     return kind
 
 
-def log_job(event: str, job: Job, level: int = logging.INFO, **extra: Any) -> None:
+def log_job(event: str, job: StudyQuestionJob, level: int = logging.INFO, **extra: Any) -> None:
     """One key=value line per transition."""
     if not logger.isEnabledFor(level):
         return
@@ -93,43 +90,55 @@ def clip(message: str) -> str:
     return message[: MAX_ERROR_MESSAGE - 3] + "..."
 
 
-def _fenced_update(job: Job, values: dict[str, Any]) -> bool:
+def _fenced_update(job: StudyQuestionJob, values: dict[str, Any]) -> bool:
     """Apply ``values`` only while the job is still processing under the caller's claim.
     Raw SQL (``_fenced_update_sql``): every job ends here, and the ORM's filter and update
     took three times as long to build as the statement took to run."""
-    db = Job.objects.all().db
+    db = StudyQuestionJob.objects.all().db
     with connections[db].cursor() as cursor:
         cursor.execute(*_fenced_update_sql(job, values, db))
         return cursor.fetchone() is not None
 
 
-def _fenced_update_sql(job: Job, values: dict[str, Any], db: str) -> tuple[str, dict[str, Any]]:
+def _fenced_update_sql(
+    job: StudyQuestionJob, values: dict[str, Any], db: str
+) -> tuple[str, dict[str, Any]]:
     """``_fenced_update`` as one raw ``UPDATE … RETURNING id`` (SQL, parameters), for a
     statement that does more with the job it updated (``finish_with_attempt``)."""
-    sets, params = assignments(Job, values, db, prefix="job_")
-    params.update(fence_id=job.pk, fence_token=db_value(Job, "claim_token", job.claim_token, db))
-    return sql.fenced_update(connections[db].ops.quote_name(Job._meta.db_table), sets), params
+    sets, params = assignments(StudyQuestionJob, values, db, prefix="job_")
+    params.update(
+        fence_id=job.pk, fence_token=db_value(StudyQuestionJob, "claim_token", job.claim_token, db)
+    )
+    return sql.fenced_update(sets), params
 
 
 def _run_claim(
-    statement: Callable[[str], str], worker_id: str, level: int = logging.INFO, **params: Any
-) -> list[Job]:
+    statement: Callable[[str], str],
+    worker_id: str,
+    level: int = logging.INFO,
+    prepared: bool = False,
+    **params: Any,
+) -> list[StudyQuestionJob]:
     """Run a claim statement (``sql.claim`` or ``sql.claim_one``, by vendor) with a fresh
     claim token, opening the claimed jobs' attempts; the claimed jobs in the order they were
     taken (priority, then id)."""
-    db = Job.objects.all().db  # where ``Job.objects.raw`` runs it: parameters adapted for it
+    # Where ``StudyQuestionJob.objects.raw`` runs it: parameters adapted for it.
+    db = StudyQuestionJob.objects.all().db
     params.update(
-        token=db_value(Job, "claim_token", uuid.uuid4(), db),
-        worker_id=fit(Job, "worker_id", worker_id),
-        now=db_value(Job, "started_at", timezone.now(), db),
+        token=db_value(StudyQuestionJob, "claim_token", uuid.uuid4(), db),
+        worker_id=fit(StudyQuestionJob, "worker_id", worker_id),
+        now=db_value(StudyQuestionJob, "started_at", timezone.now(), db),
     )
     vendor = connections[db].vendor
-    claimed = Job.objects.raw(statement(vendor), params)  # runs when read
     if vendor == "postgresql":  # one statement: atomic as it is
-        jobs = list(claimed)
+
+        def run(text: str) -> list[StudyQuestionJob]:
+            return list(StudyQuestionJob.objects.raw(text, params))
+
+        jobs = sql.run_prepared(db, statement(vendor), run) if prepared else run(statement(vendor))
     else:
         with transaction.atomic(using=db):
-            jobs = list(claimed)
+            jobs = list(StudyQuestionJob.objects.raw(statement(vendor), params))
             open_claimed_attempts(db, [job.pk for job in jobs])
     jobs.sort(key=lambda job: (job.priority, job.pk))
     for job in jobs:
@@ -143,17 +152,22 @@ def claim(
     limit: int | None = None,
     deliveries: bool = True,
     level: int = logging.INFO,
-) -> list[Job]:
+    prepared: bool = False,
+) -> list[StudyQuestionJob]:
     """Atomically claim up to ``limit`` ready jobs (deliveries among them unless told not)
-    for ``worker_id``: counts the attempt, stamps a fresh claim token and heartbeat."""
+    for ``worker_id``: counts the attempt, stamps a fresh claim token and heartbeat.
+    ``prepared``: the statement is prepared once per session (``sql.run_prepared``: only on
+    a PostgreSQL session that is one connection, ``pg.mode``)."""
     limit = conf.BATCH_SIZE if limit is None else limit
     if limit < 1:
         return []
     holds = key_audit_holds()
-    return _run_claim(sql.claim, worker_id, level, limit=limit, holds=holds, deliveries=deliveries)
+    return _run_claim(
+        sql.claim, worker_id, level, prepared, limit=limit, holds=holds, deliveries=deliveries
+    )
 
 
-def claim_job(job_id: int, *, worker_id: str) -> Job | None:
+def claim_job(job_id: int, *, worker_id: str) -> StudyQuestionJob | None:
     """Claim one given pending job (``sql.claim_one``); None if it is not claimable."""
     jobs = _run_claim(sql.claim_one, worker_id, job_id=job_id)
     return jobs[0] if jobs else None
@@ -164,12 +178,14 @@ def claim_job(job_id: int, *, worker_id: str) -> Job | None:
 _OWN_RUN = "_studyqueue_own_run"
 
 
-def claim_new(question_id: int, kind: str = JobKind.EXPLANATION, *, worker_id: str) -> Job | None:
+def claim_new(
+    question_id: int, kind: str = JobKind.EXPLANATION, *, worker_id: str
+) -> StudyQuestionJob | None:
     """Create a job already claimed by ``worker_id``, for a caller that runs it at once
     (``manage.py explain``): no consumer ever sees it pending, and a release or a retry ends it
     ``skipped`` instead (``_finish``). None when the question has an active job of this kind."""
     validate_kind(kind)
-    jobs = Job.objects.all()
+    jobs = StudyQuestionJob.objects.all()
     now = timezone.now()
     try:
         with transaction.atomic(using=jobs.db):
@@ -184,7 +200,7 @@ def claim_new(question_id: int, kind: str = JobKind.EXPLANATION, *, worker_id: s
     return claimed
 
 
-def heartbeat(job: Job) -> bool:
+def heartbeat(job: StudyQuestionJob) -> bool:
     """Refresh a claimed job's liveness; False if the claim is no longer ours."""
     now = timezone.now()
     applied = _fenced_update(job, {"heartbeat_at": now})
@@ -196,7 +212,7 @@ def heartbeat(job: Job) -> bool:
 
 
 def _finish(
-    job: Job,
+    job: StudyQuestionJob,
     event: str,
     values: dict[str, Any],
     outcome: Outcome,
@@ -253,7 +269,7 @@ def _finish(
 
 
 def complete(
-    job: Job,
+    job: StudyQuestionJob,
     *,
     revision: ExplanationRevision | None = None,
     llm_ms: int | None = None,
@@ -282,7 +298,7 @@ def _usage(revision: ExplanationRevision | None) -> Usage | None:
 
 
 def retry_for_quality(
-    job: Job,
+    job: StudyQuestionJob,
     *,
     reason: str,
     max_tokens: int | None = None,
@@ -303,14 +319,16 @@ def retry_for_quality(
     return _finish(job, "quality_retry", values, Outcome.RETRYING, usage=_usage(revision))
 
 
-def fail(job: Job, code: str, message: str = "", *, retry_after: float | None = None) -> Outcome:
+def fail(
+    job: StudyQuestionJob, code: str, message: str = "", *, retry_after: float | None = None
+) -> Outcome:
     """Record a failed attempt, counted: ``RETRYING``, ``FAILED``, or ``LOST`` if the claim
     was lost. Whether it retries and when is the policy's (``retry.decide``)."""
     failure = policy.Failure(ErrorCode(code), message, retry_after=retry_after)
     return apply(job, failure, policy.decide(failure, job))
 
 
-def apply(job: Job, failure: policy.Failure, decision: policy.Decision) -> Outcome:
+def apply(job: StudyQuestionJob, failure: policy.Failure, decision: policy.Decision) -> Outcome:
     """Write what ``retry.decide`` answered for ``failure``: ``RELEASED``, ``RETRYING`` (after
     the decision's delay) or ``FAILED``; ``LOST`` if the claim was lost. A flagged reply's
     decision is the revision's to write (``revisions.Written``)."""
@@ -345,7 +363,7 @@ def apply(job: Job, failure: policy.Failure, decision: policy.Decision) -> Outco
 
 
 def release(
-    job: Job,
+    job: StudyQuestionJob,
     *,
     delay: float = 0.0,
     code: str = "",
@@ -380,7 +398,7 @@ def skipped_values(code: str, message: str) -> dict[str, Any]:
     }
 
 
-def skip_claimed(job: Job, code: str, message: str = "") -> Outcome:
+def skip_claimed(job: StudyQuestionJob, code: str, message: str = "") -> Outcome:
     """Mark a claimed job skipped (e.g. a reserved or unknown kind); fenced: ``SKIPPED``, or
     ``LOST``."""
     return _finish(job, "skipped", skipped_values(code, message), Outcome.SKIPPED)
@@ -414,7 +432,7 @@ def reset_stale(
     if older_than is None:
         older_than = timedelta(minutes=conf.STALE_MINUTES)
     now = timezone.now()
-    stale = Job.objects.stale(now - older_than)
+    stale = StudyQuestionJob.objects.stale(now - older_than)
     if job_ids is not None:
         stale = stale.filter(pk__in=sorted({int(i) for i in job_ids}))
     if not dry_run and not stale.exists():
@@ -436,13 +454,13 @@ def reset_stale(
         # Their attempts end as stale: the locked set as a subquery, not a list of ids.
         ending = AttemptEnding(Outcome.STALE, now, ErrorCode.STALE, message)
         end_attempts(db, stale.values("pk"), ending)
-        Job.objects.filter(pk__in=failed_ids).update(
+        StudyQuestionJob.objects.filter(pk__in=failed_ids).update(
             status=JobStatus.FAILED, completed_at=now, **common
         )
-        Job.objects.filter(pk__in=reset_ids).update(
+        StudyQuestionJob.objects.filter(pk__in=reset_ids).update(
             status=JobStatus.PENDING, run_after=now, started_at=None, heartbeat_at=None, **common
         )
-    for job in Job.objects.filter(pk__in=failed_ids + reset_ids):  # none: no query
+    for job in StudyQuestionJob.objects.filter(pk__in=failed_ids + reset_ids):  # none: no query
         log_job("stale_failed" if job.pk in failed_ids else "stale_reset", job, logging.WARNING)
     return StaleResult(
         reset=len(reset_ids), failed=len(failed_ids), reset_ids=reset_ids, failed_ids=failed_ids
@@ -459,7 +477,7 @@ def reset_dead_explains() -> StaleResult:
     its worker id, and a pid no process has will send no heartbeat. A pid taken since by
     another process looks alive: that job waits for the stale timeout as before."""
     prefix = f"{EXPLAIN_WORKER_PREFIX}{socket.gethostname()}:"
-    claimed = Job.objects.processing().filter(worker_id__startswith=prefix)
+    claimed = StudyQuestionJob.objects.processing().filter(worker_id__startswith=prefix)
     dead: dict[int, str] = {}
     for pk, worker_id in claimed.values_list("pk", "worker_id"):
         pid = worker_id.removeprefix(prefix)
@@ -486,11 +504,11 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-def _claimable(**kwargs: Any) -> list[Job]:
-    db = Job.objects.all().db
-    now = db_value(Job, "run_after", timezone.now(), db)
+def _claimable(**kwargs: Any) -> list[StudyQuestionJob]:
+    db = StudyQuestionJob.objects.all().db
+    now = db_value(StudyQuestionJob, "run_after", timezone.now(), db)
     statement = sql.claimable_jobs(**kwargs)
-    return list(Job.objects.raw(statement, {"now": now, "holds": key_audit_holds()}))
+    return list(StudyQuestionJob.objects.raw(statement, {"now": now, "holds": key_audit_holds()}))
 
 
 def next_due_in() -> float | None:
@@ -501,7 +519,7 @@ def next_due_in() -> float | None:
     return max(0.0, (first[0].run_after - timezone.now()).total_seconds())
 
 
-def ready() -> list[Job]:
+def ready() -> list[StudyQuestionJob]:
     """The jobs a claim would take now (whatever its limit), by id."""
     return _claimable(due=True)
 

@@ -28,7 +28,7 @@ from studyqueue.models import (
     StudySession,
     fit,
 )
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.attempts import Usage
 from studyqueue.queue.enqueue import enqueue_for_session
 from studyqueue.services.llm import LLMReply
@@ -205,7 +205,7 @@ class Written:
     reply: LLMReply
     checked: Checked
 
-    def write(self, job: StudyQuestionJob) -> queue.Outcome:
+    def write(self, job: StudyQuestionJob) -> transitions.Outcome:
         db = job._state.db
         with transaction.atomic(using=db):
             summary = SessionSummary.objects.create(
@@ -221,10 +221,10 @@ class Written:
                 flags=self.checked.flags,
                 stated=self.checked.stated,
             )
-            outcome = queue.complete(
+            outcome = transitions.complete(
                 job, llm_ms=self.reply.elapsed_ms, usage=Usage.of([self.reply])
             )
-            if outcome is not queue.Outcome.COMPLETED:
+            if outcome is not transitions.Outcome.COMPLETED:
                 transaction.set_rollback(True, using=db)  # lost its claim: keep nothing
                 return outcome
             make_current(summary)

@@ -19,7 +19,7 @@ from django.utils.translation import gettext
 
 from studyqueue import times
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob, StudyQuestionSet
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue_set_notice
 from studyqueue.sets.question_sets import Progress, checks_line, counts_line, progress, questions
 
@@ -139,11 +139,11 @@ class NotDone:
     code: str
     message: str
 
-    def write(self, job: StudyQuestionJob) -> queue.Outcome:
+    def write(self, job: StudyQuestionJob) -> transitions.Outcome:
         jobs = StudyQuestionJob.objects.all()
         with transaction.atomic(using=jobs.db):
-            outcome = queue.skip_claimed(job, self.code, self.message)
-            if outcome is queue.Outcome.SKIPPED:
+            outcome = transitions.skip_claimed(job, self.code, self.message)
+            if outcome is transitions.Outcome.SKIPPED:
                 StudyQuestionSet.objects.filter(
                     pk=self.question_set.pk, notice_queued_for=self.key
                 ).update(notice_queued_for="", noticed_through=None)
@@ -162,7 +162,7 @@ class Noticed:
     data: dict[str, object]
     key: str
 
-    def write(self, job: StudyQuestionJob) -> queue.Outcome:
+    def write(self, job: StudyQuestionJob) -> transitions.Outcome:
         jobs = StudyQuestionJob.objects.all()
         with transaction.atomic(using=jobs.db):
             # The UPDATE takes the set's row lock: a second writer waits for this commit,
@@ -177,9 +177,9 @@ class Noticed:
                 )
             )
             if not recorded:
-                return queue.skip_claimed(job, ErrorCode.SET_NOTICED, ALREADY_NOTICED)
-            outcome = queue.complete(job)
-            if outcome is not queue.Outcome.COMPLETED:
+                return transitions.skip_claimed(job, ErrorCode.SET_NOTICED, ALREADY_NOTICED)
+            outcome = transitions.complete(job)
+            if outcome is not transitions.Outcome.COMPLETED:
                 transaction.set_rollback(True, using=jobs.db)  # lost its claim: record nothing
                 return outcome
             transaction.on_commit(self._announce, using=jobs.db)

@@ -1,6 +1,6 @@
 """Job kinds and their handlers, and what every handler shares. A handler is an async
 ``(job, ctx) -> JobResult`` registered with ``@handler(kind, …)`` with its kind's spec
-(``queue.kinds.Spec``); the consumer writes its result (docs/howto/job-kind.md)."""
+(``models.KindSpec``); the consumer writes its result (docs/howto/job-kind.md)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,16 @@ from typing import Any, TypeVar
 from django.core.exceptions import ValidationError
 
 from studyqueue.conf import conf
-from studyqueue.models import ErrorCode, ExplanationRevision, StudyQuestion, StudyQuestionJob
-from studyqueue.queue import kinds, retry
+from studyqueue.models import (
+    KIND_SPECS,
+    ErrorCode,
+    ExplanationRevision,
+    KindSpec,
+    StudyQuestion,
+    StudyQuestionJob,
+    register_kind,
+)
+from studyqueue.queue import retry
 from studyqueue.queue.store import Failed, JobResult, JobStore, Released, Skipped
 from studyqueue.services.gate import GateTimeout
 from studyqueue.services.llm import LLMError, LLMReply
@@ -38,10 +46,10 @@ Handler = Callable[[StudyQuestionJob, WorkContext], Awaitable[JobResult]]
 
 def handler(kind: str, **spec: Any) -> Callable[[Handler], Handler]:
     """Register the decorated function as the handler of ``kind``, with the rest of the kind's
-    spec (``queue.kinds.Spec``: its wait, priority, whether it is a delivery)."""
+    spec (``models.KindSpec``: its wait, priority, whether it is a delivery)."""
 
     def register(fn: Handler) -> Handler:
-        kinds.register(kinds.Spec(kind, fn, **spec))
+        register_kind(KindSpec(kind, fn, **spec))
         return fn
 
     return register
@@ -49,7 +57,7 @@ def handler(kind: str, **spec: Any) -> Callable[[Handler], Handler]:
 
 async def dispatch(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     """Run a claimed job by its kind; what happened, for the consumer to write."""
-    spec = kinds.SPECS.get(job.kind)
+    spec = KIND_SPECS.get(job.kind)
     if spec is not None:
         return await spec.handler(job, ctx)
     return Skipped(ErrorCode.UNKNOWN_KIND, f"unknown kind {job.kind!r}")

@@ -12,7 +12,7 @@ from django.db import transaction
 
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob, StudySession
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue_for_session
 from studyqueue.queue.store import JobResult
 from studyqueue.sessions import summaries
@@ -44,12 +44,12 @@ class Completed:
     session_id: int
     sent: int
 
-    def write(self, job: StudyQuestionJob) -> queue.Outcome:
+    def write(self, job: StudyQuestionJob) -> transitions.Outcome:
         sessions = StudySession.objects.select_for_update().filter(pk=self.session_id)
         with transaction.atomic(using=sessions.db):
             current = sessions.values_list("summary_id", flat=True).first()
-            outcome = queue.complete(job)
-            if outcome is queue.Outcome.COMPLETED and current not in (None, self.sent):
+            outcome = transitions.complete(job)
+            if outcome is transitions.Outcome.COMPLETED and current not in (None, self.sent):
                 enqueue_for_session(self.session_id, JobKind.SESSION_NOTICE)
         return outcome
 

@@ -11,8 +11,8 @@ from django.db import connections
 from django.utils import timezone
 
 from studyqueue.consumer.consumer import Consumer, CycleResult
-from studyqueue.models import ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
-from studyqueue.queue import kinds, operations
+from studyqueue.models import KIND_SPECS, ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
+from studyqueue.queue import operations
 from studyqueue.queue import transitions as queue
 from studyqueue.queue.enqueue import enqueue as enqueue_job
 from studyqueue.queue.pauses import pause
@@ -290,14 +290,14 @@ def test_consumer_resumes_by_itself_after_each_of_several_outages(
 
 def test_unknown_kinds_are_skipped(consumer, monkeypatch):
     # A kind this version has no handler for (e.g. written by a newer release).
-    monkeypatch.delitem(kinds.SPECS, JobKind.KEY_AUDIT)
+    monkeypatch.delitem(KIND_SPECS, JobKind.KEY_AUDIT)
     other = enqueue_job(StudyQuestionFactory(), JobKind.KEY_AUDIT).job
     assert consumer.run_cycle().outcomes == {"skipped": 1}
     assert job_state(other) == ("skipped", "unknown_kind", 1)
 
 
 def test_a_crashing_handler_fails_only_its_own_job(consumer, monkeypatch):
-    real = kinds.SPECS[JobKind.EXPLANATION]
+    real = KIND_SPECS[JobKind.EXPLANATION]
 
     async def flaky(job, ctx):
         if job.study_question_id == boom.pk:
@@ -307,7 +307,7 @@ def test_a_crashing_handler_fails_only_its_own_job(consumer, monkeypatch):
     boom = StudyQuestionFactory(text="boom")
     bad = enqueue_job(boom).job
     (good,) = enqueue()
-    monkeypatch.setitem(kinds.SPECS, JobKind.EXPLANATION, replace(real, handler=flaky))
+    monkeypatch.setitem(KIND_SPECS, JobKind.EXPLANATION, replace(real, handler=flaky))
     result = consumer.run_cycle()
     assert result.outcomes == {"retrying": 1, "completed": 1}
     status, code, _ = job_state(bad)

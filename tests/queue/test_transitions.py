@@ -450,22 +450,32 @@ def test_a_write_rolled_back_leaves_the_claim_usable_and_logs_nothing(caplog):
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_migration_between_claims_does_not_break_the_next_claim():
-    """A column type change from another session (a migration while consumers run): the
-    queue's statements are not prepared, so the next claim simply works."""
+    """The claim is prepared once per session; a column type change from another session (a
+    migration while consumers run) makes PostgreSQL refuse that plan, and the next claim
+    prepares it again and works."""
     import psycopg
     from django.db import connection
 
     from studyqueue.queue.pg import psycopg_kwargs
 
+    def prepared() -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements")
+            return [row[0] for row in cursor.fetchall()]
+
     for _ in range(10):
         enqueue(StudyQuestionFactory())
     for _ in range(6):
-        assert queue.complete(claim_one()) == Outcome.COMPLETED
+        (job,) = queue.claim(worker_id="w", limit=1, prepared=True)
+        assert queue.complete(job) == Outcome.COMPLETED
+    (claim,) = prepared()  # six claims, one PREPARE
+    assert claim.startswith("PREPARE studyqueue_") and "FOR UPDATE SKIP LOCKED" in claim
     table = StudyQuestionJob._meta.db_table
     with psycopg.connect(**psycopg_kwargs(connection.settings_dict), autocommit=True) as other:
         other.execute(f"ALTER TABLE {table} ALTER COLUMN worker_id TYPE varchar(250)")
         try:
-            assert queue.complete(claim_one()) == Outcome.COMPLETED
+            (job,) = queue.claim(worker_id="w", limit=1, prepared=True)
+            assert queue.complete(job) == Outcome.COMPLETED
         finally:
             other.execute(f"ALTER TABLE {table} ALTER COLUMN worker_id TYPE varchar(200)")
             connection.close()

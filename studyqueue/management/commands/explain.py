@@ -28,7 +28,7 @@ from studyqueue.models import (
     StudyQuestionJob,
     key_audit_holds,
 )
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue
 from studyqueue.services.llm import LLMClient, LLMError, LLMReply
 
@@ -100,14 +100,16 @@ class Command(TranslatedCommand):
                 consumer.cancel_job(job_id)  # calling the LLM: cancelled, handed back
 
         with (
-            Consumer(worker_id=f"{queue.EXPLAIN_WORKER_PREFIX}{default_worker_id()}") as consumer,
+            Consumer(
+                worker_id=f"{transitions.EXPLAIN_WORKER_PREFIX}{default_worker_id()}"
+            ) as consumer,
             stop_on_signals(stop),
         ):
             job, own = self._claim(question, consumer.worker_id)
             running.append(job.pk)
             outcome = consumer.run_one(job)
         job.refresh_from_db()
-        if outcome != queue.Outcome.COMPLETED and job.status == JobStatus.SKIPPED and own:
+        if outcome != transitions.Outcome.COMPLETED and job.status == JobStatus.SKIPPED and own:
             # Its own job is left for nobody: a consumer would write it with its settings.
             raise CommandError(
                 _(
@@ -116,7 +118,7 @@ class Command(TranslatedCommand):
                 )
                 % {"job": job.pk, "detail": _detail(job, job.error_message)}
             )
-        if consumer.stopping() and outcome != queue.Outcome.COMPLETED:  # a stop signal came
+        if consumer.stopping() and outcome != transitions.Outcome.COMPLETED:  # a stop signal came
             raise CommandError(
                 _(
                     "stopped: job %(job)s is %(status)s again (attempt not counted), "
@@ -124,7 +126,7 @@ class Command(TranslatedCommand):
                 )
                 % {"job": job.pk, "status": job.status}
             )
-        if outcome != queue.Outcome.COMPLETED:
+        if outcome != transitions.Outcome.COMPLETED:
             raise CommandError(
                 _("job %(job)s %(outcome)s: %(detail)s")
                 % {"job": job.pk, "outcome": outcome, "detail": _detail(job, job.status)}
@@ -222,8 +224,8 @@ class Command(TranslatedCommand):
 
     def _claim(self, question: StudyQuestion, worker_id: str) -> tuple[Any, bool]:
         """The question's explanation job, claimed by this command, and whether this command
-        created it (then it is never left pending for a consumer: ``queue.claim_new``)."""
-        own = queue.claim_new(question.pk, JobKind.EXPLANATION, worker_id=worker_id)
+        created it (then it is never left pending for a consumer: ``transitions.claim_new``)."""
+        own = transitions.claim_new(question.pk, JobKind.EXPLANATION, worker_id=worker_id)
         if own is not None:
             return own, True
         active = enqueue(question, JobKind.EXPLANATION).job
@@ -235,7 +237,7 @@ class Command(TranslatedCommand):
                 )
                 % {"question": question.pk, "worker": active.worker_id, "job": active.pk}
             )
-        job = queue.claim_job(active.pk, worker_id=worker_id)
+        job = transitions.claim_job(active.pk, worker_id=worker_id)
         if job is None:
             raise CommandError(
                 _("job %(job)s could not be claimed (taken, or out of attempts)")

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy
 from studyqueue.conf import conf
 from studyqueue.management.commands._options import bounded_float
 from studyqueue.management.commands._translated import TranslatedCommand
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 
 # A century: far past any real threshold, and still a date the database can hold.
 MAX_MINUTES = 100 * 365 * 24 * 60
@@ -36,7 +36,7 @@ class Command(TranslatedCommand):
 
     def handle(self, *args: Any, minutes: float | None, dry_run: bool, **options: Any) -> None:
         minutes = conf.STALE_MINUTES if minutes is None else minutes
-        result = queue.reset_stale(older_than=timedelta(minutes=minutes), dry_run=dry_run)
+        result = transitions.reset_stale(older_than=timedelta(minutes=minutes), dry_run=dry_run)
         if dry_run:
             message = _(
                 "Would reset %(reset)s stale job(s) to pending; %(failed)s would end failed "

@@ -1,4 +1,4 @@
-"""A kind's spec is all the queue knows of it: its registered wait and priority decide the claim."""
+"""The claim rule, assembled from the kinds' specs: a registered wait decides the claim."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from studyqueue.models import JobKind
-from studyqueue.queue import kinds, sql, transitions
+from studyqueue.models import KIND_SPECS, JobKind, delivery_kinds, kind_waits
+from studyqueue.queue import sql, transitions
 from studyqueue.queue.enqueue import enqueue
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 
@@ -15,21 +15,21 @@ pytestmark = pytest.mark.django_db
 
 
 def test_every_kind_with_a_handler_is_registered_when_django_starts():
-    assert set(kinds.SPECS) == set(JobKind.values)
-    assert kinds.deliveries() == {JobKind.SET_NOTICE, JobKind.SESSION_NOTICE}
-    assert {kind for kind, _ in kinds.waits()} == {JobKind.EXPLANATION, JobKind.SESSION_SUMMARY}
+    assert set(KIND_SPECS) == set(JobKind.values)
+    assert delivery_kinds() == {JobKind.SET_NOTICE, JobKind.SESSION_NOTICE}
+    assert {kind for kind, _ in kind_waits()} == {JobKind.EXPLANATION, JobKind.SESSION_SUMMARY}
 
 
 def test_a_registered_wait_holds_its_kinds_jobs_in_every_statement_that_reads_the_rule(
     monkeypatch,
 ):
     audit = StudyQuestionJobFactory(kind=JobKind.KEY_AUDIT)
-    spec = kinds.SPECS[JobKind.KEY_AUDIT]
+    spec = KIND_SPECS[JobKind.KEY_AUDIT]
     assert not spec.wait
     # A kind waits while its condition holds: here, while any explanation job exists.
     wait = "EXISTS (SELECT 1 FROM studyqueue_studyquestionjob AS other"
     wait += " WHERE other.kind = 'explanation')"
-    monkeypatch.setitem(kinds.SPECS, JobKind.KEY_AUDIT, replace(spec, wait=wait))
+    monkeypatch.setitem(KIND_SPECS, JobKind.KEY_AUDIT, replace(spec, wait=wait))
     explanation = StudyQuestionJobFactory(run_after="2999-01-01T00:00Z")  # not due for long
     assert wait in sql.claim("sqlite") and wait in sql.claim("postgresql")
     assert transitions.ready() == []
@@ -44,7 +44,7 @@ def test_a_registered_wait_holds_its_kinds_jobs_in_every_statement_that_reads_th
 
 def test_a_kinds_priority_is_its_jobs_priority_when_queued(monkeypatch):
     question = StudyQuestionFactory()
-    spec = kinds.SPECS[JobKind.KEY_AUDIT]
-    monkeypatch.setitem(kinds.SPECS, JobKind.KEY_AUDIT, replace(spec, priority=7))
+    spec = KIND_SPECS[JobKind.KEY_AUDIT]
+    monkeypatch.setitem(KIND_SPECS, JobKind.KEY_AUDIT, replace(spec, priority=7))
     assert enqueue(question, JobKind.KEY_AUDIT).job.priority == 7
     assert enqueue(question).job.priority == 0

@@ -299,16 +299,10 @@ class ReviewStatus(models.TextChoices):
 PROTECTED_REVIEWS = (ReviewStatus.APPROVED, ReviewStatus.EDITED)
 
 
-class ExplanationRevision(models.Model):
-    """One generated explanation of a question, kept for good; the question points at its
-    current one. Written only through ``studyqueue.explanations.revisions``."""
+class WrittenText(models.Model):
+    """What a model (or a reviewer) wrote for a job, with its reply's figures and its review:
+    an explanation revision or a session summary."""
 
-    question = models.ForeignKey(
-        StudyQuestion,
-        verbose_name=_("question"),
-        on_delete=models.CASCADE,
-        related_name="revisions",
-    )
     job = models.ForeignKey(
         "studyqueue.StudyQuestionJob",  # by name: jobs are defined on top of questions
         verbose_name=_("job"),
@@ -325,24 +319,13 @@ class ExplanationRevision(models.Model):
             "servers were recorded, or by a reviewer)."
         )
     )
-    prompt_version = models.CharField(verbose_name=_("prompt version"), max_length=12, blank=True)
-    prompt_label = models.CharField(verbose_name=_("prompt label"), max_length=200, blank=True)
     prompt_tokens = models.PositiveIntegerField(
         verbose_name=_("prompt tokens"), null=True, blank=True
-    )
-    cached_tokens = models.PositiveIntegerField(
-        verbose_name=_("cached tokens"),
-        null=True,
-        blank=True,
-        help_text=_("Prompt tokens the server served from its cache (blank: it did not say)."),
     )
     completion_tokens = models.PositiveIntegerField(
         verbose_name=_("completion tokens"), null=True, blank=True
     )
     tokens_counted = tokens_counted_field()
-    first_token_ms = models.PositiveIntegerField(
-        verbose_name=_("time to first token (ms)"), null=True, blank=True
-    )
     tokens_per_second = models.FloatField(
         verbose_name=_("tokens per second"),
         null=True,
@@ -352,13 +335,61 @@ class ExplanationRevision(models.Model):
             "(blank: fewer than two tokens or under 50 ms)."
         ),
     )
+    flags = models.JSONField(verbose_name=_("quality flags"), default=list, blank=True)
+    created_at = models.DateTimeField(verbose_name=_("created"), default=timezone.now)
+    author = models.CharField(
+        verbose_name=_("author"),
+        max_length=150,
+        blank=True,
+        default="",
+        db_default="",
+        help_text=_("Who wrote it: blank for the LLM, else the reviewer who corrected it."),
+    )
+    review_status = models.CharField(
+        verbose_name=_("review status"),
+        max_length=choice_width(ReviewStatus),
+        choices=ReviewStatus.choices,
+        default=ReviewStatus.UNREVIEWED,
+        db_default=ReviewStatus.UNREVIEWED,
+    )
+    reviewed_by = models.CharField(
+        verbose_name=_("reviewed by"), max_length=150, blank=True, default="", db_default=""
+    )
+    reviewed_at = models.DateTimeField(verbose_name=_("reviewed at"), null=True, blank=True)
+
+    objects = StudyQueueManager()
+
+    class Meta:
+        abstract = True
+
+
+class ExplanationRevision(WrittenText):
+    """One generated explanation of a question, kept for good; the question points at its
+    current one. Written only through ``studyqueue.explanations.revisions``."""
+
+    question = models.ForeignKey(
+        StudyQuestion,
+        verbose_name=_("question"),
+        on_delete=models.CASCADE,
+        related_name="revisions",
+    )
+    prompt_version = models.CharField(verbose_name=_("prompt version"), max_length=12, blank=True)
+    prompt_label = models.CharField(verbose_name=_("prompt label"), max_length=200, blank=True)
+    cached_tokens = models.PositiveIntegerField(
+        verbose_name=_("cached tokens"),
+        null=True,
+        blank=True,
+        help_text=_("Prompt tokens the server served from its cache (blank: it did not say)."),
+    )
+    first_token_ms = models.PositiveIntegerField(
+        verbose_name=_("time to first token (ms)"), null=True, blank=True
+    )
     finish_reason = models.CharField(
         verbose_name=_("finish reason"),
         max_length=20,
         blank=True,
         help_text=_("As the server said it (stop, length…)."),
     )
-    flags = models.JSONField(verbose_name=_("quality flags"), default=list, blank=True)
     stated_answer = models.CharField(
         max_length=200,
         blank=True,
@@ -369,15 +400,6 @@ class ExplanationRevision(models.Model):
             "The answer the reply states, as written (blank: none could be read, or it was "
             "written before answers were read)."
         ),
-    )
-    created_at = models.DateTimeField(verbose_name=_("created"), default=timezone.now)
-    author = models.CharField(
-        verbose_name=_("author"),
-        max_length=150,
-        blank=True,
-        default="",
-        db_default="",
-        help_text=_("Who wrote it: blank for the LLM, else the reviewer who corrected it."),
     )
     based_on = models.ForeignKey(
         "self",
@@ -397,17 +419,6 @@ class ExplanationRevision(models.Model):
             "current only when a reviewer accepts it."
         ),
     )
-    review_status = models.CharField(
-        verbose_name=_("review status"),
-        max_length=choice_width(ReviewStatus),
-        choices=ReviewStatus.choices,
-        default=ReviewStatus.UNREVIEWED,
-        db_default=ReviewStatus.UNREVIEWED,
-    )
-    reviewed_by = models.CharField(
-        verbose_name=_("reviewed by"), max_length=150, blank=True, default="", db_default=""
-    )
-    reviewed_at = models.DateTimeField(verbose_name=_("reviewed at"), null=True, blank=True)
     verifier_answer = models.PositiveSmallIntegerField(
         verbose_name=_("verifier's choice"),
         null=True,

@@ -8,8 +8,8 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue.models.base import StudyQueueManager, endpoint_field, tokens_counted_field
-from studyqueue.models.questions import ReviewStatus, StudyQuestion
+from studyqueue.models.base import StudyQueueManager
+from studyqueue.models.questions import StudyQuestion, WrittenText
 from studyqueue.models.sets import StudyQuestionSet
 
 
@@ -105,46 +105,19 @@ class SessionAnswer(models.Model):
         return f"{self.session_id}#{self.position}"
 
 
-class SessionSummary(models.Model):
+class SessionSummary(WrittenText):
     """One summary the model wrote of a session (or a reviewer's correction), kept for good;
     the session points at its current one."""
 
     session = models.ForeignKey(
         StudySession, verbose_name=_("session"), on_delete=models.CASCADE, related_name="summaries"
     )
-    job = models.ForeignKey(
-        "studyqueue.StudyQuestionJob",
-        verbose_name=_("job"),
-        on_delete=models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="+",
-    )
-    text = models.TextField(_("text"))
-    model = models.CharField(_("model"), max_length=200, blank=True)
-    endpoint = endpoint_field(_("The server that wrote it (blank: unknown)."))
-    prompt_tokens = models.PositiveIntegerField(_("prompt tokens"), null=True, blank=True)
-    completion_tokens = models.PositiveIntegerField(_("completion tokens"), null=True, blank=True)
-    tokens_counted = tokens_counted_field()
-    tokens_per_second = models.FloatField(_("tokens/s"), null=True, blank=True)
-    flags = models.JSONField(_("quality flags"), default=list, blank=True)
     stated = models.JSONField(
         _("stated figures"),
         default=dict,
         blank=True,
         help_text=_("The score the summary states, as read (right, total, percent)."),
     )
-    author = models.CharField(
-        _("author"), max_length=150, blank=True, help_text=_("Blank: the model.")
-    )
-    review_status = models.CharField(
-        _("review"), max_length=10, choices=ReviewStatus.choices, default=ReviewStatus.UNREVIEWED
-    )
-    reviewed_by = models.CharField(_("reviewed by"), max_length=150, blank=True)
-    reviewed_at = models.DateTimeField(_("reviewed at"), null=True, blank=True)
-    created_at = models.DateTimeField(_("created"), default=timezone.now)
-
-    objects = StudyQueueManager()
 
     class Meta:
         base_manager_name = "objects"

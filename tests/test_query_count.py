@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 CLAIM = "UPDATE studyqueue_studyquestionjob SET status = 'processing'"
 OPEN_ATTEMPT = "INSERT INTO studyqueue_jobattempt"
 REVISION = 'INSERT INTO "studyqueue_explanationrevision"'
-FINISH = 'WITH job AS (UPDATE "studyqueue_studyquestionjob"'
+FINISH = "WITH job AS (UPDATE studyqueue_studyquestionjob"
 QUESTION = 'SELECT "studyqueue_studyquestion"'
 GATE_THREAD = "studyqueue-gate"  # the consumer's gate executor (its thread names)
 
@@ -49,7 +49,7 @@ PER_JOB = [
     # every attempt is kept, closed with the job's completion: on PostgreSQL in
     # the same statement (WITH job AS (UPDATE …) UPDATE attempt), on SQLite one more.
     ("complete the job and close its attempt (fenced)", FINISH, PG),
-    ("complete the job, pointing at it (fenced)", 'UPDATE "studyqueue_studyquestionjob"', SQLITE),
+    ("complete the job, pointing at it (fenced)", "UPDATE studyqueue_studyquestionjob SET", SQLITE),
     ("close its attempt with the reply's tokens", 'UPDATE "studyqueue_jobattempt"', SQLITE),
     ("the question's current explanation", 'UPDATE "studyqueue_studyquestion"', BOTH),
 ]  # fmt: skip
@@ -92,6 +92,10 @@ def quiet_settings(settings, llm_server):
     }
 
 
+def _claim(sql: str) -> bool:
+    return CLAIM in sql or sql.startswith("EXECUTE studyqueue_")
+
+
 def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_consumer):
     questions = [
         StudyQuestionFactory(text=f"What is {n} + {n}?", choices=["3", "4"], answer="4")
@@ -111,7 +115,7 @@ def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_c
             }
             gates = list({q.connection for q in log.queries if q.thread.startswith(GATE_THREAD)})
             log.queries.clear()
-            claims = [c for c, sqls in per_connection.items() if any(CLAIM in s for s in sqls)]
+            claims = [c for c, sqls in per_connection.items() if any(_claim(s) for s in sqls)]
             jobs = [c for c, sqls in per_connection.items() if any(REVISION in s for s in sqls)]
             # The claims, the jobs and the gate keep their own connections (neither a claim
             # nor a gate operation queues behind a job's write).
@@ -120,9 +124,12 @@ def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_c
 
             # The claim: one statement takes and marks the job. The cycle also claims when
             # its second place in flight is free and when the job ends; both come back
-            # empty here (one job), and in a backlog they are the next jobs' claims.
-            claim_sqls = [s for s in per_connection[claims[0]] if CLAIM in s]
-            assert len(claim_sqls) == 3
+            # empty here (one job), and in a backlog they are the next jobs' claims. On
+            # PostgreSQL the consumer's first claim prepares it (PREPARE, once per session),
+            # and every claim runs it (EXECUTE).
+            claim_sqls = [s for s in per_connection[claims[0]] if _claim(s)]
+            prepares = [s for s in claim_sqls if s.startswith("PREPARE ")]
+            assert len(claim_sqls) - len(prepares) == 3
             # The job's read of its question, on the claims' connection too (on the jobs'
             # it waited behind the previous job's store), with the claim that took it.
             loads = [s for s in per_connection[claims[0]] if s.startswith(QUESTION)]
@@ -132,7 +139,8 @@ def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_c
             # transaction); an empty claim costs nothing more.
             opened = [s for s in per_connection[claims[0]] if s.startswith(OPEN_ATTEMPT)]
             if connection.vendor == "postgresql":
-                assert opened == [] and all(OPEN_ATTEMPT in s for s in claim_sqls)
+                assert opened == [] and all(OPEN_ATTEMPT in s for s in prepares)
+                assert len(prepares) == (1 if n == 0 else 0)
             else:
                 assert len(opened) == 1
 

@@ -10,7 +10,8 @@ users get (persistent, health-checked connections; BATCH_SIZE 1) and with BATCH_
 using a handler that completes the job at once (no HTTP). Target: >= 0.4x the loop.
 
 A third loop, "studyqueue's SQL", sends studyqueue's own two statements per job (the claim
-and the finish, as ``queue.claim`` and ``queue.complete`` send them, captured through
+and the finish, as the consumer's ``queue.claim`` and ``queue.complete`` send them: the claim
+prepared once on the connection, then executed; captured through
 Django's ``execute_wrapper``) from the same bare psycopg loop to the studyqueue tables: no
 ORM, no threads, no event loop. It is the ceiling of any consumer that keeps those
 statements, and tells the database's share of the gap from the consumer's.
@@ -92,12 +93,15 @@ def statements_loop(jobs: int) -> float:
         sent.append((sql, params))
         return execute(sql, params, many, context)
 
+    connection.close()  # a new session, which prepares the claim: its PREPARE is captured
     with connection.execute_wrapper(capture):  # one job, to learn the statements
-        queue.complete(queue.claim(worker_id="bench", limit=1)[0])
-    (claim_sql, claim_params), (finish_sql, finish_params) = sent
+        queue.complete(queue.claim(worker_id="bench", limit=1, prepared=True)[0])
+    *setup, (claim_sql, claim_params), (finish_sql, finish_params) = sent
     # Parameters bound by psycopg on the client, as Django's backend binds them.
     kwargs = psycopg_kwargs(connection.settings_dict)
     with psycopg.connect(**kwargs, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+        for sql, params in setup:  # the session's PREPARE of the claim, as the consumer's
+            conn.execute(sql, params)
         done = 0
         started = time.perf_counter()
         while True:

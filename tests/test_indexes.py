@@ -54,10 +54,10 @@ def _plan(sql: str, params: dict) -> str:
 def test_claim_and_stale_scan_use_partial_indexes():
     _fill()
     assert StudyQuestionJob.objects.count() == N_JOBS
-    claim_sql = sql.claim("postgresql")
+    claim_sql = sql.claim("postgresql", limit=1)
     # With KEY_AUDIT_HOLDS off and on, and with deliveries (notices) left out.
     for holds, deliveries in ((False, True), (True, True), (False, False)):
-        params = {"token": None, "worker_id": "w", "now": timezone.now(), "limit": 1}
+        params = {"token": None, "worker_id": "w", "now": timezone.now()}
         params.update(holds=holds, deliveries=deliveries)
         # EXPLAIN plans the UPDATE without running it: planned for these values, and as the
         # consumer runs it, prepared and planned once for every value.

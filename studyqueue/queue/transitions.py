@@ -16,6 +16,7 @@ connections). Which jobs may run is ``queue.sql``'s ``claimable``: the claim,
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -162,9 +163,8 @@ def claim(
     if limit < 1:
         return []
     holds = key_audit_holds()
-    return _run_claim(
-        sql.claim, worker_id, level, prepared, limit=limit, holds=holds, deliveries=deliveries
-    )
+    statement = functools.partial(sql.claim, limit=limit)
+    return _run_claim(statement, worker_id, level, prepared, holds=holds, deliveries=deliveries)
 
 
 def claim_job(job_id: int, *, worker_id: str) -> StudyQuestionJob | None:

@@ -31,7 +31,7 @@ def test_a_registered_wait_holds_its_kinds_jobs_in_every_statement_that_reads_th
     wait += " WHERE other.kind = 'explanation')"
     monkeypatch.setitem(KIND_SPECS, JobKind.KEY_AUDIT, replace(spec, wait=wait))
     explanation = StudyQuestionJobFactory(run_after="2999-01-01T00:00Z")  # not due for long
-    assert wait in sql.claim("sqlite") and wait in sql.claim("postgresql")
+    assert wait in sql.claim("sqlite", 1) and wait in sql.claim("postgresql", 1)
     assert transitions.ready() == []
     assert not transitions.has_ready()
     assert transitions.next_due_in() > 3600  # the explanation, far ahead; not the audit

@@ -36,7 +36,7 @@ def fill(rows: int) -> None:
         cur.execute("SELECT min(id) FROM studyqueue_studyquestion")
         first = cur.fetchone()[0]
         # Every job's call wrote a revision (a month of history, in the order the calls
-        # ended); the completed jobs point at theirs, as queue.complete leaves them: the
+        # ended); the completed jobs point at theirs, as transitions.complete leaves them: the
         # dashboard's hourly figures and the metrics' tokens read the last day's there.
         cur.execute(
             "INSERT INTO studyqueue_explanationrevision (question_id, text, model,"
@@ -111,7 +111,7 @@ def main() -> None:
     from django.utils import timezone
 
     from studyqueue.models import StudyQuestionJob
-    from studyqueue.queue import transitions as queue
+    from studyqueue.queue import transitions
 
     started = time.perf_counter()
     fill(args.rows)
@@ -134,7 +134,7 @@ def main() -> None:
     def claim_and_roll_back() -> None:
         # Claim inside a transaction rolled back afterwards, so every run claims a job.
         with transaction.atomic():
-            assert len(queue.claim(worker_id="bench", limit=1)) == 1
+            assert len(transitions.claim(worker_id="bench", limit=1)) == 1
             transaction.set_rollback(True)
 
     def readyz() -> None:

@@ -70,7 +70,7 @@ def main() -> None:
     from studyqueue.explanations.prompts import build_messages, current_version
     from studyqueue.explanations.revisions import Written
     from studyqueue.models import StudyQuestion, StudyQuestionJob, database
-    from studyqueue.queue import transitions as queue
+    from studyqueue.queue import transitions
     from studyqueue.queue.enqueue import enqueue_many
     from studyqueue.services.gate import LLMGate
     from studyqueue.services.llm import LLMClient, LLMReply
@@ -103,7 +103,9 @@ def main() -> None:
 
     def claim_complete() -> float:
         _fill(n)
-        return _per_job_ms(n, lambda: queue.complete(queue.claim(worker_id="b", limit=1)[0]))
+        return _per_job_ms(
+            n, lambda: transitions.complete(transitions.claim(worker_id="b", limit=1)[0])
+        )
 
     def load_prompt() -> float:
         ids = list(StudyQuestion.objects.values_list("pk", flat=True)[:n])
@@ -147,7 +149,7 @@ def main() -> None:
 
     def store() -> float:
         _fill(n)
-        jobs = [queue.claim(worker_id="b", limit=1)[0] for _ in range(n)]
+        jobs = [transitions.claim(worker_id="b", limit=1)[0] for _ in range(n)]
         reply = LLMReply(REPLY, "m", "stop", 42, 7, 5)
         version = current_version()
         it = iter(jobs)
@@ -166,11 +168,11 @@ def main() -> None:
         reply = LLMReply(REPLY, "m", "stop", 42, 7, 5)
         version = current_version()
         for _ in range(n):
-            job = queue.claim(worker_id="b", limit=1)[0]
+            job = transitions.claim(worker_id="b", limit=1)[0]
             question = StudyQuestion.objects.get(pk=job.study_question_id)
             store_reply(job, question, reply, version, db)
         enqueue_many(StudyQuestion.objects.values_list("pk", flat=True))
-        jobs = [queue.claim(worker_id="b", limit=1)[0] for _ in range(n)]
+        jobs = [transitions.claim(worker_id="b", limit=1)[0] for _ in range(n)]
         questions = StudyQuestion.objects.in_bulk([job.study_question_id for job in jobs])
         it = iter(jobs)
 

@@ -83,7 +83,7 @@ def statements_loop(jobs: int) -> float:
     from django.db import connection
     from django.utils import timezone
 
-    from studyqueue.queue import transitions as queue
+    from studyqueue.queue import transitions
     from studyqueue.queue.pg import psycopg_kwargs
 
     _fill(jobs + 1)
@@ -95,7 +95,7 @@ def statements_loop(jobs: int) -> float:
 
     connection.close()  # a new session, which prepares the claim: its PREPARE is captured
     with connection.execute_wrapper(capture):  # one job, to learn the statements
-        queue.complete(queue.claim(worker_id="bench", limit=1, prepared=True)[0])
+        transitions.complete(transitions.claim(worker_id="bench", limit=1, prepared=True)[0])
     *setup, (claim_sql, claim_params), (finish_sql, finish_params) = sent
     # Parameters bound by psycopg on the client, as Django's backend binds them.
     kwargs = psycopg_kwargs(connection.settings_dict)
@@ -126,12 +126,12 @@ def studyqueue_drain(jobs: int, batch_size: int) -> float:
     from django.core.management import call_command
 
     from studyqueue.models import KIND_SPECS, JobKind, StudyQuestionJob, register_kind
-    from studyqueue.queue import transitions as queue
+    from studyqueue.queue import transitions
     from studyqueue.queue.transitions import Outcome
 
     class Done:
         def write(self, job) -> Outcome:  # type: ignore[no-untyped-def]
-            return queue.complete(job)
+            return transitions.complete(job)
 
     async def noop(job, ctx) -> Done:  # type: ignore[no-untyped-def]
         return Done()

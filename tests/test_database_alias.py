@@ -28,7 +28,7 @@ from studyqueue.models import (
     StudyQuestionJob,
     database,
 )
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue, enqueue_many
 from studyqueue.queue.operations import prune_finished, retry_ended, skip
 from studyqueue.queue.pauses import pause, paused_kinds, resume
@@ -86,10 +86,10 @@ def test_every_queue_function_runs_on_the_write_alias(reads_elsewhere):
     other = StudyQuestionFactory.create()
     assert enqueue_many([question.pk, other.pk]) == 1
     other_job = StudyQuestionJob.objects.using("default").get(study_question=other)
-    assert queue.next_due_in() == 0.0
-    (claimed,) = queue.claim(worker_id="w", limit=1)
-    assert claimed.pk == job.pk and queue.heartbeat(claimed)
-    assert queue.complete(claimed)
+    assert transitions.next_due_in() == 0.0
+    (claimed,) = transitions.claim(worker_id="w", limit=1)
+    assert claimed.pk == job.pk and transitions.heartbeat(claimed)
+    assert transitions.complete(claimed)
     assert skip([other_job.pk]).skipped == [other_job.pk]
     assert retry_ended([other_job.pk]).retried == [other_job.pk]
     assert pause(JobKind.EXPLANATION)[1] and paused_kinds() == [JobKind.EXPLANATION]
@@ -97,8 +97,8 @@ def test_every_queue_function_runs_on_the_write_alias(reads_elsewhere):
     stale = StudyQuestionJobFactory.create(
         status=JobStatus.PROCESSING, attempts=1, heartbeat_at=timezone.now() - timedelta(days=1)
     )
-    assert queue.reset_stale(dry_run=True).reset == 1
-    assert queue.reset_stale().reset_ids == [stale.pk]
+    assert transitions.reset_stale(dry_run=True).reset == 1
+    assert transitions.reset_stale().reset_ids == [stale.pk]
     StudyQuestionJob.objects.using("default").filter(pk=job.pk).update(
         completed_at=timezone.now() - timedelta(days=30)
     )
@@ -135,8 +135,8 @@ def test_related_managers_and_prefetches_keep_the_write_alias(reads_elsewhere):
     revision = ExplanationRevisionFactory.create(question=question)
     revisions.make_current(revision)
     job = enqueue(question).job
-    (claimed,) = queue.claim(worker_id="w", limit=1)
-    assert queue.complete(claimed, revision=revision)
+    (claimed,) = transitions.claim(worker_id="w", limit=1)
+    assert transitions.complete(claimed, revision=revision)
     question = StudyQuestion.objects.get(pk=question.pk)
     assert question.revisions.all().db == question.jobs.all().db == "default"
     assert [r.question_id for r in question.revisions.all()] == [question.pk]
@@ -159,8 +159,8 @@ def test_the_admin_reads_on_the_write_alias(reads_elsewhere, admin_client):
     revisions.make_current(revision)
     ExplanationRevisionFactory.create(question=question, candidate=True)
     job = enqueue(question).job
-    (claimed,) = queue.claim(worker_id="w", limit=1)
-    queue.complete(claimed, revision=revision)
+    (claimed,) = transitions.claim(worker_id="w", limit=1)
+    transitions.complete(claimed, revision=revision)
     StudyQuestionJobFactory.create(status=JobStatus.FAILED, error_code="llm_timeout")
     QueueConsumerFactory.create()
     GateLimit.objects.create(endpoint="http://127.0.0.1:9/v1", limit=2)

@@ -10,8 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from studyqueue.models import StudyQuestionJob
-from studyqueue.queue import sql
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import sql, transitions
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.slow]
 
@@ -74,5 +73,5 @@ def test_claim_and_stale_scan_use_partial_indexes():
     print(stale_plan)
     assert "studyqueue_job_stale" in stale_plan
     # And the claim itself works on this table.
-    (job,) = queue.claim(worker_id="w", limit=1)
+    (job,) = transitions.claim(worker_id="w", limit=1)
     assert job.attempts == 2

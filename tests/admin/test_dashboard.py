@@ -178,8 +178,7 @@ def test_a_drain_shows_the_gate_limit_and_job_counts_of_now_not_of_the_last_repo
     counts are the jobs table's."""
     from studyqueue.explanations.prompts import current_version
     from studyqueue.models import JobStatus
-    from studyqueue.queue import presence
-    from studyqueue.queue import transitions as queue
+    from studyqueue.queue import presence, transitions
     from studyqueue.services import gate_limits
 
     url, worker = "http://127.0.0.1:8080/v1", "drain-box:1"
@@ -204,9 +203,9 @@ def test_a_drain_shows_the_gate_limit_and_job_counts_of_now_not_of_the_last_repo
             url, limit=limit, rates={limit: 10.0 * limit}, changed_from=previous, reason="climb"
         )
         previous = limit
-        claimed = queue.claim(worker_id=worker, limit=limit)
+        claimed = transitions.claim(worker_id=worker, limit=limit)
         for job in claimed[: limit // 2]:
-            queue.complete(job, llm_ms=189)
+            transitions.complete(job, llm_ms=189)
         html = admin_client.get(DASHBOARD_URL).content.decode()
         tile = html.split('id="sq-gate-limit"')[1].split('class="l"')[0]
         panel = re.search(r'data-endpoint="[^"]+" data-limit="(\d+)"', html)

@@ -13,7 +13,7 @@ from django.utils import timezone, translation
 from studyqueue.admin import timeline
 from studyqueue.admin.common import ATTEMPT_COLOURS
 from studyqueue.models import ATTEMPT_OUTCOMES, ErrorCode, JobAttempt, StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue
 from studyqueue.times import short_duration
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
@@ -42,15 +42,15 @@ def test_a_job_that_failed_twice_then_completed_shows_three_attempts(admin_clien
     job = enqueue(StudyQuestionFactory()).job
     for code, message in ((ErrorCode.LLM_SERVER_ERROR, "502 Bad Gateway"),
                           (ErrorCode.LLM_TIMEOUT, "no reply in 300s")):  # fmt: skip
-        (claimed,) = queue.claim(worker_id="host-a:17:x")
-        queue.fail(claimed, code, message)
+        (claimed,) = transitions.claim(worker_id="host-a:17:x")
+        transitions.fail(claimed, code, message)
         StudyQuestionJob.objects.filter(pk=job.pk).update(run_after=timezone.now())
-    (claimed,) = queue.claim(worker_id="host-b:18:y")
+    (claimed,) = transitions.claim(worker_id="host-b:18:y")
     revision = ExplanationRevisionFactory(
         question_id=job.study_question_id, prompt_tokens=412, completion_tokens=96,
         first_token_ms=230,
     )  # fmt: skip
-    queue.complete(claimed, revision=revision, llm_ms=900)
+    transitions.complete(claimed, revision=revision, llm_ms=900)
 
     shown = rows(page(admin_client, job))
     assert len(shown) == 3
@@ -67,8 +67,8 @@ def test_a_job_that_failed_twice_then_completed_shows_three_attempts(admin_clien
 )
 def test_a_call_under_a_second_shows_in_milliseconds_not_as_0s(admin_client, language, shown):
     job = enqueue(StudyQuestionFactory()).job
-    (claimed,) = queue.claim(worker_id="host-a:17:x")
-    queue.complete(claimed, llm_ms=189)
+    (claimed,) = transitions.claim(worker_id="host-a:17:x")
+    transitions.complete(claimed, llm_ms=189)
     started = timezone.now() - timedelta(minutes=1)
     ended = started + timedelta(milliseconds=189.6)
     JobAttempt.objects.filter(job_id=job.pk).update(started_at=started, ended_at=ended)
@@ -87,10 +87,10 @@ def test_a_call_under_a_second_shows_in_milliseconds_not_as_0s(admin_client, lan
 
 def test_a_running_attempt_shows_as_running_and_a_long_message_as_an_excerpt(admin_client):
     job = enqueue(StudyQuestionFactory()).job
-    (claimed,) = queue.claim(worker_id="w")
+    (claimed,) = transitions.claim(worker_id="w")
     shown = rows(page(admin_client, job))
     assert len(shown) == 1 and "w Running" in shown[0]
-    queue.release(claimed, code=ErrorCode.LLM_UNAVAILABLE, message="refused " * 100)
+    transitions.release(claimed, code=ErrorCode.LLM_UNAVAILABLE, message="refused " * 100)
     html = page(admin_client, job)
     (shown,) = rows(html)
     assert "Handed back llm_unavailable refused refused" in shown and "…" in shown
@@ -117,8 +117,8 @@ def test_the_page_shows_only_the_last_attempts(admin_client, monkeypatch):
 
 def test_the_timeline_is_escaped(admin_client):
     job = enqueue(StudyQuestionFactory()).job
-    (claimed,) = queue.claim(worker_id="<b>w</b>")
-    queue.fail(claimed, ErrorCode.LLM_REJECTED, "<script>alert(1)</script>")
+    (claimed,) = transitions.claim(worker_id="<b>w</b>")
+    transitions.fail(claimed, ErrorCode.LLM_REJECTED, "<script>alert(1)</script>")
     html = page(admin_client, job)
     assert "<script>alert(1)</script>" not in html and "<b>w</b>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html

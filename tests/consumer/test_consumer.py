@@ -12,8 +12,7 @@ from django.utils import timezone
 
 from studyqueue.consumer.consumer import Consumer, CycleResult
 from studyqueue.models import KIND_SPECS, ErrorCode, JobKind, StudyQuestion, StudyQuestionJob
-from studyqueue.queue import operations
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import operations, transitions
 from studyqueue.queue.enqueue import enqueue as enqueue_job
 from studyqueue.queue.pauses import pause
 from studyqueue.queue.retry import MAX_FREE_RELEASES
@@ -439,7 +438,7 @@ def test_a_pause_the_consumer_knows_of_holds_back_a_job_claimed_before_it(
     (not yet waiting, so not handed back by it) is held back by its last look."""
     (job,) = enqueue()
     consumer = make_consumer()
-    claimed = queue.claim(worker_id=consumer.worker_id, limit=1)
+    claimed = transitions.claim(worker_id=consumer.worker_id, limit=1)
     pause(reason="test")
     consumer.unstarted.pauses.noticed("")
     consumer.unstarted.jobs[claimed[0].pk] = claimed[0]
@@ -452,7 +451,7 @@ def test_an_explicit_run_ignores_a_pause(llm_server, make_consumer):
     """``run_one`` (``manage.py explain``) runs the job it was given, paused or not."""
     (job,) = enqueue()
     pause()
-    claimed = queue.claim_job(job.pk, worker_id="operator")
+    claimed = transitions.claim_job(job.pk, worker_id="operator")
     assert claimed is not None
     assert make_consumer().run_one(claimed) == "completed"
 

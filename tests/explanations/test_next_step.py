@@ -32,7 +32,7 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
 )
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.sets import question_sets
 from tests.factories import StudyQuestionFactory
 from tests.llm_server import LLMServer
@@ -165,8 +165,8 @@ def test_every_entry_point_queues_the_audit_first_and_the_claim_takes_it_first(
     jobs = StudyQuestionJob.objects.filter(study_question=q).active()
     assert set(jobs.values_list("kind", flat=True)) == {"key_audit", "explanation"}
     # Ready now: the audit alone; the explanation waits for it.
-    assert [job.kind for job in queue.ready()] == ["key_audit"]
-    (claimed,) = queue.claim(worker_id="w", limit=10)
+    assert [job.kind for job in transitions.ready()] == ["key_audit"]
+    (claimed,) = transitions.claim(worker_id="w", limit=10)
     assert claimed.kind == "key_audit"
 
 
@@ -243,7 +243,7 @@ def test_a_text_edit_keeps_a_held_key_held_and_audits_it_again(holds, llm_server
     q.refresh_from_db()
     assert (q.key_audit, q.key_audit_answer, q.key_audit_hash) == (KeyAudit.DISPUTED, 3, "")
     assert list(key_audit.key_checks()) == [q]  # the review queue still shows the dispute
-    assert [job.kind for job in queue.ready()] == ["key_audit"]
+    assert [job.kind for job in transitions.ready()] == ["key_audit"]
     drain()
     q.refresh_from_db()
     assert q.key_audit == KeyAudit.DISPUTED and q.key_audit_hash == q.content_hash()

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from studyqueue.explanations.prompts import current_version
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue
 from tests.factories import StudyQuestionFactory
 
@@ -161,7 +161,7 @@ def test_explain_refuses_what_it_cannot_do(llm_server):
         call_command("explain", "424242")
     question = StudyQuestionFactory()
     enqueue(question)
-    queue.claim(worker_id="busy-consumer", limit=1)
+    transitions.claim(worker_id="busy-consumer", limit=1)
     with pytest.raises(CommandError, match="being explained right now by busy-consumer"):
         call_command("explain", str(question.pk))
 

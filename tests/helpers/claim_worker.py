@@ -17,7 +17,7 @@ import django
 def main() -> None:
     worker_id, batch = sys.argv[1], int(sys.argv[2])
     django.setup()
-    from studyqueue.queue import transitions as queue
+    from studyqueue.queue import transitions
     from studyqueue.queue.transitions import Outcome
 
     print("ready", flush=True)
@@ -25,7 +25,7 @@ def main() -> None:
     claimed: list[int] = []
     holding = True
     while True:
-        jobs = queue.claim(worker_id=worker_id, limit=batch)
+        jobs = transitions.claim(worker_id=worker_id, limit=batch)
         if holding:
             print(f"holding {len(jobs)}", flush=True)
             sys.stdin.readline()
@@ -34,7 +34,7 @@ def main() -> None:
             break
         for job in jobs:
             claimed.append(job.pk)
-            if queue.complete(job) == Outcome.LOST:
+            if transitions.complete(job) == Outcome.LOST:
                 raise SystemExit(f"complete refused for job {job.pk}")
     print(json.dumps(claimed), flush=True)
 

@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from studyqueue.models import StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 
@@ -76,7 +76,7 @@ def test_runconsumer_rejects_bad_options(args, message):
 
 def test_resetstale_dry_run_changes_nothing_then_resets():
     StudyQuestionJobFactory()
-    (job,) = queue.claim(worker_id="dead", limit=1)
+    (job,) = transitions.claim(worker_id="dead", limit=1)
     StudyQuestionJob.objects.filter(pk=job.pk).update(
         heartbeat_at=timezone.now() - timedelta(minutes=30)
     )

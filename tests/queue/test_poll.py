@@ -10,8 +10,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from studyqueue.queue import poll
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import poll, transitions
 from tests.factories import StudyQuestionJobFactory
 from tests.helpers import wait_for
 
@@ -87,7 +86,7 @@ def test_no_check_while_a_cycle_runs_and_no_wake_for_a_job_not_due(sqlite, polli
     later = StudyQuestionJobFactory(run_after=timezone.now() + timedelta(hours=1))
     wait_for(lambda: busy.checks >= 3, what="several seconds of a running cycle")
     assert busy.woken == 0
-    assert queue.claim(worker_id="t", limit=1)  # nothing ready now
+    assert transitions.claim(worker_id="t", limit=1)  # nothing ready now
     idle = polling()
     wait_for(lambda: idle.checks >= 3, what="several idle checks")
     assert idle.woken == 0, f"job {later.pk} is due in an hour"

@@ -13,8 +13,7 @@ from asgiref.sync import sync_to_async
 from django.db import connections
 
 from studyqueue.models import ErrorCode, StudyQuestionJob, database
-from studyqueue.queue import retry
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import retry, transitions
 from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.operations import skip
 from studyqueue.queue.store import Failed, JobStore, Released, Skipped
@@ -66,7 +65,7 @@ def test_the_jobs_the_claims_and_the_gate_each_keep_one_connection_of_their_own(
 def claimed(**fields) -> StudyQuestionJob:  # type: ignore[no-untyped-def]
     enqueue(StudyQuestionFactory())
     StudyQuestionJob.objects.update(**fields)
-    (job,) = queue.claim(worker_id="test", limit=1)
+    (job,) = transitions.claim(worker_id="test", limit=1)
     return job
 
 

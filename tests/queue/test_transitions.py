@@ -12,8 +12,7 @@ from django.utils import timezone
 
 from studyqueue.exceptions import EnqueueError
 from studyqueue.models import ErrorCode, JobKind, JobStatus, StudyQuestionJob
-from studyqueue.queue import pauses
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import pauses, transitions
 from studyqueue.queue.enqueue import enqueue, enqueue_many
 from studyqueue.queue.operations import refusals, retry_ended, skip
 from studyqueue.queue.pauses import paused_kinds, resume
@@ -35,7 +34,7 @@ def make_stale(job: StudyQuestionJob, minutes: float = 60) -> None:
 
 
 def claim_one(worker: str = "w1") -> StudyQuestionJob:
-    jobs = queue.claim(worker_id=worker, limit=1)
+    jobs = transitions.claim(worker_id=worker, limit=1)
     assert len(jobs) == 1
     return jobs[0]
 
@@ -73,7 +72,7 @@ def test_enqueue_is_idempotent_while_a_job_is_active():
 def test_enqueue_after_the_job_finished_creates_a_new_one():
     question = StudyQuestionFactory()
     enqueue(question)
-    assert queue.complete(claim_one()) == Outcome.COMPLETED
+    assert transitions.complete(claim_one()) == Outcome.COMPLETED
     again = enqueue(question)
     assert again.created
     assert StudyQuestionJob.objects.count() == 2
@@ -123,7 +122,7 @@ def test_enqueue_many_rejects_unknown_kind():
 
 def test_claim_takes_ready_jobs_in_id_order_and_counts_the_attempt():
     jobs = [enqueue(q).job for q in StudyQuestionFactory.create_batch(3)]
-    claimed = queue.claim(worker_id="host:1", limit=2)
+    claimed = transitions.claim(worker_id="host:1", limit=2)
     assert [j.pk for j in claimed] == [jobs[0].pk, jobs[1].pk]
     for job in claimed:
         assert job.status == JobStatus.PROCESSING
@@ -140,33 +139,33 @@ def test_claim_takes_ready_jobs_in_id_order_and_counts_the_attempt():
 def test_claim_claims_exactly_limit_rows():
     for q in StudyQuestionFactory.create_batch(4):
         enqueue(q)
-    assert len(queue.claim(worker_id="w", limit=1)) == 1
+    assert len(transitions.claim(worker_id="w", limit=1)) == 1
     assert StudyQuestionJob.objects.filter(status="processing").count() == 1
 
 
 def test_claim_uses_batch_size_setting():
     for q in StudyQuestionFactory.create_batch(4):
         enqueue(q)
-    assert len(queue.claim(worker_id="w")) == 1
+    assert len(transitions.claim(worker_id="w")) == 1
     with override_settings(STUDYQUEUE={"BATCH_SIZE": 2}):
-        assert len(queue.claim(worker_id="w")) == 2
+        assert len(transitions.claim(worker_id="w")) == 2
 
 
 def test_claim_skips_future_and_exhausted_jobs():
     future = StudyQuestionJobFactory(run_after=timezone.now() + timedelta(hours=1))
     exhausted = StudyQuestionJobFactory(attempts=3, max_attempts=3)
-    assert queue.claim(worker_id="w", limit=10) == []
+    assert transitions.claim(worker_id="w", limit=10) == []
     ready = StudyQuestionJobFactory()
-    assert [j.pk for j in queue.claim(worker_id="w", limit=10)] == [ready.pk]
+    assert [j.pk for j in transitions.claim(worker_id="w", limit=10)] == [ready.pk]
     future.refresh_from_db()
     exhausted.refresh_from_db()
     assert future.status == exhausted.status == JobStatus.PENDING
 
 
 def test_claim_with_nothing_ready_or_zero_limit():
-    assert queue.claim(worker_id="w") == []
+    assert transitions.claim(worker_id="w") == []
     StudyQuestionJobFactory()
-    assert queue.claim(worker_id="w", limit=0) == []
+    assert transitions.claim(worker_id="w", limit=0) == []
 
 
 # --------------------------------------------------------------------------- fenced writes
@@ -176,29 +175,29 @@ def test_heartbeat_is_fenced():
     StudyQuestionJobFactory()
     job = claim_one()
     before = job.heartbeat_at
-    assert queue.heartbeat(job)
+    assert transitions.heartbeat(job)
     job.refresh_from_db()
     assert job.heartbeat_at >= before
-    queue.complete(job)
-    assert not queue.heartbeat(job)
+    transitions.complete(job)
+    assert not transitions.heartbeat(job)
 
 
 def test_complete_records_metrics():
     StudyQuestionJobFactory()
     job = claim_one()
     reply = ExplanationRevisionFactory(question=job.study_question, job=job)
-    assert queue.complete(job, revision=reply, llm_ms=1234) == Outcome.COMPLETED
+    assert transitions.complete(job, revision=reply, llm_ms=1234) == Outcome.COMPLETED
     job.refresh_from_db()
     assert job.status == JobStatus.COMPLETED
     assert (job.revision, job.llm_ms) == (reply, 1234)
     assert job.completed_at is not None and job.claim_token is None
-    assert queue.complete(job) == Outcome.LOST, "a second completion must be refused"
+    assert transitions.complete(job) == Outcome.LOST, "a second completion must be refused"
 
 
 def test_fail_transient_retries_with_backoff_then_fails():
     StudyQuestionJobFactory()
     job = claim_one()
-    assert queue.fail(job, ErrorCode.LLM_TIMEOUT, "slow") == Outcome.RETRYING
+    assert transitions.fail(job, ErrorCode.LLM_TIMEOUT, "slow") == Outcome.RETRYING
     job.refresh_from_db()
     assert job.status == JobStatus.PENDING
     assert job.error_code == "llm_timeout" and job.error_message == "slow"
@@ -209,7 +208,7 @@ def test_fail_transient_retries_with_backoff_then_fails():
         job = claim_one()
         assert job.attempts == attempt
         expected = Outcome.RETRYING if attempt < 3 else Outcome.FAILED
-        assert queue.fail(job, ErrorCode.LLM_SERVER_ERROR, "500") == expected
+        assert transitions.fail(job, ErrorCode.LLM_SERVER_ERROR, "500") == expected
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and job.completed_at is not None
 
@@ -217,7 +216,7 @@ def test_fail_transient_retries_with_backoff_then_fails():
 def test_fail_permanent_fails_at_once():
     StudyQuestionJobFactory()
     job = claim_one()
-    assert queue.fail(job, ErrorCode.LLM_REJECTED, "404 model") == Outcome.FAILED
+    assert transitions.fail(job, ErrorCode.LLM_REJECTED, "404 model") == Outcome.FAILED
     job.refresh_from_db()
     assert (job.status, job.attempts, job.error_code) == ("failed", 1, "llm_rejected")
 
@@ -226,8 +225,8 @@ def test_fail_honours_retry_after_and_rejects_unknown_codes():
     StudyQuestionJobFactory()
     job = claim_one()
     with pytest.raises(ValueError):
-        queue.fail(job, "bogus")
-    assert queue.fail(job, ErrorCode.LLM_OVERLOADED, "429", retry_after=7) == Outcome.RETRYING
+        transitions.fail(job, "bogus")
+    assert transitions.fail(job, ErrorCode.LLM_OVERLOADED, "429", retry_after=7) == Outcome.RETRYING
     job.refresh_from_db()
     delay = (job.run_after - timezone.now()).total_seconds()
     assert 5 < delay <= 7
@@ -236,8 +235,8 @@ def test_fail_honours_retry_after_and_rejects_unknown_codes():
 def test_fail_is_fenced():
     StudyQuestionJobFactory()
     job = claim_one()
-    queue.complete(job)
-    assert queue.fail(job, ErrorCode.LLM_TIMEOUT) == Outcome.LOST
+    transitions.complete(job)
+    assert transitions.fail(job, ErrorCode.LLM_TIMEOUT) == Outcome.LOST
     job.refresh_from_db()
     assert job.status == JobStatus.COMPLETED
 
@@ -246,41 +245,46 @@ def test_release_keeps_the_attempt(django_capture_on_commit_callbacks):
     StudyQuestionJobFactory()
     job = claim_one()
     with django_capture_on_commit_callbacks(execute=True):
-        outcome = queue.release(job, delay=30, code=ErrorCode.LLM_UNAVAILABLE, message="refused")
+        outcome = transitions.release(
+            job, delay=30, code=ErrorCode.LLM_UNAVAILABLE, message="refused"
+        )
         assert outcome == Outcome.RELEASED
     assert job.attempts == 0
     job.refresh_from_db()
     assert (job.status, job.attempts, job.error_code) == ("pending", 0, "llm_unavailable")
     assert job.run_after > timezone.now() + timedelta(seconds=25)
-    assert queue.release(job) == Outcome.LOST, "releasing a job no longer ours is refused"
+    assert transitions.release(job) == Outcome.LOST, "releasing a job no longer ours is refused"
 
 
 def test_skip_claimed():
     StudyQuestionJobFactory(kind=JobKind.SESSION_SUMMARY)
     job = claim_one()
-    assert queue.skip_claimed(job, ErrorCode.UNSUPPORTED_KIND, "not implemented") == Outcome.SKIPPED
+    assert (
+        transitions.skip_claimed(job, ErrorCode.UNSUPPORTED_KIND, "not implemented")
+        == Outcome.SKIPPED
+    )
     job.refresh_from_db()
     assert (job.status, job.error_code) == ("skipped", "unsupported_kind")
     assert job.completed_at is not None
-    assert queue.skip_claimed(job, ErrorCode.UNSUPPORTED_KIND) == Outcome.LOST
+    assert transitions.skip_claimed(job, ErrorCode.UNSUPPORTED_KIND) == Outcome.LOST
 
 
 def test_fencing_after_stale_reset_and_reclaim():
     StudyQuestionJobFactory()
     job_a = claim_one("A")
     make_stale(job_a)
-    assert queue.reset_stale() == queue.StaleResult(reset=1, failed=0)
+    assert transitions.reset_stale() == transitions.StaleResult(reset=1, failed=0)
     job_b = claim_one("B")
     assert job_b.pk == job_a.pk and job_b.claim_token != job_a.claim_token
-    assert queue.complete(job_a, llm_ms=1) == Outcome.LOST
-    assert not queue.heartbeat(job_a)
-    assert queue.fail(job_a, ErrorCode.INTERNAL) == Outcome.LOST
-    assert queue.release(job_a) == Outcome.LOST
-    assert queue.skip_claimed(job_a, ErrorCode.UNKNOWN_KIND) == Outcome.LOST
-    assert queue.retry_for_quality(job_a, reason="flagged") == Outcome.LOST
+    assert transitions.complete(job_a, llm_ms=1) == Outcome.LOST
+    assert not transitions.heartbeat(job_a)
+    assert transitions.fail(job_a, ErrorCode.INTERNAL) == Outcome.LOST
+    assert transitions.release(job_a) == Outcome.LOST
+    assert transitions.skip_claimed(job_a, ErrorCode.UNKNOWN_KIND) == Outcome.LOST
+    assert transitions.retry_for_quality(job_a, reason="flagged") == Outcome.LOST
     row = StudyQuestionJob.objects.get(pk=job_a.pk)
     assert (row.status, row.worker_id, row.claim_token) == ("processing", "B", job_b.claim_token)
-    assert queue.complete(job_b, llm_ms=2) == Outcome.COMPLETED
+    assert transitions.complete(job_b, llm_ms=2) == Outcome.COMPLETED
     row.refresh_from_db()
     assert (row.status, row.llm_ms, row.attempts) == ("completed", 2, 2)
 
@@ -338,14 +342,14 @@ def test_refusals_name_each_refused_job_and_the_active_one_bounded():
 def test_operator_skip_pending_and_processing_fences_the_worker():
     pending = StudyQuestionJobFactory()
     StudyQuestionJobFactory()
-    running = queue.claim(worker_id="w", limit=1)[0]
+    running = transitions.claim(worker_id="w", limit=1)[0]
     assert running.pk == pending.pk
     other = StudyQuestionJob.objects.exclude(pk=running.pk).get()
     done = StudyQuestionJobFactory(status="completed")
     result = skip([running.pk, other.pk, done.pk, 31337])
     assert result.skipped == sorted([running.pk, other.pk])
     assert result.wrong_state == sorted([done.pk, 31337])
-    assert queue.complete(running) == Outcome.LOST, "the worker's late write must be refused"
+    assert transitions.complete(running) == Outcome.LOST, "the worker's late write must be refused"
     running.refresh_from_db()
     assert (running.status, running.error_code) == ("skipped", "operator_skipped")
 
@@ -353,13 +357,13 @@ def test_operator_skip_pending_and_processing_fences_the_worker():
 def test_reset_stale_resets_dead_jobs_and_fails_exhausted_ones():
     for _ in range(3):
         StudyQuestionJobFactory()
-    dead, exhausted_job, live = queue.claim(worker_id="w", limit=3)
+    dead, exhausted_job, live = transitions.claim(worker_id="w", limit=3)
     StudyQuestionJob.objects.filter(pk=exhausted_job.pk).update(attempts=3)
     make_stale(dead)
     make_stale(exhausted_job)
-    assert queue.reset_stale(dry_run=True) == queue.StaleResult(reset=1, failed=1)
+    assert transitions.reset_stale(dry_run=True) == transitions.StaleResult(reset=1, failed=1)
     assert StudyQuestionJob.objects.filter(status="processing").count() == 3
-    assert queue.reset_stale() == queue.StaleResult(reset=1, failed=1)
+    assert transitions.reset_stale() == transitions.StaleResult(reset=1, failed=1)
     dead.refresh_from_db()
     exhausted_job.refresh_from_db()
     live.refresh_from_db()
@@ -367,15 +371,15 @@ def test_reset_stale_resets_dead_jobs_and_fails_exhausted_ones():
     assert dead.attempts == 1, "the stale attempt stays counted"
     assert (exhausted_job.status, exhausted_job.error_code) == ("failed", "stale")
     assert live.status == "processing"
-    assert queue.reset_stale() == queue.StaleResult(reset=0, failed=0)
+    assert transitions.reset_stale() == transitions.StaleResult(reset=0, failed=0)
 
 
 def test_reset_stale_threshold_is_configurable():
     StudyQuestionJobFactory()
     job = claim_one()
     make_stale(job, minutes=5)
-    assert queue.reset_stale().reset == 0  # default 10 minutes
-    assert queue.reset_stale(older_than=timedelta(minutes=4)).reset == 1
+    assert transitions.reset_stale().reset == 0  # default 10 minutes
+    assert transitions.reset_stale(older_than=timedelta(minutes=4)).reset == 1
 
 
 def test_a_job_that_keeps_going_stale_ends_failed():
@@ -384,10 +388,10 @@ def test_a_job_that_keeps_going_stale_ends_failed():
         job = claim_one()
         assert job.attempts == attempt
         make_stale(job)
-        queue.reset_stale()
+        transitions.reset_stale()
     job.refresh_from_db()
     assert (job.status, job.error_code) == ("failed", "stale")
-    assert queue.claim(worker_id="w") == []
+    assert transitions.claim(worker_id="w") == []
 
 
 # --------------------------------------------------------------------------- misc
@@ -402,9 +406,9 @@ def test_claim_takes_exactly_the_ready_jobs():
     StudyQuestionJobFactory(attempts=3, max_attempts=3)  # out of attempts
     for status in ("processing", "completed", "failed", "skipped"):
         StudyQuestionJobFactory(status=status)
-    expected = {job.pk for job in queue.ready()}
+    expected = {job.pk for job in transitions.ready()}
     assert expected == {job.pk for job in ready}
-    claimed = queue.claim(worker_id="w", limit=100)
+    claimed = transitions.claim(worker_id="w", limit=100)
     assert {job.pk for job in claimed} == expected
     assert [job.attempts for job in claimed] == [1, 3]
     assert all(job.status == "processing" and job.claim_token for job in claimed)
@@ -416,7 +420,7 @@ def test_transitions_log_key_value_lines(caplog, django_capture_on_commit_callba
     job = enqueue(question).job
     claimed = claim_one("wk")
     with django_capture_on_commit_callbacks(execute=True):
-        queue.fail(claimed, ErrorCode.LLM_REJECTED, "no")
+        transitions.fail(claimed, ErrorCode.LLM_REJECTED, "no")
     lines = [r.getMessage() for r in caplog.records if r.name == "studyqueue.queue"]
     assert lines[0] == (
         f"study_job_enqueued id={job.pk} question={question.pk} kind=explanation "
@@ -438,11 +442,11 @@ def test_a_write_rolled_back_leaves_the_claim_usable_and_logs_nothing(caplog):
     job = claim_one()
     token = job.claim_token
     with pytest.raises(RuntimeError), transaction.atomic():
-        assert queue.complete(job, llm_ms=1) == Outcome.COMPLETED
+        assert transitions.complete(job, llm_ms=1) == Outcome.COMPLETED
         raise RuntimeError("connection lost before COMMIT")
     assert (job.status, job.claim_token) == ("processing", token)
     assert not any("study_job_completed" in r.getMessage() for r in caplog.records)
-    assert queue.fail(job, ErrorCode.INTERNAL, "commit failed") == Outcome.RETRYING
+    assert transitions.fail(job, ErrorCode.INTERNAL, "commit failed") == Outcome.RETRYING
     job.refresh_from_db()
     assert (job.status, job.error_code) == ("pending", "internal")
 
@@ -466,16 +470,16 @@ def test_a_migration_between_claims_does_not_break_the_next_claim():
     for _ in range(10):
         enqueue(StudyQuestionFactory())
     for _ in range(6):
-        (job,) = queue.claim(worker_id="w", limit=1, prepared=True)
-        assert queue.complete(job) == Outcome.COMPLETED
+        (job,) = transitions.claim(worker_id="w", limit=1, prepared=True)
+        assert transitions.complete(job) == Outcome.COMPLETED
     (claim,) = prepared()  # six claims, one PREPARE
     assert claim.startswith("PREPARE studyqueue_") and "FOR UPDATE SKIP LOCKED" in claim
     table = StudyQuestionJob._meta.db_table
     with psycopg.connect(**psycopg_kwargs(connection.settings_dict), autocommit=True) as other:
         other.execute(f"ALTER TABLE {table} ALTER COLUMN worker_id TYPE varchar(250)")
         try:
-            (job,) = queue.claim(worker_id="w", limit=1, prepared=True)
-            assert queue.complete(job) == Outcome.COMPLETED
+            (job,) = transitions.claim(worker_id="w", limit=1, prepared=True)
+            assert transitions.complete(job) == Outcome.COMPLETED
         finally:
             other.execute(f"ALTER TABLE {table} ALTER COLUMN worker_id TYPE varchar(200)")
             connection.close()
@@ -489,12 +493,12 @@ def test_a_paused_kind_is_not_claimed_and_ready_agrees():
     summary = StudyQuestionJobFactory(kind=JobKind.SESSION_SUMMARY)
     row, created = pauses.pause(JobKind.EXPLANATION, reason="GPU busy", by="ops")
     assert created and (row.reason, row.paused_by) == ("GPU busy", "ops")
-    assert queue.ready() == [summary]
-    assert [j.pk for j in queue.claim(worker_id="w", limit=10)] == [summary.pk]
-    assert queue.next_due_in() is None, "a paused kind is not due: no busy cycling"
+    assert transitions.ready() == [summary]
+    assert [j.pk for j in transitions.claim(worker_id="w", limit=10)] == [summary.pk]
+    assert transitions.next_due_in() is None, "a paused kind is not due: no busy cycling"
     assert enqueue(StudyQuestionFactory()).created, "enqueueing still works"
     assert resume(JobKind.EXPLANATION)
-    assert {j.pk for j in queue.claim(worker_id="w", limit=10)} >= {explanation.pk}
+    assert {j.pk for j in transitions.claim(worker_id="w", limit=10)} >= {explanation.pk}
 
 
 def test_pausing_everything_stops_every_kind_and_pause_is_idempotent():
@@ -504,11 +508,11 @@ def test_pausing_everything_stops_every_kind_and_pause_is_idempotent():
     again, created_again = pauses.pause(reason="other", by="b")
     assert created and not created_again and again.pk == first.pk
     assert again.reason == "maintenance", "the first pause is kept"
-    assert queue.claim(worker_id="w", limit=10) == []
+    assert transitions.claim(worker_id="w", limit=10) == []
     assert paused_kinds() == [""]
     assert not resume(JobKind.EXPLANATION), "only the pause of every kind exists"
     assert resume()
-    assert len(queue.claim(worker_id="w", limit=10)) == 2
+    assert len(transitions.claim(worker_id="w", limit=10)) == 2
 
 
 def test_pausing_an_unknown_kind_is_refused():

@@ -12,8 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from studyqueue.models import ErrorCode, JobAttempt, StudyQuestionJob
-from studyqueue.queue import operations
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import operations, transitions
 from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.operations import prune_finished, retry_ended
 from studyqueue.queue.transitions import Outcome
@@ -31,7 +30,7 @@ def history(job: StudyQuestionJob) -> list[tuple]:
 
 
 def claim(worker: str = "w1", limit: int = 1) -> list[StudyQuestionJob]:
-    return queue.claim(worker_id=worker, limit=limit)
+    return transitions.claim(worker_id=worker, limit=limit)
 
 
 def make_stale(job: StudyQuestionJob) -> None:
@@ -80,7 +79,7 @@ def test_a_batch_claim_opens_one_attempt_per_job_numbered_after_the_last():
     assert [(a.job_id, a.number, a.worker_id) for a in opened] == [(j.pk, 1, "w1") for j in jobs]
     assert all(a.started_at == j.started_at for a, j in zip(opened, claimed, strict=True))
     # Failed for good, retried by an operator (attempts reset): the log goes on counting.
-    assert queue.fail(claimed[0], ErrorCode.LLM_REJECTED, "no") == Outcome.FAILED
+    assert transitions.fail(claimed[0], ErrorCode.LLM_REJECTED, "no") == Outcome.FAILED
     assert retry_ended([jobs[0].pk]).retried == [jobs[0].pk]
     (again,) = claim("w2")
     assert again.pk == jobs[0].pk and again.attempts == 1
@@ -92,7 +91,7 @@ def test_a_batch_claim_opens_one_attempt_per_job_numbered_after_the_last():
 
 def test_claim_one_opens_an_attempt_too():
     job = enqueue(StudyQuestionFactory()).job
-    assert queue.claim_job(job.pk, worker_id="operator") is not None
+    assert transitions.claim_job(job.pk, worker_id="operator") is not None
     assert history(job) == [(1, "", "", "operator")]
 
 
@@ -103,10 +102,13 @@ def test_each_transition_closes_the_attempt_with_its_outcome():
         question_id=a.study_question_id, prompt_tokens=100, completion_tokens=20,
         first_token_ms=35,
     )  # fmt: skip
-    assert queue.complete(a, revision=revision, llm_ms=900) == Outcome.COMPLETED
-    assert queue.release(b, code=ErrorCode.LLM_UNAVAILABLE, message="refused") == Outcome.RELEASED
-    assert queue.skip_claimed(c, ErrorCode.UNSUPPORTED_KIND, "reserved") == Outcome.SKIPPED
-    assert queue.retry_for_quality(d, reason="flagged", revision=revision) == Outcome.RETRYING
+    assert transitions.complete(a, revision=revision, llm_ms=900) == Outcome.COMPLETED
+    assert (
+        transitions.release(b, code=ErrorCode.LLM_UNAVAILABLE, message="refused")
+        == Outcome.RELEASED
+    )
+    assert transitions.skip_claimed(c, ErrorCode.UNSUPPORTED_KIND, "reserved") == Outcome.SKIPPED
+    assert transitions.retry_for_quality(d, reason="flagged", revision=revision) == Outcome.RETRYING
     assert operations.skip([e.pk]).skipped == [e.pk]  # an operator, while it runs
     rows = {row.job_id: row for row in JobAttempt.objects.all()}
     assert [
@@ -126,10 +128,10 @@ def test_each_transition_closes_the_attempt_with_its_outcome():
 def test_the_error_message_is_capped_like_the_jobs():
     enqueue(StudyQuestionFactory())
     (job,) = claim()
-    queue.fail(job, ErrorCode.LLM_SERVER_ERROR, "x" * 10_000)
+    transitions.fail(job, ErrorCode.LLM_SERVER_ERROR, "x" * 10_000)
     (attempt,) = JobAttempt.objects.all()
     job.refresh_from_db()
-    assert len(attempt.error_message) == queue.MAX_ERROR_MESSAGE
+    assert len(attempt.error_message) == transitions.MAX_ERROR_MESSAGE
     assert attempt.error_message == job.error_message
 
 
@@ -140,7 +142,7 @@ def test_a_stale_reset_closes_the_attempt_as_stale():
     claim(limit=2)
     make_stale(reset)
     make_stale(exhausted)
-    result = queue.reset_stale()
+    result = transitions.reset_stale()
     assert (result.reset_ids, result.failed_ids) == ([reset.pk], [exhausted.pk])
     for job in (reset, exhausted):
         (attempt,) = attempts_of(job.pk)
@@ -153,13 +155,13 @@ def test_a_fenced_out_late_write_does_not_close_someone_elses_attempt():
     job = enqueue(StudyQuestionFactory()).job
     (old,) = claim("w1")
     make_stale(old)
-    queue.reset_stale()
+    transitions.reset_stale()
     (new,) = claim("w2")
     # The first worker wakes up and reports: its claim is gone, nothing is written.
-    assert queue.complete(old, llm_ms=5) == Outcome.LOST
-    assert queue.fail(old, ErrorCode.LLM_TIMEOUT, "late") == Outcome.LOST
+    assert transitions.complete(old, llm_ms=5) == Outcome.LOST
+    assert transitions.fail(old, ErrorCode.LLM_TIMEOUT, "late") == Outcome.LOST
     assert history(job) == [(1, "stale", ErrorCode.STALE, "w1"), (2, "", "", "w2")]
-    assert queue.complete(new, llm_ms=5) == Outcome.COMPLETED
+    assert transitions.complete(new, llm_ms=5) == Outcome.COMPLETED
     assert history(job) == [(1, "stale", ErrorCode.STALE, "w1"), (2, "completed", "", "w2")]
 
 
@@ -167,10 +169,10 @@ def test_a_rolled_back_transition_leaves_the_attempt_open():
     job = enqueue(StudyQuestionFactory()).job
     (claimed,) = claim()
     with pytest.raises(RuntimeError), transaction.atomic():
-        assert queue.complete(claimed, llm_ms=1) == Outcome.COMPLETED
+        assert transitions.complete(claimed, llm_ms=1) == Outcome.COMPLETED
         raise RuntimeError("connection lost before COMMIT")
     assert history(job) == [(1, "", "", "w1")]
-    assert queue.fail(claimed, ErrorCode.INTERNAL, "commit failed") == Outcome.RETRYING
+    assert transitions.fail(claimed, ErrorCode.INTERNAL, "commit failed") == Outcome.RETRYING
     assert history(job) == [(1, "retrying", ErrorCode.INTERNAL, "w1")]
 
 
@@ -187,7 +189,7 @@ def test_a_stray_open_attempt_never_blocks_a_claim():
 def test_pruning_the_job_prunes_its_attempts():
     old, kept = (enqueue(StudyQuestionFactory()).job for _ in range(2))
     for job in claim(limit=2):
-        queue.complete(job, llm_ms=1)
+        transitions.complete(job, llm_ms=1)
     StudyQuestionJob.objects.filter(pk=old.pk).update(
         completed_at=timezone.now() - timedelta(days=40)
     )
@@ -203,7 +205,7 @@ def test_the_stale_scan_stays_set_based(stale_jobs):
     for job in claim(limit=stale_jobs):
         make_stale(job)
     with CaptureQueriesContext(connection) as captured:
-        queue.reset_stale()
+        transitions.reset_stale()
     writes = [
         q["sql"].split()[1] for q in captured.captured_queries if q["sql"].startswith("UPDATE")
     ]

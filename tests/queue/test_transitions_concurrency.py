@@ -12,7 +12,7 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from studyqueue.models import JobStatus, StudyQuestion, StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import EnqueueResult, enqueue, enqueue_many
 from tests.factories import StudyQuestionFactory
 
@@ -108,12 +108,12 @@ def test_old_worker_on_another_connection_is_fenced_out():
 
     def worker_a() -> None:
         try:
-            (job,) = queue.claim(worker_id="A", limit=1)
+            (job,) = transitions.claim(worker_id="A", limit=1)
             outcome["a_job"] = job
             claimed_by_a.set()
             assert b_has_it.wait(timeout=30)
-            outcome["a_heartbeat"] = queue.heartbeat(job)
-            outcome["a_complete"] = queue.complete(job, llm_ms=1)
+            outcome["a_heartbeat"] = transitions.heartbeat(job)
+            outcome["a_complete"] = transitions.complete(job, llm_ms=1)
         finally:
             connections.close_all()
 
@@ -124,14 +124,14 @@ def test_old_worker_on_another_connection_is_fenced_out():
     StudyQuestionJob.objects.filter(pk=job_a.pk).update(
         heartbeat_at=timezone.now() - timezone.timedelta(hours=1)
     )
-    assert queue.reset_stale().reset == 1
-    (job_b,) = queue.claim(worker_id="B", limit=1)
+    assert transitions.reset_stale().reset == 1
+    (job_b,) = transitions.claim(worker_id="B", limit=1)
     b_has_it.set()
     thread.join(timeout=30)
-    assert outcome["a_heartbeat"] is False and outcome["a_complete"] == queue.Outcome.LOST
+    assert outcome["a_heartbeat"] is False and outcome["a_complete"] == transitions.Outcome.LOST
     row = StudyQuestionJob.objects.get()
     assert (row.status, row.worker_id) == ("processing", "B")
-    assert queue.complete(job_b, llm_ms=2) == queue.Outcome.COMPLETED
+    assert transitions.complete(job_b, llm_ms=2) == transitions.Outcome.COMPLETED
     row.refresh_from_db()
     assert (row.status, row.llm_ms, row.attempts) == ("completed", 2, 2)
     assert connection.vendor in {"postgresql", "sqlite"}

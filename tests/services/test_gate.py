@@ -15,7 +15,7 @@ from django.db import connection, connections
 from django.db.models.functions import Now
 
 from studyqueue.models import ErrorCode, GateLease
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue
 from studyqueue.services import gate as gate_module
 from studyqueue.services.endpoints import Endpoint, endpoint_name
@@ -80,7 +80,7 @@ def test_a_server_restart_under_eight_calls_is_one_failure_and_one_warning(
     paused = [r for r in caplog.records if r.getMessage().startswith("study_llm_paused ")]
     assert len(paused) == 1, [r.getMessage() for r in paused]
     assert "failures=1 pause_s=2.0" in paused[0].getMessage()
-    assert not queue.StudyQuestionJob.objects.exclude(status="pending").exists()
+    assert not transitions.StudyQuestionJob.objects.exclude(status="pending").exists()
 
 
 def test_an_outage_is_logged_at_its_start_when_its_error_changes_and_once_a_minute(

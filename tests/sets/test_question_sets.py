@@ -25,7 +25,7 @@ from studyqueue.models import (
     StudyQuestionJob,
     StudyQuestionSet,
 )
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue, enqueue_many
 from studyqueue.queue.pauses import pause, resume
 from studyqueue.sets import eta, question_sets
@@ -280,7 +280,7 @@ def test_a_set_is_done_once_its_checks_ended_and_a_held_question_waits_for_its_r
 
 
 def _claimed_in_order(n: int) -> list[str]:
-    jobs = [queue.claim(worker_id="w", limit=1) for _ in range(n)]
+    jobs = [transitions.claim(worker_id="w", limit=1) for _ in range(n)]
     return [StudyQuestion.objects.get(pk=job.study_question_id).text for [job] in jobs]
 
 

@@ -17,7 +17,7 @@ from studyqueue.consumer.consumer import Consumer
 from studyqueue.explanations.prompts import current_version
 from studyqueue.explanations.revisions import Written
 from studyqueue.models import ErrorCode, ExplanationRevision, StudyQuestion, StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue as enqueue_job
 from studyqueue.queue.retry import MAX_FREE_RELEASES
 from studyqueue.queue.transitions import Outcome
@@ -65,7 +65,7 @@ def run(consumer: Consumer, job: StudyQuestionJob) -> Outcome:
 
 
 def claimed_one() -> StudyQuestionJob:
-    (job,) = queue.claim(worker_id="test", limit=1)
+    (job,) = transitions.claim(worker_id="test", limit=1)
     return job
 
 
@@ -230,12 +230,12 @@ def test_a_reply_whose_claim_was_lost_leaves_no_revision_and_no_pointer():
     """The revision is written before the fenced completion: a lost claim rolls both back."""
     question = StudyQuestionFactory(text="What is 2 + 2?")
     enqueue_job(question)
-    (old,) = queue.claim(worker_id="old")
+    (old,) = transitions.claim(worker_id="old")
     StudyQuestionJob.objects.filter(pk=old.pk).update(
         heartbeat_at=timezone.now() - timezone.timedelta(hours=1)
     )
-    assert queue.reset_stale().reset == 1
-    (new,) = queue.claim(worker_id="new")
+    assert transitions.reset_stale().reset == 1
+    (new,) = transitions.claim(worker_id="new")
     reply = LLMReply(
         content=FIRST, model="m", finish_reason="stop", prompt_tokens=1, completion_tokens=2,
         elapsed_ms=30,

@@ -22,7 +22,7 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
 )
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.pauses import pause
 from tests.factories import StudyQuestionFactory
@@ -161,8 +161,8 @@ def test_a_held_dispute_spends_no_call_until_a_reviewer_decides(llm_server, sett
     assert q.key_audit == KeyAudit.DISPUTED and q.explanation == ""
     job = StudyQuestionJob.objects.get(study_question=q, kind="explanation")
     assert (job.status, job.attempts) == ("pending", 0)
-    assert not queue.has_ready()
-    assert queue.claim(worker_id="w", limit=10) == []
+    assert not transitions.has_ready()
+    assert transitions.claim(worker_id="w", limit=10) == []
     agreed.refresh_from_db()
     assert agreed.explanation  # only the dispute waits
     calls = len(llm_server.bodies)
@@ -255,9 +255,9 @@ def test_claim_takes_exactly_the_ready_jobs_with_audits(settings):
     both = {f"key_audit:{waiting.pk}", f"explanation:{free.pk}"}
     for holds, expected in ((True, both), (False, both | {f"explanation:{disputed.pk}"})):
         settings.STUDYQUEUE = {"KEY_AUDIT_HOLDS": holds}
-        ready = queue.ready()
+        ready = transitions.ready()
         assert {f"{job.kind}:{job.study_question_id}" for job in ready} == expected
-        claimed = queue.claim(worker_id="w", limit=100)
+        claimed = transitions.claim(worker_id="w", limit=100)
         assert {f"{job.kind}:{job.study_question_id}" for job in claimed} == expected
         StudyQuestionJob.objects.filter(pk__in=[job.pk for job in claimed]).update(
             status="pending", attempts=0, claim_token=None

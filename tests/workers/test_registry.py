@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from studyqueue.models import ErrorCode, StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.operations import skip
 from studyqueue.queue.retry import MAX_FREE_RELEASES
@@ -64,7 +64,7 @@ def test_a_failed_call_becomes_the_transition_the_policy_names(
     consumer = make_consumer()
     job = enqueue(StudyQuestionFactory()).job
     StudyQuestionJob.objects.filter(pk=job.pk).update(free_releases=free_releases)
-    (claimed,) = queue.claim(worker_id="test", limit=1)
+    (claimed,) = transitions.claim(worker_id="test", limit=1)
     error = LLMError(code, "boom", affects_all=affects_all, reached_server=reached_server)
 
     assert failed_and_written(consumer, claimed, error) == outcome
@@ -80,7 +80,7 @@ def test_a_failed_call_becomes_the_transition_the_policy_names(
 def test_a_job_that_is_no_longer_ours_is_lost_and_nothing_is_written(llm_server, make_consumer):
     consumer = make_consumer()
     job = enqueue(StudyQuestionFactory()).job
-    (claimed,) = queue.claim(worker_id="test", limit=1)
+    (claimed,) = transitions.claim(worker_id="test", limit=1)
     skip([job.pk])  # an operator takes it
     error = LLMError(ErrorCode.LLM_UNAVAILABLE, "down", reached_server=False)
     assert failed_and_written(consumer, claimed, error) == Outcome.LOST

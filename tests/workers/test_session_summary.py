@@ -19,7 +19,7 @@ from studyqueue.models import (
     StudyQuestionJob,
     StudySession,
 )
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.sessions import recording, summaries
 from tests.factories import StudyQuestionFactory
 
@@ -171,19 +171,19 @@ def test_the_claim_waits_as_ready_says(db):
     session = _record("kim", [("q-1", 1)])
     summaries.queue_summaries([session])
     summary = StudyQuestionJob.objects.get(kind=JobKind.SESSION_SUMMARY)
-    ready = {job.pk for job in queue.ready()}
+    ready = {job.pk for job in transitions.ready()}
     assert summary.pk not in ready
-    claimed = queue.claim(worker_id="w", limit=10)
+    claimed = transitions.claim(worker_id="w", limit=10)
     assert {job.pk for job in claimed} == ready
     assert {job.kind for job in claimed} <= {"explanation", "key_audit"}
     for job in claimed:
-        queue.complete(job)
+        transitions.complete(job)
     while True:  # the explanation after its key audit
-        more = queue.claim(worker_id="w", limit=10)
+        more = transitions.claim(worker_id="w", limit=10)
         if not more or summary.pk in {job.pk for job in more}:
             break
         for job in more:
-            queue.complete(job)
+            transitions.complete(job)
     assert summary.pk in {job.pk for job in more}
 
 

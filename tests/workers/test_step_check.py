@@ -18,7 +18,7 @@ from django.core.management import call_command
 from studyqueue.consumer.consumer import Consumer
 from studyqueue.explanations import edits, step_check
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.pauses import pause, resume
 from studyqueue.queue.transitions import Outcome
@@ -182,7 +182,7 @@ def test_a_question_edited_during_the_check_keeps_nothing(server, make_consumer)
     drain()  # the explanation is written; its step check waits
     resume("step_check")
     consumer: Consumer = make_consumer()
-    (job,) = queue.claim(worker_id=consumer.worker_id, limit=1)
+    (job,) = transitions.claim(worker_id=consumer.worker_id, limit=1)
     result = asyncio.run(step_worker.run(job, consumer.ctx))  # the model names sentence 2
     assert isinstance(result, step_check.StepChecked) and result.step == 2
     q.refresh_from_db()

@@ -23,7 +23,7 @@ from studyqueue.models import (
     StudyQuestionJob,
     revision_to_verify,
 )
-from studyqueue.queue import transitions as queue
+from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.pauses import pause, resume
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
@@ -126,15 +126,15 @@ def test_the_claim_takes_a_check_only_when_no_explanation_is_ready():
     checked, written = question(), question(text="Another")
     verification = enqueue(checked, "verification").job
     explanation = enqueue(written).job
-    (first,) = queue.claim(worker_id="w", limit=1)
+    (first,) = transitions.claim(worker_id="w", limit=1)
     assert first.pk == explanation.pk  # queued later, claimed first
-    queue.release(first, message="handed back")
-    both = queue.claim(worker_id="w", limit=10)
+    transitions.release(first, message="handed back")
+    both = transitions.claim(worker_id="w", limit=10)
     assert [job.pk for job in both] == [explanation.pk, verification.pk]
     StudyQuestionJob.objects.update(status="pending", claim_token=None)
     QueuePause.objects.create(kind="explanation")
     # A paused explanation is not ready: the check runs.
-    assert [job.pk for job in queue.claim(worker_id="w", limit=1)] == [verification.pk]
+    assert [job.pk for job in transitions.claim(worker_id="w", limit=1)] == [verification.pk]
 
 
 def test_no_check_without_choices_or_key_or_with_verify_off(server, settings):

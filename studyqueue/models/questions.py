@@ -459,8 +459,6 @@ class ExplanationRevision(WrittenText):
         verbose_name=_("step check's reply"), max_length=200, blank=True, default="", db_default=""
     )
 
-    objects = StudyQueueManager()
-
     class Meta:
         base_manager_name = "objects"
         ordering = ["-id"]

@@ -54,6 +54,16 @@ def _chart_rows(stats: DashboardStats) -> dict[str, Any]:
         }
         for status in JobStatus.values
     ]
+    for phase, label in (("wait", gettext("waited once due")), ("run", gettext("ran"))):
+        cells = [stats.durations.get(kind, {}).get(phase) for kind in kinds]
+        table.append(
+            {
+                "status": phase,
+                "badge": label,
+                "window": gettext("1 h, median / 95 %"),
+                "counts": [f"{c[0]:.1f} / {c[1]:.1f} s" if c else "-" for c in cells],
+            }
+        )
     return {
         "kinds": kinds,
         "charts": hourly_charts(stats),

@@ -28,6 +28,7 @@ class QueueCollector(Collector):
         yield self._waiting()
         yield self._oldest(now)
         yield self._llm_durations(now)
+        yield self._durations(now)
         yield from self._tokens(now)
         yield from self._consumers(now)
         yield self._paused()
@@ -68,6 +69,19 @@ class QueueCollector(Collector):
             "studyqueue_oldest_pending_age_seconds", "Age of the oldest pending job (0: none)."
         )
         family.add_metric([], (now - oldest).total_seconds() if oldest else 0.0)
+        return family
+
+    def _durations(self, now: datetime) -> Metric:
+        family = GaugeMetricFamily(
+            "studyqueue_job_seconds",
+            "Jobs that ended in the last hour: seconds waited once due (phase wait) and run"
+            " (phase run), by kind, at the quantiles 0.5 and 0.95.",
+            labels=["kind", "phase", "quantile"],
+        )
+        for kind, phases in stats.durations(now).items():
+            for phase, (p50, p95) in phases.items():
+                family.add_metric([kind, phase, "0.5"], p50)
+                family.add_metric([kind, phase, "0.95"], p95)
         return family
 
     def _llm_durations(self, now: datetime) -> Metric:

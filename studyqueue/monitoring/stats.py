@@ -5,6 +5,7 @@ is PostgreSQL's planner estimate (an exact count on SQLite)."""
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -119,6 +120,8 @@ class DashboardStats:
     running_by_worker: dict[str, int] = field(default_factory=dict)  # processing jobs
     completed_by_worker: dict[str, int] = field(default_factory=dict)  # completed in WINDOW
     notices: NoticeFailures | None = None  # the set notices' deliveries failing now
+    # Per kind, the last hour's jobs: seconds waited once due and run, (median, 95th).
+    durations: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
 
     @property
     def live_consumers(self) -> list[ConsumerState]:
@@ -317,6 +320,26 @@ def llm_calls(now: datetime, bounds_seconds: tuple[float, ...]) -> LLMCalls:
         count=counts["total"],
         total_ms=counts["ms"] or 0,
     )
+
+
+def durations(now: datetime) -> dict[str, dict[str, tuple[float, float]]]:
+    """Per kind, for the jobs that ended in the last hour: the seconds each waited once due
+    (``wait``: from its ``run_after`` to its last claim) and ran (``run``: from that claim to
+    its end), as (median, 95th percentile)."""
+    ended = jobs().filter(completed_at__gte=now - timedelta(hours=1), started_at__isnull=False)
+    seen: dict[str, dict[str, list[float]]] = {}
+    fields = ("kind", "run_after", "started_at", "completed_at")
+    for kind, due, started, end in ended.values_list(*fields).iterator():
+        phases = seen.setdefault(kind, {"wait": [], "run": []})
+        phases["wait"].append(max(0.0, (started - due).total_seconds()))
+        phases["run"].append(max(0.0, (end - started).total_seconds()))
+    return {kind: {k: _p50_p95(v) for k, v in phases.items()} for kind, phases in seen.items()}
+
+
+def _p50_p95(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return values[0], values[0]
+    return statistics.median(values), statistics.quantiles(values, n=20, method="inclusive")[18]
 
 
 def tokens(now: datetime) -> TokenTotals:
@@ -527,4 +550,5 @@ def collect(now: datetime | None = None) -> DashboardStats:
         running_by_worker=running,
         completed_by_worker=completed,
         notices=notice_failures(now),
+        durations=durations(now),
     )

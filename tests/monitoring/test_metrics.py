@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
 from studyqueue.queue.pauses import pause
 from tests.factories import ExplanationRevisionFactory, StudyQuestionJobFactory
+from tests.helpers.admin import DASHBOARD_URL
 from tests.helpers.metrics import samples
 
 pytestmark = pytest.mark.django_db
@@ -53,3 +56,33 @@ def test_metrics_need_a_token_or_a_staff_login(client, settings):
     User.objects.create_user("plain", password="pw")
     client.login(username="plain", password="pw")
     assert client.get(URL).status_code == 401, "a login that is not staff is not enough"
+
+
+def test_wait_and_run_times_per_kind_are_the_last_hours_median_and_95th(admin_client):
+    now = timezone.now()
+    for n in range(1, 21):  # waited n s once due, ran 2n s; ended within the hour
+        due = now - timedelta(minutes=30)
+        started = due + timedelta(seconds=n)
+        StudyQuestionJobFactory(
+            status="completed", run_after=due, started_at=started,
+            completed_at=started + timedelta(seconds=2 * n),
+        )  # fmt: skip
+    old = now - timedelta(hours=2)  # ended before the hour: not counted
+    StudyQuestionJobFactory(
+        status="completed", run_after=old, started_at=old + timedelta(seconds=999),
+        completed_at=old + timedelta(seconds=1999),
+    )  # fmt: skip
+    got = samples(admin_client.get(URL).content.decode())
+
+    def seconds(phase: str, quantile: str) -> float:
+        labels = (("kind", "explanation"), ("phase", phase), ("quantile", quantile))
+        return got[("studyqueue_job_seconds", labels)]
+
+    assert seconds("wait", "0.5") == pytest.approx(10.5)
+    assert seconds("wait", "0.95") == pytest.approx(19.05)
+    assert seconds("run", "0.5") == pytest.approx(21.0)
+    assert seconds("run", "0.95") == pytest.approx(38.1)
+    assert not any(name == "studyqueue_job_seconds" and ("kind", "verification") in labels
+                   for name, labels in got)  # fmt: skip
+    dashboard = admin_client.get(DASHBOARD_URL).content.decode()
+    assert "10.5 / 19.1 s" in dashboard and "21.0 / 38.1 s" in dashboard

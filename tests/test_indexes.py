@@ -69,6 +69,11 @@ def test_claim_and_stale_scan_use_partial_indexes():
             assert "Seq Scan on studyqueue_studyquestionjob" not in claim_plan
             assert "Seq Scan on studyqueue_studyquestion " not in claim_plan
         assert "run_after <= $" in prepared, "the prepared claim's plan is generic"
+    # "Is any job ready" (the poller asks every second) reads an index of the pending jobs.
+    ready_plan = _plan(sql.claimable_jobs(due=True, limit=1), params)
+    print(ready_plan)
+    assert "studyqueue_job_claim" in ready_plan or "studyqueue_job_status_id" in ready_plan
+    assert "studyqueue_studyquestionjob_pkey" not in ready_plan.splitlines()[1]
     stale_plan = StudyQuestionJob.objects.stale(timezone.now() - timedelta(minutes=10)).explain()
     print(stale_plan)
     assert "studyqueue_job_stale" in stale_plan

@@ -126,13 +126,13 @@ def claim_one(vendor: str) -> str:
     return opening_attempts(_CLAIM_ONE) if vendor == "postgresql" else _CLAIM_ONE
 
 
-def claimable_jobs(*, due: bool, order: str = "job.id", limit: int | None = None) -> str:
+def claimable_jobs(*, due: bool, order: str = "", limit: int | None = None) -> str:
     """The claimable jobs (parameter ``holds``); ``due``: only those due (parameter ``now``):
-    what a claim would take now."""
+    what a claim would take now, in ``order`` (none: any one will do)."""
     return (
         f"SELECT * FROM studyqueue_studyquestionjob AS job WHERE {claimable()}"
         + (" AND job.run_after <= %(now)s" if due else "")
-        + f" ORDER BY {order}"
+        + (f" ORDER BY {order}" if order else "")
         + (f" LIMIT {int(limit)}" if limit is not None else "")
     )
 

@@ -521,7 +521,7 @@ def next_due_in() -> float | None:
 
 def ready() -> list[StudyQuestionJob]:
     """The jobs a claim would take now (whatever its limit), by id."""
-    return _claimable(due=True)
+    return _claimable(due=True, order="job.id")
 
 
 def has_ready() -> bool:

@@ -47,8 +47,8 @@ class KindSpec:
     # SQL, a condition on ``job`` (the pending job's row; ``%(holds)s`` is KEY_AUDIT_HOLDS):
     # while it holds, the job is not claimed. The only form of the kind's wait.
     wait: str = ""
-    # Jobs are claimed by priority, then deadline and age: a higher number waits while any
-    # lower one is ready.
+    # Jobs are claimed by priority, then deadline, turn and age: a higher number waits while
+    # any lower one is ready.
     priority: int = 0
     delivery: bool = False  # no LLM call (a notice): runs beside the places kept for LLM jobs
 

@@ -504,7 +504,7 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-def _claimable(**kwargs: Any) -> list[StudyQuestionJob]:
+def _claimable_jobs(**kwargs: Any) -> list[StudyQuestionJob]:
     db = StudyQuestionJob.objects.all().db
     now = db_value(StudyQuestionJob, "run_after", timezone.now(), db)
     statement = sql.claimable_jobs(**kwargs)
@@ -513,7 +513,7 @@ def _claimable(**kwargs: Any) -> list[StudyQuestionJob]:
 
 def next_due_in() -> float | None:
     """Seconds until the earliest claimable job is due (0: one is ready); None if none."""
-    first = _claimable(due=False, order="job.run_after", limit=1)
+    first = _claimable_jobs(due=False, order="job.run_after", limit=1)
     if not first:
         return None
     return max(0.0, (first[0].run_after - timezone.now()).total_seconds())
@@ -521,9 +521,9 @@ def next_due_in() -> float | None:
 
 def ready() -> list[StudyQuestionJob]:
     """The jobs a claim would take now (whatever its limit), by id."""
-    return _claimable(due=True, order="job.id")
+    return _claimable_jobs(due=True, order="job.id")
 
 
 def has_ready() -> bool:
     """Whether a job is ready to claim now (what ``claim`` would take)."""
-    return bool(_claimable(due=True, limit=1))
+    return bool(_claimable_jobs(due=True, limit=1))

@@ -1,7 +1,7 @@
 """Session summaries against the real test LLM server: a summary waits for the explanations
 of the questions its learner missed and is written after them, checked, noticed; a disputed
 key is named under review; explanations that keep failing end it; the claim's wait agrees
-with ``JobQuerySet.ready``."""
+with ``transitions.ready``."""
 
 from __future__ import annotations
 

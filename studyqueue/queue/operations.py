@@ -193,6 +193,14 @@ def skip(job_ids: Iterable[int]) -> SkipResult:
     return result
 
 
+def withdraw(job_id: int) -> None:
+    """A pending job its creator takes back (``JobStore.kept``): skipped, keeping the error
+    or reason that sent it back."""
+    jobs = StudyQuestionJob.objects.filter(pk=job_id, status=JobStatus.PENDING)
+    if jobs.update(status=JobStatus.SKIPPED, completed_at=timezone.now()):
+        log_set("withdrawn", [job_id])
+
+
 def prune_finished(*, older_than: timedelta) -> int:
     """Delete finished (completed, failed, skipped) jobs that ended before ``older_than`` ago."""
     cutoff = timezone.now() - older_than

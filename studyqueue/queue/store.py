@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import ParamSpec, Protocol, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections, connections
+from django.db import close_old_connections, connections, transaction
 
 from studyqueue.models import (
     ExplanationRevision,
@@ -36,7 +36,7 @@ from studyqueue.models import (
     database,
     revision_to_verify,
 )
-from studyqueue.queue import pauses, pg, retry, transitions
+from studyqueue.queue import operations, pauses, pg, retry, transitions
 from studyqueue.queue.transitions import Outcome, StaleResult
 
 P = ParamSpec("P")
@@ -108,6 +108,9 @@ class JobStore:
         self._turns = threading.Lock() if sqlite else contextlib.nullcontext()
         # The claims' connection is one session of its own: the claim is planned once on it.
         self._prepared = pg.mode(self.alias) is pg.Mode.SESSION
+        # Jobs their caller created to run itself (``manage.py explain``): never handed to a
+        # consumer, which may write with other settings (``_kept``).
+        self.kept: set[int] = set()
 
     # The runners: each sync function runs on one connection. Handlers use the named
     # methods below; the consumer's bookkeeping and the gate use these.
@@ -146,12 +149,9 @@ class JobStore:
         return jobs
 
     async def reset_stale(self) -> StaleResult:
-        """Put jobs with no heartbeat for ``STALE_MINUTES`` back (``transitions.reset_stale``),
-        and at once those of a dead ``explain`` on this host (``reset_dead_explains``): how
-        many of both (the cycle counts them; their ids are in the jobs' log lines)."""
-        dead = await self.on_claims(transitions.reset_dead_explains)
-        stale = await self.on_claims(transitions.reset_stale)
-        return StaleResult(dead.reset + stale.reset, dead.failed + stale.failed)
+        """Put jobs with no heartbeat for ``STALE_MINUTES`` back (``transitions.reset_stale``):
+        how many (the cycle counts them; their ids are in the jobs' log lines)."""
+        return await self.on_claims(transitions.reset_stale)
 
     async def question(self, job: StudyQuestionJob) -> StudyQuestion | None:
         """The job's question as its handler reads it before the call; None if deleted. On
@@ -176,7 +176,8 @@ class JobStore:
     async def finish(self, job: StudyQuestionJob, result: JobResult) -> Outcome:
         """Write what a handler made of ``job``, fenced by its claim."""
         self._questions.pop(job.pk, None)  # not read (another kind, handed back early)
-        return await self.on_jobs(result.write, job)
+        write = functools.partial(_kept, result) if job.pk in self.kept else result.write
+        return await self.on_jobs(write, job)
 
     async def release(self, job: StudyQuestionJob, message: str) -> Outcome:
         """Hand back a job this consumer will not run, its attempt kept."""
@@ -211,6 +212,16 @@ def _claim(
     ids = [job.study_question_id for job in jobs if job.study_question_id is not None]
     found = StudyQuestion.objects.in_bulk(ids) if ids else {}
     return jobs, {job.pk: found.get(job.study_question_id) for job in jobs}
+
+
+def _kept(result: JobResult, job: StudyQuestionJob) -> Outcome:
+    """Write ``result`` for a kept job; if that sent it back to pending, it ends skipped in
+    the same transaction, with the reason it went back: no consumer ever sees it pending."""
+    with transaction.atomic(using=job._state.db):
+        outcome = result.write(job)
+        if outcome in (Outcome.RELEASED, Outcome.RETRYING):
+            operations.withdraw(job.pk)
+    return outcome
 
 
 def _question(job: StudyQuestionJob) -> StudyQuestion | None:

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import socket
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, connections, transaction
+from django.db import connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -173,33 +171,6 @@ def claim_job(job_id: int, *, worker_id: str) -> StudyQuestionJob | None:
     return jobs[0] if jobs else None
 
 
-# Set on a job its caller created and claimed to run itself (``claim_new``): it is never
-# handed to a consumer, which may write with other settings than the caller's.
-_OWN_RUN = "_studyqueue_own_run"
-
-
-def claim_new(
-    question_id: int, kind: str = JobKind.EXPLANATION, *, worker_id: str
-) -> StudyQuestionJob | None:
-    """Create a job already claimed by ``worker_id``, for a caller that runs it at once
-    (``manage.py explain``): no consumer ever sees it pending, and a release or a retry ends it
-    ``skipped`` instead (``_finish``). None when the question has an active job of this kind."""
-    validate_kind(kind)
-    jobs = StudyQuestionJob.objects.all()
-    now = timezone.now()
-    try:
-        with transaction.atomic(using=jobs.db):
-            job = jobs.create(
-                study_question_id=question_id, kind=kind, created_at=now, run_after=now
-            )
-            claimed = claim_job(job.pk, worker_id=worker_id)  # no NOTIFY: nobody else's
-    except IntegrityError:
-        return None
-    assert claimed is not None, "a job created pending in this transaction is claimable"
-    setattr(claimed, _OWN_RUN, True)
-    return claimed
-
-
 def heartbeat(job: StudyQuestionJob) -> bool:
     """Refresh a claimed job's liveness; False if the claim is no longer ours."""
     now = timezone.now()
@@ -220,20 +191,9 @@ def _finish(
     usage: Usage | None = None,
 ) -> Outcome:
     """Apply a fenced transition and close the claim's attempt with it, both or neither;
-    ``outcome`` if it applied, else ``Outcome.LOST`` (and nothing is written). A caller's
-    own job (``claim_new``) never goes back to pending: it ends skipped."""
+    ``outcome`` if it applied, else ``Outcome.LOST`` (and nothing is written)."""
     db = job._state.db
     assert db is not None, "a claimed job was read from the database"
-    if values.get("status") == JobStatus.PENDING and getattr(job, _OWN_RUN, False):
-        # Skipped with the error or reason that would have sent it back (a stop, a quality
-        # retry: no error code).
-        event = "withheld"
-        values = {
-            **values,
-            "status": JobStatus.SKIPPED,
-            "completed_at": timezone.now(),
-            "error_message": values.get("error_message") or "stopped before it completed",
-        }
     ending = AttemptEnding(
         Outcome(outcome),
         ended_at=values.get("completed_at") or timezone.now(),
@@ -465,43 +425,6 @@ def reset_stale(
     return StaleResult(
         reset=len(reset_ids), failed=len(failed_ids), reset_ids=reset_ids, failed_ids=failed_ids
     )
-
-
-# The worker id of a ``manage.py explain`` run: this prefix, then ``host:pid``.
-EXPLAIN_WORKER_PREFIX = "explain@"
-
-
-def reset_dead_explains() -> StaleResult:
-    """Processing jobs of a ``manage.py explain`` on this host whose process is gone
-    (SIGKILL, the OOM killer) are stale at once, not after ``STALE_MINUTES``: its pid is in
-    its worker id, and a pid no process has will send no heartbeat. A pid taken since by
-    another process looks alive: that job waits for the stale timeout as before."""
-    prefix = f"{EXPLAIN_WORKER_PREFIX}{socket.gethostname()}:"
-    claimed = StudyQuestionJob.objects.processing().filter(worker_id__startswith=prefix)
-    dead: dict[int, str] = {}
-    for pk, worker_id in claimed.values_list("pk", "worker_id"):
-        pid = worker_id.removeprefix(prefix)
-        if pid.isdecimal() and not _process_exists(int(pid)):
-            dead[pk] = pid
-    if not dead:
-        return StaleResult(reset=0, failed=0)
-    pids = ", ".join(sorted(set(dead.values())))
-    return reset_stale(
-        older_than=timedelta(0),
-        job_ids=dead,
-        message=f"its manage.py explain process (pid {pids}) is gone",
-    )
-
-
-def _process_exists(pid: int) -> bool:
-    """Whether a process with this pid exists on this host (signal 0 asks, sends nothing)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process: it exists
-    return True
 
 
 def _claimable_jobs(**kwargs: Any) -> list[StudyQuestionJob]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError, CommandParser
+from django.db import transaction
 from django.template import Template
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -100,12 +101,10 @@ class Command(TranslatedCommand):
                 consumer.cancel_job(job_id)  # calling the LLM: cancelled, handed back
 
         with (
-            Consumer(
-                worker_id=f"{transitions.EXPLAIN_WORKER_PREFIX}{default_worker_id()}"
-            ) as consumer,
+            Consumer(worker_id=f"explain@{default_worker_id()}") as consumer,
             stop_on_signals(stop),
         ):
-            job, own = self._claim(question, consumer.worker_id)
+            job, own = self._claim(question, consumer)
             running.append(job.pk)
             outcome = consumer.run_one(job)
         job.refresh_from_db()
@@ -222,28 +221,30 @@ class Command(TranslatedCommand):
                 )
             )
 
-    def _claim(self, question: StudyQuestion, worker_id: str) -> tuple[Any, bool]:
+    def _claim(self, question: StudyQuestion, consumer: Consumer) -> tuple[Any, bool]:
         """The question's explanation job, claimed by this command, and whether this command
-        created it (then it is never left pending for a consumer: ``transitions.claim_new``)."""
-        own = transitions.claim_new(question.pk, JobKind.EXPLANATION, worker_id=worker_id)
-        if own is not None:
-            return own, True
-        active = enqueue(question, JobKind.EXPLANATION).job
-        if active.status == JobStatus.PROCESSING:
-            raise CommandError(
-                _(
-                    "question %(question)s is being explained right now by %(worker)s "
-                    "(job %(job)s); try again when it is done"
+        created it (then it is never left pending for a consumer: ``JobStore.kept``)."""
+        jobs = StudyQuestionJob.objects.all()
+        with transaction.atomic(using=jobs.db):  # a job it creates is never seen pending
+            queued = enqueue(question, JobKind.EXPLANATION)
+            active = queued.job
+            if active.status == JobStatus.PROCESSING:
+                raise CommandError(
+                    _(
+                        "question %(question)s is being explained right now by %(worker)s "
+                        "(job %(job)s); try again when it is done"
+                    )
+                    % {"question": question.pk, "worker": active.worker_id, "job": active.pk}
                 )
-                % {"question": question.pk, "worker": active.worker_id, "job": active.pk}
-            )
-        job = transitions.claim_job(active.pk, worker_id=worker_id)
+            job = transitions.claim_job(active.pk, worker_id=consumer.worker_id)
         if job is None:
             raise CommandError(
                 _("job %(job)s could not be claimed (taken, or out of attempts)")
                 % {"job": active.pk}
             )
-        return job, False
+        if queued.created:
+            consumer.store.kept.add(job.pk)
+        return job, queued.created
 
 
 def _figures(call: ExplanationRevision | LLMReply, llm_ms: int | None, flags: Sequence[str]) -> str:

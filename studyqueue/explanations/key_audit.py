@@ -25,6 +25,7 @@ from studyqueue.models import (
 from studyqueue.queue import notify
 from studyqueue.queue.attempts import Usage
 from studyqueue.queue.operations import batches
+from studyqueue.queue.store import Fenced
 from studyqueue.queue.transitions import Outcome
 
 logger = logging.getLogger("studyqueue.key_audit")
@@ -113,7 +114,7 @@ class Sample:
 
 
 @dataclass(frozen=True)
-class Audited:
+class Audited(Fenced):
     """The audit handler's result: the question as its prompt saw it, and the samples."""
 
     question: StudyQuestion
@@ -121,38 +122,35 @@ class Audited:
     llm_ms: int | None = None
     usage: Usage | None = None  # the samples' tokens, summed
 
-    def write(self, job: StudyQuestionJob) -> Outcome:
+    def writes(self, job: StudyQuestionJob) -> Outcome:
         """Job, attempt and audit in one transaction (``revisions.complete_if_unchanged``)."""
-        db = StudyQuestion.objects.all().db
-        with transaction.atomic(using=db):
-            now, outcome = revisions.complete_if_unchanged(
-                job,
-                self.question,
-                fields=("text", "choices", "answer", "key_audit", "key_check"),
-                during="while its key was audited",
-                dropped="its samples were dropped",
-                llm_ms=self.llm_ms,
-                usage=self.usage,
-            )
-            if now is None:
-                return outcome
-            key = answers.key_choice(now.answer, now.choices)
-            verdict = judge([sample.answer for sample in self.samples], key)
-            values: dict[str, object] = {
-                "key_audit": verdict.key_audit,
-                "key_audit_answer": verdict.answer,
-                "key_audit_samples": [
-                    {"answer": sample.answer, "reply": sample.reply[:200]}
-                    for sample in self.samples
-                ],
-                "key_audit_hash": now.content_hash(),
-            }
-            if verdict.key_audit == KeyAudit.DISPUTED:
-                # A new dispute is a new question for a person: an older decision is not it.
-                values.update(key_check="", key_check_by="", key_check_at=None)
-            StudyQuestion.objects.filter(pk=now.pk).update(**values)
-            # The question's explanation job may wait for this audit: it can run now.
-            notify.send(notify.wake(), using=db)
+        now, outcome = revisions.complete_if_unchanged(
+            job,
+            self.question,
+            fields=("text", "choices", "answer", "key_audit", "key_check"),
+            during="while its key was audited",
+            dropped="its samples were dropped",
+            llm_ms=self.llm_ms,
+            usage=self.usage,
+        )
+        if now is None:
+            return outcome
+        key = answers.key_choice(now.answer, now.choices)
+        verdict = judge([sample.answer for sample in self.samples], key)
+        values: dict[str, object] = {
+            "key_audit": verdict.key_audit,
+            "key_audit_answer": verdict.answer,
+            "key_audit_samples": [
+                {"answer": sample.answer, "reply": sample.reply[:200]} for sample in self.samples
+            ],
+            "key_audit_hash": now.content_hash(),
+        }
+        if verdict.key_audit == KeyAudit.DISPUTED:
+            # A new dispute is a new question for a person: an older decision is not it.
+            values.update(key_check="", key_check_by="", key_check_at=None)
+        StudyQuestion.objects.filter(pk=now.pk).update(**values)
+        # The question's explanation job may wait for this audit: it can run now.
+        notify.send(notify.wake(), using=StudyQuestion.objects.all().db)
         logger.info(
             "study_key_audit question=%s key_audit=%s answer=%s samples=%s",
             self.question.pk,

@@ -31,6 +31,7 @@ from studyqueue.models import (
 from studyqueue.queue import retry, transitions
 from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.operations import batches
+from studyqueue.queue.store import Fenced
 from studyqueue.queue.transitions import Outcome
 from studyqueue.services.llm import LLMReply
 
@@ -68,7 +69,7 @@ def add(
 
 
 @dataclass(frozen=True)
-class Written:
+class Written(Fenced):
     """A reply to keep; ``retry_flag``: why the job runs once more, with ``max_tokens``."""
 
     question: StudyQuestion
@@ -79,54 +80,47 @@ class Written:
     retry_flag: str = ""
     max_tokens: int | None = None
 
-    def write(self, job: StudyQuestionJob) -> Outcome:
-        """Job, attempt, revision and question in one transaction, fenced by the claim and
-        the question's content."""
-        db = job._state.db
-        with transaction.atomic(using=db):
-            # Locked until the commit: an edit waits, or came first and the content differs.
-            # NO KEY: inserting a job that refers to the question is not blocked. The current
-            # revision's review comes in the same read (``of``: only the question is locked).
-            now = (
-                StudyQuestion.objects.select_for_update(no_key=True, of=("self",))
-                .select_related("current_revision")
-                .only("text", "choices", "answer", "current_revision__review_status")
-                .filter(pk=self.question.pk)
-                .first()
+    def writes(self, job: StudyQuestionJob) -> Outcome:
+        """Job, attempt, revision and question, fenced by the claim and the question's
+        content."""
+        # Locked until the commit: an edit waits, or came first and the content differs.
+        # NO KEY: inserting a job that refers to the question is not blocked. The current
+        # revision's review comes in the same read (``of``: only the question is locked).
+        now = (
+            StudyQuestion.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("current_revision")
+            .only("text", "choices", "answer", "current_revision__review_status")
+            .filter(pk=self.question.pk)
+            .first()
+        )
+        if now is None:
+            return _question_missing(job)
+        if now.content_hash() != self.question.content_hash():
+            return self._question_changed(job)
+        revision = add(job, now.pk, self.reply, self.version, self.flags, stated_answer=self.stated)
+        if self.retry_flag:
+            reason = f"retried once: the reply was flagged {self.retry_flag}"
+            outcome = transitions.retry_for_quality(
+                job, reason=reason, max_tokens=self.max_tokens, revision=revision
             )
-            if now is None:
+        else:
+            outcome = transitions.complete(job, revision=revision, llm_ms=self.reply.elapsed_ms)
+            if outcome is Outcome.COMPLETED and not settle(revision, now.current_revision):
+                transaction.set_rollback(True, using=job._state.db)  # undo "completed": none kept
                 return _question_missing(job)
-            if now.content_hash() != self.question.content_hash():
-                return self._question_changed(job)
-            revision = add(
-                job, now.pk, self.reply, self.version, self.flags, stated_answer=self.stated
+        checkable = outcome is Outcome.COMPLETED and now.checkable()
+        if checkable and conf.VERIFY:
+            enqueue(now.pk, JobKind.VERIFICATION)  # checked blind, later
+        if checkable and conf.STEP_CHECK:
+            enqueue(now.pk, JobKind.STEP_CHECK)  # and step by step against the key
+        if outcome is Outcome.COMPLETED and self.flags:
+            logger.warning(
+                "study_explanation_flagged id=%s question=%s flags=%s",
+                job.pk,
+                self.question.pk,
+                ",".join(self.flags),
             )
-            if self.retry_flag:
-                reason = f"retried once: the reply was flagged {self.retry_flag}"
-                outcome = transitions.retry_for_quality(
-                    job, reason=reason, max_tokens=self.max_tokens, revision=revision
-                )
-            else:
-                outcome = transitions.complete(job, revision=revision, llm_ms=self.reply.elapsed_ms)
-                if outcome is Outcome.COMPLETED and not settle(revision, now.current_revision):
-                    transaction.set_rollback(True, using=db)  # undo "completed": nothing kept
-                    return _question_missing(job)
-            if outcome is Outcome.LOST:
-                transaction.set_rollback(True, using=db)  # the claim was lost: keep nothing
-                return outcome
-            checkable = outcome is Outcome.COMPLETED and now.checkable()
-            if checkable and conf.VERIFY:
-                enqueue(now.pk, JobKind.VERIFICATION)  # checked blind, later
-            if checkable and conf.STEP_CHECK:
-                enqueue(now.pk, JobKind.STEP_CHECK)  # and step by step against the key
-            if outcome is Outcome.COMPLETED and self.flags:
-                logger.warning(
-                    "study_explanation_flagged id=%s question=%s flags=%s",
-                    job.pk,
-                    self.question.pk,
-                    ",".join(self.flags),
-                )
-            return outcome
+        return outcome
 
     def _question_changed(self, job: StudyQuestionJob) -> Outcome:
         """The question was edited during the call: nothing is stored, the job runs again."""
@@ -162,10 +156,7 @@ def complete_if_unchanged(
     if now.content_hash() != seen.content_hash():
         return None, _changed(job, f"the question changed {during}; {dropped}")
     outcome = transitions.complete(job, **done)
-    if outcome is Outcome.LOST:
-        transaction.set_rollback(True, using=job._state.db)  # nothing of the check is kept
-        return None, outcome
-    return now, outcome
+    return (None if outcome is Outcome.LOST else now), outcome
 
 
 def _changed(job: StudyQuestionJob, message: str) -> Outcome:

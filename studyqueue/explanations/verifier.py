@@ -9,7 +9,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from django.db import transaction
 from django.utils import timezone
 
 from studyqueue.explanations import answers, hiding, key_audit, quality, revisions
@@ -23,6 +22,7 @@ from studyqueue.models import (
 )
 from studyqueue.queue.attempts import Usage
 from studyqueue.queue.enqueue import enqueue
+from studyqueue.queue.store import Fenced
 from studyqueue.queue.transitions import Outcome
 
 logger = logging.getLogger("studyqueue.verifier")
@@ -66,7 +66,7 @@ def judge(answer: int | None, key: int | None) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Check:
+class Check(Fenced):
     """A check's verdict on a revision (``Verified``, ``step_check.StepChecked``): ``write``
     keeps it; each says what it records (``record``) and under which kind and logger."""
 
@@ -83,26 +83,24 @@ class Check:
         """Record the verdict on the revision (``revisions.record_verdict``); the log line."""
         raise NotImplementedError
 
-    def write(self, job: StudyQuestionJob) -> Outcome:
+    def writes(self, job: StudyQuestionJob) -> Outcome:
         """Job, attempt and verdict in one transaction (``revisions.complete_if_unchanged``)."""
-        db = StudyQuestion.objects.all().db
-        with transaction.atomic(using=db):
-            now, outcome = revisions.complete_if_unchanged(
-                job,
-                self.question,
-                fields=("text", "choices", "answer", "current_revision", "explanation_flags"),
-                during=f"while its explanation was checked ({self.kind})",
-                dropped="its reply was dropped",
-                revision=self.revision,
-                llm_ms=self.llm_ms,
-                usage=self.usage,
-            )
-            if now is None:
-                return outcome
-            line = self.record(now)
-            step_check = self.kind == JobKind.STEP_CHECK
-            if revision_to_verify(now, step_check=step_check) is not None:
-                enqueue(now.pk, self.kind)  # a newer one came during this check
+        now, outcome = revisions.complete_if_unchanged(
+            job,
+            self.question,
+            fields=("text", "choices", "answer", "current_revision", "explanation_flags"),
+            during=f"while its explanation was checked ({self.kind})",
+            dropped="its reply was dropped",
+            revision=self.revision,
+            llm_ms=self.llm_ms,
+            usage=self.usage,
+        )
+        if now is None:
+            return outcome
+        line = self.record(now)
+        step_check = self.kind == JobKind.STEP_CHECK
+        if revision_to_verify(now, step_check=step_check) is not None:
+            enqueue(now.pk, self.kind)  # a newer one came during this check
         self.log.info("%s", line)
         return outcome
 

@@ -93,6 +93,24 @@ class Skipped:
         return transitions.skip_claimed(job, self.code, self.message)
 
 
+class Fenced:
+    """A result with writes of its own beside the job's transition (a revision, a verdict, a
+    summary, a set's record): ``writes`` makes both, in one transaction that keeps nothing
+    when the claim was lost."""
+
+    def writes(self, job: StudyQuestionJob) -> Outcome:
+        """The result's writes and the job's transition (its outcome); the transaction is open."""
+        raise NotImplementedError
+
+    def write(self, job: StudyQuestionJob) -> Outcome:
+        db = job._state.db
+        with transaction.atomic(using=db):
+            outcome = self.writes(job)
+            if outcome is Outcome.LOST:
+                transaction.set_rollback(True, using=db)  # another worker's now: keep nothing
+        return outcome
+
+
 class JobStore:
     """A consumer's three connections and the named operations that run on them."""
 

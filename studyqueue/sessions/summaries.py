@@ -31,6 +31,7 @@ from studyqueue.models import (
 from studyqueue.queue import transitions
 from studyqueue.queue.attempts import Usage
 from studyqueue.queue.enqueue import enqueue_for_session
+from studyqueue.queue.store import Fenced
 from studyqueue.services.llm import LLMReply
 from studyqueue.sessions import reading
 from studyqueue.times import local_iso
@@ -197,44 +198,40 @@ def check(text: str, answers: list[SessionAnswer]) -> Checked:
 
 
 @dataclass(frozen=True)
-class Written:
+class Written(Fenced):
     """A summary to keep: the job completes and the summary becomes the session's current
-    one in one transaction, fenced by the claim; its notice is queued with them."""
+    one, fenced by the claim; its notice is queued with them."""
 
     session: StudySession
     reply: LLMReply
     checked: Checked
 
-    def write(self, job: StudyQuestionJob) -> transitions.Outcome:
-        db = job._state.db
-        with transaction.atomic(using=db):
-            summary = SessionSummary.objects.create(
-                session=self.session,
-                job_id=job.pk,
-                text=self.reply.content,
-                model=fit(SessionSummary, "model", self.reply.model),
-                endpoint=self.reply.endpoint,
-                prompt_tokens=self.reply.prompt_tokens,
-                completion_tokens=self.reply.completion_tokens,
-                tokens_counted=self.reply.tokens_counted,
-                tokens_per_second=self.reply.tokens_per_second,
-                flags=self.checked.flags,
-                stated=self.checked.stated,
-            )
-            outcome = transitions.complete(
-                job, llm_ms=self.reply.elapsed_ms, usage=Usage.of([self.reply])
-            )
-            if outcome is not transitions.Outcome.COMPLETED:
-                transaction.set_rollback(True, using=db)  # lost its claim: keep nothing
-                return outcome
+    def writes(self, job: StudyQuestionJob) -> transitions.Outcome:
+        summary = SessionSummary.objects.create(
+            session=self.session,
+            job_id=job.pk,
+            text=self.reply.content,
+            model=fit(SessionSummary, "model", self.reply.model),
+            endpoint=self.reply.endpoint,
+            prompt_tokens=self.reply.prompt_tokens,
+            completion_tokens=self.reply.completion_tokens,
+            tokens_counted=self.reply.tokens_counted,
+            tokens_per_second=self.reply.tokens_per_second,
+            flags=self.checked.flags,
+            stated=self.checked.stated,
+        )
+        outcome = transitions.complete(
+            job, llm_ms=self.reply.elapsed_ms, usage=Usage.of([self.reply])
+        )
+        if outcome is transitions.Outcome.COMPLETED:
             make_current(summary)
             enqueue_for_session(self.session.pk, JobKind.SESSION_NOTICE)
-        logger.info(
-            "study_session_summarized session=%s job=%s flags=%s",
-            self.session.pk,
-            job.pk,
-            ",".join(self.checked.flags) or "-",
-        )
+            logger.info(
+                "study_session_summarized session=%s job=%s flags=%s",
+                self.session.pk,
+                job.pk,
+                ",".join(self.checked.flags) or "-",
+            )
         return outcome
 
 

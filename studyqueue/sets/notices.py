@@ -21,6 +21,7 @@ from studyqueue import times
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob, StudyQuestionSet
 from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue_set_notice
+from studyqueue.queue.store import Fenced
 from studyqueue.sets.question_sets import Progress, checks_line, counts_line, progress, questions
 
 logger = logging.getLogger("studyqueue.sets")
@@ -129,7 +130,7 @@ def _queue_notice(question_set: StudyQuestionSet, done: Progress) -> int:
 
 
 @dataclass(frozen=True)
-class NotDone:
+class NotDone(Fenced):
     """The notice's set is no longer done: the job is skipped and its completion released, for
     the sweep to queue a notice when the set is done again (only work ending can do that, so
     this cannot loop by itself)."""
@@ -139,19 +140,17 @@ class NotDone:
     code: str
     message: str
 
-    def write(self, job: StudyQuestionJob) -> transitions.Outcome:
-        jobs = StudyQuestionJob.objects.all()
-        with transaction.atomic(using=jobs.db):
-            outcome = transitions.skip_claimed(job, self.code, self.message)
-            if outcome is transitions.Outcome.SKIPPED:
-                StudyQuestionSet.objects.filter(
-                    pk=self.question_set.pk, notice_queued_for=self.key
-                ).update(notice_queued_for="", noticed_through=None)
+    def writes(self, job: StudyQuestionJob) -> transitions.Outcome:
+        outcome = transitions.skip_claimed(job, self.code, self.message)
+        if outcome is transitions.Outcome.SKIPPED:
+            StudyQuestionSet.objects.filter(
+                pk=self.question_set.pk, notice_queued_for=self.key
+            ).update(notice_queued_for="", noticed_through=None)
         return outcome
 
 
 @dataclass(frozen=True)
-class Noticed:
+class Noticed(Fenced):
     """A set's notice went out (or had nowhere to go): the job completes and the set records
     the completion, in one transaction; the signal and the owner's e-mail go after the commit.
     The record is a compare-and-set on ``noticed_key``: a notice job that finds the completion
@@ -162,27 +161,23 @@ class Noticed:
     data: dict[str, object]
     key: str
 
-    def write(self, job: StudyQuestionJob) -> transitions.Outcome:
-        jobs = StudyQuestionJob.objects.all()
-        with transaction.atomic(using=jobs.db):
-            # The UPDATE takes the set's row lock: a second writer waits for this commit,
-            # then matches no row.
-            recorded = (
-                StudyQuestionSet.objects.filter(pk=self.question_set.pk)
-                .exclude(noticed_key=self.key)
-                .update(
-                    noticed_key=self.key,
-                    notice_queued_for=self.key,  # what it found: the sweep queues no other
-                    noticed_through=self.progress.finished_at,
-                )
+    def writes(self, job: StudyQuestionJob) -> transitions.Outcome:
+        # The UPDATE takes the set's row lock: a second writer waits for this commit, then
+        # matches no row.
+        recorded = (
+            StudyQuestionSet.objects.filter(pk=self.question_set.pk)
+            .exclude(noticed_key=self.key)
+            .update(
+                noticed_key=self.key,
+                notice_queued_for=self.key,  # what it found: the sweep queues no other
+                noticed_through=self.progress.finished_at,
             )
-            if not recorded:
-                return transitions.skip_claimed(job, ErrorCode.SET_NOTICED, ALREADY_NOTICED)
-            outcome = transitions.complete(job)
-            if outcome is not transitions.Outcome.COMPLETED:
-                transaction.set_rollback(True, using=jobs.db)  # lost its claim: record nothing
-                return outcome
-            transaction.on_commit(self._announce, using=jobs.db)
+        )
+        if not recorded:
+            return transitions.skip_claimed(job, ErrorCode.SET_NOTICED, ALREADY_NOTICED)
+        outcome = transitions.complete(job)
+        if outcome is transitions.Outcome.COMPLETED:
+            transaction.on_commit(self._announce, using=job._state.db)
         return outcome
 
     def _announce(self) -> None:

@@ -8,13 +8,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from django.db import transaction
-
 from studyqueue.conf import conf
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob, StudySession
 from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue_for_session
-from studyqueue.queue.store import JobResult
+from studyqueue.queue.store import Fenced, JobResult
 from studyqueue.sessions import summaries
 from studyqueue.workers.registry import WorkContext, failed, handler
 from studyqueue.workers.set_notice import post
@@ -34,7 +32,7 @@ def _payload(job: StudyQuestionJob) -> tuple[dict[str, object], int, int] | None
 
 
 @dataclass(frozen=True)
-class Completed:
+class Completed(Fenced):
     """The notice of summary ``sent`` went out (or had nowhere to go): the job completes. A
     summary made current since found this job active and queued no notice (one active job a
     session): if the session's current summary is another, its notice is queued here. The
@@ -44,13 +42,12 @@ class Completed:
     session_id: int
     sent: int
 
-    def write(self, job: StudyQuestionJob) -> transitions.Outcome:
+    def writes(self, job: StudyQuestionJob) -> transitions.Outcome:
         sessions = StudySession.objects.select_for_update().filter(pk=self.session_id)
-        with transaction.atomic(using=sessions.db):
-            current = sessions.values_list("summary_id", flat=True).first()
-            outcome = transitions.complete(job)
-            if outcome is transitions.Outcome.COMPLETED and current not in (None, self.sent):
-                enqueue_for_session(self.session_id, JobKind.SESSION_NOTICE)
+        current = sessions.values_list("summary_id", flat=True).first()
+        outcome = transitions.complete(job)
+        if outcome is transitions.Outcome.COMPLETED and current not in (None, self.sent):
+            enqueue_for_session(self.session_id, JobKind.SESSION_NOTICE)
         return outcome
 
 

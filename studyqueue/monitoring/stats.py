@@ -35,6 +35,7 @@ from studyqueue.models import (
     StudyQuestionJob,
     StudyQuestionSet,
 )
+from studyqueue.queue import sql
 from studyqueue.queue.presence import ConsumerState, consumer_states, gate_url, reported_endpoints
 from studyqueue.services import gate_limits
 from studyqueue.sets import eta, question_sets
@@ -500,7 +501,7 @@ def table_total() -> tuple[int, bool]:
     """The job table's size: PostgreSQL's estimate (True), or an exact count elsewhere."""
     every = jobs()
     connection = connections[every.db]
-    if connection.vendor == "postgresql":
+    if sql.postgres(every.db):
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",

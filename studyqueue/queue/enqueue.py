@@ -24,7 +24,7 @@ from studyqueue.models import (
     StudyQuestionSet,
     kind_priority,
 )
-from studyqueue.queue import notify
+from studyqueue.queue import notify, sql
 from studyqueue.queue.attempts import db_value
 from studyqueue.queue.operations import batches
 from studyqueue.queue.transitions import log_job, validate_kind
@@ -168,7 +168,7 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
         "now": db_value(StudyQuestionJob, "created_at", timezone.now(), db),
         "turn": next_turn(),
     }
-    postgres = connection.vendor == "postgresql"
+    postgres = sql.postgres(db)
     batch = 50_000 if postgres else 500  # SQLite: stay under its bound-parameter limit
     created = 0
     for start in range(0, len(ids), batch):

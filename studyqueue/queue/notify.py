@@ -16,7 +16,7 @@ import psycopg
 from django.db import connections
 
 from studyqueue.models import MAX_ID, JobKind
-from studyqueue.queue import pg, poll
+from studyqueue.queue import pg, poll, sql
 
 logger = logging.getLogger("studyqueue.notify")
 
@@ -98,9 +98,8 @@ def parse(channel: str, payload: str) -> Message:
 
 def send(message: Message, *, using: str) -> None:
     """Notify the consumers through ``using`` when the caller commits (SQLite's consumers poll)."""
-    connection = connections[using]
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
+    if sql.postgres(using):
+        with connections[using].cursor() as cursor:
             cursor.execute("SELECT pg_notify(%s, %s)", [message.channel, message.payload])
 
 

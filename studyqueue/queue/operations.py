@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from studyqueue.models import ErrorCode, JobQuerySet, JobStatus, Outcome, StudyQuestionJob
-from studyqueue.queue import notify
+from studyqueue.queue import notify, sql
 from studyqueue.queue.attempts import AttemptEnding, end_attempts
 from studyqueue.queue.transitions import skipped_values
 
@@ -30,8 +30,7 @@ _RETRYABLE = (JobStatus.FAILED, JobStatus.SKIPPED)
 
 def batches(ids: list[int], db: str) -> Iterable[list[int]]:
     """``ids`` in the chunks an operator action on database ``db`` takes per statement."""
-    postgres = connections[db].vendor == "postgresql"
-    size = OPERATOR_BATCH_POSTGRES if postgres else OPERATOR_BATCH
+    size = OPERATOR_BATCH_POSTGRES if sql.postgres(db) else OPERATOR_BATCH
     for start in range(0, len(ids), size):
         yield ids[start : start + size]
 

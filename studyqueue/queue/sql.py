@@ -20,6 +20,18 @@ from django.db.backends.signals import connection_created
 
 from studyqueue.models import delivery_kinds, kind_waits
 
+
+def vendor(alias: str) -> str:
+    """The database of ``alias`` (``"postgresql"``, ``"sqlite"``): what the queue's statements
+    differ by. The rest of the queue asks here, or ``postgres``."""
+    return connections[alias].vendor
+
+
+def postgres(alias: str) -> bool:
+    """Whether database ``alias`` is PostgreSQL."""
+    return vendor(alias) == "postgresql"
+
+
 # A pending job may run while it has attempts left, its kind (or every kind) is not paused and
 # its kind's wait does not hold. Status literals are inlined so that the planner matches the
 # partial index ``studyqueue_job_claim``.

@@ -36,7 +36,7 @@ from studyqueue.models import (
     database,
     revision_to_verify,
 )
-from studyqueue.queue import operations, pauses, pg, retry, transitions
+from studyqueue.queue import operations, pauses, pg, retry, sql, transitions
 from studyqueue.queue.transitions import Outcome, StaleResult
 
 P = ParamSpec("P")
@@ -122,7 +122,7 @@ class JobStore:
         self._questions: dict[int, StudyQuestion | None] = {}  # read with the claim, by job
         # SQLite has one writer at a time, and a writer that finds the file locked sleeps
         # 1, 2, 5 ms... before it looks again: the three threads take turns here instead.
-        sqlite = connections[self.alias].vendor == "sqlite"
+        sqlite = not sql.postgres(self.alias)
         self._turns = threading.Lock() if sqlite else contextlib.nullcontext()
         # The claims' connection is one session of its own: the claim is planned once on it.
         self._prepared = pg.mode(self.alias) is pg.Mode.SESSION

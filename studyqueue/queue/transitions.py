@@ -128,7 +128,7 @@ def _run_claim(
         worker_id=fit(StudyQuestionJob, "worker_id", worker_id),
         now=db_value(StudyQuestionJob, "started_at", timezone.now(), db),
     )
-    vendor = connections[db].vendor
+    vendor = sql.vendor(db)
     if vendor == "postgresql":  # one statement: atomic as it is
 
         def run(text: str) -> list[StudyQuestionJob]:
@@ -201,7 +201,7 @@ def _finish(
         error_message=values.get("error_message", ""),
         usage=usage,
     )
-    if connections[db].vendor == "postgresql":
+    if sql.postgres(db):
         # One statement: atomic as it is, one round trip, and outside a caller's
         # transaction one commit (the consumer's hot path: every job ends here).
         applied = finish_with_attempt(db, _fenced_update_sql(job, values, db), ending)

@@ -8,6 +8,7 @@ from django.db import connections
 from django.utils.translation import gettext as _
 
 from studyqueue.models import StudyQuestionJob
+from studyqueue.queue import sql
 
 WHITENOISE = "whitenoise.middleware.WhiteNoiseMiddleware"
 
@@ -22,7 +23,7 @@ def missing() -> list[str]:
             _("%(middleware)s in MIDDLEWARE (the admin's CSS)") % {"middleware": WHITENOISE}
         )
     connection = connections[StudyQuestionJob.objects.all().db]  # studyqueue's
-    if connection.vendor == "sqlite":
+    if sql.vendor(connection.alias) == "sqlite":
         if connection.settings_dict.get("OPTIONS", {}).get("transaction_mode") != "IMMEDIATE":
             gaps.append(_('SQLite OPTIONS "transaction_mode": "IMMEDIATE"'))
         with connection.cursor() as cursor:

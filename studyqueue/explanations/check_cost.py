@@ -11,16 +11,11 @@ from dataclasses import astuple, dataclass
 from django.db.models import Count, Sum
 
 from studyqueue.explanations.prompt_versions import newest_edge
-from studyqueue.models import JobAttempt, JobKind, JobStatus, StudyQuestionJob
+from studyqueue.models import CHECK_KINDS, JobAttempt, JobKind, JobStatus, StudyQuestionJob
 
-# Where each kind's prompt version is read from, on a job.
-_VERSION = {
-    JobKind.EXPLANATION: "revision__prompt_version",
-    JobKind.VERIFICATION: "revision__prompt_version",
-    JobKind.STEP_CHECK: "revision__prompt_version",
-    JobKind.KEY_AUDIT: "study_question__explanation_prompt_version",
-}
-CHECKS = (JobKind.KEY_AUDIT, JobKind.VERIFICATION, JobKind.STEP_CHECK)
+# Where a kind's prompt version is read from, on a job: its revision's (the one it wrote or
+# checked), but a key audit's, which has none, is its question's explanation's.
+_VERSION = {JobKind.KEY_AUDIT: "study_question__explanation_prompt_version"}
 
 
 @dataclass
@@ -49,7 +44,7 @@ class VersionCost:
     @property
     def checking(self) -> KindCost:
         """The key audits, verifications and step checks together."""
-        return sum((self.of(kind) for kind in CHECKS), KindCost())
+        return sum((self.of(kind) for kind in CHECK_KINDS), KindCost())
 
     @property
     def token_share(self) -> float | None:
@@ -68,7 +63,8 @@ def collect(newest_jobs: int | None = None) -> dict[str, VersionCost]:
     """Every prompt version's spending by job kind, over all jobs or the ``newest_jobs``."""
     found: dict[str, dict[str, KindCost]] = defaultdict(dict)
     first_job = newest_edge(StudyQuestionJob.objects.all(), newest_jobs)
-    for kind, version in _VERSION.items():
+    for kind in (JobKind.EXPLANATION, *CHECK_KINDS):
+        version = _VERSION.get(kind, "revision__prompt_version")
         replied = JobAttempt.objects.filter(
             job__kind=kind, job_id__gte=first_job, completion_tokens__isnull=False
         )

@@ -16,6 +16,7 @@ from studyqueue.models.gate import GateLease, GateLimit
 from studyqueue.models.jobs import (
     ACTIVE_STATUSES,
     ATTEMPT_OUTCOMES,
+    CHECK_KINDS,
     KIND_SPECS,
     QUESTION_KINDS,
     ErrorCode,

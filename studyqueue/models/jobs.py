@@ -35,6 +35,10 @@ class JobKind(models.TextChoices):
     SESSION_NOTICE = "session_notice", _("Session notice")
 
 
+# The kinds that check a question's key or its explanation (a set is done once they are).
+CHECK_KINDS = (JobKind.KEY_AUDIT, JobKind.VERIFICATION, JobKind.STEP_CHECK)
+
+
 @dataclass(frozen=True)
 class KindSpec:
     """One job kind as the queue sees it, declared by the kind's own module beside its handler

@@ -20,6 +20,7 @@ from studyqueue.exceptions import StudyQueueError
 from studyqueue.explanations.quality import VERIFIER_FLAGS
 from studyqueue.models import (
     ACTIVE_STATUSES,
+    CHECK_KINDS,
     PROTECTED_REVIEWS,
     JobKind,
     JobStatus,
@@ -40,7 +41,6 @@ logger = logging.getLogger("studyqueue.sets")
 ENDED_UNEXPLAINED = (JobStatus.FAILED, JobStatus.SKIPPED)
 
 # The check jobs a set's completion waits for, so that its notice carries their verdicts.
-CHECK_KINDS = (JobKind.KEY_AUDIT, JobKind.VERIFICATION, JobKind.STEP_CHECK)
 
 # A deadline this close, explanations waiting and no estimate (nothing completed lately: the
 # servers stalled) is warned about: no rate can say it will be made.

@@ -14,6 +14,7 @@ from studyqueue.admin.labels import flag_label
 from studyqueue.explanations import check_cost, flag_trust, prompt_versions
 from studyqueue.management.commands._options import bounded_int
 from studyqueue.management.commands._translated import TranslatedCommand
+from studyqueue.models import CHECK_KINDS
 from studyqueue.times import local_iso
 
 
@@ -122,7 +123,7 @@ class Command(TranslatedCommand):
             "rejection_rate": v.rejection_rate,
             "flag_trust": {t.flag: t.as_dict() for t in flag_trust.of(trust, v.prompt_version)},
             "key_disputes_upheld": flag_trust.key_disputes().as_dict(),
-            "cost": {kind: asdict(cost.of(kind)) for kind in ("explanation", *check_cost.CHECKS)},
+            "cost": {kind: asdict(cost.of(kind)) for kind in ("explanation", *CHECK_KINDS)},
             "checking_token_share": cost.token_share,
             "checking_time_share": cost.time_share,
         }

@@ -5,6 +5,7 @@ other tables was one)."""
 from __future__ import annotations
 
 import ast
+import os
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
@@ -84,3 +85,20 @@ def test_no_folder_imports_upward():
         if source != "studyqueue" and target != "studyqueue" and layer(target) < layer(source)
     )
     assert upward == []
+
+
+def test_make_test_asks_whether_postgresql_is_up_before_django_is_set_up(python):
+    """``make test``'s ``tests.helpers.pg_ready`` runs with no settings: what it imports of the
+    app (``queue.pg``) must not import the models."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run(
+        [python, "-m", "tests.helpers.pg_ready", "postgres://nobody@127.0.0.1:1/none"],
+        cwd=ROOT.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (1, "")  # not reachable, and no traceback

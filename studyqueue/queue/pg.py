@@ -15,7 +15,6 @@ from django.db import connections
 
 from studyqueue.conf import conf
 from studyqueue.exceptions import SettingsError
-from studyqueue.queue import sql
 
 # OPTIONS keys that Django's PostgreSQL backend handles itself (documented in Django's
 # "PostgreSQL notes") and does not pass to psycopg, which would refuse them.
@@ -69,9 +68,10 @@ class Mode(enum.StrEnum):
 def mode(alias: str) -> Mode:
     """How the queue keeps its sessions on database ``alias`` (``DISABLE_SERVER_SIDE_CURSORS``:
     behind a transaction pooler, where LISTEN hears nothing)."""
-    if not sql.postgres(alias):
+    connection = connections[alias]
+    if connection.vendor != "postgresql":  # not ``sql.postgres``: this module needs no app
         return Mode.NONE
-    if not connections[alias].settings_dict.get("DISABLE_SERVER_SIDE_CURSORS"):
+    if not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS"):
         return Mode.SESSION
     return Mode.DIRECT if conf.DIRECT_DATABASE_URL else Mode.POOLED
 

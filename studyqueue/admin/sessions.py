@@ -13,8 +13,6 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
-from django.utils import timezone
-from django.utils.text import normalize_newlines
 from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue import times
@@ -31,18 +29,15 @@ from studyqueue.admin.common import (
 from studyqueue.admin.flags import SUMMARY_FLAGS, flag_badges
 from studyqueue.admin.review import PERMISSION as REVIEW_PERMISSION
 from studyqueue.admin.review import with_choice
+from studyqueue.exceptions import ReviewConflict
 from studyqueue.models import (
     JobStatus,
     ReviewStatus,
     SessionAnswer,
     SessionSummary,
     StudySession,
-    unstorable,
 )
 from studyqueue.sessions import summaries
-
-# What a reviewer decides of a summary: the explanations' decisions, by their values.
-REVIEW_DECISIONS = (ReviewStatus.APPROVED, ReviewStatus.EDITED, ReviewStatus.REJECTED)
 
 # A summary's state as ``summaries.as_json`` names it: its label and badge colour.
 STATES = {
@@ -259,46 +254,26 @@ class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
         if not request.user.has_perm(REVIEW_PERMISSION):
             raise PermissionDenied
         decision, summary_id = request.POST.get("decision", ""), request.POST.get("summary", "")
-        text = normalize_newlines(request.POST.get("text", "")).strip()
-        bad_text = decision == "edited" and (not text or unstorable(text))
-        if decision not in REVIEW_DECISIONS or not summary_id.isdigit() or bad_text:
+        try:
+            if not summary_id.isdigit():
+                raise ValueError(summary_id)
+            with transaction.atomic(using=StudySession.objects.all().db):  # and its log entry
+                summaries.review(
+                    session_id,
+                    int(summary_id),
+                    decision,
+                    by=request.user.get_username(),
+                    seen=request.POST.get("seen", ""),
+                    text=request.POST.get("text", ""),
+                )
+                said = gettext("Summary: %(decision)s") % {"decision": ReviewStatus(decision).label}
+                self.log_change(request, StudySession.objects.get(pk=session_id), said)
+        except ReviewConflict as conflict:
+            self.message_user(request, str(conflict), messages.WARNING)
+            return self._page(session_id)
+        except ValueError:
             self.message_user(request, gettext("Nothing decided: a bad form."), messages.ERROR)
             return self._page(session_id)
-        by = request.user.get_username()
-        with transaction.atomic(using=StudySession.objects.all().db):
-            # The session's lock orders this decision with another reviewer's and a new summary.
-            session = get_object_or_404(StudySession.objects.select_for_update(), pk=session_id)
-            shown = SessionSummary.objects.filter(
-                pk=int(summary_id), session=session, review_status=request.POST.get("seen", "")
-            )
-            current = session.summary_id == int(summary_id)
-            if not current or not shown.update(
-                review_status=decision, reviewed_by=by, reviewed_at=timezone.now()
-            ):
-                self.message_user(
-                    request,
-                    gettext("Nothing decided: this summary changed meanwhile."),
-                    messages.WARNING,
-                )
-                return self._page(session_id)
-            if decision == "edited":
-                checked = summaries.check(text, summaries.answers_of(session))
-                summaries.make_current(
-                    SessionSummary.objects.create(
-                        session=session,
-                        text=text,
-                        author=by,
-                        flags=checked.flags,
-                        stated=checked.stated,
-                        review_status=ReviewStatus.EDITED,
-                        reviewed_by=by,
-                        reviewed_at=timezone.now(),
-                    )
-                )
-            elif decision == "rejected":
-                summaries.queue_summaries([session])
-            said = gettext("Summary: %(decision)s") % {"decision": ReviewStatus(decision).label}
-            self.log_change(request, session, said)
         self.message_user(request, said, messages.SUCCESS)
         return self._page(session_id)
 

@@ -177,6 +177,23 @@ class Result:
     job_id: int | None = None
 
 
+def decision_text(decision: str, text: str) -> str:
+    """A reviewer's decision on a written text (an explanation or a summary), checked before
+    anything is read: the corrected text as stored (an edit), else ``ValueError``."""
+    if decision not in DECISIONS:
+        raise ValueError(f"{decision!r} is no review decision")
+    if decision != ReviewStatus.EDITED:
+        return ""
+    text = normalize_newlines(text).strip()
+    if not text:
+        raise ValueError(_("the corrected text is empty"))
+    if unstorable(text):
+        raise ValueError(
+            _("the text holds a character that cannot be stored (a NUL or a lone surrogate)")
+        )
+    return text
+
+
 def decide(
     revision_id: int,
     decision: ReviewStatus,
@@ -188,17 +205,7 @@ def decide(
     """Apply a reviewer's decision on ``revision_id`` while it is its question's item as
     ``seen`` (default: now): else ``ReviewConflict``, and nothing is written. ``UnchangedEdit``
     for an edit that changes nothing, ``ValueError`` for a bad correction or decision."""
-    if decision not in DECISIONS:
-        raise ValueError(f"{decision!r} is no review decision")
-    if decision is ReviewStatus.EDITED:
-        # The text as stored, checked before anything is read: bad input changes nothing.
-        text = normalize_newlines(text).strip()
-        if not text:
-            raise ValueError(_("the corrected text is empty"))
-        if unstorable(text):
-            raise ValueError(
-                _("the text holds a character that cannot be stored (a NUL or a lone surrogate)")
-            )
+    text = decision_text(decision, text)
     revisions_ = ExplanationRevision.objects.all()
     with transaction.atomic(using=revisions_.db):
         question_id = revisions_.filter(pk=revision_id).values_list("question", flat=True).first()

@@ -13,15 +13,19 @@ from typing import Any
 from django.db import transaction
 from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
 from django.dispatch import Signal
+from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from studyqueue.conf import conf
-from studyqueue.explanations import next_step
+from studyqueue.exceptions import ReviewConflict
+from studyqueue.explanations import next_step, review_queue
 from studyqueue.explanations.prompts import PromptVersion, render, template_source, version_of
 from studyqueue.models import (
     QUESTION_CHANGED_FLAG,
     JobKind,
     JobStatus,
     KeyAudit,
+    ReviewStatus,
     SessionAnswer,
     SessionSummary,
     StudyQuestionJob,
@@ -233,6 +237,50 @@ class Written(Fenced):
                 ",".join(self.checked.flags) or "-",
             )
         return outcome
+
+
+def review(
+    session_id: int, summary_id: int, decision: str, *, by: str, seen: str, text: str = ""
+) -> None:
+    """Apply a reviewer's decision on the session's current summary as the page showed it
+    (``seen``: its review status); an edit becomes the new current summary, a rejection queues
+    another. ``ReviewConflict`` when it was replaced or decided meanwhile, ``ValueError`` for a
+    bad decision or text (``review_queue.decision_text``): nothing is written then."""
+    text = review_queue.decision_text(decision, text)
+    sessions = StudySession.objects.select_for_update()
+    with transaction.atomic(using=sessions.db):
+        # The session's lock orders this decision with another reviewer's and a new summary.
+        session = sessions.filter(pk=session_id).first()
+        now = timezone.now()
+        shown = SessionSummary.objects.filter(pk=summary_id, session=session_id, review_status=seen)
+        if (
+            session is None
+            or session.summary_id != summary_id
+            or not shown.update(review_status=decision, reviewed_by=by, reviewed_at=now)
+        ):
+            raise ReviewConflict(_("Nothing decided: this summary changed meanwhile."))
+        if decision == ReviewStatus.EDITED:
+            checked = check(text, answers_of(session))
+            edited = SessionSummary.objects.create(
+                session=session,
+                text=text,
+                author=by,
+                flags=checked.flags,
+                stated=checked.stated,
+                review_status=ReviewStatus.EDITED,
+                reviewed_by=by,
+                reviewed_at=now,
+            )
+            make_current(edited)
+        elif decision == ReviewStatus.REJECTED:
+            queue_summaries([session])
+    logger.info(
+        "study_summary_reviewed session=%s summary=%s review=%s by=%s",
+        session_id,
+        summary_id,
+        decision,
+        by,
+    )
 
 
 def make_current(summary: SessionSummary) -> None:

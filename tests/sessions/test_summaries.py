@@ -109,3 +109,43 @@ def test_the_prompt_and_the_checks_score_the_same_answers():
     ]
     assert (StudySession.objects.get(pk=session.pk).right, session.total) == (1, 4)
     assert summaries.as_json(session)["outdated"] is True
+
+
+@pytest.mark.django_db
+def test_a_review_applies_only_to_the_current_summary_as_the_reviewer_saw_it():
+    """The admin's decision on a summary, as the domain applies it: a summary replaced or decided
+    meanwhile is refused, a bad correction too, and neither writes anything."""
+    from studyqueue.exceptions import ReviewConflict
+    from studyqueue.models import SessionSummary, StudySession
+    from studyqueue.sessions import recording
+    from tests.factories import StudyQuestionFactory
+
+    StudyQuestionFactory(external_id="q-1", choices=["Seoul", "Paris"], answer="1")
+    record = {
+        "learner": "kim-07",
+        "started_at": "2026-12-01T09:00:00+09:00",
+        "ended_at": "2026-12-01T09:20:00+09:00",
+        "answers": [{"question": "q-1", "chosen": 2}],
+    }
+    session, _ = recording.record(recording.check(record))
+    old, shown = (SessionSummary.objects.create(session=session, text=t) for t in ("a", "b"))
+    summaries.make_current(shown)
+    with pytest.raises(ReviewConflict):
+        summaries.review(session.pk, old.pk, "approved", by="lee", seen="unreviewed")
+    with pytest.raises(ValueError, match="empty"):
+        summaries.review(session.pk, shown.pk, "edited", by="lee", seen="unreviewed", text=" ")
+    with pytest.raises(ValueError, match="no review decision"):
+        summaries.review(session.pk, shown.pk, "pending", by="lee", seen="unreviewed")
+    assert not SessionSummary.objects.exclude(review_status="unreviewed").exists()
+    summaries.review(
+        session.pk, shown.pk, "edited", by="lee", seen="unreviewed", text="1문제 중 0문제."
+    )
+    edited = StudySession.objects.get(pk=session.pk).summary
+    assert (edited.text, edited.author, edited.review_status) == (
+        "1문제 중 0문제.",
+        "lee",
+        "edited",
+    )
+    assert SessionSummary.objects.get(pk=shown.pk).review_status == "edited"
+    with pytest.raises(ReviewConflict):  # the page showed it unreviewed: decided meanwhile
+        summaries.review(session.pk, edited.pk, "approved", by="kim", seen="unreviewed")

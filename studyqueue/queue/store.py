@@ -119,7 +119,6 @@ class JobStore:
         self._jobs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-db")
         self._claims = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-claims")
         self._gate = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-gate")
-        self._questions: dict[int, StudyQuestion | None] = {}  # read with the claim, by job
         # SQLite has one writer at a time, and a writer that finds the file locked sleeps
         # 1, 2, 5 ms... before it looks again: the three threads take turns here instead.
         sqlite = not sql.postgres(self.alias)
@@ -158,13 +157,15 @@ class JobStore:
         self, worker_id: str, limit: int, *, deliveries: bool = True, level: int = logging.INFO
     ) -> list[StudyQuestionJob]:
         """Claim up to ``limit`` ready jobs in id order (``transitions.claim``, logged at
-        ``level``), and read their questions (``question``) on the same trip: one hop fewer
-        before a call."""
-        jobs, questions = await self.on_claims(
-            _claim, worker_id, limit, deliveries, level, self._prepared
+        ``level``). A job's question is read by its handler (``question``), if it needs one."""
+        return await self.on_claims(
+            transitions.claim,
+            worker_id=worker_id,
+            limit=limit,
+            deliveries=deliveries,
+            level=level,
+            prepared=self._prepared,
         )
-        self._questions.update(questions)
-        return jobs
 
     async def reset_stale(self) -> StaleResult:
         """Put jobs with no heartbeat for ``STALE_MINUTES`` back (``transitions.reset_stale``):
@@ -174,8 +175,6 @@ class JobStore:
     async def question(self, job: StudyQuestionJob) -> StudyQuestion | None:
         """The job's question as its handler reads it before the call; None if deleted. On
         the claims' connection: on the jobs' it would wait behind the previous job's write."""
-        if job.pk in self._questions:
-            return self._questions.pop(job.pk)
         return await self.on_claims(_question, job)
 
     async def revision_to_verify(
@@ -193,7 +192,6 @@ class JobStore:
 
     async def finish(self, job: StudyQuestionJob, result: JobResult) -> Outcome:
         """Write what a handler made of ``job``, fenced by its claim."""
-        self._questions.pop(job.pk, None)  # not read (another kind, handed back early)
         write = functools.partial(_kept, result) if job.pk in self.kept else result.write
         return await self.on_jobs(write, job)
 
@@ -219,17 +217,6 @@ class JobStore:
         for thread in (self._jobs, self._claims, self._gate):
             thread.submit(connections.close_all).result()
             thread.shutdown()
-
-
-def _claim(
-    worker_id: str, limit: int, deliveries: bool, level: int, prepared: bool
-) -> tuple[list[StudyQuestionJob], dict[int, StudyQuestion | None]]:
-    jobs = transitions.claim(
-        worker_id=worker_id, limit=limit, deliveries=deliveries, level=level, prepared=prepared
-    )
-    ids = [job.study_question_id for job in jobs if job.study_question_id is not None]
-    found = StudyQuestion.objects.in_bulk(ids) if ids else {}
-    return jobs, {job.pk: found.get(job.study_question_id) for job in jobs}
 
 
 def _kept(result: JobResult, job: StudyQuestionJob) -> Outcome:

@@ -147,7 +147,8 @@ class Consumer:
         self.notices_swept_at = -NOTICE_SWEEP_SECONDS  # the last sweep (``Cycle``)
         self.backlog = False  # the cycle's last claim came back full
         self.storing = 0  # jobs whose call is over, storing what it returned
-        self.called = asyncio.Event()  # set as a job begins to store: a place is free
+        # Set as a job begins to store (a place is free) and as a job ends: the cycle wakes.
+        self.wake = asyncio.Event()
         # Jobs a cycle claimed whose LLM call has not started: a pause hands them back.
         self.unstarted = Unstarted(KnownPauses(), self.store.paused_kinds)
         self.ctx = registry.WorkContext(
@@ -325,7 +326,7 @@ class Consumer:
             result = await registry.dispatch(job, self.ctx)
             held_place = job.kind not in delivery_kinds()  # a delivery has no place to free
             self.storing += held_place
-            self.called.set()
+            self.wake.set()
             try:
                 return await self.store.finish(job, result)
             finally:
@@ -417,6 +418,7 @@ class Cycle:
         self.consumer = consumer
         self.result = CycleResult()
         self.running: set[asyncio.Task[Outcome]] = set()
+        self.ended: list[asyncio.Task[Outcome]] = []  # running tasks done since the last wake
         self.deliveries: set[asyncio.Task[Outcome]] = set()  # of ``running``: in no place
         self.deadline = time.monotonic() + consumer.budget
         self.claims = 0
@@ -451,15 +453,14 @@ class Cycle:
                 continue
             if not self.running:
                 break
-            called = asyncio.ensure_future(consumer.called.wait())  # a job begins to store
-            done, _ = await asyncio.wait(
-                {*self.running, called},
-                timeout=self.wait_timeout(),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            called.cancel()
-            consumer.called.clear()
-            for task in self.running & done:
+            # Woken by a job that ends or begins to store (``ended``), not by waiting on every
+            # running task: that cost a tenth of a job's time per job at 10 in flight.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.wait_timeout()):
+                    await consumer.wake.wait()
+            consumer.wake.clear()
+            done, self.ended = self.ended, []
+            for task in self.running.intersection(done):  # not counted by ``grace_expired``
                 self.job_finished(task)
             # A delivery may keep the cycle open for WEBHOOK_TIMEOUT_SECONDS: look for LLM work
             # meanwhile, at each wake (twice a second), as the next cycle would.
@@ -520,6 +521,7 @@ class Cycle:
                 self.result.outcomes[await consumer.release(job, "consumer stopping")] += 1
                 continue
             task = asyncio.create_task(consumer.run_claimed(job), name=f"job-{job.pk}")
+            task.add_done_callback(self.task_ended)
             self.running.add(task)
             if job.kind in delivery_kinds():
                 self.deliveries.add(task)
@@ -555,6 +557,10 @@ class Cycle:
         pauses.read(paused, started=started)
         if paused:
             consumer.hand_back_paused(paused)
+
+    def task_ended(self, task: asyncio.Task[Outcome]) -> None:
+        self.ended.append(task)
+        self.consumer.wake.set()
 
     def job_finished(self, task: asyncio.Task[Outcome]) -> None:
         """Count a finished job; a place in flight is free, so claiming may go on."""

@@ -437,7 +437,8 @@ class Cycle:
     @property
     def places(self) -> int:
         """Places in flight free now (``DELIVERY_PLACES``: a delivery takes none)."""
-        return self.in_flight - len(self.running - self.deliveries) + self.consumer.storing
+        # Deliveries are among the running: counted, not a new set at each look.
+        return self.in_flight - (len(self.running) - len(self.deliveries)) + self.consumer.storing
 
     async def run(self) -> CycleResult:
         """Reset stale jobs, then claim jobs in id order and run them until nothing is ready or

@@ -56,10 +56,10 @@ def enqueue(question: StudyQuestion | int, kind: str = JobKind.EXPLANATION) -> E
     return _insert_active({"study_question_id": question_id}, kind, f"question {question_id}")
 
 
-def enqueue_set_notice(set_id: int) -> EnqueueResult:
-    """Queue the notice that question set ``set_id`` is done (``workers.set_notice``);
-    idempotent: returns the active one if there is one."""
-    return _insert_active({"question_set_id": set_id}, JobKind.SET_NOTICE, f"set {set_id}")
+def enqueue_for_set(set_id: int, kind: str) -> EnqueueResult:
+    """Queue a job of ``kind`` (its notice) for question set ``set_id``; idempotent: returns
+    the active one if there is one."""
+    return _insert_active({"question_set_id": set_id}, kind, f"set {set_id}")
 
 
 def enqueue_for_session(session_id: int, kind: str) -> EnqueueResult:

@@ -20,7 +20,7 @@ from django.utils.translation import gettext
 from studyqueue import times
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob, StudyQuestionSet
 from studyqueue.queue import transitions
-from studyqueue.queue.enqueue import enqueue_set_notice
+from studyqueue.queue.enqueue import enqueue_for_set
 from studyqueue.queue.store import Fenced
 from studyqueue.sets.question_sets import Progress, checks_line, counts_line, progress, questions
 
@@ -121,7 +121,7 @@ def _queue_notice(question_set: StudyQuestionSet, done: Progress) -> int:
         )
         if not claimed:
             return 0  # another consumer's sweep queued it
-        created = enqueue_set_notice(question_set.pk).created
+        created = enqueue_for_set(question_set.pk, JobKind.SET_NOTICE).created
         if not created:
             # An earlier completion's notice is active and may have read its own already: leave
             # this one unqueued, for the sweep after that notice ended (its end is a job's).

@@ -29,7 +29,7 @@ from studyqueue.models import (
     StudyQuestionJob,
     StudyQuestionSet,
 )
-from studyqueue.queue.enqueue import enqueue, enqueue_many, enqueue_set_notice
+from studyqueue.queue.enqueue import enqueue, enqueue_for_set, enqueue_many
 from studyqueue.queue.pauses import pause, resume
 from studyqueue.sets import notices, question_sets
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
@@ -398,7 +398,7 @@ def test_a_second_notice_job_of_a_noticed_completion_sends_nothing(receiver, sig
     queues another notice job of the same completion: it re-checks and sends nothing."""
     question_set = _set("raced", 1, owner_email="teacher@example.org")
     _drain()
-    enqueue_set_notice(question_set.pk)  # what the stale sweep would queue
+    enqueue_for_set(question_set.pk, JobKind.SET_NOTICE)  # what the stale sweep would queue
     _drain()
     assert len(receiver.posts) == 1 and len(signals) == 1 and len(mail.outbox) == 1
     statuses = sorted(question_set.jobs.values_list("status", "error_code"))

@@ -203,6 +203,11 @@ class EndpointPool:
         if not candidates:
             # Every one is down or probed: the one back soonest (the caller hands back its job).
             return min(open_, key=lambda m: m.breaker.remaining())
+        probed = [m for m in candidates if m.state == State.PROBING]
+        if probed:
+            # Its pause is over: one call says whether it is back (a failure fails over), even
+            # while another keeps up with the work; else it would rejoin only under load.
+            return probed[0]
         last = self.affinity.get(prefix) if prefix is not None else None
         if last in candidates and last.committed < last.gate.limit:
             return last

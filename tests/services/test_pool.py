@@ -87,6 +87,20 @@ def test_a_server_that_is_down_gets_no_call_and_one_call_probes_it_after_its_pau
     assert first.state == State.UP and first.available()
 
 
+def test_a_probed_server_gets_its_probe_while_the_one_that_served_the_prefix_is_free():
+    """Under light load the server that served a prefix is free at every call: a server back
+    from its pause is probed all the same, else it would rejoin only once the other is full."""
+    pool = _pool(1, 1)
+    first, second = pool.members
+    first.breaker.trip(_down())
+    pool.affinity["v1"] = second
+    assert pool.choose("v1") is second
+    first.breaker.open_until = 0.0  # its pause is over
+    assert pool.choose("v1") is first
+    first.committed += 1  # the probe is under way: the prefix goes where it went
+    assert pool.choose("v1") is second
+
+
 def test_claiming_pauses_only_when_every_server_is_down():
     pool = _pool(2, 3)
     first, second = pool.members

@@ -118,7 +118,10 @@ def assert_each_completed_once(ids: list[int], llm_server) -> dict:  # type: ign
 def test_four_consumers_complete_2000_jobs_exactly_once(consumers, llm_server, settings):
     llm_server.configure(delay=0.002, capacity=4)
     ids = bulk_jobs(2000)
-    procs = [consumers("--worker-id", f"c{i}", GATE_PERMITS=4, **FAST) for i in range(4)]
+    # No fault here: a loaded machine must not make one. With FAST's 3 s stale threshold and
+    # 2 s call timeout, a stalled heartbeat or a call queued behind three others reran a job.
+    calm = {**FAST, "STALE_MINUTES": 1, "LLM_TIMEOUT_SECONDS": 30}
+    procs = [consumers("--worker-id", f"c{i}", GATE_PERMITS=4, **calm) for i in range(4)]
     elapsed = wait_all_finished(2000, timeout=240)
     stop_all(procs)
     figures = assert_each_completed_once(ids, llm_server)

@@ -76,7 +76,7 @@ class StudyQuestionForm(forms.ModelForm):
 
     class Meta:
         model = StudyQuestion
-        fields = ("text", "choices", "answer")
+        fields = ("text", "choices", "answer", "tags")
         field_classes = {"text": StorableTextField, "answer": StorableTextField}
 
 

@@ -46,6 +46,7 @@ from studyqueue.models import (
     ReviewStatus,
     StudyQuestion,
     StudyQuestionJob,
+    Tag,
     awaiting_key_check,
 )
 from studyqueue.queue.operations import batches
@@ -228,11 +229,20 @@ class DeferringChangeList(ChangeList):
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet:
         queryset = super().get_queryset(request, exclude_parameters)
-        return queryset.defer(*LONG_COLUMNS).annotate(
-            text_start=Left("text", EXCERPT * 4),
-            explained=ExpressionWrapper(~Q(explanation=""), output_field=BooleanField()),
-            explained_at=F("current_revision__created_at"),
+        return (
+            queryset.defer(*LONG_COLUMNS)
+            .annotate(
+                text_start=Left("text", EXCERPT * 4),
+                explained=ExpressionWrapper(~Q(explanation=""), output_field=BooleanField()),
+                explained_at=F("current_revision__created_at"),
+            )
+            .prefetch_related("tags")
         )
+
+
+@admin.register(Tag)
+class TagAdmin(admin.ModelAdmin):
+    search_fields = ("name",)
 
 
 @admin.register(StudyQuestion)
@@ -242,6 +252,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         "text_excerpt",
         "has_explanation",
         "flag_list",
+        "tag_list",
         "latest_job",
         "explained_at",
     )
@@ -252,8 +263,10 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         ReviewStatusFilter,
         KeyAuditFilter,
         ("sets", admin.RelatedFieldListFilter),
+        ("tags", admin.RelatedOnlyFieldListFilter),
     )
-    search_fields = ("text", "=external_id")
+    search_fields = ("text", "=external_id", "=tags__name")
+    autocomplete_fields = ("tags",)
     show_full_result_count = False
     paginator = CappedCountPaginator
     ordering = ("-id",)
@@ -263,7 +276,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
     form = StudyQuestionForm
     fieldsets = (
         # The answer the current explanation states, beside the key it should agree with.
-        (None, {"fields": ("external_id", "text", "choices", ("answer", "stated_answer"))}),
+        (None, {"fields": ("external_id", "text", "choices", ("answer", "stated_answer"), "tags")}),
         (
             gettext_lazy("Explanation (written by the LLM)"),
             {
@@ -352,6 +365,10 @@ class StudyQuestionAdmin(GuardedInputAdmin):
     @admin.display(description=gettext_lazy("quality flags"))
     def flag_list(self, question: StudyQuestion) -> str:
         return flag_badges(question.explanation_flags)
+
+    @admin.display(description=gettext_lazy("tags"))
+    def tag_list(self, question: StudyQuestion) -> str:
+        return ", ".join(tag.name for tag in question.tags.all())  # prefetched by the list
 
     @admin.display(description=gettext_lazy("stated answer"))
     def stated_answer(self, question: StudyQuestion) -> str:

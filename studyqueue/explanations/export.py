@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import csv
 import json
+from collections import Counter
 from collections.abc import Collection, Generator, Iterable, Iterator
 from datetime import datetime
 from enum import StrEnum
+from itertools import islice
 from typing import IO, Any
 
 from django.db.models import Case, CharField, Exists, OuterRef, Q, Value, When
 
+from studyqueue.explanations import banks
 from studyqueue.explanations.transfer import BOM
 from studyqueue.models import (
     ACTIVE_STATUSES,
@@ -23,13 +26,15 @@ from studyqueue.models import (
     StudyQuestionJob,
     awaiting_key_check,
     key_audit_holds,
+    tag_names,
 )
 from studyqueue.times import local_iso
 
+FORMATS = ("jsonl", "csv", "moodle")
 # Each column's meaning: docs/howto/import-export.md ("Export").
 EXPORT_FIELDS = (
-    "id", "external_id", "text", "choices", "answer", "explanation", "model", "endpoint",
-    "prompt_version", "flags", "stated_answer", "review_status", "key_audit",
+    "id", "external_id", "text", "choices", "answer", "tags", "explanation", "model",
+    "endpoint", "prompt_version", "flags", "stated_answer", "review_status", "key_audit",
     "key_audit_answer", "verifier_answer", "step_check", "wrong_step", "wrong_step_text",
     "explained_at", "prompt_tokens", "cached_tokens", "completion_tokens", "tokens_counted",
     "ttft_ms", "tokens_per_second", "waiting_on",
@@ -105,7 +110,7 @@ def export_rows(
         "current_revision__first_token_ms", "current_revision__tokens_per_second",
         "waiting_on",
     )  # fmt: skip
-    for values in rows.iterator(chunk_size=2000):
+    for values in _tagged(rows.iterator(chunk_size=2000)):
         row = dict(zip(EXPORT_FIELDS, values, strict=True))
         if row["waiting_on"] is not None:  # not explained: nothing of an explanation
             row.update(explanation=None, prompt_version=None, review_status=None, endpoint=None)
@@ -118,6 +123,13 @@ def export_rows(
         row["review_status"] = row["review_status"] or ReviewStatus.UNREVIEWED
         row["explained_at"] = local_iso(row["explained_at"])
         yield row
+
+
+def _tagged(rows: Iterator[tuple]) -> Iterator[tuple]:
+    """Rows (the question's id first) with its tags sixth, read a chunk at a time."""
+    while chunk := list(islice(rows, 2000)):
+        tags = tag_names([row[0] for row in chunk])
+        yield from ((*row[:5], tags.get(row[0], []), *row[5:]) for row in chunk)
 
 
 class _Line:
@@ -151,9 +163,13 @@ def lines(
     *,
     bom: bool = True,
     fields: tuple[str, ...] = EXPORT_FIELDS,
+    left_out: Counter[str] | None = None,
 ) -> Iterator[str]:
-    """Rows as JSON Lines, or spreadsheet-safe CSV lines of ``fields`` after a header
-    (``bom``: marked)."""
+    """Rows as JSON Lines, spreadsheet-safe CSV lines of ``fields`` after a header (``bom``:
+    marked), or a Moodle XML quiz (what it cannot hold counted in ``left_out``)."""
+    if fmt == "moodle":
+        yield from banks.moodle_quiz(rows, Counter() if left_out is None else left_out)
+        return
     if fmt == "jsonl":
         for row in rows:
             yield json.dumps(row, ensure_ascii=False) + "\n"
@@ -172,10 +188,11 @@ def write(
     *,
     bom: bool = True,
     fields: tuple[str, ...] = EXPORT_FIELDS,
+    left_out: Counter[str] | None = None,
 ) -> int:
-    """Write rows as JSON Lines or CSV (see ``lines``); how many rows."""
-    count = -1 if fmt == "csv" else 0  # the CSV header is not a row
-    for line in lines(rows, fmt, bom=bom, fields=fields):
+    """Write rows as ``lines``; how many rows."""
+    count = {"csv": -1, "moodle": -2}.get(fmt, 0)  # a header (and the quiz's end) is no row
+    for line in lines(rows, fmt, bom=bom, fields=fields, left_out=left_out):
         out.write(line)
         count += 1
     return max(count, 0)

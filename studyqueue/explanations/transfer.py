@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -16,21 +17,31 @@ from django.utils import timezone
 from django.utils.text import normalize_newlines
 from django.utils.translation import gettext as _
 
-from studyqueue.explanations import answers, edits, next_step
+from studyqueue.explanations import answers, banks, edits, next_step
 from studyqueue.models import (
     JobKind,
     QuestionQuerySet,
     StudyQuestion,
     StudyQuestionJob,
+    Tag,
+    tag_names,
     validate_choices,
     width,
 )
 from studyqueue.queue.operations import batches
 
-FORMATS = ("jsonl", "csv")
+FORMATS = ("jsonl", "csv", *banks.READERS)
+EXTENSIONS = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".xml": "moodle",
+    ".gift": "gift",
+}
 BOM = "\ufeff"  # UTF-8's byte-order mark, EF BB BF once encoded: CSV exports start with it
-FIELDS = ("text", "choices", "answer", "external_id")
+FIELDS = ("text", "choices", "answer", "external_id", "tags")
 EXTERNAL_ID_MAX = width(StudyQuestion, "external_id")
+TAG_MAX = width(Tag, "name")
 FIELD_MAX = 128 * 1024  # characters in one field, both formats: the csv module's own limit
 LINE_MAX = 4 * 1024 * 1024  # characters in one line read: memory stays bounded
 BATCH = 1000
@@ -50,13 +61,16 @@ class Row:
     choices: list[str]
     answer: str
     external_id: str | None
+    tags: tuple[str, ...] | None = None  # None: the file says nothing of them
 
 
 @dataclass
 class Parsed:
     rows: list[Row] = field(default_factory=list)
-    errors: list[tuple[int, str]] = field(default_factory=list)  # (line, reason)
+    errors: list[tuple[int | str, str]] = field(default_factory=list)  # (where, reason)
     warnings: list[tuple[int, str]] = field(default_factory=list)  # (line, note): not fatal
+    skipped: Counter[str] = field(default_factory=Counter)  # questions of a type not explained
+    ignored: Counter[str] = field(default_factory=Counter)  # what was read but is not kept
 
 
 class FileError(ValueError):
@@ -71,14 +85,23 @@ class FileError(ValueError):
         return _("line %(line)s: %(reason)s") % {"line": self.line, "reason": self.reason}
 
 
+def at(where: int | str) -> str:
+    """Where a row is: its line, or (Moodle XML) its question's position and name."""
+    return _("line %(line)s") % {"line": where} if isinstance(where, int) else where
+
+
 def format_of(name: str, given: str | None) -> str:
     """The file's format: ``given``, else its extension."""
     if given:
         return given
-    for fmt in FORMATS:
-        if name.lower().endswith(f".{fmt}") or (fmt == "jsonl" and name.endswith(".ndjson")):
+    for extension, fmt in EXTENSIONS.items():
+        if name.lower().endswith(extension):
             return fmt
-    raise ValueError(f"cannot tell the format of {name!r}: give --format jsonl or csv")
+    formats = {"formats": ", ".join(FORMATS)}
+    raise ValueError(
+        _("cannot tell the format of %(name)r: give --format (%(formats)s)")
+        % {"name": name, **formats}
+    )
 
 
 class _LineTooLong(Exception):
@@ -380,10 +403,7 @@ def _choices(value: Any, fmt: str) -> list[str]:
             return []
         if not value.startswith("["):  # "Paris | Rome | Berlin"
             return [part.strip() for part in value.split("|") if part.strip()]
-        try:
-            value = json.loads(value)
-        except RecursionError:
-            raise ValueError(_("nested too deeply")) from None
+        value = _json_cell(value)
     if value is None:
         return []
     if isinstance(value, list):
@@ -395,6 +415,13 @@ def _choices(value: Any, fmt: str) -> list[str]:
     if sum(len(choice) for choice in value) > FIELD_MAX:
         raise _too_long("choices", FIELD_MAX)
     return value
+
+
+def _json_cell(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(_("nested too deeply")) from None
 
 
 def _number_as_text(value: Any) -> Any:
@@ -413,6 +440,20 @@ def _external_id(value: Any) -> str | None:
     if len(external) > EXTERNAL_ID_MAX:
         raise _too_long("external_id", EXTERNAL_ID_MAX)
     return external or None
+
+
+def _tags(value: Any, fmt: str) -> tuple[str, ...] | None:
+    """Distinct tags in their order: a list of texts, or in CSV ``a|b``; absent: None."""
+    if fmt == "csv" and isinstance(value, str):  # "a|b", or a list as JSON (an export's)
+        value = _json_cell(value) if value.startswith("[") else value.split("|")
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
+        raise ValueError(_("'tags' must be a list of texts"))
+    tags = [_string(tag, "'tags'", one_line=True).strip() for tag in value]
+    if any(len(tag) > TAG_MAX for tag in tags):
+        raise _too_long("tags", TAG_MAX)
+    return tuple(dict.fromkeys(tag for tag in tags if tag))
 
 
 def _row(number: int, record: Any, fmt: str) -> Row:
@@ -449,16 +490,22 @@ def _row(number: int, record: Any, fmt: str) -> Row:
             )
             % {"answer": repr(answer[:40])}
         )
-    return Row(number, text, choices, answer, external)
+    return Row(number, text, choices, answer, external, _tags(record.get("tags"), fmt))
 
 
 def parse(stream: IO[str], fmt: str) -> Parsed:
     """Every record cleaned, then checked (a repeated external id too): valid rows, and
     (line, reason) for the others; ``FileError`` when the whole file cannot be read."""
     parsed = Parsed()
-    seen: dict[str, int] = {}
-    records = _jsonl_records if fmt == "jsonl" else _csv_records
-    for number, record in records(_Lines(stream)):
+    seen: dict[str, int | str] = {}
+    if fmt in banks.READERS:
+        try:
+            records = banks.READERS[fmt](stream.read(), parsed.skipped, parsed.ignored)
+        except banks.FormatError as exc:
+            raise FileError(exc.line, str(exc)) from None
+    else:
+        records = (_jsonl_records if fmt == "jsonl" else _csv_records)(_Lines(stream))
+    for number, record in records:
         if isinstance(record, UserWarning):
             parsed.warnings.append((number, str(record)))
             continue
@@ -469,10 +516,8 @@ def parse(stream: IO[str], fmt: str) -> Parsed:
             continue
         if row.external_id is not None:
             if row.external_id in seen:
-                twice = {"id": row.external_id, "line": seen[row.external_id]}
-                parsed.errors.append(
-                    (number, _("external_id %(id)r also on line %(line)s") % twice)
-                )
+                twice = {"id": row.external_id, "where": at(seen[row.external_id])}
+                parsed.errors.append((number, _("external_id %(id)r also at %(where)s") % twice))
                 continue
             seen[row.external_id] = number
         parsed.rows.append(row)
@@ -501,7 +546,8 @@ def store(rows: list[Row], progress: Callable[[int], None] = lambda n: None) -> 
 def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet) -> None:
     ids = [row.external_id for row in batch if row.external_id is not None]
     existing = {q.external_id: q for q in questions.filter(external_id__in=ids)}
-    new, changed = [], []
+    tagged = tag_names([question.pk for question in existing.values()], questions.db)
+    new, changed, retagged = [], [], []
     now = timezone.now()
     for row in batch:
         question = existing.get(row.external_id) if row.external_id else None
@@ -513,10 +559,18 @@ def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet
                     external_id=row.external_id,
                 )
             )  # fmt: skip
-        elif (question.text, question.choices, question.answer) != content:
+            if row.tags:
+                retagged.append((new[-1], row.tags))
+            continue
+        retag = row.tags is not None and set(row.tags) != set(tagged.get(question.pk, ()))
+        if retag:
+            retagged.append((question, row.tags))
+        if (question.text, question.choices, question.answer) != content:
             question.text, question.choices, question.answer = content
             question.updated_at = now
             changed.append(question)
+        elif retag:
+            result.updated.append(question.pk)  # its tags alone: its explanation stands
         else:
             result.unchanged.append(question.pk)
     result.created += [q.pk for q in questions.bulk_create(new)]
@@ -524,6 +578,21 @@ def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet
     with edits.editing([q.pk for q in changed], using=questions.db):
         questions.bulk_update(changed, ["text", "choices", "answer", "updated_at"])
     result.updated += [q.pk for q in changed]
+    _set_tags(retagged, using=questions.db)
+
+
+def _set_tags(tagged: list[tuple[StudyQuestion, tuple[str, ...]]], *, using: str) -> None:
+    """Each question's tags become the names given (tags created as needed)."""
+    names = {name for _question, tags in tagged for name in tags}
+    Tag.objects.using(using).bulk_create([Tag(name=n) for n in names], ignore_conflicts=True)
+    ids = dict(Tag.objects.using(using).filter(name__in=names).values_list("name", "pk"))
+    links = StudyQuestion.tags.through.objects.using(using)
+    links.filter(studyquestion__in=[question.pk for question, _tags in tagged]).delete()
+    links.bulk_create(
+        StudyQuestion.tags.through(studyquestion_id=question.pk, tag_id=ids[name])
+        for question, tags in tagged
+        for name in tags
+    )
 
 
 @dataclass(frozen=True)

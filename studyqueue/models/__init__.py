@@ -48,9 +48,11 @@ from studyqueue.models.questions import (
     ReviewStatus,
     StepCheck,
     StudyQuestion,
+    Tag,
     awaiting_key_check,
     key_audit_holds,
     revision_to_verify,
+    tag_names,
     validate_choices,
 )
 from studyqueue.models.sessions import SessionAnswer, SessionSummary, StudySession

@@ -111,6 +111,20 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
 QuestionManager = StudyQueueManager.from_queryset(QuestionQuerySet)
 
 
+class Tag(models.Model):
+    """A short label questions share: a topic, a chapter, a source (imports bring them)."""
+
+    name = models.CharField(verbose_name=_("name"), max_length=100, unique=True)
+
+    class Meta:
+        ordering = ("name",)
+        verbose_name = _("tag")
+        verbose_name_plural = _("tags")
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class StudyQuestion(models.Model):
     """A question a learner studies; its explanation is written by the LLM."""
 
@@ -134,6 +148,13 @@ class StudyQuestion(models.Model):
     )
     answer = models.TextField(
         verbose_name=_("answer"), blank=True, help_text=_("The correct answer, if known.")
+    )
+    tags = models.ManyToManyField(
+        Tag,
+        verbose_name=_("tags"),
+        blank=True,
+        related_name="questions",
+        help_text=_("Short labels: a topic, a chapter, a source."),
     )
     explanation = models.TextField(
         verbose_name=_("explanation"), blank=True, help_text=_("The current revision's text.")
@@ -251,6 +272,15 @@ class StudyQuestion(models.Model):
             validate_choices(self.choices)
         except ValidationError as exc:
             raise ValidationError({"choices": exc.messages}) from None
+
+
+def tag_names(question_ids: Collection[int], using: str = "default") -> dict[int, list[str]]:
+    """The tags' names of each question that has any, by its id, in order."""
+    names: dict[int, list[str]] = {}
+    links = StudyQuestion.tags.through.objects.using(using).filter(studyquestion__in=question_ids)
+    for pk, name in links.order_by("tag__name").values_list("studyquestion_id", "tag__name"):
+        names.setdefault(pk, []).append(name)
+    return names
 
 
 def awaiting_key_check() -> Q:

@@ -103,7 +103,7 @@ def test_a_file_with_bad_rows_imports_nothing_and_names_each_bad_row(tmp_path):
         "line 4: 'choices': Choices must be a list of strings, not str.",
         "line 5: 'choices': Choice 2 must be a string, not int.",
         "line 6: unknown field(s): colour",
-        "line 7: external_id 'ok' also on line 1",
+        "line 7: external_id 'ok' also at line 1",
         "line 8: a record must be an object",
     ):
         assert expected in message, expected
@@ -710,3 +710,71 @@ def test_a_json_number_as_the_key_is_a_choice_number_or_a_choice_text(tmp_path):
         run("importquestions", bad)
     assert "line 1: 'answer' '3' names none of the choices" in str(info.value)
     assert "line 2: 'answer' must be text" in str(info.value)
+
+
+def _tags(external_id: str) -> list[str]:
+    return [tag.name for tag in StudyQuestion.objects.get(external_id=external_id).tags.all()]
+
+
+def test_tags_come_from_json_lines_and_csv_and_a_reimport_of_tags_alone_keeps_the_explanation(
+    tmp_path,
+):
+    run(
+        "importquestions",
+        jsonl(tmp_path, {"text": "삼각형?", "external_id": "g1", "tags": ["기하", "2024", "기하"]}),
+    )
+    assert _tags("g1") == ["2024", "기하"]
+    question = StudyQuestion.objects.get(external_id="g1")
+    from studyqueue.explanations import revisions
+    from tests.factories import ExplanationRevisionFactory
+
+    assert revisions.make_current(ExplanationRevisionFactory(question=question, text="세 변."))
+    path = tmp_path / "questions.csv"
+    path.write_text("external_id,text,tags\ng1,삼각형?, 도형 | 2024 \ng2,원?,\n")
+    out, _ = run("importquestions", str(path))
+    assert out.strip() == "Imported 2 row(s): 1 created, 1 updated, 0 unchanged."
+    assert (_tags("g1"), _tags("g2")) == (["2024", "도형"], [])
+    question.refresh_from_db()
+    assert question.explanation == "세 변."  # a tag is no part of what was explained
+    # A file that says nothing of tags leaves them; an empty list clears them.
+    out, _ = run("importquestions", jsonl(tmp_path, {"text": "삼각형?", "external_id": "g1"}))
+    assert "1 unchanged" in out and _tags("g1") == ["2024", "도형"]
+    run("importquestions", jsonl(tmp_path, {"text": "삼각형?", "external_id": "g1", "tags": []}))
+    assert _tags("g1") == []
+
+
+@pytest.mark.parametrize(
+    ("tags", "reason"),
+    [
+        ("기하", "'tags' must be a list of texts"),
+        (["기하", 3], "'tags' must be a list of texts"),
+        (["x" * 101], "'tags' is longer than 100 characters"),
+    ],
+)
+def test_bad_tags_are_the_reason_of_their_row(tmp_path, tags, reason):
+    with pytest.raises(CommandError, match=f"line 1: {reason}"):
+        run("importquestions", jsonl(tmp_path, {"text": "Q?", "tags": tags}))
+    assert not StudyQuestion.objects.exists()
+
+
+def test_exports_carry_tags_and_the_admin_filters_and_searches_by_them(tmp_path, admin_client):
+    tagged = _explained(text="삼각형?", external_id="g1")
+    plain = _explained(text="원?", external_id="g2")
+    run(
+        "importquestions",
+        jsonl(tmp_path, {"text": "삼각형?", "external_id": "g1", "tags": ["기하", "중2"]}),
+    )
+    out, _ = run("exportexplanations")
+    assert [json.loads(line)["tags"] for line in out.splitlines()] == [["기하", "중2"], []]
+    out, _ = run("exportexplanations", "--format", "csv")
+    assert [row["tags"] for row in csv.DictReader(io.StringIO(out.lstrip("\ufeff")))] == [
+        '["기하", "중2"]',
+        "[]",
+    ]
+    url = reverse("admin:studyqueue_studyquestion_changelist")
+    tag = tagged.tags.get(name="중2")
+    page = admin_client.get(url, {"tags__id__exact": tag.pk}).content.decode()
+    assert "기하, 중2" in page and f"/{tagged.pk}/change/" in page
+    assert f"/{plain.pk}/change/" not in page
+    page = admin_client.get(url, {"q": "기하"}).content.decode()
+    assert f"/{tagged.pk}/change/" in page and f"/{plain.pk}/change/" not in page

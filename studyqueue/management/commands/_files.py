@@ -66,12 +66,9 @@ def cannot_read(file: str, reason: object) -> str:
     return _("cannot read %(file)s: %(reason)s") % {"file": file, "reason": reason}
 
 
-def report(errors: list[tuple[int, str]]) -> str:
-    """The bad lines, one a line (the first ``SHOWN_ERRORS``), indented."""
-    lines = [
-        "  " + _("line %(line)s: %(reason)s") % {"line": line, "reason": reason}
-        for line, reason in errors[:SHOWN_ERRORS]
-    ]
+def report(errors: list[tuple[int | str, str]]) -> str:
+    """The bad rows, one a line (the first ``SHOWN_ERRORS``), indented."""
+    lines = [f"  {transfer.at(where)}: {reason}" for where, reason in errors[:SHOWN_ERRORS]]
     if len(errors) > SHOWN_ERRORS:
         lines.append("  " + _("… and %(count)s more") % {"count": len(errors) - SHOWN_ERRORS})
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime, time
 from typing import Any
 
@@ -11,7 +12,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue.explanations import export, transfer
+from studyqueue.explanations import export
 from studyqueue.management.commands import _outdated
 from studyqueue.management.commands._files import exported
 from studyqueue.management.commands._options import question_set, set_option
@@ -40,7 +41,12 @@ class Command(TranslatedCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--format", choices=transfer.FORMATS, default="jsonl")
+        parser.add_argument(
+            "--format",
+            choices=export.FORMATS,
+            default="jsonl",
+            help=_("moodle: a Moodle XML quiz, each explanation its question's general feedback"),
+        )
         parser.add_argument("--since", type=moment, help=_("explained at or after (a date)"))
         parser.add_argument(
             "--outdated",
@@ -101,7 +107,11 @@ class Command(TranslatedCommand):
             include_missing=include_missing,
             ids=ids,
         )
-        count = exported(self, rows, output, format, bom=not no_bom)
+        left_out: Counter[str] = Counter()
+        count = exported(self, rows, output, format, bom=not no_bom, left_out=left_out)
+        for reason, number in left_out.items():
+            shown = {"count": number, "reason": reason}
+            self.stderr.write(_("left out %(count)s question(s): %(reason)s") % shown)
         shown = {"count": count, "file": output}
         if output is None:
             self.stderr.write(_("exported %(count)s question(s)") % shown)

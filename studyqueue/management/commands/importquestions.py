@@ -1,4 +1,5 @@
-"""Import questions from JSON Lines or CSV: every row checked first; re-imports update."""
+"""Import questions from JSON Lines, CSV, Moodle XML, GIFT or Aiken: every row checked
+first; re-imports update."""
 
 from __future__ import annotations
 
@@ -22,13 +23,18 @@ from studyqueue.sets import question_sets
 
 class Command(TranslatedCommand):
     help = gettext_lazy(
-        "Import questions (text, choices, answer, external_id) from a .jsonl or .csv file; "
-        "a file with a bad row imports nothing unless --skip-invalid."
+        "Import questions (text, choices, answer, external_id, tags) from a .jsonl, .csv, "
+        "Moodle XML (.xml), GIFT (.gift) or Aiken file; a file with a bad row imports "
+        "nothing unless --skip-invalid."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("file", help=_("a .jsonl or .csv file, or - for standard input"))
-        parser.add_argument("--format", choices=transfer.FORMATS, help=_("default: by extension"))
+        parser.add_argument("file", help=_("a question file, or - for standard input"))
+        parser.add_argument(
+            "--format",
+            choices=transfer.FORMATS,
+            help=_("default: by extension (.jsonl, .csv, .xml, .gift); an Aiken file needs it"),
+        )
         parser.add_argument(
             "--skip-invalid", action="store_true", help=_("import the good rows, report the rest")
         )
@@ -92,6 +98,9 @@ class Command(TranslatedCommand):
             )
         for line, note in parsed.warnings:
             self.stderr.write(_("line %(line)s: %(reason)s") % {"line": line, "reason": note})
+        if ignored := +parsed.ignored:
+            what = ", ".join(f"{name} ({count})" for name, count in sorted(ignored.items()))
+            self.stderr.write(_("read, not imported: %(what)s") % {"what": what})
         if parsed.errors:
             report = _files.report(parsed.errors)
             if not skip_invalid:
@@ -133,9 +142,15 @@ class Command(TranslatedCommand):
                 }
             )
         queued = ""
+        if parsed.skipped:
+            kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(parsed.skipped.items()))
+            queued = _("; skipped %(count)s question(s) of types not explained (%(kinds)s)") % {
+                "count": parsed.skipped.total(),
+                "kinds": kinds,
+            }
         if enqueue:
             jobs = transfer.enqueue_explanations(result.created + result.updated)
-            queued = _("; queued %(count)s explanation job(s)") % {"count": jobs.created}
+            queued += _("; queued %(count)s explanation job(s)") % {"count": jobs.created}
             if jobs.audits:
                 queued += _(" and %(count)s key audit job(s) to run before them") % {
                     "count": jobs.audits

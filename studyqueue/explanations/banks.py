@@ -108,7 +108,7 @@ def _moodle_questions(quiz: ET.Element, skipped: Counter[str], ignored: Counter[
 
 def _blocks(text: str) -> Iterator[tuple[int, str]]:
     """GIFT's questions: runs of lines apart by blank lines, ``//`` comment lines left out."""
-    start, lines = 0, []
+    start, lines = 0, list[str]()
     for number, line in enumerate([*text.splitlines(), ""], start=1):
         if line.strip():
             if not line.lstrip().startswith("//"):
@@ -200,7 +200,7 @@ def _plain(text: str) -> str:
 
 def aiken(text: str, skipped: Counter[str], ignored: Counter[str]) -> Records:
     """Aiken: the question's line, options ``A)`` or ``A.``, then ``ANSWER: X``."""
-    start, question, options = 0, "", {}
+    start, question, options = 0, "", dict[str, str]()
     for number, line in enumerate([*text.splitlines(), ""], start=1):
         line = line.strip()
         if not line:

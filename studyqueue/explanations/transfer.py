@@ -56,7 +56,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 class Row:
     """One valid question to import; ``line`` is where it starts in the file."""
 
-    line: int
+    line: int | str  # Moodle XML: the question's position and name
     text: str
     choices: list[str]
     answer: str
@@ -68,7 +68,7 @@ class Row:
 class Parsed:
     rows: list[Row] = field(default_factory=list)
     errors: list[tuple[int | str, str]] = field(default_factory=list)  # (where, reason)
-    warnings: list[tuple[int, str]] = field(default_factory=list)  # (line, note): not fatal
+    warnings: list[tuple[int | str, str]] = field(default_factory=list)  # (where, note)
     skipped: Counter[str] = field(default_factory=Counter)  # questions of a type not explained
     ignored: Counter[str] = field(default_factory=Counter)  # what was read but is not kept
 
@@ -456,7 +456,7 @@ def _tags(value: Any, fmt: str) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(tag for tag in tags if tag))
 
 
-def _row(number: int, record: Any, fmt: str) -> Row:
+def _row(number: int | str, record: Any, fmt: str) -> Row:
     """A row cleaned then validated, or ``ValueError`` with the reason."""
     if isinstance(record, ValueError):
         raise record
@@ -564,7 +564,7 @@ def _store_batch(batch: list[Row], result: Imported, questions: QuestionQuerySet
             continue
         retag = row.tags is not None and set(row.tags) != set(tagged.get(question.pk, ()))
         if retag:
-            retagged.append((question, row.tags))
+            retagged.append((question, row.tags or ()))
         if (question.text, question.choices, question.answer) != content:
             question.text, question.choices, question.answer = content
             question.updated_at = now

@@ -8,7 +8,7 @@ import io
 import os
 import sys
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
@@ -66,7 +66,7 @@ def cannot_read(file: str, reason: object) -> str:
     return _("cannot read %(file)s: %(reason)s") % {"file": file, "reason": reason}
 
 
-def report(errors: list[tuple[int | str, str]]) -> str:
+def report(errors: Sequence[tuple[int | str, str]]) -> str:
     """The bad rows, one a line (the first ``SHOWN_ERRORS``), indented."""
     lines = [f"  {transfer.at(where)}: {reason}" for where, reason in errors[:SHOWN_ERRORS]]
     if len(errors) > SHOWN_ERRORS:

@@ -210,46 +210,45 @@ def _path_problems(url: str, key: str) -> list[CheckMessage]:
     return [Warning(wrong_path_message(without_credentials(url)), id="studyqueue.W005")]
 
 
-def _url_fault(url: str) -> tuple[str, str] | None:
-    """What is wrong with an http(s) URL: ``scheme``, ``parse`` (with why) or ``host``; None.
-    The reason never holds the URL (it may hold a password, or a token in its path)."""
+def _url_fault(url: str, scheme: str, parse: str, host: str) -> str | None:
+    """What is wrong with an http(s) URL, as the message given for it: ``scheme``, ``parse``
+    (``%(error)s``: why) or ``host``; None. The reason never holds the URL (it may hold a
+    password, or a token in its path)."""
     if not url.startswith(("http://", "https://")):
-        return "scheme", ""
+        return scheme
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError as exc:
-        return "parse", str(exc)
-    return None if parts.hostname else ("host", "")
+        return parse % {"error": exc}
+    return None if parts.hostname else host
 
 
 def _url_problems(url: str) -> list[CheckMessage]:
-    fault = _url_fault(url)
-    if fault is None:
+    scheme = gettext("STUDYQUEUE LLM_URL must start with http:// or https://")
+    message = _url_fault(
+        url,
+        scheme,
+        gettext("STUDYQUEUE LLM_URL does not parse: %(error)s"),
+        gettext("STUDYQUEUE LLM_URL has no host"),
+    )
+    if message is None:
         return []
-    kind, error = fault
-    if kind == "scheme":
-        message = gettext("STUDYQUEUE LLM_URL must start with http:// or https://")
+    if message == scheme:
         return [Error(message, id="studyqueue.E003")]
-    if kind == "parse":
-        message = gettext("STUDYQUEUE LLM_URL does not parse: %(error)s") % {"error": error}
-    else:
-        message = gettext("STUDYQUEUE LLM_URL has no host")
     return [Error(message, id="studyqueue.E004")]
 
 
 def _webhook_problems() -> list[CheckMessage]:
     """WEBHOOK_URL, when set, is an http(s) URL with a host (else every notice fails)."""
-    fault = _url_fault(conf.WEBHOOK_URL) if conf.WEBHOOK_URL else None
-    if fault is None:
+    message = conf.WEBHOOK_URL and _url_fault(
+        conf.WEBHOOK_URL,
+        gettext("STUDYQUEUE WEBHOOK_URL must start with http:// or https://"),
+        gettext("STUDYQUEUE WEBHOOK_URL does not parse: %(error)s"),
+        gettext("STUDYQUEUE WEBHOOK_URL has no host"),
+    )
+    if not message:
         return []
-    kind, error = fault
-    if kind == "scheme":
-        message = gettext("STUDYQUEUE WEBHOOK_URL must start with http:// or https://")
-    elif kind == "parse":
-        message = gettext("STUDYQUEUE WEBHOOK_URL does not parse: %(error)s") % {"error": error}
-    else:
-        message = gettext("STUDYQUEUE WEBHOOK_URL has no host")
     hint = gettext("For example https://hooks.example.org/studyqueue; empty: no webhook.")
     return [Error(message, hint=hint, id="studyqueue.E011")]
 

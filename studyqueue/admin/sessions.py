@@ -11,8 +11,8 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
-from django.urls import path, reverse
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import path
 from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue import times
@@ -234,9 +234,7 @@ class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
         ] + super().get_urls()
 
     def _page(self, session_id: int) -> HttpResponseRedirect:
-        return HttpResponseRedirect(
-            reverse("admin:studyqueue_studysession_change", args=[session_id])
-        )
+        return redirect("admin:studyqueue_studysession_change", session_id)
 
     def regenerate_view(self, request: HttpRequest, session_id: int) -> HttpResponse:
         if request.method != "POST":

@@ -63,6 +63,17 @@ class StudyQueueManager(models.Manager[_M]):
         return queryset
 
 
+class StudyQueueModel(models.Model):
+    """A studyqueue table: ``StudyQueueManager`` its default and base manager. A subclass's
+    ``Meta`` extends ``StudyQueueModel.Meta``."""
+
+    objects = StudyQueueManager()
+
+    class Meta:
+        abstract = True
+        base_manager_name = "objects"
+
+
 def choice_width(choices: type[models.TextChoices]) -> int:
     return max(len(value) for value in choices.values)
 

@@ -9,10 +9,10 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue.models.base import ENDPOINT_WIDTH, StudyQueueManager
+from studyqueue.models.base import ENDPOINT_WIDTH, StudyQueueModel
 
 
-class GateLimit(models.Model):
+class GateLimit(StudyQueueModel):
     """The adaptive gate's limit for one LLM endpoint (``GATE_PERMITS=auto``): shared by
     every consumer of that endpoint, kept across restarts. Written only through
     ``studyqueue.services.gate_limits``."""
@@ -36,10 +36,7 @@ class GateLimit(models.Model):
     reason = models.CharField(_("reason"), max_length=20, blank=True)
     changed_at = models.DateTimeField(_("changed at"), default=timezone.now)
 
-    objects = StudyQueueManager()
-
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(StudyQueueModel.Meta):
         ordering = ["endpoint"]
         verbose_name = _("gate limit")
         verbose_name_plural = _("gate limits")
@@ -62,7 +59,7 @@ class GateLimit(models.Model):
         return sorted(pairs)
 
 
-class GateLease(models.Model):
+class GateLease(StudyQueueModel):
     """One gate slot of one LLM server, held as a row lease: how every consumer of the server
     shares its limit, on any database and through any pooler. Written only through
     ``services.gate`` (``SlotLeases``), on the database's clock: a slot is taken by the update
@@ -80,10 +77,7 @@ class GateLease(models.Model):
     )
     expires_at = models.DateTimeField(_("expires"), null=True, blank=True)
 
-    objects = StudyQueueManager()
-
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(StudyQueueModel.Meta):
         ordering = ["endpoint", "slot"]
         verbose_name = _("gate lease")
         verbose_name_plural = _("gate leases")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db import models
 from django.db.models import Q
@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue.models.base import StudyQueueManager, choice_width, endpoint_field
+from studyqueue.models.base import StudyQueueManager, StudyQueueModel, choice_width, endpoint_field
 from studyqueue.models.questions import StudyQuestion
 
 
@@ -168,7 +168,7 @@ class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
 JobManager = StudyQueueManager.from_queryset(JobQuerySet)
 
 
-class StudyQuestionJob(models.Model):
+class StudyQuestionJob(StudyQueueModel):
     """One unit of work on a question; status changes only through ``queue.transitions``."""
 
     study_question = models.ForeignKey(
@@ -284,10 +284,9 @@ class StudyQuestionJob(models.Model):
         help_text=_("Already retried once for a quality flag."),
     )
 
-    objects = JobManager()
+    objects: ClassVar[JobManager] = JobManager()
 
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(StudyQueueModel.Meta):
         ordering = ["-id"]
         verbose_name = _("study question job")
         verbose_name_plural = _("study question jobs")
@@ -372,7 +371,7 @@ class Outcome(models.TextChoices):
 ATTEMPT_OUTCOMES = tuple(outcome for outcome in Outcome if outcome is not Outcome.LOST)
 
 
-class JobAttempt(models.Model):
+class JobAttempt(StudyQueueModel):
     """One claim of a job, from the claim to how it ended: the job's history, pruned with it.
     Written only by ``studyqueue.queue.transitions``, in the statements and transactions of its
     transitions."""
@@ -410,10 +409,7 @@ class JobAttempt(models.Model):
         verbose_name=_("time to first token (ms)"), null=True, blank=True
     )
 
-    objects = StudyQueueManager()
-
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(StudyQueueModel.Meta):
         ordering = ["job", "number"]
         verbose_name = _("job attempt")
         verbose_name_plural = _("job attempts")
@@ -450,7 +446,7 @@ class QueueDashboard(StudyQuestionJob):
         default_permissions = ()
 
 
-class QueuePause(models.Model):
+class QueuePause(StudyQueueModel):
     """The queue paused for one kind, or for all (``kind`` blank); deleting it resumes.
     Running jobs finish; written only through ``queue.pauses``."""
 
@@ -466,10 +462,7 @@ class QueuePause(models.Model):
     paused_by = models.CharField(verbose_name=_("paused by"), max_length=150, blank=True)
     paused_at = models.DateTimeField(verbose_name=_("paused at"), default=timezone.now)
 
-    objects = StudyQueueManager()
-
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(StudyQueueModel.Meta):
         ordering = ["kind"]
         verbose_name = _("queue pause")
         verbose_name_plural = _("queue pauses")
@@ -481,7 +474,7 @@ class QueuePause(models.Model):
         }
 
 
-class QueueConsumer(models.Model):
+class QueueConsumer(StudyQueueModel):
     """A consumer process as it last reported itself (start, every cycle, stop)."""
 
     worker_id = models.CharField(verbose_name=_("worker"), max_length=200, unique=True)
@@ -540,10 +533,7 @@ class QueueConsumer(models.Model):
         ),
     )
 
-    objects = StudyQueueManager()
-
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(StudyQueueModel.Meta):
         ordering = ["-seen_at"]
         verbose_name = _("consumer")
         verbose_name_plural = _("consumers")

@@ -8,12 +8,12 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue.models.base import StudyQueueManager
+from studyqueue.models.base import StudyQueueModel
 from studyqueue.models.questions import StudyQuestion, WrittenText
 from studyqueue.models.sets import StudyQuestionSet
 
 
-class StudySession(models.Model):
+class StudySession(StudyQueueModel):
     """One sitting of a learner over some questions; recorded once, never edited."""
 
     external_id = models.CharField(
@@ -50,10 +50,7 @@ class StudySession(models.Model):
         help_text=_("The current summary."),
     )
 
-    objects = StudyQueueManager()
-
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(StudyQueueModel.Meta):
         ordering = ["-started_at", "-id"]
         verbose_name = _("study session")
         verbose_name_plural = _("study sessions")
@@ -65,7 +62,7 @@ class StudySession(models.Model):
         }
 
 
-class SessionAnswer(models.Model):
+class SessionAnswer(StudyQueueModel):
     """One answer of a session, with the key it was scored against then: a question deleted
     or re-keyed later leaves it as it was (the summary is then outdated)."""
 
@@ -88,10 +85,7 @@ class SessionAnswer(models.Model):
     correct = models.BooleanField(_("correct"))
     seconds = models.PositiveIntegerField(_("seconds"), null=True, blank=True)
 
-    objects = StudyQueueManager()
-
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(StudyQueueModel.Meta):
         ordering = ["session", "position"]
         verbose_name = _("session answer")
         verbose_name_plural = _("session answers")

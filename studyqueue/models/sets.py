@@ -6,11 +6,11 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue.models.base import StudyQueueManager
+from studyqueue.models.base import StudyQueueModel
 from studyqueue.models.questions import StudyQuestion
 
 
-class StudyQuestionSet(models.Model):
+class StudyQuestionSet(StudyQueueModel):
     """A named batch of questions, as a teacher thinks of them ("the 2026 midterm"): a
     question may belong to several. Its progress is its questions' explanations
     (``sets.question_sets``)."""
@@ -45,10 +45,7 @@ class StudyQuestionSet(models.Model):
     )
     created_at = models.DateTimeField(_("created"), default=timezone.now)
 
-    objects = StudyQueueManager()
-
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(StudyQueueModel.Meta):
         ordering = ["-created_at", "name"]
         verbose_name = _("question set")
         verbose_name_plural = _("question sets")

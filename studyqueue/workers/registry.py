@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -16,6 +17,7 @@ from studyqueue.models import (
     KIND_SPECS,
     ErrorCode,
     ExplanationRevision,
+    JobKind,
     KindSpec,
     StudyQuestion,
     StudyQuestionJob,
@@ -96,21 +98,42 @@ async def question_to_check(job: StudyQuestionJob, ctx: WorkContext) -> StudyQue
     return question
 
 
-async def revision_to_check(
-    job: StudyQuestionJob, ctx: WorkContext, setting: str, *, step_check: bool = False
-) -> tuple[StudyQuestion, ExplanationRevision] | JobResult:
-    """A check's question and revision (``revision_to_verify``), or the job's end: failed as
-    ``question_to_check``, skipped with ``setting`` off or nothing left to check."""
+Prepare = Callable[[StudyQuestion, ExplanationRevision], list[dict[str, str]] | JobResult]
+
+
+async def ask_check(
+    job: StudyQuestionJob,
+    ctx: WorkContext,
+    setting: str,
+    prepare: Prepare,
+    *,
+    prefix: str,
+    max_tokens: int,
+) -> tuple[StudyQuestion, ExplanationRevision, LLMReply] | JobResult:
+    """A check's question, revision (``revision_to_verify``) and the model's reply at
+    temperature 0 to the messages ``prepare`` builds of them; or the job's end: failed as
+    ``question_to_check`` or for invalid choices, skipped with ``setting`` off or nothing left
+    to check, what ``prepare`` returned instead of messages, or what became of the call."""
     question = await question_to_check(job, ctx)
     if not isinstance(question, StudyQuestion):
         return question
     if not getattr(conf, setting):
         return Skipped(ErrorCode.NOTHING_TO_VERIFY, f"{setting} is off")
+    step_check = job.kind == JobKind.STEP_CHECK
     revision = await ctx.store.revision_to_verify(question, step_check=step_check)
     if revision is None:
         # Checked already, replaced by a reviewer's correction, or outdated: nothing to do.
         return Skipped(ErrorCode.NOTHING_TO_VERIFY, f"no explanation left to check ({job.kind})")
-    return question, revision
+    try:
+        # In a thread: a reply may be megabytes (LLM_MAX_REPLY_BYTES), and reading it all
+        # must not hold up the other jobs of this event loop.
+        messages = await asyncio.to_thread(prepare, question, revision)
+    except ValidationError as exc:
+        return invalid_choices(job, exc)
+    if not isinstance(messages, list):
+        return messages
+    reply = await ask(ctx, job, messages, prefix=prefix, max_tokens=max_tokens, temperature=0.0)
+    return (question, revision, reply) if isinstance(reply, LLMReply) else reply
 
 
 def invalid_choices(job: StudyQuestionJob, error: ValidationError) -> Failed:

@@ -33,9 +33,11 @@ def id_batches(
 
 class JobSetCommand(TranslatedCommand):
     """A command that acts on the jobs an operator picks, batch by batch: ``statuses`` are
-    the ones it may act on (the first is the default); subclasses say what it does."""
+    the ones it may act on (the first is the default); subclasses say what it does (``act``)
+    and what ``--dry-run`` says of ``%(count)s`` picked jobs (``would``)."""
 
     statuses: ClassVar[list[str]]
+    would: ClassVar[Promise]
     help: str | Promise = ""  # marked with gettext_lazy, as in TranslatedCommand
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -66,11 +68,8 @@ class JobSetCommand(TranslatedCommand):
         **options: Any,
     ) -> None:
         picked = id_batches(status or [self.statuses[0]], kind, error_code)
-        self.stdout.write(self.would(sum(map(len, picked))) if dry_run else self.act(picked))
-
-    def would(self, count: int) -> str:
-        """What ``--dry-run`` says for ``count`` picked jobs."""
-        raise NotImplementedError
+        said = self.would % {"count": sum(map(len, picked))} if dry_run else self.act(picked)
+        self.stdout.write(said)
 
     def act(self, batches: Iterator[list[int]]) -> str:
         """Act on every batch; what happened, as one line."""

@@ -17,8 +17,7 @@ class Command(JobSetCommand):
     )
     statuses = [JobStatus.FAILED, JobStatus.SKIPPED]
 
-    def would(self, count: int) -> str:
-        return gettext("Would retry up to %(count)s job(s).") % {"count": count}
+    would = gettext_lazy("Would retry up to %(count)s job(s).")
 
     def act(self, batches: Iterator[list[int]]) -> str:
         retried = 0

@@ -17,8 +17,7 @@ class Command(JobSetCommand):
     )
     statuses = [JobStatus.PENDING, JobStatus.PROCESSING]
 
-    def would(self, count: int) -> str:
-        return gettext("Would skip up to %(count)s job(s).") % {"count": count}
+    would = gettext_lazy("Would skip up to %(count)s job(s).")
 
     def act(self, batches: Iterator[list[int]]) -> str:
         skipped = sum(len(operations.skip(batch).skipped) for batch in batches)

@@ -16,7 +16,9 @@ from django.utils.translation import gettext_lazy as _
 
 from studyqueue.models.base import (
     StudyQueueManager,
+    StudyQueueModel,
     choice_width,
+    database,
     endpoint_field,
     tokens_counted_field,
 )
@@ -111,12 +113,12 @@ class QuestionQuerySet(models.QuerySet["StudyQuestion"]):
 QuestionManager = StudyQueueManager.from_queryset(QuestionQuerySet)
 
 
-class Tag(models.Model):
+class Tag(StudyQueueModel):
     """A short label questions share: a topic, a chapter, a source (imports bring them)."""
 
     name = models.CharField(verbose_name=_("name"), max_length=100, unique=True)
 
-    class Meta:
+    class Meta(StudyQueueModel.Meta):
         ordering = ("name",)
         verbose_name = _("tag")
         verbose_name_plural = _("tags")
@@ -274,10 +276,11 @@ class StudyQuestion(models.Model):
             raise ValidationError({"choices": exc.messages}) from None
 
 
-def tag_names(question_ids: Collection[int], using: str = "default") -> dict[int, list[str]]:
+def tag_names(question_ids: Collection[int], using: str | None = None) -> dict[int, list[str]]:
     """The tags' names of each question that has any, by its id, in order."""
     names: dict[int, list[str]] = {}
-    links = StudyQuestion.tags.through.objects.using(using).filter(studyquestion__in=question_ids)
+    links = StudyQuestion.tags.through.objects.using(using or database())
+    links = links.filter(studyquestion__in=question_ids)
     for pk, name in links.order_by("tag__name").values_list("studyquestion_id", "tag__name"):
         names.setdefault(pk, []).append(name)
     return names

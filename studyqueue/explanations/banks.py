@@ -233,8 +233,8 @@ READERS: dict[str, Callable[[str, Counter[str], Counter[str]], Records]] = {
 }
 
 
-def _html(text: str) -> str:
-    return linebreaks(text, autoescape=True)
+def _html(text: str | None) -> str:
+    return linebreaks(text, autoescape=True) if text else ""
 
 
 def _element(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
@@ -256,7 +256,7 @@ def moodle_quiz(rows: Iterable[dict[str, Any]], left_out: Counter[str]) -> Itera
         question = ET.Element("question", type="multichoice")
         _element(question, "name", row["external_id"] or row["text"][:60])
         _element(question, "questiontext", _html(row["text"]), format="html")
-        _element(question, "generalfeedback", _html(row["explanation"] or ""), format="html")
+        _element(question, "generalfeedback", _html(row["explanation"]), format="html")
         ET.SubElement(question, "idnumber").text = row["external_id"] or ""
         for tag, value in (("single", "true"), ("shuffleanswers", "true")):
             ET.SubElement(question, tag).text = value

@@ -90,9 +90,8 @@ class Verdict:
 
 
 def judge(samples: Sequence[int | None], key: int | None) -> Verdict:
-    """``agrees`` for a majority naming the key, ``disputed`` for one other choice, else unsure."""
-    if not samples:
-        return Verdict(KeyAudit.UNSURE)
+    """``agrees`` for a majority naming the key, ``disputed`` for one other choice, else unsure
+    (no samples: unsure)."""
     if key is not None and sum(1 for answer in samples if answer == key) * 2 > len(samples):
         return Verdict(KeyAudit.AGREES)
     if len(set(samples)) == 1 and samples[0] not in (None, key):

@@ -94,8 +94,7 @@ class Check(Fenced):
         if now is None:
             return outcome
         line = self.record(now)
-        step_check = self.kind == JobKind.STEP_CHECK
-        if revision_to_verify(now, step_check=step_check) is not None:
+        if revision_to_verify(now, step_check=self.kind == JobKind.STEP_CHECK) is not None:
             enqueue(now.pk, self.kind)  # a newer one came during this check
         self.log.info("%s", line)
         return outcome

@@ -67,10 +67,8 @@ def _analyse(text: str) -> tuple[Morpheme, ...]:
             continue  # a form MeCab changed: not in the text as written
         feature = rest.split(",")
         tag = feature[0].split("+")[0]
-        found.append(
-            Morpheme(surface, tag, _parts(surface, tag, feature), start, start + len(surface))
-        )
         at = start + len(surface)
+        found.append(Morpheme(surface, tag, _parts(surface, tag, feature), start, at))
     return tuple(found)
 
 

@@ -116,10 +116,8 @@ def judged(question: StudyQuestion) -> ExplanationRevision | None:
     """The revision to judge: the newest waiting candidate, else the current one."""
     revisions_ = ExplanationRevision.objects.filter(question=question)
     candidate = revisions_.filter(candidate=True).order_by("-pk").first()
-    if candidate is not None:
+    if candidate is not None or question.current_revision_id is None:
         return candidate
-    if question.current_revision_id is None:
-        return None
     return revisions_.filter(pk=question.current_revision_id).first()
 
 

@@ -30,18 +30,13 @@ def side_by_side(old: str, new: str) -> SideBySide:
     """Mark what differs between ``old`` and ``new``."""
     cut = len(old) > DIFF_CHARS or len(new) > DIFF_CHARS
     a, b = _WORDS.findall(old[:DIFF_CHARS]), _WORDS.findall(new[:DIFF_CHARS])
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    left: list[str] = []
-    right: list[str] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        removed, added = escape("".join(a[i1:i2])), escape("".join(b[j1:j2]))
-        if tag == "equal":
-            left.append(removed)
-            right.append(added)
-            continue
-        if removed:
-            left.append(f"<del>{removed}</del>")
-        if added:
-            right.append(f"<ins>{added}</ins>")
+    opcodes = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    left = [_marked("del", "".join(a[i1:i2]), tag == "equal") for tag, i1, i2, _, _ in opcodes]
+    right = [_marked("ins", "".join(b[j1:j2]), tag == "equal") for tag, _, _, j1, j2 in opcodes]
     # Every piece above is escaped text inside our own two tags.
     return SideBySide(mark_safe("".join(left)), mark_safe("".join(right)), old != new, cut)
+
+
+def _marked(element: str, words: str, equal: bool) -> str:
+    """``words`` escaped, inside ``<del>`` or ``<ins>`` unless they are the same on both sides."""
+    return escape(words) if equal or not words else f"<{element}>{escape(words)}</{element}>"

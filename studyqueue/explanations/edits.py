@@ -54,6 +54,5 @@ def _contents(ids: list[int], db: str, *, lock: bool = False) -> dict[int, Conte
     found: dict[int, Content] = {}
     for chunk in batches(ids, db):
         rows = base.filter(pk__in=chunk).values_list("pk", "text", "choices", "answer")
-        for pk, text, choices, answer in rows:
-            found[pk] = (text, choices, answer)
+        found.update((pk, (text, choices, answer)) for pk, text, choices, answer in rows)
     return found

@@ -162,8 +162,9 @@ def _choice_names(choices: Sequence[str]) -> list[re.Pattern[str]]:
     ]
 
 
-def _names_choice(text: str, names: Sequence[re.Pattern[str]]) -> bool:
-    return _REF.search(text) is not None or any(name.search(text) for name in names)
+def _marks(text: str, names: Sequence[re.Pattern[str]]) -> list[re.Match[str]]:
+    """Where ``text`` names a choice: by a mark (``_REF``), or by the choice's text."""
+    return [*_REF.finditer(text), *(m for name in names for m in name.finditer(text))]
 
 
 def _right_about_choice(text: str, names: Sequence[re.Pattern[str]]) -> bool:
@@ -175,9 +176,7 @@ def _right_about_choice(text: str, names: Sequence[re.Pattern[str]]) -> bool:
         # The choice named at most 40 characters before its verdict ("② 칼슘이 맞다").
         start = max(0, verdict.start() - 40 - _LONGEST_REF)
         window = text[start : verdict.start()]
-        ends = [m.end() for m in _REF.finditer(window)]
-        ends += [m.end() for name in names for m in name.finditer(window)]
-        for end in ends:
+        for end in (m.end() for m in _marks(window, names)):
             if len(window) - end <= 40:
                 after = text[start + end : verdict.end() + 12]
                 if not _NEGATION.search(after):
@@ -190,8 +189,7 @@ def _is_statement(text: str, names: Sequence[re.Pattern[str]]) -> bool:
     plain = _plain(text)
     if _STATES.search(plain) or _right_about_choice(plain, names):
         return True
-    starts = [m.start() for m in _REF.finditer(plain)]
-    starts += [m.start() for name in names for m in name.finditer(plain)]
+    starts = [m.start() for m in _marks(plain, names)]
     ends = [m.end() for m in _WHICH_IS.finditer(plain)]
     return any(end <= at and not plain[end:at].strip() for end in ends for at in starts)
 
@@ -209,7 +207,7 @@ def _bare(text: str, names: Sequence[re.Pattern[str]]) -> bool:
     plain = re.sub(r"(?:번|이다|입니다|이에요|예요|이야|임|이|가|은|는)?\W*$", "", _plain(text))
     if _LONE_MARK.match(plain):
         return True  # "So, B.": a letter alone is no word of reasoning
-    return _names_choice(plain, names) and _content(plain, names) == 0
+    return bool(_marks(plain, names)) and _content(plain, names) == 0
 
 
 @dataclass
@@ -260,7 +258,7 @@ class _Reader:
     def names_answer(self, text: str) -> bool:
         """A statement that names its answer, so nothing after it can be that answer."""
         _, named = answers.read(_plain(text), self.choices)
-        return isinstance(named, int) or _names_choice(_plain(text), self.names)
+        return isinstance(named, int) or bool(_marks(_plain(text), self.names))
 
     def clauses(self, sentence: str) -> str | None:
         """The reasoning clauses of a sentence that states the answer, or None: each clause
@@ -295,10 +293,8 @@ def hide_statements(reply: str, choices: Sequence[str]) -> str:
     reader = _Reader(choices)
     kept = [line for raw in reply.splitlines() if (line := reader.line(raw)) is not None]
     # A rule left with nothing on one side ("**정답**", a rule, "②") separates nothing.
-    while kept and (not kept[0].strip() or _RULE.match(kept[0])):
-        kept.pop(0)
-    while kept and (not kept[-1].strip() or _RULE.match(kept[-1])):
-        kept.pop()
+    shown = [i for i, line in enumerate(kept) if line.strip() and not _RULE.match(line)]
+    kept = kept[shown[0] : shown[-1] + 1] if shown else []
     return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
 
 

@@ -42,12 +42,18 @@ SYSTEM = (
 PREFIX = hashlib.sha256(SYSTEM.encode()).hexdigest()[:12]
 
 
+def check_messages(system: str, question: StudyQuestion, *parts: str) -> list[dict[str, str]]:
+    """A check's chat messages: its fixed ``system`` text, then the question, its numbered
+    choices and the check's own ``parts`` (the audit, the verifier and the step check)."""
+    numbered = "\n".join(f"{n}. {choice}" for n, choice in enumerate(question.choices, 1))
+    user = "\n\n".join((f"Question:\n{question.text.strip()}", f"Choices:\n{numbered}", *parts))
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
 def build_messages(question: StudyQuestion) -> list[dict[str, str]]:
     """The audit's chat messages, never the key (invalid choices: ``ValidationError``)."""
     validate_choices(question.choices)
-    numbered = "\n".join(f"{n}. {choice}" for n, choice in enumerate(question.choices, 1))
-    user = f"Question:\n{question.text.strip()}\n\nChoices:\n{numbered}"
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+    return check_messages(SYSTEM, question)
 
 
 def content_changed(
@@ -84,9 +90,8 @@ class Verdict:
 
 
 def judge(samples: Sequence[int | None], key: int | None) -> Verdict:
-    """``agrees`` for a majority naming the key, ``disputed`` for one other choice, else unsure."""
-    if not samples:
-        return Verdict(KeyAudit.UNSURE)
+    """``agrees`` for a majority naming the key, ``disputed`` for one other choice, else unsure
+    (no samples: unsure)."""
     if key is not None and sum(1 for answer in samples if answer == key) * 2 > len(samples):
         return Verdict(KeyAudit.AGREES)
     if len(set(samples)) == 1 and samples[0] not in (None, key):

@@ -144,16 +144,12 @@ def differences() -> list[Difference]:
     here = current_version()
     urls, model = shown_urls(), fit(QueueConsumer, "model", conf.LLM_MODEL)
     label = _version_shown(here.hash, fit(QueueConsumer, "prompt_label", here.label))
+    versions = {(r.prompt_version, _version_shown(r.prompt_version, r.prompt_label)) for r in live}
     # Per setting: this process's value and how it is shown; each live consumer's, both.
     compared = [
         ("LLM_URL", urls, urls, {(r.llm_url, r.llm_url) for r in live}),
         ("LLM_MODEL", model, model, {(r.model, r.model) for r in live}),
-        (
-            "PROMPT_VERSION",
-            here.hash,  # compared by hash, shown with its label
-            label,
-            {(r.prompt_version, _version_shown(r.prompt_version, r.prompt_label)) for r in live},
-        ),
+        ("PROMPT_VERSION", here.hash, label, versions),  # compared by hash, shown with its label
     ]
     return [
         Difference(setting, shown, tuple(sorted({seen for _value, seen in theirs})))

@@ -82,7 +82,6 @@ def written(newest: int | None = None) -> QuerySet[ExplanationRevision]:
 def collect(newest: int | None = None) -> list[VersionStats]:
     """Every prompt version's numbers, the newest version first."""
     revisions = written(newest)
-    status = ReviewStatus
     rows = revisions.values("prompt_version").annotate(
         written=Count("id"),
         label=Max("prompt_label"),
@@ -91,10 +90,10 @@ def collect(newest: int | None = None) -> list[VersionStats]:
         mean_chars=Avg(Length("text")),
         mean_completion_tokens=Avg("completion_tokens"),
         tokens_per_second=Avg("tokens_per_second"),
-        reviewed=Count("id", filter=~Q(review_status=status.UNREVIEWED)),
-        approved=Count("id", filter=Q(review_status=status.APPROVED)),
-        rejected=Count("id", filter=Q(review_status=status.REJECTED)),
-        edited=Count("id", filter=Q(review_status=status.EDITED)),
+        reviewed=Count("id", filter=~Q(review_status=ReviewStatus.UNREVIEWED)),
+        approved=Count("id", filter=Q(review_status=ReviewStatus.APPROVED)),
+        rejected=Count("id", filter=Q(review_status=ReviewStatus.REJECTED)),
+        edited=Count("id", filter=Q(review_status=ReviewStatus.EDITED)),
     )
     versions = {row["prompt_version"]: VersionStats(**row) for row in rows}
     # One row per (version, list of flags) that occurs: few, whatever the table's size.

@@ -151,13 +151,9 @@ _MIN_RUN_CHARS = 16
 def shared_text(first: str, second: str) -> int:
     """Characters two rendered prompts share: runs of whole words in order, longer than a label."""
     a, b = re.findall(r"\s+|\S+", first), re.findall(r"\s+|\S+", second)
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    total = 0
-    for block in matcher.get_matching_blocks():
-        run = len("".join(a[block.a : block.a + block.size]).strip())
-        if run >= _MIN_RUN_CHARS:
-            total += run
-    return total
+    blocks = difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks()
+    runs = (len("".join(a[block.a : block.a + block.size]).strip()) for block in blocks)
+    return sum(run for run in runs if run >= _MIN_RUN_CHARS)
 
 
 @dataclass(frozen=True)

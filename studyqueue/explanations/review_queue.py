@@ -68,15 +68,9 @@ class Seen:
     def token(self) -> str:
         """For a hidden form field (``parse`` reads it back)."""
         review = self.review
-        return "|".join(
-            (
-                review.review_status,
-                review.reviewed_at.isoformat() if review.reviewed_at else "",
-                "1" if review.candidate else "0",
-                str(self.current_revision_id or ""),
-                self.content,
-            )
-        )
+        when = review.reviewed_at.isoformat() if review.reviewed_at else ""
+        current = self.current_revision_id or ""
+        return f"{review.review_status}|{when}|{int(review.candidate)}|{current}|{self.content}"
 
     @classmethod
     def parse(cls, token: str) -> Seen:
@@ -122,10 +116,8 @@ def judged(question: StudyQuestion) -> ExplanationRevision | None:
     """The revision to judge: the newest waiting candidate, else the current one."""
     revisions_ = ExplanationRevision.objects.filter(question=question)
     candidate = revisions_.filter(candidate=True).order_by("-pk").first()
-    if candidate is not None:
+    if candidate is not None or question.current_revision_id is None:
         return candidate
-    if question.current_revision_id is None:
-        return None
     return revisions_.filter(pk=question.current_revision_id).first()
 
 

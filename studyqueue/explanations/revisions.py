@@ -202,14 +202,13 @@ def _with_verdict(
 
 def make_current(revision: ExplanationRevision) -> bool:
     """Show ``revision`` as its question's explanation; False if the question is gone."""
-    now = timezone.now()
     updated = StudyQuestion.objects.filter(pk=revision.question_id).update(
         current_revision=revision,
         # The text it shows, and what the admin's filters read without a join.
         explanation=revision.text,
         explanation_prompt_version=revision.prompt_version,
         explanation_flags=revision.flags,
-        updated_at=now,
+        updated_at=timezone.now(),
     )
     if updated and revision.candidate:  # an accepted (or restored) candidate waits no more
         ExplanationRevision.objects.filter(pk=revision.pk).update(candidate=False)

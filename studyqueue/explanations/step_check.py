@@ -11,7 +11,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from studyqueue.explanations import answers, quality, revisions, verifier, words
+from studyqueue.explanations import answers, key_audit, quality, revisions, verifier, words
 from studyqueue.explanations.hiding import LAYOUT, SENTENCE  # one rule: hiding's sentences
 from studyqueue.explanations.verifier import Check
 from studyqueue.models import (
@@ -126,15 +126,12 @@ def build_messages(question: StudyQuestion, explanation: str) -> list[dict[str, 
     """The step check's messages: the question, its choices, the key as the reference and
     every sentence of ``explanation``, numbered (invalid choices: ``ValidationError``)."""
     validate_choices(question.choices)
-    choices = "\n".join(f"{n}. {choice}" for n, choice in enumerate(question.choices, 1))
     key = answers.key_choice(question.answer, question.choices)
     reference = f"{key}. {question.choices[key - 1]}" if key else question.answer.strip()
     numbered = "\n".join(f"[{n}] {s}" for n, s in enumerate(sentences(explanation), 1))
-    user = (
-        f"Question:\n{question.text.strip()}\n\nChoices:\n{choices}\n\n"
-        f"Reference answer: {reference}\n\nExplanation:\n{numbered}"
+    return key_audit.check_messages(
+        SYSTEM, question, f"Reference answer: {reference}", f"Explanation:\n{numbered}"
     )
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
 def read(reply: str, steps: Sequence[str]) -> tuple[StepCheck, int | None]:

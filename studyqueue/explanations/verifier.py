@@ -48,11 +48,7 @@ def blind(question: StudyQuestion, explanation: str) -> hiding.Blind:
 
 def build_messages(question: StudyQuestion, reasoning: str) -> list[dict[str, str]]:
     """The verifier's chat messages: the question, its choices and ``reasoning``; no key."""
-    numbered = "\n".join(f"{n}. {choice}" for n, choice in enumerate(question.choices, 1))
-    user = (
-        f"Question:\n{question.text.strip()}\n\nChoices:\n{numbered}\n\nExplanation:\n{reasoning}"
-    )
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+    return key_audit.check_messages(SYSTEM, question, f"Explanation:\n{reasoning}")
 
 
 def judge(answer: int | None, key: int | None) -> list[str]:
@@ -98,8 +94,7 @@ class Check(Fenced):
         if now is None:
             return outcome
         line = self.record(now)
-        step_check = self.kind == JobKind.STEP_CHECK
-        if revision_to_verify(now, step_check=step_check) is not None:
+        if revision_to_verify(now, step_check=self.kind == JobKind.STEP_CHECK) is not None:
             enqueue(now.pk, self.kind)  # a newer one came during this check
         self.log.info("%s", line)
         return outcome

@@ -67,10 +67,8 @@ def _analyse(text: str) -> tuple[Morpheme, ...]:
             continue  # a form MeCab changed: not in the text as written
         feature = rest.split(",")
         tag = feature[0].split("+")[0]
-        found.append(
-            Morpheme(surface, tag, _parts(surface, tag, feature), start, start + len(surface))
-        )
         at = start + len(surface)
+        found.append(Morpheme(surface, tag, _parts(surface, tag, feature), start, at))
     return tuple(found)
 
 
@@ -79,13 +77,11 @@ def morphemes(text: str) -> tuple[Morpheme, ...]:
     """The morphemes of ``text``, in order (MeCab reads one line at a time)."""
     if "\n" not in text:
         return _analyse(text)  # one line, read once: patterns over one sentence share it
-    found: list[Morpheme] = []
-    for line in re.finditer(r"[^\n]+", text):
-        found += (
-            Morpheme(m.surface, m.tag, m.parts, m.start + line.start(), m.end + line.start())
-            for m in _analyse(line[0])
-        )
-    return tuple(found)
+    return tuple(
+        Morpheme(m.surface, m.tag, m.parts, m.start + line.start(), m.end + line.start())
+        for line in re.finditer(r"[^\n]+", text)
+        for m in _analyse(line[0])
+    )
 
 
 @dataclass(frozen=True)

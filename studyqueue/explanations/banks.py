@@ -33,12 +33,17 @@ _AIKEN_CHOICE = re.compile(r"([A-Z])[.)]\s+(.*)")
 _AIKEN_ANSWER = re.compile(r"ANSWER:\s*(\S*)\s*$")
 
 
-class FormatError(ValueError):
-    """The file as a whole cannot be read (not XML, an entity, no quiz)."""
+class FileError(ValueError):
+    """The file as a whole cannot be read (its CSV header, a stray quote that merges rows,
+    XML that does not parse): nothing in it can be trusted, so nothing is imported, even with
+    --skip-invalid."""
 
     def __init__(self, line: int, reason: str) -> None:
         super().__init__(reason)
-        self.line = line
+        self.line, self.reason = line, reason
+
+    def __str__(self) -> str:
+        return _("line %(line)s: %(reason)s") % {"line": self.line, "reason": self.reason}
 
 
 def html_text(markup: str | None) -> str:
@@ -62,11 +67,11 @@ def moodle(text: str, skipped: Counter[str], ignored: Counter[str]) -> Records:
         quiz = fromstring(text, forbid_dtd=True)
     except DefusedXmlException:
         refused = _("refused: it declares a DTD or entities (an XML bomb, an external file)")
-        raise FormatError(1, refused) from None
+        raise FileError(1, refused) from None
     except ET.ParseError as exc:
-        raise FormatError(exc.position[0], _("not XML: %(reason)s") % {"reason": exc}) from None
+        raise FileError(exc.position[0], _("not XML: %(reason)s") % {"reason": exc}) from None
     if quiz.tag != "quiz":
-        raise FormatError(1, _("not a Moodle XML quiz (its root is <%(tag)s>)") % {"tag": quiz.tag})
+        raise FileError(1, _("not a Moodle XML quiz (its root is <%(tag)s>)") % {"tag": quiz.tag})
     return _moodle_questions(quiz, skipped, ignored)
 
 

@@ -18,6 +18,7 @@ from django.utils.text import normalize_newlines
 from django.utils.translation import gettext as _
 
 from studyqueue.explanations import answers, banks, edits, next_step
+from studyqueue.explanations.banks import FileError
 from studyqueue.models import (
     JobKind,
     QuestionQuerySet,
@@ -71,18 +72,6 @@ class Parsed:
     warnings: list[tuple[int | str, str]] = field(default_factory=list)  # (where, note)
     skipped: Counter[str] = field(default_factory=Counter)  # questions of a type not explained
     ignored: Counter[str] = field(default_factory=Counter)  # what was read but is not kept
-
-
-class FileError(ValueError):
-    """The file as a whole cannot be read (its CSV header, a stray quote that merges rows):
-    nothing in it can be trusted, so nothing is imported, even with --skip-invalid."""
-
-    def __init__(self, line: int, reason: str) -> None:
-        super().__init__(reason)
-        self.line, self.reason = line, reason
-
-    def __str__(self) -> str:
-        return _("line %(line)s: %(reason)s") % {"line": self.line, "reason": self.reason}
 
 
 def at(where: int | str) -> str:
@@ -499,10 +488,7 @@ def parse(stream: IO[str], fmt: str) -> Parsed:
     parsed = Parsed()
     seen: dict[str, int | str] = {}
     if fmt in banks.READERS:
-        try:
-            records = banks.READERS[fmt](stream.read(), parsed.skipped, parsed.ignored)
-        except banks.FormatError as exc:
-            raise FileError(exc.line, str(exc)) from None
+        records = banks.READERS[fmt](stream.read(), parsed.skipped, parsed.ignored)
     else:
         records = (_jsonl_records if fmt == "jsonl" else _csv_records)(_Lines(stream))
     for number, record in records:

@@ -393,7 +393,7 @@ class LLMClient:
                 "POST", self.url, json=body, extensions={"trace": trace}
             ) as response:
                 if response.status_code >= 400:
-                    error_body = await self._read_error_body(response)
+                    error_body = await _body(response, ERROR_BODY_MAX, cut=True) or b""
                     error = classify_status(response.status_code, error_body, response.headers)
                     if response.status_code == 404:
                         raise self._not_found(error)
@@ -476,14 +476,6 @@ class LLMClient:
         if buffer:
             yield bytes(buffer)
 
-    async def _read_error_body(self, response: httpx.Response) -> bytes:
-        body = bytearray()
-        async for chunk in response.aiter_raw():
-            body += chunk[: ERROR_BODY_MAX - len(body)]
-            if len(body) >= ERROR_BODY_MAX:
-                break  # the rest is not needed: closing the response drops it
-        return bytes(body)
-
     async def _cut_off(self, detail: str) -> LLMError:
         """A reply that stopped midway: the job's error while the server is up, else an outage."""
         if await self._reachable():
@@ -505,13 +497,14 @@ class LLMClient:
         return True
 
 
-async def _body(response: httpx.Response, limit: int) -> bytes | None:
-    """The raw body, or None once it is larger than ``limit`` bytes (not read further)."""
+async def _body(response: httpx.Response, limit: int, *, cut: bool = False) -> bytes | None:
+    """The raw body, or None once it is larger than ``limit`` bytes (``cut``: its first
+    ``limit`` bytes); the rest is not read (closing the response drops it)."""
     body = bytearray()
     async for chunk in response.aiter_raw():
         body += chunk
         if len(body) > limit:
-            return None
+            return bytes(body[:limit]) if cut else None
     return bytes(body)
 
 

@@ -141,14 +141,11 @@ def error_text(body: bytes) -> str:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
-        return text[:ERROR_TEXT_MAX]
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict):
-            err = err.get("message")
-        if isinstance(err, str):
-            return err[:ERROR_TEXT_MAX]
-    return text[:ERROR_TEXT_MAX]
+        data = None
+    err = data.get("error") if isinstance(data, dict) else None
+    if isinstance(err, dict):
+        err = err.get("message")
+    return (err if isinstance(err, str) else text)[:ERROR_TEXT_MAX]
 
 
 def classify_status(status: int, body: bytes, headers: httpx.Headers) -> LLMError:

@@ -373,13 +373,17 @@ class LLMGate:
     @contextlib.asynccontextmanager
     async def slot(self, prefix: str | None = None) -> AsyncIterator[int]:
         """Hold one slot for the ``async with``; ``prefix`` names the call's prompt (warm-first)."""
-        if prefix is None or self.permits == 1:
+        warm = None if prefix is None or self.permits == 1 else self._warm_first(prefix)
+        async with warm or contextlib.nullcontext():
             slot = await self.acquire()
             try:
                 yield slot
             finally:
                 await self._give_back(slot)
-            return
+
+    @contextlib.asynccontextmanager
+    async def _warm_first(self, prefix: str) -> AsyncIterator[None]:
+        """Lead while ``prefix`` is cold, else wait for the leader's first token (or end)."""
         warmth = self._warmth.get(prefix)
         now = time.monotonic()
         leader = warmth is None or (
@@ -399,11 +403,7 @@ class LLMGate:
                         f"no gate slot for {self.endpoint} within {self.timeout:g}s "
                         "(waiting for the first call on a cold prompt)"
                     ) from None
-            slot = await self.acquire()
-            try:
-                yield slot
-            finally:
-                await self._give_back(slot)
+            yield
         finally:
             warmth.active -= 1
             warmth.last_seen = time.monotonic()

@@ -47,6 +47,8 @@ TOKENIZERS = (("/extras/tokenize/count", "input"), ("/tokenize", "content"))
 # its chunk count, and the tokenizer is asked again next time (a busy server).
 TOKENIZE_SECONDS = 1.0
 KEEPALIVE_SECONDS = 2.0
+# What a call is told once its request is written, and once its first text came (or None).
+Hook = Callable[[], None] | None
 
 
 def invalid_key_message() -> str:
@@ -271,8 +273,8 @@ class LLMClient:
         messages: list[dict[str, str]],
         *,
         max_tokens: int | None = None,
-        on_sent: Callable[[], None] | None = None,
-        on_first_token: Callable[[], None] | None = None,
+        on_sent: Hook = None,
+        on_first_token: Hook = None,
         temperature: float | None = None,
     ) -> LLMReply:
         """One chat completion; raises ``LLMError`` (redacted) with the failure's code.
@@ -343,12 +345,7 @@ class LLMClient:
         self._tokenizers = ()  # none here: the chunks from now on
         return None
 
-    async def _post(
-        self,
-        body: dict[str, Any],
-        on_sent: Callable[[], None] | None,
-        on_first_token: Callable[[], None] | None,
-    ) -> ReplyParser:
+    async def _post(self, body: dict[str, Any], on_sent: Hook, on_first_token: Hook) -> ReplyParser:
         # A refused or reset connect is retried once: mlx_lm.server's small listen
         # backlog drops connects under bursts even when it is healthy. So is a request
         # that a closed connection stopped before it was wholly written (llama.cpp's
@@ -372,10 +369,7 @@ class LLMClient:
         raise AssertionError("unreachable")
 
     async def _stream(
-        self,
-        body: dict[str, Any],
-        on_sent: Callable[[], None] | None,
-        on_first_token: Callable[[], None] | None,
+        self, body: dict[str, Any], on_sent: Hook, on_first_token: Hook
     ) -> ReplyParser:
         parser = ReplyParser(on_first_token=on_first_token)
         received_any = sent = False

@@ -213,11 +213,9 @@ class LLMClient:
             probe = Probe(None, None, f"no complete answer within {self.timeout:g}s")
         except Exception as exc:  # a probe reports, it never raises
             probe = Probe(None, None, f"{type(exc).__name__}: {exc}")
-        chat_status = None
-        if probe.status == 404:
-            # It answers, but has no model list there: maybe the URL lacks its /v1. Only the
-            # path the calls use can tell (mlx_lm.server serves /chat/completions too).
-            chat_status = await self._chat_status(deadline)
+        # A 404 answers, but has no model list there: maybe the URL lacks its /v1. Only the
+        # path the calls use can tell (mlx_lm.server serves /chat/completions too).
+        chat_status = await self._chat_status(deadline) if probe.status == 404 else None
         return Probe(probe.status, probe.models, self.redact(probe.detail)[:300], chat_status)
 
     async def _chat_status(self, deadline: float) -> int | None:

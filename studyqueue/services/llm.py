@@ -288,15 +288,9 @@ class LLMClient:
         if self.model:
             body["model"] = self.model
         started = time.monotonic()  # the breaker groups the failures of calls running together
-        if self._unsendable_key:
-            raise LLMError(
-                ErrorCode.LLM_REJECTED,
-                invalid_key_message(),
-                affects_all=True,
-                reached_server=False,
-                call_started=started,
-            )
         try:
+            if self._unsendable_key:
+                raise _misconfigured(invalid_key_message())
             async with asyncio.timeout(self.timeout):
                 reply = (await self._post(body, on_sent, on_first_token)).reply()
                 if reply.tokens_counted and reply.truncated:
@@ -406,12 +400,7 @@ class LLMClient:
         except (httpx.LocalProtocolError, httpx.UnsupportedProtocol) as exc:
             # The request itself cannot be sent (e.g. a key with a control character):
             # a configuration error that every job would hit; nothing reached the server.
-            raise LLMError(
-                ErrorCode.LLM_REJECTED,
-                f"the request could not be sent: {exc}",
-                affects_all=True,
-                reached_server=False,
-            ) from None
+            raise _misconfigured(f"the request could not be sent: {exc}") from None
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
             if parser.done:
                 return parser  # the whole reply came; only the connection's end was rough
@@ -433,12 +422,7 @@ class LLMClient:
         is untranslated: it is stored with the job."""
         suggestion = suggested_url(self._request_base)
         hint = f"did you mean {suggestion}?" if suggestion else "check LLM_URL and LLM_MODEL"
-        return LLMError(
-            ErrorCode.LLM_REJECTED,
-            f"{error.message} at {self.url}; {hint}",
-            affects_all=True,
-            reached_server=False,
-        )
+        return _misconfigured(f"{error.message} at {self.url}; {hint}")
 
     async def _raw(self, response: httpx.Response) -> AsyncIterator[bytes]:
         """The body as sent, at most ``max_reply_bytes``; a larger one ends the call."""
@@ -487,6 +471,11 @@ class LLMClient:
             return False
         writer.close()
         return True
+
+
+def _misconfigured(message: str) -> LLMError:
+    """A rejection every job would hit (the settings are wrong) that cost the server nothing."""
+    return LLMError(ErrorCode.LLM_REJECTED, message, affects_all=True, reached_server=False)
 
 
 async def _body(response: httpx.Response, limit: int, *, cut: bool = False) -> bytes | None:

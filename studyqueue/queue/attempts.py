@@ -103,14 +103,8 @@ class AttemptEnding:
 
     def values(self) -> dict[str, Any]:
         """The attempt's fields and their values."""
-        values: dict[str, Any] = {
-            "ended_at": self.ended_at,
-            "outcome": self.outcome,
-            "error_code": self.error_code,
-            "error_message": self.error_message,
-        }
-        if self.usage is not None:
-            values.update(asdict(self.usage))
+        values = asdict(self)
+        values.update(values.pop("usage") or {})  # the reply's columns, when there was one
         return values
 
 

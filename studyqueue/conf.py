@@ -288,10 +288,8 @@ def _parse_bool(raw: Any, source: str, shown: str) -> bool:
     if isinstance(raw, bool):
         return raw
     word = raw.strip().lower() if isinstance(raw, str) else None
-    if word in _TRUE:
-        return True
-    if word in _FALSE:
-        return False
+    if word in _TRUE | _FALSE:
+        return word in _TRUE
     raise SettingsError(f"{source} must be on or off (true/false, 1/0), got {shown}")
 
 

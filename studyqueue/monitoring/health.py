@@ -239,8 +239,6 @@ def _judge(target: LLMTarget, probe: Probe | None) -> tuple[bool, str]:
 def _probe(targets: list[LLMTarget]) -> dict[tuple[str, str, bool], Probe]:
     """Probe every probeable target at once, within the probe deadline."""
     keys = list(dict.fromkeys(_probe_key(t) for t in targets if t.url))[:MAX_PROBED_URLS]
-    if not keys:
-        return {}
     probes = probe_servers(
         [(url, key) for url, key, _ in keys],
         connect_timeout=min(conf.LLM_CONNECT_TIMEOUT_SECONDS, PROBE_DEADLINE_SECONDS),

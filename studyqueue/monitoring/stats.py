@@ -261,8 +261,6 @@ def oldest_pending() -> datetime | None:
 
 def by_worker(now: datetime, workers: list[str]) -> tuple[dict[str, int], dict[str, int]]:
     """Per worker id: its processing jobs, and the jobs it completed in the last 24 hours."""
-    if not workers:
-        return {}, {}
     running = jobs().filter(status=JobStatus.PROCESSING, worker_id__in=workers)
     completed = recent(now).filter(status=JobStatus.COMPLETED, worker_id__in=workers)
     return _count_by(running, "worker_id"), _count_by(completed, "worker_id")

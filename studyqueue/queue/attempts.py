@@ -103,14 +103,8 @@ class AttemptEnding:
 
     def values(self) -> dict[str, Any]:
         """The attempt's fields and their values."""
-        values: dict[str, Any] = {
-            "ended_at": self.ended_at,
-            "outcome": self.outcome,
-            "error_code": self.error_code,
-            "error_message": self.error_message,
-        }
-        if self.usage is not None:
-            values.update(asdict(self.usage))
+        values = asdict(self)
+        values.update(values.pop("usage") or {})  # the reply's columns, when there was one
         return values
 
 
@@ -135,8 +129,6 @@ def finish_with_attempt(
 
 def end_attempts(db: str, jobs: list[int] | QuerySet[Any, Any], ending: AttemptEnding) -> int:
     """End the open attempts of many jobs (ids, or a QuerySet of ids) in one statement."""
-    if isinstance(jobs, list) and not jobs:
-        return 0
     return open_attempts(db).filter(job_id__in=jobs).update(**ending.values())
 
 

@@ -44,16 +44,10 @@ def psycopg_kwargs(settings_dict: Mapping[str, Any], *, dbname: str | None = Non
     return params
 
 
-def connect(
-    settings_dict: Mapping[str, Any], *, dbname: str | None = None, **overrides: Any
-) -> psycopg.Connection[Any]:
+def connect(settings_dict: Mapping[str, Any], **overrides: Any) -> psycopg.Connection[Any]:
     """A new psycopg connection for ``settings_dict``; ``overrides`` win over its parameters."""
-    params = {
-        "connect_timeout": CONNECT_TIMEOUT_SECONDS,
-        **psycopg_kwargs(settings_dict, dbname=dbname),
-        **overrides,
-    }
-    return psycopg.connect(**params)
+    params = {"connect_timeout": CONNECT_TIMEOUT_SECONDS, **psycopg_kwargs(settings_dict)}
+    return psycopg.connect(**{**params, **overrides})
 
 
 class Mode(enum.StrEnum):

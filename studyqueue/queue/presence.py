@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -52,11 +52,7 @@ def _reported(report: Report, prompt: PromptShown, now: datetime) -> dict[str, o
     write with."""
     return {
         "seen_at": now,
-        "breaker_open": report.breaker_open,
-        "breaker_since": report.breaker_since,
-        "breaker_error": report.breaker_error,
-        "gate_limit": report.gate_limit,
-        "endpoints": report.endpoints,
+        **asdict(report),  # its fields are the record's
         "paused_kinds": paused_kinds(),
         "model": fit(QueueConsumer, "model", conf.LLM_MODEL),
         "prompt_version": prompt.hash,

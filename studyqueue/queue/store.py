@@ -23,7 +23,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import ParamSpec, Protocol, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -61,9 +61,7 @@ class Released:
     level: int = logging.INFO  # DEBUG: the breaker's line says why (the server is down)
 
     def write(self, job: StudyQuestionJob) -> Outcome:
-        return transitions.release(
-            job, delay=self.delay, code=self.code, message=self.message, level=self.level
-        )
+        return transitions.release(job, **asdict(self))  # its fields are release's arguments
 
 
 @dataclass(frozen=True)

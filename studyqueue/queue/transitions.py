@@ -383,7 +383,6 @@ def reset_stale(
     older_than: timedelta | None = None,
     dry_run: bool = False,
     job_ids: Iterable[int] | None = None,
-    message: str = "",
 ) -> StaleResult:
     """Processing jobs with no heartbeat for ``older_than`` go back to pending, or end
     ``failed`` (``stale``) once out of attempts: a job that keeps killing its worker cannot
@@ -400,7 +399,7 @@ def reset_stale(
     if dry_run:
         failed_count = stale.filter(attempts__gte=F("max_attempts")).count()
         return StaleResult(reset=stale.count() - failed_count, failed=failed_count)
-    message = message or f"no heartbeat for {older_than.total_seconds():.0f}s; worker presumed dead"
+    message = f"no heartbeat for {older_than.total_seconds():.0f}s; worker presumed dead"
     common = {"claim_token": None, "error_code": ErrorCode.STALE, "error_message": message}
     db = stale.db
     with transaction.atomic(using=db):

@@ -114,19 +114,13 @@ def _entry(raw: Any, source: str) -> Endpoint:
         )
     if not isinstance(raw.get("url"), str) or not raw["url"].strip():
         raise SettingsError(f"{source} needs a url")
-    values = {
-        key: parse(SETTINGS[setting], raw[key], f"{source}[{key!r}]")
+    url, model, api_key, permits, max_permits = (  # KEYS' order
+        parse(SETTINGS[setting], raw[key], f"{source}[{key!r}]")
         if key in raw
         else getattr(conf, setting)
         for key, setting in KEYS.items()
-    }
-    return Endpoint(
-        url=values["url"].strip(),
-        model=values["model"],
-        api_key=values["api_key"],
-        permits=values["gate_permits"],
-        max_permits=values["gate_max_permits"],
     )
+    return Endpoint(url.strip(), model, api_key, permits, max_permits)
 
 
 def configured() -> list[Endpoint]:

@@ -373,13 +373,17 @@ class LLMGate:
     @contextlib.asynccontextmanager
     async def slot(self, prefix: str | None = None) -> AsyncIterator[int]:
         """Hold one slot for the ``async with``; ``prefix`` names the call's prompt (warm-first)."""
-        if prefix is None or self.permits == 1:
+        warm = None if prefix is None or self.permits == 1 else self._warm_first(prefix)
+        async with warm or contextlib.nullcontext():
             slot = await self.acquire()
             try:
                 yield slot
             finally:
                 await self._give_back(slot)
-            return
+
+    @contextlib.asynccontextmanager
+    async def _warm_first(self, prefix: str) -> AsyncIterator[None]:
+        """Lead while ``prefix`` is cold, else wait for the leader's first token (or end)."""
         warmth = self._warmth.get(prefix)
         now = time.monotonic()
         leader = warmth is None or (
@@ -395,20 +399,16 @@ class LLMGate:
                     async with asyncio.timeout(self.timeout):
                         await warmth.ready.wait()
                 except TimeoutError:
-                    raise GateTimeout(
-                        f"no gate slot for {self.endpoint} within {self.timeout:g}s "
-                        "(waiting for the first call on a cold prompt)"
-                    ) from None
-            slot = await self.acquire()
-            try:
-                yield slot
-            finally:
-                await self._give_back(slot)
+                    raise self._timed_out("waiting for the first call on a cold prompt") from None
+            yield
         finally:
             warmth.active -= 1
             warmth.last_seen = time.monotonic()
             if leader:
                 warmth.ready.set()  # ended or failed without a token: let the others on
+
+    def _timed_out(self, why: str) -> GateTimeout:
+        return GateTimeout(f"no gate slot for {self.endpoint} within {self.timeout:g}s ({why})")
 
     async def _give_back(self, slot: int) -> None:
         """Release ``slot``; if a waiting caller took it, wait (bounded) for its request."""
@@ -445,10 +445,7 @@ class LLMGate:
                 await self._run_db(self.leases.want, self.endpoint, self.holder)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise GateTimeout(
-                    f"no gate slot for {self.endpoint} within {self.timeout:g}s "
-                    f"({self.limit} permit(s) busy)"
-                )
+                raise self._timed_out(f"{self.limit} permit(s) busy")
             slot = await self._wait_for_handover(min(pause, remaining))
             if slot is not None:
                 return slot

@@ -47,6 +47,8 @@ TOKENIZERS = (("/extras/tokenize/count", "input"), ("/tokenize", "content"))
 # its chunk count, and the tokenizer is asked again next time (a busy server).
 TOKENIZE_SECONDS = 1.0
 KEEPALIVE_SECONDS = 2.0
+# What a call is told once its request is written, and once its first text came (or None).
+Hook = Callable[[], None] | None
 
 
 def invalid_key_message() -> str:
@@ -211,11 +213,9 @@ class LLMClient:
             probe = Probe(None, None, f"no complete answer within {self.timeout:g}s")
         except Exception as exc:  # a probe reports, it never raises
             probe = Probe(None, None, f"{type(exc).__name__}: {exc}")
-        chat_status = None
-        if probe.status == 404:
-            # It answers, but has no model list there: maybe the URL lacks its /v1. Only the
-            # path the calls use can tell (mlx_lm.server serves /chat/completions too).
-            chat_status = await self._chat_status(deadline)
+        # A 404 answers, but has no model list there: maybe the URL lacks its /v1. Only the
+        # path the calls use can tell (mlx_lm.server serves /chat/completions too).
+        chat_status = await self._chat_status(deadline) if probe.status == 404 else None
         return Probe(probe.status, probe.models, self.redact(probe.detail)[:300], chat_status)
 
     async def _chat_status(self, deadline: float) -> int | None:
@@ -271,8 +271,8 @@ class LLMClient:
         messages: list[dict[str, str]],
         *,
         max_tokens: int | None = None,
-        on_sent: Callable[[], None] | None = None,
-        on_first_token: Callable[[], None] | None = None,
+        on_sent: Hook = None,
+        on_first_token: Hook = None,
         temperature: float | None = None,
     ) -> LLMReply:
         """One chat completion; raises ``LLMError`` (redacted) with the failure's code.
@@ -288,15 +288,9 @@ class LLMClient:
         if self.model:
             body["model"] = self.model
         started = time.monotonic()  # the breaker groups the failures of calls running together
-        if self._unsendable_key:
-            raise LLMError(
-                ErrorCode.LLM_REJECTED,
-                invalid_key_message(),
-                affects_all=True,
-                reached_server=False,
-                call_started=started,
-            )
         try:
+            if self._unsendable_key:
+                raise _misconfigured(invalid_key_message())
             async with asyncio.timeout(self.timeout):
                 reply = (await self._post(body, on_sent, on_first_token)).reply()
                 if reply.tokens_counted and reply.truncated:
@@ -343,12 +337,7 @@ class LLMClient:
         self._tokenizers = ()  # none here: the chunks from now on
         return None
 
-    async def _post(
-        self,
-        body: dict[str, Any],
-        on_sent: Callable[[], None] | None,
-        on_first_token: Callable[[], None] | None,
-    ) -> ReplyParser:
+    async def _post(self, body: dict[str, Any], on_sent: Hook, on_first_token: Hook) -> ReplyParser:
         # A refused or reset connect is retried once: mlx_lm.server's small listen
         # backlog drops connects under bursts even when it is healthy. So is a request
         # that a closed connection stopped before it was wholly written (llama.cpp's
@@ -372,10 +361,7 @@ class LLMClient:
         raise AssertionError("unreachable")
 
     async def _stream(
-        self,
-        body: dict[str, Any],
-        on_sent: Callable[[], None] | None,
-        on_first_token: Callable[[], None] | None,
+        self, body: dict[str, Any], on_sent: Hook, on_first_token: Hook
     ) -> ReplyParser:
         parser = ReplyParser(on_first_token=on_first_token)
         received_any = sent = False
@@ -393,7 +379,7 @@ class LLMClient:
                 "POST", self.url, json=body, extensions={"trace": trace}
             ) as response:
                 if response.status_code >= 400:
-                    error_body = await self._read_error_body(response)
+                    error_body = await _body(response, ERROR_BODY_MAX, cut=True) or b""
                     error = classify_status(response.status_code, error_body, response.headers)
                     if response.status_code == 404:
                         raise self._not_found(error)
@@ -414,12 +400,7 @@ class LLMClient:
         except (httpx.LocalProtocolError, httpx.UnsupportedProtocol) as exc:
             # The request itself cannot be sent (e.g. a key with a control character):
             # a configuration error that every job would hit; nothing reached the server.
-            raise LLMError(
-                ErrorCode.LLM_REJECTED,
-                f"the request could not be sent: {exc}",
-                affects_all=True,
-                reached_server=False,
-            ) from None
+            raise _misconfigured(f"the request could not be sent: {exc}") from None
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
             if parser.done:
                 return parser  # the whole reply came; only the connection's end was rough
@@ -441,12 +422,7 @@ class LLMClient:
         is untranslated: it is stored with the job."""
         suggestion = suggested_url(self._request_base)
         hint = f"did you mean {suggestion}?" if suggestion else "check LLM_URL and LLM_MODEL"
-        return LLMError(
-            ErrorCode.LLM_REJECTED,
-            f"{error.message} at {self.url}; {hint}",
-            affects_all=True,
-            reached_server=False,
-        )
+        return _misconfigured(f"{error.message} at {self.url}; {hint}")
 
     async def _raw(self, response: httpx.Response) -> AsyncIterator[bytes]:
         """The body as sent, at most ``max_reply_bytes``; a larger one ends the call."""
@@ -476,14 +452,6 @@ class LLMClient:
         if buffer:
             yield bytes(buffer)
 
-    async def _read_error_body(self, response: httpx.Response) -> bytes:
-        body = bytearray()
-        async for chunk in response.aiter_raw():
-            body += chunk[: ERROR_BODY_MAX - len(body)]
-            if len(body) >= ERROR_BODY_MAX:
-                break  # the rest is not needed: closing the response drops it
-        return bytes(body)
-
     async def _cut_off(self, detail: str) -> LLMError:
         """A reply that stopped midway: the job's error while the server is up, else an outage."""
         if await self._reachable():
@@ -505,13 +473,19 @@ class LLMClient:
         return True
 
 
-async def _body(response: httpx.Response, limit: int) -> bytes | None:
-    """The raw body, or None once it is larger than ``limit`` bytes (not read further)."""
+def _misconfigured(message: str) -> LLMError:
+    """A rejection every job would hit (the settings are wrong) that cost the server nothing."""
+    return LLMError(ErrorCode.LLM_REJECTED, message, affects_all=True, reached_server=False)
+
+
+async def _body(response: httpx.Response, limit: int, *, cut: bool = False) -> bytes | None:
+    """The raw body, or None once it is larger than ``limit`` bytes (``cut``: its first
+    ``limit`` bytes); the rest is not read (closing the response drops it)."""
     body = bytearray()
     async for chunk in response.aiter_raw():
         body += chunk
         if len(body) > limit:
-            return None
+            return bytes(body[:limit]) if cut else None
     return bytes(body)
 
 

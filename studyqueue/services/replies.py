@@ -138,17 +138,11 @@ def parse_retry_after(value: str | None) -> float | None:
 def error_text(body: bytes) -> str:
     """The server's error message: mlx's ``{"error": "..."}``, OpenAI's nested form, or text."""
     text = body.decode("utf-8", "replace").strip()
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        return text[:ERROR_TEXT_MAX]
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict):
-            err = err.get("message")
-        if isinstance(err, str):
-            return err[:ERROR_TEXT_MAX]
-    return text[:ERROR_TEXT_MAX]
+    data = json_or_none(text)
+    err = data.get("error") if isinstance(data, dict) else None
+    if isinstance(err, dict):
+        err = err.get("message")
+    return (err if isinstance(err, str) else text)[:ERROR_TEXT_MAX]
 
 
 def classify_status(status: int, body: bytes, headers: httpx.Headers) -> LLMError:
@@ -174,10 +168,7 @@ def _tokens(value: Any) -> int | None:
 def token_count(body: bytes) -> int | None:
     """The count of a tokenizer's answer: ``{"count": n}`` (llama-cpp-python) or
     ``{"tokens": [...]}`` (llama.cpp); None for anything else."""
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
+    data = json_or_none(body)
     if not isinstance(data, dict):
         return None
     tokens = data.get("tokens")
@@ -191,6 +182,14 @@ def _cached_tokens(usage: dict[str, Any], prompt_tokens: int | None) -> int | No
         return None
     cached = _tokens(details.get("cached_tokens"))
     return cached if cached is None or prompt_tokens is None else min(cached, prompt_tokens)
+
+
+def json_or_none(payload: bytes | str) -> Any:
+    """``payload`` parsed as JSON; None when it is not JSON (or absurdly deep)."""
+    try:
+        return json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _json(payload: bytes | str) -> Any:

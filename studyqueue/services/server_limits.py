@@ -4,13 +4,13 @@ rules. Which server says what: docs/howto/model-server.md, "How high auto climbs
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from studyqueue.services.llm import LLMClient
+from studyqueue.services.replies import json_or_none
 
 LLAMA_CPP = "llama.cpp"
 VLLM = "vllm"
@@ -78,10 +78,7 @@ def _slots(page: tuple[int, bytes] | None) -> int | None:
     """llama.cpp's slot count from ``/props`` (``total_slots``) or ``/slots`` (a list)."""
     if page is None or page[0] != 200:
         return None
-    try:
-        data = json.loads(page[1])
-    except (ValueError, RecursionError):
-        return None
+    data = json_or_none(page[1])
     if isinstance(data, dict):
         total = data.get("total_slots")
         return total if type(total) is int and total > 0 else None

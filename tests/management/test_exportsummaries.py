@@ -100,6 +100,7 @@ def test_a_few_queries_per_row_whatever_the_count(sessions, django_assert_max_nu
     "args,message",
     [
         (["--format", "xml"], "invalid choice: 'xml'"),
+        (["--format", "gift"], "invalid choice: 'gift'"),  # a question format only
         (["--set", "no such set"], "no such set"),
         (["--output", "/nonexistent/dir/out.jsonl"], "cannot write /nonexistent/dir/out.jsonl"),
     ],

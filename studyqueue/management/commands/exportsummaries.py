@@ -8,7 +8,6 @@ from django.core.management.base import CommandParser
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from studyqueue.explanations import transfer
 from studyqueue.management.commands._files import exported
 from studyqueue.management.commands._options import question_set, set_option
 from studyqueue.management.commands._translated import TranslatedCommand
@@ -30,7 +29,7 @@ class Command(TranslatedCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--format", choices=transfer.FORMATS, default="jsonl", help=_("default: jsonl")
+            "--format", choices=("jsonl", "csv"), default="jsonl", help=_("default: jsonl")
         )
         parser.add_argument("--output", help=_("a file (default: standard output)"))
         parser.add_argument("--learner", help=_("only this learner's sessions"))

@@ -202,6 +202,10 @@ class PageAdmin(ReadOnly, admin.ModelAdmin):
     def has_module_permission(self, request: HttpRequest) -> bool:
         return self.has_view_permission(request)
 
+    def page_context(self, request: HttpRequest, title: str) -> dict[str, Any]:
+        """What every such page's template needs: the admin's own context, a title, the opts."""
+        return {**self.admin_site.each_context(request), "title": title, "opts": self.model._meta}
+
 
 class GuardedInputAdmin(admin.ModelAdmin):
     """A NUL in a filter or the search, or a selected id that is not an id, ends as the admin's

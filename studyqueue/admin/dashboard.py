@@ -151,10 +151,8 @@ class QueueDashboardAdmin(PageAdmin):
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
         context = {
             **self._context(request),
-            **self.admin_site.each_context(request),
-            "title": gettext("Queue dashboard"),
+            **self.page_context(request, gettext("Queue dashboard")),
             "refresh_failed": gettext("refresh failed"),
-            "opts": self.model._meta,
             "refresh_seconds": REFRESH_SECONDS,
             # Once per page load, not in the 5-second refresh: a GROUP BY over many rows.
             "prompt_versions": _version_rows(),

@@ -37,7 +37,7 @@ from studyqueue.admin.common import (
 )
 from studyqueue.admin.timeline import timeline
 from studyqueue.conf import conf
-from studyqueue.models import MAX_ID, ExplanationRevision, QueuePause, StudyQuestionJob
+from studyqueue.models import MAX_ID, QueuePause, StudyQuestionJob
 from studyqueue.queue import operations, transitions
 from studyqueue.queue.operations import batches, refusals, retry_ended
 
@@ -73,7 +73,6 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
         ("created_at", admin.DateFieldListFilter),
         ("study_question__sets", admin.RelatedFieldListFilter),
     )
-    list_select_related = ("study_question", "study_session", "question_set")
     list_per_page = 50
     search_fields = ("study_question__text", "error_message")
     search_help_text = _("Question text or error message; a number finds that job id.")
@@ -180,16 +179,6 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
 
     # -- the reply that completed the job: its metadata lives on its revision
 
-    def get_object(
-        self, request: HttpRequest, object_id: str, from_field: str | None = None
-    ) -> StudyQuestionJob | None:
-        job = super().get_object(request, object_id, from_field)
-        if job is not None and job.revision_id is not None:
-            # Its revision's metadata, not its text (a reply may be megabytes).
-            revisions = ExplanationRevision.objects.defer("text")
-            job.revision = revisions.filter(pk=job.revision_id).first()
-        return job
-
     @admin.display(description=_("quality retried"))
     def retried_for_quality(self, job: StudyQuestionJob) -> str:
         # Words, not the boolean icons: "not retried" is no fault to show as a red cross.
@@ -223,8 +212,12 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # The list shows an excerpt of each question: its long columns stay in the database.
+        # The reply's revision comes along for its metadata, not its text (maybe megabytes);
+        # joined here, Django's list_select_related would be ignored.
         long_columns = [f"study_question__{name}" for name in LONG_COLUMNS]
-        queryset = super().get_queryset(request).defer("error_message", *long_columns)
+        related = ("study_question", "study_session", "question_set", "revision")
+        queryset = super().get_queryset(request).select_related(*related)
+        queryset = queryset.defer("error_message", "revision__text", *long_columns)
         return queryset.annotate(question_start=Left("study_question__text", EXCERPT * 4))
 
     # -- search: a number is a job id (fast, exact); anything else searches text

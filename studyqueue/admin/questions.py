@@ -306,7 +306,10 @@ class StudyQuestionAdmin(GuardedInputAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         latest = StudyQuestionJob.objects.filter(study_question=OuterRef("pk")).order_by("-id")
         status, kind = (Subquery(latest.values(name)[:1]) for name in ("status", "kind"))
-        return super().get_queryset(request).annotate(latest_status=status, latest_kind=kind)
+        # The current revision's metadata comes along, not its text (the question holds that).
+        questions = super().get_queryset(request).select_related("current_revision")
+        questions = questions.defer("current_revision__text")
+        return questions.annotate(latest_status=status, latest_kind=kind)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # Operators edit the question itself; the rest of its page is shown, never edited.
@@ -329,16 +332,6 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         if question is None:
             raise Http404("no such question")
         return HttpResponse(question.explanation, content_type="text/plain; charset=utf-8")
-
-    def get_object(
-        self, request: HttpRequest, object_id: str, from_field: str | None = None
-    ) -> StudyQuestion | None:
-        question = super().get_object(request, object_id, from_field)
-        if question is not None and question.current_revision_id is not None:
-            # Its current revision's metadata, not its text (the question holds that).
-            revisions = ExplanationRevision.objects.defer("text")
-            question.current_revision = revisions.filter(pk=question.current_revision_id).first()
-        return question
 
     @admin.display(description=gettext_lazy("prompt version"))
     def explanation_prompt(self, question: StudyQuestion) -> str:

@@ -150,9 +150,7 @@ class ExplanationReviewAdmin(PageAdmin):
         question = StudyQuestion.objects.filter(pk=question_id).first()
         waiting = key_audit.key_checks()
         context: dict[str, Any] = {
-            **self.admin_site.each_context(request),
-            "title": gettext("Key check"),
-            "opts": self.model._meta,
+            **self.page_context(request, gettext("Key check")),
             "question": question,
             "key_checks": waiting.values("pk")[: review_queue.COUNT_CAP].count(),
             "pending": question is not None and waiting.filter(pk=question.pk).exists(),
@@ -237,9 +235,7 @@ class ExplanationReviewAdmin(PageAdmin):
         current = review_queue.item(question_id) if question_id is not None else None
         waiting, flagged = review_queue.counts()
         context: dict[str, Any] = {
-            **self.admin_site.each_context(request),
-            "title": gettext("Review explanations"),
-            "opts": self.model._meta,
+            **self.page_context(request, gettext("Review explanations")),
             "item": current,
             "asked": asked,
             "waiting": waiting,

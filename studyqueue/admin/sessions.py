@@ -10,7 +10,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import path
 from django.utils.translation import gettext, gettext_lazy
@@ -233,16 +233,13 @@ class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
             for name, view in views.items()
         ] + super().get_urls()
 
-    def _page(self, session_id: int) -> HttpResponseRedirect:
-        return redirect("admin:studyqueue_studysession_change", session_id)
-
     def regenerate_view(self, request: HttpRequest, session_id: int) -> HttpResponse:
         if request.method != "POST":
             return HttpResponse(gettext("POST required"), status=405)
         if not self.has_regenerate_permission(request):
             raise PermissionDenied
         self._regenerate(request, [get_object_or_404(StudySession, pk=session_id).pk])
-        return self._page(session_id)
+        return redirect("admin:studyqueue_studysession_change", session_id)
 
     def review_view(self, request: HttpRequest, session_id: int) -> HttpResponse:
         """Approve, edit or reject the current summary as the page showed it (its id and review
@@ -268,12 +265,11 @@ class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
                 self.log_change(request, StudySession.objects.get(pk=session_id), said)
         except ReviewConflict as conflict:
             self.message_user(request, str(conflict), messages.WARNING)
-            return self._page(session_id)
         except ValueError:
             self.message_user(request, gettext("Nothing decided: a bad form."), messages.ERROR)
-            return self._page(session_id)
-        self.message_user(request, said, messages.SUCCESS)
-        return self._page(session_id)
+        else:
+            self.message_user(request, said, messages.SUCCESS)
+        return redirect("admin:studyqueue_studysession_change", session_id)
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None

@@ -51,7 +51,6 @@ class Command(TranslatedCommand):
         parser.add_argument(
             "--limit",
             type=_options.bounded_int(1, 10_000_000),
-            default=None,
             help=gettext("with --missing/--outdated: at most this many questions, oldest first"),
         )
         parser.add_argument(

@@ -18,6 +18,7 @@ from django.utils.translation import gettext_lazy
 from studyqueue.admin.labels import flag_labels
 from studyqueue.consumer.consumer import Consumer, default_worker_id
 from studyqueue.explanations import key_audit, outdated, prompts, quality
+from studyqueue.management.commands._files import cannot_read
 from studyqueue.management.commands._options import object_id
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.management.commands._translated import TranslatedCommand
@@ -146,10 +147,7 @@ class Command(TranslatedCommand):
         try:
             source = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeError) as exc:
-            reason = getattr(exc, "strerror", None) or exc
-            raise CommandError(
-                _("cannot read %(path)s: %(reason)s") % {"path": path, "reason": reason}
-            ) from None
+            raise CommandError(cannot_read(path, getattr(exc, "strerror", None) or exc)) from None
         try:
             return prompts.trial_template(source), source
         except prompts.TrialTemplateError as exc:

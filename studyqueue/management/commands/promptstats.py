@@ -47,7 +47,6 @@ class Command(TranslatedCommand):
         parser.add_argument(
             "--newest",
             type=bounded_int(1, 100_000_000),
-            default=None,
             help=_("only the newest N explanations the LLM wrote (default: all)"),
         )
         parser.add_argument(

@@ -27,7 +27,6 @@ class Command(TranslatedCommand):
         parser.add_argument(
             "--minutes",
             type=bounded_float(MAX_MINUTES),
-            default=None,
             help=_("stale threshold in minutes (default: STUDYQUEUE STALE_MINUTES)"),
         )
         parser.add_argument(

@@ -38,19 +38,16 @@ class Command(TranslatedCommand):
         parser.add_argument(
             "--interval",
             type=bounded_float(float(INTERVAL.high or 0)),
-            default=None,
             help=_("seconds between cycles, at most a day (default: STUDYQUEUE INTERVAL_SECONDS)"),
         )
         parser.add_argument(
             "--batch-size",
             type=bounded_int(int(BATCH_SIZE.low or 1), int(BATCH_SIZE.high or 1)),
-            default=None,
             help=_("jobs claimed per claim (default: STUDYQUEUE BATCH_SIZE)"),
         )
         parser.add_argument(
             "--worker-id",
             type=worker_id,
-            default=None,
             help=_(
                 "name of this consumer in logs and the admin; unique per process "
                 "(default: host:pid)"

@@ -438,8 +438,7 @@ class JobAttempt(StudyQueueModel):
 class QueueDashboard(StudyQuestionJob):
     """The admin's queue dashboard (a proxy so that it appears in the app's admin index)."""
 
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(StudyQueueModel.Meta):
         proxy = True
         verbose_name = _("queue dashboard")
         verbose_name_plural = _("queue dashboard")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Collection
+from typing import ClassVar
 
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -127,7 +128,7 @@ class Tag(StudyQueueModel):
         return self.name
 
 
-class StudyQuestion(models.Model):
+class StudyQuestion(StudyQueueModel):
     """A question a learner studies; its explanation is written by the LLM."""
 
     text = models.TextField(
@@ -236,10 +237,9 @@ class StudyQuestion(models.Model):
     )
     updated_at = models.DateTimeField(verbose_name=_("updated"), auto_now=True)
 
-    objects = QuestionManager()
+    objects: ClassVar[QuestionManager] = QuestionManager()
 
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(StudyQueueModel.Meta):
         ordering = ["id"]
         verbose_name = _("study question")
         verbose_name_plural = _("study questions")
@@ -332,7 +332,7 @@ class ReviewStatus(models.TextChoices):
 PROTECTED_REVIEWS = (ReviewStatus.APPROVED, ReviewStatus.EDITED)
 
 
-class WrittenText(models.Model):
+class WrittenText(StudyQueueModel):
     """What a model (or a reviewer) wrote for a job, with its reply's figures and its review:
     an explanation revision or a session summary."""
 
@@ -390,9 +390,7 @@ class WrittenText(models.Model):
     )
     reviewed_at = models.DateTimeField(verbose_name=_("reviewed at"), null=True, blank=True)
 
-    objects = StudyQueueManager()
-
-    class Meta:
+    class Meta(StudyQueueModel.Meta):
         abstract = True
 
 
@@ -492,8 +490,7 @@ class ExplanationRevision(WrittenText):
         verbose_name=_("step check's reply"), max_length=200, blank=True, default="", db_default=""
     )
 
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(WrittenText.Meta):
         ordering = ["-id"]
         verbose_name = _("explanation revision")
         verbose_name_plural = _("explanation revisions")
@@ -553,8 +550,7 @@ def revision_to_verify(
 class ExplanationReview(ExplanationRevision):
     """The admin's review page (a proxy so that it appears in the app's admin index)."""
 
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(StudyQueueModel.Meta):
         proxy = True
         verbose_name = _("explanation review")
         verbose_name_plural = _("explanation reviews")

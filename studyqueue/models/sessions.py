@@ -113,8 +113,7 @@ class SessionSummary(WrittenText):
         help_text=_("The score the summary states, as read (right, total, percent)."),
     )
 
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(WrittenText.Meta):
         ordering = ["-created_at", "-id"]
         verbose_name = _("session summary")
         verbose_name_plural = _("session summaries")

@@ -154,12 +154,9 @@ class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
     def pending(self) -> JobQuerySet:
         return self.filter(status=JobStatus.PENDING)
 
-    def processing(self) -> JobQuerySet:
-        return self.filter(status=JobStatus.PROCESSING)
-
     def stale(self, cutoff: datetime) -> JobQuerySet:
         """Processing jobs whose last heartbeat is older than ``cutoff``."""
-        return self.processing().filter(heartbeat_at__lt=cutoff)
+        return self.filter(status=JobStatus.PROCESSING, heartbeat_at__lt=cutoff)
 
     def finished(self) -> JobQuerySet:
         return self.filter(status__in=FINISHED_STATUSES)

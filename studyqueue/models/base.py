@@ -38,6 +38,13 @@ def endpoint_field(help_text: Any) -> models.CharField[str, str]:
     )
 
 
+def external_id_field(help_text: Any) -> models.CharField[str | None, str | None]:
+    """A client's own id for a row: unique where it is set (NULLs do not collide)."""
+    return models.CharField(
+        _("external id"), max_length=200, null=True, blank=True, unique=True, help_text=help_text
+    )
+
+
 def tokens_counted_field() -> models.BooleanField[bool, bool]:
     """Whether a reply's completion tokens were counted by us, not reported by its server."""
     return models.BooleanField(

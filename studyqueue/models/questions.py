@@ -21,6 +21,7 @@ from studyqueue.models.base import (
     choice_width,
     database,
     endpoint_field,
+    external_id_field,
     tokens_counted_field,
 )
 
@@ -134,13 +135,8 @@ class StudyQuestion(StudyQueueModel):
     text = models.TextField(
         verbose_name=_("text"), help_text=_("The question as shown to the learner.")
     )
-    external_id = models.CharField(
-        verbose_name=_("external id"),
-        max_length=200,
-        null=True,  # NULLs do not collide: only ids that are set are unique
-        blank=True,
-        unique=True,
-        help_text=_("Your id for it (imports update the question with the same id)."),
+    external_id = external_id_field(
+        _("Your id for it (imports update the question with the same id).")
     )
     choices = models.JSONField(
         verbose_name=_("choices"),

@@ -45,6 +45,14 @@ def external_id_field(help_text: Any) -> models.CharField[str | None, str | None
     )
 
 
+def reply_figure(
+    verbose_name: Any, **options: Any
+) -> models.PositiveIntegerField[int | None, int | None]:
+    """A figure of an LLM reply (tokens, milliseconds), on a revision, a summary, an attempt
+    or a job: blank when the server did not report it."""
+    return models.PositiveIntegerField(verbose_name=verbose_name, null=True, blank=True, **options)
+
+
 def tokens_counted_field() -> models.BooleanField[bool, bool]:
     """Whether a reply's completion tokens were counted by us, not reported by its server."""
     return models.BooleanField(

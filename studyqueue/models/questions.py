@@ -22,6 +22,7 @@ from studyqueue.models.base import (
     database,
     endpoint_field,
     external_id_field,
+    reply_figure,
     tokens_counted_field,
 )
 
@@ -348,12 +349,8 @@ class WrittenText(StudyQueueModel):
             "servers were recorded, or by a reviewer)."
         )
     )
-    prompt_tokens = models.PositiveIntegerField(
-        verbose_name=_("prompt tokens"), null=True, blank=True
-    )
-    completion_tokens = models.PositiveIntegerField(
-        verbose_name=_("completion tokens"), null=True, blank=True
-    )
+    prompt_tokens = reply_figure(_("prompt tokens"))
+    completion_tokens = reply_figure(_("completion tokens"))
     tokens_counted = tokens_counted_field()
     tokens_per_second = models.FloatField(
         verbose_name=_("tokens per second"),
@@ -402,15 +399,11 @@ class ExplanationRevision(WrittenText):
     )
     prompt_version = models.CharField(verbose_name=_("prompt version"), max_length=12, blank=True)
     prompt_label = models.CharField(verbose_name=_("prompt label"), max_length=200, blank=True)
-    cached_tokens = models.PositiveIntegerField(
-        verbose_name=_("cached tokens"),
-        null=True,
-        blank=True,
+    cached_tokens = reply_figure(
+        _("cached tokens"),
         help_text=_("Prompt tokens the server served from its cache (blank: it did not say)."),
     )
-    first_token_ms = models.PositiveIntegerField(
-        verbose_name=_("time to first token (ms)"), null=True, blank=True
-    )
+    first_token_ms = reply_figure(_("time to first token (ms)"))
     finish_reason = models.CharField(
         verbose_name=_("finish reason"),
         max_length=20,

@@ -42,7 +42,6 @@ class ChoicesField(forms.CharField):
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("required", False)
-        kwargs.setdefault("strip", False)
         kwargs.setdefault("help_text", gettext_lazy("One answer option per line."))
         super().__init__(**kwargs)
 

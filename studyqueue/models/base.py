@@ -38,6 +38,21 @@ def endpoint_field(help_text: Any) -> models.CharField[str, str]:
     )
 
 
+def external_id_field(help_text: Any) -> models.CharField[str | None, str | None]:
+    """A client's own id for a row: unique where it is set (NULLs do not collide)."""
+    return models.CharField(
+        _("external id"), max_length=200, null=True, blank=True, unique=True, help_text=help_text
+    )
+
+
+def reply_figure(
+    verbose_name: Any, **options: Any
+) -> models.PositiveIntegerField[int | None, int | None]:
+    """A figure of an LLM reply (tokens, milliseconds), on a revision, a summary, an attempt
+    or a job: blank when the server did not report it."""
+    return models.PositiveIntegerField(verbose_name=verbose_name, null=True, blank=True, **options)
+
+
 def tokens_counted_field() -> models.BooleanField[bool, bool]:
     """Whether a reply's completion tokens were counted by us, not reported by its server."""
     return models.BooleanField(

@@ -14,7 +14,13 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue.models.base import StudyQueueManager, StudyQueueModel, choice_width, endpoint_field
+from studyqueue.models.base import (
+    StudyQueueManager,
+    StudyQueueModel,
+    choice_width,
+    endpoint_field,
+    reply_figure,
+)
 from studyqueue.models.questions import StudyQuestion
 
 
@@ -154,12 +160,9 @@ class JobQuerySet(models.QuerySet["StudyQuestionJob"]):
     def pending(self) -> JobQuerySet:
         return self.filter(status=JobStatus.PENDING)
 
-    def processing(self) -> JobQuerySet:
-        return self.filter(status=JobStatus.PROCESSING)
-
     def stale(self, cutoff: datetime) -> JobQuerySet:
         """Processing jobs whose last heartbeat is older than ``cutoff``."""
-        return self.processing().filter(heartbeat_at__lt=cutoff)
+        return self.filter(status=JobStatus.PROCESSING, heartbeat_at__lt=cutoff)
 
     def finished(self) -> JobQuerySet:
         return self.filter(status__in=FINISHED_STATUSES)
@@ -256,9 +259,7 @@ class StudyQuestionJob(StudyQueueModel):
     worker_id = models.CharField(verbose_name=_("worker"), max_length=200, blank=True)
     # The job's own LLM time (its completing call), beside what it ran with; everything
     # about the reply itself (model, tokens, timings, prompt, finish) is on its revision.
-    llm_ms = models.PositiveIntegerField(
-        verbose_name=_("LLM time (ms)"), null=True, blank=True, help_text=_("LLM call time (ms).")
-    )
+    llm_ms = reply_figure(_("LLM time (ms)"), help_text=_("LLM call time (ms)."))
     revision = models.ForeignKey(
         "ExplanationRevision",
         verbose_name=_("revision"),
@@ -399,15 +400,9 @@ class JobAttempt(StudyQueueModel):
     error_code = error_code_field()
     error_message = models.TextField(verbose_name=_("error message"), blank=True)
     endpoint = endpoint_field(_("The server whose reply ended it (blank: no reply)."))
-    prompt_tokens = models.PositiveIntegerField(
-        verbose_name=_("prompt tokens"), null=True, blank=True
-    )
-    completion_tokens = models.PositiveIntegerField(
-        verbose_name=_("completion tokens"), null=True, blank=True
-    )
-    first_token_ms = models.PositiveIntegerField(
-        verbose_name=_("time to first token (ms)"), null=True, blank=True
-    )
+    prompt_tokens = reply_figure(_("prompt tokens"))
+    completion_tokens = reply_figure(_("completion tokens"))
+    first_token_ms = reply_figure(_("time to first token (ms)"))
 
     class Meta(StudyQueueModel.Meta):
         ordering = ["job", "number"]
@@ -438,8 +433,7 @@ class JobAttempt(StudyQueueModel):
 class QueueDashboard(StudyQuestionJob):
     """The admin's queue dashboard (a proxy so that it appears in the app's admin index)."""
 
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(StudyQueueModel.Meta):
         proxy = True
         verbose_name = _("queue dashboard")
         verbose_name_plural = _("queue dashboard")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Collection
+from typing import ClassVar
 
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -20,6 +21,8 @@ from studyqueue.models.base import (
     choice_width,
     database,
     endpoint_field,
+    external_id_field,
+    reply_figure,
     tokens_counted_field,
 )
 
@@ -127,19 +130,14 @@ class Tag(StudyQueueModel):
         return self.name
 
 
-class StudyQuestion(models.Model):
+class StudyQuestion(StudyQueueModel):
     """A question a learner studies; its explanation is written by the LLM."""
 
     text = models.TextField(
         verbose_name=_("text"), help_text=_("The question as shown to the learner.")
     )
-    external_id = models.CharField(
-        verbose_name=_("external id"),
-        max_length=200,
-        null=True,  # NULLs do not collide: only ids that are set are unique
-        blank=True,
-        unique=True,
-        help_text=_("Your id for it (imports update the question with the same id)."),
+    external_id = external_id_field(
+        _("Your id for it (imports update the question with the same id).")
     )
     choices = models.JSONField(
         verbose_name=_("choices"),
@@ -236,10 +234,9 @@ class StudyQuestion(models.Model):
     )
     updated_at = models.DateTimeField(verbose_name=_("updated"), auto_now=True)
 
-    objects = QuestionManager()
+    objects: ClassVar[QuestionManager] = QuestionManager()
 
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(StudyQueueModel.Meta):
         ordering = ["id"]
         verbose_name = _("study question")
         verbose_name_plural = _("study questions")
@@ -332,7 +329,7 @@ class ReviewStatus(models.TextChoices):
 PROTECTED_REVIEWS = (ReviewStatus.APPROVED, ReviewStatus.EDITED)
 
 
-class WrittenText(models.Model):
+class WrittenText(StudyQueueModel):
     """What a model (or a reviewer) wrote for a job, with its reply's figures and its review:
     an explanation revision or a session summary."""
 
@@ -352,12 +349,8 @@ class WrittenText(models.Model):
             "servers were recorded, or by a reviewer)."
         )
     )
-    prompt_tokens = models.PositiveIntegerField(
-        verbose_name=_("prompt tokens"), null=True, blank=True
-    )
-    completion_tokens = models.PositiveIntegerField(
-        verbose_name=_("completion tokens"), null=True, blank=True
-    )
+    prompt_tokens = reply_figure(_("prompt tokens"))
+    completion_tokens = reply_figure(_("completion tokens"))
     tokens_counted = tokens_counted_field()
     tokens_per_second = models.FloatField(
         verbose_name=_("tokens per second"),
@@ -390,9 +383,7 @@ class WrittenText(models.Model):
     )
     reviewed_at = models.DateTimeField(verbose_name=_("reviewed at"), null=True, blank=True)
 
-    objects = StudyQueueManager()
-
-    class Meta:
+    class Meta(StudyQueueModel.Meta):
         abstract = True
 
 
@@ -408,15 +399,11 @@ class ExplanationRevision(WrittenText):
     )
     prompt_version = models.CharField(verbose_name=_("prompt version"), max_length=12, blank=True)
     prompt_label = models.CharField(verbose_name=_("prompt label"), max_length=200, blank=True)
-    cached_tokens = models.PositiveIntegerField(
-        verbose_name=_("cached tokens"),
-        null=True,
-        blank=True,
+    cached_tokens = reply_figure(
+        _("cached tokens"),
         help_text=_("Prompt tokens the server served from its cache (blank: it did not say)."),
     )
-    first_token_ms = models.PositiveIntegerField(
-        verbose_name=_("time to first token (ms)"), null=True, blank=True
-    )
+    first_token_ms = reply_figure(_("time to first token (ms)"))
     finish_reason = models.CharField(
         verbose_name=_("finish reason"),
         max_length=20,
@@ -492,8 +479,7 @@ class ExplanationRevision(WrittenText):
         verbose_name=_("step check's reply"), max_length=200, blank=True, default="", db_default=""
     )
 
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(WrittenText.Meta):
         ordering = ["-id"]
         verbose_name = _("explanation revision")
         verbose_name_plural = _("explanation revisions")
@@ -553,8 +539,7 @@ def revision_to_verify(
 class ExplanationReview(ExplanationRevision):
     """The admin's review page (a proxy so that it appears in the app's admin index)."""
 
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(StudyQueueModel.Meta):
         proxy = True
         verbose_name = _("explanation review")
         verbose_name_plural = _("explanation reviews")

@@ -8,7 +8,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue.models.base import StudyQueueModel
+from studyqueue.models.base import StudyQueueModel, external_id_field
 from studyqueue.models.questions import StudyQuestion, WrittenText
 from studyqueue.models.sets import StudyQuestionSet
 
@@ -16,13 +16,8 @@ from studyqueue.models.sets import StudyQuestionSet
 class StudySession(StudyQueueModel):
     """One sitting of a learner over some questions; recorded once, never edited."""
 
-    external_id = models.CharField(
-        _("external id"),
-        max_length=200,
-        null=True,  # NULLs do not collide: only ids that are set are unique
-        blank=True,
-        unique=True,
-        help_text=_("The learning app's id for it (recording it again changes nothing)."),
+    external_id = external_id_field(
+        _("The learning app's id for it (recording it again changes nothing).")
     )
     learner = models.CharField(_("learner"), max_length=200, db_index=True)
     started_at = models.DateTimeField(_("started"))
@@ -113,8 +108,7 @@ class SessionSummary(WrittenText):
         help_text=_("The score the summary states, as read (right, total, percent)."),
     )
 
-    class Meta:
-        base_manager_name = "objects"
+    class Meta(WrittenText.Meta):
         ordering = ["-created_at", "-id"]
         verbose_name = _("session summary")
         verbose_name_plural = _("session summaries")

@@ -129,12 +129,9 @@ def _questions(keys: list[object]) -> dict[object, StudyQuestion]:
     """The questions of ``keys`` (``_key``), by external id and by id, in two reads."""
     names = [key for key in keys if isinstance(key, str)]
     ids = [key[1] for key in keys if isinstance(key, tuple)]
-    found: dict[object, StudyQuestion] = {}
-    for question in StudyQuestion.objects.filter(external_id__in=names):
-        found[question.external_id] = question
-    for question in StudyQuestion.objects.filter(pk__in=ids):
-        found[("id", question.pk)] = question
-    return found
+    named = StudyQuestion.objects.filter(external_id__in=names)
+    numbered = StudyQuestion.objects.filter(pk__in=ids)
+    return {**{q.external_id: q for q in named}, **{("id", q.pk): q for q in numbered}}
 
 
 def _answer(raw: Any, known: dict[object, StudyQuestion]) -> Answer | str:

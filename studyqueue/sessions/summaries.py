@@ -336,7 +336,6 @@ def as_json(session: StudySession) -> dict[str, object]:
     score, the summary's ``status`` and what it is ``waiting_on``, its text, the figures it
     stated, its flags, and when it was written."""
     session = _loaded(session)
-    answers = list(session.answers.all())
     summary = session.summary
     state = status(session)
     return {
@@ -353,6 +352,6 @@ def as_json(session: StudySession) -> dict[str, object]:
         "stated": summary.stated if summary else {},
         "flags": summary.flags if summary else [],
         "review": summary.review_status if summary else "",
-        "outdated": outdated(answers),
+        "outdated": outdated(session.answers.all()),
         "written_at": local_iso(summary.created_at) if summary else None,
     }

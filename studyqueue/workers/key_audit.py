@@ -51,6 +51,5 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     outcome = await on_endpoint(ctx, job, sample, prefix=key_audit.PREFIX)
     if outcome is not None:
         return outcome
-    elapsed_ms = sum(reply.elapsed_ms for reply in replies)
-    usage = Usage.of(replies)
-    return key_audit.Audited(question, samples, llm_ms=elapsed_ms, usage=usage)
+    llm_ms = sum(reply.elapsed_ms for reply in replies)
+    return key_audit.Audited(question, samples, llm_ms=llm_ms, usage=Usage.of(replies))

@@ -21,10 +21,8 @@ logger = logging.getLogger("studyqueue.sessions")
 
 
 def _payload(job: StudyQuestionJob) -> tuple[dict[str, object], int, int] | None:
-    if job.study_session_id is None:
-        return None
     sessions = summaries.with_state(StudySession.objects.all())
-    session = sessions.filter(pk=job.study_session_id).first()
+    session = sessions.filter(jobs=job).first()
     if session is None or session.summary is None:
         return None
     data = {"event": "session.summarized", **summaries.as_json(session)}
@@ -58,10 +56,8 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     if found is None:
         return failed(job, ErrorCode.SESSION_MISSING, "the session or its summary was deleted")
     data, session_id, summary_id = found
-    url = conf.WEBHOOK_URL
-    if url:
-        error = await post(url, data, f"session-{session_id}-summary-{summary_id}")
-        if error is not None:
-            return failed(job, ErrorCode.WEBHOOK_FAILED, error)
+    url, key = conf.WEBHOOK_URL, f"session-{session_id}-summary-{summary_id}"
+    if url and (error := await post(url, data, key)) is not None:
+        return failed(job, ErrorCode.WEBHOOK_FAILED, error)
     logger.info("study_session_noticed session=%s webhook=%s", job.study_session_id, bool(url))
     return Completed(session_id, summary_id)

@@ -14,9 +14,7 @@ from studyqueue.workers.registry import WorkContext, ask, failed, handler
 
 
 def _load(job: StudyQuestionJob) -> tuple[StudySession, list[SessionAnswer], list[int]] | None:
-    if job.study_session_id is None:
-        return None
-    session = StudySession.objects.filter(pk=job.study_session_id).first()
+    session = StudySession.objects.filter(jobs=job).first()
     if session is None:
         return None
     answers = summaries.answers_of(session)

@@ -35,9 +35,7 @@ logging.getLogger("httpx").addFilter(RedactingFilter(_secrets))
 def _load(
     job: StudyQuestionJob,
 ) -> tuple[StudyQuestionSet, question_sets.Progress, str] | None:
-    if job.question_set_id is None:
-        return None
-    question_set = StudyQuestionSet.objects.filter(pk=job.question_set_id).first()
+    question_set = StudyQuestionSet.objects.filter(jobs=job).first()
     if question_set is None:
         return None
     return question_set, question_sets.progress(question_set), notices.completion_key(question_set)
@@ -63,10 +61,8 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
         return Skipped(ErrorCode.SET_NOTICED, notices.ALREADY_NOTICED)
     data = notices.payload(progress)
     url = conf.WEBHOOK_URL
-    if url:
-        error = await post(url, data, key)
-        if error is not None:
-            return failed(job, ErrorCode.WEBHOOK_FAILED, error)
+    if url and (error := await post(url, data, key)) is not None:
+        return failed(job, ErrorCode.WEBHOOK_FAILED, error)
     logger.info("study_set_noticed set=%s webhook=%s", question_set.pk, "yes" if url else "no")
     return notices.Noticed(question_set, progress, data, key)
 

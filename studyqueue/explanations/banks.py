@@ -14,6 +14,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from itertools import groupby
 from typing import Any
 
 from defusedxml import DefusedXmlException
@@ -113,14 +114,12 @@ def _moodle_questions(quiz: ET.Element, skipped: Counter[str], ignored: Counter[
 
 def _blocks(text: str) -> Iterator[tuple[int, str]]:
     """GIFT's questions: runs of lines apart by blank lines, ``//`` comment lines left out."""
-    start, lines = 0, list[str]()
-    for number, line in enumerate([*text.splitlines(), ""], start=1):
-        if line.strip():
-            if not line.lstrip().startswith("//"):
-                start, lines = start or number, [*lines, line]
-        elif lines:
-            yield start, "\n".join(lines)
-            start, lines = 0, []
+    numbered = enumerate(text.splitlines(), start=1)
+    kept = [(n, line) for n, line in numbered if not line.lstrip().startswith("//")]
+    for filled, run in groupby(kept, key=lambda numbered_line: bool(numbered_line[1].strip())):
+        if filled:
+            lines = list(run)
+            yield lines[0][0], "\n".join(line for _n, line in lines)
 
 
 def gift(text: str, skipped: Counter[str], ignored: Counter[str]) -> Records:
@@ -168,20 +167,17 @@ def _gift_answers(
     if truth:
         ignored[_("answer feedback")] += bool(truth.group(2))
         return {"choices": TRUE_FALSE, "answer": TRUE_FALSE[truth.group(1)[0] in "Ff"]}
-    marked = re.findall(r"([=~])([^=~]*)", inside)
-    if not inside:
-        kind = "essay"
-    elif inside.startswith("#"):
-        kind = "numerical"
-    elif "->" in inside:
-        kind = "matching"
-    elif not marked or "~" not in inside:
-        kind = "shortanswer"
-    else:
-        kind = ""
+    kind = (
+        "essay" if not inside
+        else "numerical" if inside.startswith("#")
+        else "matching" if "->" in inside
+        else "shortanswer" if "~" not in inside  # only right answers: one to type
+        else ""
+    )  # fmt: skip
     if kind:
         skipped[kind] += 1
         return None
+    marked = re.findall(r"([=~])([^=~]*)", inside)
     choices, right = [], []
     for mark, answer in marked:
         weight = re.match(r"\s*%-?[\d.]+%", answer)

@@ -38,6 +38,14 @@ from studyqueue.services.llm import LLMReply
 logger = logging.getLogger("studyqueue.revisions")
 
 
+def reply_fields(job: StudyQuestionJob, reply: LLMReply, *more: str) -> dict[str, Any]:
+    """The ``WrittenText`` columns a reply fills: its job, its text, its figures and the
+    ``more`` its model adds (each column named as the reply names it)."""
+    figures = ("model", "endpoint", "prompt_tokens", "completion_tokens", "tokens_counted")
+    values = {name: getattr(reply, name) for name in (*figures, "tokens_per_second", *more)}
+    return {"job_id": job.pk, "text": reply.content, **values}
+
+
 def add(
     job: StudyQuestionJob,
     question_id: int,
@@ -50,19 +58,9 @@ def add(
     """Keep a reply as a revision of the question (not current yet)."""
     return ExplanationRevision.objects.create(
         question_id=question_id,
-        job_id=job.pk,
-        text=reply.content,
-        model=reply.model,
-        endpoint=reply.endpoint,
+        **reply_fields(job, reply, "cached_tokens", "first_token_ms", "finish_reason"),
         prompt_version=version.hash,
         prompt_label=version.label,
-        prompt_tokens=reply.prompt_tokens,
-        cached_tokens=reply.cached_tokens,
-        completion_tokens=reply.completion_tokens,
-        tokens_counted=reply.tokens_counted,
-        first_token_ms=reply.first_token_ms,
-        tokens_per_second=reply.tokens_per_second,
-        finish_reason=reply.finish_reason,
         flags=list(flags),
         stated_answer=fit(ExplanationRevision, "stated_answer", stated_answer),
     )

@@ -94,7 +94,14 @@ class Written(Fenced):
         if now is None:
             return _question_missing(job)
         if now.content_hash() != self.question.content_hash():
-            return self._question_changed(job)
+            # Edited during the call: nothing is stored, the job runs again.
+            logger.warning(
+                "study_reply_dropped id=%s question=%s reason=question_changed free_releases=%s",
+                job.pk,
+                self.question.pk,
+                job.free_releases,
+            )
+            return _changed(job, "the question changed during the LLM call; its reply was dropped")
         revision = add(job, now.pk, self.reply, self.version, self.flags, stated_answer=self.stated)
         if self.retry_flag:
             reason = f"retried once: the reply was flagged {self.retry_flag}"
@@ -119,16 +126,6 @@ class Written(Fenced):
                 ",".join(self.flags),
             )
         return outcome
-
-    def _question_changed(self, job: StudyQuestionJob) -> Outcome:
-        """The question was edited during the call: nothing is stored, the job runs again."""
-        logger.warning(
-            "study_reply_dropped id=%s question=%s reason=question_changed free_releases=%s",
-            job.pk,
-            self.question.pk,
-            job.free_releases,
-        )
-        return _changed(job, "the question changed during the LLM call; its reply was dropped")
 
 
 def complete_if_unchanged(

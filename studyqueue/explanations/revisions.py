@@ -354,9 +354,11 @@ def add_correction(
         prompt_version=based_on.prompt_version,
         prompt_label=based_on.prompt_label,
         finish_reason="stop",
-        author=by,
         based_on=based_on,
-        review_status=ReviewStatus.EDITED,
-        reviewed_by=by,
-        reviewed_at=timezone.now(),
+        **edited_by(by, timezone.now()),
     )
+
+
+def edited_by(by: str, at: datetime) -> dict[str, Any]:
+    """A reviewer's correction's own columns: written, and reviewed as ``EDITED``, by ``by``."""
+    return dict(author=by, review_status=ReviewStatus.EDITED, reviewed_by=by, reviewed_at=at)

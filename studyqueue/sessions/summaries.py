@@ -256,12 +256,9 @@ def review(
             edited = SessionSummary.objects.create(
                 session=session,
                 text=text,
-                author=by,
                 flags=checked.flags,
                 stated=checked.stated,
-                review_status=ReviewStatus.EDITED,
-                reviewed_by=by,
-                reviewed_at=now,
+                **revisions.edited_by(by, now),
             )
             make_current(edited)
         elif decision == ReviewStatus.REJECTED:

@@ -294,10 +294,9 @@ def decide(
 def content_changed(question_ids: Iterable[int], *, using: str) -> int:
     """The questions' content changed, in the transaction that changes it: their reviews are
     void, explanations flagged ``question_changed``, candidates dropped. How many were void."""
-    ids = sorted(set(question_ids))
     void = 0
     revisions_ = ExplanationRevision.objects.using(using)
-    for chunk in batches(ids, using):
+    for chunk in batches(sorted(set(question_ids)), using):
         # Every approval of the question, not only the current one: "make current" on an
         # older revision must not bring back an approval of content that is gone.
         voided = revisions_.filter(question_id__in=chunk, review_status__in=PROTECTED_REVIEWS)

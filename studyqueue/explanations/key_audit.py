@@ -72,11 +72,10 @@ def content_changed(
 
 def needing_audit_ids(ids: Iterable[int]) -> list[int]:
     """The ``ids`` of checkable questions whose content was never audited, in id order."""
-    wanted = sorted(set(ids))
     checkable = StudyQuestion.objects.exclude(text="").exclude(choices=[]).exclude(answer="")
     unaudited = checkable.filter(Q(key_audit="") | Q(key_audit_hash=""))
     found: list[int] = []
-    for chunk in batches(wanted, unaudited.db):
+    for chunk in batches(sorted(set(ids)), unaudited.db):
         found += unaudited.filter(pk__in=chunk).values_list("pk", flat=True)
     return sorted(found)
 

@@ -74,9 +74,7 @@ def newest_edge(queryset: QuerySet[Any], newest: int | None) -> int:
 def written(newest: int | None = None) -> QuerySet[ExplanationRevision]:
     """The LLM's revisions, all or the ``newest``."""
     revisions = ExplanationRevision.objects.filter(author="").order_by()
-    if newest is not None:
-        revisions = revisions.filter(pk__gte=newest_edge(revisions, newest))
-    return revisions
+    return revisions.filter(pk__gte=newest_edge(revisions, newest))
 
 
 def collect(newest: int | None = None) -> list[VersionStats]:

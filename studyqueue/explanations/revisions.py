@@ -38,6 +38,14 @@ from studyqueue.services.llm import LLMReply
 logger = logging.getLogger("studyqueue.revisions")
 
 
+def reply_fields(job: StudyQuestionJob, reply: LLMReply, *more: str) -> dict[str, Any]:
+    """The ``WrittenText`` columns a reply fills: its job, its text, its figures and the
+    ``more`` its model adds (each column named as the reply names it)."""
+    figures = ("model", "endpoint", "prompt_tokens", "completion_tokens", "tokens_counted")
+    values = {name: getattr(reply, name) for name in (*figures, "tokens_per_second", *more)}
+    return {"job_id": job.pk, "text": reply.content, **values}
+
+
 def add(
     job: StudyQuestionJob,
     question_id: int,
@@ -50,19 +58,9 @@ def add(
     """Keep a reply as a revision of the question (not current yet)."""
     return ExplanationRevision.objects.create(
         question_id=question_id,
-        job_id=job.pk,
-        text=reply.content,
-        model=reply.model,
-        endpoint=reply.endpoint,
+        **reply_fields(job, reply, "cached_tokens", "first_token_ms", "finish_reason"),
         prompt_version=version.hash,
         prompt_label=version.label,
-        prompt_tokens=reply.prompt_tokens,
-        cached_tokens=reply.cached_tokens,
-        completion_tokens=reply.completion_tokens,
-        tokens_counted=reply.tokens_counted,
-        first_token_ms=reply.first_token_ms,
-        tokens_per_second=reply.tokens_per_second,
-        finish_reason=reply.finish_reason,
         flags=list(flags),
         stated_answer=fit(ExplanationRevision, "stated_answer", stated_answer),
     )
@@ -96,7 +94,14 @@ class Written(Fenced):
         if now is None:
             return _question_missing(job)
         if now.content_hash() != self.question.content_hash():
-            return self._question_changed(job)
+            # Edited during the call: nothing is stored, the job runs again.
+            logger.warning(
+                "study_reply_dropped id=%s question=%s reason=question_changed free_releases=%s",
+                job.pk,
+                self.question.pk,
+                job.free_releases,
+            )
+            return _changed(job, "the question changed during the LLM call; its reply was dropped")
         revision = add(job, now.pk, self.reply, self.version, self.flags, stated_answer=self.stated)
         if self.retry_flag:
             reason = f"retried once: the reply was flagged {self.retry_flag}"
@@ -121,16 +126,6 @@ class Written(Fenced):
                 ",".join(self.flags),
             )
         return outcome
-
-    def _question_changed(self, job: StudyQuestionJob) -> Outcome:
-        """The question was edited during the call: nothing is stored, the job runs again."""
-        logger.warning(
-            "study_reply_dropped id=%s question=%s reason=question_changed free_releases=%s",
-            job.pk,
-            self.question.pk,
-            job.free_releases,
-        )
-        return _changed(job, "the question changed during the LLM call; its reply was dropped")
 
 
 def complete_if_unchanged(
@@ -299,10 +294,9 @@ def decide(
 def content_changed(question_ids: Iterable[int], *, using: str) -> int:
     """The questions' content changed, in the transaction that changes it: their reviews are
     void, explanations flagged ``question_changed``, candidates dropped. How many were void."""
-    ids = sorted(set(question_ids))
     void = 0
     revisions_ = ExplanationRevision.objects.using(using)
-    for chunk in batches(ids, using):
+    for chunk in batches(sorted(set(question_ids)), using):
         # Every approval of the question, not only the current one: "make current" on an
         # older revision must not bring back an approval of content that is gone.
         voided = revisions_.filter(question_id__in=chunk, review_status__in=PROTECTED_REVIEWS)
@@ -359,9 +353,11 @@ def add_correction(
         prompt_version=based_on.prompt_version,
         prompt_label=based_on.prompt_label,
         finish_reason="stop",
-        author=by,
         based_on=based_on,
-        review_status=ReviewStatus.EDITED,
-        reviewed_by=by,
-        reviewed_at=timezone.now(),
+        **edited_by(by, timezone.now()),
     )
+
+
+def edited_by(by: str, at: datetime) -> dict[str, Any]:
+    """A reviewer's correction's own columns: written, and reviewed as ``EDITED``, by ``by``."""
+    return dict(author=by, review_status=ReviewStatus.EDITED, reviewed_by=by, reviewed_at=at)

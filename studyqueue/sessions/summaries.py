@@ -18,7 +18,7 @@ from django.utils.translation import gettext as _
 
 from studyqueue.conf import conf
 from studyqueue.exceptions import ReviewConflict
-from studyqueue.explanations import next_step, review_queue
+from studyqueue.explanations import next_step, review_queue, revisions
 from studyqueue.explanations.prompts import PromptVersion, render, template_source, version_of
 from studyqueue.models import (
     QUESTION_CHANGED_FLAG,
@@ -30,7 +30,6 @@ from studyqueue.models import (
     SessionSummary,
     StudyQuestionJob,
     StudySession,
-    fit,
 )
 from studyqueue.queue import transitions
 from studyqueue.queue.attempts import Usage
@@ -213,14 +212,7 @@ class Written(Fenced):
     def writes(self, job: StudyQuestionJob) -> transitions.Outcome:
         summary = SessionSummary.objects.create(
             session=self.session,
-            job_id=job.pk,
-            text=self.reply.content,
-            model=fit(SessionSummary, "model", self.reply.model),
-            endpoint=self.reply.endpoint,
-            prompt_tokens=self.reply.prompt_tokens,
-            completion_tokens=self.reply.completion_tokens,
-            tokens_counted=self.reply.tokens_counted,
-            tokens_per_second=self.reply.tokens_per_second,
+            **revisions.reply_fields(job, self.reply),
             flags=self.checked.flags,
             stated=self.checked.stated,
         )
@@ -264,12 +256,9 @@ def review(
             edited = SessionSummary.objects.create(
                 session=session,
                 text=text,
-                author=by,
                 flags=checked.flags,
                 stated=checked.stated,
-                review_status=ReviewStatus.EDITED,
-                reviewed_by=by,
-                reviewed_at=now,
+                **revisions.edited_by(by, now),
             )
             make_current(edited)
         elif decision == ReviewStatus.REJECTED:

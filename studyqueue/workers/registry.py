@@ -71,8 +71,7 @@ async def hold_back(ctx: WorkContext, job: StudyQuestionJob, member: Member) -> 
     if ctx.stopping():
         # Rather than start a call the shutdown's grace period may cut short.
         return Released("consumer stopping")
-    reason = await ctx.starting(job)
-    if reason is not None:
+    if (reason := await ctx.starting(job)) is not None:
         return Released(reason)
     breaker = member.breaker
     error = breaker.last_error
@@ -190,9 +189,8 @@ async def on_endpoint(
                 if not member.breaker.allows() and ctx.pool.other_available([*tried, member]):
                     tried.append(member)  # it failed while this job waited: go elsewhere
                     continue
-                held_back = await hold_back(ctx, job, member)  # stopping, paused, failed
-                if held_back is not None:
-                    return held_back
+                if (held_back := await hold_back(ctx, job, member)) is not None:
+                    return held_back  # stopping, paused, failed
                 try:
                     result = await work(held)
                 except LLMError as error:

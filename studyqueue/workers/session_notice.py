@@ -21,8 +21,7 @@ logger = logging.getLogger("studyqueue.sessions")
 
 
 def _payload(job: StudyQuestionJob) -> tuple[dict[str, object], int, int] | None:
-    sessions = summaries.with_state(StudySession.objects.all())
-    session = sessions.filter(jobs=job).first()
+    session = summaries.with_state(StudySession.objects.filter(jobs=job)).first()
     if session is None or session.summary is None:
         return None
     data = {"event": "session.summarized", **summaries.as_json(session)}

@@ -49,7 +49,7 @@ class LLMError(Exception):
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
-        self.affects_all = self.affects_all or retry.is_server_wide(self.code)
+        self.affects_all = self.affects_all or self.code in retry.SERVER_WIDE_ERRORS
 
 
 def bad_response(message: str) -> LLMError:

@@ -302,17 +302,13 @@ def check_llm(*, wait: float | None = None) -> Check:
     ``wait``: reuse a fresh probe, wait at most that long for a new one (readyz); None: probe
     now."""
     targets = llm_targets()
-    if wait is None:
-        probes, age = _probe(targets), 0.0
-    else:
-        found, age = _cache.get(targets, wait)
-        if found is None:
-            text = gettext(
-                "the LLM servers are being probed (no answer within %(wait)gs; a probe gives up "
-                "after %(deadline)gs): not ready yet"
-            )
-            return Check("llm", False, text % {"wait": wait, "deadline": PROBE_DEADLINE_SECONDS})
-        probes = found
+    probes, age = (_probe(targets), 0.0) if wait is None else _cache.get(targets, wait)
+    if probes is None:  # no probe within ``wait``
+        text = gettext(
+            "the LLM servers are being probed (no answer within %(wait)gs; a probe gives up "
+            "after %(deadline)gs): not ready yet"
+        )
+        return Check("llm", False, text % {"wait": wait, "deadline": PROBE_DEADLINE_SECONDS})
     verdicts = [_judge(target, probes.get(_probe_key(target))) for target in targets]
     detail = "; ".join(text for _, text in verdicts)
     if age >= FRESH_SECONDS:

@@ -104,9 +104,8 @@ class QueueCollector(Collector):
             "server's prompt cache, a part of prompt).",
             labels=["type"],
         )
-        family.add_metric(["prompt"], totals.prompt)
-        family.add_metric(["completion"], totals.completion)
-        family.add_metric(["cached"], totals.cached)
+        for kind in ("prompt", "completion", "cached"):
+            family.add_metric([kind], getattr(totals, kind))
         yield family
         share = totals.cached_share
         yield GaugeMetricFamily(

@@ -498,9 +498,8 @@ def late_sets(now: datetime) -> list[question_sets.Progress]:
 def table_total() -> tuple[int, bool]:
     """The job table's size: PostgreSQL's estimate (True), or an exact count elsewhere."""
     every = jobs()
-    connection = connections[every.db]
     if sql.postgres(every.db):
-        with connection.cursor() as cursor:
+        with connections[every.db].cursor() as cursor:
             cursor.execute(
                 "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
                 [StudyQuestionJob._meta.db_table],

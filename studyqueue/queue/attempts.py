@@ -50,14 +50,10 @@ def open_claimed_attempts(db: str, job_ids: list[int]) -> None:
 class _Reported(Protocol):
     """What a reply reports (``services.llm.LLMReply``)."""
 
-    @property
-    def prompt_tokens(self) -> int | None: ...
-    @property
-    def completion_tokens(self) -> int | None: ...
-    @property
-    def first_token_ms(self) -> int | None: ...
-    @property
-    def endpoint(self) -> str: ...
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    first_token_ms: int | None
+    endpoint: str
 
 
 @dataclass(frozen=True)

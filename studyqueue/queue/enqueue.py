@@ -159,7 +159,6 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
     alone); how many were created."""
     _question_kind(kind)
     db = StudyQuestionJob.objects.all().db  # the raw SQL runs where the job queryset would
-    connection = connections[db]
     ids = sorted({int(i) for i in question_ids})
     params: dict[str, Any] = {
         "kind": kind,
@@ -180,7 +179,7 @@ def enqueue_many(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -
             names = [f"id{i}" for i in range(len(chunk))]
             where = f"id IN ({', '.join(f'%({n})s' for n in names)})"
             chunk_params = dict(zip(names, chunk, strict=True))
-        with connection.cursor() as cursor:
+        with connections[db].cursor() as cursor:
             chunk_params["turn"] = params["turn"] + start
             cursor.execute(ENQUEUE_MANY_SQL.format(ids=where), {**params, **chunk_params})
             created += cursor.rowcount

@@ -48,11 +48,9 @@ class Message:
 
     @property
     def payload(self) -> str:
-        if self.kind is Kind.CANCEL:
-            return f"{Kind.CANCEL}:{self.job_id}"
-        if self.kind is Kind.PAUSE:
-            return f"{Kind.PAUSE}:{self.job_kind}"
-        return ""
+        if self.kind is Kind.WAKE:
+            return ""
+        return f"{self.kind}:{self.job_id if self.kind is Kind.CANCEL else self.job_kind}"
 
 
 def wake() -> Message:

@@ -178,8 +178,3 @@ def strategy() -> RetryStrategy:
 def is_loss_signal(code: str) -> bool:
     """Whether ``code`` tells the adaptive gate to halve its limit."""
     return code in LOSS_SIGNALS
-
-
-def is_server_wide(code: str) -> bool:
-    """Whether ``code`` describes the server as a whole (it opens the breaker)."""
-    return code in SERVER_WIDE_ERRORS

@@ -8,7 +8,7 @@ its taker has ``sent(slot)`` its request, or after ``HANDOVER_WAIT_SECONDS``: st
 would compete with the taker's call start for the interpreter.
 
 Warm-first: a caller that names its prompt's prefix is admitted alone while that prefix is
-cold for this gate (first use, after ``idle_seconds`` without a call); the others wait until
+cold for this gate (first use, after ``WARM_IDLE_SECONDS`` without a call); the others wait until
 its first token (``warmed``) or its end, and find the prefix in the server's prompt cache
 instead of all prefilling it at once.
 
@@ -254,7 +254,6 @@ class LLMGate:
         permits: int = 1,
         timeout: float = 600.0,
         db: str = "default",
-        idle_seconds: float = WARM_IDLE_SECONDS,
         controller: GateController | None = None,
         holder: str = "",
         calls_coming: Callable[[], bool] = lambda: False,
@@ -273,7 +272,6 @@ class LLMGate:
         self._free = list(range(permits))  # slots nobody in this process holds
         # A waiter is handed a slot, or None: look again (the limit rose).
         self._waiters: deque[asyncio.Future[int | None]] = deque()
-        self.idle_seconds = idle_seconds
         self._warmth: dict[str, _Warmth] = {}
         self._handed: dict[int, asyncio.Event] = {}  # slot -> set once its taker sent
         self.leases = SlotLeases(db)
@@ -387,7 +385,7 @@ class LLMGate:
         warmth = self._warmth.get(prefix)
         now = time.monotonic()
         leader = warmth is None or (
-            warmth.active == 0 and now - warmth.last_seen > self.idle_seconds
+            warmth.active == 0 and now - warmth.last_seen > WARM_IDLE_SECONDS
         )
         if warmth is None or leader:
             warmth = self._warmth[prefix] = _Warmth()

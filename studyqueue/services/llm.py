@@ -307,7 +307,7 @@ class LLMClient:
         # Raised outside the handlers, so that no traceback chains back to a message
         # that still holds a secret.
         error.call_started = started
-        raise error.with_message(self.redact(error.message))
+        raise replace(error, message=self.redact(error.message))
 
     async def tokens_in(self, reply: LLMReply) -> int | None:
         """The completion tokens of a ``reply`` whose stream reported none and which did not

@@ -100,8 +100,7 @@ class Member:
     def expected_wait(self, default_seconds: float) -> float:
         """When one more call here would end, about: the calls bound for it, this one
         included, times a call's time (``default_seconds`` before it served), over its limit."""
-        seconds = self.call_seconds() or default_seconds
-        return (self.committed + 1) * seconds / self.gate.limit
+        return (self.committed + 1) * (self.call_seconds() or default_seconds) / self.gate.limit
 
     def tokens_per_second(self) -> float | None:
         """Completion tokens/s of its recent calls: one call's speed (None: no call)."""

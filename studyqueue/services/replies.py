@@ -10,7 +10,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,43 +28,28 @@ RETRY_AFTER_MAX = 86400.0
 MIN_DECODE_SPAN_MS = 50
 
 
+@dataclass(eq=False, repr=False)  # compared and shown as the exception it is
 class LLMError(Exception):
-    """A failed LLM call, classified by ``code``, ``affects_all`` and ``reached_server``."""
+    """A failed LLM call, classified by ``code``, ``affects_all`` and ``reached_server``; a copy
+    with another message (e.g. redacted) is ``dataclasses.replace(error, message=...)``."""
 
-    def __init__(
-        self,
-        code: ErrorCode,
-        message: str,
-        *,
-        retry_after: float | None = None,
-        affects_all: bool = False,
-        reached_server: bool = True,
-        call_started: float | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.retry_after = retry_after
-        # time.monotonic() when the failed call started, for the breaker (None: not a call's).
-        self.call_started = call_started
-        # Every job would hit the same error (server down, unknown model, wrong URL, bad key):
-        # the consumer pauses instead of failing jobs one by one.
-        self.affects_all = affects_all or retry.is_server_wide(code)
-        # False when the request never reached the server (no connection, or not sent) or
-        # reached no endpoint (404: no model ran): it cost the server nothing and never counts
-        # against a job. Releases of calls that reached it are bounded per job.
-        self.reached_server = reached_server
+    code: ErrorCode
+    message: str
+    _: KW_ONLY
+    retry_after: float | None = None
+    # Every job would hit the same error (server down, unknown model, wrong URL, bad key):
+    # the consumer pauses instead of failing jobs one by one.
+    affects_all: bool = False
+    # False when the request never reached the server (no connection, or not sent) or
+    # reached no endpoint (404: no model ran): it cost the server nothing and never counts
+    # against a job. Releases of calls that reached it are bounded per job.
+    reached_server: bool = True
+    # time.monotonic() when the failed call started, for the breaker (None: not a call's).
+    call_started: float | None = None
 
-    def with_message(self, message: str) -> LLMError:
-        """The same error with another message (e.g. redacted)."""
-        return LLMError(
-            self.code,
-            message,
-            retry_after=self.retry_after,
-            affects_all=self.affects_all,
-            reached_server=self.reached_server,
-            call_started=self.call_started,
-        )
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
+        self.affects_all = self.affects_all or self.code in retry.SERVER_WIDE_ERRORS
 
 
 def bad_response(message: str) -> LLMError:

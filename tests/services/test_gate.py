@@ -391,9 +391,10 @@ def test_a_new_prompt_version_cools_the_gate_again(db_thread, first_token_late):
     assert _joined_after_first_token(first_token_late)
 
 
-def test_an_idle_spell_cools_the_gate(db_thread, first_token_late):
-    # idle_seconds=0: any pause between calls counts as an idle spell.
-    shared = LLMGate(ENDPOINT, permits=4, timeout=5, run_db=db_thread, idle_seconds=0.0)
+def test_an_idle_spell_cools_the_gate(db_thread, first_token_late, monkeypatch):
+    # WARM_IDLE_SECONDS=0: any pause between calls counts as an idle spell.
+    monkeypatch.setattr("studyqueue.services.gate.WARM_IDLE_SECONDS", 0.0)
+    shared = LLMGate(ENDPOINT, permits=4, timeout=5, run_db=db_thread)
     _calls(shared, first_token_late, prefix="v1", n=1)
     _calls(shared, first_token_late, prefix="v1")
     assert _joined_after_first_token(first_token_late)

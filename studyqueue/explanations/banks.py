@@ -227,11 +227,8 @@ def aiken(text: str, skipped: Counter[str], ignored: Counter[str]) -> Records:
         yield start, ValueError(no_answer if options else _("no options and no ANSWER: line"))
 
 
-READERS: dict[str, Callable[[str, Counter[str], Counter[str]], Records]] = {
-    "moodle": moodle,
-    "gift": gift,
-    "aiken": aiken,
-}
+Reader = Callable[[str, Counter[str], Counter[str]], Records]  # text, skipped, ignored
+READERS: dict[str, Reader] = {"moodle": moodle, "gift": gift, "aiken": aiken}
 
 
 def _html(text: str | None) -> str:

@@ -86,11 +86,8 @@ def format_of(name: str, given: str | None) -> str:
     for extension, fmt in EXTENSIONS.items():
         if name.lower().endswith(extension):
             return fmt
-    formats = {"formats": ", ".join(FORMATS)}
-    raise ValueError(
-        _("cannot tell the format of %(name)r: give --format (%(formats)s)")
-        % {"name": name, **formats}
-    )
+    shown = {"name": name, "formats": ", ".join(FORMATS)}
+    raise ValueError(_("cannot tell the format of %(name)r: give --format (%(formats)s)") % shown)
 
 
 class _LineTooLong(Exception):

@@ -173,8 +173,3 @@ def strategy() -> RetryStrategy:
         backoff=Backoff(conf.BACKOFF_BASE_SECONDS, conf.BACKOFF_MAX_SECONDS, conf.BACKOFF_JITTER),
         breaker=Backoff(conf.BREAKER_BASE_SECONDS, conf.BREAKER_MAX_SECONDS),
     )
-
-
-def is_loss_signal(code: str) -> bool:
-    """Whether ``code`` tells the adaptive gate to halve its limit."""
-    return code in LOSS_SIGNALS

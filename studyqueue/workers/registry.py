@@ -143,7 +143,7 @@ def invalid_choices(job: StudyQuestionJob, error: ValidationError) -> Failed:
 
 def llm_failed(member: Member, job: StudyQuestionJob, error: LLMError) -> Failed:
     """A failed LLM call to ``member`` and the policy's decision; call it inside the gate."""
-    if retry.is_loss_signal(error.code):
+    if error.code in retry.LOSS_SIGNALS:
         member.gate.record_loss(error.code)
     if error.code == ErrorCode.LLM_EMPTY:
         member.answered_empty(error)  # repeated, it opens the breaker: the pool goes elsewhere
@@ -165,7 +165,7 @@ def llm_failed(member: Member, job: StudyQuestionJob, error: LLMError) -> Failed
 def _endpoint_failed(error: LLMError) -> bool:
     """The failure may be the server's, not the job's: another server may answer."""
     return (
-        error.affects_all or retry.is_loss_signal(error.code) or error.code == ErrorCode.LLM_EMPTY
+        error.affects_all or error.code in retry.LOSS_SIGNALS or error.code == ErrorCode.LLM_EMPTY
     )
 
 

@@ -166,6 +166,14 @@ SETTINGS: dict[str, Setting] = {
     "API_TOKENS": Setting(
         str, "", "bearer tokens of the sessions API, comma-separated (empty: no API)", secret=True
     ),
+    "SESSION_IDLE_MINUTES": Setting(
+        int,
+        30,
+        "an xAPI registration with no completed or terminated statement is recorded as a "
+        "session this many minutes after its last statement",
+        low=1,
+        high=10_080,
+    ),
     "METRICS_TOKEN": Setting(
         str, "", "bearer token for /studyqueue/metrics (empty: staff login only)", secret=True
     ),

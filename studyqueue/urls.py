@@ -11,6 +11,7 @@ urlpatterns = [
     path("readyz", views.readyz, name="readyz"),
     path("metrics", views.metrics, name="metrics"),
     path("api/sessions", views.api_sessions, name="api-sessions"),
+    path("api/xapi/statements", views.api_xapi_statements, name="api-xapi-statements"),
     path("api/sessions/<path:key>/summary", views.api_summary, name="api-summary"),
     path("api/sessions-by-id/<int:pk>/summary", views.api_summary, name="api-summary-by-id"),
 ]

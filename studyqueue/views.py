@@ -3,6 +3,8 @@ for learning apps (the sessions API); the last two take bearer tokens."""
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import hmac
 import json
 import logging
@@ -12,6 +14,7 @@ from functools import wraps
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.cache import never_cache
@@ -23,7 +26,7 @@ from studyqueue.conf import conf
 from studyqueue.models import StudySession
 from studyqueue.monitoring.health import READY_WAIT_SECONDS, Check, liveness, run_checks
 from studyqueue.monitoring.metrics import QueueCollector
-from studyqueue.sessions import recording, summaries
+from studyqueue.sessions import recording, summaries, xapi
 
 logger = logging.getLogger("studyqueue.api")
 MAX_BODY = 1024 * 1024  # bytes of one session posted to the API
@@ -54,9 +57,15 @@ def readyz(request: HttpRequest) -> HttpResponse:
 
 def _bearer(request: HttpRequest, tokens: Iterable[str]) -> bool:
     """Whether the request carries one of ``tokens`` (compared in constant time) after the
-    scheme ``Bearer``, in any case, and a run of spaces (RFC 7235)."""
+    scheme ``Bearer``, in any case, and a run of spaces (RFC 7235), or as the password of
+    HTTP Basic (which xAPI clients send)."""
     scheme, _sp, given = request.headers.get("Authorization", "").partition(" ")
     sent = given.lstrip(" ").encode() if scheme.lower() == "bearer" else b""
+    if scheme.lower() == "basic":
+        with contextlib.suppress(ValueError):  # not base64, or not UTF-8
+            sent = (
+                base64.b64decode(given.strip(), validate=True).decode().partition(":")[2].encode()
+            )
     return any(hmac.compare_digest(sent, t.encode()) for t in tokens if t)
 
 
@@ -106,7 +115,7 @@ def _api(method: str) -> Callable[[View], View]:
                 return _refused(404, "off", str(API_OFF))
             if not _bearer(request, tokens):
                 response = _refused(401, "unauthorized", _("a valid bearer token is needed"))
-                response["WWW-Authenticate"] = 'Bearer realm="studyqueue"'
+                response["WWW-Authenticate"] = 'Bearer realm="studyqueue", Basic realm="studyqueue"'
                 return response
             if request.method != method:
                 return HttpResponseNotAllowed([method])
@@ -117,9 +126,8 @@ def _api(method: str) -> Callable[[View], View]:
     return decorate
 
 
-@_api("POST")
-def api_sessions(request: HttpRequest) -> HttpResponse:
-    """Record the session the body holds and queue its summary: 201; the same again: 200."""
+def _body(request: HttpRequest) -> object:
+    """The JSON value of the body, or the response refusing it (413, 400)."""
     # A chunked body has no length, and Django reads none of it: read it from the server's
     # stream where the server ends that stream with the body (gunicorn does). Either way no
     # more than the limit is read, whatever length is declared.
@@ -128,9 +136,40 @@ def api_sessions(request: HttpRequest) -> HttpResponse:
     if len(body) > MAX_BODY:
         return _refused(413, "too_large", _("the body is over %(max)s bytes") % {"max": MAX_BODY})
     try:
-        record = json.loads(body)
+        return json.loads(body)
     except (ValueError, RecursionError):
         return _refused(400, "not_json", _("the body is not JSON"))
+
+
+@_api("POST")
+def api_xapi_statements(request: HttpRequest) -> HttpResponse:
+    """Store a statement or a list of them (``xapi.receive``): 200 with their ids."""
+    version = request.headers.get("X-Experience-API-Version", "")
+    if not xapi.VERSION.fullmatch(version):
+        return _refused(400, "no_version", _("X-Experience-API-Version must be 1.0.x or 2.0.x"))
+    statements = _body(request)
+    if isinstance(statements, HttpResponse):
+        return statements
+    try:
+        ids, recorded = xapi.receive(
+            statements if isinstance(statements, list) else [statements], timezone.now()
+        )
+    except recording.Invalid as exc:
+        return _refused(400, "invalid", *exc.reasons)
+    except recording.Conflict as exc:
+        return _refused(409, "conflict", str(exc))
+    logger.info("api_request statements=%s sessions=%s status=200", len(ids), recorded)
+    response = JsonResponse(ids, safe=False)
+    response["X-Experience-API-Version"] = "1.0.3"
+    return response
+
+
+@_api("POST")
+def api_sessions(request: HttpRequest) -> HttpResponse:
+    """Record the session the body holds and queue its summary: 201; the same again: 200."""
+    record = _body(request)
+    if isinstance(record, HttpResponse):
+        return record
     try:
         checked = recording.check(record)
     except recording.Invalid as exc:

@@ -26,6 +26,7 @@ from studyqueue.consumer.consumer import Consumer, CycleResult
 from studyqueue.queue import notify, pg, poll
 from studyqueue.queue.operations import prune_finished
 from studyqueue.services import endpoints
+from studyqueue.sessions import xapi
 
 logger = logging.getLogger("studyqueue.scheduler")
 
@@ -91,6 +92,12 @@ def prune_job(worker_id: str = "") -> None:
     logger.info("study_prune executions_days=%s dead_consumer_rows=%s", days, deleted)
 
 
+@close_old_connections
+def close_idle_job(worker_id: str = "") -> None:
+    """Every minute: record the sessions of the xAPI registrations that went idle."""
+    xapi.close_idle(timezone.now())
+
+
 class ScheduledConsumer:
     """A ``Consumer`` whose cycles a scheduler runs every ``interval`` s, or sooner when due."""
 
@@ -128,6 +135,14 @@ class ScheduledConsumer:
             kwargs={"worker_id": worker_id},
             id=f"{self.prefix}prune",
             name=f"studyqueue prune ({worker_id})",
+            replace_existing=True,
+        )
+        scheduler.add_job(
+            close_idle_job,
+            trigger="interval",
+            minutes=1,
+            id=f"{self.prefix}xapi",
+            name=f"studyqueue idle xAPI sessions ({worker_id})",
             replace_existing=True,
         )
         scheduler.add_listener(self.after_cycle, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)

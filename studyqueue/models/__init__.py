@@ -55,5 +55,10 @@ from studyqueue.models.questions import (
     tag_names,
     validate_choices,
 )
-from studyqueue.models.sessions import SessionAnswer, SessionSummary, StudySession
+from studyqueue.models.sessions import (
+    SessionAnswer,
+    SessionSummary,
+    StudySession,
+    XapiStatement,
+)
 from studyqueue.models.sets import StudyQuestionSet

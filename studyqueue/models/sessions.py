@@ -94,6 +94,36 @@ class SessionAnswer(StudyQueueModel):
         return f"{self.session_id}#{self.position}"
 
 
+class XapiStatement(StudyQueueModel):
+    """An xAPI statement received: kept by its id, so that the same statement again is nothing
+    new; an ``answered`` one is an answer of its registration's session until it is recorded."""
+
+    statement_id = models.UUIDField(_("statement id"), unique=True)
+    verb = models.TextField(_("verb"))
+    # Set on the statements that make a session (answered, completed, terminated).
+    registration = models.CharField(_("registration"), max_length=36, blank=True, db_index=True)
+    timestamp = models.DateTimeField(_("timestamp"))
+    stored_at = models.DateTimeField(_("stored"))
+    digest = models.CharField(max_length=64)
+    body = models.JSONField(_("statement"))
+    session = models.ForeignKey(
+        StudySession,
+        verbose_name=_("session"),
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="statements",
+    )
+
+    class Meta(StudyQueueModel.Meta):
+        ordering = ["timestamp", "id"]
+        verbose_name = _("xAPI statement")
+        verbose_name_plural = _("xAPI statements")
+
+    def __str__(self) -> str:
+        return str(self.statement_id)
+
+
 class SessionSummary(WrittenText):
     """One summary the model wrote of a session (or a reviewer's correction), kept for good;
     the session points at its current one."""

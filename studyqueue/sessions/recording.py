@@ -158,6 +158,8 @@ def _answer(raw: Any, known: dict[object, StudyQuestion]) -> Answer | str:
         if unstorable(chosen):
             return _("not valid Unicode (a lone surrogate, or bytes that are not UTF-8)")
         return Answer(question, chosen.strip(), answers.same_text(chosen, question.answer), seconds)
+    if isinstance(chosen, str):  # a choice's text names it
+        chosen = next((n for n, c in enumerate(question.choices, 1) if c == chosen), chosen)
     if type(chosen) is not int or not 1 <= chosen <= len(question.choices):
         count = len(question.choices)
         return _("chosen must be a choice number from 1 to %(count)s") % {"count": count}

@@ -3,10 +3,13 @@ before is known again, not recorded twice."""
 
 from __future__ import annotations
 
+import io
+import json
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -14,7 +17,7 @@ from studyqueue.explanations import transfer
 from studyqueue.management.commands import _files
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import StudySession
-from studyqueue.sessions import recording, summaries
+from studyqueue.sessions import recording, summaries, xapi
 
 
 class Command(TranslatedCommand):
@@ -34,11 +37,26 @@ class Command(TranslatedCommand):
             help=_("queue a summary job for each session recorded (and the explanations it needs)"),
         )
 
+        parser.add_argument(
+            "--format",
+            choices=["jsonl", "xapi"],
+            default="jsonl",
+            help=_(
+                "jsonl: a session a line; xapi: xAPI statements, a JSON array or one a line, "
+                "recorded whole, each session with its summary job"
+            ),
+        )
+
     def handle(
-        self, *args: Any, file: str, skip_invalid: bool, enqueue: bool, **options: Any
+        self, *args: Any, file: str, skip_invalid: bool, enqueue: bool, format: str, **options: Any
     ) -> None:
+        if format == "xapi" and skip_invalid:
+            raise CommandError(_("--skip-invalid: a file of xAPI statements is recorded whole"))
         with _files.reading(file) as stream:
-            records = list(transfer.json_lines(stream))
+            text = stream.read() if format == "xapi" else ""
+            records = list(transfer.json_lines(io.StringIO(text) if text else stream))
+        if format == "xapi":
+            return self._statements(text, records)
         errors: list[tuple[int, str]] = []
         checked: list[tuple[int, recording.Session]] = []
         for line, record in records:
@@ -87,6 +105,30 @@ class Command(TranslatedCommand):
                 "%(skipped)s skipped%(queued)s."
             )
             % {"created": len(created), "known": known, "skipped": len(errors), "queued": jobs}
+        )
+
+    def _statements(self, text: str, records: list[tuple[int, Any]]) -> None:
+        """Store the statements and record the sessions they end or that are idle."""
+        if text.lstrip().startswith("["):
+            try:
+                records = [(1, json.loads(text))]
+            except ValueError as exc:
+                records = [(1, exc)]
+        if bad := [(line, str(value)) for line, value in records if isinstance(value, ValueError)]:
+            raise _invalid(bad, len(records) - len(bad))
+        statements = [
+            v for _line, value in records for v in (value if isinstance(value, list) else [value])
+        ]
+        try:
+            with transaction.atomic(using=StudySession.objects.all().db):
+                ids, recorded = xapi.receive(statements, None)
+                recorded += xapi.close_idle(timezone.now())
+        except (recording.Invalid, recording.Conflict) as exc:
+            reasons = getattr(exc, "reasons", [str(exc)])
+            raise CommandError(_("nothing recorded:") + "\n" + "\n".join(reasons)) from None
+        self.stdout.write(
+            _("Read %(statements)s statement(s); recorded %(sessions)s session(s).")
+            % {"statements": len(ids), "sessions": recorded}
         )
 
 

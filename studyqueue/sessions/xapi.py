@@ -95,20 +95,18 @@ def _answer(statement: dict[str, Any]) -> dict[str, Any]:
         if _at(choice, "id") == response and isinstance(text, dict) and text:
             chosen = text.get("ko") or next(iter(text.values()))
     duration = _at(statement, "result", "duration")
-    seconds = parse_duration(duration) if isinstance(duration, str) else None
-    return {
-        "question": ref,
-        "chosen": chosen,
-        "seconds": duration if seconds is None else round(seconds.total_seconds()),
-    }
+    took = parse_duration(duration) if isinstance(duration, str) else None
+    seconds = duration if took is None else round(took.total_seconds())
+    return {"question": ref, "chosen": chosen, "seconds": seconds}
 
 
 def _learner(statement: dict[str, Any]) -> Any:
     mbox = _at(statement, "actor", "mbox")
-    return _at(statement, "actor", "account", "name") or (
-        mbox.removeprefix("mailto:")
-        if isinstance(mbox, str)
-        else _at(statement, "actor", "mbox_sha1sum")
+    mbox = mbox.removeprefix("mailto:") if isinstance(mbox, str) else None
+    return (
+        _at(statement, "actor", "account", "name")
+        or mbox
+        or _at(statement, "actor", "mbox_sha1sum")
     )
 
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime, parse_duration
@@ -162,6 +162,15 @@ def receive(statements: Iterable[Any], stored_at: datetime | None) -> tuple[list
             rows.append(row)
     if reasons or not rows:
         raise recording.Invalid(reasons or [_("no statement")])
+    try:
+        recorded = _store(rows)
+    except IntegrityError:  # a concurrent request stored the same statements just now
+        recorded = _store(rows)
+    return [str(row.statement_id) for row in rows], recorded
+
+
+def _store(rows: list[XapiStatement]) -> int:
+    """Store the new ones of ``rows``; record the sessions they end (how many)."""
     with transaction.atomic(using=XapiStatement.objects.all().db):
         known = XapiStatement.objects.filter(statement_id__in=[r.statement_id for r in rows])
         stored = dict(known.values_list("statement_id", "digest"))
@@ -188,7 +197,7 @@ def receive(statements: Iterable[Any], stored_at: datetime | None) -> tuple[list
         for registration in touched - ending:
             session(registration)  # every reason now, not when it is recorded
         recorded = [_record(registration) for registration in sorted(ending)]
-    return [str(row.statement_id) for row in rows], sum(row is not None for row in recorded)
+    return sum(row is not None for row in recorded)
 
 
 def close_idle(now: datetime) -> int:

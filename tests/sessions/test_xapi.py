@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import uuid
 from datetime import timedelta
 from io import StringIO
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connections
 from django.test import Client
 from django.utils import timezone
 from ralph.models.xapi.base.statements import BaseXapiStatement
@@ -243,3 +245,27 @@ def test_importsessions_refuses_a_bad_file_whole(tmp_path):
     with pytest.raises(CommandError, match="recorded whole"):
         call_command("importsessions", "-", "--format", "xapi", "--skip-invalid")
     assert not XapiStatement.objects.exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_posts_of_one_batch_store_it_once():
+    """A client's retry while its first request is still being stored: both answer 200."""
+    start = threading.Barrier(2)
+    sent, statuses = batch(), []
+
+    def send() -> None:
+        try:
+            start.wait(10)
+            statuses.append(post(sent).status_code)
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    threads = [threading.Thread(target=send) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert statuses == [200, 200]
+    assert (StudySession.objects.count(), XapiStatement.objects.count()) == (1, 4)
+    assert StudyQuestionJob.objects.filter(kind=JobKind.SESSION_SUMMARY).count() == 1

@@ -143,7 +143,6 @@ ALLOWED = {
     "manage",
     "py",
     "runconsumer",
-    "promptstats",
     "auto",  # GATE_PERMITS=auto, a setting value
     "UTC",
     "KST",
@@ -358,21 +357,6 @@ def test_the_dashboard_shows_flags_and_gate_reasons_by_their_korean_labels(korea
             assert HANGUL.search(str(LABELS[reason])), reason
         for flag in quality.FLAGS:
             assert str(flag.label) in text and HANGUL.search(str(flag.label)), flag
-
-
-@pytest.mark.django_db
-def test_promptstats_in_korean_shows_flag_labels(every_code):
-    from io import StringIO
-
-    from django.core.management import call_command
-
-    out = StringIO()
-    with translation.override("ko"):
-        call_command("promptstats", stdout=out)
-        labels = [str(flag.label) for flag in quality.FLAGS]
-    text = out.getvalue()
-    assert not _codes_in(text), _codes_in(text)
-    assert all(label in text for label in labels)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from django.db.models import Count
 
@@ -33,10 +33,6 @@ class Rate:
         return self.total >= MIN_DECISIONS
 
     @property
-    def value(self) -> float | None:
-        return self.hits / self.total if self.total else None
-
-    @property
     def interval(self) -> tuple[float, float] | None:
         """The Wilson score interval (it stays inside 0..1 and is honest near 0 and 1)."""
         if not self.total:
@@ -46,11 +42,6 @@ class Rate:
         spread = _Z * math.sqrt(p * (1 - p) / n + _Z * _Z / (4 * n * n))
         scale = 1 + _Z * _Z / n
         return max(0.0, (centre - spread) / scale), min(1.0, (centre + spread) / scale)
-
-    def as_dict(self) -> dict[str, object]:
-        low, high = self.interval or (None, None)
-        extra = {"value": self.value, "low": low, "high": high, "enough": self.enough}
-        return asdict(self) | extra
 
 
 @dataclass(frozen=True)
@@ -70,20 +61,6 @@ class FlagTrust:
     @property
     def recall(self) -> Rate:
         return Rate(self.flagged_bad, self.flagged_bad + self.unflagged_bad)
-
-    @property
-    def decisions(self) -> int:
-        return self.flagged_bad + self.flagged_good + self.unflagged_bad + self.unflagged_good
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "flagged_rejected": self.flagged_bad,
-            "flagged_approved": self.flagged_good,
-            "unflagged_rejected": self.unflagged_bad,
-            "unflagged_approved": self.unflagged_good,
-            "precision": self.precision.as_dict(),
-            "recall": self.recall.as_dict(),
-        }
 
 
 # The flags scored: the reply's own and the verifier's (``question_changed`` is set on the

@@ -1,6 +1,6 @@
 """Prompt versions compared, over the LLM's revisions (never a reviewer's correction): per
 version, what it wrote, the share with each flag, length, tokens, speed and the reviews.
-Behind the dashboard's table and ``manage.py promptstats``."""
+Behind the dashboard's table."""
 
 from __future__ import annotations
 

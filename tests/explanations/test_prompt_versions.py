@@ -1,15 +1,13 @@
 """Prompt versions compared: the numbers on a known set of revisions, flags counted from the
-stored lists (a new flag appears by itself, answer_mismatch first), the command and the
-dashboard's table."""
+stored lists (a new flag appears by itself, answer_mismatch first), and the dashboard's
+table."""
 
 from __future__ import annotations
 
-import json
+import re
 from datetime import timedelta
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from django.utils import timezone
 
 from studyqueue.explanations import prompt_versions, revisions
@@ -64,7 +62,8 @@ def test_each_version_numbers(two_versions):
         0.0,
     )
     # The newest N only: the last two revisions the LLM wrote are version bbb's.
-    assert [v.prompt_version for v in prompt_versions.collect(newest=2)] == ["bbb"]
+    (window,) = prompt_versions.collect(newest=2)
+    assert (window.prompt_version, window.written, window.approval_rate) == ("bbb", 2, 0.5)
 
 
 def test_no_review_yet_is_no_rate():
@@ -73,22 +72,24 @@ def test_no_review_yet_is_no_rate():
     assert (version.reviewed, version.approval_rate, version.rejection_rate) == (0, None, None)
 
 
-def test_the_command_prints_every_version(two_versions):
-    out = StringIO()
-    call_command("promptstats", stdout=out)
-    text = out.getvalue()
-    assert text.index("bbb  label bbb") < text.index("aaa  label aaa")
-    # Labels for the known flags; a flag this version does not know, as it is.
-    assert "flags: answer mismatch 50.0 %, truncated 50.0 %, some_new_flag 50.0 %" in text
-    assert "reviewed 2: approved 50.0 %, rejected 50.0 %, edited 0" in text
-    out = StringIO()
-    call_command("promptstats", "--json", "--newest", "2", stdout=out)
-    (row,) = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert (row["prompt_version"], row["written"], row["approval_rate"]) == ("bbb", 2, 0.5)
+def cells(page: str, version: str) -> list[str]:
+    """The text of each cell of ``version``'s row in the dashboard's prompt-versions table."""
+    table = page.split('id="sq-prompt-versions"', 1)[1].split("</table>", 1)[0]
+    row = table.split(f'<tr data-version="{version}">', 1)[1].split("</tr>", 1)[0]
+    found = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    return [" ".join(re.sub(r"<[^>]+>", "", cell).split()) for cell in found]
 
 
 def test_the_dashboard_shows_the_table(two_versions, admin_client):
     page = admin_client.get(DASHBOARD_URL).content.decode()
-    assert 'id="sq-prompt-versions"' in page and 'data-version="bbb"' in page
+    assert 'id="sq-prompt-versions"' in page
+    assert page.index('data-version="bbb"') < page.index('data-version="aaa"')  # newest first
     assert page.index('data-flag="answer_mismatch"') < page.index('data-flag="truncated"')
     assert "label aaa" in page
+    # Labels for the known flags; a flag this version does not know, as it is.
+    bbb = cells(page, "bbb")
+    assert bbb[1:3] == ["2", "answer mismatch 50 %, truncated 50 %, some_new_flag 50 %"]
+    # Written, flags, characters, tokens, tokens/s, reviewed, approved, rejected, edited.
+    assert cells(page, "aaa")[1:10] == [
+        "3", "too short 67 %, wrong script 33 %", "200", "20", "—", "2", "50 %", "50 %", "0",
+    ]  # fmt: skip

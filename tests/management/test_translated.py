@@ -16,12 +16,7 @@ from django.core.management import CommandError, call_command, get_commands, loa
 from django.core.management.base import BaseCommand
 from django.utils import translation
 
-from studyqueue.explanations import revisions
-from tests.factories import (
-    ExplanationRevisionFactory,
-    StudyQuestionFactory,
-    StudyQuestionJobFactory,
-)
+from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 from tests.helpers import catalogue
 from tests.helpers.catalogue import MARK
 
@@ -74,7 +69,6 @@ def test_what_the_commands_write_is_marked(korean, tmp_path):
         ["retryjobs", "--dry-run"],
         ["retryjobs"],
         ["skipjobs", "--dry-run"],
-        ["promptstats"],  # nothing written yet
         ["importquestions", str(source), "--enqueue"],
         ["exportexplanations", "--output", str(tmp_path / "out.jsonl")],
     ):
@@ -84,12 +78,6 @@ def test_what_the_commands_write_is_marked(korean, tmp_path):
     first = run("explain", str(question.pk), "--dry-run")[0].splitlines()[0]
     written += unmarked(first)
     assert not written, written
-
-
-def test_promptstats_lines_are_marked(korean):
-    revisions.make_current(ExplanationRevisionFactory(prompt_version="v1", flags=["truncated"]))
-    _version_and_label, *figures = run("promptstats")[0].splitlines()  # data, then ours
-    assert figures and not unmarked("\n".join(figures)), figures
 
 
 @pytest.mark.parametrize(

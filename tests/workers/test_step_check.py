@@ -16,7 +16,7 @@ import pytest
 from django.core.management import call_command
 
 from studyqueue.consumer.consumer import Consumer
-from studyqueue.explanations import edits, step_check
+from studyqueue.explanations import check_cost, edits, prompt_versions, step_check
 from studyqueue.models import ExplanationRevision, StudyQuestion, StudyQuestionJob
 from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue
@@ -209,12 +209,11 @@ def test_the_export_and_the_cost_carry_the_step_check(server):
     out = StringIO()
     call_command("exportexplanations", "--format", "csv", stdout=out, stderr=StringIO())
     assert ",verifier_answer,step_check,wrong_step,wrong_step_text," in out.getvalue()
-    out = StringIO()
-    call_command("promptstats", "--json", stdout=out)
-    (stats,) = [json.loads(line) for line in out.getvalue().splitlines()]
+    (version,) = prompt_versions.collect()
+    cost = check_cost.of(check_cost.collect(), version.prompt_version)
     # The test server reports 7 completion tokens per call: one explanation, one step check.
-    assert stats["cost"]["step_check"]["attempts"] == 1
-    assert stats["checking_token_share"] == pytest.approx(7 / 7)
+    assert cost.of("step_check").attempts == 1
+    assert cost.token_share == pytest.approx(7 / 7)
 
 
 def test_a_set_is_done_only_when_its_step_checks_ended(server):

@@ -14,7 +14,14 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from studyqueue.explanations import edits, key_audit, verifier
+from studyqueue.explanations import (
+    check_cost,
+    edits,
+    flag_trust,
+    key_audit,
+    prompt_versions,
+    verifier,
+)
 from studyqueue.models import (
     ExplanationRevision,
     JobAttempt,
@@ -27,6 +34,7 @@ from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.pauses import pause, resume
 from tests.factories import ExplanationRevisionFactory, StudyQuestionFactory
+from tests.helpers.admin import DASHBOARD_URL
 from tests.helpers.metrics import samples
 from tests.llm_server import LLMServer
 
@@ -235,7 +243,9 @@ def test_the_export_carries_the_checks_and_says_what_a_missing_one_waits_on(serv
     assert ",key_audit,key_audit_answer,verifier_answer," in header
 
 
-def test_promptstats_reports_what_checking_cost_beside_the_explanations(server, settings):
+def test_the_dashboard_reports_what_checking_cost_beside_the_explanations(
+    server, settings, admin_client
+):
     """Key audits (two samples each, settled) and verification, against the explanations' tokens
     and LLM time, under the explanation's prompt version; and the flags' scores, which say
     they have too few decisions."""
@@ -244,23 +254,23 @@ def test_promptstats_reports_what_checking_cost_beside_the_explanations(server, 
         question("2", text=f"Capital of Korea, take {n}? AUDIT:222 VERIFY:3")
     call_command("enqueue", "--missing", stdout=StringIO())
     drain()
-    out = StringIO()
-    call_command("promptstats", "--json", stdout=out)
-    (row,) = [json.loads(line) for line in out.getvalue().splitlines()]
-    cost = row["cost"]
+    (version,) = prompt_versions.collect()
+    cost = check_cost.of(check_cost.collect(), version.prompt_version)
+    written, audit, verification = map(cost.of, ("explanation", "key_audit", "verification"))
     # The test server reports 42 prompt and 7 completion tokens per call.
-    assert cost["explanation"] == {**cost["explanation"], "attempts": 2, "prompt_tokens": 84}
+    assert (written.attempts, written.prompt_tokens) == (2, 84)
     # Two samples each: both name the key, so the third could not change the verdict.
-    assert (cost["key_audit"]["attempts"], cost["key_audit"]["prompt_tokens"]) == (2, 168)
-    assert cost["key_audit"]["completion_tokens"] == 28
-    assert (cost["verification"]["attempts"], cost["verification"]["completion_tokens"]) == (2, 14)
-    assert row["checking_token_share"] == pytest.approx((28 + 14) / 14)  # generated tokens
-    assert row["flag_trust"]["verifier_disagrees"]["precision"]["total"] == 0
-    out = StringIO()
-    call_command("promptstats", stdout=out)
-    text = out.getvalue()
-    assert "checking: 42 generated tokens (300.0 % of the explanations'), 252 prompt" in text
-    assert "key disputes upheld by reviewers: too few decisions (0/0" in text
+    assert (audit.attempts, audit.prompt_tokens, audit.completion_tokens) == (2, 168, 28)
+    assert (verification.attempts, verification.completion_tokens) == (2, 14)
+    assert (cost.checking.completion_tokens, cost.checking.prompt_tokens) == (42, 252)
+    assert cost.token_share == pytest.approx((28 + 14) / 14)  # generated tokens
+    trust = flag_trust.of(flag_trust.collect(), version.prompt_version)
+    assert {t.flag: t.precision.total for t in trust}["verifier_disagrees"] == 0
+    assert flag_trust.key_disputes() == flag_trust.Rate(0, 0)
+    page = admin_client.get(DASHBOARD_URL).content.decode()
+    assert '<td class="num sq-checking">42 (300 %, ' in page
+    disputes = page.split('<tr data-flag="key_disputes">', 1)[1].split("</tr>", 1)[0]
+    assert "too few decisions (0/0)" in disputes
 
 
 def test_the_metrics_count_checking_tokens_apart_from_the_explanations(server, admin_client):

@@ -79,8 +79,10 @@ def test_sigterm_lets_the_running_job_finish_and_consumers_keep_their_own_rows(
     assert ids == {
         "studyqueue@c1/consume",
         "studyqueue@c1/prune",
+        "studyqueue@c1/xapi",
         "studyqueue@c2/consume",
         "studyqueue@c2/prune",
+        "studyqueue@c2/xapi",
     }
     per_job = Counter(DjangoJobExecution.objects.values_list("job_id", flat=True))
     assert per_job["studyqueue@c1/consume"] >= 1 and per_job["studyqueue@c2/consume"] >= 1

@@ -152,9 +152,13 @@ def test_a_job_costs_one_claim_and_a_fixed_set_of_queries(quiet_settings, make_c
     assert StudyQuestion.objects.exclude(explanation="").count() == 2
 
 
-def test_a_backlog_drained_in_one_cycle_takes_the_gates_lease_once(quiet_settings, make_consumer):
-    """Jobs back to back keep the slot's lease between their calls (handed over, or kept for
-    the job coming): one take and one give-back for the whole cycle, not one of each per job."""
+def test_a_backlog_drained_in_one_cycle_takes_the_gates_lease_once(
+    quiet_settings, make_consumer, llm_server
+):
+    """Jobs back to back keep the slot's lease between their calls (handed over to the next
+    job, waiting at the gate through a call of 0.2 s): one take and one give-back for the
+    whole cycle, not one of each per job."""
+    llm_server.configure(delay=0.2)
     for n in range(4):
         enqueue(StudyQuestionFactory(text=f"What is {n} + {n}?", choices=["3", "4"], answer="4"))
     with QueryLog() as log:

@@ -145,7 +145,6 @@ class Consumer:
         self._runner = asyncio.Runner()
         self.pool = EndpointPool.build(endpoints.configured(), functools.partial(_gate_for, self))
         self.notices_swept_at = -NOTICE_SWEEP_SECONDS  # the last sweep (``Cycle``)
-        self.backlog = False  # the cycle's last claim came back full
         self.storing = 0  # jobs whose call is over, storing what it returned
         # Set as a job begins to store (a place is free) and as a job ends: the cycle wakes.
         self.wake = asyncio.Event()
@@ -159,11 +158,6 @@ class Consumer:
         self._closed = False
         self._reported_at = 0.0
         self._wait_logged_for = 0.0  # the breaker pause whose wait was last logged
-
-    def calls_coming(self) -> bool:
-        """Whether a job is coming to a gate: one claimed has yet to start its call, or
-        the last claim came back full (a gate keeps its lease for it)."""
-        return self.backlog or bool(self.unstarted.jobs)
 
     def request_stop(self) -> None:
         """Stop claiming; running jobs finish within the grace period (thread-safe)."""
@@ -208,8 +202,7 @@ class Consumer:
             result = await Cycle(self).run()
             await self.report()
         finally:
-            self.backlog = False
-            for member in self.pool.members:  # idle now: no lease kept for a call
+            for member in self.pool.members:  # idle now: it waits for no slot
                 await member.gate.idle()
             await self.store.close_old_connections()
         # Enough to tell a stuck consumer from an idle one: the breaker and the gate. A cycle
@@ -407,7 +400,6 @@ def _gate_for(consumer: Consumer, endpoint: endpoints.Endpoint, client: LLMClien
         db=consumer.store.alias,
         controller=GateController(max_limit=endpoint.max_permits) if endpoint.auto else None,
         holder=consumer.worker_id,  # restarted under this id, it takes its leases back at once
-        calls_coming=consumer.calls_coming,
     )
 
 
@@ -515,7 +507,6 @@ class Cycle:
             return
         self.result.claimed += len(jobs)
         self.nothing_ready = len(jobs) < limit
-        consumer.backlog = not self.nothing_ready
         for job in jobs:
             if consumer.stopping():
                 # Claimed as the stop came: start nothing new.

@@ -3,7 +3,7 @@ the gate bounds how many calls go at once; the breaker, whether any go.
 
 A gate's ``permits`` numbered slots are row leases (``GateLease``) on the database's clock,
 shared by every consumer of the endpoint; between two calls of one consumer a slot is handed
-over or kept (docs/architecture.md, "Why the gate lives in the database"). A giver goes on once
+over (docs/architecture.md, "Why the gate lives in the database"). A giver goes on once
 its taker has ``sent(slot)`` its request, or after ``HANDOVER_WAIT_SECONDS``: storing its reply
 would compete with the taker's call start for the interpreter.
 
@@ -256,7 +256,6 @@ class LLMGate:
         db: str = "default",
         controller: GateController | None = None,
         holder: str = "",
-        calls_coming: Callable[[], bool] = lambda: False,
     ) -> None:
         if controller is not None:
             permits = controller.max_limit
@@ -286,10 +285,6 @@ class LLMGate:
         # reckoned from before the statement that took or renewed it (the database's now is
         # later).
         self._leased: dict[int, float] = {}
-        # Free slots whose lease it keeps for a call of this consumer that is coming
-        # (``calls_coming``): taken again with no database round trip.
-        self._kept: set[int] = set()
-        self.calls_coming = calls_coming
         self._renewing: asyncio.Task[None] | None = None
         self._yielding = False  # another consumer waits: give the next slot back to it
         self._yield_until = 0.0  # until then, take no slot from the database
@@ -451,17 +446,12 @@ class LLMGate:
 
     async def _try_take(self) -> int | None:
         self._refused = False
-        for slot in sorted(self._free, key=lambda s: (s not in self._kept, s)):
+        for slot in sorted(self._free):
             if self.held >= self.limit:
                 return None
             if slot not in self._free or slot >= self.limit:
                 continue  # taken meanwhile, or beyond the limit for every process
             self._free.remove(slot)  # ours while we ask the database
-            if slot in self._kept:
-                self._kept.discard(slot)
-                if self._holds(slot):  # its lease is still ours: no round trip
-                    self._in_flight()
-                    return slot
             if time.monotonic() < self._yield_until:
                 self._free.append(slot)
                 return None
@@ -505,8 +495,6 @@ class LLMGate:
             raise
         if taken:
             self._leased[slot] = asked + self.leases.seconds - RENEW_SECONDS
-        else:
-            self._leased.pop(slot, None)  # a kept lease that ended: another's now
         if taken and self._renewing is None:
             self._renewing = asyncio.create_task(self._renew_leases())
         return taken
@@ -519,7 +507,6 @@ class LLMGate:
                 try:
                     wanted = await self._run_db(self.leases.wanted, self.endpoint, self.holder)
                     self._yielding = self._yielding or wanted
-                    await self.idle()  # a kept lease lasts one renewal at most
                     held = sorted(self._leased)
                     if not held:
                         continue
@@ -585,11 +572,6 @@ class LLMGate:
                 waiter.set_result(slot)
                 handed = self._handed[slot] = asyncio.Event()
                 return handed
-        if within and self.calls_coming():
-            self._kept.add(slot)  # the next call takes it with no round trip
-            self._free.append(slot)
-            self._in_flight()
-            return None
         await self._unlease(slot)
         return None
 
@@ -598,17 +580,11 @@ class LLMGate:
         return time.monotonic() < self._leased.get(slot, 0.0)
 
     async def idle(self) -> None:
-        """Give back the leases kept for calls that did not come, and say no more that
-        this gate waits (the consumer's cycle ended, or the renewal is due)."""
+        """Say no more that this gate waits (the consumer's cycle ended)."""
         if self._wanted_at is not None:
             self._wanted_at = None
             with contextlib.suppress(DatabaseError):  # it ends by itself
                 await self._run_db(self.leases.give_back, self.endpoint, WAITING_SLOT, self.holder)
-        for slot in sorted(self._kept):
-            if slot in self._kept:
-                self._kept.discard(slot)
-                self._free.remove(slot)
-                await self._unlease(slot)
 
     async def _unlease(self, slot: int) -> None:
         """Give ``slot``'s lease back to every consumer."""

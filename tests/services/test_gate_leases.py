@@ -171,8 +171,8 @@ def test_gates_in_four_threads_never_hold_one_permit_twice():
 
 class BusyConsumer(threading.Thread):
     """A consumer with back-to-back calls on its own thread, event loop and connection: two
-    callers at one permit, so one always waits for the slot (a hand-over every time) and one
-    more is always coming (``calls_coming``: the lease is kept). Its calls' (start, end)."""
+    callers at one permit, so one always waits for the slot (a hand-over every time, the
+    lease still held). Its calls' (start, end)."""
 
     def __init__(self, name: str, lock: threading.Lock, holding: list[str]) -> None:
         super().__init__()
@@ -183,10 +183,7 @@ class BusyConsumer(threading.Thread):
 
     def run(self) -> None:
         db = GateThread()
-        gate = LLMGate(
-            ENDPOINT, run_db=db.run_db, permits=1, timeout=60, holder=self.name,
-            calls_coming=lambda: not self.stop.is_set(),
-        )  # fmt: skip
+        gate = LLMGate(ENDPOINT, run_db=db.run_db, permits=1, timeout=60, holder=self.name)
 
         async def caller() -> None:
             while not self.stop.is_set():
@@ -210,10 +207,10 @@ class BusyConsumer(threading.Thread):
             db.close()
 
 
-def test_a_consumer_waiting_for_a_kept_slot_gets_it_within_a_renewal(monkeypatch):
-    """A consumer whose calls come back to back keeps its slot's lease (hand-overs, and a
-    lease kept for the call coming); another consumer that waits says so, and gets the slot
-    within about one renewal; then the first gets it back the same way. Never two holders."""
+def test_a_consumer_waiting_for_a_handed_over_slot_gets_it_within_a_renewal(monkeypatch):
+    """A consumer whose calls come back to back keeps its slot's lease (handed over from
+    call to call); another consumer that waits says so, and gets the slot within about one
+    renewal; then the first gets it back the same way. Never two holders."""
     monkeypatch.setattr(gate_module, "RENEW_SECONDS", 0.5)
     lock, holding = threading.Lock(), []
     first, second = BusyConsumer("first", lock, holding), BusyConsumer("second", lock, holding)
@@ -250,7 +247,7 @@ def test_a_lost_lease_is_never_handed_on_before_the_database_gives_it_again(
     event loop stops (as under SIGSTOP or a VM pause) past the lease, and another consumer
     takes the slot on its own connection; ``stolen``: another consumer takes it after its
     end on the database's clock and the renewal finds it lost. When the call ends, the
-    waiting call must not be handed the slot, nor find it kept: it waits until the other
+    waiting call must not be handed the slot: it waits until the other
     consumer gives it back and the database gives it the lease again."""
     monkeypatch.setattr(gate_module, "RENEW_SECONDS", 0.2)
     db, thief = GateThread(), GateThread()
@@ -272,9 +269,7 @@ def test_a_lost_lease_is_never_handed_on_before_the_database_gives_it_again(
             await asyncio.sleep(0.02)
 
     async def main() -> None:
-        gate = LLMGate(
-            ENDPOINT, run_db=db.run_db, permits=1, holder="w1", calls_coming=lambda: True
-        )
+        gate = LLMGate(ENDPOINT, run_db=db.run_db, permits=1, holder="w1")
         if how == "frozen":
             gate.leases = SlotLeases("default", seconds=0.5)
         rows = GateLease.objects.filter(endpoint=gate.endpoint)

@@ -42,6 +42,8 @@ def main() -> None:
     parser.add_argument("--permits", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--as-user", action="store_true", help="processes, default settings")
     args = parser.parse_args()
+    if args.delay <= 0 and not args.as_user:  # the ideal rate is permits / delay
+        parser.error("--delay must be above 0 (--as-user takes 0: an instant server)")
     url = setup_django(args.db)
     if args.as_user:
         as_user(args, url)

@@ -221,8 +221,7 @@ def test_a_set_imported_and_drained_is_done(tmp_path, llm_server, settings):
     data = json.loads(_run("setstatus", "quiz", "--json"))
     assert (data["total"], data["completed"], data["waiting"], data["done"]) == (6, 6, 0, True)
     assert data["started_at"] and data["finished_at"]
-    # --watch ends at once on a done set, off a terminal with the status lines.
-    assert "6 of 6 explained" in _run("setstatus", "quiz", "--watch")
+    assert "6 of 6 explained" in _run("setstatus", "quiz")
 
 
 def test_a_set_is_done_once_its_checks_ended_and_a_held_question_waits_for_its_reviewer(
@@ -423,9 +422,9 @@ def test_a_sets_name_is_spelled_one_way_at_every_entry_point(tmp_path):
     assert question_sets.add("가" * 200, [])[0].name == "가" * 200
 
 
-def test_an_emptied_set_is_empty_not_waiting_and_watch_ends_on_it(tmp_path, admin_client):
+def test_an_emptied_set_is_empty_not_waiting(tmp_path, admin_client):
     """Its questions deleted: not done (nothing to notice), nothing waiting, no warning for
-    its passed deadline, and ``--watch`` ends at once with a line that says so. An import
+    its passed deadline, and a status line that says so. An import
     whose every row is invalid leaves the set alone rather than make an empty one."""
     _run("importquestions", _file(tmp_path, 2), "--set", "gone")
     question_set = StudyQuestionSet.objects.get(name="gone")
@@ -444,8 +443,6 @@ def test_an_emptied_set_is_empty_not_waiting_and_watch_ends_on_it(tmp_path, admi
     assert text.splitlines()[-1].endswith(": nothing to do, the set is empty")
     data = json.loads(_run("setstatus", "gone", "--json"))
     assert (data["total"], data["empty"], data["done"]) == (0, True, False)
-    watched = _run("setstatus", "gone", "--watch", "--interval", "3600")
-    assert "empty: it has no questions" in watched
     html = admin_client.get("/admin/studyqueue/queuedashboard/").content.decode()
     assert 'data-set="gone"' not in html
     bad = tmp_path / "bad.jsonl"

@@ -4,7 +4,9 @@ test client and a real database), the idle sweep and ``importsessions --format x
 from __future__ import annotations
 
 import base64
+import http.client
 import json
+import subprocess
 import threading
 import uuid
 from datetime import timedelta
@@ -21,6 +23,7 @@ from ralph.models.xapi.base.statements import BaseXapiStatement
 from studyqueue.models import JobKind, StudyQuestionJob, StudySession, XapiStatement
 from studyqueue.sessions import xapi
 from tests.factories import StudyQuestionFactory
+from tests.helpers import ROOT, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +32,10 @@ TOKEN = "tok-en-2"
 REGISTRATION = "6b2c1f0a-3b4c-4d5e-8f90-a1b2c3d4e5f6"
 HEADERS = {"HTTP_AUTHORIZATION": f"Bearer {TOKEN}", "HTTP_X_EXPERIENCE_API_VERSION": "1.0.3"}
 ACTOR = {"objectType": "Agent", "account": {"homePage": "https://app.example", "name": "kim-07"}}
-CHOICES = [{"id": "busan", "description": {"ko": "부산"}}, {"id": "seoul", "description": {"ko": "서울"}}]
+CHOICES = [
+    {"id": "busan", "description": {"ko": "부산"}},
+    {"id": "seoul", "description": {"ko": "서울"}},
+]
 
 
 @pytest.fixture(autouse=True)
@@ -269,3 +275,44 @@ def test_two_concurrent_posts_of_one_batch_store_it_once():
     assert statuses == [200, 200]
     assert (StudySession.objects.count(), XapiStatement.objects.count()) == (1, 4)
     assert StudyQuestionJob.objects.filter(kind=JobKind.SESSION_SUMMARY).count() == 1
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_an_xapi_client_through_gunicorn(child_env, python, free_port):
+    """As an LRS client sends them: HTTP Basic, the version header, a batch; then the session's
+    summary URL answers with the session."""
+    bind = f"127.0.0.1:{free_port}"
+    web = subprocess.Popen(
+        [python, "-m", "gunicorn", "project.wsgi:application", "--bind", bind],
+        cwd=ROOT,
+        env={**child_env, "STUDYQUEUE_API_TOKENS": TOKEN},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    basic = "Basic " + base64.b64encode(f"lrs:{TOKEN}".encode()).decode()
+
+    def send(method: str, path: str, body: object = None) -> tuple[int, Any]:
+        connection = http.client.HTTPConnection(bind, timeout=30)
+        headers = {"Authorization": basic, "X-Experience-API-Version": "1.0.3"}
+        try:
+            data = None if body is None else json.dumps(body).encode()
+            connection.request(method, path, data, {**headers, "Content-Type": "application/json"})
+            response = connection.getresponse()
+            return response.status, json.loads(response.read() or b"null")
+        except OSError:
+            return 0, None  # not listening yet
+        finally:
+            connection.close()
+
+    try:
+        wait_for(lambda: send("POST", URL, [])[0] == 400, what="gunicorn")
+        sent = batch()
+        assert send("POST", URL, sent) == (200, [s["id"] for s in sent])
+        status, summary = send("GET", f"/studyqueue/api/sessions/{REGISTRATION}/summary")
+    finally:
+        web.terminate()
+        web.wait(timeout=30)
+    assert status == 200
+    assert (summary["learner"], summary["right"], summary["total"]) == ("kim-07", 2, 3)
+    assert summary["status"] in ("waiting", "queued")

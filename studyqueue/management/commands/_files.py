@@ -74,6 +74,11 @@ def report(errors: Sequence[tuple[int | str, str]]) -> str:
     return "\n".join(lines)
 
 
+def bad_rows(message: str, errors: Sequence[tuple[int | str, str]], valid: int = 0) -> str:
+    """``message`` (``%(invalid)s``: how many ``errors``; ``%(valid)s``), then their report."""
+    return message % {"invalid": len(errors), "valid": valid} + "\n" + report(errors)
+
+
 def progress(stderr: OutputWrapper, total: int, done_of: str) -> Callable[[int], None]:
     """A progress bar on a terminal; otherwise the line ``done_of`` (with ``%(done)s`` and
     ``%(total)s``) every few seconds."""

@@ -101,21 +101,15 @@ class Command(TranslatedCommand):
         if ignored := +parsed.ignored:
             what = ", ".join(f"{name} ({count})" for name, count in sorted(ignored.items()))
             self.stderr.write(_("read, not imported: %(what)s") % {"what": what})
-        if parsed.errors:
-            report = _files.report(parsed.errors)
-            if not skip_invalid:
-                raise CommandError(
-                    _(
-                        "%(invalid)s invalid row(s); nothing imported "
-                        "(--skip-invalid imports the %(valid)s valid ones):"
-                    )
-                    % {"invalid": len(parsed.errors), "valid": len(parsed.rows)}
-                    + f"\n{report}"
-                )
-            self.stderr.write(
-                _("skipped %(invalid)s invalid row(s):") % {"invalid": len(parsed.errors)}
-                + f"\n{report}"
+        if parsed.errors and not skip_invalid:
+            invalid = _(
+                "%(invalid)s invalid row(s); nothing imported "
+                "(--skip-invalid imports the %(valid)s valid ones):"
             )
+            raise CommandError(_files.bad_rows(invalid, parsed.errors, len(parsed.rows)))
+        if parsed.errors:
+            skipped = _("skipped %(invalid)s invalid row(s):")
+            self.stderr.write(_files.bad_rows(skipped, parsed.errors))
         if set_name and not parsed.rows:
             # Every row invalid (or none): an empty set would never be done; leave it be.
             self.stderr.write(

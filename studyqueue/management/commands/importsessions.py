@@ -93,11 +93,8 @@ class Command(TranslatedCommand):
             # re-import finding it already recorded.
             queued = summaries.queue_summaries(created) if enqueue else 0
         if errors:
-            self.stderr.write(
-                _("skipped %(invalid)s invalid line(s):") % {"invalid": len(errors)}
-                + "\n"
-                + _files.report(sorted(errors))
-            )
+            skipped = _("skipped %(invalid)s invalid line(s):")
+            self.stderr.write(_files.bad_rows(skipped, sorted(errors)))
         jobs = _("; queued %(count)s summary job(s)") % {"count": queued} if enqueue else ""
         self.stdout.write(
             _(
@@ -133,12 +130,8 @@ class Command(TranslatedCommand):
 
 
 def _invalid(errors: list[tuple[int, str]], valid: int) -> CommandError:
-    return CommandError(
-        _(
-            "%(invalid)s invalid line(s); nothing recorded "
-            "(--skip-invalid records the %(valid)s valid ones):"
-        )
-        % {"invalid": len(errors), "valid": valid}
-        + "\n"
-        + _files.report(errors)
+    invalid = _(
+        "%(invalid)s invalid line(s); nothing recorded "
+        "(--skip-invalid records the %(valid)s valid ones):"
     )
+    return CommandError(_files.bad_rows(invalid, errors, valid))

@@ -87,11 +87,11 @@ class Command(TranslatedCommand):
         set_name: str | None,
         **options: Any,
     ) -> None:
-        in_set = None
+        scope = StudyQuestion.objects.exclude(text="")
         if set_name is not None:
-            in_set = question_sets.questions(_options.question_set(set_name)).values("pk")
-            if not (outdated or question):
-                missing = True
+            in_set = question_sets.questions(_options.question_set(set_name))
+            scope = scope.filter(pk__in=in_set.values("pk"))
+            missing = missing or not (outdated or question)
         if not (missing or outdated or question):
             raise CommandError(
                 gettext("nothing to enqueue: give --missing, --outdated or --question ID ...")
@@ -103,16 +103,12 @@ class Command(TranslatedCommand):
         ids: set[int] = set()
         if question:
             found = set(StudyQuestion.objects.filter(pk__in=question).values_list("pk", flat=True))
-            unknown = sorted(set(question) - found)
-            if unknown:
+            if unknown := sorted(set(question) - found):
                 raise CommandError(
                     gettext("no study question with id %(ids)s; nothing queued")
                     % {"ids": ", ".join(map(str, unknown))}
                 )
             ids |= found
-        scope = StudyQuestion.objects.exclude(text="")
-        if in_set is not None:
-            scope = scope.filter(pk__in=in_set)
         active = StudyQuestionJob.objects.active().filter(kind=kind)
         waiting = scope.exclude(pk__in=active.values("study_question_id"))
         wanted = StudyQuestion.objects.none()
@@ -124,13 +120,10 @@ class Command(TranslatedCommand):
             if not include_approved:
                 old = old.exclude(current_revision__review_status__in=PROTECTED_REVIEWS)
             wanted |= old
-        if missing or outdated:
-            ids |= set(wanted.order_by("pk").values_list("pk", flat=True)[:limit])
-        queued_before: list[int] = []
-        if missing:
-            # Explanations queued already: what they need next may be their key audit.
-            had_job = scope.missing().filter(pk__in=active.values("study_question_id"))
-            queued_before = list(had_job.values_list("pk", flat=True))
+        ids |= set(wanted.order_by("pk").values_list("pk", flat=True)[:limit])
+        # Explanations queued already: what they need next may be their key audit.
+        had_job = scope.missing().filter(pk__in=active.values("study_question_id"))
+        queued_before = list(had_job.values_list("pk", flat=True)) if missing else []
         queued = next_step.queue_jobs(ids, kind)
         audits = queued.audits
         if kind == JobKind.EXPLANATION:

@@ -127,13 +127,10 @@ class Command(TranslatedCommand):
                     set_name, result.created + result.updated + result.unchanged, deadline=deadline
                 )
         if set_name:
+            total = question_sets.questions(question_set).count()
             self.stdout.write(
                 _("Question set %(name)r: %(added)s question(s) added, %(total)s in all.")
-                % {
-                    "name": question_set.name,
-                    "added": added,
-                    "total": question_sets.questions(question_set).count(),
-                }
+                % {"name": question_set.name, "added": added, "total": total}
             )
         queued = ""
         if parsed.skipped:

@@ -100,15 +100,12 @@ class Command(TranslatedCommand):
             raise CommandError(gettext("--limit goes with --missing or --outdated"))
         if include_approved and not outdated:
             raise CommandError(gettext("--include-approved goes with --outdated"))
-        ids: set[int] = set()
-        if question:
-            found = set(StudyQuestion.objects.filter(pk__in=question).values_list("pk", flat=True))
-            if unknown := sorted(set(question) - found):
-                raise CommandError(
-                    gettext("no study question with id %(ids)s; nothing queued")
-                    % {"ids": ", ".join(map(str, unknown))}
-                )
-            ids |= found
+        ids = set(StudyQuestion.objects.filter(pk__in=question).values_list("pk", flat=True))
+        if unknown := sorted(set(question) - ids):
+            raise CommandError(
+                gettext("no study question with id %(ids)s; nothing queued")
+                % {"ids": ", ".join(map(str, unknown))}
+            )
         active = StudyQuestionJob.objects.active().filter(kind=kind)
         waiting = scope.exclude(pk__in=active.values("study_question_id"))
         wanted = StudyQuestion.objects.none()

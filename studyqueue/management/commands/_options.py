@@ -68,6 +68,11 @@ def bounded_float(upper: float) -> Callable[[str], float]:
 object_id = bounded_int(1, MAX_ID)
 
 
+def flag(parser: CommandParser, name: str, help: str) -> None:
+    """``name``, an option that takes no value: ``True`` when given, else ``False``."""
+    parser.add_argument(name, action="store_true", help=help)
+
+
 def set_option(parser: CommandParser, help: str) -> None:
     """``--set NAME``, a question set's name, handed to ``handle`` as ``set_name``."""
     parser.add_argument("--set", dest="set_name", metavar="NAME", help=help)

@@ -27,23 +27,23 @@ class Command(TranslatedCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
+        _options.flag(
+            parser,
             "--missing",
-            action="store_true",
-            help=gettext("every question with text, no explanation and no active job of this kind"),
+            gettext("every question with text, no explanation and no active job of this kind"),
         )
-        parser.add_argument(
+        _options.flag(
+            parser,
             "--outdated",
-            action="store_true",
-            help=gettext(
+            gettext(
                 "every question whose explanation none of the live consumers' prompt "
                 "versions wrote (regenerate); with no live consumer, these settings' version"
             ),
         )
-        parser.add_argument(
+        _options.flag(
+            parser,
             "--include-approved",
-            action="store_true",
-            help=gettext(
+            gettext(
                 "with --outdated: approved and reviewer-edited explanations too (their "
                 "regeneration waits as a candidate for a reviewer to accept)"
             ),

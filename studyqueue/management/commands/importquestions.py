@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy
 from studyqueue import times
 from studyqueue.explanations import transfer
 from studyqueue.management.commands import _files
-from studyqueue.management.commands._options import local_moment, set_option
+from studyqueue.management.commands._options import flag, local_moment, set_option
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import StudyQuestion
 from studyqueue.sets import question_sets
@@ -35,14 +35,8 @@ class Command(TranslatedCommand):
             choices=transfer.FORMATS,
             help=_("default: by extension (.jsonl, .csv, .xml, .gift); an Aiken file needs it"),
         )
-        parser.add_argument(
-            "--skip-invalid", action="store_true", help=_("import the good rows, report the rest")
-        )
-        parser.add_argument(
-            "--enqueue",
-            action="store_true",
-            help=_("queue explanation jobs for the questions created or changed"),
-        )
+        flag(parser, "--skip-invalid", _("import the good rows, report the rest"))
+        flag(parser, "--enqueue", _("queue explanation jobs for the questions created or changed"))
         set_option(
             parser, _("put every question of the file in this question set (created if new)")
         )

@@ -15,6 +15,7 @@ from django.utils.translation import gettext_lazy
 
 from studyqueue.explanations import transfer
 from studyqueue.management.commands import _files
+from studyqueue.management.commands._options import flag
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import StudySession
 from studyqueue.sessions import recording, summaries, xapi
@@ -28,13 +29,11 @@ class Command(TranslatedCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", help=_("a .jsonl file, or - for standard input"))
-        parser.add_argument(
-            "--skip-invalid", action="store_true", help=_("record the good lines, report the rest")
-        )
-        parser.add_argument(
+        flag(parser, "--skip-invalid", _("record the good lines, report the rest"))
+        flag(
+            parser,
             "--enqueue",
-            action="store_true",
-            help=_("queue a summary job for each session recorded (and the explanations it needs)"),
+            _("queue a summary job for each session recorded (and the explanations it needs)"),
         )
 
         parser.add_argument(

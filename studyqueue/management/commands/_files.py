@@ -66,9 +66,11 @@ def cannot_read(file: str, reason: object) -> str:
     return _("cannot read %(file)s: %(reason)s") % {"file": file, "reason": reason}
 
 
-def report(errors: Sequence[tuple[int | str, str]]) -> str:
-    """The bad rows, one a line (the first ``SHOWN_ERRORS``), indented."""
-    lines = [f"  {transfer.at(where)}: {reason}" for where, reason in errors[:SHOWN_ERRORS]]
+def bad_rows(message: str, errors: Sequence[tuple[int | str, str]], valid: int = 0) -> str:
+    """``message`` (``%(invalid)s``: how many ``errors``; ``%(valid)s``), then the bad rows,
+    one a line (the first ``SHOWN_ERRORS``), indented."""
+    lines = [message % {"invalid": len(errors), "valid": valid}]
+    lines += [f"  {transfer.at(where)}: {reason}" for where, reason in errors[:SHOWN_ERRORS]]
     if len(errors) > SHOWN_ERRORS:
         lines.append("  " + _("… and %(count)s more") % {"count": len(errors) - SHOWN_ERRORS})
     return "\n".join(lines)

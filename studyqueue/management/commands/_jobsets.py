@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from django.core.management.base import CommandParser
 from django.utils.functional import Promise
-from django.utils.translation import gettext
+from django.utils.translation import gettext as _
 
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
@@ -45,18 +45,14 @@ class JobSetCommand(TranslatedCommand):
             "--status",
             choices=self.statuses,
             action="append",
-            help=gettext("jobs in this status; repeatable (default: %(default)s)")
+            help=_("jobs in this status; repeatable (default: %(default)s)")
             % {"default": self.statuses[0]},
         )
+        parser.add_argument("--kind", choices=JobKind.values, help=_("only jobs of this kind"))
         parser.add_argument(
-            "--kind", choices=JobKind.values, help=gettext("only jobs of this kind")
+            "--error-code", choices=ErrorCode.values, help=_("only jobs with this code")
         )
-        parser.add_argument(
-            "--error-code", choices=ErrorCode.values, help=gettext("only jobs with this code")
-        )
-        parser.add_argument(
-            "--dry-run", action="store_true", help=gettext("count them; change nothing")
-        )
+        parser.add_argument("--dry-run", action="store_true", help=_("count them; change nothing"))
 
     def handle(
         self,

@@ -18,8 +18,13 @@ from studyqueue.models import MAX_ID, StudyQuestionJob, StudyQuestionSet, width
 from studyqueue.sets import question_sets
 
 
-def _at_most(upper: object, value: object) -> str:
-    return _("must be at most %(upper)s, got %(value)s") % {"upper": upper, "value": value}
+def _invalid(message: str, **values: object) -> argparse.ArgumentTypeError:
+    """argparse's error for a bad value: ``message`` with its ``values`` filled in."""
+    return argparse.ArgumentTypeError(message % values)
+
+
+def _at_most(upper: object, value: object) -> argparse.ArgumentTypeError:
+    return _invalid(_("must be at most %(upper)s, got %(value)s"), upper=upper, value=value)
 
 
 def bounded_int(lower: int, upper: int) -> Callable[[str], int]:
@@ -29,15 +34,13 @@ def bounded_int(lower: int, upper: int) -> Callable[[str], int]:
         try:
             number = int(value)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                _("expected a whole number, got %(value)r") % {"value": value}
-            ) from None
+            raise _invalid(_("expected a whole number, got %(value)r"), value=value) from None
         if number < lower:
-            raise argparse.ArgumentTypeError(
-                _("must be at least %(lower)s, got %(value)s") % {"lower": lower, "value": number}
+            raise _invalid(
+                _("must be at least %(lower)s, got %(value)s"), lower=lower, value=number
             )
         if number > upper:
-            raise argparse.ArgumentTypeError(_at_most(upper, number))
+            raise _at_most(upper, number)
         return number
 
     return parse
@@ -50,25 +53,24 @@ def bounded_float(upper: float) -> Callable[[str], float]:
         try:
             number = float(value)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                _("expected a number, got %(value)r") % {"value": value}
-            ) from None
+            raise _invalid(_("expected a number, got %(value)r"), value=value) from None
         if not math.isfinite(number):
-            raise argparse.ArgumentTypeError(
-                _("must be a finite number, got %(value)s") % {"value": value}
-            )
+            raise _invalid(_("must be a finite number, got %(value)s"), value=value)
         if not number > 0:
-            raise argparse.ArgumentTypeError(
-                _("must be greater than 0, got %(value)s") % {"value": value}
-            )
+            raise _invalid(_("must be greater than 0, got %(value)s"), value=value)
         if number > upper:
-            raise argparse.ArgumentTypeError(_at_most(f"{upper:g}", value))
+            raise _at_most(f"{upper:g}", value)
         return number
 
     return parse
 
 
 object_id = bounded_int(1, MAX_ID)
+
+
+def flag(parser: CommandParser, name: str, help: str) -> None:
+    """``name``, an option that takes no value: ``True`` when given, else ``False``."""
+    parser.add_argument(name, action="store_true", help=help)
 
 
 def set_option(parser: CommandParser, help: str) -> None:
@@ -108,8 +110,8 @@ def local_moment(value: str) -> datetime:
     except ValueError:
         parsed = None
     if parsed is None:
-        raise argparse.ArgumentTypeError(
-            _("expected a date and time such as 2026-12-02 07:00, got %(value)r") % {"value": value}
+        raise _invalid(
+            _("expected a date and time such as 2026-12-02 07:00, got %(value)r"), value=value
         )
     try:
         moment: datetime | None = (
@@ -118,7 +120,7 @@ def local_moment(value: str) -> datetime:
     except OverflowError:  # year 1 in a zone east of UTC
         moment = None
     if moment is None or not times.in_range(moment):
-        raise argparse.ArgumentTypeError(
-            _("%(value)r is out of range: too far in the past or the future") % {"value": value}
+        raise _invalid(
+            _("%(value)r is out of range: too far in the past or the future"), value=value
         )
     return moment

@@ -27,23 +27,23 @@ class Command(TranslatedCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
+        _options.flag(
+            parser,
             "--missing",
-            action="store_true",
-            help=gettext("every question with text, no explanation and no active job of this kind"),
+            gettext("every question with text, no explanation and no active job of this kind"),
         )
-        parser.add_argument(
+        _options.flag(
+            parser,
             "--outdated",
-            action="store_true",
-            help=gettext(
+            gettext(
                 "every question whose explanation none of the live consumers' prompt "
                 "versions wrote (regenerate); with no live consumer, these settings' version"
             ),
         )
-        parser.add_argument(
+        _options.flag(
+            parser,
             "--include-approved",
-            action="store_true",
-            help=gettext(
+            gettext(
                 "with --outdated: approved and reviewer-edited explanations too (their "
                 "regeneration waits as a candidate for a reviewer to accept)"
             ),
@@ -87,11 +87,11 @@ class Command(TranslatedCommand):
         set_name: str | None,
         **options: Any,
     ) -> None:
-        in_set = None
+        scope = StudyQuestion.objects.exclude(text="")
         if set_name is not None:
-            in_set = question_sets.questions(_options.question_set(set_name)).values("pk")
-            if not (outdated or question):
-                missing = True
+            in_set = question_sets.questions(_options.question_set(set_name))
+            scope = scope.filter(pk__in=in_set.values("pk"))
+            missing = missing or not (outdated or question)
         if not (missing or outdated or question):
             raise CommandError(
                 gettext("nothing to enqueue: give --missing, --outdated or --question ID ...")
@@ -100,19 +100,12 @@ class Command(TranslatedCommand):
             raise CommandError(gettext("--limit goes with --missing or --outdated"))
         if include_approved and not outdated:
             raise CommandError(gettext("--include-approved goes with --outdated"))
-        ids: set[int] = set()
-        if question:
-            found = set(StudyQuestion.objects.filter(pk__in=question).values_list("pk", flat=True))
-            unknown = sorted(set(question) - found)
-            if unknown:
-                raise CommandError(
-                    gettext("no study question with id %(ids)s; nothing queued")
-                    % {"ids": ", ".join(map(str, unknown))}
-                )
-            ids |= found
-        scope = StudyQuestion.objects.exclude(text="")
-        if in_set is not None:
-            scope = scope.filter(pk__in=in_set)
+        ids = set(StudyQuestion.objects.filter(pk__in=question).values_list("pk", flat=True))
+        if unknown := sorted(set(question) - ids):
+            raise CommandError(
+                gettext("no study question with id %(ids)s; nothing queued")
+                % {"ids": ", ".join(map(str, unknown))}
+            )
         active = StudyQuestionJob.objects.active().filter(kind=kind)
         waiting = scope.exclude(pk__in=active.values("study_question_id"))
         wanted = StudyQuestion.objects.none()
@@ -124,13 +117,10 @@ class Command(TranslatedCommand):
             if not include_approved:
                 old = old.exclude(current_revision__review_status__in=PROTECTED_REVIEWS)
             wanted |= old
-        if missing or outdated:
-            ids |= set(wanted.order_by("pk").values_list("pk", flat=True)[:limit])
-        queued_before: list[int] = []
-        if missing:
-            # Explanations queued already: what they need next may be their key audit.
-            had_job = scope.missing().filter(pk__in=active.values("study_question_id"))
-            queued_before = list(had_job.values_list("pk", flat=True))
+        ids |= set(wanted.order_by("pk").values_list("pk", flat=True)[:limit])
+        # Explanations queued already: what they need next may be their key audit.
+        had_job = scope.missing().filter(pk__in=active.values("study_question_id"))
+        queued_before = list(had_job.values_list("pk", flat=True)) if missing else []
         queued = next_step.queue_jobs(ids, kind)
         audits = queued.audits
         if kind == JobKind.EXPLANATION:

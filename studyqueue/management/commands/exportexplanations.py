@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy
 from studyqueue.explanations import export
 from studyqueue.management.commands import _outdated
 from studyqueue.management.commands._files import exported
-from studyqueue.management.commands._options import question_set, set_option
+from studyqueue.management.commands._options import flag, question_set, set_option
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.sets import question_sets
 
@@ -48,26 +48,26 @@ class Command(TranslatedCommand):
             help=_("moodle: a Moodle XML quiz, each explanation its question's general feedback"),
         )
         parser.add_argument("--since", type=moment, help=_("explained at or after (a date)"))
-        parser.add_argument(
+        flag(
+            parser,
             "--outdated",
-            action="store_true",
-            help=_(
+            _(
                 "only explanations none of the live consumers' prompt versions wrote (with "
                 "no live consumer: these settings' version)"
             ),
         )
-        parser.add_argument(
+        flag(
+            parser,
             "--approved",
-            action="store_true",
-            help=_(
+            _(
                 "only explanations a reviewer approved or corrected (review_status approved "
                 "or edited)"
             ),
         )
-        parser.add_argument(
+        flag(
+            parser,
             "--include-missing",
-            action="store_true",
-            help=_(
+            _(
                 "also a row for every question without an explanation (explanation null), "
                 "with what it waits on (waiting_on: key_check, key_audit, queued, failed or "
                 "not_queued)"
@@ -75,10 +75,10 @@ class Command(TranslatedCommand):
         )
         set_option(parser, _("only the questions of this question set"))
         parser.add_argument("--output", help=_("a file (default: standard output)"))
-        parser.add_argument(
+        flag(
+            parser,
             "--no-bom",
-            action="store_true",
-            help=_(
+            _(
                 "CSV: leave out the UTF-8 byte-order mark written first by default (without "
                 "it, Excel on Korean Windows reads the file as CP949)"
             ),

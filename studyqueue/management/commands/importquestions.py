@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy
 from studyqueue import times
 from studyqueue.explanations import transfer
 from studyqueue.management.commands import _files
-from studyqueue.management.commands._options import local_moment, set_option
+from studyqueue.management.commands._options import flag, local_moment, set_option
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import StudyQuestion
 from studyqueue.sets import question_sets
@@ -35,14 +35,8 @@ class Command(TranslatedCommand):
             choices=transfer.FORMATS,
             help=_("default: by extension (.jsonl, .csv, .xml, .gift); an Aiken file needs it"),
         )
-        parser.add_argument(
-            "--skip-invalid", action="store_true", help=_("import the good rows, report the rest")
-        )
-        parser.add_argument(
-            "--enqueue",
-            action="store_true",
-            help=_("queue explanation jobs for the questions created or changed"),
-        )
+        flag(parser, "--skip-invalid", _("import the good rows, report the rest"))
+        flag(parser, "--enqueue", _("queue explanation jobs for the questions created or changed"))
         set_option(
             parser, _("put every question of the file in this question set (created if new)")
         )
@@ -101,21 +95,15 @@ class Command(TranslatedCommand):
         if ignored := +parsed.ignored:
             what = ", ".join(f"{name} ({count})" for name, count in sorted(ignored.items()))
             self.stderr.write(_("read, not imported: %(what)s") % {"what": what})
-        if parsed.errors:
-            report = _files.report(parsed.errors)
-            if not skip_invalid:
-                raise CommandError(
-                    _(
-                        "%(invalid)s invalid row(s); nothing imported "
-                        "(--skip-invalid imports the %(valid)s valid ones):"
-                    )
-                    % {"invalid": len(parsed.errors), "valid": len(parsed.rows)}
-                    + f"\n{report}"
-                )
-            self.stderr.write(
-                _("skipped %(invalid)s invalid row(s):") % {"invalid": len(parsed.errors)}
-                + f"\n{report}"
+        if parsed.errors and not skip_invalid:
+            invalid = _(
+                "%(invalid)s invalid row(s); nothing imported "
+                "(--skip-invalid imports the %(valid)s valid ones):"
             )
+            raise CommandError(_files.bad_rows(invalid, parsed.errors, len(parsed.rows)))
+        if parsed.errors:
+            skipped = _("skipped %(invalid)s invalid row(s):")
+            self.stderr.write(_files.bad_rows(skipped, parsed.errors))
         if set_name and not parsed.rows:
             # Every row invalid (or none): an empty set would never be done; leave it be.
             self.stderr.write(
@@ -133,13 +121,10 @@ class Command(TranslatedCommand):
                     set_name, result.created + result.updated + result.unchanged, deadline=deadline
                 )
         if set_name:
+            total = question_sets.questions(question_set).count()
             self.stdout.write(
                 _("Question set %(name)r: %(added)s question(s) added, %(total)s in all.")
-                % {
-                    "name": question_set.name,
-                    "added": added,
-                    "total": question_sets.questions(question_set).count(),
-                }
+                % {"name": question_set.name, "added": added, "total": total}
             )
         queued = ""
         if parsed.skipped:

@@ -15,6 +15,7 @@ from django.utils.translation import gettext_lazy
 
 from studyqueue.explanations import transfer
 from studyqueue.management.commands import _files
+from studyqueue.management.commands._options import flag
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import StudySession
 from studyqueue.sessions import recording, summaries, xapi
@@ -28,13 +29,11 @@ class Command(TranslatedCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", help=_("a .jsonl file, or - for standard input"))
-        parser.add_argument(
-            "--skip-invalid", action="store_true", help=_("record the good lines, report the rest")
-        )
-        parser.add_argument(
+        flag(parser, "--skip-invalid", _("record the good lines, report the rest"))
+        flag(
+            parser,
             "--enqueue",
-            action="store_true",
-            help=_("queue a summary job for each session recorded (and the explanations it needs)"),
+            _("queue a summary job for each session recorded (and the explanations it needs)"),
         )
 
         parser.add_argument(
@@ -93,11 +92,8 @@ class Command(TranslatedCommand):
             # re-import finding it already recorded.
             queued = summaries.queue_summaries(created) if enqueue else 0
         if errors:
-            self.stderr.write(
-                _("skipped %(invalid)s invalid line(s):") % {"invalid": len(errors)}
-                + "\n"
-                + _files.report(sorted(errors))
-            )
+            skipped = _("skipped %(invalid)s invalid line(s):")
+            self.stderr.write(_files.bad_rows(skipped, sorted(errors)))
         jobs = _("; queued %(count)s summary job(s)") % {"count": queued} if enqueue else ""
         self.stdout.write(
             _(
@@ -133,12 +129,8 @@ class Command(TranslatedCommand):
 
 
 def _invalid(errors: list[tuple[int, str]], valid: int) -> CommandError:
-    return CommandError(
-        _(
-            "%(invalid)s invalid line(s); nothing recorded "
-            "(--skip-invalid records the %(valid)s valid ones):"
-        )
-        % {"invalid": len(errors), "valid": valid}
-        + "\n"
-        + _files.report(errors)
+    invalid = _(
+        "%(invalid)s invalid line(s); nothing recorded "
+        "(--skip-invalid records the %(valid)s valid ones):"
     )
+    return CommandError(_files.bad_rows(invalid, errors, valid))

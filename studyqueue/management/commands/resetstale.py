@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from studyqueue.conf import conf
-from studyqueue.management.commands._options import bounded_float
+from studyqueue.management.commands._options import bounded_float, flag
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.queue import transitions
 
@@ -29,9 +29,7 @@ class Command(TranslatedCommand):
             type=bounded_float(MAX_MINUTES),
             help=_("stale threshold in minutes (default: STUDYQUEUE STALE_MINUTES)"),
         )
-        parser.add_argument(
-            "--dry-run", action="store_true", help=_("count what would change; change nothing")
-        )
+        flag(parser, "--dry-run", _("count what would change; change nothing"))
 
     def handle(self, *args: Any, minutes: float | None, dry_run: bool, **options: Any) -> None:
         minutes = conf.STALE_MINUTES if minutes is None else minutes

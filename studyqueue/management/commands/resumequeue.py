@@ -27,7 +27,6 @@ class Command(TranslatedCommand):
             self.stdout.write(_("Resumed for %(scope)s.") % {"scope": scope})
             return
         message = _("The queue was not paused for %(scope)s.") % {"scope": scope}
-        still = [k or _("every kind") for k in pauses.paused_kinds()]
-        if still:
+        if still := [k or _("every kind") for k in pauses.paused_kinds()]:
             message += " " + _("Still paused: %(kinds)s.") % {"kinds": ", ".join(still)}
         self.stdout.write(message)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
@@ -34,6 +35,9 @@ from studyqueue.models import (
     unstorable,
 )
 from studyqueue.queue.operations import id_ranges
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
 
 def completion_tokens(reply: ExplanationRevision | None) -> str:
@@ -119,6 +123,26 @@ def change_link(model_name: str, pk: int | None) -> str:
         return "-"
     url = reverse(f"admin:studyqueue_{model_name}_change", args=[pk])
     return format_html('<a href="{}">#{}</a>', url, pk)
+
+
+def column(
+    description: StrOrPromise, show: Callable[[Any], object], field: str = "", **options: Any
+) -> Callable[[Any, Any], object]:
+    """A read-only column of an admin (``admin.display``): ``show(obj.<field>)``, or
+    ``show(obj)`` with no ``field``; ``options`` as ``admin.display`` takes them."""
+
+    @admin.display(description=description, **options)
+    def shown(model_admin: Any, obj: Any) -> object:
+        return show(getattr(obj, field) if field else obj)
+
+    return shown
+
+
+def link_column(
+    description: StrOrPromise, model_name: str, field: str
+) -> Callable[[Any, Any], object]:
+    """A column of ``obj.<field>``, an id, linked to its admin page (``change_link``)."""
+    return column(description, lambda pk: change_link(model_name, pk), field)
 
 
 def badge(text: str, colour: str, title: str = "") -> SafeString:

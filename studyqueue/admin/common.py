@@ -201,14 +201,20 @@ class StaleFilter(admin.SimpleListFilter):
         return None
 
 
-class ReadOnly:
-    """An admin (or inline) whose rows nobody adds, changes or deletes here."""
+class NoAddOrChange:
+    """An admin (or inline) whose rows nobody adds or changes here."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class ReadOnly(NoAddOrChange):
+    """An admin (or inline) whose rows nobody adds, changes or deletes here. An inline of it
+    has no empty forms to add a row: without the add permission, Django sets its ``max_num``
+    to 0 (``ModelAdmin.get_inline_instances``)."""
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

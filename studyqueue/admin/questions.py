@@ -179,7 +179,6 @@ class RevisionInline(ReadOnly, admin.TabularInline):
         "finish_reason",
     )
     readonly_fields = fields
-    extra = 0
     ordering = ("-id",)
     verbose_name_plural = gettext_lazy("explanation revisions (newest first)")
 
@@ -212,7 +211,6 @@ class JobInline(ReadOnly, admin.TabularInline):
         "completed_at",
     )
     readonly_fields = fields
-    extra = 0
     ordering = ("-id",)
 
     job_link = link_column(gettext_lazy("job"), "studyquestionjob", "pk")

@@ -84,7 +84,6 @@ class AnswerInline(ReadOnly, admin.TabularInline):
         "right_wrong",
     )
     readonly_fields = fields
-    extra = 0
 
     question_link = link_column(gettext_lazy("question"), "studyquestion", "question_id")
 
@@ -107,7 +106,6 @@ class SummaryInline(ReadOnly, admin.TabularInline):
     model = SessionSummary
     fields = ("written", "text_excerpt", "flag_list", "stated_figures", "author", "review_status")
     readonly_fields = fields
-    extra = 0
     ordering = ("-created_at", "-id")
     verbose_name_plural = gettext_lazy("summaries (newest first)")
 

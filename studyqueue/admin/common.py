@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
@@ -34,6 +35,9 @@ from studyqueue.models import (
     unstorable,
 )
 from studyqueue.queue.operations import id_ranges
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
 
 def completion_tokens(reply: ExplanationRevision | None) -> str:
@@ -121,6 +125,26 @@ def change_link(model_name: str, pk: int | None) -> str:
     return format_html('<a href="{}">#{}</a>', url, pk)
 
 
+def column(
+    description: StrOrPromise, show: Callable[[Any], object], field: str = "", **options: Any
+) -> Callable[[Any, Any], object]:
+    """A read-only column of an admin (``admin.display``): ``show(obj.<field>)``, or
+    ``show(obj)`` with no ``field``; ``options`` as ``admin.display`` takes them."""
+
+    @admin.display(description=description, **options)
+    def shown(model_admin: Any, obj: Any) -> object:
+        return show(getattr(obj, field) if field else obj)
+
+    return shown
+
+
+def link_column(
+    description: StrOrPromise, model_name: str, field: str
+) -> Callable[[Any, Any], object]:
+    """A column of ``obj.<field>``, an id, linked to its admin page (``change_link``)."""
+    return column(description, lambda pk: change_link(model_name, pk), field)
+
+
 def badge(text: str, colour: str, title: str = "") -> SafeString:
     """A coloured label that never wraps; styled inline, so it looks the same on every page."""
     return format_html(
@@ -177,14 +201,20 @@ class StaleFilter(admin.SimpleListFilter):
         return None
 
 
-class ReadOnly:
-    """An admin (or inline) whose rows nobody adds, changes or deletes here."""
+class NoAddOrChange:
+    """An admin (or inline) whose rows nobody adds or changes here."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class ReadOnly(NoAddOrChange):
+    """An admin (or inline) whose rows nobody adds, changes or deletes here. An inline of it
+    has no empty forms to add a row: without the add permission, Django sets its ``max_num``
+    to 0 (``ModelAdmin.get_inline_instances``)."""
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -15,7 +15,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue.admin.common import GuardedInputAdmin, badge
+from studyqueue.admin.common import GuardedInputAdmin, NoAddOrChange, badge
 from studyqueue.conf import AUTO
 from studyqueue.models import QueueConsumer
 from studyqueue.queue.presence import Liveness, gate_url, reported_endpoints, state_of
@@ -25,7 +25,7 @@ STATE_COLOURS = {Liveness.LIVE: "#16a34a", Liveness.SILENT: "#d97706", Liveness.
 
 
 @admin.register(QueueConsumer)
-class QueueConsumerAdmin(GuardedInputAdmin):
+class QueueConsumerAdmin(NoAddOrChange, GuardedInputAdmin):
     """A consumer writes its own record: nobody adds or changes one here; a stopped one's
     record may be deleted with Django's delete permission."""
 
@@ -47,12 +47,6 @@ class QueueConsumerAdmin(GuardedInputAdmin):
         return super().has_view_permission(request, obj) or request.user.has_perm(
             "studyqueue.view_studyquestionjob"
         )
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is not None and state_of(obj, timezone.now()).live:

@@ -27,9 +27,11 @@ from studyqueue.admin.common import (
     ReadOnly,
     StaleFilter,
     change_link,
+    column,
     completion_tokens,
     excerpt,
     explanation_box,
+    link_column,
     log_change_set,
     long_text,
     stale_cutoff,
@@ -152,9 +154,7 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
         kind = job.get_kind_display()
         return format_html('{}<div class="sq-sub">{}</div>', self.question_link(job), kind)
 
-    @admin.display(description=_("status"), ordering="status")
-    def status_badge(self, job: StudyQuestionJob) -> str:
-        return status_badge(job.status)
+    status_badge = column(_("status"), status_badge, "status", ordering="status")
 
     @admin.display(description=_("attempts"))
     def attempts_display(self, job: StudyQuestionJob) -> str:
@@ -190,25 +190,11 @@ class StudyQuestionJobAdmin(ReadOnly, GuardedInputAdmin):
     reply_first_token_ms = _reply_field("first_token_ms", _("time to first token (ms)"))
     reply_tokens_per_second = _reply_field("tokens_per_second", _("tokens per second"))
 
-    @admin.display(description=_("completion tokens"))
-    def reply_completion_tokens(self, job: StudyQuestionJob) -> str:
-        return completion_tokens(job.revision)
-
-    @admin.display(description=_("revision"))
-    def revision_link(self, job: StudyQuestionJob) -> str:
-        return change_link("explanationrevision", job.revision_id)
-
-    @admin.display(description=_("explanation"))
-    def explanation(self, job: StudyQuestionJob) -> str:
-        return explanation_box(job.study_question)
-
-    @admin.display(description=_("timeline"))
-    def attempt_timeline(self, job: StudyQuestionJob) -> str:
-        return timeline(job)
-
-    @admin.display(description=_("error message"))
-    def error_message_box(self, job: StudyQuestionJob) -> str:
-        return long_text(job.error_message)
+    reply_completion_tokens = column(_("completion tokens"), completion_tokens, "revision")
+    revision_link = link_column(_("revision"), "explanationrevision", "revision_id")
+    explanation = column(_("explanation"), explanation_box, "study_question")
+    attempt_timeline = column(_("timeline"), timeline)
+    error_message_box = column(_("error message"), long_text, "error_message")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # The list shows an excerpt of each question: its long columns stay in the database.

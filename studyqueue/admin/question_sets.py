@@ -9,8 +9,9 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
-from django.utils.html import format_html, format_html_join
-from django.utils.safestring import SafeString, mark_safe
+from django.template.loader import render_to_string
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
@@ -34,35 +35,6 @@ COUNTS = (
     ("explained", pgettext_lazy("question set", "explained")),
     *((key, label) for key, _colour, label in STATES if key != "plain"),
 )
-
-
-def progress_bar(progress: question_sets.Progress) -> SafeString:
-    """One bar, a segment per state sized by its share, and the counts under it."""
-    total = max(progress.total, 1)
-    counted = [(key, colour, label, getattr(progress, key)) for key, colour, label in STATES]
-    segments = format_html_join(
-        "",
-        '<span class="sq-set-{}" title="{}: {}" style="display:inline-block;height:12px;'
-        'width:{}%;background:{}"></span>',
-        (
-            (key, label, n, f"{100 * n / total:.2f}", colour)
-            for key, colour, label, n in counted
-            if n
-        ),
-    )
-    counts = format_html_join(
-        " · ",
-        '<span data-state="{}">{}: {}</span>',
-        ((key, label, getattr(progress, key)) for key, label in COUNTS),
-    )
-    return format_html(
-        '<div class="sq-set-bar" data-total="{}" style="width:320px;background:#f1f5f9;'
-        'border-radius:3px;overflow:hidden;white-space:nowrap;font-size:0">{}</div>'
-        '<div class="sq-set-counts">{}</div>',
-        progress.total,
-        segments,
-        counts,
-    )
 
 
 class QuestionSetForm(forms.ModelForm):
@@ -106,14 +78,22 @@ class StudyQuestionSetAdmin(GuardedInputAdmin):
 
     @admin.display(description=_("progress"))
     def status(self, record: StudyQuestionSet) -> SafeString:
-        """The bar, when it will be done, whether it makes its deadline, when it started
-        (one column: its few queries run once per set)."""
+        """The bar, a segment per state sized by its share, the counts under it; when it will
+        be done, whether it makes its deadline, when it started (one column: its few queries
+        run once per set)."""
         if record.pk is None:
             return format_html("{}", "-")
         progress = question_sets.progress(record)
-        lines = question_sets.status_lines(progress)[1:]  # the bar shows the counts
-        return format_html(
-            '{}<div class="sq-set-status">{}</div>',
-            progress_bar(progress),
-            format_html_join(mark_safe("<br>"), "{}", ((line,) for line in lines)),
-        )
+        total = max(progress.total, 1)
+        segments = [
+            (key, colour, label, n, f"{100 * n / total:.2f}")
+            for key, colour, label in STATES
+            if (n := getattr(progress, key))
+        ]
+        context = {
+            "total": progress.total,
+            "segments": segments,
+            "counts": [(key, label, getattr(progress, key)) for key, label in COUNTS],
+            "lines": question_sets.status_lines(progress)[1:],  # the bar shows the counts
+        }
+        return SafeString(render_to_string("admin/studyqueue/question_set_progress.html", context))

@@ -30,8 +30,10 @@ from studyqueue.admin.common import (
     GuardedInputAdmin,
     ReadOnly,
     change_link,
+    column,
     excerpt,
     explanation_box,
+    link_column,
     log_change_set,
     status_badge,
 )
@@ -177,7 +179,6 @@ class RevisionInline(ReadOnly, admin.TabularInline):
         "finish_reason",
     )
     readonly_fields = fields
-    extra = 0
     ordering = ("-id",)
     verbose_name_plural = gettext_lazy("explanation revisions (newest first)")
 
@@ -195,9 +196,7 @@ class RevisionInline(ReadOnly, admin.TabularInline):
             return format_html("{} ({})", link, gettext("current"))
         return link
 
-    @admin.display(description=gettext_lazy("quality flags"))
-    def flag_list(self, revision: ExplanationRevision) -> str:
-        return flag_badges(revision.flags)
+    flag_list = column(gettext_lazy("quality flags"), flag_badges, "flags")
 
 
 class JobInline(ReadOnly, admin.TabularInline):
@@ -212,16 +211,10 @@ class JobInline(ReadOnly, admin.TabularInline):
         "completed_at",
     )
     readonly_fields = fields
-    extra = 0
     ordering = ("-id",)
 
-    @admin.display(description=gettext_lazy("job"))
-    def job_link(self, job: StudyQuestionJob) -> str:
-        return change_link("studyquestionjob", job.pk)
-
-    @admin.display(description=gettext_lazy("status"))
-    def status_badge(self, job: StudyQuestionJob) -> str:
-        return status_badge(job.status)
+    job_link = link_column(gettext_lazy("job"), "studyquestionjob", "pk")
+    status_badge = column(gettext_lazy("status"), status_badge, "status")
 
 
 class DeferringChangeList(ChangeList):
@@ -355,9 +348,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
             return flag_badges([quality.TRUNCATED])
         return gettext("no")  # not a fault: no red cross
 
-    @admin.display(description=gettext_lazy("quality flags"))
-    def flag_list(self, question: StudyQuestion) -> str:
-        return flag_badges(question.explanation_flags)
+    flag_list = column(gettext_lazy("quality flags"), flag_badges, "explanation_flags")
 
     @admin.display(description=gettext_lazy("tags"))
     def tag_list(self, question: StudyQuestion) -> str:
@@ -381,13 +372,10 @@ class StudyQuestionAdmin(GuardedInputAdmin):
         # Formatted here: the change page would show a read-only callable's datetime raw (UTC).
         return times.shown(when)
 
-    @admin.display(description=gettext_lazy("current revision"))
-    def current_revision_link(self, question: StudyQuestion) -> str:
-        return change_link("explanationrevision", question.current_revision_id)
-
-    @admin.display(description=gettext_lazy("explanation"))
-    def explanation_box(self, question: StudyQuestion) -> str:
-        return explanation_box(question)
+    current_revision_link = link_column(
+        gettext_lazy("current revision"), "explanationrevision", "current_revision_id"
+    )
+    explanation_box = column(gettext_lazy("explanation"), explanation_box)
 
     @admin.display(description=gettext_lazy("question"), ordering="text")
     def text_excerpt(self, question: StudyQuestion) -> str:

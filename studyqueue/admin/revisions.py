@@ -13,9 +13,10 @@ from django.utils.translation import gettext, gettext_lazy
 from studyqueue.admin.common import (
     GuardedInputAdmin,
     ReadOnly,
-    change_link,
+    column,
     completion_tokens,
     excerpt,
+    link_column,
     long_text,
 )
 from studyqueue.admin.flags import flag_badges, stated_beside_key
@@ -75,13 +76,8 @@ class ExplanationRevisionAdmin(ReadOnly, GuardedInputAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).defer("text", "question__explanation")
 
-    @admin.display(description=gettext_lazy("question"))
-    def question_link(self, revision: ExplanationRevision) -> str:
-        return change_link("studyquestion", revision.question_id)
-
-    @admin.display(description=gettext_lazy("completion tokens"))
-    def completion_tokens_shown(self, revision: ExplanationRevision) -> str:
-        return completion_tokens(revision)
+    question_link = link_column(gettext_lazy("question"), "studyquestion", "question_id")
+    completion_tokens_shown = column(gettext_lazy("completion tokens"), completion_tokens)
 
     @admin.display(description=gettext_lazy("current"))
     def is_current(self, revision: ExplanationRevision) -> str:
@@ -93,17 +89,13 @@ class ExplanationRevisionAdmin(ReadOnly, GuardedInputAdmin):
         # Not a fault either way: a word, not Django's red cross for a false boolean.
         return gettext("yes") if revision.candidate else gettext("no")
 
-    @admin.display(description=gettext_lazy("quality flags"))
-    def flag_list(self, revision: ExplanationRevision) -> str:
-        return flag_badges(revision.flags)
+    flag_list = column(gettext_lazy("quality flags"), flag_badges, "flags")
 
     @admin.display(description=gettext_lazy("stated answer"))
     def stated_answer_display(self, revision: ExplanationRevision) -> str:
         return stated_beside_key(revision.stated_answer, revision.question.answer, revision.flags)
 
-    @admin.display(description=gettext_lazy("text"))
-    def text_box(self, revision: ExplanationRevision) -> str:
-        return long_text(revision.text)
+    text_box = column(gettext_lazy("text"), long_text, "text")
 
     @admin.display(description=gettext_lazy("changes from the previous revision"))
     def changes(self, revision: ExplanationRevision) -> str:

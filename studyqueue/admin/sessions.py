@@ -21,8 +21,9 @@ from studyqueue.admin.common import (
     GuardedInputAdmin,
     ReadOnly,
     badge,
-    change_link,
+    column,
     excerpt,
+    link_column,
     log_change_set,
     long_text,
 )
@@ -83,11 +84,8 @@ class AnswerInline(ReadOnly, admin.TabularInline):
         "right_wrong",
     )
     readonly_fields = fields
-    extra = 0
 
-    @admin.display(description=gettext_lazy("question"))
-    def question_link(self, answer: SessionAnswer) -> str:
-        return change_link("studyquestion", answer.question_id)
+    question_link = link_column(gettext_lazy("question"), "studyquestion", "question_id")
 
     @admin.display(description=gettext_lazy("chosen"))
     def chosen_shown(self, answer: SessionAnswer) -> str:
@@ -108,25 +106,17 @@ class SummaryInline(ReadOnly, admin.TabularInline):
     model = SessionSummary
     fields = ("written", "text_excerpt", "flag_list", "stated_figures", "author", "review_status")
     readonly_fields = fields
-    extra = 0
     ordering = ("-created_at", "-id")
     verbose_name_plural = gettext_lazy("summaries (newest first)")
 
-    @admin.display(description=gettext_lazy("written"))
-    def written(self, summary: SessionSummary) -> str:
-        return times.shown(summary.created_at)
+    written = column(gettext_lazy("written"), times.shown, "created_at")
 
     @admin.display(description=gettext_lazy("text"))
     def text_excerpt(self, summary: SessionSummary) -> str:
         return excerpt(summary.text, 120)
 
-    @admin.display(description=gettext_lazy("quality flags"))
-    def flag_list(self, summary: SessionSummary) -> str:
-        return flag_badges(summary.flags)
-
-    @admin.display(description=gettext_lazy("stated figures"))
-    def stated_figures(self, summary: SessionSummary) -> str:
-        return stated_shown(summary.stated)
+    flag_list = column(gettext_lazy("quality flags"), flag_badges, "flags")
+    stated_figures = column(gettext_lazy("stated figures"), stated_shown, "stated")
 
 
 @admin.register(StudySession)
@@ -158,9 +148,7 @@ class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
     def has_regenerate_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("studyqueue.change_studysession")
 
-    @admin.display(description=gettext_lazy("when"), ordering="started_at")
-    def when(self, session: StudySession) -> str:
-        return times.shown(session.started_at)
+    when = column(gettext_lazy("when"), times.shown, "started_at", ordering="started_at")
 
     @admin.display(description=gettext_lazy("score"))
     def score(self, session: StudySession) -> str:

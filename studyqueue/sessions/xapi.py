@@ -205,6 +205,10 @@ def close_idle(now: datetime) -> int:
     ``SESSION_IDLE_MINUTES`` ago; how many. One that no longer checks is logged and left."""
     idle = now - timedelta(minutes=conf.SESSION_IDLE_MINUTES)
     waiting = XapiStatement.objects.filter(session__isnull=True).exclude(registration="")
+    # A statement stored as an idle sweep recorded its session (a race the request lost) is
+    # late: it stays a statement.
+    recorded = XapiStatement.objects.filter(session__isnull=False).values("registration")
+    waiting = waiting.exclude(registration__in=recorded)
     due = waiting.values("registration").annotate(last=Max("stored_at")).filter(last__lt=idle)
     recorded = 0
     for registration in due.values_list("registration", flat=True):

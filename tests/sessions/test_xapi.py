@@ -159,6 +159,18 @@ def test_a_registration_goes_idle_and_is_recorded_by_the_sweep():
     assert xapi.close_idle(now + timedelta(minutes=60)) == 0
 
 
+def test_a_statement_stored_as_the_sweep_recorded_its_session_is_left_as_late(caplog):
+    """The request and the sweep raced: the request checked before the sweep committed."""
+    assert post(batch()).status_code == 200
+    late = statement(minute=9, object={"id": "https://app.example/questions/geo-2"})
+    row = xapi._row(late, timezone.now() - timedelta(hours=1))
+    assert isinstance(row, XapiStatement)
+    row.save()
+    assert xapi.close_idle(timezone.now()) == 0
+    assert "study_xapi_unrecorded" not in caplog.text
+    assert StudySession.objects.get().total == 3
+
+
 def test_other_verbs_are_accepted_and_ignored():
     experienced = statement("experienced", context={})
     response = post(experienced)

@@ -207,8 +207,8 @@ def close_idle(now: datetime) -> int:
     waiting = XapiStatement.objects.filter(session__isnull=True).exclude(registration="")
     # A statement stored as an idle sweep recorded its session (a race the request lost) is
     # late: it stays a statement.
-    recorded = XapiStatement.objects.filter(session__isnull=False).values("registration")
-    waiting = waiting.exclude(registration__in=recorded)
+    closed = XapiStatement.objects.filter(session__isnull=False).values("registration")
+    waiting = waiting.exclude(registration__in=closed)
     due = waiting.values("registration").annotate(last=Max("stored_at")).filter(last__lt=idle)
     recorded = 0
     for registration in due.values_list("registration", flat=True):

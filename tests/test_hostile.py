@@ -49,6 +49,10 @@ def hostile(settings):
         server.stop()
 
 
+# For a test that expects one cycle to meet one server-wide failure and end.
+LONG_PAUSE = {"BREAKER_BASE_SECONDS": 30, "BREAKER_MAX_SECONDS": 60}
+
+
 def one_job() -> StudyQuestionJob:
     return enqueue(StudyQuestionFactory(text="What is 2 + 2?")).job
 
@@ -221,7 +225,9 @@ def test_a_key_echoed_by_the_server_is_redacted_everywhere(
     hostile, make_consumer, caplog, admin_client
 ):
     caplog.set_level(logging.DEBUG)
-    server = hostile("echo_key", LLM_API_KEY=SECRET_KEY)
+    # A pause longer than any cycle: a slow machine's cycle outlasted 0.1 s and claimed the
+    # job again when it ended (three free releases: failed).
+    server = hostile("echo_key", LLM_API_KEY=SECRET_KEY, **LONG_PAUSE)
     job = one_job()
     make_consumer().run_cycle()
     assert server.last_authorization == f"Bearer {SECRET_KEY}"
@@ -234,7 +240,7 @@ def test_a_key_echoed_by_the_server_is_redacted_everywhere(
 
 def test_a_key_with_a_trailing_line_end_never_leaks(hostile, make_consumer, caplog, admin_client):
     caplog.set_level(logging.DEBUG)
-    server = hostile("echo_key", LLM_API_KEY=SECRET_KEY + "\r")
+    server = hostile("echo_key", LLM_API_KEY=SECRET_KEY + "\r", **LONG_PAUSE)
     job = one_job()
     make_consumer().run_cycle()
     assert server.requests == 0, "a header with a line end is never sent"

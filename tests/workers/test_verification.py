@@ -25,6 +25,7 @@ from studyqueue.explanations import (
 from studyqueue.models import (
     ExplanationRevision,
     JobAttempt,
+    JobKind,
     QueuePause,
     StudyQuestion,
     StudyQuestionJob,
@@ -118,15 +119,18 @@ def test_the_request_hides_the_answer_line_and_never_carries_the_key(server):
 
 
 def test_checks_start_only_when_no_explanation_is_ready(server, settings):
-    """Five questions, claimed two at a time: every verifier call comes after the last
-    explanation call started (a check never takes a slot an explanation could have)."""
+    """Five questions, claimed two at a time: every verification is claimed after the last
+    explanation (a check never takes a place an explanation could have). The gate is first
+    come, first served: a check claimed after the last explanation may still reach the server
+    before it, while that explanation renders its prompt."""
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "BATCH_SIZE": 2}
     for n in range(5):
         enqueue(question("2", text=f"Capital of Korea, take {n}? VERIFY:2"))
     drain()
     kinds = [kind_of(body) for body in server.bodies]
     assert sorted(kinds) == ["explanation"] * 5 + ["verify"] * 5
-    assert kinds.index("verify") > max(i for i, k in enumerate(kinds) if k == "explanation")
+    claimed = StudyQuestionJob.objects.order_by("started_at", "pk").values_list("kind", flat=True)
+    assert list(claimed) == [JobKind.EXPLANATION] * 5 + [JobKind.VERIFICATION] * 5
     assert ExplanationRevision.objects.filter(verified_at__isnull=False).count() == 5
 
 

@@ -174,6 +174,13 @@ SETTINGS: dict[str, Setting] = {
         low=1,
         high=10_080,
     ),
+    "COHORT_MIN": Setting(
+        int,
+        20,
+        "a question's difficulty in a session's figures needs this many learners' first answers",
+        low=1,
+        high=1_000_000,
+    ),
     "METRICS_TOKEN": Setting(
         str, "", "bearer token for /studyqueue/metrics (empty: staff login only)", secret=True
     ),

@@ -14,4 +14,5 @@ urlpatterns = [
     path("api/xapi/statements", views.api_xapi_statements, name="api-xapi-statements"),
     path("api/sessions/<path:key>/summary", views.api_summary, name="api-summary"),
     path("api/sessions-by-id/<int:pk>/summary", views.api_summary, name="api-summary-by-id"),
+    path("api/learners/<path:learner>", views.api_learner, name="api-learner"),
 ]

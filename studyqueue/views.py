@@ -26,7 +26,7 @@ from studyqueue.conf import conf
 from studyqueue.models import StudySession
 from studyqueue.monitoring.health import READY_WAIT_SECONDS, Check, liveness, run_checks
 from studyqueue.monitoring.metrics import QueueCollector
-from studyqueue.sessions import recording, summaries, xapi
+from studyqueue.sessions import figures, recording, summaries, xapi
 
 logger = logging.getLogger("studyqueue.api")
 MAX_BODY = 1024 * 1024  # bytes of one session posted to the API
@@ -204,3 +204,12 @@ def api_summary(request: HttpRequest, key: str = "", pk: int | None = None) -> H
     if session is None:
         return _refused(404, "unknown", _("no session %(id)s") % {"id": key or pk})
     return _json(summaries.as_json(session))
+
+
+@_api("GET")
+def api_learner(request: HttpRequest, learner: str) -> HttpResponse:
+    """A learner's sessions, per tag over all of them and what is due now (``figures.learner``)."""
+    found = figures.learner(learner, timezone.now())
+    if found is None:
+        return _refused(404, "unknown", _("no learner %(id)s") % {"id": learner})
+    return _json(found)

@@ -51,6 +51,11 @@ SUMMARY_FLAGS: dict[str, tuple[Promise, Promise, str]] = {
         gettext_lazy("A question the learner missed is never named in the summary."),
         "#b45309",
     ),
+    summaries.FIGURE_MISMATCH: (
+        gettext_lazy("figure mismatch"),
+        gettext_lazy("A tag's count or a time the summary states is not the session's."),
+        "#9f1239",
+    ),
 }
 _UNKNOWN_COLOUR = "#6b7280"  # a flag this version does not know (stored by a newer one)
 

@@ -137,6 +137,12 @@ class SessionSummary(WrittenText):
         blank=True,
         help_text=_("The score the summary states, as read (right, total, percent)."),
     )
+    figures = models.JSONField(
+        _("figures"),
+        default=dict,
+        blank=True,
+        help_text=_("The session's figures, computed when the summary was written."),
+    )
 
     class Meta(WrittenText.Meta):
         ordering = ["-created_at", "-id"]

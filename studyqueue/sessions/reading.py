@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from studyqueue.explanations.words import Morpheme, morphemes, native_number
@@ -36,6 +37,11 @@ _PREFIX = {"question", "questions", "q", "#", "문제", "문항"}
 _LIST = {",", "·", "과", "와", "및", "and", "or", "&"}
 _RANGE = {"~", "-", "\u2013", "to", "through", "부터"}
 _CHOOSE = {"고르", "선택", "chose", "chosen", "picked"}  # "2번을 골랐지만": a choice
+# A time ("5분 12초", "45 seconds") is read where its clause says it was spent or measured:
+# "매일 10분씩 복습하세요" is advice, not a figure of the session.
+_UNITS = {"초": 1, "second": 1, "seconds": 1, "분": 60, "minute": 60, "minutes": 60}
+_SPENT = {"걸리", "소요", "쓰", "총", "중앙값", "중간값", "평균", "took", "spent", "total"}
+_SPENT |= {"median", "average", "mean", "taking"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,7 @@ class Figure:
     whole: float | None
     percent: float | None
     counts: int
+    about: str = ""  # the tag whose figure it is ("문법은 4문제 중 3문제를 맞혔고"), else the score
 
     def score(self, total: int) -> dict[str, float]:
         """As right answers of ``total`` (a count of wrong ones taken from its whole, or from
@@ -62,9 +69,11 @@ class Figure:
 
 @dataclass(frozen=True)
 class Reading:
-    """The score figures it states, the questions it names and those it says were missed."""
+    """The score and tag figures it states, the times (seconds, and the unit they were
+    stated in), the questions it names and those it says were missed."""
 
     figures: list[Figure]
+    times: list[tuple[float, int]]
     named: set[int]
     missed: set[int]
 
@@ -128,6 +137,17 @@ def _figure(ts: list[Morpheme], i: int, names: set[int]) -> tuple[int, Figure | 
             return i + 1, None
         j += 3
     return j, Figure(part, whole, percent, 0)
+
+
+def _duration(ts: list[Morpheme], i: int, names: set[int]) -> tuple[int, float, int]:
+    """The time at ``ts[i]`` ("5분 12초", "5 minutes and 12 seconds"): the index after it, its
+    seconds and its smallest unit; ``(i, 0, 0)`` when there is none."""
+    j, seconds, unit = i, 0.0, 0
+    while (value := _number(ts, j, names)) is not None and _words(ts, j + 1) in _UNITS:
+        unit = _UNITS[_words(ts, j + 1)]
+        seconds, j = seconds + value * unit, j + 2
+        j += _words(ts, j) == "and" and _words(ts, j + 2) in _UNITS
+    return j, seconds, unit
 
 
 def _meaning(ts: list[Morpheme], k: int) -> int:
@@ -206,11 +226,21 @@ def _clauses(text: str) -> list[list[Morpheme]]:
     return [clause for clause in found if clause]
 
 
-def read(text: str) -> Reading:
-    """The score figures ``text`` states and the questions it names and says were missed."""
+def read(text: str, tags: Iterable[str] = ()) -> Reading:
+    """The figures ``text`` states (of the score, or of one of ``tags`` named before them in
+    their clause), its times, and the questions it names and says were missed."""
     figures: list[Figure] = []
+    times: list[tuple[float, int]] = []
     named, missed = set[int](), set[int]()
+    words = {tag: [m.lemma.lower() for m in morphemes(tag)] for tag in tags}
     for ts in _clauses(text):
+        lemmas = [m.lemma.lower() for m in ts]
+        marks = [
+            (k, tag)
+            for k in range(len(ts))
+            for tag, name in words.items()
+            if name and lemmas[k : k + len(name)] == name
+        ]
         explicit, bare, used = _names(ts)
         if explicit or any(m.lemma.lower() in _CHOOSE for m in ts):
             bare = set()  # "3번 문제: 2번을 골랐지만": the bare one is a choice
@@ -218,9 +248,17 @@ def read(text: str) -> Reading:
         if any(_meaning(ts, k) == WRONG for k in range(len(ts))):
             missed |= explicit | bare
         i = len(ts) if any(_words(ts, k) in _COMPARED for k in range(len(ts))) else 0
+        spent = any(lemma in _SPENT for lemma in lemmas)
         while i < len(ts):
+            j, seconds, unit = _duration(ts, i, used)
+            if j > i:
+                times += [(seconds, unit)] if spent else []
+                i = j
+                continue
             j, figure = _figure(ts, i, used)
-            if figure and (counts := _counts(ts, i, j)):
-                figures.append(dataclasses.replace(figure, counts=counts))
+            about = [tag for k, tag in marks if k < i][-1:] or [""]
+            # A figure before the clause's first tag is not read: whose it is, is unclear.
+            if figure and (counts := _counts(ts, i, j)) and (about[0] or not marks):
+                figures.append(dataclasses.replace(figure, counts=counts, about=about[0]))
             i = j
-    return Reading(figures, named, missed)
+    return Reading(figures, times, named, missed)

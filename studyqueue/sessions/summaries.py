@@ -8,6 +8,7 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from statistics import mean, median
 from typing import Any
 
 from django.db import transaction
@@ -49,7 +50,8 @@ SCORE_MISMATCH = "score_mismatch"  # the score it states is not the session's
 NO_SCORE_STATED = "no_score_stated"  # it states no score that can be read
 WRONG_QUESTION = "wrong_question"  # it says a question was missed that was answered right
 MISSED_NOT_MENTIONED = "missed_not_mentioned"  # a missed question it never names
-FLAGS = (SCORE_MISMATCH, NO_SCORE_STATED, WRONG_QUESTION, MISSED_NOT_MENTIONED)
+FIGURE_MISMATCH = "figure_mismatch"  # a tag's count or a time it states is not the session's
+FLAGS = (SCORE_MISMATCH, NO_SCORE_STATED, WRONG_QUESTION, MISSED_NOT_MENTIONED, FIGURE_MISMATCH)
 
 SYSTEM_TEMPLATE = "studyqueue/summary_system.txt"
 EXPLANATION_CHARS = 400  # of each missed question's explanation, in the prompt
@@ -127,10 +129,13 @@ def _language(answers: list[SessionAnswer]) -> str:
     return "the language of the questions"
 
 
-def messages(session: StudySession, answers: list[SessionAnswer]) -> list[dict[str, str]]:
+def messages(
+    session: StudySession, answers: list[SessionAnswer], figures: dict[str, Any] | None = None
+) -> list[dict[str, str]]:
     """The chat messages: fixed instructions first (the server's prompt cache), then the
-    session: each answer with its question, the choice, the key and the explanation."""
-    rows = []
+    session: its figures, each answer with its question, the choice, the key, the seconds,
+    the difficulty and the explanation."""
+    rows, figures = [], figures or {}
     counted = scored(answers)
     for a in answers:
         held, gone = under_review(a), changed(a)
@@ -147,6 +152,9 @@ def messages(session: StudySession, answers: list[SessionAnswer]) -> list[dict[s
                 "chosen": chosen,
                 "key": a.key,
                 "correct": a.correct,
+                "seconds": a.seconds,
+                "slow": a.position in figures.get("slow", ()),
+                "difficulty": figures.get("difficulty", {}).get(str(a.position)),
                 "under_review": held,
                 "changed": gone,
                 "explanation": explanation[:EXPLANATION_CHARS].strip(),
@@ -157,6 +165,7 @@ def messages(session: StudySession, answers: list[SessionAnswer]) -> list[dict[s
         "answers": rows,
         "right": sum(a.correct for a in counted),
         "total": len(counted),
+        "figures": figures,
         "language": _language(answers),
     }
     return [
@@ -173,25 +182,44 @@ class Checked:
     flags: list[str]
 
 
-def check(text: str, answers: list[SessionAnswer]) -> Checked:
-    """The score and the missed questions a summary states (``reading.read``), against the
-    answers the prompt scored (no call). Each score figure must agree; one that cannot be read
-    is left out, never agreeing."""
+def _disagree(scores: list[dict[str, float]], right: int, total: int) -> bool:
+    return any(
+        (s.get("right", right), s.get("total", total)) != (right, total)
+        or abs(s.get("percent", 100 * right / total) - 100 * right / total) > 1
+        for s in scores
+    )
+
+
+def _times(answers: list[SessionAnswer]) -> list[float]:
+    """The times a summary may state: each answer's seconds, their total, median and mean."""
+    seconds = [a.seconds for a in answers if a.seconds is not None]
+    return [*seconds, sum(seconds), median(seconds), mean(seconds)] if seconds else []
+
+
+def check(
+    text: str, answers: list[SessionAnswer], figures: dict[str, Any] | None = None
+) -> Checked:
+    """The score, the tags' counts, the times and the missed questions a summary states
+    (``reading.read``), against the answers the prompt scored and the session's ``figures``
+    (no call). Each figure must agree; one that cannot be read is left out, never agreeing."""
     counted = scored(answers)
     right, total = sum(a.correct for a in counted), len(counted)
-    said = reading.read(text)
-    scores = [s for figure in said.figures if (s := figure.score(total))] if total else []
+    tags = (figures or {}).get("tags", {})
+    said = reading.read(text, tags)
+    scores = [s for f in said.figures if not f.about and (s := f.score(total))] if total else []
     stated = {k: v for score in reversed(scores) for k, v in score.items()}  # each one's first
     flags = []
     if total:
         if not scores:
             flags.append(NO_SCORE_STATED)
-        elif any(
-            (s.get("right", right), s.get("total", total)) != (right, total)
-            or abs(s.get("percent", 100 * right / total) - 100 * right / total) > 1
-            for s in scores
-        ):
+        elif _disagree(scores, right, total):
             flags.append(SCORE_MISMATCH)
+    known = _times(answers)
+    per_tag = [(f.score(tags[f.about]["total"]), tags[f.about]) for f in said.figures if f.about]
+    if any(s and _disagree([s], tag["right"], tag["total"]) for s, tag in per_tag) or any(
+        all(abs(t - k) > unit / 2 for k in known) for t, unit in said.times
+    ):
+        flags.append(FIGURE_MISMATCH)
     positions = {a.position: a for a in counted}
     if any(positions[n].correct for n in said.missed & positions.keys()):
         flags.append(WRONG_QUESTION)
@@ -208,6 +236,7 @@ class Written(Fenced):
     session: StudySession
     reply: LLMReply
     checked: Checked
+    figures: dict[str, Any]
 
     def writes(self, job: StudyQuestionJob) -> transitions.Outcome:
         summary = SessionSummary.objects.create(
@@ -215,6 +244,7 @@ class Written(Fenced):
             **revisions.reply_fields(job, self.reply),
             flags=self.checked.flags,
             stated=self.checked.stated,
+            figures=self.figures,
         )
         outcome = transitions.complete(
             job, llm_ms=self.reply.elapsed_ms, usage=Usage.of([self.reply])
@@ -252,12 +282,14 @@ def review(
         ):
             raise ReviewConflict(_("Nothing decided: this summary changed meanwhile."))
         if decision == ReviewStatus.EDITED:
-            checked = check(text, answers_of(session))
+            figures = SessionSummary.objects.get(pk=summary_id).figures  # what it was written to
+            checked = check(text, answers_of(session), figures)
             edited = SessionSummary.objects.create(
                 session=session,
                 text=text,
                 flags=checked.flags,
                 stated=checked.stated,
+                figures=figures,
                 **revisions.edited_by(by, now),
             )
             make_current(edited)
@@ -339,6 +371,7 @@ def as_json(session: StudySession) -> dict[str, object]:
         "waiting_on": WAITING_ON.get(state, "not_queued"),
         "text": summary.text if summary else "",
         "stated": summary.stated if summary else {},
+        "figures": summary.figures if summary else {},
         "flags": summary.flags if summary else [],
         "review": summary.review_status if summary else "",
         "outdated": outdated(session.answers.all()),

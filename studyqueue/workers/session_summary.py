@@ -9,19 +9,23 @@ from studyqueue.models import ErrorCode, JobKind, SessionAnswer, StudyQuestionJo
 from studyqueue.queue import retry, sql
 from studyqueue.queue.store import Failed, JobResult
 from studyqueue.services.llm import LLMReply
-from studyqueue.sessions import summaries
+from studyqueue.sessions import figures, summaries
 from studyqueue.workers.registry import WorkContext, ask, failed, handler
 
 
-def _load(job: StudyQuestionJob) -> tuple[StudySession, list[SessionAnswer], list[int]] | None:
+def _load(
+    job: StudyQuestionJob,
+) -> tuple[StudySession, list[SessionAnswer], list[int], dict] | None:
     session = StudySession.objects.filter(jobs=job).first()
     if session is None:
         return None
     answers = summaries.answers_of(session)
     needed = summaries.needed(answers)
-    if needed and job.attempts < job.max_attempts:  # the last attempt fails instead
-        next_step.queue_jobs(needed)
-    return session, answers, needed
+    if needed:
+        if job.attempts < job.max_attempts:  # the last attempt fails instead
+            next_step.queue_jobs(needed)
+        return session, answers, needed, {}
+    return session, answers, needed, figures.of(session, summaries.scored(answers))
 
 
 # A summary waits while an explanation of a question its learner missed will still run (not
@@ -44,7 +48,7 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     found = await ctx.store.on_claims(_load, job)
     if found is None:
         return failed(job, ErrorCode.SESSION_MISSING, "the study session was deleted")
-    session, answers, needed = found
+    session, answers, needed, numbers = found
     if needed:
         # Never written from nothing: their explanation jobs are queued, and the next claim
         # waits for them. Counted, so that explanations that keep failing end the summary.
@@ -53,8 +57,9 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
         failure = retry.Failure(ErrorCode.EXPLANATIONS_NEEDED, message, waits=True)
         return Failed.decided(job, failure)
     version = summaries.version()
-    messages = summaries.messages(session, answers)
+    messages = summaries.messages(session, answers, numbers)
     reply = await ask(ctx, job, messages, prefix=version.hash, max_tokens=job.max_tokens)
     if not isinstance(reply, LLMReply):
         return reply  # handed back, or the call failed
-    return summaries.Written(session, reply, summaries.check(reply.content, answers))
+    checked = summaries.check(reply.content, answers, numbers)
+    return summaries.Written(session, reply, checked, numbers)

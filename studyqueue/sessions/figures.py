@@ -82,7 +82,9 @@ def _cohort(session: StudySession, answers: list[SessionAnswer]) -> tuple[dict, 
     ``COHORT_MIN`` learners) and the questions of the answers that took longer than nine in
     ten of the cohort's answers to it: two grouped queries."""
     ids = {a.question_id for a in answers if a.question_id}
+    # The session's questions again inside: the planner then hashes their answers only.
     earlier = SessionAnswer.objects.filter(
+        question_id__in=ids,
         question_id=OuterRef("question_id"),
         session__learner=OuterRef("session__learner"),
         session__started_at__lt=OuterRef("session__started_at"),
@@ -90,6 +92,7 @@ def _cohort(session: StudySession, answers: list[SessionAnswer]) -> tuple[dict, 
     firsts = (
         SessionAnswer.objects.filter(question_id__in=ids)
         .exclude(Exists(earlier))
+        .order_by()
         .values("question_id")
         .annotate(
             learners=Count("session__learner", distinct=True),
@@ -106,6 +109,7 @@ def _cohort(session: StudySession, answers: list[SessionAnswer]) -> tuple[dict, 
     times = (
         SessionAnswer.objects.filter(question_id__in={a.question_id for a in timed})
         .exclude(seconds=None)
+        .order_by()
         .values("question_id")
         .annotate(answers=Count("id"), faster=Count("id", filter=reduce(operator.or_, faster)))
         if timed

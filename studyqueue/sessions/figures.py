@@ -7,9 +7,10 @@ against them."""
 from __future__ import annotations
 
 import operator
-from collections import defaultdict
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from functools import reduce
+from itertools import groupby
 from statistics import median
 from typing import Any
 
@@ -59,7 +60,7 @@ def due(rows: list[dict[str, Any]], at: datetime) -> list[str]:
     return sorted((key for key in when if when[key] <= at), key=when.__getitem__)
 
 
-def per_tag(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+def per_tag(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """``right`` and ``total`` per tag of the answers in ``rows``."""
     counts: dict[str, dict[str, int]] = {}
     for row in rows:
@@ -135,12 +136,10 @@ def of(session: StudySession, answers: list[SessionAnswer]) -> dict[str, Any]:
     counted = {a.question_id for a in answers}
     tags = per_tag([row for row in mine if row["question_id"] in counted])
     previous: dict[str, dict[str, int]] = {}
-    for _, rows in _sessions(before):
+    for _, rows in groupby(before, operator.itemgetter("session_id")):
         previous |= per_tag(rows)  # the last session that had a tag counts
     difficulty, slow_in_cohort = _cohort(session, answers)
-    first = {}
-    for row in reversed(before):
-        first[row["question_id"]] = row["correct"]
+    first = {row["question_id"]: row["correct"] for row in reversed(before)}  # the earliest
     missed = [name(row) for row in mine if not row["correct"] and row["question_id"] in counted]
     return {
         "right": right,
@@ -165,14 +164,6 @@ def of(session: StudySession, answers: list[SessionAnswer]) -> dict[str, Any]:
     }
 
 
-def _sessions(rows: list[dict[str, Any]]) -> list[tuple[int, list[dict[str, Any]]]]:
-    """``rows`` by session, in their order."""
-    grouped: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        grouped[row["session_id"]].append(row)
-    return list(grouped.items())
-
-
 def learner(name: str, now: datetime) -> dict[str, Any] | None:
     """A learner's sessions (newest first: when, score, summary state, per tag), per tag over
     all of them, and the questions due at ``now``; None for a learner with no session."""
@@ -180,7 +171,7 @@ def learner(name: str, now: datetime) -> dict[str, Any] | None:
     if not sessions:
         return None
     past = history(name)
-    rows = dict(_sessions(past))
+    rows = {pk: list(group) for pk, group in groupby(past, operator.itemgetter("session_id"))}
     return {
         "learner": name,
         "sessions": [

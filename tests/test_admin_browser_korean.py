@@ -16,9 +16,9 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext
 
 from studyqueue.explanations import prompts, revisions
-from studyqueue.models import JobAttempt, SessionSummary
+from studyqueue.models import JobAttempt, SessionSummary, StudyQuestion, Tag
 from studyqueue.services import gate_limits
-from studyqueue.sessions import recording, summaries
+from studyqueue.sessions import figures, recording, summaries
 from tests.admin.test_site import auth_in_korean
 from tests.factories import (
     ExplanationRevisionFactory,
@@ -122,13 +122,15 @@ def test_a_study_session_page_in_korean(site, page):  # noqa: F811
         }
     )  # fmt: skip
     session, _ = recording.record(checked)
+    StudyQuestion.objects.get(external_id="q0").tags.add(Tag.objects.create(name="지리"))
+    numbers = figures.of(session, summaries.scored(summaries.answers_of(session)))
     for text in (
         "2문제 중 2문제를 맞혔습니다.",
         "2문제 중 1문제를 맞혔습니다. 2번 문제를 틀렸습니다.",
     ):
-        found = summaries.check(text, summaries.answers_of(session))
+        found = summaries.check(text, summaries.answers_of(session), numbers)
         summary = SessionSummary.objects.create(
-            session=session, text=text, flags=found.flags, stated=found.stated
+            session=session, text=text, flags=found.flags, stated=found.stated, figures=numbers
         )
         summaries.make_current(summary)
     page.set_extra_http_headers({"Accept-Language": "ko"})
@@ -145,6 +147,16 @@ def test_a_study_session_page_in_korean(site, page):  # noqa: F811
     found = english_words(re.sub(r"https?://[^\s<\"']+", " ", page.content()), {OPERATOR, "kim07"})
     if found and not translated:
         pytest.xfail(f"the session pages' words wait for their Korean: {found}")
+    assert not found, found
+    assert "지리" in page.inner_text("#sq-figures")
+    # The learner's page, from the learner's name in the sessions list.
+    page.goto(site + reverse("admin:studyqueue_studysession_changelist"))
+    page.click("text=kim07")
+    page.wait_for_selector("#sq-learner-sessions")
+    assert_styled(page, "learner")
+    page.screenshot(path=str(SHOTS / "ko-learner.png"), full_page=True)
+    assert page.inner_text("#sq-learner-due") == "q0, q1"  # both answered on 1 December
+    found = english_words(re.sub(r"https?://[^\s<\"']+", " ", page.content()), {OPERATOR, "kim07"})
     assert not found, found
 
 

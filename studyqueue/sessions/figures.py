@@ -34,7 +34,12 @@ def history(learner: str, until: datetime | None = None) -> list[dict[str, Any]]
     found: list[dict[str, Any]] = [
         dict(row)
         for row in rows.order_by("session__started_at", "session_id", "position").values(
-            "session_id", "question_id", "correct", "question__external_id", "session__ended_at"
+            "session_id",
+            "question_id",
+            "correct",
+            "seconds",
+            "question__external_id",
+            "session__ended_at",
         )
     ]
     tags = tag_names({row["question_id"] for row in found})
@@ -131,6 +136,8 @@ def of(session: StudySession, answers: list[SessionAnswer]) -> dict[str, Any]:
     seconds = [a.seconds for a in answers if a.seconds is not None]
     middle = median(seconds) if seconds else None
     past = history(session.learner, session.started_at)
+    # The learner's own pace: the median of every answer of theirs so far, this session's too.
+    pace = median([r["seconds"] for r in past if r["seconds"] is not None] or seconds or [0])
     before = [row for row in past if row["session_id"] != session.pk]
     mine = [row for row in past if row["session_id"] == session.pk]
     counted = {a.question_id for a in answers}
@@ -149,8 +156,7 @@ def of(session: StudySession, answers: list[SessionAnswer]) -> dict[str, Any]:
         "slow": [
             a.position
             for a in answers
-            if a.seconds is not None
-            and (a.seconds > 2 * (middle or 0) or a.question_id in slow_in_cohort)
+            if a.seconds is not None and (a.seconds > 2 * pace or a.question_id in slow_in_cohort)
         ],
         "tags": {
             tag: {**count, "trend": _trend(count, previous.get(tag))}

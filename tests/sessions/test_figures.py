@@ -74,7 +74,7 @@ EXPECTED = {
     "total": 3,
     "percent": 33.3,
     "seconds": {"total": 135, "median": 25},
-    "slow": [3],  # 90 s: over twice the session's median, and over the whole cohort's
+    "slow": [3],  # 90 s: over twice kim's median (22.5 s), and over the whole cohort's
     "tags": {
         "문법": {"right": 1, "total": 2, "trend": "up"},  # 0 of 2 on 1 December
         "어휘": {"right": 0, "total": 1, "trend": "down"},  # 1 of 1

@@ -17,7 +17,7 @@ from studyqueue.sessions import summaries
 # The keys of ``summaries.as_json``, in the CSV's order.
 FIELDS = (
     "session", "id", "learner", "started_at", "ended_at", "right", "total", "status",
-    "waiting_on", "text", "stated", "flags", "review", "outdated", "written_at",
+    "waiting_on", "text", "stated", "flags", "figures", "review", "outdated", "written_at",
 )  # fmt: skip
 
 

@@ -227,7 +227,7 @@ class StudyQuestion(StudyQueueModel):
                 fields=["id"],
                 condition=Q(key_audit=KeyAudit.DISPUTED, key_check=""),
                 name="studyqueue_question_held",
-            ),
+            )
         ]
 
     def __str__(self) -> str:
@@ -453,7 +453,7 @@ class ExplanationRevision(WrittenText):
             models.CheckConstraint(
                 condition=Q(review_status__in=ReviewStatus.values),
                 name="studyqueue_revision_review_status_valid",
-            ),
+            )
         ]
         indexes = [
             # The review queue's "a candidate waits for this question" (few rows).
@@ -461,7 +461,7 @@ class ExplanationRevision(WrittenText):
                 fields=["question"],
                 condition=Q(candidate=True),
                 name="studyqueue_revision_candidate",
-            ),
+            )
         ]
 
     def __str__(self) -> str:

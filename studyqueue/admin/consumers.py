@@ -93,10 +93,8 @@ class QueueConsumerAdmin(NoAddOrChange, GuardedInputAdmin):
         limit = shared.limit if shared is not None else record.gate_limit
         if limit is None or str(limit) == record.gate_permits:
             return record.gate_permits or "-"
-        return gettext("%(permits)s: limit %(limit)s") % {
-            "permits": record.gate_permits or "-",
-            "limit": limit,
-        }
+        shown = {"permits": record.gate_permits or "-", "limit": limit}
+        return gettext("%(permits)s: limit %(limit)s") % shown
 
     @admin.action(
         permissions=["delete"], description=_("Remove the selected stopped or silent consumers")

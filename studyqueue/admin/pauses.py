@@ -58,8 +58,5 @@ class QueuePauseAdmin(GuardedInputAdmin):
         self.log_deletions(request, queryset)
         kinds = [self.scope(pause) for pause in queryset]
         self.delete_queryset(request, queryset)
-        self.message_user(
-            request,
-            gettext("Resumed for %(kinds)s.") % {"kinds": ", ".join(kinds)},
-            messages.SUCCESS,
-        )
+        resumed = gettext("Resumed for %(kinds)s.") % {"kinds": ", ".join(kinds)}
+        self.message_user(request, resumed, messages.SUCCESS)

@@ -135,7 +135,7 @@ _MARKER = re.compile(
     rf"^(?:[(\uff08\[【]\s*(?P<paren>\d{{1,2}}|[A-Za-z]|[{_CIRCLED_CLASS}])\s*[)\uff09\]】]"
     rf"|(?P<circled>[{_CIRCLED_CLASS}])"
     r"|(?P<number>\d{1,2})(?P<beon>\s*번)?(?![\d,.]\d|\s*[%/])"
-    r"|(?P<letter>[A-Za-z])(?P<close>[).:])?(?![A-Za-z0-9'\u2019]))",
+    r"|(?P<letter>[A-Za-z])(?P<close>[).:])?(?![A-Za-z0-9'\u2019]))"
 )
 # What joins two answers: "and", "or", a comma, "또는", "와"…
 _JOIN = r"[,;/&+|~·・、]|(?i:and|or)\b|및|또는|혹은|이나|이랑|랑|하고|와|과|나"

@@ -187,12 +187,7 @@ def decision_text(decision: str, text: str) -> str:
 
 
 def decide(
-    revision_id: int,
-    decision: ReviewStatus,
-    *,
-    by: str,
-    text: str = "",
-    seen: Seen | None = None,
+    revision_id: int, decision: ReviewStatus, *, by: str, text: str = "", seen: Seen | None = None
 ) -> Result:
     """Apply a reviewer's decision on ``revision_id`` while it is its question's item as
     ``seen`` (default: now): else ``ReviewConflict``, and nothing is written. ``UnchangedEdit``

@@ -4,14 +4,7 @@ column holds), ``questions`` (questions, revisions, reviews, the key audit's sta
 ``sessions`` (study sessions, their answers and summaries).
 Each imports only those before it; what the rest of the app uses is importable from here."""
 
-from studyqueue.models.base import (
-    MAX_ID,
-    database,
-    fit,
-    storable,
-    unstorable,
-    width,
-)
+from studyqueue.models.base import MAX_ID, database, fit, storable, unstorable, width
 from studyqueue.models.gate import GateLease, GateLimit
 from studyqueue.models.jobs import (
     ACTIVE_STATUSES,
@@ -55,10 +48,5 @@ from studyqueue.models.questions import (
     tag_names,
     validate_choices,
 )
-from studyqueue.models.sessions import (
-    SessionAnswer,
-    SessionSummary,
-    StudySession,
-    XapiStatement,
-)
+from studyqueue.models.sessions import SessionAnswer, SessionSummary, StudySession, XapiStatement
 from studyqueue.models.sets import StudyQuestionSet

@@ -26,16 +26,24 @@ _M = TypeVar("_M", bound=models.Model)
 ENDPOINT_WIDTH = 500
 
 
+def blank_text(verbose_name: Any, max_length: int, **options: Any) -> models.CharField[str, str]:
+    """A short text column that may be blank, and is blank by default (in the database too:
+    rows inserted by older code or raw SQL get it)."""
+    options.update(blank=True, default="", db_default="")
+    return models.CharField(verbose_name=verbose_name, max_length=max_length, **options)
+
+
+def blank_choice(
+    verbose_name: Any, choices: type[models.TextChoices], help_text: Any
+) -> models.CharField[str, str]:
+    """A ``blank_text`` column holding one of ``choices`` (blank: none yet)."""
+    width = choice_width(choices)
+    return blank_text(verbose_name, width, choices=choices.choices, help_text=help_text)
+
+
 def endpoint_field(help_text: Any) -> models.CharField[str, str]:
     """The server that wrote a reply (blank: unknown), on a revision or an attempt."""
-    return models.CharField(
-        verbose_name=_("LLM server"),
-        max_length=ENDPOINT_WIDTH,
-        blank=True,
-        default="",
-        db_default="",
-        help_text=help_text,
-    )
+    return blank_text(_("LLM server"), ENDPOINT_WIDTH, help_text=help_text)
 
 
 def external_id_field(help_text: Any) -> models.CharField[str | None, str | None]:

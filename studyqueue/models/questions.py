@@ -18,6 +18,8 @@ from django.utils.translation import gettext_lazy as _
 from studyqueue.models.base import (
     StudyQueueManager,
     StudyQueueModel,
+    blank_choice,
+    blank_text,
     choice_width,
     database,
     endpoint_field,
@@ -163,14 +165,8 @@ class StudyQuestion(StudyQueueModel):
     # needs-review filters (fast on a million questions without a join); every other fact of
     # the reply is read from the revision. Written only with current_revision.
     # Database defaults too: rows inserted by raw SQL or by older code get them.
-    explanation_prompt_version = models.CharField(
-        verbose_name=_("prompt version"),
-        max_length=12,
-        blank=True,
-        default="",
-        db_default="",
-        db_index=True,
-        help_text=_("The prompt version that wrote it."),
+    explanation_prompt_version = blank_text(
+        _("prompt version"), 12, db_index=True, help_text=_("The prompt version that wrote it.")
     )
     explanation_flags = models.JSONField(
         verbose_name=_("quality flags"),
@@ -191,14 +187,8 @@ class StudyQuestion(StudyQueueModel):
     # The key audit (``explanations.key_audit``): a change of the text, choices or key clears
     # it, or, for a dispute that waits for a reviewer, only the hash of the content it audited
     # (the hold stands until a new audit or the reviewer settles it; ``edits``).
-    key_audit = models.CharField(
-        verbose_name=_("key audit"),
-        max_length=choice_width(KeyAudit),
-        choices=KeyAudit.choices,
-        blank=True,
-        default="",
-        db_default="",
-        help_text=_("What the model, asked for the answer alone, said of the key."),
+    key_audit = blank_choice(
+        _("key audit"), KeyAudit, _("What the model, asked for the answer alone, said of the key.")
     )
     key_audit_answer = models.PositiveSmallIntegerField(
         verbose_name=_("model's choice"),
@@ -213,21 +203,11 @@ class StudyQuestion(StudyQueueModel):
         blank=True,
         help_text=_("What each sample answered (a choice number, or null: unread)."),
     )
-    key_audit_hash = models.CharField(
-        verbose_name=_("audited content"), max_length=64, blank=True, default="", db_default=""
+    key_audit_hash = blank_text(_("audited content"), 64)
+    key_check = blank_choice(
+        _("key check"), KeyCheck, _("A reviewer's decision on a disputed key.")
     )
-    key_check = models.CharField(
-        verbose_name=_("key check"),
-        max_length=choice_width(KeyCheck),
-        choices=KeyCheck.choices,
-        blank=True,
-        default="",
-        db_default="",
-        help_text=_("A reviewer's decision on a disputed key."),
-    )
-    key_check_by = models.CharField(
-        verbose_name=_("key checked by"), max_length=150, blank=True, default="", db_default=""
-    )
+    key_check_by = blank_text(_("key checked by"), 150)
     key_check_at = models.DateTimeField(verbose_name=_("key checked at"), null=True, blank=True)
     created_at = models.DateTimeField(
         verbose_name=_("created"), default=timezone.now, editable=False
@@ -247,7 +227,7 @@ class StudyQuestion(StudyQueueModel):
                 fields=["id"],
                 condition=Q(key_audit=KeyAudit.DISPUTED, key_check=""),
                 name="studyqueue_question_held",
-            ),
+            )
         ]
 
     def __str__(self) -> str:
@@ -363,12 +343,9 @@ class WrittenText(StudyQueueModel):
     )
     flags = models.JSONField(verbose_name=_("quality flags"), default=list, blank=True)
     created_at = models.DateTimeField(verbose_name=_("created"), default=timezone.now)
-    author = models.CharField(
-        verbose_name=_("author"),
-        max_length=150,
-        blank=True,
-        default="",
-        db_default="",
+    author = blank_text(
+        _("author"),
+        150,
         help_text=_("Who wrote it: blank for the LLM, else the reviewer who corrected it."),
     )
     review_status = models.CharField(
@@ -378,9 +355,7 @@ class WrittenText(StudyQueueModel):
         default=ReviewStatus.UNREVIEWED,
         db_default=ReviewStatus.UNREVIEWED,
     )
-    reviewed_by = models.CharField(
-        verbose_name=_("reviewed by"), max_length=150, blank=True, default="", db_default=""
-    )
+    reviewed_by = blank_text(_("reviewed by"), 150)
     reviewed_at = models.DateTimeField(verbose_name=_("reviewed at"), null=True, blank=True)
 
     class Meta(StudyQueueModel.Meta):
@@ -410,12 +385,9 @@ class ExplanationRevision(WrittenText):
         blank=True,
         help_text=_("As the server said it (stop, length…)."),
     )
-    stated_answer = models.CharField(
-        max_length=200,
-        blank=True,
-        default="",
-        db_default="",  # rows written before 0013, or by raw SQL: none read
-        verbose_name=_("stated answer"),
+    stated_answer = blank_text(
+        _("stated answer"),
+        200,
         help_text=_(
             "The answer the reply states, as written (blank: none could be read, or it was "
             "written before answers were read)."
@@ -448,23 +420,17 @@ class ExplanationRevision(WrittenText):
             "it named none, or several, or it has not checked yet)."
         ),
     )
-    verifier_reply = models.CharField(
-        verbose_name=_("verifier's reply"), max_length=200, blank=True, default="", db_default=""
-    )
+    verifier_reply = blank_text(_("verifier's reply"), 200)
     verified_at = models.DateTimeField(
         verbose_name=_("verified at"),
         null=True,
         blank=True,
         help_text=_("When the blind verifier checked it (blank: not checked)."),
     )
-    step_check = models.CharField(
-        verbose_name=_("step check"),
-        max_length=choice_width(StepCheck),
-        choices=StepCheck.choices,
-        blank=True,
-        default="",
-        db_default="",
-        help_text=_("What the step check found, shown the key (blank: not checked)."),
+    step_check = blank_choice(
+        _("step check"),
+        StepCheck,
+        _("What the step check found, shown the key (blank: not checked)."),
     )
     wrong_step = models.PositiveSmallIntegerField(
         verbose_name=_("wrong step"),
@@ -472,12 +438,8 @@ class ExplanationRevision(WrittenText):
         blank=True,
         help_text=_("The number (1-based) of the first wrong sentence the step check named."),
     )
-    wrong_step_text = models.CharField(
-        verbose_name=_("wrong sentence"), max_length=300, blank=True, default="", db_default=""
-    )
-    step_check_reply = models.CharField(
-        verbose_name=_("step check's reply"), max_length=200, blank=True, default="", db_default=""
-    )
+    wrong_step_text = blank_text(_("wrong sentence"), 300)
+    step_check_reply = blank_text(_("step check's reply"), 200)
 
     class Meta(WrittenText.Meta):
         ordering = ["-id"]
@@ -491,7 +453,7 @@ class ExplanationRevision(WrittenText):
             models.CheckConstraint(
                 condition=Q(review_status__in=ReviewStatus.values),
                 name="studyqueue_revision_review_status_valid",
-            ),
+            )
         ]
         indexes = [
             # The review queue's "a candidate waits for this question" (few rows).
@@ -499,7 +461,7 @@ class ExplanationRevision(WrittenText):
                 fields=["question"],
                 condition=Q(candidate=True),
                 name="studyqueue_revision_candidate",
-            ),
+            )
         ]
 
     def __str__(self) -> str:

@@ -6,7 +6,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from studyqueue.models.base import StudyQueueModel
+from studyqueue.models.base import StudyQueueModel, blank_text
 from studyqueue.models.questions import StudyQuestion
 
 
@@ -35,14 +35,10 @@ class StudyQuestionSet(StudyQueueModel):
     # The completion (``notices.completion_key``: its membership) a notice job was
     # queued for: never queued again, even when its notice failed for good (a refusing
     # receiver) or a regeneration ended since.
-    notice_queued_for = models.CharField(
-        _("notice queued for"), max_length=100, blank=True, default="", db_default=""
-    )
+    notice_queued_for = blank_text(_("notice queued for"), 100)
     # The completion last noticed (signal and e-mail sent): a notice job for it finds it
     # here, under a compare-and-set, and sends nothing (exactly once across consumers).
-    noticed_key = models.CharField(
-        _("noticed completion"), max_length=100, blank=True, default="", db_default=""
-    )
+    noticed_key = blank_text(_("noticed completion"), 100)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
 
     class Meta(StudyQueueModel.Meta):

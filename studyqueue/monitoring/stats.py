@@ -469,8 +469,7 @@ def notice_failures(now: datetime) -> NoticeFailures | None:
     """The deliveries failing now (None: none), read through the notices active or ended in
     the window (the partial indexes, the ``completed_at`` one)."""
     notices = jobs().filter(
-        Q(status__in=ACTIVE_STATUSES) | Q(completed_at__gte=now - WINDOW),
-        kind=JobKind.SET_NOTICE,
+        Q(status__in=ACTIVE_STATUSES) | Q(completed_at__gte=now - WINDOW), kind=JobKind.SET_NOTICE
     )
     attempts = JobAttempt.objects.filter(job__in=notices.values("pk"), ended_at__gte=now - WINDOW)
     through = attempts.filter(outcome=Outcome.COMPLETED).aggregate(t=Max("ended_at"))["t"]

@@ -53,9 +53,7 @@ def start_poller(
     if pg.session_settings(using) is not None:
         return None
     thread = threading.Thread(
-        target=lambda: poll(on_ready, idle=idle, wait=wait),
-        name="studyqueue-poll",
-        daemon=True,
+        target=lambda: poll(on_ready, idle=idle, wait=wait), name="studyqueue-poll", daemon=True
     )
     thread.start()
     logger.info("study_poll_ready interval_s=%s mode=%s", POLL_SECONDS, pg.mode(using))

@@ -173,11 +173,7 @@ R = TypeVar("R")
 
 
 async def on_endpoint(
-    ctx: WorkContext,
-    job: StudyQuestionJob,
-    work: Callable[[Held], Awaitable[R]],
-    *,
-    prefix: str,
+    ctx: WorkContext, job: StudyQuestionJob, work: Callable[[Held], Awaitable[R]], *, prefix: str
 ) -> R | JobResult:
     """Run ``work`` (the job's LLM calls) with a gate slot: what it returned, or what became
     of the job instead. A server that fails, or answers empty, is left for another one."""

@@ -32,9 +32,7 @@ def _secrets() -> list[str]:
 logging.getLogger("httpx").addFilter(RedactingFilter(_secrets))
 
 
-def _load(
-    job: StudyQuestionJob,
-) -> tuple[StudyQuestionSet, question_sets.Progress, str] | None:
+def _load(job: StudyQuestionJob) -> tuple[StudyQuestionSet, question_sets.Progress, str] | None:
     question_set = StudyQuestionSet.objects.filter(jobs=job).first()
     if question_set is None:
         return None

@@ -19,7 +19,7 @@ from studyqueue.admin.labels import flag_labels
 from studyqueue.consumer.consumer import Consumer, default_worker_id
 from studyqueue.explanations import key_audit, outdated, prompts, quality
 from studyqueue.management.commands._files import cannot_read
-from studyqueue.management.commands._options import object_id
+from studyqueue.management.commands._options import flag, object_id
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.management.commands._translated import TranslatedCommand
 from studyqueue.models import (
@@ -44,11 +44,7 @@ class Command(TranslatedCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("question_id", type=object_id, metavar="QUESTION_ID")
-        parser.add_argument(
-            "--dry-run",
-            action="store_true",
-            help=_("print the prompt; call nothing, write nothing"),
-        )
+        flag(parser, "--dry-run", _("print the prompt; call nothing, write nothing"))
         parser.add_argument(
             "--prompt-template",
             metavar="PATH",

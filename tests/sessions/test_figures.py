@@ -141,7 +141,8 @@ def test_the_right_figures_pass_and_a_wrong_time_is_flagged(tagged):
     english = "Score: 1/3. Questions 2 and 3 were missed. 문법: 1 of 2 right. Median: 40 seconds."
     assert summaries.check(english, answers, found).flags == ["figure_mismatch"]
     # A tag figure it cannot read (no word says what it counts) is left unread.
-    assert summaries.check("점수: 1/3. 2번, 3번 문제를 틀렸습니다. 문법 2/2.", answers, found).flags == []
+    unread = "점수: 1/3. 2번, 3번 문제를 틀렸습니다. 문법 2/2."
+    assert summaries.check(unread, answers, found).flags == []
 
 
 def test_few_learners_give_no_difficulty_and_a_new_learner_no_trend(tagged, settings):
@@ -173,7 +174,8 @@ def test_the_learner_api_and_page(tagged, client):
     assert page_url in listed.content.decode()
     page = staff.get(page_url).content.decode()
     assert 'data-tag="문법"' in page and "0/2" in page and "q-1, q-2, q-3" in page
-    assert staff.get(reverse("admin:studyqueue_studysession_learner", args=["x"])).status_code == 404
+    unknown = reverse("admin:studyqueue_studysession_learner", args=["x"])
+    assert staff.get(unknown).status_code == 404
 
 
 def test_a_summary_page_shows_its_figures(tagged):

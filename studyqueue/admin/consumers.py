@@ -30,15 +30,9 @@ class QueueConsumerAdmin(NoAddOrChange, GuardedInputAdmin):
     record may be deleted with Django's delete permission."""
 
     list_display = (
-        "worker_id",
-        "liveness",
-        "started_at",
-        "seen_at",
-        "model_shown",
-        "prompt_label",
-        "gate",
+        "worker_id", "liveness", "started_at", "seen_at", "model_shown", "prompt_label", "gate",
         "servers",
-    )
+    )  # fmt: skip
     search_fields = ("worker_id", "host", "prompt_version")
     actions = ("remove_gone",)
 

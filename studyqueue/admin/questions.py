@@ -170,14 +170,9 @@ class KeyAuditFilter(admin.SimpleListFilter):
 class RevisionInline(ReadOnly, admin.TabularInline):
     model = ExplanationRevision
     fields = (
-        "revision_link",
-        "created_at",
-        "model",
-        "prompt_label",
-        "flag_list",
-        "stated_answer",
+        "revision_link", "created_at", "model", "prompt_label", "flag_list", "stated_answer",
         "finish_reason",
-    )
+    )  # fmt: skip
     readonly_fields = fields
     ordering = ("-id",)
     verbose_name_plural = gettext_lazy("explanation revisions (newest first)")
@@ -202,14 +197,9 @@ class RevisionInline(ReadOnly, admin.TabularInline):
 class JobInline(ReadOnly, admin.TabularInline):
     model = StudyQuestionJob
     fields = (
-        "job_link",
-        "kind",
-        "status_badge",
-        "attempts",
-        "error_code",
-        "created_at",
+        "job_link", "kind", "status_badge", "attempts", "error_code", "created_at",
         "completed_at",
-    )
+    )  # fmt: skip
     readonly_fields = fields
     ordering = ("-id",)
 
@@ -241,14 +231,9 @@ class TagAdmin(admin.ModelAdmin):
 @admin.register(StudyQuestion)
 class StudyQuestionAdmin(GuardedInputAdmin):
     list_display = (
-        "id",
-        "text_excerpt",
-        "has_explanation",
-        "flag_list",
-        "tag_list",
-        "latest_job",
+        "id", "text_excerpt", "has_explanation", "flag_list", "tag_list", "latest_job",
         "explained_at",
-    )
+    )  # fmt: skip
     list_display_links = ("id", "text_excerpt")
     list_filter = (
         ExplanationStateFilter,

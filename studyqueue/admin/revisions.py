@@ -28,50 +28,21 @@ from studyqueue.models import ExplanationRevision
 @admin.register(ExplanationRevision)
 class ExplanationRevisionAdmin(ReadOnly, GuardedInputAdmin):
     list_display = (
-        "id",
-        "question_link",
-        "created_at",
-        "model",
-        "prompt_label",
-        "flag_list",
-        "stated_answer_display",
-        "review_status",
-        "is_current",
-    )
+        "id", "question_link", "created_at", "model", "prompt_label", "flag_list",
+        "stated_answer_display", "review_status", "is_current",
+    )  # fmt: skip
     list_filter = ("prompt_version", "finish_reason", "review_status", "candidate")
     list_select_related = ("question",)
     ordering = ("-id",)
     actions = ("make_current",)
     fields = (
-        "question_link",
-        "text_box",
-        "changes",
-        "review_status",
-        "reviewed_by",
-        "reviewed_at",
-        "author",
-        "candidate_text",
-        "model",
-        "endpoint",
-        "prompt_label",
-        "prompt_version",
-        "flag_list",
-        "stated_answer_display",
-        "verifier_answer",
-        "verifier_reply",
-        "verified_at",
-        "step_check",
-        "wrong_step",
-        "wrong_step_text",
-        "step_check_reply",
-        "finish_reason",
-        "prompt_tokens",
-        "completion_tokens_shown",
-        "first_token_ms",
-        "tokens_per_second",
-        "job",
+        "question_link", "text_box", "changes", "review_status", "reviewed_by", "reviewed_at",
+        "author", "candidate_text", "model", "endpoint", "prompt_label", "prompt_version",
+        "flag_list", "stated_answer_display", "verifier_answer", "verifier_reply", "verified_at",
+        "step_check", "wrong_step", "wrong_step_text", "step_check_reply", "finish_reason",
+        "prompt_tokens", "completion_tokens_shown", "first_token_ms", "tokens_per_second", "job",
         "created_at",
-    )
+    )  # fmt: skip
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).defer("text", "question__explanation")

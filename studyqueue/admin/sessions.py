@@ -81,13 +81,8 @@ class SummaryFlagFilter(admin.SimpleListFilter):
 class AnswerInline(ReadOnly, admin.TabularInline):
     model = SessionAnswer
     fields = (
-        "position",
-        "question_link",
-        "question_text",
-        "chosen_shown",
-        "key_shown",
-        "right_wrong",
-    )
+        "position", "question_link", "question_text", "chosen_shown", "key_shown", "right_wrong",
+    )  # fmt: skip
     readonly_fields = fields
 
     question_link = link_column(gettext_lazy("question"), "studyquestion", "question_id")
@@ -127,15 +122,9 @@ class SummaryInline(ReadOnly, admin.TabularInline):
 @admin.register(StudySession)
 class StudySessionAdmin(ReadOnly, GuardedInputAdmin):
     list_display = (
-        "id",
-        "learner_link",
-        "external_id",
-        "when",
-        "score",
-        "status_badge",
-        "flag_list",
+        "id", "learner_link", "external_id", "when", "score", "status_badge", "flag_list",
         "is_outdated",
-    )
+    )  # fmt: skip
     # No filter for the learner: it would link every learner on every page (0.8 MB for
     # 10,000); the search finds one, and ``?learner=`` (a local field) still filters.
     list_filter = (

@@ -39,16 +39,9 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 # What the notice's JSON carries of ``Progress.as_json``: the counts, its checks' included.
 PAYLOAD_KEYS = (
-    "total",
-    "completed",
-    "failed",
-    "flagged",
-    "finished_at",
-    "key_audited",
-    "key_disputed",
-    "verified",
-    "verifier_flagged",
-)
+    "total", "completed", "failed", "flagged", "finished_at", "key_audited", "key_disputed",
+    "verified", "verifier_flagged",
+)  # fmt: skip
 
 
 def payload(progress: Progress) -> dict[str, object]:

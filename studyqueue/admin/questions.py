@@ -45,7 +45,6 @@ from studyqueue.models import (
     JobKind,
     KeyAudit,
     QuestionQuerySet,
-    ReviewStatus,
     StudyQuestion,
     StudyQuestionJob,
     Tag,
@@ -124,21 +123,6 @@ class ReviewFilter(admin.SimpleListFilter):
             return questions.flagged()
         if value is not None and value in quality.FLAGS:
             return questions.flagged(value)
-        return None
-
-
-class ReviewStatusFilter(admin.SimpleListFilter):
-    """The reviewer's decision on the current explanation."""
-
-    title = gettext_lazy("review")
-    parameter_name = "review_status"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
-        return list(ReviewStatus.choices)
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
-        if self.value() in ReviewStatus.values:
-            return queryset.filter(current_revision__review_status=self.value())
         return None
 
 
@@ -238,7 +222,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
     list_filter = (
         ExplanationStateFilter,
         ReviewFilter,
-        ReviewStatusFilter,
+        ("current_revision__review_status", admin.ChoicesFieldListFilter),
         KeyAuditFilter,
         ("sets", admin.RelatedFieldListFilter),
         "tags",  # every tag: the tags in use would be a join over every question, each page

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from django.template import Context, Engine, Template
-from django.utils.translation import gettext
 
 from studyqueue.conf import conf
 from studyqueue.models import ExplanationRevision, StudyQuestion, fit, validate_choices
@@ -41,42 +40,9 @@ def template_source(name: str) -> str:
     return _sources[template]
 
 
-class TrialTemplateError(Exception):
-    """A trial user template (``trial_template``) does not compile; the message says why."""
-
-
-# ``{% include "./part.txt" %}``: a trial has no name to resolve a relative path against, and
-# Django fails on one with an AttributeError of its own, not a TemplateSyntaxError.
-_RELATIVE = re.compile(r"""\{%-?\s*(?:include|extends)\s+(["'])(\.\.?/[^"']*)\1""")
-
-
-def trial_template(source: str) -> Template:
-    """A user prompt template given as text, compiled; ``TrialTemplateError`` if it fails."""
-    relative = _RELATIVE.search(source)
-    if relative is not None:
-        raise TrialTemplateError(
-            gettext(
-                "the relative path %(path)s cannot be resolved: a template tried from a file "
-                "is in no template folder (name the template as in a template folder)"
-            )
-            % {"path": relative[2]}
-        )
-    try:
-        return Engine.get_default().from_string(source)
-    except Exception as exc:  # a tag's compile function may raise anything: the trial's failure
-        raise TrialTemplateError(_reason(exc)) from None
-
-
-def _reason(exc: Exception) -> str:
-    """An exception as one line: its type and message (a template error's may span lines)."""
-    return " ".join(f"{type(exc).__name__}: {exc}".split())
-
-
-def current_version(
-    *, max_tokens: int | None = None, prompt_source: str | None = None
-) -> PromptVersion:
-    """The prompt version of today's settings and templates (``prompt_source``: a trial's)."""
-    user = prompt_source if prompt_source is not None else template_source(conf.PROMPT_TEMPLATE)
+def current_version(*, max_tokens: int | None = None) -> PromptVersion:
+    """The prompt version of today's settings and templates."""
+    user = template_source(conf.PROMPT_TEMPLATE)
     return version_of(conf.SYSTEM_PROMPT_TEMPLATE, user, max_tokens=max_tokens)
 
 
@@ -103,27 +69,13 @@ def render(name: str, context: dict[str, Any]) -> str:
     return template.render(Context(context, autoescape=False)).strip()
 
 
-class TrialRenderError(Exception):
-    """A trial user template (``build_messages(prompt=...)``) failed while rendering."""
-
-
-def build_messages(
-    question: StudyQuestion, *, prompt: Template | None = None
-) -> list[dict[str, str]]:
-    """The chat messages for a question (invalid choices: ``ValidationError``); ``prompt``
-    replaces the configured user template (a trial: ``TrialRenderError``)."""
+def build_messages(question: StudyQuestion) -> list[dict[str, str]]:
+    """The chat messages for a question (invalid choices: ``ValidationError``)."""
     validate_choices(question.choices)
     context = {"question": question, "choices": question.choices, "answer": question.answer}
-    if prompt is None:
-        user = render(conf.PROMPT_TEMPLATE, context)
-    else:
-        try:
-            user = prompt.render(Context(context, autoescape=False)).strip()
-        except Exception as exc:  # any tag may raise anything: the trial's failure, not ours
-            raise TrialRenderError(_reason(exc)) from None
     return [
         {"role": "system", "content": render(conf.SYSTEM_PROMPT_TEMPLATE, context)},
-        {"role": "user", "content": user},
+        {"role": "user", "content": render(conf.PROMPT_TEMPLATE, context)},
     ]
 
 

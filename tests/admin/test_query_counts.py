@@ -119,7 +119,7 @@ def counts(client: Client, url: str) -> tuple[int, int]:
         "?review=waiting_flagged",
         "?review=any",
         "?review=answer_mismatch",
-        "?review_status=approved",
+        "?current_revision__review_status__exact=approved",
         "?q=What",
     ],
 )

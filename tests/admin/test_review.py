@@ -156,7 +156,8 @@ def test_the_dashboard_counts_what_waits_and_links_the_review_page(admin_client)
     )
     assert len(listed.context["cl"].result_list) == 2
     approved_list = admin_client.get(
-        reverse("admin:studyqueue_studyquestion_changelist"), {"review_status": "approved"}
+        reverse("admin:studyqueue_studyquestion_changelist"),
+        {"current_revision__review_status__exact": "approved"},
     )
     assert [q.pk for q in approved_list.context["cl"].result_list] == [approved.pk]
 

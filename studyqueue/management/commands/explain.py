@@ -1,24 +1,19 @@
-"""Try the prompt on one question: print the rendered messages, run that one job now, or try
-another user prompt template on it without storing anything."""
+"""Try the prompt on one question: print the rendered messages, or run that one job now."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
-from django.template import Template
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from studyqueue.admin.labels import flag_labels
 from studyqueue.consumer.consumer import Consumer, default_worker_id
-from studyqueue.explanations import key_audit, outdated, prompts, quality
-from studyqueue.management.commands._files import cannot_read
+from studyqueue.explanations import key_audit, outdated, prompts
 from studyqueue.management.commands._options import flag, object_id
 from studyqueue.management.commands._signals import stop_on_signals
 from studyqueue.management.commands._translated import TranslatedCommand
@@ -32,53 +27,37 @@ from studyqueue.models import (
 )
 from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue
-from studyqueue.services.llm import LLMClient, LLMError, LLMReply
+from studyqueue.services.llm import LLMReply
 
 
 class Command(TranslatedCommand):
     help = gettext_lazy(
         "Explain one question now through the consumer's gate, client and storage (a new "
-        "revision), or with --dry-run print the messages and the prompt version; "
-        "--prompt-template PATH tries another user template without storing anything."
+        "revision), or with --dry-run print the messages and the prompt version."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("question_id", type=object_id, metavar="QUESTION_ID")
         flag(parser, "--dry-run", _("print the prompt; call nothing, write nothing"))
-        parser.add_argument(
-            "--prompt-template",
-            metavar="PATH",
-            help=_(
-                "try this user prompt template instead of the configured one: one call to "
-                "the LLM server, the reply printed, nothing stored (no job, no revision)"
-            ),
-        )
 
-    def handle(
-        self,
-        *args: Any,
-        question_id: int,
-        dry_run: bool,
-        prompt_template: str | None,
-        **options: Any,
-    ) -> None:
+    def handle(self, *args: Any, question_id: int, dry_run: bool, **options: Any) -> None:
         question = StudyQuestion.objects.filter(pk=question_id).first()
         if question is None:
             raise CommandError(_("no study question with id %(id)s") % {"id": question_id})
-        trial, source = self._trial(prompt_template) if prompt_template else (None, None)
-        version = prompts.current_version(prompt_source=source)
+        version = prompts.current_version()
         self._warn_if_settings_differ()
-        if dry_run or trial is not None:
-            messages = self._messages(question, trial, prompt_template)
+        if dry_run:
+            try:
+                messages = prompts.build_messages(question)
+            except ValidationError as exc:
+                raise CommandError(
+                    _("question %(id)s has invalid choices: %(reason)s")
+                    % {"id": question.pk, "reason": " ".join(exc.messages)}
+                ) from None
             line = _("prompt version %(hash)s (%(label)s)")
-            if trial is not None:
-                line = _("prompt version %(hash)s (%(label)s) (trial, not stored)")
             self.stdout.write(line % {"hash": version.hash, "label": version.label})
-            if dry_run:
-                for message in messages:
-                    self.stdout.write(f"\n--- {message['role']}\n{message['content']}")
-                return
-            self._try(question, messages)
+            for message in messages:
+                self.stdout.write(f"\n--- {message['role']}\n{message['content']}")
             return
         if key_audit_holds() and key_audit.key_checks().filter(pk=question.pk).exists():
             # The claim holds it for a reviewer; so does this command, which claims directly.
@@ -137,65 +116,6 @@ class Command(TranslatedCommand):
             "prompt": version.hash,
         }
         self.stdout.write(f"\n--- {heading}\n" + _figures(revision, job.llm_ms, revision.flags))
-
-    def _trial(self, path: str) -> tuple[Template, str]:
-        """The template file to try, compiled: a one-line error if it cannot be read."""
-        try:
-            source = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeError) as exc:
-            raise CommandError(cannot_read(path, getattr(exc, "strerror", None) or exc)) from None
-        try:
-            return prompts.trial_template(source), source
-        except prompts.TrialTemplateError as exc:
-            raise CommandError(
-                _("%(path)s is not a valid template: %(reason)s") % {"path": path, "reason": exc}
-            ) from None
-
-    def _messages(
-        self, question: StudyQuestion, trial: Template | None, path: str | None
-    ) -> list[dict[str, str]]:
-        """The messages to print or send; a trial template that fails while rendering, or
-        renders nothing, is a one-line error before anything is sent."""
-        try:
-            messages = prompts.build_messages(question, prompt=trial)
-        except ValidationError as exc:
-            raise CommandError(
-                _("question %(id)s has invalid choices: %(reason)s")
-                % {"id": question.pk, "reason": " ".join(exc.messages)}
-            ) from None
-        except prompts.TrialRenderError as exc:
-            raise CommandError(
-                _("%(path)s failed while rendering question %(id)s: %(reason)s; nothing sent")
-                % {"path": path, "id": question.pk, "reason": exc}
-            ) from None
-        if trial is not None and not messages[-1]["content"]:
-            raise CommandError(
-                _("%(path)s renders an empty user message for question %(id)s; nothing sent")
-                % {"path": path, "id": question.pk}
-            )
-        return messages
-
-    def _try(self, question: StudyQuestion, messages: list[dict[str, str]]) -> None:
-        """One call straight to the LLM server (no job, no gate, nothing stored)."""
-
-        async def ask() -> LLMReply:
-            async with LLMClient.from_settings() as client:
-                reply = await client.chat(messages)
-                reply.completion_tokens = await client.tokens_in(reply) or reply.completion_tokens
-                return reply
-
-        try:
-            reply = asyncio.run(ask())
-        except LLMError as exc:
-            raise CommandError(
-                _("the LLM call failed (%(code)s): %(reason)s")
-                % {"code": exc.code, "reason": exc.message}
-            ) from None
-        # Checked as a consumer checks a reply: the answer it states against the key too.
-        flags = quality.check(question, reply.content, reply.finish_reason).flags
-        self.stdout.write(reply.content)
-        heading = _("trial, nothing stored; model %(model)s") % {"model": reply.model or "-"}
-        self.stdout.write(f"\n--- {heading}\n" + _figures(reply, reply.elapsed_ms, flags))
 
     def _warn_if_settings_differ(self) -> None:
         """Say on stderr where these settings differ from the live consumers': this

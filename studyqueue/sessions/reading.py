@@ -30,7 +30,8 @@ _BETWEEN = {"반면", "but", "whereas", "while", "however", ";"}
 # A clause that compares or looks back ("지난번보다 2문제를 더", "last time"): its figures are
 # another session's, or a difference, never this score.
 _COMPARED = {"지나", "지난", "이전", "저번", "보다", "더", "덜", "last", "previous", "than", "more"}
-_COMPARED |= {"fewer", "less", "earlier", "before"}
+# So does one about other learners ("다른 학습자의 86%가 맞히는 문제"): a question's difficulty.
+_COMPARED |= {"fewer", "less", "earlier", "before", "다른", "other", "others", "learners"}
 # A question by its number: "Question 3", "Q3", "#3", "문제 3" before it; "3번 문제",
 # "3번은" after it; lists and ranges between ("8, 9, 10번", "8~10번", "questions 8 to 10").
 _PREFIX = {"question", "questions", "q", "#", "문제", "문항"}
@@ -42,6 +43,7 @@ _CHOOSE = {"고르", "선택", "chose", "chosen", "picked"}  # "2번을 골랐�
 _UNITS = {"초": 1, "second": 1, "seconds": 1, "분": 60, "minute": 60, "minutes": 60}
 _SPENT = {"걸리", "소요", "쓰", "총", "중앙값", "중간값", "평균", "took", "spent", "total"}
 _SPENT |= {"median", "average", "mean", "taking"}
+_OWN_WORDS = _RIGHT | _WRONG | _GLUE | _SPENT
 
 
 @dataclass(frozen=True)
@@ -233,13 +235,15 @@ def read(text: str, tags: Iterable[str] = ()) -> Reading:
     times: list[tuple[float, int]] = []
     named, missed = set[int](), set[int]()
     words = {tag: [m.lemma.lower() for m in morphemes(tag)] for tag in tags}
+    # A tag named with the reader's own words ("문제", "정답") would claim every score.
+    words = {tag: name for tag, name in words.items() if not set(name) <= _OWN_WORDS}
     for ts in _clauses(text):
         lemmas = [m.lemma.lower() for m in ts]
         marks = [
             (k, tag)
             for k in range(len(ts))
             for tag, name in words.items()
-            if name and lemmas[k : k + len(name)] == name
+            if lemmas[k : k + len(name)] == name
         ]
         explicit, bare, used = _names(ts)
         if explicit or any(m.lemma.lower() in _CHOOSE for m in ts):

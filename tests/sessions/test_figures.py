@@ -143,6 +143,17 @@ def test_the_right_figures_pass_and_a_wrong_time_is_flagged(tagged):
     # A tag figure it cannot read (no word says what it counts) is left unread.
     unread = "점수: 1/3. 2번, 3번 문제를 틀렸습니다. 문법 2/2."
     assert summaries.check(unread, answers, found).flags == []
+    # Other learners' share (a question's difficulty) is not the score.
+    cohort = (
+        f"{fine}\n2번 문제는 다른 학습자의 48%가 맞힌 문제입니다. Other learners got 48% right."
+    )
+    assert summaries.check(cohort, answers, found).flags == []
+    # A tag named with the reader's own words ("문제") owns no figure: the score is read.
+    odd = {"tags": {"문제": {"right": 0, "total": 3}}}
+    score = "점수: 3문제 중 1문제 (33%). 2번, 3번 문제를 틀렸습니다."
+    assert summaries.check(score, answers, odd) == summaries.Checked(
+        {"right": 1, "total": 3, "percent": 33}, []
+    )
 
 
 def test_few_learners_give_no_difficulty_and_a_new_learner_no_trend(tagged, settings):

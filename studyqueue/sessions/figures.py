@@ -25,23 +25,16 @@ from studyqueue.times import local_iso
 BOXES = (1, 2, 4, 8, 16)  # days until a question in box 1…5 is due again
 
 
-def history(learner: str, until: datetime | None = None) -> list[dict[str, Any]]:
+def history(learner: str, until: StudySession | None = None) -> list[dict[str, Any]]:
     """The learner's answers to questions that still exist, oldest first (those of sessions
-    started by ``until``), with each question's tags."""
+    up to ``until``, itself too), with each question's tags."""
     rows = SessionAnswer.objects.filter(session__learner=learner, question__isnull=False)
-    if until is not None:
-        rows = rows.filter(session__started_at__lte=until)
-    found: list[dict[str, Any]] = [
-        dict(row)
-        for row in rows.order_by("session__started_at", "session_id", "position").values(
-            "session_id",
-            "question_id",
-            "correct",
-            "seconds",
-            "question__external_id",
-            "session__ended_at",
-        )
-    ]
+    if until is not None:  # started before it, or with it and recorded first (itself too)
+        same = Q(session__started_at=until.started_at, session_id__lte=until.pk)
+        rows = rows.filter(Q(session__started_at__lt=until.started_at) | same)
+    fields = ("session_id", "question_id", "correct", "seconds", "question__external_id")
+    ordered = rows.order_by("session__started_at", "session_id", "position")
+    found: list[dict[str, Any]] = [dict(r) for r in ordered.values(*fields, "session__ended_at")]
     tags = tag_names({row["question_id"] for row in found})
     for row in found:
         row["tags"] = tags.get(row["question_id"], [])
@@ -55,12 +48,13 @@ def name(row: dict[str, Any]) -> str:
 
 def due(rows: list[dict[str, Any]], at: datetime) -> list[str]:
     """The questions due at ``at``, the longest due first: a right answer moves a question up
-    a box, a wrong one back to the first; box k is due ``BOXES[k-1]`` days after its answer."""
+    a box (each starts in the first), a wrong one back to the first; box k is due
+    ``BOXES[k-1]`` days after its answer."""
     box: dict[str, int] = {}
     when: dict[str, datetime] = {}
     for row in rows:
         key = name(row)
-        box[key] = min(box.get(key, 0) + 1, len(BOXES)) if row["correct"] else 1
+        box[key] = min(box.get(key, 1) + 1, len(BOXES)) if row["correct"] else 1
         when[key] = row["session__ended_at"] + timedelta(days=BOXES[box[key] - 1])
     return sorted((key for key in when if when[key] <= at), key=when.__getitem__)
 
@@ -89,21 +83,20 @@ def _cohort(session: StudySession, answers: list[SessionAnswer]) -> tuple[dict, 
     ten of the cohort's answers to it: two grouped queries."""
     ids = {a.question_id for a in answers if a.question_id}
     # The session's questions again inside: the planner then hashes their answers only.
+    start = OuterRef("session__started_at")  # and the first of two sessions started together
+    same = Q(session__started_at=start, session_id__lt=OuterRef("session_id"))
     earlier = SessionAnswer.objects.filter(
+        Q(session__started_at__lt=start) | same,
         question_id__in=ids,
         question_id=OuterRef("question_id"),
         session__learner=OuterRef("session__learner"),
-        session__started_at__lt=OuterRef("session__started_at"),
     )
     firsts = (
         SessionAnswer.objects.filter(question_id__in=ids)
         .exclude(Exists(earlier))
         .order_by()
         .values("question_id")
-        .annotate(
-            learners=Count("session__learner", distinct=True),
-            right=Count("id", filter=Q(correct=True)),
-        )
+        .annotate(learners=Count("id"), right=Count("id", filter=Q(correct=True)))  # one each
     )
     difficulty = {
         row["question_id"]: round(row["right"] / row["learners"], 2)
@@ -135,7 +128,7 @@ def of(session: StudySession, answers: list[SessionAnswer]) -> dict[str, Any]:
     right, total = sum(a.correct for a in answers), len(answers)
     seconds = [a.seconds for a in answers if a.seconds is not None]
     middle = median(seconds) if seconds else None
-    past = history(session.learner, session.started_at)
+    past = history(session.learner, session)
     # The learner's own pace: the median of every answer of theirs so far, this session's too.
     pace = median([r["seconds"] for r in past if r["seconds"] is not None] or seconds or [0])
     before = [row for row in past if row["session_id"] != session.pk]

@@ -32,6 +32,7 @@ _BETWEEN = {"반면", "but", "whereas", "while", "however", ";"}
 _COMPARED = {"지나", "지난", "이전", "저번", "보다", "더", "덜", "last", "previous", "than", "more"}
 # So does one about other learners ("다른 학습자의 86%가 맞히는 문제"): a question's difficulty.
 _COMPARED |= {"fewer", "less", "earlier", "before", "다른", "other", "others", "learners"}
+_COMPARED |= {"대부분", "시도", "students"}  # "대부분의 학습자(86%)", "첫 시도에 86%가"
 # A question by its number: "Question 3", "Q3", "#3", "문제 3" before it; "3번 문제",
 # "3번은" after it; lists and ranges between ("8, 9, 10번", "8~10번", "questions 8 to 10").
 _PREFIX = {"question", "questions", "q", "#", "문제", "문항"}
@@ -39,11 +40,14 @@ _LIST = {",", "·", "과", "와", "및", "and", "or", "&"}
 _RANGE = {"~", "-", "\u2013", "to", "through", "부터"}
 _CHOOSE = {"고르", "선택", "chose", "chosen", "picked"}  # "2번을 골랐지만": a choice
 # A time ("5분 12초", "45 seconds") is read where its clause says it was spent or measured:
-# "매일 10분씩 복습하세요" is advice, not a figure of the session.
+# advice ("하루 평균 10분씩 복습하세요", "10 minutes a day") is not a figure of the session.
 _UNITS = {"초": 1, "second": 1, "seconds": 1, "분": 60, "minute": 60, "minutes": 60}
-_SPENT = {"걸리", "소요", "쓰", "총", "중앙값", "중간값", "평균", "took", "spent", "total"}
+_SPENT = {"걸리", "소요", "총", "중앙", "중앙값", "중간값", "평균", "took", "spent", "total"}
 _SPENT |= {"median", "average", "mean", "taking"}
-_OWN_WORDS = _RIGHT | _WRONG | _GLUE | _SPENT
+_ADVICE = {"씩", "매일", "하루", "day", "daily", "every"}
+# A tag's figure comes after its name, with no "score" or "overall" between.
+_OVERALL = {"점수", "score", "overall", "전체", "총", "total"}
+_OWN_WORDS = _RIGHT | _WRONG | _GLUE | _SPENT | _OVERALL
 
 
 @dataclass(frozen=True)
@@ -251,8 +255,8 @@ def read(text: str, tags: Iterable[str] = ()) -> Reading:
         named |= explicit | bare
         if any(_meaning(ts, k) == WRONG for k in range(len(ts))):
             missed |= explicit | bare
-        i = len(ts) if any(_words(ts, k) in _COMPARED for k in range(len(ts))) else 0
-        spent = any(lemma in _SPENT for lemma in lemmas)
+        i = len(ts) if _COMPARED & {*lemmas, *(m.surface for m in ts)} else 0  # 대부분: 대
+        spent = bool(_SPENT & set(lemmas)) and not _ADVICE & set(lemmas)
         while i < len(ts):
             j, seconds, unit = _duration(ts, i, used)
             if j > i:
@@ -260,9 +264,9 @@ def read(text: str, tags: Iterable[str] = ()) -> Reading:
                 i = j
                 continue
             j, figure = _figure(ts, i, used)
-            about = [tag for k, tag in marks if k < i][-1:] or [""]
-            # A figure before the clause's first tag is not read: whose it is, is unclear.
-            if figure and (counts := _counts(ts, i, j)) and (about[0] or not marks):
-                figures.append(dataclasses.replace(figure, counts=counts, about=about[0]))
+            last = [(k, tag) for k, tag in marks if k < i][-1:]
+            about = last[0][1] if last and not _OVERALL & set(lemmas[last[0][0] : i]) else ""
+            if figure and (counts := _counts(ts, i, j)):
+                figures.append(dataclasses.replace(figure, counts=counts, about=about))
             i = j
     return Reading(figures, times, named, missed)

@@ -190,10 +190,12 @@ def _disagree(scores: list[dict[str, float]], right: int, total: int) -> bool:
     )
 
 
-def _times(answers: list[SessionAnswer]) -> list[float]:
-    """The times a summary may state: each answer's seconds, their total, median and mean."""
-    seconds = [a.seconds for a in answers if a.seconds is not None]
-    return [*seconds, sum(seconds), median(seconds), mean(seconds)] if seconds else []
+def _times(answers: list[SessionAnswer], counted: list[SessionAnswer]) -> list[float]:
+    """The times a summary may state: each answer's seconds, and the total, median and mean
+    of the scored ones (the prompt's)."""
+    seconds = [a.seconds for a in counted if a.seconds is not None]
+    every: list[float] = [a.seconds for a in answers if a.seconds is not None]
+    return [*every, sum(seconds), median(seconds), mean(seconds)] if seconds else every
 
 
 def check(
@@ -214,9 +216,10 @@ def check(
             flags.append(NO_SCORE_STATED)
         elif _disagree(scores, right, total):
             flags.append(SCORE_MISMATCH)
-    known = _times(answers)
+    known = _times(answers, counted)
     per_tag = [(f.score(tags[f.about]["total"]), tags[f.about]) for f in said.figures if f.about]
-    if any(s and _disagree([s], tag["right"], tag["total"]) for s, tag in per_tag) or any(
+    # A count the tag cannot have ("3 right" of 2) disagrees too: it is not unread.
+    if any(not s or _disagree([s], tag["right"], tag["total"]) for s, tag in per_tag) or any(
         all(abs(t - k) > unit / 2 for k in known) for t, unit in said.times
     ):
         flags.append(FIGURE_MISMATCH)

@@ -7,6 +7,7 @@ states a wrong tag count or time flagged (the real test LLM server, the consumer
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import pytest
@@ -82,7 +83,7 @@ EXPECTED = {
     # First answers: the cohort's 20 and kim's (q-1 and q-2 on 1 December, q-4 now).
     "difficulty": {"1": 0.86, "2": 0.48, "3": 0.95},
     "first_try": {"1": False, "2": False},
-    # Missed now, then q-3 (right on 1 December: box 1, due a day later).
+    # Missed now, then q-3 (right on 1 December: box 2, due two days later).
     "due": ["q-2", "q-4", "q-3"],
 }
 
@@ -120,7 +121,7 @@ def test_a_sessions_figures_its_prompt_and_a_wrong_tag_count(tagged, client):
         "문법": {"right": 0, "total": 2},
         "어휘": {"right": 1, "total": 1},
     }
-    # Due today: q-3 on 2 December, q-2 and q-4 on 5 December, q-1 (box 2) on 6 December.
+    # Due today: q-3 (box 2) on 3 December, q-2 and q-4 on 5 December, q-1 (box 2) on 6.
     assert learner["due"] == ["q-3", "q-2", "q-4", "q-1"]
 
 
@@ -204,3 +205,60 @@ def test_a_summary_page_shows_its_figures(tagged):
     call_command("exportsummaries", stdout=exported)
     rows = [json.loads(line) for line in exported.getvalue().splitlines()]
     assert [row["figures"]["due"] for row in rows if row["learner"] == "kim"] == [["q-2", "q-4"]]
+
+
+def test_two_sessions_started_together_are_taken_in_the_order_recorded(tagged, settings):
+    """Neither is the other's past twice: the first is the earlier, by its id."""
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "COHORT_MIN": 1}
+    first = _record("kim", "2026-12-04T09:00:00+09:00", [(1, RIGHT, 20)])
+    line = {**_line("kim", "2026-12-04T09:00:00+09:00", [(1, RIGHT, 20)]), "external_id": "b"}
+    second = recording.record(recording.check(line))[0]
+    mine = figures.of(first, summaries.scored(summaries.answers_of(first)))
+    theirs = figures.of(second, summaries.scored(summaries.answers_of(second)))
+    assert mine["first_try"] == {} and mine["tags"]["문법"]["trend"] is None
+    assert theirs["first_try"] == {"1": True} and theirs["tags"]["문법"]["trend"] == "same"
+    assert mine["difficulty"] == theirs["difficulty"] == {"1": 0.9}  # 18 + kim of 21... once
+    assert theirs["due"] == []  # q-1 right twice: box 3
+
+
+def test_the_checks_read_what_the_prompt_gives_and_no_more(tagged):
+    """Times of the scored answers, a median in Korean, advice left alone, the score beside
+    a tag's name, an impossible tag count, other learners' share."""
+    session = _record("kim", "2026-12-04T09:00:00+09:00", SECOND)
+    StudyQuestion.objects.filter(external_id="q-4").update(key_audit="disputed")
+    answers = summaries.answers_of(session)  # q-4 under review: 45 s in all, median 22.5
+    found = figures.of(session, summaries.scored(answers))
+    assert found["seconds"] == {"total": 45, "median": 22.5}
+
+    def flags(text: str, score: str = "점수: 2문제 중 1문제 (50%)\n2번 문제를 틀렸습니다.\n"):
+        return summaries.check(score + text, answers, found).flags
+
+    assert flags("총 45초가 걸렸습니다. 4번 문제에는 90초가 걸렸습니다.") == []
+    assert flags("The median was 22.5 seconds.") == []
+    assert flags("중앙값은 30초입니다.") == ["figure_mismatch"]
+    for advice in (
+        "하루 평균 10분씩 복습하세요.",
+        "총 10분씩 매일 복습하세요.",
+        "10분 동안 오답 노트를 써 보세요.",
+        "Taking 10 minutes a day would help.",
+        "In total, spend 15 minutes a day on it.",
+    ):
+        assert flags(advice) == [], advice
+    missed = "Question 2 was missed."
+    assert flags(f"Score: 1/2 (50%) with strong 문법 work. {missed}", score="") == []
+    assert flags(f"문법 needs work, and overall you got 1 of 2 right. {missed}", score="") == []
+    for impossible in ("문법은 3문제를 맞혔습니다.", "문법: 3문제 정답."):
+        assert flags(impossible) == ["figure_mismatch"], impossible
+    assert flags("2번 문제는 대부분의 학습자(48%)가 맞히는 문제입니다.") == []
+
+
+def test_a_right_answer_moves_a_question_up_from_the_first_box():
+    end = datetime(2026, 12, 1, 9, 20, tzinfo=UTC)
+    right = [
+        {"question__external_id": "q", "question_id": 1, "correct": True, "session__ended_at": end}
+    ]
+    assert figures.due(right, end + timedelta(days=1)) == []  # box 2: due in two days
+    assert figures.due(right, end + timedelta(days=2)) == ["q"]
+    assert figures.due([{**right[0], "correct": False}], end + timedelta(days=1)) == ["q"]
+    assert figures.due(right * 6, end + timedelta(days=15)) == []  # box 5 at most: 16 days
+    assert figures.due(right * 6, end + timedelta(days=16)) == ["q"]

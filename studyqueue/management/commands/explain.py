@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -27,7 +26,6 @@ from studyqueue.models import (
 )
 from studyqueue.queue import transitions
 from studyqueue.queue.enqueue import enqueue
-from studyqueue.services.llm import LLMReply
 
 
 class Command(TranslatedCommand):
@@ -115,7 +113,7 @@ class Command(TranslatedCommand):
             "model": revision.model or "-",
             "prompt": version.hash,
         }
-        self.stdout.write(f"\n--- {heading}\n" + _figures(revision, job.llm_ms, revision.flags))
+        self.stdout.write(f"\n--- {heading}\n" + _figures(revision, job.llm_ms))
 
     def _warn_if_settings_differ(self) -> None:
         """Say on stderr where these settings differ from the live consumers': this
@@ -161,18 +159,18 @@ class Command(TranslatedCommand):
         return job, queued.created
 
 
-def _figures(call: ExplanationRevision | LLMReply, llm_ms: int | None, flags: Sequence[str]) -> str:
-    """A call's tokens, speed and flags, as the summary's last line."""
+def _figures(revision: ExplanationRevision, llm_ms: int | None) -> str:
+    """The revision's tokens, speed and flags, as the summary's last line."""
     return _(
         "tokens: prompt %(prompt)s, completion %(completion)s; time to first token "
         "%(first)s; %(rate)s tokens/s; LLM time %(llm)s; flags: %(flags)s"
     ) % {
-        "prompt": call.prompt_tokens,
-        "completion": call.completion_tokens,
-        "first": _ms(call.first_token_ms),
-        "rate": call.tokens_per_second or "-",
+        "prompt": revision.prompt_tokens,
+        "completion": revision.completion_tokens,
+        "first": _ms(revision.first_token_ms),
+        "rate": revision.tokens_per_second or "-",
         "llm": _ms(llm_ms),
-        "flags": flag_labels(flags),
+        "flags": flag_labels(revision.flags),
     }
 
 

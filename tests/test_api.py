@@ -7,7 +7,6 @@ import http.client
 import io
 import json
 import logging
-import subprocess
 import threading
 
 import pytest
@@ -25,7 +24,8 @@ from studyqueue.sessions import summaries
 from studyqueue.sets import question_sets
 from studyqueue.views import MAX_BODY
 from tests.factories import StudyQuestionFactory
-from tests.helpers import ROOT, wait_for
+from tests.helpers import wait_for
+from tests.helpers.processes import api_under_gunicorn
 
 pytestmark = pytest.mark.django_db
 
@@ -209,13 +209,6 @@ def test_a_body_of_unknown_length_is_read_within_the_limit(tokens, questions, cl
 @pytest.mark.django_db(transaction=True)
 def test_gunicorn_reads_a_chunked_body(questions, child_env, python, free_port):
     bind = f"127.0.0.1:{free_port}"
-    web = subprocess.Popen(
-        [python, "-m", "gunicorn", "project.wsgi:application", "--bind", bind],
-        cwd=ROOT,
-        env={**child_env, "STUDYQUEUE_API_TOKENS": TOKEN},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
 
     def send(chunks: list[bytes]) -> int:
         connection = http.client.HTTPConnection(bind, timeout=30)
@@ -227,13 +220,10 @@ def test_gunicorn_reads_a_chunked_body(questions, child_env, python, free_port):
         finally:
             connection.close()
 
-    try:
+    with api_under_gunicorn(python, child_env, bind, TOKEN):
         wait_for(lambda: send([b"[]"]) == 400, what="gunicorn")
         body = json.dumps(session()).encode()
         assert send([body[:100], body[100:]]) == 201
-    finally:
-        web.terminate()
-        web.wait(timeout=30)
     assert StudySession.objects.get().external_id == "s-104"
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from studyqueue.models import StudyQuestion
@@ -27,6 +29,24 @@ def start_consumer(
         )
     proc.log = log  # type: ignore[attr-defined]
     return proc
+
+
+@contextmanager
+def api_under_gunicorn(python: str, env: dict[str, str], bind: str, token: str) -> Iterator[None]:
+    """The project served by gunicorn at ``bind`` with the sessions API open to ``token``,
+    stopped when the block ends (the caller waits until it answers)."""
+    web = subprocess.Popen(
+        [python, "-m", "gunicorn", "project.wsgi:application", "--bind", bind],
+        cwd=ROOT,
+        env={**env, "STUDYQUEUE_API_TOKENS": token},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield
+    finally:
+        web.terminate()
+        web.wait(timeout=30)
 
 
 def stop_all(procs: list[subprocess.Popen]) -> None:

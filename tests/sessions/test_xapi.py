@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import subprocess
 import threading
 import uuid
 from datetime import timedelta
@@ -23,7 +22,8 @@ from ralph.models.xapi.base.statements import BaseXapiStatement
 from studyqueue.models import JobKind, StudyQuestionJob, StudySession, XapiStatement
 from studyqueue.sessions import xapi
 from tests.factories import StudyQuestionFactory
-from tests.helpers import ROOT, wait_for
+from tests.helpers import wait_for
+from tests.helpers.processes import api_under_gunicorn
 
 pytestmark = pytest.mark.django_db
 
@@ -295,13 +295,6 @@ def test_an_xapi_client_through_gunicorn(child_env, python, free_port):
     """As an LRS client sends them: HTTP Basic, the version header, a batch; then the session's
     summary URL answers with the session."""
     bind = f"127.0.0.1:{free_port}"
-    web = subprocess.Popen(
-        [python, "-m", "gunicorn", "project.wsgi:application", "--bind", bind],
-        cwd=ROOT,
-        env={**child_env, "STUDYQUEUE_API_TOKENS": TOKEN},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     basic = "Basic " + base64.b64encode(f"lrs:{TOKEN}".encode()).decode()
 
     def send(method: str, path: str, body: object = None) -> tuple[int, Any]:
@@ -317,14 +310,11 @@ def test_an_xapi_client_through_gunicorn(child_env, python, free_port):
         finally:
             connection.close()
 
-    try:
+    with api_under_gunicorn(python, child_env, bind, TOKEN):
         wait_for(lambda: send("POST", URL, [])[0] == 400, what="gunicorn")
         sent = batch()
         assert send("POST", URL, sent) == (200, [s["id"] for s in sent])
         status, summary = send("GET", f"/studyqueue/api/sessions/{REGISTRATION}/summary")
-    finally:
-        web.terminate()
-        web.wait(timeout=30)
     assert status == 200
     assert (summary["learner"], summary["right"], summary["total"]) == ("kim-07", 2, 3)
     assert summary["status"] in ("waiting", "queued")

@@ -492,9 +492,29 @@ def test_an_adaptive_gate_lets_through_only_its_limit_and_follows_a_raise(db_thr
     assert shared.permits == 8 and shared.free_slots == 8
 
     async def raised_while_waiting() -> None:
-        waiting = asyncio.gather(*(call() for _ in range(8)))
-        await asyncio.sleep(0.01)
+        # Each call holds its slot until released: how many run at once does not hang on how
+        # fast a loaded machine hands a slot on (20 ms calls could end before the raise).
+        release = asyncio.Event()
+
+        async def held() -> None:
+            nonlocal active, peak
+            async with shared.slot():
+                active += 1
+                peak = max(peak, active)
+                await release.wait()
+                active -= 1
+
+        async def until(count: int) -> None:
+            deadline = asyncio.get_running_loop().time() + 10
+            while active < count and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.005)
+
+        waiting = asyncio.gather(*(held() for _ in range(8)))
+        await until(2)
         shared.adopt(4)  # another consumer raised the endpoint's limit
+        await until(4)
+        assert active == 4  # the raise let two more in while the first two still held theirs
+        release.set()
         await waiting
 
     peak = 0

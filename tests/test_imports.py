@@ -87,6 +87,29 @@ def test_no_folder_imports_upward():
     assert upward == []
 
 
+# A kind is its module: beside the enum that declares it and its worker, one module at most
+# may name it (what queues it). The operator's surfaces and the schema's history aside.
+SURFACES = ("studyqueue.admin", "studyqueue.management", "studyqueue.migrations")
+
+
+def test_every_kind_but_the_explanation_is_named_in_at_most_three_modules():
+    from studyqueue.models import JobKind
+
+    naming: dict[str, set[str]] = {kind.name: set() for kind in JobKind}
+    for path in ROOT.rglob("*.py"):
+        name = module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            named = isinstance(node, ast.Attribute) and node.attr in naming
+            named = named and isinstance(node.value, ast.Name) and node.value.id == "JobKind"
+            if named and not name.startswith(SURFACES):
+                naming[node.attr].add(name)
+            elif isinstance(node, ast.ClassDef) and node.name == "JobKind":
+                for kind in naming.values():
+                    kind.add(name)  # the enum names every kind
+    spread = {kind: sorted(modules) for kind, modules in naming.items() if len(modules) > 3}
+    assert set(spread) <= {"EXPLANATION"}, spread
+
+
 def test_make_test_asks_whether_postgresql_is_up_before_django_is_set_up(python):
     """``make test``'s ``tests.helpers.pg_ready`` runs with no settings: what it imports of the
     app (``queue.pg``) must not import the models."""

@@ -9,13 +9,10 @@ from collections import defaultdict
 from dataclasses import astuple, dataclass
 
 from django.db.models import Count, Sum
+from django.db.models.functions import Coalesce
 
 from studyqueue.explanations.prompt_versions import newest_edge
 from studyqueue.models import CHECK_KINDS, JobAttempt, JobKind, JobStatus, StudyQuestionJob
-
-# Where a kind's prompt version is read from, on a job: its revision's (the one it wrote or
-# checked), but a key audit's, which has none, is its question's explanation's.
-_VERSION = {JobKind.KEY_AUDIT: "study_question__explanation_prompt_version"}
 
 
 @dataclass
@@ -64,20 +61,26 @@ def collect(newest_jobs: int | None = None) -> dict[str, VersionCost]:
     found: dict[str, dict[str, KindCost]] = defaultdict(dict)
     first_job = newest_edge(StudyQuestionJob.objects.all(), newest_jobs)
     for kind in (JobKind.EXPLANATION, *CHECK_KINDS):
-        version = _VERSION.get(kind, "revision__prompt_version")
         replied = JobAttempt.objects.filter(
             job__kind=kind, job_id__gte=first_job, completion_tokens__isnull=False
         )
-        sums = {"prompt": Sum("prompt_tokens"), "completion": Sum("completion_tokens")}
-        for row in replied.order_by().values(f"job__{version}").annotate(n=Count("id"), **sums):
-            cost = KindCost(row["n"], row["prompt"] or 0, row["completion"] or 0)
-            found[row[f"job__{version}"] or ""][kind] = cost
+        sums = replied.order_by().values(v=_version("job__"))
+        for row in sums.annotate(n=Count("id"), p=Sum("prompt_tokens"), c=Sum("completion_tokens")):
+            found[row["v"] or ""][kind] = KindCost(row["n"], row["p"] or 0, row["c"] or 0)
         jobs = StudyQuestionJob.objects.filter(
             kind=kind, status=JobStatus.COMPLETED, pk__gte=first_job
         ).order_by()
-        for row in jobs.values(version).annotate(ms=Sum("llm_ms")):
-            found[row[version] or ""].setdefault(kind, KindCost()).llm_ms = row["ms"] or 0
+        for done in jobs.values(v=_version()).annotate(ms=Sum("llm_ms")):
+            found[done["v"] or ""].setdefault(kind, KindCost()).llm_ms = done["ms"] or 0
     return {version: VersionCost(version, kinds) for version, kinds in found.items()}
+
+
+def _version(job: str = "") -> Coalesce:
+    """A job's prompt version: its revision's (the one it wrote or checked), or for a job
+    with none (a key audit), its question's explanation's."""
+    return Coalesce(
+        f"{job}revision__prompt_version", f"{job}study_question__explanation_prompt_version"
+    )
 
 
 def of(costs: dict[str, VersionCost], version: str) -> VersionCost:

@@ -19,6 +19,7 @@ from studyqueue.explanations import banks
 from studyqueue.explanations.transfer import BOM
 from studyqueue.models import (
     ACTIVE_STATUSES,
+    CHECK_KINDS,
     JobKind,
     JobStatus,
     ReviewStatus,
@@ -63,7 +64,8 @@ def _waiting_on() -> Case:
     return Case(
         When(~Q(explanation=""), then=Value(None)),
         When(held, then=Value(WaitingOn.KEY_CHECK)),
-        When(Exists(active.filter(kind=JobKind.KEY_AUDIT)), then=Value(WaitingOn.KEY_AUDIT)),
+        # Before its explanation, the only check a question can have is its key audit.
+        When(Exists(active.filter(kind__in=CHECK_KINDS)), then=Value(WaitingOn.KEY_AUDIT)),
         When(Exists(active.filter(kind=JobKind.EXPLANATION)), then=Value(WaitingOn.QUEUED)),
         When(
             Exists(jobs.filter(kind=JobKind.EXPLANATION, status=JobStatus.FAILED)),

@@ -13,8 +13,10 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from studyqueue.conf import conf
 from studyqueue.explanations import answers, revisions
 from studyqueue.models import (
+    JobKind,
     KeyAudit,
     KeyCheck,
     StudyQuestion,
@@ -24,6 +26,7 @@ from studyqueue.models import (
 )
 from studyqueue.queue import notify
 from studyqueue.queue.attempts import Usage
+from studyqueue.queue.enqueue import enqueue_many
 from studyqueue.queue.operations import batches
 from studyqueue.queue.store import Fenced
 from studyqueue.queue.transitions import Outcome
@@ -70,14 +73,17 @@ def content_changed(
     )
 
 
-def needing_audit_ids(ids: Iterable[int]) -> list[int]:
-    """The ``ids`` of checkable questions whose content was never audited, in id order."""
+def queue_audits(ids: Iterable[int]) -> int:
+    """Queue an audit for each of the ``ids``' checkable questions whose content was never
+    audited (none while ``KEY_AUDIT`` is off); how many."""
+    if not conf.KEY_AUDIT:
+        return 0
     checkable = StudyQuestion.objects.exclude(text="").exclude(choices=[]).exclude(answer="")
     unaudited = checkable.filter(Q(key_audit="") | Q(key_audit_hash=""))
     found: list[int] = []
     for chunk in batches(sorted(set(ids)), unaudited.db):
         found += unaudited.filter(pk__in=chunk).values_list("pk", flat=True)
-    return sorted(found)
+    return enqueue_many(sorted(found), JobKind.KEY_AUDIT) if found else 0
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
-from studyqueue.conf import conf
 from studyqueue.explanations import key_audit
 from studyqueue.models import JobKind, StudyQuestion, StudyQuestionJob, awaiting_key_check
 from studyqueue.queue.enqueue import enqueue_many
@@ -35,7 +34,7 @@ def queue_jobs(question_ids: Iterable[int], kind: str = JobKind.EXPLANATION) -> 
     the key audit first where the key was not audited for the question's content."""
     ids = sorted({int(pk) for pk in question_ids})
     with transaction.atomic(using=StudyQuestionJob.objects.all().db):
-        audits = _queue_audits(ids) if kind == JobKind.EXPLANATION else 0
+        audits = key_audit.queue_audits(ids) if kind == JobKind.EXPLANATION else 0
         created = enqueue_many(ids, kind)
     return Queued(requested=len(ids), created=created, audits=audits)
 
@@ -48,11 +47,4 @@ def audit_waiting(question_ids: Iterable[int]) -> int:
     waiting = StudyQuestion.objects.filter(pk__in=sorted(set(question_ids))).filter(
         Q(Exists(explanation)) | awaiting_key_check()
     )
-    return _queue_audits(waiting.values_list("pk", flat=True))
-
-
-def _queue_audits(ids: Iterable[int]) -> int:
-    if not conf.KEY_AUDIT:
-        return 0
-    needed = key_audit.needing_audit_ids(ids)
-    return enqueue_many(needed, JobKind.KEY_AUDIT) if needed else 0
+    return key_audit.queue_audits(waiting.values_list("pk", flat=True))

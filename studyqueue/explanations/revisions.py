@@ -18,6 +18,7 @@ from studyqueue.conf import conf
 from studyqueue.explanations.prompts import PromptVersion
 from studyqueue.explanations.quality import VERIFIER_FLAGS
 from studyqueue.models import (
+    KIND_SPECS,
     PROTECTED_REVIEWS,
     QUESTION_CHANGED_FLAG,
     ErrorCode,
@@ -114,10 +115,10 @@ class Written(Fenced):
                 transaction.set_rollback(True, using=job._state.db)  # undo "completed": none kept
                 return _question_missing(job)
         checkable = outcome is Outcome.COMPLETED and now.checkable()
-        if checkable and conf.VERIFY:
-            enqueue(now.pk, JobKind.VERIFICATION)  # checked blind, later
-        if checkable and conf.STEP_CHECK:
-            enqueue(now.pk, JobKind.STEP_CHECK)  # and step by step against the key
+        for kind in JobKind if checkable else ():  # checked later, in the order declared
+            setting = getattr(KIND_SPECS.get(kind), "after_explanation", "")
+            if setting and getattr(conf, setting):
+                enqueue(now.pk, kind)
         if outcome is Outcome.COMPLETED and self.flags:
             logger.warning(
                 "study_explanation_flagged id=%s question=%s flags=%s",

@@ -16,7 +16,6 @@ from studyqueue.explanations.hiding import LAYOUT, SENTENCE  # one rule: hiding'
 from studyqueue.explanations.verifier import Check
 from studyqueue.models import (
     ExplanationRevision,
-    JobKind,
     StepCheck,
     StudyQuestion,
     validate_choices,
@@ -161,7 +160,7 @@ class StepChecked(Check):
     step: int | None
     sentence: str
 
-    kind = JobKind.STEP_CHECK
+    step_check = True
     log = logging.getLogger("studyqueue.step_check")
 
     def record(self, now: StudyQuestion) -> str:

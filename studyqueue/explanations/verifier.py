@@ -14,7 +14,6 @@ from django.utils import timezone
 from studyqueue.explanations import answers, hiding, key_audit, quality, revisions
 from studyqueue.models import (
     ExplanationRevision,
-    JobKind,
     StudyQuestion,
     StudyQuestionJob,
     revision_to_verify,
@@ -64,7 +63,7 @@ def judge(answer: int | None, key: int | None) -> list[str]:
 @dataclass(frozen=True)
 class Check(Fenced):
     """A check's verdict on a revision (``Verified``, ``step_check.StepChecked``): ``write``
-    keeps it; each says what it records (``record``) and under which kind and logger."""
+    keeps it; each says what it records (``record``) and under which logger."""
 
     question: StudyQuestion
     revision: ExplanationRevision
@@ -72,7 +71,7 @@ class Check(Fenced):
     usage: Usage | None = field(kw_only=True)  # the check's own call, never the revision's
     llm_ms: int | None = field(default=None, kw_only=True)
 
-    kind: ClassVar[str] = JobKind.VERIFICATION
+    step_check: ClassVar[bool] = False  # which of the revision's verdicts it gives
     log: ClassVar[logging.Logger] = logger
 
     def record(self, now: StudyQuestion) -> str:
@@ -85,7 +84,7 @@ class Check(Fenced):
             job,
             self.question,
             fields=("text", "choices", "answer", "current_revision", "explanation_flags"),
-            during=f"while its explanation was checked ({self.kind})",
+            during=f"while its explanation was checked ({job.kind})",
             dropped="its reply was dropped",
             revision=self.revision,
             llm_ms=self.llm_ms,
@@ -94,8 +93,8 @@ class Check(Fenced):
         if now is None:
             return outcome
         line = self.record(now)
-        if revision_to_verify(now, step_check=self.kind == JobKind.STEP_CHECK) is not None:
-            enqueue(now.pk, self.kind)  # a newer one came during this check
+        if revision_to_verify(now, step_check=self.step_check) is not None:
+            enqueue(now.pk, job.kind)  # a newer one came during this check
         self.log.info("%s", line)
         return outcome
 

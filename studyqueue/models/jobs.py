@@ -61,6 +61,8 @@ class KindSpec:
     # any lower one is ready.
     priority: int = 0
     delivery: bool = False  # no LLM call (a notice): runs beside the places kept for LLM jobs
+    # A check of each new explanation: queued when one is stored while this setting is on.
+    after_explanation: str = ""
 
 
 KIND_SPECS: dict[str, KindSpec] = {}

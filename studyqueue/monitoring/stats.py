@@ -34,6 +34,7 @@ from studyqueue.models import (
     StudyQuestion,
     StudyQuestionJob,
     StudyQuestionSet,
+    delivery_kinds,
 )
 from studyqueue.queue import sql
 from studyqueue.queue.presence import ConsumerState, consumer_states, gate_url, reported_endpoints
@@ -120,7 +121,7 @@ class DashboardStats:
     # Per worker id, from the jobs table now (a consumer's own counts are a cycle old).
     running_by_worker: dict[str, int] = field(default_factory=dict)  # processing jobs
     completed_by_worker: dict[str, int] = field(default_factory=dict)  # completed in WINDOW
-    notices: NoticeFailures | None = None  # the set notices' deliveries failing now
+    notices: NoticeFailures | None = None  # the notices' deliveries failing now
     # Per kind, the last hour's jobs: seconds waited once due and run, (median, 95th).
     durations: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
 
@@ -452,7 +453,7 @@ def _served_last_hour(now: datetime) -> dict[str, tuple[int, int]]:
 
 @dataclass(frozen=True)
 class NoticeFailures:
-    """The set notices' webhook deliveries that failed since the last that went through
+    """The notices' webhook deliveries that failed since the last that went through
     (within ``WINDOW``): refused, or stuck: held until ``WEBHOOK_TIMEOUT_SECONDS``."""
 
     refused: int
@@ -468,9 +469,8 @@ class NoticeFailures:
 def notice_failures(now: datetime) -> NoticeFailures | None:
     """The deliveries failing now (None: none), read through the notices active or ended in
     the window (the partial indexes, the ``completed_at`` one)."""
-    notices = jobs().filter(
-        Q(status__in=ACTIVE_STATUSES) | Q(completed_at__gte=now - WINDOW), kind=JobKind.SET_NOTICE
-    )
+    active = Q(status__in=ACTIVE_STATUSES) | Q(completed_at__gte=now - WINDOW)
+    notices = jobs().filter(active, kind__in=delivery_kinds())
     attempts = JobAttempt.objects.filter(job__in=notices.values("pk"), ended_at__gte=now - WINDOW)
     through = attempts.filter(outcome=Outcome.COMPLETED).aggregate(t=Max("ended_at"))["t"]
     failed = attempts.filter(error_code=ErrorCode.WEBHOOK_FAILED)

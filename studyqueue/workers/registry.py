@@ -17,7 +17,6 @@ from studyqueue.models import (
     KIND_SPECS,
     ErrorCode,
     ExplanationRevision,
-    JobKind,
     KindSpec,
     StudyQuestion,
     StudyQuestionJob,
@@ -103,22 +102,22 @@ Prepare = Callable[[StudyQuestion, ExplanationRevision], list[dict[str, str]] | 
 async def ask_check(
     job: StudyQuestionJob,
     ctx: WorkContext,
-    setting: str,
     prepare: Prepare,
     *,
     prefix: str,
     max_tokens: int,
+    step_check: bool = False,
 ) -> tuple[StudyQuestion, ExplanationRevision, LLMReply] | JobResult:
     """A check's question, revision (``revision_to_verify``) and the model's reply at
     temperature 0 to the messages ``prepare`` builds of them; or the job's end: failed as
-    ``question_to_check`` or for invalid choices, skipped with ``setting`` off or nothing left
-    to check, what ``prepare`` returned instead of messages, or what became of the call."""
+    ``question_to_check`` or for invalid choices, skipped with its kind's setting off
+    (``after_explanation``) or nothing left to check, what ``prepare`` returned instead of
+    messages, or what became of the call."""
     question = await question_to_check(job, ctx)
     if not isinstance(question, StudyQuestion):
         return question
-    if not getattr(conf, setting):
+    if not getattr(conf, setting := KIND_SPECS[job.kind].after_explanation):
         return Skipped(ErrorCode.NOTHING_TO_VERIFY, f"{setting} is off")
-    step_check = job.kind == JobKind.STEP_CHECK
     revision = await ctx.store.revision_to_verify(question, step_check=step_check)
     if revision is None:
         # Checked already, replaced by a reviewer's correction, or outdated: nothing to do.

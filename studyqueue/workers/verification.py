@@ -20,11 +20,12 @@ def _messages(
     return verifier.build_messages(question, blind.text)
 
 
-@handler(JobKind.VERIFICATION, priority=1)  # never slows the next explanation
+# Priority 1: never slows the next explanation.
+@handler(JobKind.VERIFICATION, priority=1, after_explanation="VERIFY")
 async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
     """Run one claimed verification job; what happened, for the consumer to write."""
     asked = await ask_check(
-        job, ctx, "VERIFY", _messages, prefix=verifier.PREFIX, max_tokens=verifier.MAX_TOKENS
+        job, ctx, _messages, prefix=verifier.PREFIX, max_tokens=verifier.MAX_TOKENS
     )
     if not isinstance(asked, tuple):
         return asked

@@ -1,5 +1,5 @@
-"""What runs away is shown on the dashboard, not only logged: a webhook that refuses every set
-notice (a storm), a receiver that holds a notice until its deadline, and an LLM server whose
+"""What runs away is shown on the dashboard, not only logged: a webhook that refuses every
+notice (a storm, for a set's or a session's), a receiver that holds a notice until its deadline, and an LLM server whose
 ``/metrics`` page is unusable. Each is made for real (a webhook receiver, the test LLM server),
 a consumer runs its real cycles, a staff member reads the dashboard; then the condition
 clears and the warning goes."""
@@ -11,11 +11,13 @@ import pytest
 from studyqueue import times
 from studyqueue.models import JobAttempt, JobKind, JobStatus, StudyQuestionJob
 from studyqueue.queue.operations import retry_ended
+from studyqueue.sessions import summaries
 from studyqueue.sets import question_sets
 from tests.factories import StudyQuestionFactory, StudyQuestionJobFactory
 from tests.helpers import wait_for
 from tests.helpers.admin import DASHBOARD_URL, staff
 from tests.workers import conftest as notice_tests
+from tests.workers import test_session_notice
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,7 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 receiver = notice_tests.receiver
 
 
-FAILED_NOTICES = "?kind__exact=set_notice&amp;error_code__exact=webhook_failed"
+FAILED_NOTICES = "?error_code__exact=webhook_failed"
 
 
 def _done_set() -> None:
@@ -61,7 +63,7 @@ def test_a_notice_storm_is_shown_until_a_notice_goes_through(receiver, settings,
     page = client.get(DASHBOARD_URL).content.decode()
     assert len(receiver.posts) == 3
     assert (
-        "<strong>Set notices keep failing</strong>: the webhook refused 3 deliveries since "
+        "<strong>Notices keep failing</strong>: the webhook refused 3 deliveries since "
         f"{_since(notice)}, and none went through." in page
     )
     assert f'href="/admin/studyqueue/studyquestionjob/{FAILED_NOTICES}"' in page
@@ -74,6 +76,18 @@ def test_a_notice_storm_is_shown_until_a_notice_goes_through(receiver, settings,
     assert 'id="sq-notice-storm"' not in client.get(DASHBOARD_URL).content.decode()
 
 
+def test_a_session_notice_storm_is_shown_too(receiver, settings, make_consumer):
+    settings.STUDYQUEUE = {**settings.STUDYQUEUE, "MAX_ATTEMPTS": 3}
+    receiver.otherwise = 400
+    session = test_session_notice._session()
+    summaries.queue_summaries([session])
+    consumer = make_consumer()
+    notices = StudyQuestionJob.objects.filter(kind=JobKind.SESSION_NOTICE, status=JobStatus.FAILED)
+    wait_for(lambda: consumer.run_cycle() and notices.exists(), timeout=30, what="notice failed")
+    page = staff("view_studyquestionjob").get(DASHBOARD_URL).content.decode()
+    assert "<strong>Notices keep failing</strong>: the webhook refused 3 deliveries" in page
+
+
 def test_a_receiver_that_holds_a_notice_to_its_deadline_is_shown(receiver, settings, make_consumer):
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "MAX_ATTEMPTS": 1, "WEBHOOK_TIMEOUT_SECONDS": 1}
     receiver.drip = True  # headers, then a byte every 0.5 s of an answer that never ends
@@ -83,7 +97,7 @@ def test_a_receiver_that_holds_a_notice_to_its_deadline_is_shown(receiver, setti
     notice = _notice_ended(consumer, JobStatus.FAILED)
     page = client.get(DASHBOARD_URL).content.decode()
     assert (
-        "<strong>The webhook receiver holds set notices</strong>: 1 delivery got no complete "
+        "<strong>The webhook receiver holds notices</strong>: 1 delivery got no complete "
         f"answer within WEBHOOK_TIMEOUT_SECONDS (1 s) since {_since(notice)}." in page
     )
     assert f'href="/admin/studyqueue/studyquestionjob/{FAILED_NOTICES}"' in page

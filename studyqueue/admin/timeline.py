@@ -16,7 +16,7 @@ from studyqueue import times
 from studyqueue.admin.common import ATTEMPT_COLOURS, badge, excerpt
 from studyqueue.admin.job_cells import local_time
 from studyqueue.models import ErrorCode, JobAttempt, Outcome, StudyQuestionJob
-from studyqueue.queue.attempts import attempts_of
+from studyqueue.queue.transitions import attempts_of
 
 # A job's page lists at most its last this many attempts (a job retried by operators again
 # and again has no bound of its own).

@@ -25,11 +25,10 @@ from studyqueue.models import (
     validate_choices,
 )
 from studyqueue.queue import notify
-from studyqueue.queue.attempts import Usage
 from studyqueue.queue.enqueue import enqueue_many
 from studyqueue.queue.operations import batches
 from studyqueue.queue.store import Fenced
-from studyqueue.queue.transitions import Outcome
+from studyqueue.queue.transitions import Outcome, Usage
 
 logger = logging.getLogger("studyqueue.key_audit")
 

@@ -20,7 +20,7 @@ from studyqueue.models import (
     StudyQuestion,
     validate_choices,
 )
-from studyqueue.queue.attempts import Usage
+from studyqueue.queue.transitions import Usage
 from studyqueue.services.llm import LLMReply
 
 MAX_TOKENS = verifier.MAX_TOKENS  # a number, or none: one short line

@@ -19,10 +19,9 @@ from studyqueue.models import (
     revision_to_verify,
     validate_choices,
 )
-from studyqueue.queue.attempts import Usage
 from studyqueue.queue.enqueue import enqueue
 from studyqueue.queue.store import Fenced
-from studyqueue.queue.transitions import Outcome
+from studyqueue.queue.transitions import Outcome, Usage
 
 logger = logging.getLogger("studyqueue.verifier")
 

@@ -25,8 +25,8 @@ from studyqueue.models import (
     kind_priority,
 )
 from studyqueue.queue import notify, sql
-from studyqueue.queue.attempts import db_value
 from studyqueue.queue.operations import batches
+from studyqueue.queue.sql import db_value
 from studyqueue.queue.transitions import log_job, validate_kind
 
 logger = logging.getLogger("studyqueue.queue")

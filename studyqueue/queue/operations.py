@@ -14,8 +14,7 @@ from django.utils import timezone
 
 from studyqueue.models import ErrorCode, JobQuerySet, JobStatus, Outcome, StudyQuestionJob
 from studyqueue.queue import notify, sql
-from studyqueue.queue.attempts import AttemptEnding, end_attempts
-from studyqueue.queue.transitions import skipped_values
+from studyqueue.queue.transitions import AttemptEnding, end_attempts, skipped_values
 
 logger = logging.getLogger("studyqueue.queue")
 

@@ -1,5 +1,7 @@
 """The queue's raw SQL in one place, by database: the claim, the fenced write of a job and
-the attempt log's statements, and how the claim is sent prepared (``run_prepared``). Which
+the attempt log's statements (and the two that run them: ``open_claimed_attempts``,
+``finish_with_attempt``), how values are bound, and how the claim is sent prepared
+(``run_prepared``). Which
 pending job may run is written once here (``claimable``), assembled from the waits the job
 kinds register (``models.KindSpec``); the claim, "when is the next job due" and "is a job
 ready" all read it."""
@@ -14,11 +16,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import psycopg
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 
-from studyqueue.models import delivery_kinds, kind_waits
+from studyqueue.models import JobAttempt, delivery_kinds, kind_waits
 
 
 def vendor(alias: str) -> str:
@@ -30,6 +32,28 @@ def vendor(alias: str) -> str:
 def postgres(alias: str) -> bool:
     """Whether database ``alias`` is PostgreSQL."""
     return vendor(alias) == "postgresql"
+
+
+def db_value(model: type[models.Model], field_name: str, value: Any, db: str) -> Any:
+    """A Python value as database ``db`` wants it for ``model.field_name`` (raw SQL)."""
+    field = model._meta.get_field(field_name)
+    assert isinstance(field, models.Field)  # a concrete column, not a reverse relation
+    return field.get_db_prep_save(value, connections[db])
+
+
+def assignments(
+    model: type[models.Model], values: dict[str, Any], db: str, *, prefix: str
+) -> tuple[str, dict[str, Any]]:
+    """``"column" = %(<prefix><name>)s, …`` for ``values`` (by field name), and its parameters."""
+    quote = connections[db].ops.quote_name
+    parts, params = [], {}
+    for name, value in values.items():
+        field = model._meta.get_field(name)
+        assert isinstance(field, models.Field) and field.column is not None  # a column
+        key = f"{prefix}{name}"
+        parts.append(f"{quote(field.column)} = %({key})s")
+        params[key] = db_value(model, name, value, db)
+    return ", ".join(parts), params
 
 
 # A pending job may run while it has attempts left, its kind (or every kind) is not paused and
@@ -180,11 +204,17 @@ def opening_attempts(claim_sql: str) -> str:
     return f"WITH claimed AS ({claim_sql}), opened AS ({opened})\nSELECT * FROM claimed"
 
 
-def open_attempts(count: int) -> str:
-    """SQLite (no data-modifying WITH): open the attempts of ``count`` just claimed jobs
-    (parameters ``id0`` …)."""
-    where = f"job.id IN ({', '.join(f'%(id{i})s' for i in range(count))})"
-    return _OPEN_ATTEMPT.format(source="studyqueue_studyquestionjob", where=where)
+def open_claimed_attempts(db: str, job_ids: list[int]) -> None:
+    """SQLite (no data-modifying WITH): open the just claimed jobs' attempts, in the claim's
+    transaction."""
+    if not job_ids:
+        return
+    where = f"job.id IN ({', '.join(f'%(id{i})s' for i in range(len(job_ids)))})"
+    with connections[db].cursor() as cursor:
+        cursor.execute(
+            _OPEN_ATTEMPT.format(source="studyqueue_studyquestionjob", where=where),
+            {f"id{i}": pk for i, pk in enumerate(job_ids)},
+        )
 
 
 # A job's fenced UPDATE (``{job}``, RETURNING its id) and its open attempt's close, in one
@@ -198,10 +228,19 @@ closed AS (
 SELECT count(*) FROM job"""
 
 
-def finish_with_attempt(job_update: str, closing: str) -> str:
-    """PostgreSQL: ``job_update`` (a ``fenced_update``) and, if it applied, the close of the
-    job's open attempt (``closing``: its assignments), in one statement."""
-    return _FINISH_WITH_ATTEMPT.format(job=job_update, closing=closing)
+def finish_with_attempt(
+    db: str, job_update: tuple[str, dict[str, Any]], closing: dict[str, Any]
+) -> bool:
+    """PostgreSQL: a job's fenced ``UPDATE … RETURNING id`` (``fenced_update`` and its
+    parameters) and, if it applied, its open attempt's close (``closing``: the attempt's
+    fields and values), in one statement; whether the job's update applied."""
+    sets, params = assignments(JobAttempt, closing, db, prefix="attempt_")
+    update, job_params = job_update
+    with connections[db].cursor() as cursor:
+        statement = _FINISH_WITH_ATTEMPT.format(job=update, closing=sets)
+        cursor.execute(statement, {**job_params, **params})
+        row = cursor.fetchone()
+    return bool(row and row[0] == 1)
 
 
 T = TypeVar("T")

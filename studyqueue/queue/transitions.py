@@ -7,7 +7,7 @@ and write nothing (a worker whose job was reset as stale and claimed again). Whe
 retries and after how long is the failure policy's to say (``studyqueue.queue.retry``).
 
 ``reset_stale`` puts jobs whose worker went silent back (or ends them). Beside this module:
-``queue.attempts`` (the attempt log these writes keep), ``queue.enqueue`` (new jobs),
+the attempt log these writes keep (below), ``queue.enqueue`` (new jobs),
 ``queue.operations`` (the operator's retry, skip and prune) and ``queue.pauses``. The
 functions are synchronous (the consumer runs them through ``sync_to_async`` on its own
 connections). Which jobs may run is ``queue.sql``'s ``claimable``: the claim,
@@ -19,13 +19,13 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from django.db import connections, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from studyqueue.conf import conf
@@ -33,6 +33,7 @@ from studyqueue.exceptions import EnqueueError
 from studyqueue.models import (
     ErrorCode,
     ExplanationRevision,
+    JobAttempt,
     JobKind,
     JobStatus,
     Outcome,
@@ -42,18 +43,85 @@ from studyqueue.models import (
 )
 from studyqueue.queue import retry as policy
 from studyqueue.queue import sql
-from studyqueue.queue.attempts import (
-    AttemptEnding,
-    Usage,
-    assignments,
-    db_value,
-    end_attempt,
-    end_attempts,
-    finish_with_attempt,
-    open_claimed_attempts,
-)
 
 logger = logging.getLogger("studyqueue.queue")
+
+
+# The attempt log: one row per time a job was run, opened with its claim and ended with what
+# became of it, in the same statement or transaction as the job's own write.
+
+
+class _Reported(Protocol):
+    """What a reply reports (``services.llm.LLMReply``)."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    first_token_ms: int | None
+    endpoint: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What an attempt's LLM call reported, when it got a reply (its fields are columns)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    first_token_ms: int | None = None
+    endpoint: str = ""  # the server that answered (the last call's)
+
+    @classmethod
+    def of(cls, replies: Sequence[_Reported]) -> Usage | None:
+        """Several calls of one attempt: tokens summed, the first call's time to first token."""
+        if not replies:
+            return None
+
+        def total(values: Iterable[int | None]) -> int | None:
+            said = [value for value in values if value is not None]
+            return sum(said) if said else None
+
+        return cls(
+            prompt_tokens=total(reply.prompt_tokens for reply in replies),
+            completion_tokens=total(reply.completion_tokens for reply in replies),
+            first_token_ms=replies[0].first_token_ms,
+            endpoint=replies[-1].endpoint,
+        )
+
+
+def open_attempts(db: str) -> QuerySet[JobAttempt]:
+    return JobAttempt.objects.using(db).filter(ended_at__isnull=True)
+
+
+@dataclass(frozen=True)
+class AttemptEnding:
+    """How an attempt ended: what closing it writes."""
+
+    outcome: Outcome
+    ended_at: datetime
+    error_code: str = ""
+    error_message: str = ""
+    usage: Usage | None = None
+
+    def values(self) -> dict[str, Any]:
+        """The attempt's fields and their values."""
+        values = asdict(self)
+        values.update(values.pop("usage") or {})  # the reply's columns, when there was one
+        return values
+
+
+def end_attempt(db: str, job_id: int, ending: AttemptEnding) -> None:
+    """End the job's open attempt. Call it only after the job's fenced write applied, in its
+    transaction: the open attempt is then the caller's own claim's."""
+    open_attempts(db).filter(job_id=job_id).update(**ending.values())
+
+
+def end_attempts(db: str, jobs: list[int] | QuerySet[Any, Any], ending: AttemptEnding) -> int:
+    """End the open attempts of many jobs (ids, or a QuerySet of ids) in one statement."""
+    return open_attempts(db).filter(job_id__in=jobs).update(**ending.values())
+
+
+def attempts_of(job_id: int, *, last: int) -> list[JobAttempt]:
+    """A job's last ``last`` attempts, first to last."""
+    return list(reversed(JobAttempt.objects.filter(job_id=job_id).order_by("-number")[:last]))
 
 
 MAX_ERROR_MESSAGE = 2000
@@ -104,9 +172,10 @@ def _fenced_update_sql(
 ) -> tuple[str, dict[str, Any]]:
     """``_fenced_update`` as one raw ``UPDATE … RETURNING id`` (SQL, parameters), for a
     statement that does more with the job it updated (``finish_with_attempt``)."""
-    sets, params = assignments(StudyQuestionJob, values, db, prefix="job_")
+    sets, params = sql.assignments(StudyQuestionJob, values, db, prefix="job_")
     params.update(
-        fence_id=job.pk, fence_token=db_value(StudyQuestionJob, "claim_token", job.claim_token, db)
+        fence_id=job.pk,
+        fence_token=sql.db_value(StudyQuestionJob, "claim_token", job.claim_token, db),
     )
     return sql.fenced_update(sets), params
 
@@ -124,9 +193,9 @@ def _run_claim(
     # Where ``StudyQuestionJob.objects.raw`` runs it: parameters adapted for it.
     db = StudyQuestionJob.objects.all().db
     params.update(
-        token=db_value(StudyQuestionJob, "claim_token", uuid.uuid4(), db),
+        token=sql.db_value(StudyQuestionJob, "claim_token", uuid.uuid4(), db),
         worker_id=fit(StudyQuestionJob, "worker_id", worker_id),
-        now=db_value(StudyQuestionJob, "started_at", timezone.now(), db),
+        now=sql.db_value(StudyQuestionJob, "started_at", timezone.now(), db),
     )
     vendor = sql.vendor(db)
     if vendor == "postgresql":  # one statement: atomic as it is
@@ -138,7 +207,7 @@ def _run_claim(
     else:
         with transaction.atomic(using=db):
             jobs = list(StudyQuestionJob.objects.raw(statement(vendor), params))
-            open_claimed_attempts(db, [job.pk for job in jobs])
+            sql.open_claimed_attempts(db, [job.pk for job in jobs])
     jobs.sort(key=lambda job: (job.priority, job.pk))
     for job in jobs:
         log_job("claimed", job, level, worker=worker_id)
@@ -204,7 +273,7 @@ def _finish(
     if sql.postgres(db):
         # One statement: atomic as it is, one round trip, and outside a caller's
         # transaction one commit (the consumer's hot path: every job ends here).
-        applied = finish_with_attempt(db, _fenced_update_sql(job, values, db), ending)
+        applied = sql.finish_with_attempt(db, _fenced_update_sql(job, values, db), ending.values())
     else:
         # No savepoint: inside a caller's transaction (store) the two share its fate.
         with transaction.atomic(using=db, savepoint=False):
@@ -428,7 +497,7 @@ def reset_stale(
 
 def _claimable_jobs(**kwargs: Any) -> list[StudyQuestionJob]:
     db = StudyQuestionJob.objects.all().db
-    now = db_value(StudyQuestionJob, "run_after", timezone.now(), db)
+    now = sql.db_value(StudyQuestionJob, "run_after", timezone.now(), db)
     statement = sql.claimable_jobs(**kwargs)
     return list(StudyQuestionJob.objects.raw(statement, {"now": now, "holds": key_audit_holds()}))
 

@@ -33,9 +33,9 @@ from studyqueue.models import (
     StudySession,
 )
 from studyqueue.queue import transitions
-from studyqueue.queue.attempts import Usage
 from studyqueue.queue.enqueue import enqueue_for_session
 from studyqueue.queue.store import Fenced
+from studyqueue.queue.transitions import Usage
 from studyqueue.services.llm import LLMReply
 from studyqueue.sessions import reading
 from studyqueue.times import local_iso

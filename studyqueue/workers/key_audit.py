@@ -8,8 +8,8 @@ from django.core.exceptions import ValidationError
 from studyqueue.conf import conf
 from studyqueue.explanations import answers, key_audit
 from studyqueue.models import JobKind, StudyQuestion, StudyQuestionJob
-from studyqueue.queue.attempts import Usage
 from studyqueue.queue.store import JobResult
+from studyqueue.queue.transitions import Usage
 from studyqueue.services.llm import LLMReply
 from studyqueue.services.pool import Held
 from studyqueue.workers.registry import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from studyqueue.explanations import answers, verifier
 from studyqueue.models import ExplanationRevision, JobKind, StudyQuestion, StudyQuestionJob
-from studyqueue.queue.attempts import Usage
 from studyqueue.queue.store import JobResult
+from studyqueue.queue.transitions import Usage
 from studyqueue.workers.registry import WorkContext, ask_check, handler
 
 

@@ -1,8 +1,8 @@
 """What runs away is shown on the dashboard, not only logged: a webhook that refuses every
-notice (a storm, for a set's or a session's), a receiver that holds a notice until its deadline, and an LLM server whose
-``/metrics`` page is unusable. Each is made for real (a webhook receiver, the test LLM server),
-a consumer runs its real cycles, a staff member reads the dashboard; then the condition
-clears and the warning goes."""
+notice (a storm, for a set's or a session's), a receiver that holds a notice until its
+deadline, and an LLM server whose ``/metrics`` page is unusable. Each is made for real (a
+webhook receiver, the test LLM server), a consumer runs its real cycles, a staff member reads
+the dashboard; then the condition clears and the warning goes."""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
-"""The job path's module count: how many ``studyqueue`` modules run code, in any thread, for
-one completed explanation job (one consumer cycle against the test LLM server), beside the
-count for a cycle that drains an empty queue. A ratchet: a change that spreads the job's
-path over more modules fails here; one that folds it into fewer lowers ``TODAY``."""
+"""A job's path: the ``studyqueue`` modules that run code, in any thread, from the claim of one
+explanation job (``JobStore.claim``) to its stored result (``JobStore.finish`` returned),
+against the test LLM server; and which module calls which on the way. A ratchet: the path
+crosses at most ``TODAY`` modules (lower it as modules fold together; the target is
+``TARGET``), and its direct calls (into a module the caller imports) form no cycle: a module
+is entered again only through a function it handed over (a callback: the consumer's pause
+check, a handler, the gate's lease store, the analyser's matchers)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from graphlib import CycleError, TopologicalSorter
 from types import FrameType
 from typing import Any
 
@@ -18,54 +22,55 @@ from studyqueue.consumer.consumer import Consumer
 from studyqueue.queue.enqueue import enqueue
 from tests.factories import StudyQuestionFactory
 from tests.llm_server import LLMServer
+from tests.test_imports import imports
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# Today's count of modules on a completed job's cycle: lower TODAY as modules fold together,
-# never raise it without a reason the review accepts. 14 was met; the endpoint pool
-# (services.pool: which of several servers a call goes to) is a concept of its own, beside the
-# gate (how many calls one server takes), and made it 15; a cycle that finished a job looks
-# for the question sets it completed, to queue their notice (sets.notices): 16.
-# The state machine's hub was cut by concept: the attempt log (queue.attempts) and pauses
-# (queue.pauses) are modules of their own beside it: 18. The models package counts as one
-# (Django's own place, cut by table). The LLM client's module outgrew the house's size for one
-# module: what a call returns and how a reply is read (services.replies) left it: 19. The
-# answer reader reads Korean as words, through the morphological analyser's module
-# (explanations.words, shared with the hider and the summary's reader): 20. The queue's raw
-# statements moved to one module (queue.sql: the claim assembled from the kinds' waits, the
-# fence, the attempt log's statements, the claim prepared once per session): 21.
-TODAY = 21
-TARGET = 20
+# The models package counts as one (Django's own place, cut by table). The attempt log's
+# functions folded into the state machine and its statements into queue.sql: 18.
+TODAY = 18
+TARGET = 16
 # Not on a job's path as the consumer runs it: the commands that start it, the admin, the
 # schema's history.
 EXCLUDED = ("studyqueue.management", "studyqueue.admin", "studyqueue.migrations")
+STORE = "studyqueue.queue.store"
 
 
-class ModuleRecorder:
-    """The ``studyqueue`` modules whose functions are called (imports aside), in every
-    thread, while a phase is open (``record()``). The profile hook is set on this thread
-    and on every thread started meanwhile (``threading.setprofile``): make the consumer
-    inside ``active()``, so that its executors' threads, started lazily, are seen."""
+def module_of(frame: FrameType | None) -> str:
+    """The studyqueue module whose code ``frame`` runs (``""``: none of ours)."""
+    name = frame.f_globals.get("__name__", "") if frame is not None else ""
+    if name.startswith("studyqueue.models."):
+        return "studyqueue.models"
+    return name if name.startswith("studyqueue") and not name.startswith(EXCLUDED) else ""
+
+
+class PathRecorder:
+    """Every call into a ``studyqueue`` function (imports aside), in every thread, as
+    ``(event, module, function, caller module)`` in the order they happened; the caller is
+    the nearest of our modules down the stack (Django calling back into a model is its
+    caller's). Make the consumer inside ``active()``, so that its executors' threads, started
+    lazily, are seen."""
 
     def __init__(self) -> None:
-        self._current: set[str] | None = None
+        self.events: list[tuple[str, str, str, str]] | None = None
         self._lock = threading.Lock()
 
     def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
         # A module's own body runs once, on its import: whether a job imports one depends on
-        # what ran before it in the process (Django loads the format modules on first use).
-        if event != "call" or self._current is None or frame.f_code.co_name == "<module>":
+        # what ran before it in the process.
+        if event not in ("call", "return") or self.events is None:
             return
-        name = frame.f_globals.get("__name__", "")
-        if name.startswith("studyqueue.models."):
-            name = "studyqueue.models"
-        if name.startswith("studyqueue") and not name.startswith(EXCLUDED):
-            with self._lock:
-                if self._current is not None:
-                    self._current.add(name)
+        if frame.f_code.co_name == "<module>" or not (module := module_of(frame)):
+            return
+        caller, back = "", frame.f_back
+        while back is not None and not (caller := module_of(back)):
+            back = back.f_back
+        with self._lock:
+            if self.events is not None:
+                self.events.append((event, module, frame.f_code.co_name, caller))
 
     @contextmanager
-    def active(self) -> Iterator[ModuleRecorder]:
+    def active(self) -> Iterator[PathRecorder]:
         threading.setprofile(self._profile)
         sys.setprofile(self._profile)
         try:
@@ -73,16 +78,15 @@ class ModuleRecorder:
         finally:
             sys.setprofile(None)
             threading.setprofile(None)
-            self._current = None  # threads still profiled record nothing more
+            self.events = None  # threads still profiled record nothing more
 
-    @contextmanager
-    def record(self) -> Iterator[set[str]]:
-        modules: set[str] = set()
-        self._current = modules
-        try:
-            yield modules
-        finally:
-            self._current = None
+    def path(self) -> list[tuple[str, str, str, str]]:
+        """The calls from the claim's start to the finish's return (a coroutine returns at
+        each of its awaits too: the last is its end)."""
+        events = self.events or []
+        start = events.index(("call", STORE, "claim", "studyqueue.consumer.consumer"))
+        end = max(i for i, e in enumerate(events) if e[:3] == ("return", STORE, "finish"))
+        return [e for e in events[start : end + 1] if e[0] == "call"]
 
 
 @pytest.fixture
@@ -100,21 +104,33 @@ def quiet_settings(settings: Any, llm_server: LLMServer) -> None:
     }
 
 
-def test_a_completed_job_runs_code_in_at_most_todays_number_of_modules(
+def test_a_job_crosses_few_modules_and_none_twice(
     quiet_settings: None, make_consumer: Callable[..., Consumer]
 ) -> None:
-    recorder = ModuleRecorder()
+    recorder = PathRecorder()
     with recorder.active():
         consumer = make_consumer()
-        with recorder.record() as drain:
-            assert consumer.run_cycle().outcomes == {}
+        assert consumer.run_cycle().outcomes == {}  # connections and threads made: not the path
         enqueue(StudyQuestionFactory(text="What is 2 + 2?", choices=["3", "4"], answer="4"))
-        with recorder.record() as job:
-            assert consumer.run_cycle().outcomes == {"completed": 1}
-    listed = "\n  ".join(sorted(job))
-    message = (
-        f"{len(job)} modules ran for one completed job (today {TODAY}, target {TARGET}; "
-        f"an empty drain runs {len(drain)}):\n  {listed}"
-    )
-    print(message, "\nthe empty drain:\n  " + "\n  ".join(sorted(drain)))
-    assert len(job) <= TODAY, message
+        recorder.events = []
+        assert consumer.run_cycle().outcomes == {"completed": 1}
+        path = recorder.path()
+    modules = sorted({module for _, module, _, _ in path})
+    graph = imports()
+
+    def within(name: str, module: str) -> bool:  # the models package is one module here
+        return name == module or name.startswith(f"{module}.")
+
+    calls: dict[str, set[str]] = {module: set() for module in modules}
+    for _, module, _, caller in path:
+        imported = {m for name, found in graph.items() if within(name, caller) for m in found}
+        if caller and caller != module and any(within(m, module) for m in imported):
+            calls[caller].add(module)
+    listed = "\n  ".join(f"{m} -> {', '.join(sorted(calls[m])) or '-'}" for m in modules)
+    print(f"{len(modules)} modules on a job's path (target {TARGET}):\n  {listed}")
+    assert len(modules) <= TODAY, listed
+    try:
+        # Each module before those it calls: a cycle is a module visited twice.
+        TopologicalSorter(calls).static_order()
+    except CycleError as exc:
+        raise AssertionError(f"visited twice: {' -> '.join(exc.args[1])}") from None

@@ -1,9 +1,10 @@
 """The job store: where a consumer's reads and writes run, as named async methods.
 
-A consumer owns one ``JobStore`` for its life. The store keeps three dedicated database
+A consumer owns one ``JobStore`` for its life. The store keeps dedicated database
 connections, each on a single-thread executor that ``sync_to_async`` runs on:
 
-- the jobs' connection: a job's writes (``heartbeat``, ``finish``), in order;
+- the jobs' connections (two on PostgreSQL, one on SQLite): a job's writes (``heartbeat``,
+  ``finish``), in order, always on the same one (by job id);
 - the claims' connection: the cycle's claims, the stale scan, a job's reads before its LLM
   call (``question``) and the consumer's own bookkeeping (its record, the gate's limit), so
   that none of them queues behind a job's write;
@@ -110,16 +111,20 @@ class Fenced:
 
 
 class JobStore:
-    """A consumer's three connections and the named operations that run on them."""
+    """A consumer's connections and the named operations that run on them."""
 
     def __init__(self) -> None:
         self.alias = database()
-        self._jobs = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-db")
         self._claims = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-claims")
         self._gate = ThreadPoolExecutor(max_workers=1, thread_name_prefix="studyqueue-gate")
         # SQLite has one writer at a time, and a writer that finds the file locked sleeps
-        # 1, 2, 5 ms... before it looks again: the three threads take turns here instead.
+        # 1, 2, 5 ms... before it looks again: one jobs' thread, and the threads take turns
+        # here instead. PostgreSQL: two, so that one job's commit never waits for another's.
         sqlite = not sql.postgres(self.alias)
+        self._jobs = [
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"studyqueue-db{n}")
+            for n in range(1 if sqlite else 2)
+        ]
         self._turns = threading.Lock() if sqlite else contextlib.nullcontext()
         # The claims' connection is one session of its own: the claim is planned once on it.
         self._prepared = pg.mode(self.alias) is pg.Mode.SESSION
@@ -130,9 +135,9 @@ class JobStore:
     # The runners: each sync function runs on one connection. Handlers use the named
     # methods below; the consumer's bookkeeping and the gate use these.
 
-    async def on_jobs(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a sync (ORM) function on the jobs' connection."""
-        return await self._on(self._jobs, functools.partial(fn, *args, **kwargs))
+    async def on_jobs(self, fn: Callable[[StudyQuestionJob], T], job: StudyQuestionJob) -> T:
+        """Run ``fn(job)`` (ORM) on the job's connection."""
+        return await self._on(self._jobs[job.pk % len(self._jobs)], functools.partial(fn, job))
 
     async def on_claims(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a sync (ORM) function on the claims' connection."""
@@ -206,13 +211,13 @@ class JobStore:
     async def close_old_connections(self) -> None:
         """Drop connections that are too old or broken (a restarted database), on each of
         the store's threads and the async ORM's."""
-        for run in (self.on_jobs, self.on_claims, self.on_gate):
-            await run(close_old_connections)
+        for thread in (*self._jobs, self._claims, self._gate):
+            await self._on(thread, close_old_connections)
         await sync_to_async(close_old_connections)()
 
     def close(self) -> None:
-        """Close the three connections and their threads (blocking; once)."""
-        for thread in (self._jobs, self._claims, self._gate):
+        """Close the connections and their threads (blocking; once)."""
+        for thread in (*self._jobs, self._claims, self._gate):
             thread.submit(connections.close_all).result()
             thread.shutdown()
 

@@ -1,4 +1,4 @@
-"""The job store (``studyqueue/queue/store.py``): three connections of its own, and the
+"""The job store (``studyqueue/queue/store.py``): connections of its own, and the
 results a handler returns written as the transitions they name, fenced by the claim."""
 
 from __future__ import annotations
@@ -41,24 +41,29 @@ def _session() -> tuple[int, int]:
     return threading.get_ident(), id(connection.connection)
 
 
-def test_the_jobs_the_claims_and_the_gate_each_keep_one_connection_of_their_own(store):
-    """A job's writes always reach the same session, the claims another, the gate's locks a
-    third, and the async ORM none of them."""
+def test_each_job_the_claims_and_the_gate_keep_one_connection_of_their_own(store):
+    """A job's writes always reach the same session (two jobs' connections on PostgreSQL, by
+    job id; one on SQLite), the claims another, the gate's locks a third, and the async ORM
+    none of them."""
+    jobs = [StudyQuestionJob(pk=pk) for pk in (1, 2, 3, 4)]
 
-    async def sessions() -> list[set]:
-        runs = (store.on_jobs, store.on_claims, store.on_gate, sync_to_async(_session))
-        found = []
-        for run in runs:
-            if run is runs[-1]:
-                found.append({await run() for _ in range(5)})
-            else:
-                found.append({await run(_session) for _ in range(5)})
-        return found
+    async def sessions() -> tuple[list[set], list[set]]:
+        by_job = [
+            {await store.on_jobs(lambda _: _session(), job) for _ in range(3)} for job in jobs
+        ]
+        others = [
+            {await run(_session) for _ in range(5)} for run in (store.on_claims, store.on_gate)
+        ]
+        return by_job, [*others, {await sync_to_async(_session)() for _ in range(5)}]
 
-    found = asyncio.run(sessions())
-    assert [len(one) for one in found] == [1, 1, 1, 1]
-    assert len(set().union(*found)) == 4, "four threads, four sessions"
-    assert _session() not in set().union(*found)
+    by_job, others = asyncio.run(sessions())
+    assert [len(one) for one in by_job + others] == [1] * 7
+    postgres = connections[database()].vendor == "postgresql"
+    assert by_job[0] == by_job[2] and by_job[1] == by_job[3]
+    assert (by_job[0] != by_job[1]) is postgres
+    found = set().union(*by_job, *others)
+    assert len(found) == (5 if postgres else 4), "a session per thread"
+    assert _session() not in found
     asyncio.run(sync_to_async(connections.close_all)())
 
 
@@ -168,8 +173,12 @@ def test_on_sqlite_the_three_connections_take_turns(store):
             inside.remove(name)
 
     async def all_three() -> None:
-        runs = (store.on_jobs, store.on_claims, store.on_gate)
-        await asyncio.gather(*(run(hold, name) for run, name in zip(runs, "jcg", strict=True)))
+        job = StudyQuestionJob(pk=1)
+        await asyncio.gather(
+            store.on_jobs(lambda _: hold("j"), job),
+            store.on_claims(hold, "c"),
+            store.on_gate(hold, "g"),
+        )
 
     asyncio.run(all_three())
     assert most == (1 if connections[database()].vendor == "sqlite" else 3)

@@ -4,7 +4,7 @@ A consumer owns one ``JobStore`` for its life. The store keeps dedicated databas
 connections, each on a single-thread executor that ``sync_to_async`` runs on:
 
 - the jobs' connections (two on PostgreSQL, one on SQLite): a job's writes (``heartbeat``,
-  ``finish``), in order, always on the same one (by job id);
+  ``finish``), in order, on the least busy unless the job has writes in flight on one;
 - the claims' connection: the cycle's claims, the stale scan, a job's reads before its LLM
   call (``question``) and the consumer's own bookkeeping (its record, the gate's limit), so
   that none of them queues behind a job's write;
@@ -125,6 +125,8 @@ class JobStore:
             ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"studyqueue-db{n}")
             for n in range(1 if sqlite else 2)
         ]
+        self._load = [0] * len(self._jobs)  # writes queued or running on each
+        self._writing: dict[int, tuple[int, int]] = {}  # job id: its connection, writes
         self._turns = threading.Lock() if sqlite else contextlib.nullcontext()
         # The claims' connection is one session of its own: the claim is planned once on it.
         self._prepared = pg.mode(self.alias) is pg.Mode.SESSION
@@ -136,8 +138,19 @@ class JobStore:
     # methods below; the consumer's bookkeeping and the gate use these.
 
     async def on_jobs(self, fn: Callable[[StudyQuestionJob], T], job: StudyQuestionJob) -> T:
-        """Run ``fn(job)`` (ORM) on the job's connection."""
-        return await self._on(self._jobs[job.pk % len(self._jobs)], functools.partial(fn, job))
+        """Run ``fn(job)`` (ORM) on a jobs' connection: the one the job's writes in flight
+        use, so that they stay in order, else the least busy (on the consumer's loop)."""
+        idle = min(range(len(self._load)), key=self._load.__getitem__)
+        n, pending = self._writing.get(job.pk, (idle, 0))
+        self._writing[job.pk] = (n, pending + 1)
+        self._load[n] += 1
+        try:
+            return await self._on(self._jobs[n], functools.partial(fn, job))
+        finally:
+            self._load[n] -= 1
+            left = self._writing.pop(job.pk)[1] - 1
+            if left:
+                self._writing[job.pk] = (n, left)
 
     async def on_claims(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a sync (ORM) function on the claims' connection."""

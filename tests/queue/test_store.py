@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -41,29 +41,59 @@ def _session() -> tuple[int, int]:
     return threading.get_ident(), id(connection.connection)
 
 
-def test_each_job_the_claims_and_the_gate_keep_one_connection_of_their_own(store):
-    """A job's writes always reach the same session (two jobs' connections on PostgreSQL, by
-    job id; one on SQLite), the claims another, the gate's locks a third, and the async ORM
-    none of them."""
-    jobs = [StudyQuestionJob(pk=pk) for pk in (1, 2, 3, 4)]
+def test_the_jobs_the_claims_and_the_gate_keep_connections_of_their_own(store):
+    """The jobs' writes reach their own sessions, the claims another, the gate's locks a
+    third, and the async ORM none of them. Writes one at a time take one jobs' session."""
+    job = StudyQuestionJob(pk=1)
 
-    async def sessions() -> tuple[list[set], list[set]]:
-        by_job = [
-            {await store.on_jobs(lambda _: _session(), job) for _ in range(3)} for job in jobs
-        ]
-        others = [
-            {await run(_session) for _ in range(5)} for run in (store.on_claims, store.on_gate)
-        ]
-        return by_job, [*others, {await sync_to_async(_session)() for _ in range(5)}]
+    async def sessions() -> list[set]:
+        runs = (lambda fn: store.on_jobs(lambda _: fn(), job), store.on_claims, store.on_gate)
+        found = [{await run(_session) for _ in range(5)} for run in runs]
+        return [*found, {await sync_to_async(_session)() for _ in range(5)}]
 
-    by_job, others = asyncio.run(sessions())
-    assert [len(one) for one in by_job + others] == [1] * 7
+    found = asyncio.run(sessions())
+    assert [len(one) for one in found] == [1, 1, 1, 1]
+    assert len(set().union(*found)) == 4, "four threads, four sessions"
+    assert _session() not in set().union(*found)
+    asyncio.run(sync_to_async(connections.close_all)())
+
+
+def test_two_jobs_write_at_once_on_postgresql_and_a_jobs_writes_stay_in_order(store):
+    """While job 1's write holds its connection, job 2's goes to the other (PostgreSQL; on
+    SQLite, the one writer, after it) and job 1's next write queues behind its first."""
+    release = threading.Event()
+    order: list[str] = []
+
+    def hold(job: StudyQuestionJob) -> tuple:
+        release.wait(10)
+        order.append("1a")
+        return _session()
+
+    def note(name: str) -> Callable[[StudyQuestionJob], tuple]:
+        def write(job: StudyQuestionJob) -> tuple:
+            order.append(name)
+            return _session()
+
+        return write
+
+    async def writes() -> list[tuple]:
+        one, two = StudyQuestionJob(pk=1), StudyQuestionJob(pk=2)
+        first = asyncio.ensure_future(store.on_jobs(hold, one))
+        await asyncio.sleep(0)  # job 1's write is on its way
+        then = asyncio.ensure_future(store.on_jobs(note("1b"), one))
+        other = asyncio.ensure_future(store.on_jobs(note("2"), two))
+        postgres = connections[database()].vendor == "postgresql"
+        if postgres:
+            await asyncio.wait_for(asyncio.shield(other), 10)  # not behind job 1's
+        release.set()
+        return list(await asyncio.gather(first, then, other))
+
+    first, then, other = asyncio.run(writes())
+    assert first == then and order.index("1a") < order.index("1b")
     postgres = connections[database()].vendor == "postgresql"
-    assert by_job[0] == by_job[2] and by_job[1] == by_job[3]
-    assert (by_job[0] != by_job[1]) is postgres
-    found = set().union(*by_job, *others)
-    assert len(found) == (5 if postgres else 4), "a session per thread"
-    assert _session() not in found
+    assert (other != first) is postgres
+    if postgres:
+        assert order[0] == "2"
     asyncio.run(sync_to_async(connections.close_all)())
 
 

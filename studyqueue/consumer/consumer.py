@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,7 @@ from studyqueue.conf import conf
 from studyqueue.explanations.prompts import current_version
 from studyqueue.models import ErrorCode, StudyQuestionJob, delivery_kinds
 from studyqueue.queue import presence, retry, transitions
-from studyqueue.queue.pauses import KnownPauses, apaused_kinds, is_paused, paused_message
+from studyqueue.queue.pauses import apaused_kinds
 from studyqueue.queue.store import Failed, JobStore
 from studyqueue.queue.transitions import Outcome
 from studyqueue.services import endpoints
@@ -90,6 +90,57 @@ class CycleResult:
             "next_due_s": "-" if self.next_due_in is None else f"{self.next_due_in:.1f}",
         }
         return " ".join(f"{k}={v}" for k, v in fields.items())
+
+
+def is_paused(kind: str, paused: Iterable[str]) -> bool:
+    """Whether ``kind`` is among ``paused`` (``paused_kinds()``), directly or as every kind."""
+    return any(p in ("", kind) for p in paused)
+
+
+def paused_message(kind: str, paused: list[str]) -> str:
+    """Why a claimed job was handed back before its LLM call: its kind was paused."""
+    scope = "every kind" if "" in paused else kind
+    return f"the queue was paused ({scope}) before the LLM call started; handed back"
+
+
+class KnownPauses:
+    """The paused kinds (``""``: every kind) as last noticed or read (thread-safe: the
+    LISTEN thread notes notices, the consumer's loop reads)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.kinds: frozenset[str] = frozenset()
+        self._notices = 0  # bumped by every notice: a read started before one may miss it
+
+    def may_be_paused(self, kind: str) -> bool:
+        """Whether ``kind`` may be paused: True means "confirm in the database"."""
+        return is_paused(kind, self.kinds)
+
+    def noticed(self, kind: str) -> None:
+        """A pause of ``kind`` was announced (its ``NOTIFY``)."""
+        with self._lock:
+            self.kinds |= {kind}
+            self._notices += 1
+
+    def reading(self) -> int:
+        """Call before reading the pauses; hand the result to ``read``."""
+        return self._notices
+
+    async def last_look(self, kind: str, read: Callable[[], Awaitable[list[str]]]) -> str | None:
+        """Why a job of ``kind`` is held back right before its LLM call, or None; ``read`` from
+        the database only when the pauses known here name the kind (the hot path)."""
+        if not self.may_be_paused(kind):
+            return None
+        started = self.reading()
+        paused = await read()
+        self.read(paused, started=started)
+        return paused_message(kind, paused) if is_paused(kind, paused) else None
+
+    def read(self, kinds: Iterable[str], *, started: int) -> None:
+        """The pauses a read begun at ``started`` found; a notice during the read is kept."""
+        found = frozenset(kinds)
+        with self._lock:
+            self.kinds = found if started == self._notices else self.kinds | found
 
 
 class Unstarted:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from studyqueue.queue.pauses import KnownPauses
+from studyqueue.consumer.consumer import KnownPauses
 
 
 def test_a_notice_names_its_kind_and_every_kind_names_all():

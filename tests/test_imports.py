@@ -5,6 +5,7 @@ other tables was one)."""
 from __future__ import annotations
 
 import ast
+import functools
 import os
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
@@ -12,6 +13,20 @@ from pathlib import Path
 import studyqueue
 
 ROOT = Path(studyqueue.__file__).parent
+
+
+@functools.cache
+def tree(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed once per process. CPython 3.11 keeps the AST builder's
+    depth in one place for all threads: when another thread parses meanwhile (3.11's
+    traceback module parses to place its carets, e.g. a test server's thread printing a
+    broken pipe), it raises a spurious "AST constructor recursion depth mismatch"
+    (python/cpython#106905). Parsed again, it reads."""
+    source = path.read_text(encoding="utf-8")
+    try:
+        return ast.parse(source)
+    except SystemError:
+        return ast.parse(source)
 
 
 def module_name(path: Path) -> str:
@@ -27,7 +42,7 @@ def imports() -> dict[str, set[str]]:
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(tree(path)):
             if isinstance(node, ast.Import):
                 found |= {alias.name for alias in node.names if alias.name in modules}
             elif isinstance(node, ast.ImportFrom):
@@ -98,7 +113,7 @@ def test_every_kind_but_the_explanation_is_named_in_at_most_three_modules():
     naming: dict[str, set[str]] = {kind.name: set() for kind in JobKind}
     for path in ROOT.rglob("*.py"):
         name = module_name(path)
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(tree(path)):
             named = isinstance(node, ast.Attribute) and node.attr in naming
             named = named and isinstance(node.value, ast.Name) and node.value.id == "JobKind"
             if named and not name.startswith(SURFACES):

@@ -18,15 +18,14 @@ from studyqueue.conf import conf
 from studyqueue.explanations.prompts import PromptVersion
 from studyqueue.explanations.quality import VERIFIER_FLAGS
 from studyqueue.models import (
-    KIND_SPECS,
     PROTECTED_REVIEWS,
     QUESTION_CHANGED_FLAG,
     ErrorCode,
     ExplanationRevision,
-    JobKind,
     ReviewStatus,
     StudyQuestion,
     StudyQuestionJob,
+    checks_after_explanation,
     fit,
 )
 from studyqueue.queue import retry, transitions
@@ -115,10 +114,9 @@ class Written(Fenced):
                 transaction.set_rollback(True, using=job._state.db)  # undo "completed": none kept
                 return _question_missing(job)
         checkable = outcome is Outcome.COMPLETED and now.checkable()
-        for kind in JobKind if checkable else ():  # checked later, in the order declared
-            setting = getattr(KIND_SPECS.get(kind), "after_explanation", "")
-            if setting and getattr(conf, setting):
-                enqueue(now.pk, kind)
+        for kind, setting in checks_after_explanation() if checkable else ():
+            if getattr(conf, setting):
+                enqueue(now.pk, kind)  # checked later
         if outcome is Outcome.COMPLETED and self.flags:
             logger.warning(
                 "study_explanation_flagged id=%s question=%s flags=%s",

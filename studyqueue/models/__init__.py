@@ -23,6 +23,7 @@ from studyqueue.models.jobs import (
     QueueDashboard,
     QueuePause,
     StudyQuestionJob,
+    checks_after_explanation,
     default_max_attempts,
     delivery_kinds,
     kind_priority,

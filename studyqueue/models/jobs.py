@@ -85,6 +85,12 @@ def delivery_kinds() -> frozenset[str]:
     return frozenset(kind for kind, spec in KIND_SPECS.items() if spec.delivery)
 
 
+def checks_after_explanation() -> list[tuple[str, str]]:
+    """Each kind queued after a stored explanation, with its setting, in ``JobKind``'s order."""
+    specs = [KIND_SPECS[kind] for kind in JobKind if kind in KIND_SPECS]
+    return [(spec.kind, spec.after_explanation) for spec in specs if spec.after_explanation]
+
+
 def kind_waits() -> tuple[tuple[str, str], ...]:
     """Each kind that waits, with its wait, in a stable order (the claim is assembled from it)."""
     return tuple(sorted((kind, spec.wait) for kind, spec in KIND_SPECS.items() if spec.wait))

@@ -1,10 +1,9 @@
 """The queue's raw SQL in one place, by database: the claim, the fenced write of a job and
 the attempt log's statements (and the two that run them: ``open_claimed_attempts``,
 ``finish_with_attempt``), how values are bound, and how the claim is sent prepared
-(``run_prepared``). Which
-pending job may run is written once here (``claimable``), assembled from the waits the job
-kinds register (``models.KindSpec``); the claim, "when is the next job due" and "is a job
-ready" all read it."""
+(``run_prepared``). Which pending job may run is written once here (``claimable``),
+assembled from the waits the job kinds register (``models.KindSpec``); the claim, "when is
+the next job due" and "is a job ready" all read it."""
 
 from __future__ import annotations
 

@@ -125,8 +125,8 @@ class JobStore:
             ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"studyqueue-db{n}")
             for n in range(1 if sqlite else 2)
         ]
-        self._load = [0] * len(self._jobs)  # writes queued or running on each
-        self._writing: dict[int, tuple[int, int]] = {}  # job id: its connection, writes
+        # Per job with writes queued or running: its connection, how many.
+        self._writing: dict[int, tuple[int, int]] = {}
         self._turns = threading.Lock() if sqlite else contextlib.nullcontext()
         # The claims' connection is one session of its own: the claim is planned once on it.
         self._prepared = pg.mode(self.alias) is pg.Mode.SESSION
@@ -140,14 +140,14 @@ class JobStore:
     async def on_jobs(self, fn: Callable[[StudyQuestionJob], T], job: StudyQuestionJob) -> T:
         """Run ``fn(job)`` (ORM) on a jobs' connection: the one the job's writes in flight
         use, so that they stay in order, else the least busy (on the consumer's loop)."""
-        idle = min(range(len(self._load)), key=self._load.__getitem__)
-        n, pending = self._writing.get(job.pk, (idle, 0))
+        load = [0] * len(self._jobs)
+        for used, pending in self._writing.values():
+            load[used] += pending
+        n, pending = self._writing.get(job.pk, (load.index(min(load)), 0))
         self._writing[job.pk] = (n, pending + 1)
-        self._load[n] += 1
         try:
             return await self._on(self._jobs[n], functools.partial(fn, job))
         finally:
-            self._load[n] -= 1
             left = self._writing.pop(job.pk)[1] - 1
             if left:
                 self._writing[job.pk] = (n, left)

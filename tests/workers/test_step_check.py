@@ -142,12 +142,18 @@ def test_the_request_shows_the_key_and_every_sentence_numbered(server):
 
 
 def test_queued_after_each_explanation_and_claimed_after_every_explanation(server, settings):
+    """Every step check is claimed after the last explanation (checking never slows the
+    writing). The gate is first come, first served: a check claimed after the last
+    explanation may still reach the server before it, while that explanation renders its
+    prompt, so the claims' order is asserted, not the server's."""
     settings.STUDYQUEUE = {**settings.STUDYQUEUE, "BATCH_SIZE": 2}
     for n in range(3):
         enqueue(question(text=f"뼈와 치아의 주성분인 무기질은? ({n})"))
     drain()
     kinds = ["step" if b in step_bodies(server) else "explanation" for b in server.bodies]
-    assert kinds == ["explanation"] * 3 + ["step"] * 3  # checking never slows the writing
+    assert sorted(kinds) == ["explanation"] * 3 + ["step"] * 3
+    claimed = StudyQuestionJob.objects.order_by("started_at", "pk").values_list("kind", flat=True)
+    assert list(claimed) == ["explanation"] * 3 + ["step_check"] * 3
     assert ExplanationRevision.objects.filter(step_check="wrong_step").count() == 3
     job = StudyQuestionJob.objects.filter(kind="step_check").first()
     assert job is not None and job.priority == 1

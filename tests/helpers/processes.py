@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +19,8 @@ def start_consumer(
     """A ``runconsumer`` process with ``env`` and ``settings`` as STUDYQUEUE_<NAME>
     variables, logging to ``log`` (``log_text``); in a session of its own."""
     env = {**env, **{f"STUDYQUEUE_{key}": str(value) for key, value in settings.items()}}
+    # SIGABRT (not a stop signal) then prints every thread's stack to the log (``stop_all``).
+    env["PYTHONFAULTHANDLER"] = "1"
     with log.open("w") as stderr:
         proc = subprocess.Popen(
             [python, "manage.py", "runconsumer", *args],
@@ -50,11 +53,18 @@ def api_under_gunicorn(python: str, env: dict[str, str], bind: str, token: str) 
 
 
 def stop_all(procs: list[subprocess.Popen]) -> None:
-    """Kill those still running (a test's teardown)."""
+    """Stop those still running (a test's teardown): SIGABRT, which prints where each of
+    their threads was into the log (shown with a failing test), then SIGKILL."""
     for proc in procs:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
+            proc.send_signal(signal.SIGABRT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+            if hasattr(proc, "log"):
+                print(f"--- {proc.log} (stopped at teardown) ---\n{log_text(proc)[-20000:]}")
 
 
 def log_text(proc: subprocess.Popen) -> str:

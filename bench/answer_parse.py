@@ -3,7 +3,7 @@ what the LLM call costs.
 
     .venv/bin/python -m bench.answer_parse [--replies 2000] [--runs 5]
 
-Times ``answers.compare`` and ``quality.flags_for`` (which finds the script of the question
+Times ``answers.compare`` and ``revisions.flags_for`` (which finds the script of the question
 and of the reply) on typical replies (a 1,500-character Korean or English explanation
 ending with its answer line) and on a hostile one (8 MB, the default LLM_MAX_REPLY_BYTES,
 of answer labels). Prints the median of ``--runs`` runs, per reply, and the share of a
@@ -45,13 +45,13 @@ def per_call(read: Callable[[], object], count: int) -> float:
 def readers(reply: str, choices: list[str], key: str) -> dict[str, Callable[[], object]]:
     """The store's two passes over a reply: its stated answer, and its quality flags (with a
     question in the reply's language)."""
-    from studyqueue.explanations import answers, quality
+    from studyqueue.explanations import answers, revisions
 
     korean = "정답" in reply
     question = "다음 중 한국의 수도는 어디입니까?" if korean else "Which city is the capital?"
     return {
         "answer": lambda: answers.compare(reply, choices, key),
-        "flags": lambda: quality.flags_for(question, reply, "stop"),
+        "flags": lambda: revisions.flags_for(question, reply, "stop"),
     }
 
 

@@ -66,7 +66,7 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connections
 
-    from studyqueue.explanations import quality
+    from studyqueue.explanations import revisions
     from studyqueue.explanations.prompts import build_messages, current_version
     from studyqueue.explanations.revisions import Written
     from studyqueue.models import StudyQuestion, StudyQuestionJob, database
@@ -90,7 +90,7 @@ def main() -> None:
 
     def store_reply(job, question, reply, version, db):  # type: ignore[no-untyped-def]
         """What the explanation handler does with a reply: check it, then write it."""
-        checked = quality.check(question, reply.content, reply.finish_reason)
+        checked = revisions.check(question, reply.content, reply.finish_reason)
         return Written(question, reply, version, list(checked.flags), checked.stated).write(job)
 
     def path() -> float:

@@ -142,15 +142,15 @@ def _cache_problems() -> list[CheckMessage]:
 
 
 def _quality_problems() -> list[CheckMessage]:
-    from studyqueue.explanations import quality
+    from studyqueue.explanations import revisions
 
-    _, unknown = quality.parse_flags(conf.QUALITY_RETRY)
+    _, unknown = revisions.parse_flags(conf.QUALITY_RETRY)
     if not unknown:
         return []
     message = gettext("STUDYQUEUE QUALITY_RETRY names unknown flags: %(flags)s") % {
         "flags": ", ".join(sorted(unknown))
     }
-    hint = gettext("Known flags: %(flags)s.") % {"flags": ", ".join(quality.FLAGS)}
+    hint = gettext("Known flags: %(flags)s.") % {"flags": ", ".join(revisions.FLAGS)}
     return [Error(message, hint=hint, id="studyqueue.E008")]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from studyqueue.explanations import answers, key_audit, quality, verifier
+from studyqueue.explanations import answers, key_audit, revisions, verifier
 from studyqueue.models import KeyAudit, StudyQuestion
 from tests import llm_checks
 from tests.llm_server import ANSWER, FIXED_CHECK, LLMServer
@@ -67,7 +67,7 @@ def test_what_it_cannot_work_out_is_unsure_never_disputed():
     reply, verdict = audit({**fields, "answer": "Seoul"})
     assert reply == llm_checks.NONE and verdict.key_audit == KeyAudit.UNSURE
     # An explanation that argues for no choice: unsure, never a disagreement.
-    assert verify({**fields, "answer": "Seoul"}, ANSWER) == (None, [quality.VERIFIER_UNSURE])
+    assert verify({**fields, "answer": "Seoul"}, ANSWER) == (None, [revisions.VERIFIER_UNSURE])
 
 
 CITIES = {"text": "What is the capital of Korea?", "choices": ["Busan", "Seoul"], "answer": "Seoul"}

@@ -16,7 +16,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone, translation
 
-from studyqueue.explanations import prompts, quality, revisions
+from studyqueue.explanations import prompts, revisions
 from studyqueue.models import (
     ErrorCode,
     FinishReason,
@@ -173,7 +173,7 @@ def english_words(html: str, data: set[str]) -> list[str]:
     # Prompt versions and other hashes, shown short ("de4a374"): identifiers, not words.
     text = re.sub(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}\b", " ", text)
     # Identifiers, as stored (a finish reason as the LLM server said it).
-    codes = {*ErrorCode.values, *JobKind.values, *quality.FLAGS, *FinishReason.values}
+    codes = {*ErrorCode.values, *JobKind.values, *revisions.FLAGS, *FinishReason.values}
     words = set(re.findall(r"[A-Za-z][A-Za-z_]+", text))
     settings_names = {w for w in words if re.fullmatch(r"[A-Z]+(_[A-Z]+)+", w)}  # LLM_URL...
     return sorted(words - ALLOWED - codes - settings_names)
@@ -323,7 +323,7 @@ def test_times_are_local_with_seconds(korean, settings):
 # The gate's change reasons (``services.gate_control.Reason``) and the quality flags:
 # codes in the data and the logs, never on a Korean page or in a command's Korean output.
 GATE_REASONS = ("climb", "step_back", "loss", "shared", "restored", "probe_down")
-CODES = (*(str(flag) for flag in quality.FLAGS), *GATE_REASONS)
+CODES = (*(str(flag) for flag in revisions.FLAGS), *GATE_REASONS)
 
 
 def _codes_in(text: str) -> list[str]:
@@ -336,7 +336,7 @@ def every_code(admin_user) -> None:
     from studyqueue.models import GateLimit
 
     question = StudyQuestionFactory(text="대한민국의 수도는?", choices=["서울", "부산"])
-    for flag in quality.FLAGS:
+    for flag in revisions.FLAGS:
         ExplanationRevisionFactory(question=question, text="짧음", flags=[str(flag)])
     for n, reason in enumerate(GATE_REASONS):
         GateLimit.objects.create(endpoint=f"http://llm-{n}:8080/v1", limit=2, reason=reason)
@@ -355,7 +355,7 @@ def test_the_dashboard_shows_flags_and_gate_reasons_by_their_korean_labels(korea
         for reason in GATE_REASONS:
             assert str(LABELS[reason]) in text, reason
             assert HANGUL.search(str(LABELS[reason])), reason
-        for flag in quality.FLAGS:
+        for flag in revisions.FLAGS:
             assert str(flag.label) in text and HANGUL.search(str(flag.label)), flag
 
 
@@ -371,7 +371,7 @@ def test_explain_in_korean_shows_its_flags_by_their_labels(llm_server):
     out = StringIO()
     with translation.override("ko"):
         call_command("explain", str(question.pk), stdout=out)
-        label = str(quality.QualityFlag.TOO_SHORT.label)
+        label = str(revisions.QualityFlag.TOO_SHORT.label)
     text = out.getvalue()
     assert not _codes_in(text), text
     assert label in text

@@ -12,7 +12,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext, gettext_lazy
 
 from studyqueue.admin.labels import flag_label
-from studyqueue.explanations.quality import MEANINGS, QualityFlag
+from studyqueue.explanations.revisions import MEANINGS, QualityFlag
 from studyqueue.sessions import summaries
 
 # Badge colours per flag, the worst reddest; a test checks that every flag has one.

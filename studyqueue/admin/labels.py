@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from django.utils.functional import Promise
 from django.utils.translation import gettext, gettext_lazy
 
-from studyqueue.explanations.quality import QualityFlag
+from studyqueue.explanations.revisions import QualityFlag
 
 # The gate's reasons (``services.gate_control.Reason``), and what each says happened.
 GATE_REASONS: dict[str, Promise] = {

@@ -38,7 +38,7 @@ from studyqueue.admin.common import (
     status_badge,
 )
 from studyqueue.admin.flags import flag_badges, stated_beside_key
-from studyqueue.explanations import edits, export, next_step, outdated, quality
+from studyqueue.explanations import edits, export, next_step, outdated, revisions
 from studyqueue.forms import StudyQuestionForm
 from studyqueue.models import (
     ExplanationRevision,
@@ -109,7 +109,7 @@ class ReviewFilter(admin.SimpleListFilter):
             ("waiting", gettext_lazy("Waiting for review (unreviewed or a candidate)")),
             ("waiting_flagged", gettext_lazy("Waiting for review, flagged")),
             ("any", gettext_lazy("Any flag")),
-            *((flag.value, flag.label) for flag in quality.FLAGS),
+            *((flag.value, flag.label) for flag in revisions.FLAGS),
         ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet | None:
@@ -121,7 +121,7 @@ class ReviewFilter(admin.SimpleListFilter):
             return questions.needs_review().flagged()
         if value == "any":
             return questions.flagged()
-        if value is not None and value in quality.FLAGS:
+        if value is not None and value in revisions.FLAGS:
             return questions.flagged(value)
         return None
 
@@ -314,7 +314,7 @@ class StudyQuestionAdmin(GuardedInputAdmin):
     def explanation_truncated(self, question: StudyQuestion) -> str:
         revision = question.current_revision
         if revision is not None and revision.truncated:
-            return flag_badges([quality.TRUNCATED])
+            return flag_badges([revisions.TRUNCATED])
         return gettext("no")  # not a fault: no red cross
 
     flag_list = column(gettext_lazy("quality flags"), flag_badges, "explanation_flags")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count
 
-from studyqueue.explanations import key_audit, prompt_versions, quality
+from studyqueue.explanations import key_audit, prompt_versions, revisions
 from studyqueue.models import ReviewStatus
 
 MIN_DECISIONS = 20
@@ -65,7 +65,7 @@ class FlagTrust:
 
 # The flags scored: the reply's own and the verifier's (``question_changed`` is set on the
 # question, never on a reply), then any flag at all.
-SCORED = (*(flag.value for flag in quality.FLAGS if flag != quality.QUESTION_CHANGED), ANY)
+SCORED = (*(flag.value for flag in revisions.FLAGS if flag != revisions.QUESTION_CHANGED), ANY)
 
 
 def collect(newest: int | None = None) -> dict[str, list[FlagTrust]]:

@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import Avg, Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Length
 
-from studyqueue.explanations import quality
+from studyqueue.explanations import revisions
 from studyqueue.models import ExplanationRevision, ReviewStatus
 
 DASHBOARD_NEWEST = 50_000  # the dashboard compares over this many newest explanations
@@ -19,7 +19,7 @@ DASHBOARD_NEWEST = 50_000  # the dashboard compares over this many newest explan
 
 def flag_order(name: str) -> tuple[int, str]:
     """Sort key: ``answer_mismatch``, then the known flags in order, then the others."""
-    known: list[str] = [quality.ANSWER_MISMATCH, *quality.FLAGS]
+    known: list[str] = [revisions.ANSWER_MISMATCH, *revisions.FLAGS]
     return (known.index(name), name) if name in known else (len(known), name)
 
 

@@ -14,7 +14,7 @@ from django.utils.text import normalize_newlines
 from django.utils.translation import gettext as _
 
 from studyqueue.exceptions import ReviewConflict, UnchangedEdit
-from studyqueue.explanations import next_step, quality, revisions
+from studyqueue.explanations import next_step, revisions
 from studyqueue.models import (
     ExplanationRevision,
     FinishReason,
@@ -90,11 +90,11 @@ class Seen:
 
 # The order a reviewer meets explanations in, riskiest first; the rest come after.
 RISK_ORDER = (
-    quality.WRONG_STEP,
-    quality.VERIFIER_DISAGREES,
-    quality.ANSWER_MISMATCH,
-    quality.VERIFIER_UNSURE,
-    quality.STEP_CHECK_UNSURE,
+    revisions.WRONG_STEP,
+    revisions.VERIFIER_DISAGREES,
+    revisions.ANSWER_MISMATCH,
+    revisions.VERIFIER_UNSURE,
+    revisions.STEP_CHECK_UNSURE,
 )
 
 
@@ -238,7 +238,7 @@ def decide(
             job_id = jobs.filter(kind=JobKind.EXPLANATION).values_list("pk", flat=True).first()
             return Result(decided=revision, current=revision, job_id=job_id)
         # Checked as a model's reply is: a correction may argue for another answer too.
-        checked = quality.check(question, text, FinishReason.STOP)
+        checked = revisions.check(question, text, FinishReason.STOP)
         corrected = revisions.add_correction(
             revision, text, by=by, flags=checked.flags, stated_answer=checked.stated
         )

@@ -11,7 +11,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from studyqueue.explanations import answers, key_audit, quality, revisions, verifier, words
+from studyqueue.explanations import answers, key_audit, revisions, verifier, words
 from studyqueue.explanations.hiding import LAYOUT, SENTENCE  # one rule: hiding's sentences
 from studyqueue.explanations.verifier import Check
 from studyqueue.models import (
@@ -37,8 +37,8 @@ SYSTEM = (
 PREFIX = hashlib.sha256(SYSTEM.encode()).hexdigest()[:12]
 
 _FLAGS: dict[str, list[str]] = {
-    StepCheck.WRONG_STEP: [quality.WRONG_STEP],
-    StepCheck.UNSURE: [quality.STEP_CHECK_UNSURE],
+    StepCheck.WRONG_STEP: [revisions.WRONG_STEP],
+    StepCheck.UNSURE: [revisions.STEP_CHECK_UNSURE],
 }
 _MARKUP = re.compile(r"[*_`#]+")
 _QUOTED = re.compile(r'"[^"\n]*"|\u201c[^\u201d\n]*\u201d|「[^」\n]*」|『[^』\n]*』')
@@ -168,7 +168,7 @@ class StepChecked(Check):
             self.revision.pk,
             now,
             flags=_FLAGS.get(self.verdict, []),
-            replaced=quality.STEP_FLAGS,
+            replaced=revisions.STEP_FLAGS,
             step_check=self.verdict,
             wrong_step=self.step,
             wrong_step_text=self.sentence,

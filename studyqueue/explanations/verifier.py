@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from django.utils import timezone
 
-from studyqueue.explanations import answers, hiding, key_audit, quality, revisions
+from studyqueue.explanations import answers, hiding, key_audit, revisions
 from studyqueue.models import (
     ExplanationRevision,
     StudyQuestion,
@@ -55,8 +55,8 @@ def judge(answer: int | None, key: int | None) -> list[str]:
     if key is None:
         return []
     if answer is None:
-        return [quality.VERIFIER_UNSURE]
-    return [] if answer == key else [quality.VERIFIER_DISAGREES]
+        return [revisions.VERIFIER_UNSURE]
+    return [] if answer == key else [revisions.VERIFIER_DISAGREES]
 
 
 @dataclass(frozen=True)

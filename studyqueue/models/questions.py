@@ -50,7 +50,7 @@ def validate_choices(value: object) -> None:
             )
 
 
-# The quality flag (``quality.QualityFlag``) a question's explanation gets when that content
+# The quality flag (``revisions.QualityFlag``) a question's explanation gets when that content
 # changes after it was written: such an explanation is outdated whatever its prompt version.
 QUESTION_CHANGED_FLAG = "question_changed"
 

@@ -17,7 +17,7 @@ from django.utils.translation import gettext
 
 from studyqueue import times
 from studyqueue.exceptions import StudyQueueError
-from studyqueue.explanations.quality import VERIFIER_FLAGS
+from studyqueue.explanations.revisions import VERIFIER_FLAGS
 from studyqueue.models import (
     ACTIVE_STATUSES,
     CHECK_KINDS,

@@ -8,7 +8,7 @@ import logging
 from django.core.exceptions import ValidationError
 
 from studyqueue.conf import conf
-from studyqueue.explanations import quality
+from studyqueue.explanations import revisions
 from studyqueue.explanations.prompts import build_messages, current_version
 from studyqueue.explanations.revisions import Written
 from studyqueue.models import ErrorCode, JobKind, StudyQuestionJob
@@ -62,15 +62,15 @@ async def run(job: StudyQuestionJob, ctx: WorkContext) -> JobResult:
             reply.completion_tokens,
         )
     # What the reply says the answer is, against the key the prompt gave (no other call).
-    checked = quality.check(question, reply.content, reply.finish_reason)
-    retried, _unknown = quality.parse_flags(conf.QUALITY_RETRY)  # the check warns of those
+    checked = revisions.check(question, reply.content, reply.finish_reason)
+    retried, _unknown = revisions.parse_flags(conf.QUALITY_RETRY)  # the check warns of those
     retryable = [flag for flag in checked.flags if flag in retried]
     retry_flag, max_tokens = "", job.max_tokens
     if retryable:
         decision = retry.decide(retry.Failure(flagged=retryable[0]), job)
         if decision.action is retry.Action.RETRY:
             retry_flag = retryable[0]
-            if retry_flag == quality.TRUNCATED:  # a cut reply gets room to finish
+            if retry_flag == revisions.TRUNCATED:  # a cut reply gets room to finish
                 max_tokens = (job.max_tokens or conf.LLM_MAX_TOKENS) * 2
     return Written(
         question,

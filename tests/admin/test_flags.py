@@ -11,7 +11,7 @@ from django.template import Context, Template
 from django.urls import reverse
 
 from studyqueue.admin.flags import FLAG_COLOURS, flag_badges
-from studyqueue.explanations import quality, revisions
+from studyqueue.explanations import revisions
 from tests.factories import (
     ExplanationRevisionFactory,
     StudyQuestionFactory,
@@ -42,12 +42,12 @@ def _explained(flags: list[str], stated: str = "①", **question: object):  # ty
 
 
 def test_every_flag_has_a_colour_a_label_and_a_meaning():
-    for flag in quality.FLAGS:
-        assert flag in FLAG_COLOURS and quality.MEANINGS[flag] and flag.label
+    for flag in revisions.FLAGS:
+        assert flag in FLAG_COLOURS and revisions.MEANINGS[flag] and flag.label
     html = str(flag_badges(["answer_mismatch", "truncated"]))
     assert _badges(html) == {
-        "answer_mismatch": str(quality.MEANINGS["answer_mismatch"]),
-        "truncated": str(quality.MEANINGS["truncated"]),
+        "answer_mismatch": str(revisions.MEANINGS["answer_mismatch"]),
+        "truncated": str(revisions.MEANINGS["truncated"]),
     }
     assert ">answer mismatch</span>" in html and ">truncated</span>" in html
 
@@ -69,7 +69,7 @@ def test_the_question_list_shows_badges_not_json(admin_client):
     _explained(["wrong_script"])
     _explained([])
     html = admin_client.get(QUESTIONS_URL).content.decode()
-    assert _badges(html) == {"wrong_script": str(quality.MEANINGS["wrong_script"])}
+    assert _badges(html) == {"wrong_script": str(revisions.MEANINGS["wrong_script"])}
     assert '["wrong_script"]' not in html and "[&quot;wrong_script&quot;]" not in html
     assert "sq-flag-none" in html, "the question without a flag shows a dash"
 

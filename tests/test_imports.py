@@ -125,6 +125,24 @@ def test_every_kind_but_the_explanation_is_named_in_at_most_three_modules():
     assert set(spread) <= {"EXPLANATION"}, spread
 
 
+def test_no_module_is_over_650_lines_and_the_consumer_class_is_at_most_300():
+    """Small modules with one concern: one that outgrows this is two concerns."""
+    long = {
+        module_name(path): lines
+        for path in ROOT.rglob("*.py")
+        if "migrations" not in path.parts
+        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > 650
+    }
+    assert not long, long
+    (consumer,) = [
+        node
+        for node in tree(ROOT / "consumer" / "consumer.py").body
+        if isinstance(node, ast.ClassDef) and node.name == "Consumer"
+    ]
+    assert consumer.end_lineno is not None
+    assert consumer.end_lineno - consumer.lineno + 1 <= 300
+
+
 def test_make_test_asks_whether_postgresql_is_up_before_django_is_set_up(python):
     """``make test``'s ``tests.helpers.pg_ready`` runs with no settings: what it imports of the
     app (``queue.pg``) must not import the models."""

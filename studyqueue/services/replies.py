@@ -8,6 +8,7 @@ import contextlib
 import email.utils
 import json
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
@@ -170,17 +171,41 @@ def _cached_tokens(usage: dict[str, Any], prompt_tokens: int | None) -> int | No
 
 
 def json_or_none(payload: bytes | str) -> Any:
-    """``payload`` parsed as JSON; None when it is not JSON (or absurdly deep)."""
+    """``payload`` parsed as JSON; None when it is not JSON (or nests deeper than any reply)."""
     try:
-        return json.loads(payload)
-    except (ValueError, RecursionError):
+        return _json(payload)
+    except LLMError:
         return None
 
 
+# A reply nests about five deep. Parsed, JSON nested 100,000 deep drives ``json.loads`` to
+# the recursion limit, where a garbage collection runs other objects' finalizers, which then
+# fail for want of stack: refused before it is parsed.
+NESTING_MAX = 64
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
+_PAIR = re.compile(rb"\[\]|\{\}")
+
+
+def _too_deep(payload: bytes) -> bool:
+    # Counting comes first: it is cheap, and a reply's line has a handful of brackets.
+    if payload.count(b"[") + payload.count(b"{") <= NESTING_MAX:
+        return False
+    brackets = _NOT_BRACKET.sub(b"", _STRING.sub(b"", payload))
+    for _ in range(NESTING_MAX):  # each pass takes off the innermost level
+        inner = _PAIR.sub(b"", brackets)
+        if inner == brackets:
+            return False  # as deep as it goes (or unbalanced: json.loads says so)
+        brackets = inner
+    return bool(brackets)
+
+
 def _json(payload: bytes | str) -> Any:
+    if _too_deep(payload.encode() if isinstance(payload, str) else payload):
+        raise bad_response(f"bad JSON: nested deeper than {NESTING_MAX}")
     try:
         return json.loads(payload)
-    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
+    except ValueError as exc:
         raise bad_response(f"bad JSON: {type(exc).__name__}") from None
 
 

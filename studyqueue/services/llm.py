@@ -7,7 +7,6 @@ bounded in time (``stall_seconds``) and size (``max_reply_bytes``). Every failur
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -29,6 +28,7 @@ from studyqueue.services.replies import (
     ReplyParser,
     bad_response,
     classify_status,
+    loads,
     token_count,
 )
 
@@ -258,9 +258,9 @@ class LLMClient:
         if not body.strip():  # mlx_lm.server without a model cache serves its model all the same
             return Probe(status, 0, "an empty body, as mlx_lm.server sends without a model cache")
         try:
-            data = json.loads(body)
-        except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
-            return Probe(status, None, f"not JSON ({type(exc).__name__})")
+            data = loads(body)
+        except ValueError as exc:
+            return Probe(status, None, f"not JSON ({exc})")
         models = data.get("data") if isinstance(data, dict) else None
         if not isinstance(models, list):
             return Probe(status, None, "JSON without a model list")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import itertools
 import json
 import math
 import re
@@ -171,42 +172,46 @@ def _cached_tokens(usage: dict[str, Any], prompt_tokens: int | None) -> int | No
 
 
 def json_or_none(payload: bytes | str) -> Any:
-    """``payload`` parsed as JSON; None when it is not JSON (or nests deeper than any reply)."""
+    """``payload`` parsed as JSON; None when it is not JSON (``loads``)."""
     try:
-        return _json(payload)
-    except LLMError:
+        return loads(payload)
+    except ValueError:
         return None
+
+
+def _json(payload: bytes | str) -> Any:
+    try:
+        return loads(payload)
+    except ValueError as exc:
+        raise bad_response(f"bad JSON: {exc}") from None
 
 
 # A reply nests about five deep. Parsed, JSON nested 100,000 deep drives ``json.loads`` to
 # the recursion limit, where a garbage collection runs other objects' finalizers, which then
 # fail for want of stack: refused before it is parsed.
 NESTING_MAX = 64
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
-_PAIR = re.compile(rb"\[\]|\{\}")
+# A string, or one left open to the end; possessive, so that it never backtracks: linear.
+_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"?', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]++")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
-def _too_deep(payload: bytes) -> bool:
-    # Counting comes first: it is cheap, and a reply's line has a handful of brackets.
-    if payload.count(b"[") + payload.count(b"{") <= NESTING_MAX:
-        return False
-    brackets = _NOT_BRACKET.sub(b"", _STRING.sub(b"", payload))
-    for _ in range(NESTING_MAX):  # each pass takes off the innermost level
-        inner = _PAIR.sub(b"", brackets)
-        if inner == brackets:
-            return False  # as deep as it goes (or unbalanced: json.loads says so)
-        brackets = inner
-    return bool(brackets)
-
-
-def _json(payload: bytes | str) -> Any:
-    if _too_deep(payload.encode() if isinstance(payload, str) else payload):
-        raise bad_response(f"bad JSON: nested deeper than {NESTING_MAX}")
+def loads(payload: bytes | str) -> Any:
+    """``payload`` (UTF-8, as JSON on the wire is) parsed as JSON; ``ValueError`` naming why
+    not: not UTF-8, nested deeper than ``NESTING_MAX``, or what ``json.loads`` raised."""
     try:
-        return json.loads(payload)
-    except ValueError as exc:
-        raise bad_response(f"bad JSON: {type(exc).__name__}") from None
+        text = payload if isinstance(payload, str) else payload.decode()
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8") from None
+    # Counting comes first: it is cheap, and a reply's line has a handful of brackets.
+    if text.count("[") + text.count("{") > NESTING_MAX:
+        brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+        if max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) > NESTING_MAX:
+            raise ValueError(f"nested deeper than {NESTING_MAX}")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(type(exc).__name__) from None
 
 
 class ReplyParser:

@@ -225,10 +225,10 @@ def test_a_short_reply_has_no_decode_rate(llm_server, make_consumer, answer, tok
     assert revision.cached_tokens is None  # the server did not say
 
 
-@pytest.fixture(autouse=True)
-def _no_verifier(settings) -> None:  # type: ignore[no-untyped-def]
-    """The flags a reply earns as it is stored: the blind verifier's come after, from a job
-    of their own (tests/workers/test_verification.py)."""
+@pytest.fixture
+def no_checks(settings) -> None:  # type: ignore[no-untyped-def]
+    """The flags a reply earns as it is stored: the checks' come after, from jobs of their
+    own (tests/workers/test_verification.py, test_step_check.py)."""
     settings.STUDYQUEUE = {
         **getattr(settings, "STUDYQUEUE", {}),
         "VERIFY": False,
@@ -271,6 +271,7 @@ def test_flags_for():
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_checks")
 @pytest.mark.parametrize(
     "question,answer,fault,flags",
     [
@@ -297,6 +298,7 @@ def test_real_replies_are_flagged(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_checks")
 def test_a_reply_without_a_finish_reason_keeps_its_ending_on_the_revision(
     llm_server, make_consumer
 ):
@@ -314,6 +316,7 @@ def test_a_reply_without_a_finish_reason_keeps_its_ending_on_the_revision(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_checks")
 def test_unfinished_is_a_flag_quality_retry_accepts(llm_server, settings, make_consumer):
     from django.core.management import call_command
 
@@ -381,6 +384,7 @@ def test_the_answer_flags_come_from_the_agreement():
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_checks")
 @pytest.mark.parametrize(
     "reply,key,flags,stated",
     [
@@ -410,6 +414,7 @@ KOREAN_BODY = "서울은 대한민국이 세워진 이후로 줄곧 수도였고
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_checks")
 @pytest.mark.parametrize(
     "question,choices,key,reply,flags,stated",
     [
@@ -457,6 +462,7 @@ def test_only_a_plain_statement_is_stored_as_the_answer(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_checks")
 def test_answer_mismatch_is_a_flag_quality_retry_accepts(llm_server, settings, make_consumer):
     from django.core.management import call_command
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db.models import Count
 
 from studyqueue.explanations import key_audit, prompt_versions, revisions
-from studyqueue.models import ReviewStatus
+from studyqueue.models import QUESTION_CHANGED_FLAG, ReviewStatus
 
 MIN_DECISIONS = 20
 _Z = 1.959964  # the normal quantile of a two-sided 95 % interval
@@ -65,7 +65,7 @@ class FlagTrust:
 
 # The flags scored: the reply's own and the verifier's (``question_changed`` is set on the
 # question, never on a reply), then any flag at all.
-SCORED = (*(flag.value for flag in revisions.FLAGS if flag != revisions.QUESTION_CHANGED), ANY)
+SCORED = (*(flag.value for flag in revisions.FLAGS if flag != QUESTION_CHANGED_FLAG), ANY)
 
 
 def collect(newest: int | None = None) -> dict[str, list[FlagTrust]]:

@@ -68,11 +68,9 @@ class QualityFlag(models.TextChoices):
 TRUNCATED, UNFINISHED = QualityFlag.TRUNCATED, QualityFlag.UNFINISHED
 TOO_SHORT, WRONG_SCRIPT = QualityFlag.TOO_SHORT, QualityFlag.WRONG_SCRIPT
 ANSWER_MISMATCH, NO_ANSWER_STATED = QualityFlag.ANSWER_MISMATCH, QualityFlag.NO_ANSWER_STATED
-QUESTION_CHANGED = QualityFlag.QUESTION_CHANGED
 VERIFIER_DISAGREES, VERIFIER_UNSURE = QualityFlag.VERIFIER_DISAGREES, QualityFlag.VERIFIER_UNSURE
 VERIFIER_FLAGS = (VERIFIER_DISAGREES, VERIFIER_UNSURE)
 WRONG_STEP, STEP_CHECK_UNSURE = QualityFlag.WRONG_STEP, QualityFlag.STEP_CHECK_UNSURE
-STEP_FLAGS = (WRONG_STEP, STEP_CHECK_UNSURE)
 FLAGS: tuple[QualityFlag, ...] = tuple(QualityFlag)
 # What each flag means, in one line: the admin's badges show it on hover.
 MEANINGS: dict[str, str | Promise] = {
@@ -82,7 +80,7 @@ MEANINGS: dict[str, str | Promise] = {
     WRONG_SCRIPT: _("Written in another script than the question (e.g. English for Korean)."),
     ANSWER_MISMATCH: _("The answer the explanation states is not the question's key."),
     NO_ANSWER_STATED: _("The explanation states no answer that could be read."),
-    QUESTION_CHANGED: _("The question's text, choices or key changed after it was written."),
+    QUESTION_CHANGED_FLAG: _("The question's text, choices or key changed after it was written."),
     VERIFIER_DISAGREES: _(
         "Shown the explanation's reasoning with every statement of its answer hidden, the "
         "model named another choice than the key: the reasoning may argue for the wrong answer."

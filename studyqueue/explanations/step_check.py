@@ -168,7 +168,7 @@ class StepChecked(Check):
             self.revision.pk,
             now,
             flags=_FLAGS.get(self.verdict, []),
-            replaced=revisions.STEP_FLAGS,
+            replaced=(revisions.WRONG_STEP, revisions.STEP_CHECK_UNSURE),
             step_check=self.verdict,
             wrong_step=self.step,
             wrong_step_text=self.sentence,

@@ -112,10 +112,6 @@ class KnownPauses:
         self.kinds: frozenset[str] = frozenset()
         self._notices = 0  # bumped by every notice: a read started before one may miss it
 
-    def may_be_paused(self, kind: str) -> bool:
-        """Whether ``kind`` may be paused: True means "confirm in the database"."""
-        return is_paused(kind, self.kinds)
-
     def noticed(self, kind: str) -> None:
         """A pause of ``kind`` was announced (its ``NOTIFY``)."""
         with self._lock:
@@ -129,7 +125,7 @@ class KnownPauses:
     async def last_look(self, kind: str, read: Callable[[], Awaitable[list[str]]]) -> str | None:
         """Why a job of ``kind`` is held back right before its LLM call, or None; ``read`` from
         the database only when the pauses known here name the kind (the hot path)."""
-        if not self.may_be_paused(kind):
+        if not is_paused(kind, self.kinds):  # else it may be: confirmed in the database
             return None
         started = self.reading()
         paused = await read()

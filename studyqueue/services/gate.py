@@ -565,7 +565,8 @@ class LLMGate:
         also a slot the limit no longer allows, or one too many since it fell)."""
         self.sent(slot)  # given back unsent (held back, failed): nobody waits on it any more
         within = slot < self.limit and self.held <= self.limit and not self._yielding
-        within = within and self._holds(slot)  # never a lease lost, or maybe ended
+        # Never a lease lost, or maybe ended: surely still ours, without asking the database.
+        within = within and time.monotonic() < self._leased.get(slot, 0.0)
         while within and self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
@@ -574,10 +575,6 @@ class LLMGate:
                 return handed
         await self._unlease(slot)
         return None
-
-    def _holds(self, slot: int) -> bool:
-        """Whether ``slot``'s lease is surely still ours, without asking the database."""
-        return time.monotonic() < self._leased.get(slot, 0.0)
 
     async def idle(self) -> None:
         """Say no more that this gate waits (the consumer's cycle ended)."""

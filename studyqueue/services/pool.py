@@ -9,6 +9,7 @@ import dataclasses
 import logging
 import statistics
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -52,8 +53,12 @@ class Member:
     breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
     committed: int = 0  # this pool's callers bound for its gate (waiting or holding a slot)
     server: str = ""  # what the server said it is (``server_limits``: llama.cpp, vllm, "")
-    # (monotonic end, completion tokens, seconds) of its recent calls: its tokens/s.
-    recent: list[tuple[float, int, float]] = field(default_factory=list)
+    # (monotonic end, completion tokens, seconds) of its calls in the last RATE_WINDOW_SECONDS,
+    # oldest first, and their sums: a call adds one and drops the expired. Read at every call,
+    # a pass over all of them cost 0.5 ms at 12,000 (ten minutes of 50 ms calls).
+    recent: deque[tuple[float, int, float]] = field(default_factory=deque)
+    _tokens: int = field(default=0, init=False)
+    _seconds: float = field(default=0.0, init=False)
     empty_in_row: int = 0  # empty replies since its last success
     # Why its ``/metrics`` page is unusable ("": it reads; None: not watched, no such page).
     metrics_fault: str | None = None
@@ -86,16 +91,22 @@ class Member:
         self.breaker.success()
 
     def served(self, tokens: int | None, seconds: float) -> None:
-        self.recent = [*self._recent(), (time.monotonic(), tokens or 0, seconds)]
+        self._expire()
+        self.recent.append((time.monotonic(), tokens or 0, seconds))
+        self._tokens += tokens or 0
+        self._seconds += seconds
 
-    def _recent(self) -> list[tuple[float, int, float]]:
+    def _expire(self) -> None:
         now = time.monotonic()
-        return [r for r in self.recent if now - r[0] <= RATE_WINDOW_SECONDS]
+        while self.recent and now - self.recent[0][0] > RATE_WINDOW_SECONDS:
+            _, tokens, seconds = self.recent.popleft()
+            self._tokens -= tokens
+            self._seconds -= seconds
 
     def call_seconds(self) -> float | None:
         """The mean wall time of its recent calls, server queueing included (None: no call)."""
-        recent = [r[2] for r in self._recent()]
-        return sum(recent) / len(recent) if recent else None
+        self._expire()
+        return self._seconds / len(self.recent) if self.recent else None
 
     def expected_wait(self, default_seconds: float) -> float:
         """When one more call here would end, about: the calls bound for it, this one
@@ -104,9 +115,8 @@ class Member:
 
     def tokens_per_second(self) -> float | None:
         """Completion tokens/s of its recent calls: one call's speed (None: no call)."""
-        recent = self._recent()
-        seconds = sum(r[2] for r in recent)
-        return round(sum(r[1] for r in recent) / seconds, 1) if seconds > 0 else None
+        self._expire()
+        return round(self._tokens / self._seconds, 1) if self.recent and self._seconds > 0 else None
 
     def report(self) -> dict[str, Any]:
         """What a consumer records of it (``QueueConsumer.endpoints``)."""

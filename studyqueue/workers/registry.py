@@ -161,14 +161,9 @@ def llm_failed(member: Member, job: StudyQuestionJob, error: LLMError) -> Failed
     return failed
 
 
-def _endpoint_failed(error: LLMError) -> bool:
-    """The failure may be the server's, not the job's: another server may answer."""
-    return (
-        error.affects_all or error.code in retry.LOSS_SIGNALS or error.code == ErrorCode.LLM_EMPTY
-    )
-
-
 R = TypeVar("R")
+# Failures that may be the server's, not the job's (with ``affects_all``): another may answer.
+_SERVERS_FAULTS = {*retry.LOSS_SIGNALS, ErrorCode.LLM_EMPTY}
 
 
 async def on_endpoint(
@@ -192,7 +187,8 @@ async def on_endpoint(
                     # Inside the gate: a job waiting for the slot must see the breaker open.
                     outcome = llm_failed(member, job, error)
                     tried.append(member)
-                    if _endpoint_failed(error) and ctx.pool.other_available(tried):
+                    servers = error.affects_all or error.code in _SERVERS_FAULTS
+                    if servers and ctx.pool.other_available(tried):
                         logger.info(
                             "study_llm_failover id=%s from=%s error_code=%s",
                             job.pk,

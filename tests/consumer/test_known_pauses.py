@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from studyqueue.consumer.consumer import KnownPauses
+from studyqueue.consumer.consumer import KnownPauses, is_paused
 
 
 def test_a_notice_names_its_kind_and_every_kind_names_all():
     pauses = KnownPauses()
-    assert not pauses.may_be_paused("explanation")
+    assert not is_paused("explanation", pauses.kinds)
     pauses.noticed("explanation")
-    assert pauses.may_be_paused("explanation")
-    assert not pauses.may_be_paused("session_summary")
+    assert is_paused("explanation", pauses.kinds)
+    assert not is_paused("session_summary", pauses.kinds)
     pauses.noticed("")
-    assert pauses.may_be_paused("session_summary")
+    assert is_paused("session_summary", pauses.kinds)
 
 
 def test_a_read_replaces_what_was_known_a_lifted_pause_included():
@@ -30,4 +30,4 @@ def test_a_notice_during_a_read_survives_it():
     started = pauses.reading()
     pauses.noticed("explanation")
     pauses.read([], started=started)
-    assert pauses.may_be_paused("explanation")
+    assert is_paused("explanation", pauses.kinds)

@@ -5,9 +5,12 @@ The gates are real (``LLMGate`` on the test database); nothing is called here.""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from studyqueue.models import ErrorCode
+from studyqueue.services import pool as pool_module
 from studyqueue.services.endpoints import Endpoint
 from studyqueue.services.gate import LLMGate
 from studyqueue.services.llm import LLMClient, LLMError
@@ -147,3 +150,21 @@ def test_each_member_reports_its_state_without_credentials(settings):
         "server": "",
         "metrics_fault": "",
     }
+
+
+def test_calls_older_than_the_rate_window_leave_its_figures(monkeypatch):
+    """The window's figures are kept as running sums (a pass over every call of the last ten
+    minutes, at each call, cost 0.5 ms at 12,000): an expired call must leave them."""
+    monkeypatch.setattr(pool_module, "RATE_WINDOW_SECONDS", 0.2)
+    (member,) = _pool(1).members
+    member.served(100, 2.0)
+    member.served(None, 2.0)  # no count: no tokens, its time counts
+    time.sleep(0.25)  # the window lapses
+    member.served(30, 1.0)
+    assert (member.call_seconds(), member.tokens_per_second(), len(member.recent)) == (1.0, 30.0, 1)
+    time.sleep(0.25)
+    assert (member.call_seconds(), member.tokens_per_second(), len(member.recent)) == (
+        None,
+        None,
+        0,
+    )

@@ -187,8 +187,8 @@ async def on_endpoint(
                     # Inside the gate: a job waiting for the slot must see the breaker open.
                     outcome = llm_failed(member, job, error)
                     tried.append(member)
-                    servers = error.affects_all or error.code in _SERVERS_FAULTS
-                    if servers and ctx.pool.other_available(tried):
+                    servers_fault = error.affects_all or error.code in _SERVERS_FAULTS
+                    if servers_fault and ctx.pool.other_available(tried):
                         logger.info(
                             "study_llm_failover id=%s from=%s error_code=%s",
                             job.pk,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from datetime import timedelta
+from datetime import datetime, timedelta
 from io import StringIO
 from pathlib import Path
 
@@ -170,9 +170,12 @@ def test_enqueue_and_export_take_only_the_sets_questions(tmp_path):
     assert sorted(json.loads(line)["external_id"] for line in out.splitlines()) == ["q10", "q11"]
 
 
-def _completed(started: timedelta, ended: timedelta, tokens: int | None = 100) -> None:
-    """An explanation job of ``tokens`` tokens, started and ended that long ago."""
-    now = timezone.now()
+def _completed(
+    now: datetime, started: timedelta, ended: timedelta, tokens: int | None = 100
+) -> None:
+    """An explanation job of ``tokens`` tokens, started and ended that long before ``now``
+    (one instant for all of a test's jobs and its estimate: a loaded machine takes a while
+    to make each, which moved the measured pace)."""
     question = StudyQuestionFactory()
     revision = ExplanationRevisionFactory(question=question, completion_tokens=tokens)
     StudyQuestionJobFactory(
@@ -188,11 +191,12 @@ def test_the_estimate_is_the_pace_since_the_first_completion():
     """Three explanations of 100 tokens completed 20, 10 and 0 s ago (the first started 30 s
     ago): two jobs in the 20 s since the first, 10 tok/s, so 6 more take a minute. An
     hour-old job is outside the window."""
-    _completed(timedelta(seconds=30), timedelta(seconds=20))
-    _completed(timedelta(seconds=15), timedelta(seconds=10))
-    _completed(timedelta(seconds=5), timedelta(0))
-    _completed(timedelta(hours=1, seconds=5), timedelta(hours=1))
-    rate = eta.Rate.of(timezone.now())
+    now = timezone.now()
+    _completed(now, timedelta(seconds=30), timedelta(seconds=20))
+    _completed(now, timedelta(seconds=15), timedelta(seconds=10))
+    _completed(now, timedelta(seconds=5), timedelta(0))
+    _completed(now, timedelta(hours=1, seconds=5), timedelta(hours=1))
+    rate = eta.Rate.of(now)
     assert rate is not None and (rate.jobs, rate.tokens_per_job) == (3, 100)
     assert rate.tokens_per_second == pytest.approx(10.0, rel=0.02)
     assert rate.seconds_for(6) == pytest.approx(60.0, rel=0.02)
@@ -203,9 +207,10 @@ def test_right_after_a_start_the_estimate_is_the_calls_in_flight_over_their_time
     """One completion so far, 4 s from claim to end, and two jobs in flight: Little's law
     gives half a job a second (50 tok/s), where counting the one completion over the time
     since the first start would give 25."""
-    _completed(timedelta(seconds=4), timedelta(0))
+    now = timezone.now()
+    _completed(now, timedelta(seconds=4), timedelta(0))
     StudyQuestionJobFactory.create_batch(2, status=JobStatus.PROCESSING)
-    rate = eta.Rate.of(timezone.now())
+    rate = eta.Rate.of(now)
     assert rate is not None and rate.tokens_per_second == pytest.approx(50.0, rel=0.05)
 
 
@@ -368,10 +373,11 @@ def test_without_token_counts_the_estimate_is_by_jobs_and_says_so():
     """A server that streams without a usage chunk: the same three jobs as above, no tokens
     reported. Two jobs in 20 s, six more take a minute, at 6 jobs/min; one job in the window
     with a count among others without would count those as free: by jobs too."""
-    _completed(timedelta(seconds=30), timedelta(seconds=20), tokens=None)
-    _completed(timedelta(seconds=15), timedelta(seconds=10), tokens=None)
-    _completed(timedelta(seconds=5), timedelta(0))
-    rate = eta.Rate.of(timezone.now())
+    now = timezone.now()
+    _completed(now, timedelta(seconds=30), timedelta(seconds=20), tokens=None)
+    _completed(now, timedelta(seconds=15), timedelta(seconds=10), tokens=None)
+    _completed(now, timedelta(seconds=5), timedelta(0))
+    rate = eta.Rate.of(now)
     assert rate is not None and rate.jobs == 3 and rate.tokens_per_second is None
     assert rate.seconds_for(6) == pytest.approx(60.0, rel=0.02)
     assert rate.basis == "at 6.0 jobs/min over the last 30 s (3 jobs; no token counts reported)"
